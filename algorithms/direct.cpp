@@ -1,0 +1,76 @@
+// Direct exchanges: all-to-all, gather, scatter, send and receive, one lane per peer and way.
+#include "algorithms/builtin.h"
+
+namespace tutti::plan {
+namespace {
+
+LaneSpec sendLane(int peer, BufRef src) {
+  LaneSpec lane;
+  lane.kind = ConnKind::Direct;
+  lane.sendPeer = peer;
+  lane.layout = Layout::Blocks;
+  lane.steps.push_back({Op::Send, 0, src, BufRef{}});
+  return lane;
+}
+
+LaneSpec recvLane(int peer, BufRef dst) {
+  LaneSpec lane;
+  lane.kind = ConnKind::Direct;
+  lane.recvPeer = peer;
+  lane.layout = Layout::Blocks;
+  lane.steps.push_back({Op::Recv, 0, BufRef{}, dst});
+  return lane;
+}
+
+LaneSpec copyLane(BufRef src, BufRef dst) {
+  LaneSpec lane;
+  lane.layout = Layout::Blocks;
+  lane.steps.push_back({Op::Copy, 0, src, dst});
+  return lane;
+}
+
+}  // namespace
+
+RankPlan directAlltoAll(int rank, int nranks) {
+  RankPlan plan{"direct", {copyLane({Buf::In, rank}, {Buf::Out, rank})}};
+  for (int i = 1; i < nranks; i++) {
+    int to = (rank + i) % nranks, from = (rank - i + nranks) % nranks;
+    plan.lanes.push_back(sendLane(to, {Buf::In, to}));
+    plan.lanes.push_back(recvLane(from, {Buf::Out, from}));
+  }
+  return plan;
+}
+
+RankPlan directGather(int rank, int nranks, int root) {
+  if (rank != root) return RankPlan{"direct", {sendLane(root, {Buf::In, -1})}};
+  RankPlan plan{"direct", {copyLane({Buf::In, -1}, {Buf::Out, rank})}};
+  for (int i = 1; i < nranks; i++) {
+    int from = (rank + i) % nranks;
+    plan.lanes.push_back(recvLane(from, {Buf::Out, from}));
+  }
+  return plan;
+}
+
+RankPlan directScatter(int rank, int nranks, int root) {
+  if (rank != root) return RankPlan{"direct", {recvLane(root, {Buf::Out, -1})}};
+  RankPlan plan{"direct", {copyLane({Buf::In, rank}, {Buf::Out, -1})}};
+  for (int i = 1; i < nranks; i++) {
+    int to = (rank + i) % nranks;
+    plan.lanes.push_back(sendLane(to, {Buf::In, to}));
+  }
+  return plan;
+}
+
+RankPlan directSend(int rank, int peer) {
+  // A self send is paired with its receive by the runtime, which binds the receive's buffer
+  // as this send's output.
+  if (peer == rank) return RankPlan{"direct", {copyLane({Buf::In, -1}, {Buf::Out, -1})}};
+  return RankPlan{"direct", {sendLane(peer, {Buf::In, -1})}};
+}
+
+RankPlan directRecv(int rank, int peer) {
+  if (peer == rank) return RankPlan{"direct", {}};  // done by the paired self send
+  return RankPlan{"direct", {recvLane(peer, {Buf::Out, -1})}};
+}
+
+}  // namespace tutti::plan

@@ -1,0 +1,59 @@
+// The plan IR: what one rank does for one collective, as data. Algorithms produce it; the host
+// executor (and later the CUDA executor) interpret it. Read by both compilers: POD only.
+//
+// A plan is a set of lanes. A lane is a list of steps that is repeated once per tile of the
+// user's buffer; each step moves one chunk through the lane's connections (at most one to send
+// to and one to receive from). Buffers are referred to symbolically (input or output, and which
+// chunk or block of the tile), so a plan does not depend on counts or pointers, which are bound
+// at launch. See kernels/host_executor.cpp for how tiles and chunks map to elements.
+#pragma once
+
+#include <cstdint>
+
+namespace tutti::plan {
+
+// How a tile's chunks map onto a buffer.
+enum class Layout : uint8_t {
+  Split,   // the buffer is one range; a tile is nranks consecutive chunks of it (ring all-reduce)
+  Blocks,  // the buffer is nranks blocks of `count` elements; chunk b of a tile lies in block b
+  Whole,   // the buffer is one range; a tile is one chunk
+};
+
+enum class Buf : uint8_t { None, In, Out };
+
+struct BufRef {
+  Buf buf = Buf::None;
+  int32_t chunk = -1;  // Split: chunk index in the tile; Blocks: block index (-1: a single-block
+                       // buffer, such as all-gather's input); Whole: unused
+};
+
+enum class Op : uint8_t {
+  Send,                // src -> send FIFO
+  Recv,                // recv FIFO -> dst
+  RecvSend,            // recv FIFO -> send FIFO, and -> dst when dst is set
+  RecvReduceSend,      // recv FIFO (op) src -> send FIFO
+  RecvReduceCopy,      // recv FIFO (op) src -> dst
+  RecvReduceCopySend,  // recv FIFO (op) src -> dst, and dst -> send FIFO
+  Copy,                // src -> dst, locally
+};
+
+// Flags of a step.
+enum StepFlags : uint8_t {
+  kPre = 1,   // apply the reduction's pre-operation (PreMulSum's scalar) to src
+  kPost = 2,  // apply the reduction's post-operation (average's division) to the result
+};
+
+struct Step {
+  Op op;
+  uint8_t flags;
+  BufRef src;
+  BufRef dst;
+};
+
+// Which connections a lane uses. Ring lanes use the channel's ring connections; direct lanes
+// use point-to-point connections to one peer.
+enum class ConnKind : uint8_t { None, Ring, Direct };
+
+const char* opName(Op op);
+
+}  // namespace tutti::plan

@@ -1,0 +1,105 @@
+// Ring algorithms: all-reduce, all-gather, reduce-scatter, and chains for broadcast and reduce.
+#include "algorithms/builtin.h"
+
+namespace tutti::plan {
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+BufRef in(int chunk = -1) { return BufRef{Buf::In, chunk}; }
+BufRef out(int chunk = -1) { return BufRef{Buf::Out, chunk}; }
+BufRef none() { return BufRef{}; }
+
+LaneSpec ringLane(int rank, int nranks, Layout layout) {
+  LaneSpec lane;
+  lane.kind = ConnKind::Ring;
+  lane.sendPeer = mod(rank + 1, nranks);
+  lane.recvPeer = mod(rank - 1, nranks);
+  lane.layout = layout;
+  return lane;
+}
+
+RankPlan single(const char* algorithm, Layout layout, Step step) {
+  LaneSpec lane;
+  lane.layout = layout;
+  lane.steps.push_back(step);
+  return RankPlan{algorithm, {lane}};
+}
+
+}  // namespace
+
+// Chunk k of every tile goes round the ring twice: the first lap reduces it (ending at rank
+// k - 1), the second carries the finished sum to everyone.
+RankPlan ringAllReduce(int r, int n) {
+  if (n == 1) return single("ring", Layout::Split, {Op::Copy, kPre | kPost, in(0), out(0)});
+  LaneSpec lane = ringLane(r, n, Layout::Split);
+  auto& s = lane.steps;
+  s.push_back({Op::Send, kPre, in(r), none()});
+  for (int k = 1; k < n - 1; k++) s.push_back({Op::RecvReduceSend, kPre, in(mod(r - k, n)), none()});
+  int done = mod(r + 1, n);
+  s.push_back({Op::RecvReduceCopySend, kPre | kPost, in(done), out(done)});
+  for (int j = 1; j < n - 1; j++) s.push_back({Op::RecvSend, 0, none(), out(mod(r + 1 - j, n))});
+  s.push_back({Op::Recv, 0, none(), out(mod(r + 2 - n, n))});
+  return RankPlan{"ring", {lane}};
+}
+
+RankPlan ringAllGather(int r, int n) {
+  LaneSpec lane = ringLane(r, n, Layout::Blocks);
+  auto& s = lane.steps;
+  s.push_back({Op::Copy, 0, in(-1), out(r)});  // skipped by the executor when in place
+  if (n == 1) {
+    lane.kind = ConnKind::None;
+    lane.sendPeer = lane.recvPeer = -1;
+    return RankPlan{"ring", {lane}};
+  }
+  s.push_back({Op::Send, 0, in(-1), none()});
+  for (int j = 1; j < n - 1; j++) s.push_back({Op::RecvSend, 0, none(), out(mod(r - j, n))});
+  s.push_back({Op::Recv, 0, none(), out(mod(r + 1, n))});
+  return RankPlan{"ring", {lane}};
+}
+
+// The partial sum of block b starts at rank b + 1 and finishes at rank b.
+RankPlan ringReduceScatter(int r, int n) {
+  if (n == 1) return single("ring", Layout::Blocks, {Op::Copy, kPre | kPost, in(0), out(-1)});
+  LaneSpec lane = ringLane(r, n, Layout::Blocks);
+  auto& s = lane.steps;
+  s.push_back({Op::Send, kPre, in(mod(r - 1, n)), none()});
+  for (int k = 1; k < n - 1; k++) s.push_back({Op::RecvReduceSend, kPre, in(mod(r - 1 - k, n)), none()});
+  s.push_back({Op::RecvReduceCopy, kPre | kPost, in(r), out(-1)});
+  return RankPlan{"ring", {lane}};
+}
+
+RankPlan ringBroadcast(int r, int n, int root) {
+  if (n == 1) return single("ring", Layout::Whole, {Op::Copy, 0, in(), out()});
+  LaneSpec lane = ringLane(r, n, Layout::Whole);
+  int position = mod(r - root, n);
+  if (position == 0) {
+    lane.recvPeer = -1;
+    lane.steps.push_back({Op::Copy, 0, in(), out()});  // skipped when in place
+    lane.steps.push_back({Op::Send, 0, in(), none()});
+  } else if (position < n - 1) {
+    lane.steps.push_back({Op::RecvSend, 0, none(), out()});
+  } else {
+    lane.sendPeer = -1;
+    lane.steps.push_back({Op::Recv, 0, none(), out()});
+  }
+  return RankPlan{"ring", {lane}};
+}
+
+RankPlan ringReduce(int r, int n, int root) {
+  if (n == 1) return single("ring", Layout::Whole, {Op::Copy, kPre | kPost, in(), out()});
+  LaneSpec lane = ringLane(r, n, Layout::Whole);
+  int position = mod(r - root - 1, n);
+  if (position == 0) {
+    lane.recvPeer = -1;
+    lane.steps.push_back({Op::Send, kPre, in(), none()});
+  } else if (position < n - 1) {
+    lane.steps.push_back({Op::RecvReduceSend, kPre, in(), none()});
+  } else {
+    lane.sendPeer = -1;
+    lane.steps.push_back({Op::RecvReduceCopy, kPre | kPost, in(), out()});
+  }
+  return RankPlan{"ring", {lane}};
+}
+
+}  // namespace tutti::plan

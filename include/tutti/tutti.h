@@ -1,0 +1,39 @@
+/* tutti's C extensions to the NCCL API: host streams, version and device-backend queries. */
+#ifndef TUTTI_TUTTI_H_
+#define TUTTI_TUTTI_H_
+
+#include "nccl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Host streams: ordered queues run by a worker thread; usable wherever a cudaStream_t is taken
+ * by a communicator on the host device backend. (A NULL stream on that backend means "complete
+ * before the call returns".)
+ */
+
+/* Creates a host stream in *stream. */
+ncclResult_t tuttiStreamCreate(cudaStream_t* stream);
+
+/* Waits until everything queued on stream has run; returns the error of a failed operation, if any. */
+ncclResult_t tuttiStreamSynchronize(cudaStream_t stream);
+
+/* ncclSuccess when stream is idle, ncclInProgress while work is queued or running. */
+ncclResult_t tuttiStreamQuery(cudaStream_t stream);
+
+/* Waits for stream's queued work, then frees it. */
+ncclResult_t tuttiStreamDestroy(cudaStream_t stream);
+
+/* The library's name and version, e.g. "tutti 0.1.0 (NCCL 2.28.9 API)". */
+const char* tuttiVersionString(void);
+
+/* The device backend comm runs on, "host" or "cuda", in *name (a static string). */
+ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TUTTI_TUTTI_H_ */

@@ -1,0 +1,277 @@
+// The host executor: lanes as non-blocking state machines, tiles mapped onto user buffers, and
+// a wait that spins briefly, then sleeps on the worker's bell with a bounded timeout.
+#include "kernels/host_executor.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace tutti::kern {
+
+using plan::Buf;
+using plan::BufRef;
+using plan::Layout;
+using plan::Op;
+using plan::Step;
+
+namespace {
+
+size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+struct Span {
+  char* ptr = nullptr;
+  size_t elems = 0;
+};
+
+// Where a buffer reference of the current tile lies.
+Span resolve(const Lane& lane, const BufRef& ref) {
+  if (ref.buf == Buf::None) return {};
+  const OpBinding& op = *lane.op;
+  char* base = ref.buf == Buf::In ? const_cast<char*>(static_cast<const char*>(op.in)) : static_cast<char*>(op.out);
+  size_t C = lane.chunkElems;
+  size_t offset = 0, elems = 0;
+  switch (lane.spec->layout) {
+    case Layout::Split: {
+      size_t n = size_t(op.nranks);
+      size_t tileStart = lane.begin + lane.tile * n * C;
+      size_t tileChunk = std::min(C, ceilDiv(lane.end - tileStart, n));
+      offset = tileStart + size_t(ref.chunk) * tileChunk;
+      elems = offset >= lane.end ? 0 : std::min(tileChunk, lane.end - offset);
+      break;
+    }
+    case Layout::Blocks: {
+      size_t start = lane.begin + lane.tile * C;
+      elems = std::min(C, lane.end - start);
+      offset = ref.chunk >= 0 ? size_t(ref.chunk) * op.count + start : start;
+      break;
+    }
+    case Layout::Whole: {
+      offset = lane.begin + lane.tile * C;
+      elems = std::min(C, lane.end - offset);
+      break;
+    }
+  }
+  return {base + offset * op.eltSize, elems};
+}
+
+bool needsRecv(Op op) { return op != Op::Send && op != Op::Copy; }
+bool needsSend(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
+
+unsigned reduceFlags(const Step& step) {
+  unsigned flags = 0;
+  if (step.flags & plan::kPre) flags |= kPreOnB;
+  if (step.flags & plan::kPost) flags |= kPost;
+  return flags;
+}
+
+bool opHasPre(const RedOp& op) { return op.kind == RedKind::PreMulSum; }
+bool opHasPost(const RedOp& op) { return op.kind == RedKind::SumPostDiv; }
+
+[[noreturn]] void sizeMismatch(const Lane& lane, const ExecutionContext& ctx, uint64_t got, uint64_t expected) {
+  throw Error(ErrorCode::InvalidUsage,
+              std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
+                  " received " + std::to_string(got) + " bytes from " + ctx.describePeer(lane.recv.peer) +
+                  " where it expected " + std::to_string(expected) +
+                  " (do all ranks make the same calls, with the same count, type and root?)");
+}
+
+// Runs the lane's current step if the FIFOs allow it. Returns false when blocked.
+bool tryStep(Lane& lane, const ExecutionContext& ctx) {
+  const Step& step = lane.spec->steps[lane.step];
+  const bool recv = needsRecv(step.op), send = needsSend(step.op);
+  FifoHeader* rf = lane.recv.fifo;
+  FifoHeader* sf = lane.send.fifo;
+  uint64_t rtail = 0, shead = 0;
+  if (recv) {
+    rtail = rf->tail;  // only we write it
+    if (fifoLoadAcquire(&rf->head) == rtail) return false;
+  }
+  if (send) {
+    shead = sf->head;  // only we write it
+    if (shead - fifoLoadAcquire(&sf->tail) >= sf->nsteps) return false;
+  }
+
+  const OpBinding& op = *lane.op;
+  Span src = resolve(lane, step.src), dst = resolve(lane, step.dst);
+  const size_t elems = step.src.buf != Buf::None ? src.elems : dst.elems;
+  const size_t bytes = elems * op.eltSize;
+  const unsigned flags = reduceFlags(step);
+  char* rslot = recv ? fifoSlot(rf, rtail) : nullptr;
+  char* sslot = send ? fifoSlot(sf, shead) : nullptr;
+  if (recv) {
+    uint64_t got = rf->sizes[rtail % rf->nsteps];
+    if (got != bytes) sizeMismatch(lane, ctx, got, bytes);
+  }
+
+  switch (step.op) {
+    case Op::Send:
+      if ((flags & kPreOnB) && opHasPre(op.redop)) reduceHost(op.type, op.redop, sslot, nullptr, src.ptr, elems, kPreOnB);
+      else std::memcpy(sslot, src.ptr, bytes);
+      break;
+    case Op::Recv:
+      std::memcpy(dst.ptr, rslot, bytes);
+      break;
+    case Op::RecvSend:
+      std::memcpy(sslot, rslot, bytes);
+      if (dst.ptr) std::memcpy(dst.ptr, rslot, bytes);
+      break;
+    case Op::RecvReduceSend:
+      reduceHost(op.type, op.redop, sslot, rslot, src.ptr, elems, flags & kPreOnB);
+      break;
+    case Op::RecvReduceCopy:
+      reduceHost(op.type, op.redop, dst.ptr, rslot, src.ptr, elems, flags);
+      break;
+    case Op::RecvReduceCopySend:
+      reduceHost(op.type, op.redop, dst.ptr, rslot, src.ptr, elems, flags);
+      std::memcpy(sslot, dst.ptr, bytes);
+      break;
+    case Op::Copy:
+      if (((flags & kPreOnB) && opHasPre(op.redop)) || ((flags & kPost) && opHasPost(op.redop)))
+        reduceHost(op.type, op.redop, dst.ptr, nullptr, src.ptr, elems, flags);
+      else if (dst.ptr != src.ptr)
+        std::memmove(dst.ptr, src.ptr, bytes);
+      break;
+  }
+
+  if (recv) {
+    fifoStoreRelease(&rf->tail, rtail + 1);
+    ringBell(lane.recv.peerBell);
+  }
+  if (send) {
+    sf->sizes[shead % sf->nsteps] = bytes;
+    fifoStoreRelease(&sf->head, shead + 1);
+    ringBell(lane.send.peerBell);
+  }
+  if (++lane.step == lane.spec->steps.size()) {
+    lane.step = 0;
+    lane.tile++;
+  }
+  return true;
+}
+
+bool laneDone(const Lane& lane) { return lane.tile >= lane.ntiles; }
+
+std::string blockedDescription(const Lane& lane, const ExecutionContext& ctx) {
+  const Step& step = lane.spec->steps[lane.step];
+  std::string what;
+  if (needsRecv(step.op) && fifoLoadAcquire(&lane.recv.fifo->head) == lane.recv.fifo->tail)
+    what = "data from " + ctx.describePeer(lane.recv.peer);
+  else
+    what = "free FIFO space at " + ctx.describePeer(lane.send.peer);
+  return std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + " on rank " + std::to_string(ctx.rank) +
+         " (channel " + std::to_string(lane.channel) + ", tile " + std::to_string(lane.tile) + "/" +
+         std::to_string(lane.ntiles) + ", step " + plan::opName(step.op) + ") is waiting for " + what;
+}
+
+}  // namespace
+
+void prepareLane(Lane& lane) {
+  size_t range = lane.end > lane.begin ? lane.end - lane.begin : 0;
+  size_t perTile = lane.chunkElems * (lane.spec->layout == Layout::Split ? size_t(lane.op->nranks) : 1);
+  lane.ntiles = range == 0 || lane.spec->steps.empty() ? 0 : ceilDiv(range, perTile);
+  lane.tile = 0;
+  lane.step = 0;
+}
+
+void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
+  using Clock = std::chrono::steady_clock;
+  auto lastProgress = Clock::now();
+  int idle = 0;
+  for (;;) {
+    const uint32_t seen = ctx.bell->seq.load(std::memory_order_acquire);
+    bool progress = false, allDone = true;
+    for (LaneQueue& q : queues) {
+      while (q.current < q.lanes.size()) {
+        Lane& lane = q.lanes[q.current];
+        for (int burst = 0; !laneDone(lane) && burst < 64 && tryStep(lane, ctx); burst++) progress = true;
+        if (!laneDone(lane)) break;
+        q.current++;
+      }
+      if (q.current < q.lanes.size()) allDone = false;
+    }
+    if (allDone) return;
+    if (progress) {
+      idle = 0;
+      continue;
+    }
+    if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
+      throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
+    if (++idle < ctx.spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    if (idle == ctx.spin) lastProgress = Clock::now();
+    waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
+    if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
+      for (LaneQueue& q : queues)
+        if (q.current < q.lanes.size())
+          throw Error(ErrorCode::Timeout, blockedDescription(q.lanes[q.current], ctx) + " and made no progress for " +
+                                              std::to_string(int(ctx.timeoutSeconds)) + " s (TUTTI_TIMEOUT)");
+    }
+  }
+}
+
+HostWorkerPool::HostWorkerPool(int threads) : slots_(size_t(threads)) {
+  for (int i = 0; i < threads; i++) threads_.emplace_back([this, i] { loop(i); });
+}
+
+HostWorkerPool::~HostWorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void HostWorkerPool::start(int i, std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slots_[size_t(i)].job = std::move(job);
+    slots_[size_t(i)].busy = true;
+    slots_[size_t(i)].error = nullptr;
+  }
+  wake_.notify_all();
+}
+
+void HostWorkerPool::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Jobs are bounded by their own timeouts and the abort flag, so this wait ends.
+  done_.wait(lock, [this] {
+    for (auto& s : slots_)
+      if (s.busy) return false;
+    return true;
+  });
+  for (auto& s : slots_)
+    if (s.error) {
+      std::exception_ptr e = s.error;
+      for (auto& t : slots_) t.error = nullptr;
+      std::rethrow_exception(e);
+    }
+}
+
+void HostWorkerPool::loop(int i) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || (slots_[size_t(i)].busy && slots_[size_t(i)].job); });
+    if (stopping_) return;
+    std::function<void()> job = std::move(slots_[size_t(i)].job);
+    slots_[size_t(i)].job = nullptr;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      job();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    slots_[size_t(i)].error = error;
+    slots_[size_t(i)].busy = false;
+    done_.notify_all();
+  }
+}
+
+}  // namespace tutti::kern

@@ -1,0 +1,109 @@
+// The host executor: runs the lanes of one or more operations on host threads, moving bytes
+// through FIFOs with the Simple protocol and reducing with the shared functors.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/lane.h"
+#include "kernels/bell.h"
+#include "kernels/fifo.h"
+#include "kernels/host_reduce.h"
+#include "nccl.h"
+
+namespace tutti::kern {
+
+// One end of one connection, as the executor sees it.
+struct FifoEnd {
+  FifoHeader* fifo = nullptr;  // the FIFO (owned by the receiving rank)
+  Bell* peerBell = nullptr;    // rung after publishing (send side) or freeing (receive side)
+  int peer = -1;
+};
+
+// An operation's arguments, bound at launch.
+struct OpBinding {
+  const char* name = "";     // "AllReduce", ...
+  uint64_t seq = 0;          // the operation's number on its communicator
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;          // elements of the whole range (Split, Whole) or of one block (Blocks)
+  ncclDataType_t type = ncclFloat32;
+  size_t eltSize = 4;
+  RedOp redop;
+  int nranks = 1;
+};
+
+// One lane of one operation on one channel: a plan lane bound to a range and connections.
+struct Lane {
+  const plan::LaneSpec* spec = nullptr;
+  const OpBinding* op = nullptr;
+  int channel = 0;
+  size_t begin = 0, end = 0;  // element range (within each block for Blocks)
+  size_t chunkElems = 0;      // elements per chunk (fits one FIFO slot)
+  FifoEnd send, recv;
+  // Progress.
+  uint64_t tile = 0, ntiles = 0;
+  uint32_t step = 0;
+};
+
+// Lanes that share connections run one after another; queues run concurrently.
+struct LaneQueue {
+  std::vector<Lane> lanes;
+  size_t current = 0;
+};
+
+struct ExecutionContext {
+  Bell* bell = nullptr;                        // this worker's bell
+  const std::atomic<bool>* abortFlag = nullptr;
+  double timeoutSeconds = 300;                 // with no progress at all
+  int spin = 200;                              // polls before sleeping
+  int rank = 0;
+  std::function<std::string(int peer)> describePeer;  // "rank 3 (host:pid)"
+};
+
+// Sets ntiles (and resets progress) from the lane's range, layout and chunk size.
+void prepareLane(Lane& lane);
+
+// Runs every queue to completion. Throws tutti::Error on a timeout (naming the peer waited
+// for), an abort, or a size mismatch between the ranks' calls.
+void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& context);
+
+// Persistent worker threads of one communicator: worker i > 0 runs on its own thread; worker 0
+// is run by whoever launches (the caller, or a host stream's thread).
+class HostWorkerPool {
+ public:
+  explicit HostWorkerPool(int threads);
+  ~HostWorkerPool();
+  HostWorkerPool(const HostWorkerPool&) = delete;
+  HostWorkerPool& operator=(const HostWorkerPool&) = delete;
+
+  int size() const { return int(threads_.size()); }
+  // Starts job on thread i (0-based, i < size()); does not wait.
+  void start(int i, std::function<void()> job);
+  // Waits until every started job has finished; rethrows the first failure.
+  void wait();
+
+ private:
+  struct Slot {
+    std::function<void()> job;
+    bool busy = false;
+    std::exception_ptr error;
+  };
+  void loop(int i);
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<Slot> slots_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+};
+
+}  // namespace tutti::kern

@@ -1,0 +1,155 @@
+// Entry points of the collectives, point-to-point calls and groups.
+#include <limits>
+
+#include "kernels/host_reduce.h"
+#include "runtime/api.h"
+#include "runtime/launch.h"
+#include "runtime/log.h"
+
+using namespace tutti;
+
+namespace {
+
+// Which of the user's buffers a collective reads and writes, and how many elements each holds.
+struct BufferUse {
+  bool readsIn;
+  bool writesOut;
+  size_t inCount;
+  size_t outCount;
+};
+
+BufferUse bufferUse(CollKind kind, size_t count, int nranks, bool isRoot) {
+  size_t n = size_t(nranks);
+  switch (kind) {
+    case CollKind::AllReduce: return {true, true, count, count};
+    case CollKind::AllGather: return {true, true, count, count * n};
+    case CollKind::ReduceScatter: return {true, true, count * n, count};
+    case CollKind::Broadcast: return {isRoot, true, count, count};
+    case CollKind::Reduce: return {true, isRoot, count, count};
+    case CollKind::AlltoAll: return {true, true, count * n, count * n};
+    case CollKind::Gather: return {true, isRoot, count, count * n};
+    case CollKind::Scatter: return {isRoot, true, count * n, count};
+    case CollKind::Send: return {true, false, count, 0};
+    case CollKind::Recv: return {false, true, 0, count};
+  }
+  return {};
+}
+
+ncclResult_t submit(const char* operation, CollKind kind, const void* in, void* out, size_t count, ncclDataType_t type,
+                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return guard(operation, [&] {
+    checkUsableComm(operation, comm);
+    log::setThreadDevice(comm->device);
+    checkType(operation, comm, type);
+    bool reducing = kind == CollKind::AllReduce || kind == CollKind::ReduceScatter || kind == CollKind::Reduce;
+    if (reducing) checkOp(operation, comm, op, type);
+    bool rooted = kind == CollKind::Broadcast || kind == CollKind::Reduce || kind == CollKind::Gather || kind == CollKind::Scatter;
+    if (rooted) checkRank(operation, comm, root, "root");
+    if (kind == CollKind::Send || kind == CollKind::Recv) checkRank(operation, comm, root, "peer");
+    if (count > std::numeric_limits<size_t>::max() / kern::dtypeSize(type) / size_t(comm->nranks))
+      throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": count " + std::to_string(count) +
+                                                  " overflows the address space");
+    BufferUse use = bufferUse(kind, count, comm->nranks, root == comm->rank);
+    if (use.readsIn) checkBuffer(operation, comm, in, use.inCount, kind == CollKind::Send ? "sendbuff" : "sendbuff");
+    if (use.writesOut) checkBuffer(operation, comm, out, use.outCount, "recvbuff");
+    checkStream(operation, comm, stream);
+    TUTTI_INFO(log::Coll, "%s: opCount %llx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
+               operation, (unsigned long long)comm->opSeq, in, static_cast<void*>(out), count, int(type), int(op), root,
+               static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
+    enqueueTask(Task{kind, use.readsIn ? in : nullptr, use.writesOut ? out : nullptr, count, type, op, root, comm, stream});
+  });
+}
+
+}  // namespace
+
+TUTTI_API ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclAllReduce", CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclAllReduce)
+
+TUTTI_API ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclAllGather", CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclAllGather)
+
+TUTTI_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclReduceScatter", CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclReduceScatter)
+
+TUTTI_API ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclBroadcast", CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclBroadcast)
+
+TUTTI_API ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclBcast", CollKind::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclBcast)
+
+TUTTI_API ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                                   int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclReduce", CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclReduce)
+
+TUTTI_API ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     ncclComm_t comm, cudaStream_t stream) {
+  if (sendbuff != nullptr && sendbuff == recvbuff && count > 0)
+    return guard("ncclAlltoAll", [] {
+      throw Error(ErrorCode::InvalidArgument, "ncclAlltoAll: sendbuff and recvbuff are the same buffer; an in-place all-to-all is not supported");
+    });
+  return submit("ncclAlltoAll", CollKind::AlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclAlltoAll)
+
+TUTTI_API ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclGather", CollKind::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclGather)
+
+TUTTI_API ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                    ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclScatter", CollKind::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclScatter)
+
+TUTTI_API ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  return submit("ncclSend", CollKind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclSend)
+
+TUTTI_API ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  return submit("ncclRecv", CollKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+}
+TUTTI_NCCL_ALIAS(ncclRecv)
+
+TUTTI_API ncclResult_t pncclGroupStart() {
+  return guard("ncclGroupStart", [] { groupStart(); });
+}
+TUTTI_NCCL_ALIAS(ncclGroupStart)
+
+TUTTI_API ncclResult_t pncclGroupEnd() {
+  return guard("ncclGroupEnd", [] { groupEnd(); });
+}
+TUTTI_NCCL_ALIAS(ncclGroupEnd)
+
+TUTTI_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  return guard("ncclGroupSimulateEnd", [] {
+    // The group is ended (and its operations dropped) so the caller's group state stays sane.
+    groupRecordError(ncclInvalidUsage);
+    try {
+      groupEnd();
+    } catch (const Error&) {
+    }
+    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: not supported yet (the cost simulator comes with the algorithm library); the group's operations were dropped, not run");
+  });
+}
+TUTTI_NCCL_ALIAS(ncclGroupSimulateEnd)

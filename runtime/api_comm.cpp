@@ -1,0 +1,278 @@
+// Entry points that make, split, query and end communicators.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "runtime/api.h"
+#include "runtime/device_backend.h"
+#include "runtime/log.h"
+#include "runtime/params.h"
+
+using namespace tutti;
+
+namespace {
+
+// Makes a communicator; blocking configs join now, nonblocking ones in a thread while the
+// handle reports ncclInProgress.
+void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids, int nIds, int nranks, int rank, int device,
+                const CommConfig& config) {
+  if (out == nullptr) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": comm (the output pointer) is NULL");
+  *out = nullptr;
+  if (nranks < 1) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": nranks " + std::to_string(nranks) + " must be at least 1");
+  if (rank < 0 || rank >= nranks)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": rank " + std::to_string(rank) + " is out of range (0.." +
+                                                std::to_string(nranks - 1) + ")");
+  chooseDeviceBackend(operation);
+  auto comm = std::make_unique<ncclComm>();
+  comm->config = config;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->device = device;
+  std::vector<ncclUniqueId> idCopy(ids, ids + nIds);
+  if (config.blocking) {
+    initCommunicator(comm.get(), idCopy.data(), nIds, rank, nranks, device);
+    registerComm(comm.get());
+    *out = comm.release();
+    return;
+  }
+  comm->asyncError.store(ncclInProgress);
+  ncclComm* raw = comm.get();
+  registerComm(raw);
+  raw->initThread = std::thread([raw, idCopy, nIds, rank, nranks, device] {
+    try {
+      initCommunicator(raw, idCopy.data(), nIds, rank, nranks, device);
+      raw->asyncError.store(ncclSuccess);
+    } catch (const Error& e) {
+      raw->asyncError.store(ncclSuccess);  // let fail() record this error
+      raw->fail(e);
+      TUTTI_WARN("%s: nonblocking init failed: %s", raw->where().c_str(), e.what());
+    } catch (const std::exception& e) {
+      raw->asyncError.store(ncclSuccess);
+      raw->fail(Error(ErrorCode::Internal, e.what()));
+    }
+  });
+  *out = comm.release();
+}
+
+// Waits for a nonblocking init and for work queued on host streams to finish with this
+// communicator. Stream work is bounded by TUTTI_TIMEOUT and ends at once after an abort.
+void quiesce(ncclComm* comm) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  while (comm->pendingStreamJobs.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+TUTTI_API ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return guard("ncclGetUniqueId", [&] {
+    if (uniqueId == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    bootstrapGetUniqueId(uniqueId);
+  });
+}
+TUTTI_NCCL_ALIAS(ncclGetUniqueId)
+
+// Nonblocking communicators report ncclInProgress until their init has finished.
+static ncclResult_t initResult(ncclResult_t result, ncclComm_t* comm) {
+  if (result == ncclSuccess && comm && *comm && !(*comm)->config.blocking) return ncclInProgress;
+  return result;
+}
+
+TUTTI_API ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  return initResult(guard("ncclCommInitRankConfig",
+                          [&] {
+                            CommConfig c = readConfig(config, "ncclCommInitRankConfig");
+                            createComm("ncclCommInitRankConfig", comm, &commId, 1, nranks, rank, 0, c);
+                          }),
+                    comm);
+}
+TUTTI_NCCL_ALIAS(ncclCommInitRankConfig)
+
+TUTTI_API ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initResult(guard("ncclCommInitRank",
+                          [&] { createComm("ncclCommInitRank", comm, &commId, 1, nranks, rank, 0, readConfig(nullptr, "ncclCommInitRank")); }),
+                    comm);
+}
+TUTTI_NCCL_ALIAS(ncclCommInitRank)
+
+TUTTI_API ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                                 ncclConfig_t* config) {
+  return initResult(guard("ncclCommInitRankScalable",
+                          [&] {
+                            if (nId < 1 || commIds == nullptr)
+                              throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: needs nId >= 1 unique ids (nId " +
+                                                                          std::to_string(nId) + ", commIds " + (commIds ? "set" : "NULL") + ")");
+                            if (nId > nranks)
+                              throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: nId " + std::to_string(nId) +
+                                                                          " is larger than nranks " + std::to_string(nranks));
+                            CommConfig c = readConfig(config, "ncclCommInitRankScalable");
+                            createComm("ncclCommInitRankScalable", newcomm, commIds, nId, nranks, myrank, 0, c);
+                          }),
+                    newcomm);
+}
+TUTTI_NCCL_ALIAS(ncclCommInitRankScalable)
+
+TUTTI_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return guard("ncclCommInitAll", [&] {
+    if (comms == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: comms is NULL");
+    if (ndev < 1) throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: ndev " + std::to_string(ndev) + " must be at least 1");
+    if (devlist)
+      for (int i = 0; i < ndev; i++)
+        for (int j = 0; j < i; j++)
+          if (devlist[i] == devlist[j])
+            throw Error(ErrorCode::InvalidUsage, "ncclCommInitAll: device " + std::to_string(devlist[i]) + " appears twice in devlist");
+    ncclUniqueId id;
+    bootstrapGetUniqueId(&id);
+    CommConfig config = readConfig(nullptr, "ncclCommInitAll");
+    config.blocking = true;
+    std::vector<ncclComm_t> made(static_cast<size_t>(ndev), nullptr);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; i++)
+      threads.emplace_back([&, i] {
+        try {
+          createComm("ncclCommInitAll", &made[size_t(i)], &id, 1, ndev, i, devlist ? devlist[i] : i, config);
+        } catch (...) {
+          errors[size_t(i)] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) {
+        for (ncclComm_t c : made)
+          if (c) {
+            unregisterComm(c);
+            delete c;
+          }
+        std::rethrow_exception(e);
+      }
+    std::copy(made.begin(), made.end(), comms);
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommInitAll)
+
+TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return initResult(guard("ncclCommSplit",
+                          [&] {
+                            checkUsableComm("ncclCommSplit", comm);
+                            if (newcomm == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: newcomm is NULL");
+                            *newcomm = nullptr;
+                            if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+                              throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: " + comm->where() + ": color " + std::to_string(color) +
+                                                                          " is negative and not NCCL_SPLIT_NOCOLOR");
+                            CommConfig c = config ? readConfig(config, "ncclCommSplit") : comm->config;
+                            // Everyone's (color, key); the new rank 0 of each color makes the new id.
+                            struct Entry {
+                              int32_t color, key;
+                              ncclUniqueId id;
+                            };
+                            std::vector<Entry> all(size_t(comm->nranks));
+                            all[size_t(comm->rank)] = Entry{color, key, {}};
+                            comm->bootstrap->allGather(all.data(), sizeof(Entry));
+                            std::vector<int> members;
+                            for (int r = 0; r < comm->nranks; r++)
+                              if (all[size_t(r)].color == color) members.push_back(r);
+                            std::stable_sort(members.begin(), members.end(),
+                                             [&](int a, int b) { return all[size_t(a)].key < all[size_t(b)].key; });
+                            bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == comm->rank;
+                            if (leader) bootstrapGetUniqueId(&all[size_t(comm->rank)].id);
+                            comm->bootstrap->allGather(all.data(), sizeof(Entry));
+                            if (color == NCCL_SPLIT_NOCOLOR) return;
+                            int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+                            createComm("ncclCommSplit", newcomm, &all[size_t(members.front())].id, 1, int(members.size()), newRank,
+                                       comm->device, c);
+                          }),
+                    newcomm);
+}
+TUTTI_NCCL_ALIAS(ncclCommSplit)
+
+TUTTI_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                                       ncclConfig_t* config, int shrinkFlags) {
+  return guard("ncclCommShrink", [&] {
+    checkComm("ncclCommShrink", comm);
+    throw Error(ErrorCode::InvalidUsage, "ncclCommShrink: not supported yet");
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommShrink)
+
+TUTTI_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return guard("ncclCommRevoke", [&] {
+    checkComm("ncclCommRevoke", comm);
+    throw Error(ErrorCode::InvalidUsage, "ncclCommRevoke: not supported yet");
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommRevoke)
+
+TUTTI_API ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  return guard("ncclCommFinalize", [&] {
+    checkComm("ncclCommFinalize", comm);
+    quiesce(comm);
+    comm->finalized = true;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommFinalize)
+
+TUTTI_API ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  return guard("ncclCommDestroy", [&] {
+    checkComm("ncclCommDestroy", comm);
+    quiesce(comm);
+    unregisterComm(comm);
+    delete comm;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommDestroy)
+
+TUTTI_API ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  return guard("ncclCommAbort", [&] {
+    checkComm("ncclCommAbort", comm);
+    unregisterComm(comm);
+    comm->fail(Error(ErrorCode::Aborted, comm->where() + ": aborted by ncclCommAbort"));
+    quiesce(comm);
+    delete comm;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommAbort)
+
+TUTTI_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return guard("ncclCommGetAsyncError", [&] {
+    checkComm("ncclCommGetAsyncError", comm);
+    if (asyncError == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    *asyncError = ncclResult_t(comm->asyncError.load());
+    if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) {
+      std::lock_guard<std::mutex> lock(comm->errorMutex);
+      setLastError(comm->asyncErrorMessage);
+    }
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommGetAsyncError)
+
+TUTTI_API ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  return guard("ncclCommCount", [&] {
+    checkComm("ncclCommCount", comm);
+    if (count == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommCount: count is NULL");
+    *count = comm->nranks;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommCount)
+
+TUTTI_API ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return guard("ncclCommCuDevice", [&] {
+    checkComm("ncclCommCuDevice", comm);
+    if (device == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommCuDevice: device is NULL");
+    *device = comm->device;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommCuDevice)
+
+TUTTI_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return guard("ncclCommUserRank", [&] {
+    checkComm("ncclCommUserRank", comm);
+    if (rank == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommUserRank: rank is NULL");
+    *rank = comm->rank;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommUserRank)

@@ -1,0 +1,280 @@
+// Entry points for errors, versions, memory, registration, user reduction ops, the device API
+// (not supported yet) and tutti's own extensions.
+#define TUTTI_NCCL_DEVICE_API 1
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/host_reduce.h"
+#include "runtime/api.h"
+#include "runtime/host_stream.h"
+#include "runtime/log.h"
+#include "tutti/tutti.h"
+
+using namespace tutti;
+
+namespace tutti {
+const char* lastError();
+}
+
+namespace {
+
+[[noreturn]] void unsupported(const char* operation) {
+  throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": not supported yet (tutti's device API is not implemented)");
+}
+
+// A registration in host mode: nothing to pin or map, but the handle is real and checked.
+struct HostRegistration {
+  uint64_t magic = 0x7265676973747231ull;
+  void* buffer;
+  size_t size;
+};
+
+}  // namespace
+
+TUTTI_API const char* pncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the tutti developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+TUTTI_NCCL_ALIAS(ncclGetErrorString)
+
+TUTTI_API const char* pncclGetLastError(ncclComm_t comm) { return tutti::lastError(); }
+TUTTI_NCCL_ALIAS(ncclGetLastError)
+
+TUTTI_API ncclResult_t pncclGetVersion(int* version) {
+  return guard("ncclGetVersion", [&] {
+    if (version == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetVersion: version is NULL");
+    *version = NCCL_VERSION_CODE;
+    TUTTI_INFO(log::Init, "ncclGetVersion: NCCL API %d, tutti %s", NCCL_VERSION_CODE, TUTTI_VERSION_STRING);
+  });
+}
+TUTTI_NCCL_ALIAS(ncclGetVersion)
+
+TUTTI_API void pncclResetDebugInit() { log::reset(); }
+TUTTI_NCCL_ALIAS(ncclResetDebugInit)
+TUTTI_API void ncclResetDebugInitInternal() { log::reset(); }
+
+TUTTI_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
+  return guard("ncclMemAlloc", [&] {
+    if (ptr == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclMemAlloc: ptr is NULL");
+    *ptr = nullptr;
+    // Host backend: page-aligned host memory, as a device allocation would be.
+    if (size == 0) return;
+    void* p = nullptr;
+    if (int err = posix_memalign(&p, 4096, size)) throwSystemError("ncclMemAlloc: " + std::to_string(size) + " bytes", err);
+    *ptr = p;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclMemAlloc)
+
+TUTTI_API ncclResult_t pncclMemFree(void* ptr) {
+  std::free(ptr);
+  return ncclSuccess;
+}
+TUTTI_NCCL_ALIAS(ncclMemFree)
+
+TUTTI_API ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guard("ncclCommRegister", [&] {
+    checkUsableComm("ncclCommRegister", comm);
+    if (handle == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommRegister: handle is NULL");
+    checkBuffer("ncclCommRegister", comm, buff, size, "buff");
+    *handle = new HostRegistration{0x7265676973747231ull, buff, size};
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommRegister)
+
+TUTTI_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return guard("ncclCommDeregister", [&] {
+    checkComm("ncclCommDeregister", comm);
+    auto* reg = static_cast<HostRegistration*>(handle);
+    if (reg == nullptr || reg->magic != 0x7265676973747231ull)
+      throw Error(ErrorCode::InvalidArgument, "ncclCommDeregister: " + comm->where() + ": handle is not from ncclCommRegister");
+    reg->magic = 0;
+    delete reg;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommDeregister)
+
+TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+  return guard("ncclCommWindowRegister", [&] {
+    checkComm("ncclCommWindowRegister", comm);
+    throw Error(ErrorCode::InvalidUsage, "ncclCommWindowRegister: not supported yet (symmetric memory windows need the CUDA backend)");
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommWindowRegister)
+
+TUTTI_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return guard("ncclCommWindowDeregister", [&] {
+    checkComm("ncclCommWindowDeregister", comm);
+    throw Error(ErrorCode::InvalidUsage, "ncclCommWindowDeregister: not supported yet");
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommWindowDeregister)
+
+TUTTI_API ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                 ncclScalarResidence_t residence, ncclComm_t comm) {
+  return guard("ncclRedOpCreatePreMulSum", [&] {
+    checkUsableComm("ncclRedOpCreatePreMulSum", comm);
+    checkType("ncclRedOpCreatePreMulSum", comm, datatype);
+    if (op == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": op is NULL");
+    if (scalar == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": scalar is NULL");
+    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+      throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": unknown scalar residence " +
+                                                  std::to_string(int(residence)));
+    UserRedOp user;
+    user.live = true;
+    user.type = datatype;
+    user.residence = residence;
+    if (residence == ncclScalarHostImmediate) std::memcpy(&user.hostValue, scalar, kern::dtypeSize(datatype));
+    else user.pointer = scalar;  // host backend: "device" memory is host memory, read at each use
+    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    size_t slot = 0;
+    while (slot < comm->redops.size() && comm->redops[slot].live) slot++;
+    if (slot == comm->redops.size()) {
+      if (slot + ncclNumOps >= size_t(ncclMaxRedOp))
+        throw Error(ErrorCode::InvalidUsage, "ncclRedOpCreatePreMulSum: " + comm->where() + ": too many live reduction ops");
+      comm->redops.push_back(user);
+    } else {
+      comm->redops[slot] = user;
+    }
+    *op = ncclRedOp_t(ncclNumOps + int(slot));
+  });
+}
+TUTTI_NCCL_ALIAS(ncclRedOpCreatePreMulSum)
+
+TUTTI_API ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return guard("ncclRedOpDestroy", [&] {
+    checkComm("ncclRedOpDestroy", comm);
+    if (int(op) < ncclNumOps)
+      throw Error(ErrorCode::InvalidArgument, "ncclRedOpDestroy: " + comm->where() + ": op " + std::to_string(int(op)) +
+                                                  " is a built-in reduction, not one from ncclRedOpCreatePreMulSum");
+    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    size_t slot = size_t(op) - ncclNumOps;
+    if (slot >= comm->redops.size() || !comm->redops[slot].live)
+      throw Error(ErrorCode::InvalidArgument, "ncclRedOpDestroy: " + comm->where() + ": op " + std::to_string(int(op)) +
+                                                  " is not a live reduction op of this communicator");
+    comm->redops[slot].live = false;
+  });
+}
+TUTTI_NCCL_ALIAS(ncclRedOpDestroy)
+
+// ---- The device API: exported for link compatibility, not supported yet. ----
+
+TUTTI_API ncclResult_t pncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm) {
+  return guard("ncclDevCommCreate", [] { unsupported("ncclDevCommCreate"); });
+}
+TUTTI_NCCL_ALIAS(ncclDevCommCreate)
+
+TUTTI_API ncclResult_t pncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* devComm) {
+  return guard("ncclDevCommDestroy", [] { unsupported("ncclDevCommDestroy"); });
+}
+TUTTI_NCCL_ALIAS(ncclDevCommDestroy)
+
+TUTTI_API ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle,
+                                                        ncclDevResourceRequirements_t* outReq) {
+  return guard("ncclLsaBarrierCreateRequirement", [] { unsupported("ncclLsaBarrierCreateRequirement"); });
+}
+TUTTI_NCCL_ALIAS(ncclLsaBarrierCreateRequirement)
+
+TUTTI_API ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                                        ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  return guard("ncclGinBarrierCreateRequirement", [] { unsupported("ncclGinBarrierCreateRequirement"); });
+}
+TUTTI_NCCL_ALIAS(ncclGinBarrierCreateRequirement)
+
+TUTTI_API ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
+                                                   ncclDevResourceRequirements_t* outReq) {
+  return guard("ncclLLA2ACreateRequirement", [] { unsupported("ncclLLA2ACreateRequirement"); });
+}
+TUTTI_NCCL_ALIAS(ncclLLA2ACreateRequirement)
+
+// Slots of 16-byte lines: one per element line of the largest element, as a sizing helper.
+TUTTI_API int pncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  if (maxElts <= 0 || maxEltSize <= 0) return 0;
+  return int((int64_t(maxElts) * maxEltSize + 7) / 8);
+}
+TUTTI_NCCL_ALIAS(ncclLLA2ACalcSlots)
+
+// Teams: the world, and the trivial one-rank local and rail teams, since no rank shares
+// device memory with another on the host backend.
+TUTTI_API ncclTeam_t pncclTeamWorld(ncclComm_t comm) {
+  if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
+  return ncclTeam_t{comm->nranks, comm->rank, 1};
+}
+TUTTI_NCCL_ALIAS(ncclTeamWorld)
+
+TUTTI_API ncclTeam_t pncclTeamLsa(ncclComm_t comm) {
+  if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
+  return ncclTeam_t{1, 0, 1};
+}
+TUTTI_NCCL_ALIAS(ncclTeamLsa)
+
+TUTTI_API ncclTeam_t pncclTeamRail(ncclComm_t comm) {
+  if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
+  return ncclTeam_t{comm->nranks, comm->rank, 1};
+}
+TUTTI_NCCL_ALIAS(ncclTeamRail)
+
+TUTTI_API int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
+  if (!comm || !isLiveComm(comm)) return -1;
+  return comm->rank + (rank - team.rank) * team.stride;
+}
+TUTTI_NCCL_ALIAS(ncclTeamRankToWorld)
+
+TUTTI_API int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
+  if (!comm || !isLiveComm(comm)) return -1;
+  int world = comm->rank + (rank - team.rank) * team.stride;
+  return world == comm->rank ? 0 : -1;
+}
+TUTTI_NCCL_ALIAS(ncclTeamRankToLsa)
+
+// ---- tutti extensions (tutti/tutti.h) ----
+
+TUTTI_API ncclResult_t tuttiStreamCreate(cudaStream_t* stream) {
+  return guard("tuttiStreamCreate", [&] {
+    if (stream == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiStreamCreate: stream is NULL");
+    *stream = (new HostStream())->handle();
+  });
+}
+
+TUTTI_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream) {
+  return guard("tuttiStreamSynchronize", [&] {
+    if (stream == nullptr) return;  // the NULL stream completes every call before it returns
+    HostStream* hs = HostStream::fromHandle(stream);
+    if (!hs) throw Error(ErrorCode::InvalidArgument, "tuttiStreamSynchronize: not a host stream");
+    hs->synchronize();
+  });
+}
+
+TUTTI_API ncclResult_t tuttiStreamQuery(cudaStream_t stream) {
+  if (stream == nullptr) return ncclSuccess;
+  HostStream* hs = HostStream::fromHandle(stream);
+  if (!hs) return guard("tuttiStreamQuery", [] { throw Error(ErrorCode::InvalidArgument, "tuttiStreamQuery: not a host stream"); });
+  return hs->idle() ? ncclSuccess : ncclInProgress;
+}
+
+TUTTI_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream) {
+  return guard("tuttiStreamDestroy", [&] {
+    HostStream* hs = HostStream::fromHandle(stream);
+    if (!hs) throw Error(ErrorCode::InvalidArgument, "tuttiStreamDestroy: not a host stream");
+    delete hs;
+  });
+}
+
+TUTTI_API const char* tuttiVersionString(void) { return "tutti " TUTTI_VERSION_STRING " (NCCL 2.28.9 API)"; }
+
+TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name) {
+  return guard("tuttiCommDeviceBackend", [&] {
+    checkComm("tuttiCommDeviceBackend", comm);
+    if (name == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommDeviceBackend: name is NULL");
+    *name = "host";
+  });
+}

@@ -1,0 +1,98 @@
+// The C boundary's shared parts: error mapping, the thread's last error, and argument checks.
+#include <cstring>
+
+#include "kernels/host_reduce.h"
+#include "runtime/api.h"
+#include "runtime/host_stream.h"
+#include "runtime/launch.h"
+#include "runtime/log.h"
+
+namespace tutti {
+namespace {
+thread_local std::string tLastError;
+}
+
+ncclResult_t toNcclResult(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::Internal: return ncclInternalError;
+    case ErrorCode::System: return ncclSystemError;
+    case ErrorCode::InvalidArgument: return ncclInvalidArgument;
+    case ErrorCode::InvalidUsage: return ncclInvalidUsage;
+    case ErrorCode::Remote: return ncclRemoteError;
+    case ErrorCode::Timeout: return ncclRemoteError;  // a peer that never came or stopped moving
+    case ErrorCode::Aborted: return ncclSystemError;
+  }
+  return ncclInternalError;
+}
+
+void setLastError(const std::string& message) { tLastError = message; }
+const char* lastError() { return tLastError.c_str(); }
+
+ncclResult_t failCall(const char* operation, const Error& error) {
+  std::string message = error.message();
+  if (message.rfind(operation, 0) != 0) message = std::string(operation) + ": " + message;
+  setLastError(message);
+  TUTTI_WARN("%s", message.c_str());
+  ncclResult_t result = toNcclResult(error.code());
+  groupRecordError(result);
+  return result;
+}
+
+void checkComm(const char* operation, const ncclComm* comm) {
+  if (comm == nullptr) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": comm is NULL");
+  if (!isLiveComm(comm))
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": comm " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
+                                             " is not a live communicator (destroyed, aborted, or never created)");
+}
+
+void checkUsableComm(const char* operation, ncclComm* comm) {
+  checkComm(operation, comm);
+  int err = comm->asyncError.load();
+  if (err == ncclInProgress)
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
+                                             ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
+  if (err != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
+                                             " has failed and must be destroyed or aborted: " + comm->asyncErrorMessage);
+  }
+}
+
+void checkType(const char* operation, const ncclComm* comm, ncclDataType_t type) {
+  if (int(type) < 0 || int(type) >= ncclNumTypes || kern::dtypeSize(type) == 0)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": unknown datatype " + std::to_string(int(type)));
+}
+
+void checkOp(const char* operation, ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
+  if (int(op) >= 0 && int(op) < ncclNumOps) return;
+  if (int(op) >= ncclNumOps) {
+    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    size_t index = size_t(op) - ncclNumOps;
+    if (index < comm->redops.size() && comm->redops[index].live) {
+      if (comm->redops[index].type != type)
+        throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": reduction op " + std::to_string(int(op)) +
+                                                    " was made for " + kern::dtypeName(comm->redops[index].type) + ", not " + kern::dtypeName(type));
+      return;
+    }
+  }
+  throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": unknown reduction op " + std::to_string(int(op)));
+}
+
+void checkRank(const char* operation, const ncclComm* comm, int rank, const char* what) {
+  if (rank < 0 || rank >= comm->nranks)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " " + std::to_string(rank) +
+                                                " is out of range (0.." + std::to_string(comm->nranks - 1) + ")");
+}
+
+void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, const char* what) {
+  if (buffer == nullptr && count > 0)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " is NULL with count " + std::to_string(count));
+}
+
+void checkStream(const char* operation, const ncclComm* comm, cudaStream_t stream) {
+  if (stream != nullptr && HostStream::fromHandle(stream) == nullptr)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() +
+                                                ": the stream is neither NULL nor a host stream from tuttiStreamCreate (the host device backend cannot run on CUDA streams)");
+}
+
+}  // namespace tutti

@@ -1,0 +1,264 @@
+// Communicator init (join, exchange of rank information and control blocks, ring
+// connections), connection setup, failure recording and the registry of live handles.
+#include "runtime/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <unordered_set>
+
+#include "runtime/log.h"
+#include "runtime/params.h"
+
+using tutti::ConnKey;
+using tutti::Error;
+using tutti::ErrorCode;
+
+namespace tutti {
+namespace {
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string localHostname() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// Hosts are told apart by hostname and boot id; NCCL_HOSTID overrides both.
+uint64_t hostHash() {
+  if (params::isSet("NCCL_HOSTID")) return fnv1a("hostid:" + params::getString("NCCL_HOSTID"));
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  return fnv1a(localHostname() + "/" + bootId);
+}
+
+std::mutex& registryMutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_set<const ncclComm*>& registry() {
+  static std::unordered_set<const ncclComm*> r;
+  return r;
+}
+
+uint32_t connectionTag(const ConnKey& key) { return 1000u + uint32_t(key.channel) * 4u + uint32_t(key.kind); }
+
+double seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+void registerComm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  registry().insert(comm);
+}
+void unregisterComm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  registry().erase(comm);
+}
+bool isLiveComm(const ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  return registry().count(comm) != 0;
+}
+
+int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->nworkers; }
+
+void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->device = device;
+  log::setThreadDevice(device);
+
+  BootstrapOptions options;
+  options.abortFlag = &comm->abortFlag;
+  comm->bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
+  double bootstrapSeconds = seconds(start);
+
+  // Everyone's identity, and rank 0's settings for all.
+  RankInfo me{};
+  me.hostHash = hostHash();
+  me.processToken = processToken();
+  me.pid = int32_t(getpid());
+  me.device = device;
+  std::string host = localHostname();
+  std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
+  int maxChannels = int(params::getInt("NCCL_MAX_NCHANNELS"));
+  int minChannels = int(params::getInt("NCCL_MIN_NCHANNELS"));
+  if (comm->config.maxCTAs) maxChannels = std::min(maxChannels, *comm->config.maxCTAs);
+  if (comm->config.minCTAs) minChannels = std::max(minChannels, *comm->config.minCTAs);
+  me.nchannels = std::clamp(std::max(minChannels, maxChannels), 1, kMaxChannels);
+  me.nsteps = int32_t(params::getInt("TUTTI_NSTEPS"));
+  if (me.nsteps < 2 || me.nsteps > int(kern::kMaxFifoSteps))
+    throw Error(ErrorCode::InvalidUsage, "TUTTI_NSTEPS=" + std::to_string(me.nsteps) + " is outside 2.." +
+                                             std::to_string(kern::kMaxFifoSteps));
+  int64_t buffsize = params::getInt("NCCL_BUFFSIZE");
+  if (buffsize < int64_t(me.nsteps) * 4096)
+    throw Error(ErrorCode::InvalidUsage, "NCCL_BUFFSIZE=" + std::to_string(buffsize) + " is too small: it needs at least 4096 bytes for each of the " +
+                                             std::to_string(me.nsteps) + " FIFO slots (TUTTI_NSTEPS)");
+  me.slotBytes = uint64_t(buffsize / me.nsteps) / 4096 * 4096;
+  int threads = int(params::getInt("TUTTI_NTHREADS"));
+  me.nworkers = std::clamp(threads <= 0 ? me.nchannels : std::min(threads, me.nchannels), 1, kMaxWorkers);
+
+  comm->peers.assign(size_t(nranks), RankInfo{});
+  comm->peers[size_t(rank)] = me;
+  comm->bootstrap->allGather(comm->peers.data(), sizeof(RankInfo));
+  const RankInfo& first = comm->peers[0];
+  comm->nchannels = first.nchannels;
+  comm->nsteps = first.nsteps;
+  comm->nworkers = first.nworkers;
+  comm->slotBytes = size_t(first.slotBytes);
+  comm->timeoutSeconds = double(params::getInt("TUTTI_TIMEOUT"));
+  if (comm->timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
+  comm->spin = int(std::max<int64_t>(1, params::getInt("TUTTI_SPIN")));
+
+  // Control blocks: plain memory when every rank of this node lives in this process.
+  bool allLocalInProcess = true;
+  for (const RankInfo& p : comm->peers)
+    if (p.hostHash == me.hostHash && p.processToken != me.processToken) allLocalInProcess = false;
+  std::vector<SegmentDescriptor> controls(static_cast<size_t>(nranks));
+  comm->controlSegment = createSegment(sizeof(ControlBlock), allLocalInProcess, &controls[size_t(rank)],
+                                       "control block of " + comm->where(), kSegmentMultiAttach);
+  comm->control = new (comm->controlSegment->base()) ControlBlock();
+  comm->bootstrap->allGather(controls.data(), sizeof(SegmentDescriptor));
+  comm->peerControlSegments.resize(size_t(nranks));
+  comm->peerControl.assign(size_t(nranks), nullptr);
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) {
+      comm->peerControl[size_t(p)] = comm->control;
+    } else if (comm->peers[size_t(p)].hostHash == me.hostHash) {
+      comm->peerControlSegments[size_t(p)] =
+          attachSegment(controls[size_t(p)], "control block of " + comm->describePeer(p) + ", attached by " + comm->where());
+      comm->peerControl[size_t(p)] = static_cast<ControlBlock*>(comm->peerControlSegments[size_t(p)]->base());
+    }
+  }
+  comm->bootstrap->barrier();
+  comm->controlSegment->seal();
+  double exchangeSeconds = seconds(start) - bootstrapSeconds;
+
+  // Ring connections on every channel.
+  std::vector<ConnKey> ring;
+  if (nranks > 1)
+    for (int c = 0; c < comm->nchannels; c++) {
+      ring.push_back(ConnKey{(rank + 1) % nranks, c, plan::ConnKind::Ring, true});
+      ring.push_back(ConnKey{(rank + nranks - 1) % nranks, c, plan::ConnKind::Ring, false});
+    }
+  ensureConnections(comm, ring);
+  comm->workers = std::make_unique<kern::HostWorkerPool>(comm->nworkers);
+  comm->initSeconds = seconds(start);
+
+  if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
+    std::set<uint64_t> hosts;
+    for (const RankInfo& p : comm->peers) hosts.insert(p.hostHash);
+    std::string transports = "none";
+    if (!comm->connections.empty()) {
+      std::set<std::string> names;
+      for (auto& [key, conn] : comm->connections) names.insert(transportName(conn->transport()));
+      transports.clear();
+      for (auto& n : names) transports += (transports.empty() ? "" : "+") + n;
+    }
+    TUTTI_INFO(log::Init,
+               "comm %p rank %d nranks %d nodes %zu device host: %d channels, %d workers, FIFO %d x %zu KiB, "
+               "ring transports %s; init %.3f s (bootstrap %.3f s, exchange %.3f s, connect %.3f s)%s%s",
+               static_cast<void*>(comm), rank, nranks, hosts.size(), comm->nchannels, comm->nworkers, comm->nsteps,
+               comm->slotBytes / 1024, transports.c_str(), comm->initSeconds, bootstrapSeconds, exchangeSeconds,
+               comm->initSeconds - bootstrapSeconds - exchangeSeconds, comm->config.commName.empty() ? "" : ", name ",
+               comm->config.commName.c_str());
+  }
+}
+
+void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
+  std::vector<ConnKey> keys;
+  for (const ConnKey& k : wanted)
+    if (!comm->connections.count(k)) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end(), [](const ConnKey& a, const ConnKey& b) { return !(a < b) && !(b < a); }),
+             keys.end());
+  if (keys.empty()) return;
+
+  const RankInfo& me = comm->peers[size_t(comm->rank)];
+  auto transportFor = [&](int peer) {
+    const RankInfo& p = comm->peers[size_t(peer)];
+    if (p.processToken == me.processToken && !params::getInt("NCCL_P2P_DISABLE")) return Transport::Local;
+    if (p.hostHash == me.hostHash) {
+      if (params::getInt("NCCL_SHM_DISABLE"))
+        throw Error(ErrorCode::InvalidUsage, comm->where() + ": no transport to " + comm->describePeer(peer) +
+                                                 " on the same host: NCCL_SHM_DISABLE=1 and the network transport is not implemented yet");
+      return Transport::Shm;
+    }
+    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + comm->describePeer(peer) +
+                                             " is on another host; the network transport is not implemented yet, so ranks must share a host");
+  };
+  for (const ConnKey& k : keys) transportFor(k.peer);  // fail before any message if impossible
+
+  std::vector<std::pair<ConnKey, std::unique_ptr<FifoConnection>>> made;
+  for (const ConnKey& k : keys) {
+    if (k.send) continue;
+    SegmentDescriptor descriptor{};
+    std::string context = "FIFO from " + comm->describePeer(k.peer) + " to " + comm->where() + ", channel " + std::to_string(k.channel);
+    made.emplace_back(k, FifoConnection::createReceiver(transportFor(k.peer), uint32_t(comm->nsteps), comm->slotBytes, &descriptor, context));
+    comm->bootstrap->send(k.peer, connectionTag(k), &descriptor, sizeof descriptor);
+  }
+  for (const ConnKey& k : keys) {
+    if (!k.send) continue;
+    SegmentDescriptor descriptor{};
+    comm->bootstrap->recv(k.peer, connectionTag(k), &descriptor, sizeof descriptor);
+    std::string context = "FIFO from " + comm->where() + " to " + comm->describePeer(k.peer) + ", channel " + std::to_string(k.channel);
+    made.emplace_back(k, FifoConnection::attachSender(descriptor, context));
+  }
+  for (auto& [k, conn] : made) {
+    TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d via %s", comm->where().c_str(), k.send ? "to" : "from",
+                k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, transportName(conn->transport()));
+    comm->connections[k] = std::move(conn);
+  }
+}
+
+}  // namespace tutti
+
+ncclComm::~ncclComm() {
+  abortFlag.store(true);
+  if (initThread.joinable()) initThread.join();
+  workers.reset();
+  connections.clear();
+  peerControlSegments.clear();
+  controlSegment.reset();
+  bootstrap.reset();
+}
+
+void ncclComm::fail(const Error& error) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex);
+    int expected = ncclSuccess;
+    ncclResult_t code = error.code() == ErrorCode::Remote || error.code() == ErrorCode::Timeout ? ncclRemoteError
+                        : error.code() == ErrorCode::InvalidUsage                             ? ncclInvalidUsage
+                                                                                              : ncclSystemError;
+    if (asyncError.compare_exchange_strong(expected, code)) asyncErrorMessage = error.message();
+  }
+  abortFlag.store(true);
+  if (control)
+    for (auto& bell : control->bells) tutti::kern::ringBell(&bell);
+}
+
+std::string ncclComm::describePeer(int peer) const {
+  std::string s = "rank " + std::to_string(peer);
+  if (peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
+    s += " (" + std::string(peers[size_t(peer)].hostname) + " pid " + std::to_string(peers[size_t(peer)].pid) + ")";
+  return s;
+}
+
+std::string ncclComm::where() const {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " (" + host + " pid " + std::to_string(getpid()) + ")";
+}

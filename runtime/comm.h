@@ -1,0 +1,139 @@
+// The communicator: identity, peers, settings agreed at init, the host executor's resources
+// (bells, worker threads, connections), user reduction ops, and the error state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "kernels/bell.h"
+#include "kernels/host_executor.h"
+#include "kernels/host_reduce.h"
+#include "nccl.h"
+#include "runtime/bootstrap.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "transports/fifo_connection.h"
+#include "transports/segment.h"
+
+namespace tutti {
+
+constexpr int kMaxWorkers = 32;
+constexpr int kMaxChannels = 32;
+
+// A rank's control block: the bells of its executor workers. Peers on the same node map it so
+// that they can wake the worker that waits on a FIFO they just moved.
+struct ControlBlock {
+  kern::Bell bells[kMaxWorkers];
+};
+
+// What every rank tells every other at init.
+struct RankInfo {
+  uint64_t hostHash;
+  uint64_t processToken;
+  int32_t pid;
+  int32_t device;
+  char hostname[64];
+  // Settings rank 0 proposes and everyone adopts, so that all ranks tile buffers alike.
+  int32_t nchannels;
+  int32_t nsteps;
+  int32_t nworkers;
+  int32_t pad;
+  uint64_t slotBytes;
+};
+
+// Identifies one direction of one connection to a peer.
+struct ConnKey {
+  int peer;
+  int channel;
+  plan::ConnKind kind;
+  bool send;  // true: we send to peer; false: we receive from peer
+  auto tie() const { return std::tuple(peer, channel, int(kind), send); }
+  bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
+};
+
+// A reduction op made by ncclRedOpCreatePreMulSum.
+struct UserRedOp {
+  bool live = false;
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  uint64_t hostValue = 0;        // the scalar's bytes, for host-immediate residence
+  const void* pointer = nullptr; // device residence: read when the operation runs
+};
+
+}  // namespace tutti
+
+// The C handle (nccl.h's `struct ncclComm`).
+struct ncclComm {
+  ncclComm() = default;
+  ncclComm(const ncclComm&) = delete;
+  ncclComm& operator=(const ncclComm&) = delete;
+  ~ncclComm();
+
+  int rank = 0;
+  int nranks = 1;
+  int device = 0;
+  tutti::CommConfig config;
+  std::vector<tutti::RankInfo> peers;
+  std::unique_ptr<tutti::Bootstrap> bootstrap;
+
+  // Settings agreed at init.
+  int nchannels = 1;
+  int nsteps = 8;
+  int nworkers = 1;
+  size_t slotBytes = 512 * 1024;
+  double timeoutSeconds = 300;
+  int spin = 200;
+
+  // Executor resources.
+  std::unique_ptr<tutti::Segment> controlSegment;
+  tutti::ControlBlock* control = nullptr;
+  std::vector<std::unique_ptr<tutti::Segment>> peerControlSegments;  // by rank; empty for self
+  std::vector<tutti::ControlBlock*> peerControl;                     // by rank; null: other host
+  std::unique_ptr<tutti::kern::HostWorkerPool> workers;
+  std::map<tutti::ConnKey, std::unique_ptr<tutti::FifoConnection>> connections;
+
+  std::mutex redopMutex;
+  std::vector<tutti::UserRedOp> redops;  // ncclRedOp_t(ncclNumOps + i)
+
+  uint64_t opSeq = 0;
+  std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
+  std::atomic<bool> abortFlag{false};
+  std::atomic<int> asyncError{ncclSuccess};
+  std::mutex errorMutex;
+  std::string asyncErrorMessage;
+  bool destroyed = false;
+  bool finalized = false;
+  std::thread initThread;  // nonblocking init
+  double initSeconds = 0;
+
+  // Records a fatal error: the communicator is unusable from now on (only destroy/abort).
+  void fail(const tutti::Error& error);
+  std::string describePeer(int peer) const;
+  std::string where() const;  // "rank 3 of 8 (host:pid)"
+};
+
+namespace tutti {
+
+// Joins the job and builds the communicator's resources. Throws on failure.
+void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device);
+
+// Connections this rank needs, created (receive side) or attached (send side), with the
+// descriptors carried over the bootstrap. Collective over the ranks named in the keys.
+void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys);
+
+int workerOfChannel(const ncclComm* comm, int channel);
+
+// Live communicators, so a destroyed handle is recognised instead of dereferenced.
+void registerComm(ncclComm* comm);
+void unregisterComm(ncclComm* comm);
+bool isLiveComm(const ncclComm* comm);
+
+}  // namespace tutti

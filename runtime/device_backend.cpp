@@ -1,0 +1,45 @@
+// Device backend choice. Only the host backend exists so far; a machine with a usable CUDA
+// device must ask for it explicitly, so that device pointers are never treated as host memory.
+#include "runtime/device_backend.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/params.h"
+
+namespace tutti {
+
+int cudaDeviceCount() {
+  static int count = [] {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver) return 0;
+    using InitFn = int (*)(unsigned);
+    using CountFn = int (*)(int*);
+    auto init = reinterpret_cast<InitFn>(dlsym(driver, "cuInit"));
+    auto getCount = reinterpret_cast<CountFn>(dlsym(driver, "cuDeviceGetCount"));
+    int n = 0;
+    if (!init || !getCount || init(0) != 0 || getCount(&n) != 0) n = 0;
+    return n;  // the driver stays loaded: unloading it under a CUDA application is unsafe
+  }();
+  return count;
+}
+
+std::string chooseDeviceBackend(const char* operation) {
+  std::string wanted = params::getString("TUTTI_DEVICE");
+  if (wanted == "host") return "host";
+  if (wanted == "cuda")
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) +
+                                             ": TUTTI_DEVICE=cuda: the CUDA device backend is not implemented yet; TUTTI_DEVICE=host runs on host buffers");
+  if (wanted != "auto" && !wanted.empty())
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": TUTTI_DEVICE=" + wanted + ": expected auto, host or cuda");
+  if (cudaDeviceCount() > 0)
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": this machine has " + std::to_string(cudaDeviceCount()) +
+                                             " CUDA device(s) but the CUDA device backend is not implemented yet; set TUTTI_DEVICE=host to run "
+                                             "on host buffers (device pointers would then be invalid)");
+  return "host";
+}
+
+}  // namespace tutti

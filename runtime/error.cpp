@@ -1,0 +1,27 @@
+// Names of error codes and the errno-carrying helper.
+#include "runtime/error.h"
+
+#include <cstring>
+
+namespace tutti {
+
+const char* errorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::Internal: return "internal error";
+    case ErrorCode::System: return "system error";
+    case ErrorCode::InvalidArgument: return "invalid argument";
+    case ErrorCode::InvalidUsage: return "invalid usage";
+    case ErrorCode::Remote: return "remote error";
+    case ErrorCode::Timeout: return "timeout";
+    case ErrorCode::Aborted: return "aborted";
+  }
+  return "unknown error";
+}
+
+void throwSystemError(const std::string& what, int err) {
+  char buf[256];
+  const char* text = strerror_r(err, buf, sizeof buf);
+  throw Error(ErrorCode::System, what + ": " + text + " (errno " + std::to_string(err) + ")");
+}
+
+}  // namespace tutti

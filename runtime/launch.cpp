@@ -1,0 +1,364 @@
+// Group collection, plan binding (channels, tiles, lanes, connections), and execution on the
+// communicator's workers, inline or on a host stream.
+#include "runtime/launch.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "algorithms/builtin.h"
+#include "kernels/dtypes.h"
+#include "runtime/comm.h"
+#include "runtime/host_stream.h"
+#include "runtime/log.h"
+
+namespace tutti {
+namespace {
+
+// Below this many bytes per channel, fewer channels are used (each costs a lap of latency).
+constexpr size_t kMinBytesPerChannel = 256 * 1024;
+
+struct GroupState {
+  int depth = 0;
+  int error = ncclSuccess;
+  std::vector<Task> tasks;
+};
+thread_local GroupState tGroup;
+
+double scalarAsDouble(ncclDataType_t type, uint64_t bits) {
+  switch (type) {
+    case ncclFloat16: return kern::half_t{uint16_t(bits)}.toFloat();
+    case ncclBfloat16: return kern::bf16_t{uint16_t(bits)}.toFloat();
+    case ncclFloat8e4m3: return kern::fp8e4m3_t{uint8_t(bits)}.toFloat();
+    case ncclFloat8e5m2: return kern::fp8e5m2_t{uint8_t(bits)}.toFloat();
+    case ncclFloat32: { float f; std::memcpy(&f, &bits, 4); return f; }
+    case ncclFloat64: { double d; std::memcpy(&d, &bits, 8); return d; }
+    default: return 0;
+  }
+}
+
+bool isFloating(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclBfloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclFloat8e4m3 ||
+         t == ncclFloat8e5m2;
+}
+
+// The executor's form of a reduction, resolved when the operation runs (a device-resident
+// PreMulSum scalar is read then).
+kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op) {
+  kern::RedOp r;
+  switch (op) {
+    case ncclSum: r.kind = kern::RedKind::Sum; return r;
+    case ncclProd: r.kind = kern::RedKind::Prod; return r;
+    case ncclMax: r.kind = kern::RedKind::Max; return r;
+    case ncclMin: r.kind = kern::RedKind::Min; return r;
+    case ncclAvg:
+      if (isFloating(type)) {
+        r.kind = kern::RedKind::PreMulSum;
+        r.floatScalar = 1.0 / comm->nranks;
+      } else {
+        r.kind = kern::RedKind::SumPostDiv;
+        r.intScalar = uint64_t(comm->nranks);
+      }
+      return r;
+    default: break;
+  }
+  UserRedOp user;
+  {
+    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    user = comm->redops.at(size_t(op) - ncclNumOps);
+  }
+  uint64_t bits = user.hostValue;
+  if (user.residence == ncclScalarDevice) {
+    bits = 0;
+    std::memcpy(&bits, user.pointer, kern::dtypeSize(type));
+  }
+  r.kind = kern::RedKind::PreMulSum;
+  if (isFloating(type)) r.floatScalar = scalarAsDouble(type, bits);
+  else r.intScalar = bits;
+  return r;
+}
+
+plan::RankPlan planFor(const Task& t, int rank, int nranks) {
+  switch (t.kind) {
+    case CollKind::AllReduce: return plan::ringAllReduce(rank, nranks);
+    case CollKind::AllGather: return plan::ringAllGather(rank, nranks);
+    case CollKind::ReduceScatter: return plan::ringReduceScatter(rank, nranks);
+    case CollKind::Broadcast: return plan::ringBroadcast(rank, nranks, t.root);
+    case CollKind::Reduce: return plan::ringReduce(rank, nranks, t.root);
+    case CollKind::AlltoAll: return plan::directAlltoAll(rank, nranks);
+    case CollKind::Gather: return plan::directGather(rank, nranks, t.root);
+    case CollKind::Scatter: return plan::directScatter(rank, nranks, t.root);
+    case CollKind::Send: return plan::directSend(rank, t.root);
+    case CollKind::Recv: return plan::directRecv(rank, t.root);
+  }
+  throw Error(ErrorCode::Internal, "no plan for this collective");
+}
+
+// One communicator's share of a group: its tasks bound to lanes, per worker.
+struct CommLaunch {
+  ncclComm* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  std::vector<Task> tasks;
+  std::deque<plan::RankPlan> plans;
+  std::deque<kern::OpBinding> bindings;
+  std::vector<std::vector<kern::LaneQueue>> queues;  // [worker][queue]
+};
+
+struct QueueKey {
+  int kind, channel, sendPeer, recvPeer, unique;
+  auto tie() const { return std::tuple(kind, channel, sendPeer, recvPeer, unique); }
+  bool operator<(const QueueKey& o) const { return tie() < o.tie(); }
+};
+
+// A self send and its receive become one local copy.
+void pairSelfSends(CommLaunch& L) {
+  std::vector<Task> kept;
+  std::vector<size_t> sends, recvs;
+  for (size_t i = 0; i < L.tasks.size(); i++) {
+    const Task& t = L.tasks[i];
+    if (t.kind == CollKind::Send && t.root == L.comm->rank) sends.push_back(i);
+    else if (t.kind == CollKind::Recv && t.root == L.comm->rank) recvs.push_back(i);
+  }
+  if (sends.size() != recvs.size())
+    throw Error(ErrorCode::InvalidUsage, L.comm->where() + ": " + std::to_string(sends.size()) + " ncclSend and " +
+                                             std::to_string(recvs.size()) +
+                                             " ncclRecv to/from itself in one group; each self send needs its receive in the same group");
+  for (size_t k = 0; k < sends.size(); k++) {
+    Task& s = L.tasks[sends[k]];
+    const Task& r = L.tasks[recvs[k]];
+    if (s.count != r.count || s.type != r.type)
+      throw Error(ErrorCode::InvalidUsage, L.comm->where() + ": a self ncclSend of " + std::to_string(s.count) +
+                                               " elements is paired with a self ncclRecv of " + std::to_string(r.count));
+    s.out = r.out;  // the send's plan is then a local copy into the receive buffer
+  }
+  for (size_t i = 0; i < L.tasks.size(); i++)
+    if (std::find(recvs.begin(), recvs.end(), i) == recvs.end()) kept.push_back(L.tasks[i]);
+  L.tasks = std::move(kept);
+}
+
+void bind(CommLaunch& L) {
+  ncclComm* comm = L.comm;
+  pairSelfSends(L);
+  L.queues.assign(size_t(comm->nworkers), {});
+  std::vector<std::map<QueueKey, size_t>> queueIndex(size_t(comm->nworkers));
+  struct Pending {
+    int worker;
+    size_t queue;
+    size_t lane;
+    ConnKey sendKey, recvKey;
+  };
+  std::vector<Pending> pending;
+  std::vector<ConnKey> keys;
+  int unique = 0;
+
+  for (const Task& t : L.tasks) {
+    int nranks = comm->nranks;
+    L.plans.push_back(planFor(t, comm->rank, nranks));
+    const plan::RankPlan& p = L.plans.back();
+    kern::OpBinding b;
+    b.name = collName(t.kind);
+    b.seq = comm->opSeq++;
+    b.in = t.in;
+    b.out = t.out;
+    b.count = t.count;
+    b.type = t.type;
+    b.eltSize = kern::dtypeSize(t.type);
+    b.nranks = nranks;
+    bool reducing = t.kind == CollKind::AllReduce || t.kind == CollKind::ReduceScatter || t.kind == CollKind::Reduce;
+    if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
+    L.bindings.push_back(b);
+    const kern::OpBinding& binding = L.bindings.back();
+    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %s", comm->where().c_str(), binding.name,
+                (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, plan::describe(p).c_str());
+
+    size_t bytes = t.count * binding.eltSize;
+    int nch = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->nchannels)));
+    size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
+    per = (per + 15) / 16 * 16;
+    for (int c = 0; c < nch; c++) {
+      size_t begin = std::min(t.count, size_t(c) * per), end = std::min(t.count, begin + per);
+      int w = workerOfChannel(comm, c);
+      for (const plan::LaneSpec& spec : p.lanes) {
+        QueueKey qk{int(spec.kind), c, spec.sendPeer, spec.recvPeer, spec.kind == plan::ConnKind::None ? ++unique : 0};
+        auto [it, fresh] = queueIndex[size_t(w)].try_emplace(qk, L.queues[size_t(w)].size());
+        if (fresh) L.queues[size_t(w)].emplace_back();
+        kern::LaneQueue& q = L.queues[size_t(w)][it->second];
+        kern::Lane lane;
+        lane.spec = &spec;
+        lane.op = &binding;
+        lane.channel = c;
+        lane.begin = begin;
+        lane.end = end;
+        lane.chunkElems = std::max<size_t>(1, comm->slotBytes / binding.eltSize);
+        kern::prepareLane(lane);
+        Pending pd{w, it->second, q.lanes.size(), ConnKey{-1, c, spec.kind, true}, ConnKey{-1, c, spec.kind, false}};
+        if (spec.sendPeer >= 0) {
+          pd.sendKey.peer = spec.sendPeer;
+          keys.push_back(pd.sendKey);
+        }
+        if (spec.recvPeer >= 0) {
+          pd.recvKey.peer = spec.recvPeer;
+          keys.push_back(pd.recvKey);
+        }
+        q.lanes.push_back(lane);
+        pending.push_back(pd);
+      }
+    }
+  }
+
+  ensureConnections(comm, keys);
+  for (const Pending& pd : pending) {
+    kern::Lane& lane = L.queues[size_t(pd.worker)][pd.queue].lanes[pd.lane];
+    if (pd.sendKey.peer >= 0) {
+      lane.send.fifo = comm->connections.at(pd.sendKey)->fifo();
+      lane.send.peerBell = &comm->peerControl[size_t(pd.sendKey.peer)]->bells[pd.worker];
+      lane.send.peer = pd.sendKey.peer;
+    }
+    if (pd.recvKey.peer >= 0) {
+      lane.recv.fifo = comm->connections.at(pd.recvKey)->fifo();
+      lane.recv.peerBell = &comm->peerControl[size_t(pd.recvKey.peer)]->bells[pd.worker];
+      lane.recv.peer = pd.recvKey.peer;
+    }
+  }
+}
+
+kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
+  kern::ExecutionContext ctx;
+  ctx.bell = &comm->control->bells[worker];
+  ctx.abortFlag = &comm->abortFlag;
+  ctx.timeoutSeconds = comm->timeoutSeconds;
+  ctx.spin = comm->spin;
+  ctx.rank = comm->rank;
+  ctx.describePeer = [comm](int peer) { return comm->describePeer(peer); };
+  return ctx;
+}
+
+// Runs the launches to completion. With one launch, worker 0 runs on this thread.
+void execute(const std::vector<CommLaunch*>& launches) {
+  const bool inlineFirst = launches.size() == 1;
+  for (CommLaunch* L : launches)
+    for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
+      if (!L->queues[size_t(w)].empty())
+        L->comm->workers->start(w, [L, w] { kern::runQueues(L->queues[size_t(w)], contextFor(L->comm, w)); });
+  std::exception_ptr first;
+  if (inlineFirst) {
+    try {
+      kern::runQueues(launches[0]->queues[0], contextFor(launches[0]->comm, 0));
+    } catch (const Error& e) {
+      launches[0]->comm->fail(e);
+      first = std::current_exception();
+    }
+  }
+  for (CommLaunch* L : launches) {
+    try {
+      L->comm->workers->wait();
+    } catch (const Error& e) {
+      L->comm->fail(e);
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void launchGroup(std::vector<Task> tasks) {
+  // One launch per communicator, in order of first appearance.
+  std::vector<std::shared_ptr<CommLaunch>> launches;
+  for (const Task& t : tasks) {
+    auto it = std::find_if(launches.begin(), launches.end(), [&](auto& L) { return L->comm == t.comm; });
+    if (it == launches.end()) {
+      launches.push_back(std::make_shared<CommLaunch>());
+      launches.back()->comm = t.comm;
+      launches.back()->stream = t.stream;
+      it = launches.end() - 1;
+    }
+    if ((*it)->stream != t.stream)
+      throw Error(ErrorCode::InvalidUsage, t.comm->where() + ": operations on one communicator in one group use different streams; "
+                                                            "the host backend needs them on one stream (not supported yet)");
+    (*it)->tasks.push_back(t);
+  }
+  for (auto& L : launches) {
+    int err = L->comm->asyncError.load();
+    if (err != ncclSuccess) {
+      std::lock_guard<std::mutex> lock(L->comm->errorMutex);
+      throw Error(err == ncclInProgress ? ErrorCode::InvalidUsage : ErrorCode::InvalidUsage,
+                  L->comm->where() + (err == ncclInProgress ? ": the communicator's nonblocking init has not finished"
+                                                            : ": the communicator has failed earlier: " + L->comm->asyncErrorMessage));
+    }
+    bind(*L);
+  }
+  // Streams: NULL runs now; each host stream gets its launches as one job.
+  std::map<cudaStream_t, std::vector<std::shared_ptr<CommLaunch>>> byStream;
+  for (auto& L : launches) byStream[L->stream].push_back(L);
+  for (auto& [stream, group] : byStream) {
+    if (stream == nullptr) continue;
+    HostStream* hs = HostStream::fromHandle(stream);
+    for (auto& L : group) L->comm->pendingStreamJobs++;
+    hs->enqueue([group] {
+      std::vector<CommLaunch*> raw;
+      for (auto& L : group) raw.push_back(L.get());
+      struct Done {
+        const std::vector<std::shared_ptr<CommLaunch>>& group;
+        ~Done() {
+          for (auto& L : group) L->comm->pendingStreamJobs--;
+        }
+      } done{group};
+      execute(raw);
+    });
+  }
+  if (byStream.count(nullptr)) {
+    std::vector<CommLaunch*> raw;
+    for (auto& L : byStream[nullptr]) raw.push_back(L.get());
+    execute(raw);
+  }
+}
+
+}  // namespace
+
+const char* collName(CollKind kind) {
+  switch (kind) {
+    case CollKind::AllReduce: return "AllReduce";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Reduce: return "Reduce";
+    case CollKind::AlltoAll: return "AlltoAll";
+    case CollKind::Gather: return "Gather";
+    case CollKind::Scatter: return "Scatter";
+    case CollKind::Send: return "Send";
+    case CollKind::Recv: return "Recv";
+  }
+  return "?";
+}
+
+void enqueueTask(const Task& task) {
+  if (tGroup.depth > 0) {
+    tGroup.tasks.push_back(task);
+    return;
+  }
+  launchGroup({task});
+}
+
+void groupStart() { tGroup.depth++; }
+
+void groupEnd() {
+  if (tGroup.depth == 0) throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: not inside a group (no matching ncclGroupStart)");
+  if (--tGroup.depth > 0) return;
+  std::vector<Task> tasks = std::move(tGroup.tasks);
+  tGroup.tasks.clear();
+  int error = tGroup.error;
+  tGroup.error = ncclSuccess;
+  if (error != ncclSuccess)
+    throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: a call inside the group failed (see the earlier error); the group's " +
+                                             std::to_string(tasks.size()) + " other operations were dropped");
+  if (!tasks.empty()) launchGroup(std::move(tasks));
+}
+
+void groupRecordError(int result) {
+  if (tGroup.depth > 0 && tGroup.error == ncclSuccess) tGroup.error = result;
+}
+
+int groupDepth() { return tGroup.depth; }
+
+}  // namespace tutti

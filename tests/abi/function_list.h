@@ -1,0 +1,21 @@
+/* The functions of NCCL 2.28.9's nccl.h, for the ABI tests: X(Name) once each, without prefix. */
+#ifndef TUTTI_TESTS_ABI_FUNCTION_LIST_H_
+#define TUTTI_TESTS_ABI_FUNCTION_LIST_H_
+
+/* ncclResetDebugInit is left out: it is deprecated, so naming it warns (tested on its own). */
+#define TUTTI_ABI_FOR_EACH_FUNCTION(X)                                                       \
+  X(MemAlloc) X(MemFree) X(GetVersion) X(GetUniqueId) X(CommInitRankConfig) X(CommInitRank)  \
+  X(CommInitAll) X(CommFinalize) X(CommDestroy) X(CommAbort) X(CommRevoke) X(CommSplit)      \
+  X(CommShrink) X(CommInitRankScalable) X(GetErrorString) X(GetLastError)                   \
+  X(CommGetAsyncError) X(CommCount) X(CommCuDevice) X(CommUserRank) X(CommRegister)         \
+  X(CommDeregister) X(CommWindowRegister) X(CommWindowDeregister) X(RedOpCreatePreMulSum)    \
+  X(RedOpDestroy) X(Reduce) X(Bcast) X(Broadcast) X(AllReduce) X(ReduceScatter) X(AllGather) \
+  X(AlltoAll) X(Gather) X(Scatter) X(Send) X(Recv) X(GroupStart) X(GroupEnd)                 \
+  X(GroupSimulateEnd)
+
+/* Device-API host functions that C++ overloading leaves unambiguous. */
+#define TUTTI_ABI_FOR_EACH_DEVICE_FUNCTION(X)                                                \
+  X(DevCommCreate) X(DevCommDestroy) X(LsaBarrierCreateRequirement)                          \
+  X(GinBarrierCreateRequirement) X(LLA2ACalcSlots) X(LLA2ACreateRequirement)
+
+#endif /* TUTTI_TESTS_ABI_FUNCTION_LIST_H_ */

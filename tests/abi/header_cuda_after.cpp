@@ -1,0 +1,2 @@
+// header_cuda_after.c compiled as C++.
+#include "header_cuda_after.c"
