@@ -61,7 +61,8 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
 // communicator. Stream work is bounded by TUTTI_TIMEOUT and ends at once after an abort.
 void quiesce(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
-  while (comm->pendingStreamJobs.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (comm->pendingStreamJobs.load() > 0 || comm->activeLaunches.load() > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ struct ncclComm {
 
   uint64_t opSeq = 0;
   std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
+  std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{ncclSuccess};
   std::mutex errorMutex;

@@ -278,6 +278,16 @@ void launchGroup(std::vector<Task> tasks) {
                                                             "the host backend needs them on one stream (not supported yet)");
     (*it)->tasks.push_back(t);
   }
+  // ncclCommAbort from another thread waits for this count to drop before freeing the comm.
+  struct Active {
+    const std::vector<std::shared_ptr<CommLaunch>>& launches;
+    explicit Active(const std::vector<std::shared_ptr<CommLaunch>>& l) : launches(l) {
+      for (auto& L : launches) L->comm->activeLaunches++;
+    }
+    ~Active() {
+      for (auto& L : launches) L->comm->activeLaunches--;
+    }
+  } active(launches);
   for (auto& L : launches) {
     int err = L->comm->asyncError.load();
     if (err != ncclSuccess) {

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "nccl.h"
 #include "runtime/params.h"
 
 #ifndef TUTTI_VERSION_STRING
@@ -36,8 +37,11 @@ namespace tutti::log {
 
 namespace {
 
-// The NCCL API version our nccl.h implements.
-constexpr const char* kNcclApiVersion = "2.28.9";
+#define TUTTI_STRINGIFY_VALUE(x) #x
+#define TUTTI_STRINGIFY(x) TUTTI_STRINGIFY_VALUE(x)
+// The NCCL API version our nccl.h implements, e.g. "2.28.9".
+constexpr const char* kNcclApiVersion =
+    TUTTI_STRINGIFY(NCCL_MAJOR) "." TUTTI_STRINGIFY(NCCL_MINOR) "." TUTTI_STRINGIFY(NCCL_PATCH);
 
 struct SubsysName {
   const char* name;

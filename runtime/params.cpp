@@ -22,7 +22,7 @@ const std::vector<Param> kParams = {
      "subsystems logged at INFO/TRACE: comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, "
      "ENV, ALLOC, CALL, PROXY, NVLS, BOOTSTRAP, REG, PROFILE, RAS or ALL; ^ excludes"},
     {"NCCL_DEBUG_FILE", Type::String, "",
-     "write the log to this file instead of stderr; %h expands to the host name, %p to the pid"},
+     "write the log to this file instead of stdout; %h expands to the host name, %p to the pid"},
     {"NCCL_COMM_ID", Type::String, "",
      "host:port of a fixed bootstrap root, instead of the one ncclGetUniqueId opens"},
     {"NCCL_SOCKET_IFNAME", Type::String, "",

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -25,30 +24,6 @@ namespace fs = std::filesystem;
 // Inside tutti, so that log:: names tutti::log rather than the C library's log().
 namespace tutti {
 namespace {
-
-// Sets (or unsets) one variable for the scope of a test and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // A fresh directory for one test's log files; removed afterwards, and logging is reset so no
 // later test writes into it.
@@ -314,8 +289,10 @@ TEST_CASE("log: the version banner is written once per process", "[log]") {
   for (const char* level : {"VERSION", "INFO"}) {
     INFO(level);
     fs::path file = dir.path() / (std::string("banner-") + level + ".log");
-    ScopedEnv debug("NCCL_DEBUG", level), subsys("NCCL_DEBUG_SUBSYS", "INIT"),
-        target("NCCL_DEBUG_FILE", file.c_str());
+    // The child inherits these; ~LogDirectory unsets them.
+    setenv("NCCL_DEBUG", level, 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+    setenv("NCCL_DEBUG_FILE", file.c_str(), 1);
     REQUIRE(runInFreshProcess("[log-banner-child]") == 0);
     std::ifstream in(file);
     std::vector<std::string> lines;

@@ -1,0 +1,66 @@
+#!/bin/sh
+# Checks the dynamic symbols of tutti's libraries against NVIDIA's libnccl.so.2: the drop-in
+# exports exactly NVIDIA's names with the same binding (pnccl* strong, nccl* weak aliases of
+# them) and SONAME; libtutti.so exports the same plus exactly the tutti* functions of tutti.h.
+# Usage: check_exports.sh <nvidia libnccl.so.2> <our libnccl.so.2> <our libtutti.so> <tutti.h>
+set -eu
+nvidia=$1 ours=$2 tutti=$3 tutti_header=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+
+# "binding name" per defined dynamic symbol, sorted by name (T: global function, W: weak, ...).
+symbols() { nm -D --defined-only "$1" | awk 'NF == 3 {print $2, $3}' | sort -k2; }
+
+# Every weak nccl* must sit at the address of its strong pnccl* twin, as in NVIDIA's library,
+# so that a profiler interposing ncclX can still reach pncclX.
+check_aliases() {
+  nm -D --defined-only "$1" | awk -v lib="$1" '
+    NF == 3 { address[$3] = $1; binding[$3] = $2 }
+    END {
+      bad = 0
+      for (name in binding)
+        if (binding[name] == "W" && name ~ /^nccl/) {
+          twin = "p" name
+          if (!(twin in address) || address[twin] != address[name]) {
+            print lib ": " name " is not an alias of " twin; bad = 1
+          }
+        }
+      exit bad
+    }' || failed=1
+}
+
+symbols "$nvidia" > "$work/nvidia"
+if [ ! -s "$work/nvidia" ]; then echo "no symbols read from $nvidia"; exit 1; fi
+
+symbols "$ours" > "$work/ours"
+if ! diff "$work/nvidia" "$work/ours" > "$work/ours.diff"; then
+  echo "$ours: exports differ from $nvidia (< NVIDIA only, > tutti only):"
+  cat "$work/ours.diff"
+  failed=1
+fi
+check_aliases "$ours"
+if ! readelf -d "$ours" | grep -q 'SONAME.*\[libnccl\.so\.2\]'; then
+  echo "$ours: SONAME is not libnccl.so.2"
+  failed=1
+fi
+
+symbols "$tutti" > "$work/tutti"
+grep -v ' tutti' "$work/tutti" > "$work/tutti_nccl" || true
+if ! diff "$work/nvidia" "$work/tutti_nccl" > "$work/tutti.diff"; then
+  echo "$tutti: NCCL exports differ from $nvidia (< NVIDIA only, > tutti only):"
+  cat "$work/tutti.diff"
+  failed=1
+fi
+check_aliases "$tutti"
+# The extensions: every function tutti.h declares, as a strong symbol, and nothing else.
+grep -o '\btutti[A-Za-z0-9_]*(' "$tutti_header" | tr -d '(' | sort -u | sed 's/^/T /' > "$work/declared"
+grep ' tutti' "$work/tutti" | sort -k2 > "$work/extensions" || true
+if ! diff "$work/declared" "$work/extensions" > "$work/extensions.diff"; then
+  echo "$tutti: tutti* exports differ from the functions $tutti_header declares (< declared, > exported):"
+  cat "$work/extensions.diff"
+  failed=1
+fi
+
+if [ "$failed" -ne 0 ]; then exit 1; fi
+echo "exports match NVIDIA's $(wc -l < "$work/nvidia") symbols; libtutti.so adds $(wc -l < "$work/extensions") tutti* functions"

@@ -1,0 +1,222 @@
+// Communicator life cycle through the C API: split, nonblocking init, InitAll, InitRankScalable,
+// groups over several communicators, host streams, PreMulSum ops, point-to-point mixes.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/ranks_support.h"
+#include "tutti/tutti.h"
+
+using tutti_test::check;
+using tutti_test::runThreads;
+
+namespace {
+
+// All-reduce of (rank + 1) over comm; checks the sum on this rank.
+void checkAllReduce(ncclComm_t comm, size_t count = 1000) {
+  int rank = -1, n = 0;
+  TUTTI_NCCL_CHECK(ncclCommUserRank(comm, &rank));
+  TUTTI_NCCL_CHECK(ncclCommCount(comm, &n));
+  std::vector<double> in(count, rank + 1), out(count, -1);
+  TUTTI_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), count, ncclFloat64, ncclSum, comm, nullptr));
+  for (size_t i = 0; i < count; i++)
+    check(out[i] == n * (n + 1) / 2.0, "all-reduce on rank " + std::to_string(rank) + " got " + std::to_string(out[i]));
+}
+
+}  // namespace
+
+TEST_CASE("split by color and key, NOCOLOR gives NULL", "[comm][split]") {
+  std::string failures = runThreads(6, [](int rank, int n, ncclComm_t comm) {
+    int color = rank == 5 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+    ncclComm_t sub = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommSplit(comm, color, -rank, &sub, nullptr));  // key -rank: reversed order
+    if (color == NCCL_SPLIT_NOCOLOR) {
+      check(sub == nullptr, "NOCOLOR must give a NULL communicator");
+      return;
+    }
+    std::vector<int> members;
+    for (int r = 0; r < n; r++)
+      if (r != 5 && r % 2 == color) members.push_back(r);
+    std::reverse(members.begin(), members.end());
+    int subRank = -1, subCount = 0;
+    TUTTI_NCCL_CHECK(ncclCommUserRank(sub, &subRank));
+    TUTTI_NCCL_CHECK(ncclCommCount(sub, &subCount));
+    check(subCount == int(members.size()), "split size " + std::to_string(subCount));
+    check(members[size_t(subRank)] == rank, "rank " + std::to_string(rank) + " got split rank " + std::to_string(subRank));
+    // The sum of the parent ranks in this color proves who is in it.
+    int64_t mine = rank, sum = 0;
+    TUTTI_NCCL_CHECK(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, sub, nullptr));
+    int64_t want = 0;
+    for (int m : members) want += m;
+    check(sum == want, "sum over the split communicator " + std::to_string(sum) + " want " + std::to_string(want));
+    checkAllReduce(comm);  // the parent keeps working
+    TUTTI_NCCL_CHECK(ncclCommDestroy(sub));
+  });
+  REQUIRE(failures == "");
+}
+
+TEST_CASE("nonblocking init reports ncclInProgress until done", "[comm][nonblocking]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  const int n = 3;
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; r++)
+    threads.emplace_back([&, r] {
+      try {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        ncclComm_t comm = nullptr;
+        ncclResult_t result = ncclCommInitRankConfig(&comm, n, id, r, &config);
+        check(result == ncclInProgress || result == ncclSuccess, std::string("init returned ") + ncclGetErrorString(result));
+        check(comm != nullptr, "a nonblocking init must hand out the communicator at once");
+        ncclResult_t state = ncclInProgress;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+          TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        check(state == ncclSuccess, std::string("async state ") + ncclGetErrorString(state));
+        checkAllReduce(comm);
+        TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+      } catch (const std::exception& e) {
+        failures[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& f : failures) CHECK(f == "");
+}
+
+TEST_CASE("InitAll drives every rank from one thread inside a group", "[comm][initall]") {
+  const int n = 4;
+  std::vector<ncclComm_t> comms(n);
+  REQUIRE(ncclCommInitAll(comms.data(), n, nullptr) == ncclSuccess);
+  const size_t count = 100000;
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
+  for (int r = 0; r < n; r++) std::iota(bufs[size_t(r)].begin(), bufs[size_t(r)].end(), float(r));
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; r++)
+    REQUIRE(ncclAllReduce(bufs[size_t(r)].data(), bufs[size_t(r)].data(), count, ncclFloat32, ncclSum, comms[size_t(r)], nullptr) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i += 997) REQUIRE(bufs[size_t(r)][i] == float(4 * i + 6));
+  for (int r = 0; r < n; r++) {
+    int device = -1;
+    REQUIRE(ncclCommCuDevice(comms[size_t(r)], &device) == ncclSuccess);
+    CHECK(device == r);
+    REQUIRE(ncclCommDestroy(comms[size_t(r)]) == ncclSuccess);
+  }
+}
+
+TEST_CASE("InitRankScalable with several roots", "[comm][scalable]") {
+  int nIds = GENERATE(1, 2, 3);
+  const int n = 5;
+  std::vector<ncclUniqueId> ids(size_t(nIds));
+  for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; r++)
+    threads.emplace_back([&, r] {
+      try {
+        ncclComm_t comm = nullptr;
+        TUTTI_NCCL_CHECK(ncclCommInitRankScalable(&comm, n, r, nIds, ids.data(), nullptr));
+        checkAllReduce(comm);
+        TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+      } catch (const std::exception& e) {
+        failures[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& f : failures) CHECK(f == "");
+}
+
+TEST_CASE("one group over two communicators mixes collectives and point-to-point", "[comm][group]") {
+  ncclUniqueId second;
+  REQUIRE(ncclGetUniqueId(&second) == ncclSuccess);
+  std::string failures = runThreads(4, [&](int rank, int n, ncclComm_t first) {
+    ncclComm_t other = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommInitRank(&other, n, second, (rank + 1) % n));  // a rotated numbering
+    const size_t count = 70000;
+    std::vector<int32_t> a(count, rank), sum(count), gathered(count * size_t(n)), fromPrev(count), self(count);
+    TUTTI_NCCL_CHECK(ncclGroupStart());
+    TUTTI_NCCL_CHECK(ncclGroupStart());  // nesting: only the outermost end launches
+    TUTTI_NCCL_CHECK(ncclAllReduce(a.data(), sum.data(), count, ncclInt32, ncclSum, first, nullptr));
+    TUTTI_NCCL_CHECK(ncclGroupEnd());
+    TUTTI_NCCL_CHECK(ncclAllGather(a.data(), gathered.data(), count, ncclInt32, other, nullptr));
+    TUTTI_NCCL_CHECK(ncclSend(a.data(), count, ncclInt32, (rank + 1) % n, first, nullptr));
+    TUTTI_NCCL_CHECK(ncclRecv(fromPrev.data(), count, ncclInt32, (rank + n - 1) % n, first, nullptr));
+    TUTTI_NCCL_CHECK(ncclSend(a.data(), count, ncclInt32, rank, first, nullptr));
+    TUTTI_NCCL_CHECK(ncclRecv(self.data(), count, ncclInt32, rank, first, nullptr));
+    TUTTI_NCCL_CHECK(ncclGroupEnd());
+    for (size_t i = 0; i < count; i += 101) {
+      check(sum[i] == n * (n - 1) / 2, "all-reduce in the group");
+      check(fromPrev[i] == (rank + n - 1) % n, "receive from the previous rank");
+      check(self[i] == rank, "self send/receive");
+      for (int r = 0; r < n; r++) {
+        int parentRankOfR = (r + n - 1) % n;  // comm `other` rank r is parent rank r-1
+        check(gathered[size_t(r) * count + i] == parentRankOfR, "all-gather on the second communicator");
+      }
+    }
+    TUTTI_NCCL_CHECK(ncclCommDestroy(other));
+  });
+  REQUIRE(failures == "");
+}
+
+TEST_CASE("host streams run operations asynchronously and in order", "[comm][stream]") {
+  std::string failures = runThreads(3, [](int rank, int n, ncclComm_t comm) {
+    cudaStream_t stream = nullptr;
+    TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream));
+    const size_t count = 300000;
+    std::vector<float> x(count, float(rank + 1)), y(count), z(count);
+    TUTTI_NCCL_CHECK(ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, comm, stream));
+    TUTTI_NCCL_CHECK(ncclAllReduce(y.data(), z.data(), count, ncclFloat32, ncclSum, comm, stream));  // uses y: order matters
+    TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
+    check(tuttiStreamQuery(stream) == ncclSuccess, "a synchronised stream is idle");
+    for (size_t i = 0; i < count; i += 1009) check(z[i] == 6.0f * 3, "stream result " + std::to_string(z[i]));
+    TUTTI_NCCL_CHECK(tuttiStreamDestroy(stream));
+    const char* backend = nullptr;
+    TUTTI_NCCL_CHECK(tuttiCommDeviceBackend(comm, &backend));
+    check(std::string(backend) == "host", "backend");
+  });
+  REQUIRE(failures == "");
+}
+
+TEST_CASE("PreMulSum with host and device scalars", "[comm][premulsum]") {
+  std::string failures = runThreads(4, [](int rank, int n, ncclComm_t comm) {
+    double hostScalar = 0.5;
+    float deviceScalar = 3.0f;
+    ncclRedOp_t half, triple;
+    TUTTI_NCCL_CHECK(ncclRedOpCreatePreMulSum(&half, &hostScalar, ncclFloat64, ncclScalarHostImmediate, comm));
+    TUTTI_NCCL_CHECK(ncclRedOpCreatePreMulSum(&triple, &deviceScalar, ncclFloat32, ncclScalarDevice, comm));
+    hostScalar = 100;    // host-immediate: the value was taken at creation
+    deviceScalar = 2.0f;  // device residence: read when the operation runs
+    std::vector<double> d(999, rank + 1), dOut(999);
+    std::vector<float> f(999, float(rank + 1)), fOut(999);
+    TUTTI_NCCL_CHECK(ncclAllReduce(d.data(), dOut.data(), d.size(), ncclFloat64, half, comm, nullptr));
+    TUTTI_NCCL_CHECK(ncclAllReduce(f.data(), fOut.data(), f.size(), ncclFloat32, triple, comm, nullptr));
+    for (size_t i = 0; i < d.size(); i++) {
+      check(dOut[i] == 0.5 * 10, "PreMulSum host scalar: " + std::to_string(dOut[i]));
+      check(fOut[i] == 2.0f * 10, "PreMulSum device scalar: " + std::to_string(fOut[i]));
+    }
+    // The op is tied to its type.
+    check(ncclAllReduce(f.data(), fOut.data(), 1, ncclFloat32, half, comm, nullptr) == ncclInvalidArgument, "op/type mismatch");
+    TUTTI_NCCL_CHECK(ncclRedOpDestroy(half, comm));
+    TUTTI_NCCL_CHECK(ncclRedOpDestroy(triple, comm));
+    check(ncclRedOpDestroy(half, comm) == ncclInvalidArgument, "double destroy");
+    check(ncclAllReduce(d.data(), dOut.data(), 1, ncclFloat64, half, comm, nullptr) == ncclInvalidArgument, "destroyed op");
+  });
+  REQUIRE(failures == "");
+}
+
+TEST_CASE("version and error strings", "[comm][version]") {
+  int version = 0;
+  REQUIRE(ncclGetVersion(&version) == ncclSuccess);
+  CHECK(version == NCCL_VERSION(2, 28, 9));
+  CHECK(std::string(ncclGetErrorString(ncclInvalidUsage)).find("invalid usage") != std::string::npos);
+  CHECK(std::string(tuttiVersionString()).find("tutti") == 0);
+}

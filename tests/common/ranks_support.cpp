@@ -1,0 +1,100 @@
+// Thread and process rank launchers for the multi-rank tests.
+#include "tests/common/ranks_support.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tutti_test {
+
+void check(bool cond, const std::string& message) {
+  if (!cond) throw RankFailure(message);
+}
+
+void checkNccl(ncclResult_t result, const char* call) {
+  if (result != ncclSuccess)
+    throw RankFailure(std::string(call) + " returned " + ncclGetErrorString(result) + ": " + ncclGetLastError(nullptr));
+}
+
+namespace {
+
+std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody& body) {
+  ncclComm_t comm = nullptr;
+  try {
+    checkNccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+    body(rank, nranks, comm);
+    checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+    return "";
+  } catch (const std::exception& e) {
+    if (comm) ncclCommAbort(comm);
+    return "rank " + std::to_string(rank) + "/" + std::to_string(nranks) + ": " + e.what() + "\n";
+  }
+}
+
+}  // namespace
+
+std::string runThreads(int nranks, const RankBody& body) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
+  std::vector<std::string> failures(static_cast<size_t>(nranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; r++) threads.emplace_back([&, r] { failures[size_t(r)] = runRank(r, nranks, id, body); });
+  for (auto& t : threads) t.join();
+  std::string all;
+  for (auto& f : failures) all += f;
+  return all;
+}
+
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
+  std::vector<pid_t> pids;
+  std::vector<int> pipes;
+  for (int r = 0; r < nranks; r++) {
+    int fds[2];
+    if (pipe(fds) != 0) return "pipe failed";
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      std::string failure = runRank(r, nranks, id, body);
+      if (!failure.empty()) (void)!write(fds[1], failure.data(), failure.size());
+      close(fds[1]);
+      _exit(failure.empty() ? 0 : 1);
+    }
+    close(fds[1]);
+    pids.push_back(pid);
+    pipes.push_back(fds[0]);
+  }
+  std::string all;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  for (int r = 0; r < nranks; r++) {
+    int status = 0;
+    for (;;) {
+      pid_t done = waitpid(pids[size_t(r)], &status, WNOHANG);
+      if (done == pids[size_t(r)]) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        waitpid(pids[size_t(r)], &status, 0);
+        all += "rank " + std::to_string(r) + " did not finish within " + std::to_string(timeoutSeconds) + " s (killed)\n";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(pipes[size_t(r)], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+    close(pipes[size_t(r)]);
+    if (WIFSIGNALED(status)) all += "rank " + std::to_string(r) + " died of signal " + std::to_string(WTERMSIG(status)) + "\n";
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) all += text.empty() ? "rank " + std::to_string(r) + " failed\n" : text;
+  }
+  return all;
+}
+
+}  // namespace tutti_test

@@ -1,0 +1,34 @@
+// Starting ranks for multi-rank tests: as threads of this process or as forked processes, each
+// with its own communicator. Failures inside a rank are collected and reported by the caller's
+// thread (Catch2's assertions are not thread-safe).
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "nccl.h"
+
+namespace tutti_test {
+
+using RankBody = std::function<void(int rank, int nranks, ncclComm_t comm)>;
+
+// Thrown by rank bodies to report a failed check.
+struct RankFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws RankFailure with the message when cond is false.
+void check(bool cond, const std::string& message);
+// Throws RankFailure when result is not ncclSuccess, naming the call and ncclGetLastError().
+void checkNccl(ncclResult_t result, const char* call);
+
+// Runs body on nranks threads that share one unique id. Returns the failures (empty: all ok).
+std::string runThreads(int nranks, const RankBody& body);
+// Runs body in nranks forked processes. A child that fails, crashes or does not finish within
+// timeoutSeconds counts as a failure (and is killed).
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds = 240);
+
+}  // namespace tutti_test
+
+#define TUTTI_NCCL_CHECK(call) ::tutti_test::checkNccl((call), #call)
