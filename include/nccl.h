@@ -22,7 +22,8 @@
 #if defined(TUTTI_NCCL_H_INCLUDE_CUDA)
 #include <cuda_runtime.h>
 #elif !defined(__DRIVER_TYPES_H__) && !defined(CUDART_VERSION) && !defined(__CUDACC__)
-/* CUDA's own declaration (driver_types.h), repeated: an identical typedef is legal twice. */
+/* CUDA's own declaration (driver_types.h), repeated: C11 and C++ allow an identical typedef
+ * twice, so CUDA's headers may still come later (C99 compilers take it as an extension). */
 typedef struct CUstream_st* cudaStream_t;
 #endif
 
@@ -284,7 +285,7 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count);
 
-/* The CUDA device comm uses (-1 on the host device backend). */
+/* The CUDA device comm uses (on the host backend, the device index it was created with). */
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device);
 

@@ -424,6 +424,60 @@ class WakeupEvent {
   int fd_;
 };
 
+enum class DropKind { Refused, Closed, Stalled };
+
+// One turn of an event loop over a listener and the connections it accepted (each Entry holds an
+// IncomingConnection named `connection`): waits up to one poll slice, reads what arrived, hands
+// every complete frame to onFrame (which returns why the connection must go, or empty), drops
+// refused, closed and stalled connections after telling onDrop, and accepts new connections.
+template <typename Entry, typename OnFrame, typename OnDrop>
+void serveConnectionsOnce(Socket& listener, WakeupEvent* wakeup, std::vector<std::unique_ptr<Entry>>& entries,
+                          const FramePolicy& policy, double handshakeSeconds, const std::string& who,
+                          OnFrame&& onFrame, OnDrop&& onDrop) {
+  std::vector<pollfd> pollSet;
+  pollSet.push_back({listener.fd(), POLLIN, 0});
+  pollSet.push_back({wakeup != nullptr ? wakeup->fd() : -1, POLLIN, 0});  // poll skips fd -1
+  constexpr size_t kFirstEntry = 2;
+  for (const auto& entry : entries) pollSet.push_back({entry->connection.socket().fd(), POLLIN, 0});
+  int ready = ::poll(pollSet.data(), pollSet.size(), static_cast<int>(kPollSlice.count()));
+  if (ready < 0 && errno != EINTR) throwSystemError(who + ": poll", errno);
+  if (ready <= 0) ready = 0;
+  if (wakeup != nullptr && pollSet[1].revents != 0) wakeup->drain();
+
+  std::vector<bool> dropped(entries.size(), false);
+  for (size_t i = 0; ready > 0 && i < entries.size(); ++i) {
+    if (pollSet[kFirstEntry + i].revents == 0) continue;
+    Entry& entry = *entries[i];
+    std::vector<Frame> frames;
+    std::string reason;
+    IncomingConnection::Status status = entry.connection.pump(policy, frames, reason);
+    // Frames that arrived whole before any bad bytes still count.
+    for (Frame& frame : frames) {
+      std::string problem = onFrame(entry, frame);
+      if (!problem.empty()) {
+        status = IncomingConnection::Status::Rejected;
+        reason = problem;
+        break;
+      }
+    }
+    if (status == IncomingConnection::Status::Rejected) onDrop(entry, DropKind::Refused, reason);
+    if (status == IncomingConnection::Status::Closed) onDrop(entry, DropKind::Closed, std::string());
+    dropped[i] = status != IncomingConnection::Status::Open;
+  }
+  SteadyTime now = SteadyClock::now();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (dropped[i] || !entries[i]->connection.stalled(now)) continue;
+    onDrop(*entries[i], DropKind::Stalled, entries[i]->connection.stallReason());
+    dropped[i] = true;
+  }
+  for (size_t i = entries.size(); i-- > 0;)
+    if (dropped[i]) entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
+
+  if (pollSet[0].revents != 0)
+    for (Socket accepted = listener.tryAccept(); accepted.valid(); accepted = listener.tryAccept())
+      entries.push_back(std::make_unique<Entry>(std::move(accepted), handshakeSeconds));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Roots
 
@@ -512,7 +566,6 @@ class RootServer {
 
   void serve() {
     FramePolicy framePolicy = policy();
-    std::vector<pollfd> pollSet;
     for (;;) {
       if (exiting()) return;
       SteadyTime now = SteadyClock::now();
@@ -550,83 +603,37 @@ class RootServer {
         }
       }
 
-      pollSet.clear();
-      pollSet.push_back({listener_.fd(), POLLIN, 0});
-      for (const auto& peer : peers_) pollSet.push_back({peer->connection.socket().fd(), POLLIN, 0});
-      int ready = ::poll(pollSet.data(), pollSet.size(), static_cast<int>(kPollSlice.count()));
-      if (ready < 0 && errno != EINTR) throwSystemError(who() + ": poll", errno);
-
-      // Peers first (their indices match pollSet), then new connections.
-      std::vector<size_t> dropped;
-      for (size_t i = 0; ready > 0 && i < peers_.size(); ++i) {
-        if (pollSet[i + 1].revents == 0) continue;
-        Peer& peer = *peers_[i];
-        std::vector<Frame> frames;
-        std::string reason;
-        IncomingConnection::Status status = peer.connection.pump(framePolicy, frames, reason);
-        for (Frame& frame : frames) {
-          if (status == IncomingConnection::Status::Rejected) break;
-          reason = handleFrame(peer, frame);
-          if (!reason.empty()) status = IncomingConnection::Status::Rejected;
-        }
-        if (status == IncomingConnection::Status::Rejected) {
-          TUTTI_WARN("%s: dropped connection from %s: %s", who().c_str(), peer.connection.remote().toString().c_str(),
-                     reason.c_str());
-          dropped.push_back(i);
-        } else if (status == IncomingConnection::Status::Closed) {
-          noteClosed(peer);
-          dropped.push_back(i);
-        }
-      }
-      now = SteadyClock::now();
-      for (size_t i = 0; i < peers_.size(); ++i) {
-        if (peers_[i]->connection.stalled(now) &&
-            std::find(dropped.begin(), dropped.end(), i) == dropped.end()) {
-          TUTTI_WARN("%s: dropped connection from %s: %s", who().c_str(),
-                     peers_[i]->connection.remote().toString().c_str(), peers_[i]->connection.stallReason().c_str());
-          dropped.push_back(i);
-        }
-      }
-      std::sort(dropped.begin(), dropped.end());
-      for (auto it = dropped.rbegin(); it != dropped.rend(); ++it) removePeer(*it);
-
-      if (pollSet[0].revents != 0) {
-        for (Socket accepted = listener_.tryAccept(); accepted.valid(); accepted = listener_.tryAccept())
-          peers_.push_back(std::make_unique<Peer>(std::move(accepted), handshakeSeconds_));
-      }
+      serveConnectionsOnce(listener_, nullptr, peers_, framePolicy, handshakeSeconds_, who(),
+                           [this](Peer& peer, Frame& frame) { return handleFrame(peer, frame); },
+                           [this](Peer& peer, DropKind kind, const std::string& reason) {
+                             if (kind == DropKind::Closed)
+                               noteClosed(peer);
+                             else
+                               TUTTI_WARN("%s: dropped connection from %s: %s", who().c_str(),
+                                          peer.connection.remote().toString().c_str(), reason.c_str());
+                             forgetPeer(&peer);
+                           });
     }
   }
 
   void noteClosed(Peer& peer) {
-    if (peer.role == Role::Rank)
-      TUTTI_WARN("%s: rank %d (host %s, pid %u) closed its connection before the rendezvous completed",
-                 who().c_str(), peer.id, peer.host.c_str(), peer.pid);
-    else if (peer.role == Role::BlockRoot)
+    if (peer.role == Role::Rank || peer.role == Role::BlockRoot)
       TUTTI_WARN("%s: %s closed its connection before the rendezvous completed", who().c_str(),
-                 blockText(peer.id).c_str());
+                 describe(peer).c_str());
     else if (peer.role == Role::Unknown)
       TUTTI_INFO(log::Bootstrap, "%s: %s closed its connection without sending anything", who().c_str(),
                  peer.connection.remote().toString().c_str());
   }
 
-  void removePeer(size_t index) {
-    Peer* peer = peers_[index].get();
-    for (Peer*& slot : rankPeers_)
-      if (slot == peer) slot = nullptr;
-    for (Peer*& slot : blockPeers_)
-      if (slot == peer) slot = nullptr;
-    peers_.erase(peers_.begin() + static_cast<std::ptrdiff_t>(index));
+  // A connection about to be closed no longer stands for a rank or a block root.
+  void forgetPeer(Peer* peer) {
+    std::replace(rankPeers_.begin(), rankPeers_.end(), peer, static_cast<Peer*>(nullptr));
+    std::replace(blockPeers_.begin(), blockPeers_.end(), peer, static_cast<Peer*>(nullptr));
   }
 
   // Tells one peer why it is refused (best effort) and returns the reason it is dropped.
   std::string refuse(Peer& peer, ErrorCode code, const std::string& message) {
-    try {
-      std::vector<uint8_t> payload = errorPayload(code, message);
-      sendFrame(peer.connection.socket(), kError, 0, -1, secret_, payload.data(), payload.size(),
-                deadlineAfter(handshakeSeconds_), &rootRegistry().exiting);
-    } catch (const Error&) {
-      // It is being dropped anyway.
-    }
+    answer(peer, kError, errorPayload(code, message));
     return message;
   }
 
@@ -763,31 +770,33 @@ class RootServer {
     return {};
   }
 
-  void sendToRanks(uint32_t type, const std::vector<uint8_t>& payload) {
-    for (Peer* peer : rankPeers_) {
-      if (peer == nullptr) continue;
-      try {
-        sendFrame(peer->connection.socket(), type, 0, -1, secret_, payload.data(), payload.size(),
-                  deadlineAfter(handshakeSeconds_), &rootRegistry().exiting);
-      } catch (const Error& error) {
-        TUTTI_WARN("%s: could not answer rank %d (host %s, pid %u): %s", who().c_str(), peer->id,
-                   peer->host.c_str(), peer->pid, error.what());
-      }
+  std::string describe(const Peer& peer) const {
+    if (peer.role == Role::Rank)
+      return "rank " + std::to_string(peer.id) + " (host " + peer.host + ", pid " + std::to_string(peer.pid) + ")";
+    if (peer.role == Role::BlockRoot) return blockText(peer.id);
+    return peer.connection.remote().toString();
+  }
+
+  // Best effort: a peer that cannot be answered is logged, and the others still are.
+  void answer(Peer& peer, uint32_t type, const std::vector<uint8_t>& payload) {
+    try {
+      sendFrame(peer.connection.socket(), type, 0, -1, secret_, payload.data(), payload.size(),
+                deadlineAfter(handshakeSeconds_), &rootRegistry().exiting);
+    } catch (const Error& error) {
+      TUTTI_WARN("%s: could not answer %s: %s", who().c_str(), describe(peer).c_str(), error.what());
     }
+  }
+
+  void sendToRanks(uint32_t type, const std::vector<uint8_t>& payload) {
+    for (Peer* peer : rankPeers_)
+      if (peer != nullptr) answer(*peer, type, payload);
   }
 
   void failEveryone(ErrorCode code, const std::string& message) {
     std::vector<uint8_t> payload = errorPayload(code, message);
     sendToRanks(kError, payload);
-    for (Peer* peer : blockPeers_) {
-      if (peer == nullptr) continue;
-      try {
-        sendFrame(peer->connection.socket(), kError, 0, -1, secret_, payload.data(), payload.size(),
-                  deadlineAfter(handshakeSeconds_), &rootRegistry().exiting);
-      } catch (const Error& error) {
-        TUTTI_WARN("%s: could not tell %s: %s", who().c_str(), blockText(peer->id).c_str(), error.what());
-      }
-    }
+    for (Peer* peer : blockPeers_)
+      if (peer != nullptr) answer(*peer, kError, payload);
   }
 
   std::vector<int> missingRanks() const {
@@ -806,7 +815,7 @@ class RootServer {
   // A lone root, or a block root, whose own ranks did not all come.
   void failOwnBlockTimeout() {
     std::string message = neverArrivedText(missingRanks());
-    TUTTI_WARN("%s: %s", who().c_str(), message.c_str());
+    TUTTI_WARN("bootstrap: %s", message.c_str());
     failEveryone(ErrorCode::Timeout, message);
     if (shape_->block > 0 && !rootZero_.empty()) {
       // Let root 0 tell its ranks which ranks are missing, instead of a vaguer timeout.
@@ -871,14 +880,7 @@ class RootServer {
       table.insert(table.end(), blockEntries_[block].begin(), blockEntries_[block].end());
     std::vector<uint8_t> payload = tablePayload(table);
     sendToRanks(kTable, payload);
-    for (int block = 1; block < shape_->nIds; ++block) {
-      try {
-        sendFrame(blockPeers_[block]->connection.socket(), kTable, 0, -1, secret_, payload.data(), payload.size(),
-                  deadlineAfter(handshakeSeconds_), &rootRegistry().exiting);
-      } catch (const Error& error) {
-        TUTTI_WARN("%s: could not answer %s: %s", who().c_str(), blockText(block).c_str(), error.what());
-      }
-    }
+    for (int block = 1; block < shape_->nIds; ++block) answer(*blockPeers_[block], kTable, payload);
   }
 
   void failAsRootZero() {
@@ -901,7 +903,7 @@ class RootServer {
     for (const std::string& early : earlyFailures_) parts.push_back(early);
     std::string message;
     for (const std::string& part : parts) message += (message.empty() ? "" : "; ") + part;
-    TUTTI_WARN("%s: %s", who().c_str(), message.c_str());
+    TUTTI_WARN("bootstrap root 0 at %s: %s", address_.toString().c_str(), message.c_str());
     failEveryone(ErrorCode::Timeout, message);
   }
 
@@ -1325,53 +1327,17 @@ class SocketBootstrap final : public Bootstrap {
     framePolicy.allow(kData, kMaxDataFrameBytes).allow(kDataPart, kMaxDataFrameBytes);
     double handshake = handshakeSeconds(timeoutSeconds_);
     std::vector<std::unique_ptr<PeerConnection>> connections;
-    std::vector<pollfd> pollSet;
     while (!stopping_.load(std::memory_order_acquire)) {
-      pollSet.clear();
-      pollSet.push_back({wakeup_->fd(), POLLIN, 0});
-      pollSet.push_back({listener_.fd(), POLLIN, 0});
-      for (const auto& peer : connections) pollSet.push_back({peer->connection.socket().fd(), POLLIN, 0});
-      int ready = ::poll(pollSet.data(), pollSet.size(), static_cast<int>(kPollSlice.count()));
-      if (ready < 0 && errno != EINTR) throwSystemError(context() + ": listener poll", errno);
-      if (pollSet[0].revents != 0) wakeup_->drain();
-
-      std::vector<size_t> dropped;
-      for (size_t i = 0; ready > 0 && i < connections.size(); ++i) {
-        if (pollSet[i + 2].revents == 0) continue;
-        PeerConnection& peer = *connections[i];
-        std::vector<Frame> frames;
-        std::string reason;
-        IncomingConnection::Status status = peer.connection.pump(framePolicy, frames, reason);
-        for (Frame& frame : frames) {
-          std::string problem = handleFrame(peer, frame);
-          if (!problem.empty()) {
-            status = IncomingConnection::Status::Rejected;
-            reason = problem;
-            break;
-          }
-        }
-        if (status == IncomingConnection::Status::Rejected) {
-          dropPeerConnection(peer, reason, true);
-          dropped.push_back(i);
-        } else if (status == IncomingConnection::Status::Closed) {
-          if (peer.inMessage) dropPeerConnection(peer, "closed in the middle of a message", true);
-          else dropPeerConnection(peer, "closed by the peer", false);
-          dropped.push_back(i);
-        }
-      }
-      SteadyTime now = SteadyClock::now();
-      for (size_t i = 0; i < connections.size(); ++i)
-        if (connections[i]->connection.stalled(now) && std::find(dropped.begin(), dropped.end(), i) == dropped.end()) {
-          dropPeerConnection(*connections[i], connections[i]->connection.stallReason(), true);
-          dropped.push_back(i);
-        }
-      std::sort(dropped.begin(), dropped.end());
-      for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
-        connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(*it));
-
-      if (pollSet[1].revents != 0)
-        for (Socket accepted = listener_.tryAccept(); accepted.valid(); accepted = listener_.tryAccept())
-          connections.push_back(std::make_unique<PeerConnection>(std::move(accepted), handshake));
+      serveConnectionsOnce(listener_, wakeup_.get(), connections, framePolicy, handshake, context(),
+                           [this](PeerConnection& peer, Frame& frame) { return handleFrame(peer, frame); },
+                           [this](PeerConnection& peer, DropKind kind, const std::string& reason) {
+                             if (kind != DropKind::Closed)
+                               dropPeerConnection(peer, reason, true);
+                             else if (peer.inMessage)
+                               dropPeerConnection(peer, "closed in the middle of a message", true);
+                             else
+                               dropPeerConnection(peer, "closed by the peer", false);
+                           });
     }
   }
 

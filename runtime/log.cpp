@@ -296,7 +296,7 @@ bool enabled(Level level, uint64_t subsys) {
 }
 
 void write(Level level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
-  if (level == Level::None || !enabled(level, subsys)) return;
+  if (level == Level::None || fmt == nullptr || !enabled(level, subsys)) return;
 
   char small[1024];
   std::string message;

@@ -445,17 +445,25 @@ std::vector<NetworkInterface> findNetworkInterfaces() {
 }
 
 NetworkInterface findInterfaceToReach(const SocketAddress& remote) {
-  bool ifnameSet = params::isSet("NCCL_SOCKET_IFNAME") && !params::getString("NCCL_SOCKET_IFNAME").empty();
-  if (!ifnameSet) {
-    int family = parseSocketFamily(params::getString("NCCL_SOCKET_FAMILY"));
-    for (const NetworkInterface& interface : listNetworkInterfaces()) {
-      if (family != AF_UNSPEC && interface.address.family() != family) continue;
-      bool reaches = remote.isLoopback() ? interface.loopback && interface.address.family() == remote.family()
-                                         : interface.address.sameSubnet(remote, interface.prefixLength);
-      if (reaches) return interface;
-    }
-  }
-  return findNetworkInterfaces().front();
+  auto reaches = [&](const NetworkInterface& interface) {
+    if (interface.address.family() != remote.family()) return false;
+    return remote.isLoopback() ? interface.loopback : interface.address.sameSubnet(remote, interface.prefixLength);
+  };
+  std::string spec = params::isSet("NCCL_SOCKET_IFNAME") ? params::getString("NCCL_SOCKET_IFNAME") : "";
+  int family = parseSocketFamily(params::getString("NCCL_SOCKET_FAMILY"));
+  // Every address of every allowed interface: without NCCL_SOCKET_IFNAME any interface may
+  // serve, so the one on the remote's subnet wins over the default choice (as NCCL does for
+  // NCCL_COMM_ID).
+  InterfaceNameFilter filter = InterfaceNameFilter::parse(spec);
+  for (const NetworkInterface& interface : listNetworkInterfaces())
+    if ((spec.empty() || filter.matches(interface.name)) &&
+        (family == AF_UNSPEC || interface.address.family() == family) && reaches(interface))
+      return interface;
+  std::vector<NetworkInterface> chosen = findNetworkInterfaces();
+  // Among the chosen ones, one of the remote's family can at least route to it.
+  for (const NetworkInterface& interface : chosen)
+    if (interface.address.family() == remote.family()) return interface;
+  return chosen.front();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -114,9 +114,9 @@ std::vector<NetworkInterface> selectNetworkInterfaces(const std::vector<NetworkI
 // NCCL_SOCKET_FAMILY. Never empty (throws instead).
 std::vector<NetworkInterface> findNetworkInterfaces();
 
-// The interface to use for talking to `remote`: under NCCL_SOCKET_IFNAME the first one selected;
-// otherwise an interface whose subnet holds `remote` (loopback for a loopback root), else the
-// first one findNetworkInterfaces picks.
+// The interface to use for talking to `remote`: one whose subnet holds it (loopback for a
+// loopback remote), chosen among those NCCL_SOCKET_IFNAME selects if it is set, else among all;
+// failing that, the first selected interface of the remote's family, else the first selected.
 NetworkInterface findInterfaceToReach(const SocketAddress& remote);
 
 // A connected or listening TCP socket; closes its descriptor on destruction. Move-only.

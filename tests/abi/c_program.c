@@ -55,6 +55,33 @@ static void fill(float* buffer, size_t count, float value) {
   for (i = 0; i < count; ++i) buffer[i] = value;
 }
 
+/* Runs one collective on every rank inside one group, as a single thread driving 4 ranks must. */
+typedef ncclResult_t (*LaunchOnRank)(int rank);
+static int runGroup(const char* collective, LaunchOnRank launch) {
+  int rank;
+  if (!succeeded(ncclGroupStart(), "ncclGroupStart")) return 0;
+  for (rank = 0; rank < kRanks; ++rank)
+    if (!succeeded(launch(rank), collective)) {
+      ncclGroupEnd(); /* close the group; the error above is the one that matters */
+      return 0;
+    }
+  return succeeded(ncclGroupEnd(), collective);
+}
+
+static ncclResult_t launchAllReduce(int rank) {
+  return ncclAllReduce(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, ncclSum, comms[rank], NULL);
+}
+static ncclResult_t launchBroadcast(int rank) {
+  return ncclBroadcast(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, kBroadcastRoot, comms[rank],
+                       NULL);
+}
+static ncclResult_t launchAllGather(int rank) {
+  return ncclAllGather(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, comms[rank], NULL);
+}
+static ncclResult_t launchReduceScatter(int rank) {
+  return ncclReduceScatter(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, ncclSum, comms[rank], NULL);
+}
+
 static int allReduce(void) {
   int rank;
   size_t i;
@@ -62,13 +89,7 @@ static int allReduce(void) {
     for (i = 0; i < kCount; ++i) sendBuffers[rank][i] = (float)((rank + 1) * (int)(i % 13) - 5);
     fill(recvBuffers[rank], kCount, -1.0f);
   }
-  if (!succeeded(ncclGroupStart(), "ncclGroupStart")) return 0;
-  for (rank = 0; rank < kRanks; ++rank)
-    if (!succeeded(ncclAllReduce(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, ncclSum,
-                                 comms[rank], NULL),
-                   "ncclAllReduce"))
-      return 0;
-  if (!succeeded(ncclGroupEnd(), "ncclGroupEnd after ncclAllReduce")) return 0;
+  if (!runGroup("ncclAllReduce", launchAllReduce)) return 0;
   /* sum over ranks of (rank+1)*k - 5 = 10k - 20 for 4 ranks */
   for (rank = 0; rank < kRanks; ++rank)
     for (i = 0; i < kCount; ++i)
@@ -83,13 +104,7 @@ static int broadcast(void) {
     for (i = 0; i < kCount; ++i) sendBuffers[rank][i] = (float)(rank * 1000 + (int)(i % 97));
     fill(recvBuffers[rank], kCount, -1.0f);
   }
-  if (!succeeded(ncclGroupStart(), "ncclGroupStart")) return 0;
-  for (rank = 0; rank < kRanks; ++rank)
-    if (!succeeded(ncclBroadcast(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat,
-                                 kBroadcastRoot, comms[rank], NULL),
-                   "ncclBroadcast"))
-      return 0;
-  if (!succeeded(ncclGroupEnd(), "ncclGroupEnd after ncclBroadcast")) return 0;
+  if (!runGroup("ncclBroadcast", launchBroadcast)) return 0;
   for (rank = 0; rank < kRanks; ++rank)
     for (i = 0; i < kCount; ++i)
       expectEqual("Broadcast", rank, i, recvBuffers[rank][i],
@@ -104,13 +119,7 @@ static int allGather(void) {
     for (i = 0; i < kCount; ++i) sendBuffers[rank][i] = (float)(rank * 4096 + (int)(i % 251));
     fill(recvBuffers[rank], (size_t)kRanks * kCount, -1.0f);
   }
-  if (!succeeded(ncclGroupStart(), "ncclGroupStart")) return 0;
-  for (rank = 0; rank < kRanks; ++rank)
-    if (!succeeded(ncclAllGather(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat,
-                                 comms[rank], NULL),
-                   "ncclAllGather"))
-      return 0;
-  if (!succeeded(ncclGroupEnd(), "ncclGroupEnd after ncclAllGather")) return 0;
+  if (!runGroup("ncclAllGather", launchAllGather)) return 0;
   for (rank = 0; rank < kRanks; ++rank)
     for (source = 0; source < kRanks; ++source)
       for (i = 0; i < kCount; ++i)
@@ -128,13 +137,7 @@ static int reduceScatter(void) {
       sendBuffers[rank][i] = (float)((rank + 1) * ((int)(i % 11) + 1));
     fill(recvBuffers[rank], kCount, -1.0f);
   }
-  if (!succeeded(ncclGroupStart(), "ncclGroupStart")) return 0;
-  for (rank = 0; rank < kRanks; ++rank)
-    if (!succeeded(ncclReduceScatter(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, ncclSum,
-                                     comms[rank], NULL),
-                   "ncclReduceScatter"))
-      return 0;
-  if (!succeeded(ncclGroupEnd(), "ncclGroupEnd after ncclReduceScatter")) return 0;
+  if (!runGroup("ncclReduceScatter", launchReduceScatter)) return 0;
   /* rank r keeps block r: element j = r*count+i of every rank's input, summed: 10*(j%11+1) */
   for (rank = 0; rank < kRanks; ++rank)
     for (i = 0; i < kCount; ++i) {

@@ -156,9 +156,26 @@ double sumGeneratorLimit(ncclDataType_t type, int nranks, bool* exact) {
   return std::max(1.0, std::min(64.0, std::floor(roomy)));
 }
 
+// Tighter than tolerance() when every input is within maxInput: a partial result of k inputs
+// is within k * maxInput, and whatever the order (chain or tree), the i-th largest of the
+// nranks - 1 partial results combines at most nranks - i + 1 inputs. Rounding each costs
+// `ulps` units in its last place (terms from k = firstTerm on).
+double growingSumTolerance(ncclDataType_t type, int nranks, double maxInput, int firstTerm, double ulps) {
+  double bound = 0;
+  for (int k = firstTerm; k <= nranks; ++k) bound += ulps * ulpOf(type, k * maxInput * 1.0625);
+  return bound;
+}
+
 bool isBuiltInOp(ncclRedOp_t op) { return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg; }
 
 }  // namespace
+
+const std::vector<ncclDataType_t>& allDataTypes() {
+  static const std::vector<ncclDataType_t> types = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                                    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+  return types;
+}
 
 size_t elementBytes(ncclDataType_t type) {
   switch (type) {
@@ -249,20 +266,19 @@ double ulpOf(ncclDataType_t type, double v) {
 double tolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, double magnitude) {
   if (!isFloatingType(type) || op == ncclMax || op == ncclMin || (nranks <= 1 && op != ncclAvg)) return 0;
   // Each pairwise operation rounds once, by at most half a unit in the last place of its
-  // result. Partial results are bounded by the inputs; the 1/16 widening of that bound
-  // covers errors pushing a partial over a binade boundary, and a factor 2 covers the other
-  // ways of computing an average (sum then divide).
-  const double widen = 1.0625;
-  double bound = 0;
-  if (op == ncclProd) return (nranks - 1) * ulpOf(type, magnitude * widen);
-  if (op == ncclSum) {
-    for (int k = 2; k <= nranks; ++k) bound += 0.5 * ulpOf(type, k * magnitude * widen);
-    return bound;
+  // result, and every partial result is within magnitude. Widening magnitude by 1/16 covers
+  // rounding errors that push a partial over a binade boundary.
+  const double bound = magnitude * 1.0625;
+  switch (op) {
+    case ncclSum: return (nranks - 1) * 0.5 * ulpOf(type, bound);
+    case ncclProd: return (nranks - 1) * ulpOf(type, bound);
+    // avg: each input is scaled by 1/nranks (one rounding in float, one more when the first
+    // enters a narrow type), then summed: partials within magnitude / nranks. A whole ulp
+    // per rank rather than half also covers summing first and dividing at the end.
+    case ncclAvg: return nranks * ulpOf(type, bound / nranks);
+    // PreMulSum: magnitude is already over the scaled inputs.
+    default: return nranks * ulpOf(type, bound);
   }
-  // avg and PreMulSum: the inputs are scaled (by 1/nranks for avg), then summed.
-  double scaled = op == ncclAvg ? magnitude / nranks : magnitude;
-  for (int k = 1; k <= nranks; ++k) bound += ulpOf(type, k * scaled * widen);
-  return bound;
 }
 
 double inputValue(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, size_t index) {
@@ -286,7 +302,9 @@ double inputValue(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, siz
       bool exact;
       double limit = sumGeneratorLimit(type, nranks, &exact);
       double k = spread(hash, limit, isSigned);
-      return floating ? k / 4 : k;
+      if (!floating) return k;
+      // avg: nranks * k / 4, so that every input scaled by 1/nranks is a quarter again.
+      return op == ncclAvg && exact ? nranks * k / 4 : k / 4;
     }
   }
 }
@@ -319,8 +337,15 @@ double expectedTolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t
   bool exact;
   double limit = sumGeneratorLimit(type, nranks, &exact) / 4;
   switch (op) {
-    case ncclSum: return exact ? 0 : tolerance(type, op, nranks, limit);
-    case ncclAvg: return tolerance(type, op, nranks, limit);
+    case ncclSum: return exact ? 0 : growingSumTolerance(type, nranks, limit, 2, 0.5);
+    case ncclAvg:
+      if (!exact) return growingSumTolerance(type, nranks, limit / nranks, 1, 1.0);
+      // Inputs nranks * k / 4: fp32 and fp64 carry the float rounding of 1/nranks and of each
+      // scaled input through their sums. The narrow types round every partial sum to an exact
+      // quarter again, except that a float residue of a partial sum that should be zero can
+      // survive as a tiny value (bf16 keeps float's exponent range); bound it by float ulps.
+      if (type == ncclFloat32 || type == ncclFloat64) return tolerance(type, op, nranks, nranks * nranks * limit);
+      return nranks * ulpOf(ncclFloat32, nranks * limit);
     default: return 0;  // prod, max, min: exact
   }
 }

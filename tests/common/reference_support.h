@@ -5,12 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 
 namespace tutti_test {
 
-size_t elementBytes(ncclDataType_t type);  // 0 for an unknown type
+const std::vector<ncclDataType_t>& allDataTypes();  // every ncclDataType_t, in enum order
+size_t elementBytes(ncclDataType_t type);           // 0 for an unknown type
 bool isFloatingType(ncclDataType_t type);
 bool isSignedInteger(ncclDataType_t type);
 
@@ -29,9 +31,10 @@ double roundToType(ncclDataType_t type, double v);
 double ulpOf(ncclDataType_t type, double v);
 
 // How far a reduction over nranks may be from the exact float64 result when it is computed
-// pairwise in the type, as every executor does (fp16/bf16/fp8 rounded after each operation).
-// magnitude means: for sum, avg and PreMulSum (op >= ncclNumOps), the largest |input|;
-// for prod, the |exact product|. Max, min and every integer type: 0.
+// pairwise in the type, in any order, as every executor does (fp16/bf16/fp8 rounded after
+// each operation). magnitude bounds every partial result: for sum and avg, the sum of the
+// inputs' |values|; for PreMulSum (op >= ncclNumOps), the same over the scaled inputs; for
+// prod, the |exact product|. Max, min and every integer type: 0.
 double tolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, double magnitude);
 
 // ---- Generated inputs -----------------------------------------------------------------------
@@ -43,13 +46,17 @@ double tolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, double magnitu
 //              within 2^52. Floating: k / 4 with k in [-K, K], K = min(64, 2^p / nranks) for a
 //              type with p significant bits, so every partial sum is representable (exact)
 //              unless nranks > 2^p (fp8 e5m2 beyond 8 ranks, e4m3 beyond 16, bf16 beyond 256).
+//              avg on floating types (nranks <= 2^p): nranks * k / 4 instead, so each input
+//              scaled by 1/nranks (PreMulSum, as the runtime computes avg) is k / 4 again and
+//              the sums stay exact up to float residues.
 //   prod:      two ranks (index and index + 1, modulo nranks) contribute one of {2, 3} for
 //              integers ({0.5, 1, 2, 4} for floating types), possibly negated for signed
 //              types; every other rank contributes 1 or -1. |product| <= 16: exact everywhere.
 //   max, min:  spread values (integers up to 2^40 in magnitude, floating k / 4 with
 //              |k| <= 400 rounded to the type).
 // avg on integers divides the exact sum by nranks, truncating toward zero; on floating
-// types the reference is sum / nranks in float64, and tolerance() covers the roundings.
+// types the reference is sum / nranks in float64, and expectedTolerance() covers the float
+// roundings of the scaling.
 double inputValue(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, size_t index);
 
 // Writes inputValue(..., rank, firstIndex + i) into elements i < count of p.

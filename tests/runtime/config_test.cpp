@@ -52,11 +52,7 @@ struct ConfigV2_17 {
   const char* netName;
 };
 struct ConfigV2_18 {
-  size_t size;
-  unsigned int magic;
-  unsigned int version;
-  int blocking, cgaClusterSize, minCTAs, maxCTAs;
-  const char* netName;
+  ConfigV2_17 upTo2_17;
   int splitShare;
 };
 static_assert(sizeof(ConfigV2_14) == 24 && sizeof(ConfigV2_17) == 40 && sizeof(ConfigV2_18) == 48);
@@ -222,15 +218,16 @@ TEST_CASE("config: a 2.17 struct: its fields read, nothing past its size") {
 }
 
 TEST_CASE("config: a 2.18 struct: trafficClass in its tail padding is not read") {
-  ConfigV2_18 layout{sizeof(ConfigV2_18), 0xcafebeef, NCCL_VERSION(2, 18, 5), 1, NCCL_CONFIG_UNDEF_INT,
-                     NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, nullptr, 1};
+  ConfigV2_18 layout{{sizeof(ConfigV2_18), 0xcafebeef, NCCL_VERSION(2, 18, 5), 1, NCCL_CONFIG_UNDEF_INT,
+                      NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, nullptr},
+                     1};
   OldConfig<ConfigV2_18> old(layout, offsetof(ConfigV2_18, splitShare) + sizeof(int));
   tutti::CommConfig config = tutti::readConfig(old.get(), "test");
   CHECK(config.splitShare);
   CHECK_FALSE(config.trafficClass.has_value());
 
   // The same bytes claiming to come from 2.26 would have a (garbage, invalid) trafficClass.
-  layout.version = NCCL_VERSION(2, 26, 2);
+  layout.upTo2_17.version = NCCL_VERSION(2, 26, 2);
   OldConfig<ConfigV2_18> claimed(layout, offsetof(ConfigV2_18, splitShare) + sizeof(int));
   CHECK(messageOf(claimed.get()).find("trafficClass") != std::string::npos);
 }

@@ -35,24 +35,25 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-tutti::ErrorCode codeOf(auto&& call) {
+// The error a call throws; fails the test when it throws nothing.
+std::optional<tutti::Error> errorOf(auto&& call) {
   try {
     call();
   } catch (const tutti::Error& error) {
-    return error.code();
+    return error;
   }
-  FAIL("no tutti::Error was thrown");
-  return tutti::ErrorCode::Internal;
+  FAIL_CHECK("no tutti::Error was thrown");
+  return std::nullopt;
+}
+
+tutti::ErrorCode codeOf(auto&& call) {
+  auto error = errorOf(call);
+  return error ? error->code() : tutti::ErrorCode::Internal;
 }
 
 std::string messageOf(auto&& call) {
-  try {
-    call();
-  } catch (const tutti::Error& error) {
-    return error.message();
-  }
-  FAIL("no tutti::Error was thrown");
-  return {};
+  auto error = errorOf(call);
+  return error ? error->message() : std::string();
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ ErrorCode codeOf(const std::function<void()>& action) {
   return ErrorCode::Internal;
 }
 
-TEST_CASE("socket addresses parse and print IPv4, IPv6 and names") {
+TEST_CASE("socket: socket addresses parse and print IPv4, IPv6 and names") {
   SocketAddress v4 = SocketAddress::parse("10.1.2.3:29500");
   CHECK(v4.family() == AF_INET);
   CHECK(v4.port() == 29500);
@@ -67,7 +67,7 @@ TEST_CASE("socket addresses parse and print IPv4, IPv6 and names") {
   CHECK(SocketAddress().toString() == "(none)");
 }
 
-TEST_CASE("socket address text errors are InvalidArgument") {
+TEST_CASE("socket: socket address text errors are InvalidArgument") {
   for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", ":80", "1.2.3.4:65536", "1.2.3.4:http", "fd00::1:80",
                           "[fd00::1]80", "[fd00::1", "no-such-host.invalid:80"}) {
     INFO(bad);
@@ -75,7 +75,7 @@ TEST_CASE("socket address text errors are InvalidArgument") {
   }
 }
 
-TEST_CASE("socket addresses classify loopback, link-local and subnets") {
+TEST_CASE("socket: socket addresses classify loopback, link-local and subnets") {
   CHECK(SocketAddress::fromNumericHost("127.5.6.7", 0).isLoopback());
   CHECK_FALSE(SocketAddress::fromNumericHost("128.0.0.1", 0).isLoopback());
   CHECK(SocketAddress::fromNumericHost("::ffff:127.0.0.1", 0).isLoopback());
@@ -91,7 +91,7 @@ TEST_CASE("socket addresses classify loopback, link-local and subnets") {
   CHECK(SocketAddress::fromNumericHost("fd00::1", 0).sameSubnet(SocketAddress::fromNumericHost("fd00::ffff", 0), 64));
 }
 
-TEST_CASE("socket addresses survive the wire form") {
+TEST_CASE("socket: socket addresses survive the wire form") {
   for (const char* text : {"10.1.2.3:29500", "[fd00::1:2]:80", "[::1]:65535", "0.0.0.0:0"}) {
     SocketAddress address = SocketAddress::parse(text);
     uint8_t wire[SocketAddress::kWireBytes];
@@ -105,7 +105,7 @@ TEST_CASE("socket addresses survive the wire form") {
   CHECK(codeOf([&] { SocketAddress::fromWire(bad); }) == ErrorCode::InvalidArgument);
 }
 
-TEST_CASE("NCCL_SOCKET_IFNAME matches prefixes, excludes with ^ and exact names with =") {
+TEST_CASE("socket: NCCL_SOCKET_IFNAME matches prefixes, excludes with ^ and exact names with =") {
   InterfaceNameFilter prefixes = InterfaceNameFilter::parse("eth,ib");
   CHECK(prefixes.matches("eth0"));
   CHECK(prefixes.matches("eth12"));
@@ -134,7 +134,7 @@ TEST_CASE("NCCL_SOCKET_IFNAME matches prefixes, excludes with ^ and exact names 
   CHECK_FALSE(spaced.matches("lo"));
 }
 
-TEST_CASE("interface selection: default policy skips loopback, docker, virbr and link-local") {
+TEST_CASE("socket: interface selection: default policy skips loopback, docker, virbr and link-local") {
   std::vector<NetworkInterface> all = {
       fakeInterface("lo", "127.0.0.1", 8, true),       fakeInterface("docker0", "172.17.0.1", 16),
       fakeInterface("virbr0", "192.168.122.1", 24),    fakeInterface("eth0", "fe80::1", 64),
@@ -160,7 +160,7 @@ TEST_CASE("interface selection: default policy skips loopback, docker, virbr and
   CHECK(codeOf([&] { selectNetworkInterfaces({}, "", AF_UNSPEC); }) == ErrorCode::System);
 }
 
-TEST_CASE("interface selection honours an ifname spec and lists interfaces when none match") {
+TEST_CASE("socket: interface selection honours an ifname spec and lists interfaces when none match") {
   std::vector<NetworkInterface> all = {fakeInterface("lo", "127.0.0.1", 8, true), fakeInterface("eth0", "10.0.0.2", 24),
                                        fakeInterface("eth1", "10.0.1.2", 24), fakeInterface("docker0", "172.17.0.1", 16)};
   CHECK(namesOf(selectNetworkInterfaces(all, "lo", AF_UNSPEC)) == std::vector<std::string>{"lo"});
@@ -184,21 +184,21 @@ TEST_CASE("interface selection honours an ifname spec and lists interfaces when 
   CHECK(codeOf([&] { selectNetworkInterfaces(all, "eth", AF_INET6); }) == ErrorCode::InvalidUsage);
 }
 
-TEST_CASE("NCCL_SOCKET_FAMILY values") {
+TEST_CASE("socket: NCCL_SOCKET_FAMILY values") {
   CHECK(parseSocketFamily("") == AF_UNSPEC);
   CHECK(parseSocketFamily("AF_INET") == AF_INET);
   CHECK(parseSocketFamily("AF_INET6") == AF_INET6);
   CHECK(codeOf([] { parseSocketFamily("inet"); }) == ErrorCode::InvalidUsage);
 }
 
-TEST_CASE("this host's interfaces include loopback") {
+TEST_CASE("socket: this host's interfaces include loopback") {
   std::vector<NetworkInterface> interfaces = listNetworkInterfaces();
   bool haveLoopback = false;
   for (const NetworkInterface& interface : interfaces) haveLoopback = haveLoopback || interface.loopback;
   CHECK(haveLoopback);
 }
 
-TEST_CASE("loopback sockets connect, accept and move exact byte counts") {
+TEST_CASE("socket: loopback sockets connect, accept and move exact byte counts") {
   Socket listener = Socket::listen(SocketAddress::fromNumericHost("127.0.0.1", 0));
   SocketAddress address = listener.localAddress();
   REQUIRE(address.port() != 0);
@@ -233,7 +233,7 @@ TEST_CASE("loopback sockets connect, accept and move exact byte counts") {
   }
 }
 
-TEST_CASE("socket waits end at the deadline or on abort") {
+TEST_CASE("socket: socket waits end at the deadline or on abort") {
   Socket listener = Socket::listen(SocketAddress::fromNumericHost("127.0.0.1", 0));
   CHECK(codeOf([&] { listener.accept(deadlineAfter(0.2), nullptr); }) == ErrorCode::Timeout);
 
@@ -251,7 +251,7 @@ TEST_CASE("socket waits end at the deadline or on abort") {
   aborter.join();
 }
 
-TEST_CASE("connect retries until a listener appears, and times out naming the address when none does") {
+TEST_CASE("socket: connect retries until a listener appears, and times out naming the address when none does") {
   // Find a free port, then close it so that the first attempts are refused.
   SocketAddress address;
   {
