@@ -220,3 +220,22 @@ TEST_CASE("version and error strings", "[comm][version]") {
   CHECK(std::string(ncclGetErrorString(ncclInvalidUsage)).find("invalid usage") != std::string::npos);
   CHECK(std::string(tuttiVersionString()).find("tutti") == 0);
 }
+
+TEST_CASE("ranks as a mix of processes and threads", "[comm][mixed]") {
+  // Two processes of two rank threads each: local connections inside a process, shared
+  // memory between them.
+  std::string failures = tutti_test::runProcesses(
+      4,
+      [](int rank, int n, ncclComm_t comm) {
+        checkAllReduce(comm, 200000);
+        const size_t count = 5000;
+        std::vector<int64_t> in(count * size_t(n)), out(count * size_t(n));
+        for (size_t i = 0; i < in.size(); i++) in[i] = rank * 1000000 + int64_t(i);
+        TUTTI_NCCL_CHECK(ncclAlltoAll(in.data(), out.data(), count, ncclInt64, comm, nullptr));
+        for (int r = 0; r < n; r++)
+          for (size_t j = 0; j < count; j += 7)
+            check(out[size_t(r) * count + j] == r * 1000000 + int64_t(size_t(rank) * count + j), "all-to-all across the mix");
+      },
+      120, 2);
+  REQUIRE(failures == "");
+}

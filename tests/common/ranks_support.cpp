@@ -37,32 +37,39 @@ std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody
   }
 }
 
-}  // namespace
-
-std::string runThreads(int nranks, const RankBody& body) {
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
-  std::vector<std::string> failures(static_cast<size_t>(nranks));
+// Ranks first .. first + count - 1 of nranks, one thread each.
+std::string runRankThreads(int first, int count, int nranks, const ncclUniqueId& id, const RankBody& body) {
+  std::vector<std::string> failures(static_cast<size_t>(count));
   std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; r++) threads.emplace_back([&, r] { failures[size_t(r)] = runRank(r, nranks, id, body); });
+  for (int i = 0; i < count; i++) threads.emplace_back([&, i] { failures[size_t(i)] = runRank(first + i, nranks, id, body); });
   for (auto& t : threads) t.join();
   std::string all;
   for (auto& f : failures) all += f;
   return all;
 }
 
-std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds) {
+}  // namespace
+
+std::string runThreads(int nranks, const RankBody& body) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
+  return runRankThreads(0, nranks, nranks, id, body);
+}
+
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, int threadsPerProcess) {
+  if (threadsPerProcess < 1 || nranks % threadsPerProcess != 0) return "runProcesses: nranks must be a multiple of threadsPerProcess";
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
   std::vector<pid_t> pids;
   std::vector<int> pipes;
-  for (int r = 0; r < nranks; r++) {
+  const int nprocs = nranks / threadsPerProcess;
+  for (int r = 0; r < nprocs; r++) {
     int fds[2];
     if (pipe(fds) != 0) return "pipe failed";
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      std::string failure = runRank(r, nranks, id, body);
+      std::string failure = runRankThreads(r * threadsPerProcess, threadsPerProcess, nranks, id, body);
       if (!failure.empty()) (void)!write(fds[1], failure.data(), failure.size());
       close(fds[1]);
       _exit(failure.empty() ? 0 : 1);
@@ -73,7 +80,7 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds) {
   }
   std::string all;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
-  for (int r = 0; r < nranks; r++) {
+  for (int r = 0; r < nprocs; r++) {
     int status = 0;
     for (;;) {
       pid_t done = waitpid(pids[size_t(r)], &status, WNOHANG);
@@ -81,7 +88,7 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds) {
       if (std::chrono::steady_clock::now() > deadline) {
         for (pid_t p : pids) kill(p, SIGKILL);
         waitpid(pids[size_t(r)], &status, 0);
-        all += "rank " + std::to_string(r) + " did not finish within " + std::to_string(timeoutSeconds) + " s (killed)\n";
+        all += "process " + std::to_string(r) + " did not finish within " + std::to_string(timeoutSeconds) + " s (killed)\n";
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -91,8 +98,8 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds) {
     ssize_t n;
     while ((n = read(pipes[size_t(r)], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
     close(pipes[size_t(r)]);
-    if (WIFSIGNALED(status)) all += "rank " + std::to_string(r) + " died of signal " + std::to_string(WTERMSIG(status)) + "\n";
-    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) all += text.empty() ? "rank " + std::to_string(r) + " failed\n" : text;
+    if (WIFSIGNALED(status)) all += "process " + std::to_string(r) + " died of signal " + std::to_string(WTERMSIG(status)) + "\n";
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) all += text.empty() ? "process " + std::to_string(r) + " failed\n" : text;
   }
   return all;
 }

@@ -25,9 +25,10 @@ void checkNccl(ncclResult_t result, const char* call);
 
 // Runs body on nranks threads that share one unique id. Returns the failures (empty: all ok).
 std::string runThreads(int nranks, const RankBody& body);
-// Runs body in nranks forked processes. A child that fails, crashes or does not finish within
-// timeoutSeconds counts as a failure (and is killed).
-std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds = 240);
+// Runs body in forked processes, threadsPerProcess ranks (threads) in each: nranks must be a
+// multiple of it. A child that fails, crashes or does not finish within timeoutSeconds counts
+// as a failure (and is killed).
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds = 240, int threadsPerProcess = 1);
 
 }  // namespace tutti_test
 
