@@ -45,7 +45,7 @@ enum ReduceFlags : unsigned {
 };
 
 size_t dtypeSize(ncclDataType_t type);       // 0 for an unknown type
-const char* dtypeName(ncclDataType_t type);  // "float32", "bfloat16", "fp8e4m3", ...; "unknown"
+const char* dtypeName(ncclDataType_t type);  // "int8" ... "float32", "bfloat16", "float8e4m3"; "unknown"
 bool dtypeIsFloating(ncclDataType_t type);   // fp16, bf16, fp32, fp64, fp8 types
 
 // dst[i] = post( a[i] OP pre(b[i]) ) for i < n, where pre() multiplies by the PreMulSum scalar

@@ -1,7 +1,4 @@
-// A benchmark of reduceHost (not a test, and not built by CMake: it needs internal symbols).
-// Build by hand from the repository root, for example:
-//   g++ -std=gnu++20 -O3 -I. -Iinclude tests/kernels/reduce_bench.cpp kernels/host_reduce.cpp
-//       runtime/error.cpp -o reduce_bench
+// A benchmark of reduceHost beside memcpy (perf/, not a test). Built as build/perf/reduce_bench.
 // Prints GB/s of bytes moved (two inputs read and one output written per element) beside memcpy.
 #include <chrono>
 #include <cstdio>
