@@ -64,32 +64,24 @@ TEST_CASE("nonblocking init reports ncclInProgress until done", "[comm][nonblock
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   const int n = 3;
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; r++)
-    threads.emplace_back([&, r] {
-      try {
-        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        config.blocking = 0;
-        ncclComm_t comm = nullptr;
-        ncclResult_t result = ncclCommInitRankConfig(&comm, n, id, r, &config);
-        check(result == ncclInProgress || result == ncclSuccess, std::string("init returned ") + ncclGetErrorString(result));
-        check(comm != nullptr, "a nonblocking init must hand out the communicator at once");
-        ncclResult_t state = ncclInProgress;
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-          TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        check(state == ncclSuccess, std::string("async state ") + ncclGetErrorString(state));
-        checkAllReduce(comm);
-        TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
-      } catch (const std::exception& e) {
-        failures[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& f : failures) CHECK(f == "");
+  std::string failures = tutti_test::runOnThreads(n, [&](int r) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t result = ncclCommInitRankConfig(&comm, n, id, r, &config);
+    check(result == ncclInProgress || result == ncclSuccess, std::string("init returned ") + ncclGetErrorString(result));
+    check(comm != nullptr, "a nonblocking init must hand out the communicator at once");
+    ncclResult_t state = ncclInProgress;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    check(state == ncclSuccess, std::string("async state ") + ncclGetErrorString(state));
+    checkAllReduce(comm);
+    TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+  });
+  REQUIRE(failures == "");
 }
 
 TEST_CASE("InitAll drives every rank from one thread inside a group", "[comm][initall]") {
@@ -118,21 +110,13 @@ TEST_CASE("InitRankScalable with several roots", "[comm][scalable]") {
   const int n = 5;
   std::vector<ncclUniqueId> ids(static_cast<size_t>(nIds));
   for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; r++)
-    threads.emplace_back([&, r] {
-      try {
-        ncclComm_t comm = nullptr;
-        TUTTI_NCCL_CHECK(ncclCommInitRankScalable(&comm, n, r, nIds, ids.data(), nullptr));
-        checkAllReduce(comm);
-        TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
-      } catch (const std::exception& e) {
-        failures[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& f : failures) CHECK(f == "");
+  std::string failures = tutti_test::runOnThreads(n, [&](int r) {
+    ncclComm_t comm = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommInitRankScalable(&comm, n, r, nIds, ids.data(), nullptr));
+    checkAllReduce(comm);
+    TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+  });
+  REQUIRE(failures == "");
 }
 
 TEST_CASE("one group over two communicators mixes collectives and point-to-point", "[comm][group]") {

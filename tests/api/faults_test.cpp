@@ -12,6 +12,16 @@ namespace {
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+// Two ranks as threads of this process; comms[1] is left to the caller to ignore or use.
+void initPair(ncclComm_t comms[2]) {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::thread second([&] { ncclCommInitRank(&comms[1], 2, id, 1); });
+  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
+  second.join();
+  REQUIRE(comms[1] != nullptr);
+}
 }  // namespace
 
 TEST_CASE("a rank that never joins fails init within the deadline, naming it", "[faults][bootstrap]") {
@@ -42,13 +52,8 @@ TEST_CASE("a rank that never joins fails init within the deadline, naming it", "
 }
 
 TEST_CASE("ncclCommAbort from another thread ends a collective stuck on an absent peer", "[faults][abort]") {
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comms[2] = {nullptr, nullptr};
-  std::thread second([&] { ncclCommInitRank(&comms[1], 2, id, 1); });
-  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
-  second.join();
-  REQUIRE(comms[1] != nullptr);
+  initPair(comms);
   // Rank 1 never calls the all-reduce; rank 0 waits for it until aborted.
   std::vector<float> buf(1 << 20, 1.0f);
   ncclResult_t result = ncclSuccess;
@@ -65,12 +70,8 @@ TEST_CASE("ncclCommAbort from another thread ends a collective stuck on an absen
 
 TEST_CASE("a peer that stops moving makes the operation time out, naming it", "[faults][timeout]") {
   setenv("TUTTI_TIMEOUT", "2", 1);
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comms[2] = {nullptr, nullptr};
-  std::thread second([&] { ncclCommInitRank(&comms[1], 2, id, 1); });
-  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
-  second.join();
+  initPair(comms);
   unsetenv("TUTTI_TIMEOUT");
   float x = 1, y = 0;
   auto start = std::chrono::steady_clock::now();

@@ -50,6 +50,23 @@ std::string runRankThreads(int first, int count, int nranks, const ncclUniqueId&
 
 }  // namespace
 
+std::string runOnThreads(int n, const std::function<void(int i)>& fn) {
+  std::vector<std::string> failures(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; i++)
+    threads.emplace_back([&, i] {
+      try {
+        fn(i);
+      } catch (const std::exception& e) {
+        failures[size_t(i)] = "thread " + std::to_string(i) + ": " + e.what() + "\n";
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::string all;
+  for (auto& f : failures) all += f;
+  return all;
+}
+
 std::string runThreads(int nranks, const RankBody& body) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);

@@ -23,6 +23,9 @@ void check(bool cond, const std::string& message);
 // Throws RankFailure when result is not ncclSuccess, naming the call and ncclGetLastError().
 void checkNccl(ncclResult_t result, const char* call);
 
+// Runs fn(i) for i < n on n threads (without making communicators). Returns the failures.
+std::string runOnThreads(int n, const std::function<void(int i)>& fn);
+
 // Runs body on nranks threads that share one unique id. Returns the failures (empty: all ok).
 std::string runThreads(int nranks, const RankBody& body);
 // Runs body in forked processes, threadsPerProcess ranks (threads) in each: nranks must be a

@@ -1,0 +1,235 @@
+// The shared collective case runner (see collective_cases_support.h).
+#include "tests/common/collective_cases_support.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "tests/common/ranks_support.h"
+#include "tests/common/reference_support.h"
+
+namespace tutti_test {
+namespace {
+
+
+const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
+                                 ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+
+bool isUnsigned(ncclDataType_t t) { return t == ncclUint8 || t == ncclUint32 || t == ncclUint64; }
+bool isInteger(ncclDataType_t t) { return t <= ncclUint64; }
+int integerBits(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 8;
+    case ncclInt32: case ncclUint32: return 32;
+    default: return 64;
+  }
+}
+
+// Input of `rank` at element i: small integers, so sums are exact in every integer type and
+// in float32/float64, and products (values 1, 2, -1) stay within every type's range.
+double inputValue(ncclDataType_t type, ncclRedOp_t op, int rank, size_t i) {
+  uint64_t h = (uint64_t(rank) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(i) * 0xC2B2AE3D27D4EB4Full);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  if (op == ncclProd) {
+    static const double kSigned[] = {1, 2, -1, 1}, kUnsigned[] = {1, 2, 1, 1};
+    return isUnsigned(type) ? kUnsigned[h % 4] : kSigned[h % 4];
+  }
+  if (isUnsigned(type)) return double(h % 9);
+  return double(int(h % 9) - 4);
+}
+
+// Wraps an integer result to the type, as two's complement arithmetic does.
+double wrapInteger(ncclDataType_t type, double value) {
+  int bits = integerBits(type);
+  if (bits == 64) return value;  // values here never leave the int64 range
+  int64_t v = int64_t(value);
+  uint64_t mask = (uint64_t(1) << bits) - 1;
+  uint64_t u = uint64_t(v) & mask;
+  if (!isUnsigned(type) && (u >> (bits - 1))) return double(int64_t(u) - int64_t(uint64_t(1) << bits));
+  return double(u);
+}
+
+// The float64 reduction of every rank's input at element i.
+double reference(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t i) {
+  double acc = inputValue(type, op, 0, i);
+  for (int r = 1; r < nranks; r++) {
+    double v = inputValue(type, op, r, i);
+    switch (op) {
+      case ncclSum: case ncclAvg: acc += v; break;
+      case ncclProd: acc *= v; break;
+      case ncclMax: acc = std::max(acc, v); break;
+      case ncclMin: acc = std::min(acc, v); break;
+      default: break;
+    }
+  }
+  if (isInteger(type)) {
+    acc = wrapInteger(type, acc);
+    if (op == ncclAvg) acc = std::trunc(acc / nranks);
+    return acc;
+  }
+  if (op == ncclAvg) acc /= nranks;
+  return acc;
+}
+
+double magnitude(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t i) {
+  double m = 0;
+  for (int r = 0; r < nranks; r++) m += std::fabs(inputValue(type, op, r, i));
+  return m;
+}
+
+void expectClose(ncclDataType_t type, ncclRedOp_t op, int nranks, double got, double want, double mag, const std::string& where) {
+  double tol = isInteger(type) ? 0 : tutti_test::tolerance(type, op, nranks, mag);
+  if (!(std::fabs(got - want) <= tol))
+    throw RankFailure(where + ": got " + std::to_string(got) + ", want " + std::to_string(want) + " (tolerance " + std::to_string(tol) + ")");
+}
+
+}  // namespace
+
+const char* collName(Coll c) {
+  static const char* names[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll", "Gather", "Scatter", "SendRecv"};
+  return names[int(c)];
+}
+bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
+
+std::string describe(const Case& c, int rank, int nranks) {
+  return std::string(collName(c.coll)) + " " + std::string("type ") + std::to_string(int(c.type)) + " op " + std::to_string(int(c.op)) + " count " +
+         std::to_string(c.count) + (c.inPlace ? " in-place" : " out-of-place") + " root " + std::to_string(c.root) + " rank " +
+         std::to_string(rank) + "/" + std::to_string(nranks);
+}
+
+// Runs one case on this rank and checks its output.
+void runCase(const Case& c, int rank, int nranks, ncclComm_t comm) {
+  const size_t elt = tutti_test::elementBytes(c.type), n = size_t(nranks), count = c.count;
+  const ncclDataType_t t = c.type;
+  size_t inCount = count, outCount = count;
+  switch (c.coll) {
+    case Coll::AllGather: case Coll::Gather: outCount = count * n; break;
+    case Coll::ReduceScatter: case Coll::Scatter: inCount = count * n; break;
+    case Coll::AlltoAll: inCount = outCount = count * n; break;
+    default: break;
+  }
+  // Element j of rank r's input: for block layouts, the block index joins the index so that
+  // every (source, destination) pair carries distinct data.
+  auto in = [&](int r, size_t j) { return inputValue(t, c.op, r, j); };
+  std::vector<char> sendBuf((inCount + 1) * elt), recvBuf(std::max(inCount, outCount) * elt + elt);
+  // Unaligned by one element for odd cases, to exercise unaligned pointers.
+  char* send = sendBuf.data() + (count % 2 ? elt : 0);
+  char* recv = recvBuf.data();
+  for (size_t j = 0; j < inCount; j++) tutti_test::fromDouble(t, send, j, in(rank, j));
+  for (size_t j = 0; j < outCount; j++) tutti_test::fromDouble(t, recv, j, 99);
+  const void* sendArg = send;
+  if (c.inPlace) {
+    // In place as NCCL defines it: the input lies where this rank's part of the output is.
+    switch (c.coll) {
+      case Coll::AllGather: case Coll::Gather:
+        for (size_t j = 0; j < count; j++) tutti_test::fromDouble(t, recv, rank * count + j, in(rank, j));
+        sendArg = recv + rank * count * elt;
+        break;
+      case Coll::ReduceScatter: case Coll::Scatter:
+        recvBuf.resize(inCount * elt + elt);
+        recv = recvBuf.data();
+        for (size_t j = 0; j < inCount; j++) tutti_test::fromDouble(t, recv, j, in(rank, j));
+        sendArg = recv;
+        recv = recv + rank * count * elt;
+        break;
+      default:
+        for (size_t j = 0; j < inCount; j++) tutti_test::fromDouble(t, recv, j, in(rank, j));
+        sendArg = recv;
+        break;
+    }
+  }
+  std::string where = describe(c, rank, nranks);
+  switch (c.coll) {
+    case Coll::AllReduce: TUTTI_NCCL_CHECK(ncclAllReduce(sendArg, recv, count, t, c.op, comm, nullptr)); break;
+    case Coll::AllGather: TUTTI_NCCL_CHECK(ncclAllGather(sendArg, recv, count, t, comm, nullptr)); break;
+    case Coll::ReduceScatter: TUTTI_NCCL_CHECK(ncclReduceScatter(sendArg, recv, count, t, c.op, comm, nullptr)); break;
+    case Coll::Broadcast: TUTTI_NCCL_CHECK(ncclBroadcast(sendArg, recv, count, t, c.root, comm, nullptr)); break;
+    case Coll::Reduce: TUTTI_NCCL_CHECK(ncclReduce(sendArg, recv, count, t, c.op, c.root, comm, nullptr)); break;
+    case Coll::AlltoAll: TUTTI_NCCL_CHECK(ncclAlltoAll(sendArg, recv, count, t, comm, nullptr)); break;
+    case Coll::Gather: TUTTI_NCCL_CHECK(ncclGather(sendArg, recv, count, t, c.root, comm, nullptr)); break;
+    case Coll::Scatter: TUTTI_NCCL_CHECK(ncclScatter(sendArg, recv, count, t, c.root, comm, nullptr)); break;
+    case Coll::SendRecv: {
+      // A ring exchange: send to the next rank, receive from the previous, in one group.
+      TUTTI_NCCL_CHECK(ncclGroupStart());
+      TUTTI_NCCL_CHECK(ncclSend(sendArg, count, t, (rank + 1) % nranks, comm, nullptr));
+      TUTTI_NCCL_CHECK(ncclRecv(recv, count, t, (rank + nranks - 1) % nranks, comm, nullptr));
+      TUTTI_NCCL_CHECK(ncclGroupEnd());
+      break;
+    }
+  }
+
+  auto got = [&](size_t j) { return tutti_test::toDouble(t, recv, j); };
+  auto exact = [&](double g, double w, size_t j) {
+    if (g != w) throw RankFailure(where + ": element " + std::to_string(j) + " is " + std::to_string(g) + ", want " + std::to_string(w));
+  };
+  // What the type makes of an input value (inputs are small integers, exact in every type).
+  switch (c.coll) {
+    case Coll::AllReduce:
+      for (size_t j = 0; j < count; j++)
+        expectClose(t, c.op, nranks, got(j), reference(t, c.op, nranks, j), magnitude(t, c.op, nranks, j), where + " element " + std::to_string(j));
+      break;
+    case Coll::Reduce:
+      if (rank == c.root)
+        for (size_t j = 0; j < count; j++)
+          expectClose(t, c.op, nranks, got(j), reference(t, c.op, nranks, j), magnitude(t, c.op, nranks, j), where + " element " + std::to_string(j));
+      break;
+    case Coll::ReduceScatter:
+      for (size_t j = 0; j < count; j++) {
+        size_t g = size_t(rank) * count + j;
+        expectClose(t, c.op, nranks, got(j), reference(t, c.op, nranks, g), magnitude(t, c.op, nranks, g), where + " element " + std::to_string(j));
+      }
+      break;
+    case Coll::AllGather:
+      for (int r = 0; r < nranks; r++)
+        for (size_t j = 0; j < count; j++) exact(got(r * count + j), in(r, j), r * count + j);
+      break;
+    case Coll::Gather:
+      if (rank == c.root)
+        for (int r = 0; r < nranks; r++)
+          for (size_t j = 0; j < count; j++) exact(got(r * count + j), in(r, j), r * count + j);
+      break;
+    case Coll::Broadcast:
+      for (size_t j = 0; j < count; j++) exact(got(j), in(c.root, j), j);
+      break;
+    case Coll::Scatter:
+      for (size_t j = 0; j < count; j++) exact(got(j), in(c.root, rank * count + j), j);
+      break;
+    case Coll::AlltoAll:
+      for (int r = 0; r < nranks; r++)
+        for (size_t j = 0; j < count; j++) exact(got(r * count + j), in(r, rank * count + j), r * count + j);
+      break;
+    case Coll::SendRecv:
+      for (size_t j = 0; j < count; j++) exact(got(j), in((rank + nranks - 1) % nranks, j), j);
+      break;
+  }
+}
+
+std::vector<Case> allCases(const std::vector<size_t>& counts, int nranks) {
+  std::vector<Case> cases;
+  const Coll colls[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce,
+                        Coll::AlltoAll,  Coll::Gather,    Coll::Scatter,       Coll::SendRecv};
+  for (Coll coll : colls)
+    for (ncclDataType_t type : kTypes)
+      for (ncclRedOp_t op : kOps) {
+        if (!reduces(coll) && op != ncclSum) continue;
+        for (size_t count : counts)
+          for (bool inPlace : {false, true}) {
+            if (inPlace && (coll == Coll::AlltoAll || coll == Coll::SendRecv)) continue;
+            int root = int(count % size_t(nranks));
+            cases.push_back({coll, type, op, count, inPlace, root});
+          }
+      }
+  return cases;
+}
+
+void runAll(const std::vector<Case>& cases, int rank, int nranks, ncclComm_t comm) {
+  for (const Case& c : cases) runCase(c, rank, nranks, comm);
+}
+
+
+}  // namespace tutti_test
