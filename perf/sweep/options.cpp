@@ -1,0 +1,228 @@
+// Parses the perf sweep's command line: nccl-tests' flags and tutti's long options.
+#include "perf/sweep/options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "runtime/error.h"
+
+namespace tutti::perf {
+namespace {
+
+[[noreturn]] void badValue(const std::string& flag, const std::string& value, const std::string& why) {
+  throw Error(ErrorCode::InvalidArgument, "option " + flag + " '" + value + "': " + why);
+}
+
+long parseInteger(const std::string& text, const std::string& flag) {
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 0);  // base 0 like nccl-tests: 0x.. and 0.. work
+  if (text.empty() || *end != '\0' || errno == ERANGE) badValue(flag, text, "not an integer");
+  return value;
+}
+
+double parseReal(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value)) badValue(flag, text, "not a number");
+  return value;
+}
+
+// One flag: short letter, long name, and what to do with its value (all of nccl-tests' take one).
+struct Flag {
+  char letter;
+  const char* name;
+  std::function<void(Options&, const std::string&, const std::string&)> apply;
+};
+
+auto intoInt(int Options::*field) {
+  return [field](Options& o, const std::string& v, const std::string& f) { o.*field = int(parseInteger(v, f)); };
+}
+auto intoSize(size_t Options::*field) {
+  return [field](Options& o, const std::string& v, const std::string& f) { o.*field = parseSize(v, f.c_str()); };
+}
+auto intoString(std::string Options::*field) {
+  return [field](Options& o, const std::string& v, const std::string&) { o.*field = v; };
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {'t', "nthreads", intoInt(&Options::threads)},
+      {'g', "ngpus", intoInt(&Options::gpus)},
+      {'b', "minbytes", intoSize(&Options::minBytes)},
+      {'e', "maxbytes", intoSize(&Options::maxBytes)},
+      {'i', "stepbytes", intoSize(&Options::stepBytes)},
+      {'f', "stepfactor", [](Options& o, const std::string& v, const std::string& f) {
+         long factor = parseInteger(v, f);
+         if (factor < 0) badValue(f, v, "must not be negative");
+         o.stepFactor = size_t(factor);
+       }},
+      {'n', "iters", intoInt(&Options::iters)},
+      {'m', "agg_iters", intoInt(&Options::aggIters)},
+      {'w', "warmup_iters", intoInt(&Options::warmupIters)},
+      {'N', "run_cycles", intoInt(&Options::runCycles)},
+      {'p', "parallel_init", intoInt(&Options::parallelInit)},
+      {'c', "check", intoInt(&Options::check)},
+      {'o', "op", intoString(&Options::op)},
+      {'d', "datatype", intoString(&Options::datatype)},
+      {'r', "root", intoInt(&Options::root)},
+      {'z', "blocking", intoInt(&Options::blocking)},
+      {'y', "stream_null", intoInt(&Options::streamNull)},
+      {'T', "timeout", intoInt(&Options::timeoutSeconds)},
+      {'G', "cudagraph", intoInt(&Options::cudaGraph)},
+      {'C', "report_cputime", intoInt(&Options::reportCpuTime)},
+      {'S', "report_timestamps", intoInt(&Options::reportTimestamps)},
+      {'J', "output_file", intoString(&Options::jsonFile)},
+      {'a', "average", intoInt(&Options::average)},
+      {'R', "local_register", intoInt(&Options::localRegister)},
+      {'x', "cta_policy", intoInt(&Options::ctaPolicy)},
+      {'D', "device_implementation", intoInt(&Options::deviceImplementation)},
+      {'V', "device_cta_count", intoInt(&Options::deviceCtaCount)},
+      {'M', "memory", intoInt(&Options::memoryReport)},
+      {'u', "unalign", intoInt(&Options::unalign)},
+      {'I', "per_iter_timing", intoInt(&Options::perIterTiming)},
+      {'K', "per_iter_skip", intoInt(&Options::perIterSkip)},
+      // tutti's own (long only).
+      {0, "json", intoString(&Options::jsonFile)},
+      {0, "csv", intoString(&Options::csvFile)},
+      {0, "compare", intoString(&Options::compareFile)},
+      {0, "compare-threshold", [](Options& o, const std::string& v, const std::string& f) {
+         o.compareThreshold = parseReal(v, f);
+         if (o.compareThreshold < 0) badValue(f, v, "must not be negative");
+       }},
+      {0, "local", intoInt(&Options::localRanks)},
+      {0, "id-file", intoString(&Options::idFile)},
+  };
+  return table;
+}
+
+// Checks the values together and notes what host mode does with the flags that only a GPU has.
+void validate(Options& o) {
+  auto require = [](bool ok, const std::string& flag, long value, const char* why) {
+    if (!ok) badValue(flag, std::to_string(value), why);
+  };
+  require(o.threads >= 1, "-t", o.threads, "must be at least 1");
+  require(o.gpus >= 1, "-g", o.gpus, "must be at least 1");
+  require(o.iters >= 1, "-n", o.iters, "must be at least 1");
+  require(o.aggIters >= 1, "-m", o.aggIters, "must be at least 1");
+  require(o.warmupIters >= 0, "-w", o.warmupIters, "must not be negative");
+  require(o.runCycles >= 0, "-N", o.runCycles, "must not be negative");
+  require(o.check >= 0, "-c", o.check, "must not be negative");
+  require(o.root >= -1, "-r", o.root, "must be a rank or -1 (every root)");
+  require(o.blocking >= 0 && o.blocking <= 3, "-z", o.blocking, "must be 0, 1, 2 or 3");
+  require(o.timeoutSeconds >= 0, "-T", o.timeoutSeconds, "must not be negative");
+  require(o.average >= 0 && o.average <= 3, "-a", o.average, "must be 0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
+  require(o.unalign >= 0, "-u", o.unalign, "must not be negative");
+  require(o.localRanks >= 0, "--local", o.localRanks, "must not be negative");
+  if (o.minBytes > o.maxBytes)
+    throw Error(ErrorCode::InvalidArgument, "invalid sizes for 'minbytes' and 'maxbytes': " +
+                                                std::to_string(o.minBytes) + " > " + std::to_string(o.maxBytes));
+  if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes != o.maxBytes)
+    throw Error(ErrorCode::InvalidArgument, "option -i 0 with -f 1 would never reach -e; give -i or -f");
+  if (o.perIterTiming != 0 && o.perIterTiming != 1) {
+    o.notes.push_back("-I only supports 0 (off) or 1 (on); per-iteration timing disabled");
+    o.perIterTiming = 0;
+  }
+  if (o.perIterSkip < 0 || o.perIterSkip >= o.iters || (o.perIterSkip && !o.perIterTiming)) {
+    if (o.perIterSkip) o.notes.push_back("-K needs -I 1 and a value below -n; disabled");
+    o.perIterSkip = 0;
+  }
+  if (o.cudaGraph) o.notes.push_back("-G " + std::to_string(o.cudaGraph) + ": CUDA graphs need a GPU; host mode launches each operation directly");
+  if (o.ctaPolicy >= 0) o.notes.push_back("-x: CTA policies are a GPU setting; ignored in host mode");
+  if (o.deviceImplementation) o.notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
+  if (o.localRegister) o.notes.push_back("-R: host memory needs no pinning; buffers are registered with ncclCommRegister, which is a bookkeeping step in host mode");
+  if (o.memoryReport) o.notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
+  if (o.gpus > 1) o.notes.push_back("-g " + std::to_string(o.gpus) + ": host mode has no GPUs; each thread drives " + std::to_string(o.gpus) + " ranks");
+}
+
+}  // namespace
+
+size_t parseSize(const std::string& text, const char* flag) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || !std::isfinite(value) || value < 0) badValue(flag, text, "not a size");
+  std::string suffix(end);
+  double unit = 1;
+  if (suffix == "K" || suffix == "k") unit = 1024.0;
+  else if (suffix == "M" || suffix == "m") unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") unit = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) badValue(flag, text, "unknown suffix (use K, M or G)");
+  return size_t(value * unit);
+}
+
+Options parseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    std::string arg = argv[i];
+    const Flag* flag = nullptr;
+    std::string value, shown;
+    bool haveValue = false;
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      continue;
+    }
+    if (arg.size() > 2 && arg[0] == '-' && arg[1] == '-') {
+      std::string name = arg.substr(2);
+      size_t equals = name.find('=');
+      if (equals != std::string::npos) {
+        value = name.substr(equals + 1);
+        name.resize(equals);
+        haveValue = true;
+      }
+      for (const Flag& f : flags())
+        if (name == f.name) flag = &f;
+      shown = "--" + name;
+    } else if (arg.size() >= 2 && arg[0] == '-') {
+      for (const Flag& f : flags())
+        if (f.letter == arg[1]) flag = &f;
+      if (arg.size() > 2) {
+        value = arg.substr(2);
+        haveValue = true;
+      }
+      shown = arg.substr(0, 2);
+    }
+    if (!flag) throw Error(ErrorCode::InvalidArgument, "invalid option '" + arg + "' (see -h)");
+    if (!haveValue) {
+      if (i + 1 >= argc) throw Error(ErrorCode::InvalidArgument, "option " + shown + " needs a value");
+      value = argv[++i];
+    }
+    flag->apply(o, value, shown);
+  }
+  validate(o);
+  return o;
+}
+
+std::string usageText(const std::string& program) {
+  return "USAGE: " + program +
+         "\n"
+         "  nccl-tests' flags (same meaning and defaults):\n"
+         "  [-t,--nthreads <num threads>] [-g,--ngpus <ranks per thread>]\n"
+         "  [-b,--minbytes <min size in bytes>] [-e,--maxbytes <max size in bytes>]\n"
+         "  [-i,--stepbytes <increment size>] [-f,--stepfactor <increment factor>]\n"
+         "  [-n,--iters <iteration count>] [-m,--agg_iters <aggregated iteration count>]\n"
+         "  [-w,--warmup_iters <warmup iteration count>] [-N,--run_cycles <cycle count> (0=infinite)]\n"
+         "  [-p,--parallel_init <0/1>] [-c,--check <check iteration count>]\n"
+         "  [-o,--op <sum/prod/min/max/avg/mulsum/all>] [-d,--datatype <nccltype/all>] [-r,--root <root, -1=all>]\n"
+         "  [-z,--blocking <0/1/2/3> 1=sync and barrier after each inner iteration (-m), 2=sync, no barrier,\n"
+         "      3=sync and barrier after each outer iteration (-n), time excludes the barrier]\n"
+         "  [-y,--stream_null <0/1>] [-T,--timeout <seconds>] [-C,--report_cputime <0/1>]\n"
+         "  [-S,--report_timestamps <0/1>] [-J,--output_file <file.json>]\n"
+         "  [-a,--average <0/1/2/3> time reported: 0=rank 0, 1=mean, 2=min, 3=max]\n"
+         "  [-R,--local_register <0/1/2>] [-u,--unalign <index of first element>]\n"
+         "  [-I,--per_iter_timing <0/1>] [-K,--per_iter_skip <count>] [-M,--memory <0/1>]\n"
+         "  GPU-only, accepted and explained in host mode: [-G,--cudagraph <n>] [-x,--cta_policy <n>]\n"
+         "  [-D,--device_implementation <n>] [-V,--device_cta_count <n>]\n"
+         "  tutti's own:\n"
+         "  [--local N] run N ranks in this process (threads, host mode), ignoring any launcher\n"
+         "  [--json FILE] [--csv FILE] reports with an environment fingerprint\n"
+         "  [--compare BASELINE.json] [--compare-threshold FRACTION (default 0.10)] mark slower sizes\n"
+         "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
+         "  [-h,--help]\n"
+         "  Launchers: --local N; Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); torchrun-style\n"
+         "  (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT); OpenMPI's mpirun (OMPI_COMM_WORLD_*).\n"
+         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT or --id-file.\n";
+}
+
+}  // namespace tutti::perf

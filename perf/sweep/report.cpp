@@ -1,0 +1,295 @@
+// Formats the perf sweep's text table the way nccl-tests does, and writes and reads tutti's JSON and CSV reports.
+#include "perf/sweep/report.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <variant>
+
+#include "runtime/error.h"
+
+namespace tutti::perf {
+namespace {
+
+std::string printf1(const char* format, auto... values) {
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer, format, values...);
+  return buffer;
+}
+
+std::string jsonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) out += printf1("\\u%04x", unsigned(c));
+    else out += c;
+  }
+  return out + "\"";
+}
+
+std::string jsonNumber(double value) {
+  if (!std::isfinite(value)) return "null";
+  return printf1("%.6g", value);
+}
+
+std::string jsonMeasurement(const Measurement& m) {
+  return "{\"time\": " + jsonNumber(m.timeUs) + ", \"alg_bw\": " + jsonNumber(m.algBw) + ", \"bus_bw\": " +
+         jsonNumber(m.busBw) + ", \"nwrong\": " + (m.wrong < 0 ? std::string("null") : std::to_string(m.wrong)) + "}";
+}
+
+// A minimal JSON reader, enough for reports this tool wrote (objects, arrays, strings, numbers, literals).
+struct JsonValue {
+  std::variant<std::nullptr_t, bool, double, std::string, std::vector<JsonValue>, std::vector<std::pair<std::string, JsonValue>>> value;
+  const JsonValue* member(const std::string& key) const {
+    if (auto* object = std::get_if<std::vector<std::pair<std::string, JsonValue>>>(&value))
+      for (const auto& [k, v] : *object)
+        if (k == key) return &v;
+    return nullptr;
+  }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : text_(text) {}
+  JsonValue document() {
+    JsonValue v = parse(0);
+    skipSpace();
+    if (pos_ != text_.size()) fail("text after the document");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) {
+    throw Error(ErrorCode::InvalidArgument, "reading the baseline JSON at byte " + std::to_string(pos_) + ": " + why);
+  }
+  void skipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) pos_++;
+  }
+  bool consume(char c) {
+    skipSpace();
+    if (pos_ < text_.size() && text_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  std::string parseString() {
+    if (!consume('"')) fail("expected a string");
+    std::string out;
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      char c = text_[pos_++];
+      if (c == '\\' && pos_ < text_.size()) {
+        char e = text_[pos_++];
+        if (e == 'u') {
+          if (pos_ + 4 > text_.size()) fail("short \\u escape");
+          out += char(std::stoi(text_.substr(pos_, 4), nullptr, 16));
+          pos_ += 4;
+        } else {
+          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        }
+      } else {
+        out += c;
+      }
+    }
+    if (!consume('"')) fail("unterminated string");
+    return out;
+  }
+  JsonValue parse(int depth) {
+    if (depth > 64) fail("nested too deeply");
+    skipSpace();
+    if (pos_ >= text_.size()) fail("unexpected end");
+    char c = text_[pos_];
+    if (c == '{') {
+      pos_++;
+      std::vector<std::pair<std::string, JsonValue>> members;
+      if (consume('}')) return {members};
+      do {
+        std::string key = parseString();
+        if (!consume(':')) fail("expected ':'");
+        members.emplace_back(key, parse(depth + 1));
+      } while (consume(','));
+      if (!consume('}')) fail("expected '}'");
+      return {members};
+    }
+    if (c == '[') {
+      pos_++;
+      std::vector<JsonValue> items;
+      if (consume(']')) return {items};
+      do items.push_back(parse(depth + 1));
+      while (consume(','));
+      if (!consume(']')) fail("expected ']'");
+      return {items};
+    }
+    if (c == '"') return {parseString()};
+    for (const char* literal : {"true", "false", "null"})
+      if (text_.compare(pos_, std::strlen(literal), literal) == 0) {
+        pos_ += std::strlen(literal);
+        if (literal[0] == 'n') return {nullptr};
+        return {literal[0] == 't'};
+      }
+    char* end = nullptr;
+    double number = std::strtod(text_.c_str() + pos_, &end);
+    if (end == text_.c_str() + pos_) fail("unexpected character");
+    pos_ = size_t(end - text_.c_str());
+    return {number};
+  }
+
+  const std::string& text_;
+  size_t pos_ = 0;
+};
+
+double numberOr(const JsonValue* v, double fallback) {
+  if (!v) return fallback;
+  if (auto* d = std::get_if<double>(&v->value)) return *d;
+  return fallback;
+}
+std::string stringOr(const JsonValue* v, const std::string& fallback) {
+  if (!v) return fallback;
+  if (auto* s = std::get_if<std::string>(&v->value)) return *s;
+  return fallback;
+}
+
+}  // namespace
+
+std::string formatNumber(double value, int width) {
+  char cell[64];
+  for (const char* format : {"%*.2f", "%*.1f", "%*.0f"})
+    if (std::snprintf(cell, sizeof cell, format, width, value) <= width) return cell;
+  std::snprintf(cell, sizeof cell, width >= 7 ? "%*.1e" : "%*.0e", width, value);
+  return std::string(cell).substr(0, size_t(width));
+}
+
+std::string tableHeader(bool cpuTime, bool timestamps) {
+  const char* time = cpuTime ? "cputime" : "time";
+  int pad = timestamps ? 19 : 0;
+  std::string out = "#\n";
+  out += printf1("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
+  out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type", "redop",
+                 "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong", pad, timestamps ? "timestamp" : "");
+  out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "", "", "(us)",
+                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, timestamps ? "YYYY-MM-DD HH:MM:SS" : "");
+  return out;
+}
+
+std::string tableRow(const ResultRow& row) {
+  std::string out = printf1("%12zu  %12zu  %8s  %6s  %6i", row.bytes, row.count, row.type.c_str(), row.redop.c_str(), row.root);
+  for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
+    out += "  " + formatNumber(m->timeUs, 7) + "  " + formatNumber(m->algBw, 6) + "  " + formatNumber(m->busBw, 6);
+    out += m->wrong < 0 ? std::string("    N/A") : printf1("  %6g", double(m->wrong));
+  }
+  if (!row.timestamp.empty()) out += printf1("%21s", row.timestamp.c_str());
+  return out + "\n";
+}
+
+std::string deviceLine(const RankDescription& rank, const std::string& backend) {
+  // Host mode has no PCI device: the bus id is zero and the name says which CPUs the rank may use.
+  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s (CPUs %s)\n", rank.rank, 0, rank.pid,
+                 rank.host.c_str(), rank.localIndex, 0, 0, 0, backend.c_str(), rank.affinity.c_str());
+}
+
+std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program) {
+  std::string out = printf1("# %-20s : %d %s\n", "Out of bounds values", outOfBounds, outOfBounds ? "FAILED" : "OK");
+  out += printf1("# %-20s : %g \n", "Avg bus bandwidth", averageBusBw);
+  out += "#\n";
+  out += "# Collective test concluded: " + program + "\n";
+  return out;
+}
+
+std::string jsonReport(const Report& r) {
+  std::string out = "{\n  \"program\": " + jsonString(r.program) + ",\n  \"collective\": " + jsonString(r.collective) + ",\n  \"arguments\": [";
+  for (size_t i = 0; i < r.arguments.size(); i++) out += (i ? ", " : "") + jsonString(r.arguments[i]);
+  out += "],\n  \"config\": {";
+  bool first = true;
+  for (const auto& [key, value] : r.config) out += std::string(first ? "" : ", ") + jsonString(key) + ": " + value, first = false;
+  const Fingerprint& f = r.fingerprint;
+  out += "},\n  \"fingerprint\": {\"tutti_version\": " + jsonString(f.tuttiVersion) + ", \"nccl_version\": " + jsonString(f.ncclVersion) +
+         ", \"device_backend\": " + jsonString(f.backend) + ", \"transports\": " + jsonString(f.transports) +
+         ", \"topology\": " + jsonString(f.topology) + ", \"launcher\": " + jsonString(f.launcher) +
+         ", \"host_cpu\": " + jsonString(f.hostCpu) + "},\n  \"devices\": [";
+  for (size_t i = 0; i < f.ranks.size(); i++) {
+    const RankDescription& d = f.ranks[i];
+    out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"pid\": " + std::to_string(d.pid) +
+           ", \"hostname\": " + jsonString(d.host) + ", \"device\": " + std::to_string(d.localIndex) +
+           ", \"cpu_affinity\": " + jsonString(d.affinity) + "}";
+  }
+  out += "\n  ],\n  \"results\": [";
+  for (size_t i = 0; i < r.rows.size(); i++) {
+    const ResultRow& row = r.rows[i];
+    out += std::string(i ? ",\n    " : "\n    ") + "{\"size\": " + std::to_string(row.bytes) + ", \"count\": " + std::to_string(row.count) +
+           ", \"type\": " + jsonString(row.type) + ", \"redop\": " + jsonString(row.redop) + ", \"root\": " + std::to_string(row.root) +
+           ", \"algorithm\": " + jsonString(row.algorithm) + ", \"out_of_place\": " + jsonMeasurement(row.outOfPlace) +
+           ", \"in_place\": " + jsonMeasurement(row.inPlace) + "}";
+  }
+  out += "\n  ],\n  \"out_of_bounds\": {\"count\": " + std::to_string(r.outOfBounds) + ", \"okay\": " + (r.outOfBounds ? "false" : "true") +
+         "},\n  \"average_bus_bandwidth\": {\"bandwidth\": " + jsonNumber(r.averageBusBw) + "}\n}\n";
+  return out;
+}
+
+// A CSV cell, quoted when it holds a comma or a quote.
+static std::string csvField(const std::string& text) {
+  if (text.find_first_of(",\"") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csvReport(const Report& r) {
+  const Fingerprint& f = r.fingerprint;
+  std::string out = "program,collective,size,count,type,redop,root,algorithm,placement,time_us,algbw_gbs,busbw_gbs,wrong,"
+                    "nranks,tutti_version,device_backend,transports,launcher\n";
+  for (const ResultRow& row : r.rows)
+    for (int placement = 0; placement < 2; placement++) {
+      const Measurement& m = placement ? row.inPlace : row.outOfPlace;
+      out += r.program + "," + r.collective + "," + std::to_string(row.bytes) + "," + std::to_string(row.count) + "," + row.type + "," +
+             row.redop + "," + std::to_string(row.root) + "," + row.algorithm + "," + (placement ? "in-place" : "out-of-place") + "," +
+             printf1("%.3f,%.4f,%.4f,", m.timeUs, m.algBw, m.busBw) + (m.wrong < 0 ? std::string("") : std::to_string(m.wrong)) + "," +
+             std::to_string(f.ranks.size()) + "," + csvField(f.tuttiVersion) + "," + csvField(f.backend) + "," + csvField(f.transports) + "," +
+             csvField(f.launcher) + "\n";
+    }
+  return out;
+}
+
+std::map<BaselineKey, std::pair<double, double>> readBaseline(const std::string& jsonText) {
+  JsonValue document = JsonReader(jsonText).document();
+  const JsonValue* results = document.member("results");
+  auto* list = results ? std::get_if<std::vector<JsonValue>>(&results->value) : nullptr;
+  if (!list) throw Error(ErrorCode::InvalidArgument, "reading the baseline JSON: no \"results\" list");
+  std::map<BaselineKey, std::pair<double, double>> baseline;
+  for (const JsonValue& row : *list) {
+    const JsonValue* root = row.member("root");
+    int rootValue = root && std::holds_alternative<std::string>(root->value) ? std::stoi(std::get<std::string>(root->value))  // nccl-tests writes a string
+                                                                               : int(numberOr(root, -1));
+    BaselineKey key{stringOr(row.member("type"), ""), stringOr(row.member("redop"), ""), rootValue, size_t(numberOr(row.member("size"), 0))};
+    const JsonValue* outOfPlace = row.member("out_of_place");
+    const JsonValue* inPlace = row.member("in_place");
+    baseline[key] = {numberOr(outOfPlace ? outOfPlace->member("time") : nullptr, NAN), numberOr(inPlace ? inPlace->member("time") : nullptr, NAN)};
+  }
+  return baseline;
+}
+
+std::string compareLines(const std::vector<ResultRow>& rows, const std::map<BaselineKey, std::pair<double, double>>& baseline,
+                         double threshold, int* slower) {
+  std::string out;
+  *slower = 0;
+  int compared = 0;
+  for (const ResultRow& row : rows) {
+    auto found = baseline.find({row.type, row.redop, row.root, row.bytes});
+    if (found == baseline.end()) continue;
+    compared++;
+    const char* placements[] = {"out-of-place", "in-place"};
+    double base[] = {found->second.first, found->second.second};
+    double now[] = {row.outOfPlace.timeUs, row.inPlace.timeUs};
+    for (int p = 0; p < 2; p++) {
+      if (!(base[p] > 0)) continue;
+      double change = now[p] / base[p] - 1.0;
+      if (change > threshold) {
+        (*slower)++;
+        out += printf1("# compare: SLOWER %12zu B %8s %6s root %2d %-12s %10.2f us vs baseline %10.2f us (%+.1f%%)\n", row.bytes, row.type.c_str(),
+                       row.redop.c_str(), row.root, placements[p], now[p], base[p], change * 100);
+      }
+    }
+  }
+  out += printf1("# compare: %d sizes compared with the baseline, %d measurements slower by more than %.0f%%\n", compared, *slower, threshold * 100);
+  return out;
+}
+
+}  // namespace tutti::perf

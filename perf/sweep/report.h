@@ -1,0 +1,84 @@
+// The perf sweep's output: nccl-tests' text table, and tutti's JSON and CSV reports with a fingerprint.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tutti::perf {
+
+// One measured placement (out-of-place or in-place) of one row.
+struct Measurement {
+  double timeUs = 0;
+  double algBw = 0;
+  double busBw = 0;
+  int64_t wrong = -1;  // -1: not checked (printed N/A)
+};
+
+// One table row.
+struct ResultRow {
+  size_t bytes = 0;
+  size_t count = 0;
+  std::string type, redop;
+  int root = -1;
+  std::string algorithm;
+  Measurement outOfPlace, inPlace;
+  std::string timestamp;  // -S
+};
+
+// What each rank reports about itself for the "# Using devices" block and the fingerprint.
+struct RankDescription {
+  int rank = 0;
+  int pid = 0;
+  int localIndex = 0;      // index of the rank in its process
+  std::string host;
+  std::string affinity;    // CPUs the rank's thread may run on, e.g. "0-1"
+};
+
+// nccl-tests' number cell: the most decimals (2, 1, 0, then exponent) that fit width.
+std::string formatNumber(double value, int width);
+
+// The table header (the "#" line and the two column lines).
+std::string tableHeader(bool cpuTime, bool timestamps);
+// One row, as nccl-tests prints it (without per-iteration columns).
+std::string tableRow(const ResultRow& row);
+// The "# Using devices" line of one rank.
+std::string deviceLine(const RankDescription& rank, const std::string& backend);
+// The footer: out-of-bounds count, average bus bandwidth, concluded line.
+std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program);
+
+// Key facts about the run that every report carries.
+struct Fingerprint {
+  std::string tuttiVersion, ncclVersion, backend, transports, topology, launcher, hostCpu;
+  std::vector<RankDescription> ranks;
+};
+
+// Everything a JSON or CSV report holds.
+struct Report {
+  std::string program, collective;
+  std::vector<std::string> arguments;
+  std::map<std::string, std::string> config;  // nccl-tests' config keys, values already JSON literals
+  Fingerprint fingerprint;
+  std::vector<ResultRow> rows;
+  int outOfBounds = 0;
+  double averageBusBw = 0;
+};
+
+std::string jsonReport(const Report& report);
+std::string csvReport(const Report& report);
+
+// A baseline's out-of-place and in-place times per (type, redop, root, bytes), read from a JSON report.
+struct BaselineKey {
+  std::string type, redop;
+  int root;
+  size_t bytes;
+  auto operator<=>(const BaselineKey&) const = default;
+};
+std::map<BaselineKey, std::pair<double, double>> readBaseline(const std::string& jsonText);
+
+// "# compare" lines for rows slower than baseline by more than threshold (a fraction); slower counts them.
+std::string compareLines(const std::vector<ResultRow>& rows, const std::map<BaselineKey, std::pair<double, double>>& baseline,
+                         double threshold, int* slower);
+
+}  // namespace tutti::perf

@@ -1,0 +1,599 @@
+// The perf sweep driver: starts the ranks, times and checks each size, aggregates over ranks, prints and writes reports.
+#include "perf/sweep/sweep.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "perf/sweep/collectives.h"
+#include "perf/sweep/datatypes.h"
+#include "perf/sweep/launcher.h"
+#include "perf/sweep/options.h"
+#include "perf/sweep/report.h"
+#include "runtime/error.h"
+#include "tutti/tutti.h"
+
+namespace tutti::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+void check(ncclResult_t result, int rank, const std::string& what) {
+  if (result != ncclSuccess)
+    throw Error(result == ncclRemoteError ? ErrorCode::Remote : ErrorCode::System,
+                "rank " + std::to_string(rank) + ": " + what + ": " + ncclGetErrorString(result) + ": " + ncclGetLastError(nullptr));
+}
+
+// The CPUs the calling thread may run on, as ranges ("0-3,6").
+std::string cpuAffinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "unknown";
+  std::string out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) last++;
+    out += (out.empty() ? "" : ",") + std::to_string(cpu) + (last > cpu ? "-" + std::to_string(last) : "");
+    cpu = last;
+  }
+  return out;
+}
+
+std::string hostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string nowString() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+// A rank's self-description travels as a fixed-size record through one all-gather.
+struct RankRecord {
+  int32_t rank, pid, localIndex;
+  char host[64];
+  char affinity[116];
+};
+
+// -T: watches the ranks of this process; one that stays inside an operation too long aborts all.
+class Watchdog {
+ public:
+  Watchdog(int ranks, int timeoutSeconds) : slots_(size_t(ranks)), timeoutSeconds_(timeoutSeconds) {
+    if (timeoutSeconds_ > 0) thread_ = std::thread([this] { watch(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void attach(int index, ncclComm_t comm, int rank) {
+    std::lock_guard lock(mutex_);
+    slots_[size_t(index)].comm = comm;
+    slots_[size_t(index)].rank = rank;
+  }
+  // The comm must not be used by the watchdog any more (it is being destroyed).
+  void detach(int index) {
+    std::lock_guard lock(mutex_);
+    slots_[size_t(index)].comm = nullptr;
+  }
+  void busy(int index, std::string what) {
+    std::lock_guard lock(mutex_);
+    slots_[size_t(index)].since = Clock::now();
+    slots_[size_t(index)].what = std::move(what);
+  }
+  void idle(int index) {
+    std::lock_guard lock(mutex_);
+    slots_[size_t(index)].what.clear();
+  }
+
+ private:
+  struct Slot {
+    ncclComm_t comm = nullptr;
+    int rank = -1;
+    Clock::time_point since;
+    std::string what;
+  };
+
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      std::string late;
+      for (const Slot& s : slots_)
+        if (!s.what.empty() && secondsSince(s.since) > timeoutSeconds_)
+          late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + "\n";
+      if (late.empty()) continue;
+      std::printf("# Test timeout (-T %d s) in process %d; aborting its communicators:\n%s", timeoutSeconds_, int(getpid()), late.c_str());
+      std::fflush(stdout);
+      for (Slot& s : slots_)
+        if (s.comm) ncclCommAbort(s.comm);
+      // The rank threads may still hold the aborted communicators: leave without unwinding them.
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Slot> slots_;
+  int timeoutSeconds_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// What all ranks of this process share.
+struct SweepContext {
+  const Collective& collective;
+  Options options;
+  World world;
+  ncclUniqueId id;
+  std::string program;
+  std::vector<std::string> arguments;
+  Watchdog watchdog;
+  std::atomic<int> exitCode{0};
+  std::mutex outputMutex;
+};
+
+// A buffer from ncclMemAlloc, freed on every path.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(size_t bytes, int rank) {
+    check(ncclMemAlloc(&pointer_, bytes), rank, "ncclMemAlloc(" + std::to_string(bytes) + " bytes)");
+  }
+  ~DeviceBuffer() { ncclMemFree(pointer_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  char* bytes() const { return static_cast<char*>(pointer_); }
+
+ private:
+  void* pointer_ = nullptr;
+};
+
+// One rank's run of the whole sweep.
+class RankRunner {
+ public:
+  RankRunner(SweepContext& context, int localIndex)
+      : ctx_(context), opt_(context.options), coll_(context.collective), localIndex_(localIndex),
+        rank_(context.world.firstRank() + localIndex), nranks_(context.world.nranks()) {}
+
+  ~RankRunner() {
+    ctx_.watchdog.detach(localIndex_);
+    if (stream_) tuttiStreamDestroy(stream_);
+    for (void* handle : registrations_) ncclCommDeregister(comm_, handle);
+    registrations_.clear();
+    sendBuffer_.reset();
+    recvBuffer_.reset();
+    if (comm_) (failed_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_));
+  }
+
+  void run() {
+    try {
+      runAll();
+    } catch (const std::exception& error) {
+      failed_ = true;
+      std::fprintf(stderr, "%s: %s\n", ctx_.program.c_str(), error.what());
+      ctx_.exitCode = 1;
+    }
+  }
+
+ private:
+  bool printing() const { return rank_ == 0; }
+
+  void runAll() {
+    check(ncclCommInitRank(&comm_, nranks_, ctx_.id, rank_), rank_, "ncclCommInitRank");
+    ctx_.watchdog.attach(localIndex_, comm_, rank_);
+    if (!opt_.streamNull) check(tuttiStreamCreate(&stream_), rank_, "tuttiStreamCreate");
+    if (auto why = coll_.unsupported(nranks_)) throw Error(ErrorCode::InvalidUsage, *why);
+    if (opt_.root >= nranks_) throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(opt_.root) + ": only " + std::to_string(nranks_) + " ranks");
+    describeRanks();
+    size_t bytes = opt_.maxBytes + 8 * size_t(opt_.unalign) + 64;
+    sendBuffer_ = std::make_unique<DeviceBuffer>(bytes, rank_);
+    recvBuffer_ = std::make_unique<DeviceBuffer>(bytes, rank_);
+    if (opt_.localRegister)
+      for (char* buffer : {sendBuffer_->bytes(), recvBuffer_->bytes()}) {
+        void* handle = nullptr;
+        check(ncclCommRegister(comm_, buffer, bytes, &handle), rank_, "ncclCommRegister");
+        registrations_.push_back(handle);
+      }
+    if (printing()) std::printf("%s", tableHeader(opt_.reportCpuTime, opt_.reportTimestamps).c_str());
+    std::vector<RedOpInfo> ops = coll_.usesOp ? selectRedOps(opt_.op) : std::vector<RedOpInfo>{{ncclSum, "none"}};
+    int firstRoot = coll_.usesRoot ? (opt_.root == -1 ? 0 : opt_.root) : -1;
+    int lastRoot = coll_.usesRoot ? (opt_.root == -1 ? nranks_ - 1 : opt_.root) : -1;
+    for (const DataTypeInfo& type : selectDataTypes(opt_.datatype))
+      for (const RedOpInfo& op : ops)
+        for (int root = firstRoot; root <= lastRoot; root++) runTest(type, op, root);
+    finish();
+  }
+
+  // The "# Using devices" block and the fingerprint need every rank's description.
+  void describeRanks() {
+    RankRecord mine{};
+    mine.rank = rank_;
+    mine.pid = int(getpid());
+    mine.localIndex = ctx_.world.localRank * ctx_.world.ranksPerProcess + localIndex_;
+    std::snprintf(mine.host, sizeof mine.host, "%s", hostName().c_str());
+    std::snprintf(mine.affinity, sizeof mine.affinity, "%s", cpuAffinity().c_str());
+    std::vector<RankRecord> all(static_cast<size_t>(nranks_));
+    check(ncclAllGather(&mine, all.data(), sizeof mine, ncclUint8, comm_, nullptr), rank_, "ncclAllGather (rank descriptions)");
+    const char* backend = "unknown";
+    check(tuttiCommDeviceBackend(comm_, &backend), rank_, "tuttiCommDeviceBackend");
+    Fingerprint& f = report_.fingerprint;
+    f.backend = backend;
+    f.tuttiVersion = tuttiVersionString();
+    int version = 0;
+    ncclGetVersion(&version);
+    f.ncclVersion = std::to_string(version);
+    f.launcher = ctx_.world.launcher;
+    f.hostCpu = cpuModel() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
+    std::vector<std::string> hosts;
+    std::vector<int> pids;
+    for (const RankRecord& r : all) {
+      f.ranks.push_back({r.rank, r.pid, r.localIndex, std::string(r.host, strnlen(r.host, sizeof r.host)),
+                         std::string(r.affinity, strnlen(r.affinity, sizeof r.affinity))});
+      if (std::find(hosts.begin(), hosts.end(), f.ranks.back().host) == hosts.end()) hosts.push_back(f.ranks.back().host);
+      if (std::find(pids.begin(), pids.end(), r.pid) == pids.end()) pids.push_back(r.pid);
+    }
+    // Which transports tutti picks follows from where the ranks live (it does not report them itself yet).
+    const char* p2pOff = std::getenv("NCCL_P2P_DISABLE");
+    bool threadsUseShm = p2pOff && std::string(p2pOff) == "1";
+    std::string transports = pids.size() < f.ranks.size() ? (threadsUseShm ? "shm" : "p2p (threads)") : "";
+    if (pids.size() > hosts.size()) transports += std::string(transports.empty() ? "" : ", ") + "shm (processes)";
+    if (hosts.size() > 1) transports += std::string(transports.empty() ? "" : ", ") + "net";
+    f.transports = nranks_ == 1 ? "none (one rank)" : transports;
+    f.topology = std::to_string(nranks_) + " ranks in " + std::to_string(pids.size()) + " processes on " + std::to_string(hosts.size()) + " hosts";
+    if (!printing()) return;
+    std::printf("# nccl-tests version 2.19.6 (tutti perf, %s) nccl-headers=%d nccl-library=%d\n", f.tuttiVersion.c_str(), NCCL_VERSION_CODE, version);
+    std::printf("# Collective test starting: %s\n", ctx_.program.c_str());
+    std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d unalign: %d\n",
+                ctx_.world.launcher == "local" ? opt_.localRanks : opt_.threads, opt_.gpus, opt_.minBytes, opt_.maxBytes,
+                opt_.stepFactor > 1 ? opt_.stepFactor : opt_.stepBytes, opt_.stepFactor > 1 ? "factor" : "bytes", opt_.warmupIters, opt_.iters,
+                opt_.aggIters, opt_.check, opt_.cudaGraph, opt_.unalign);
+    if (opt_.blocking == 1) std::printf("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
+    if (opt_.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
+    if (opt_.blocking == 3) std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
+    if (opt_.parallelInit) std::printf("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
+    std::printf("# tutti: device backend %s, launcher %s, transports %s, %s\n", backend, f.launcher.c_str(), f.transports.c_str(), f.topology.c_str());
+    if (!coll_.runsInPlace) std::printf("# tutti: an in-place %s is not supported by tutti yet; the in-place columns read 0 and N/A\n", coll_.name);
+    for (const std::string& note : opt_.notes) std::printf("# tutti: %s\n", note.c_str());
+    std::printf("#\n# Using devices\n");
+    for (const RankDescription& d : f.ranks) std::printf("%s", deviceLine(d, backend).c_str());
+  }
+
+  void barrier() {
+    int32_t one = 1, sum = 0;
+    check(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm_, nullptr), rank_, "ncclAllReduce (barrier)");
+  }
+
+  void synchronize() {
+    if (stream_) check(tuttiStreamSynchronize(stream_), rank_, "tuttiStreamSynchronize");
+  }
+
+  // A value over all ranks: op is ncclSum, ncclMin or ncclMax; -1 means rank 0's value.
+  double combine(double value, int op) {
+    double out = 0;
+    if (op < 0) check(ncclBroadcast(&value, &out, 1, ncclFloat64, 0, comm_, nullptr), rank_, "ncclBroadcast (rank 0's time)");
+    else check(ncclAllReduce(&value, &out, 1, ncclFloat64, ncclRedOp_t(op), comm_, nullptr), rank_, "ncclAllReduce (statistics)");
+    return out;
+  }
+  double combineTime(double seconds) {
+    switch (opt_.average) {
+      case 0: return combine(seconds, -1);
+      case 2: return combine(seconds, ncclMin);
+      case 3: return combine(seconds, ncclMax);
+      default: return combine(seconds, ncclSum) / nranks_;
+    }
+  }
+
+  // The op a test runs with: mulsum is a PreMulSum by 2 made for this communicator and type.
+  struct ActiveOp {
+    ncclRedOp_t op;
+    bool custom;
+  };
+
+  void launch(const DataTypeInfo& type, ncclRedOp_t op, int root, bool inPlace, const BufferCounts& counts) {
+    char* recv = recvBuffer_->bytes() + size_t(opt_.unalign) * type.size;
+    char* send = sendBuffer_->bytes() + size_t(opt_.unalign) * type.size;
+    const void* sendPointer = inPlace ? recv + counts.sendInPlaceOffset * size_t(rank_) * type.size : send;
+    void* recvPointer = inPlace ? recv + counts.recvInPlaceOffset * size_t(rank_) * type.size : recv;
+    check(coll_.run(sendPointer, recvPointer, counts.param, type.type, op, root, comm_, stream_), rank_, std::string("nccl ") + coll_.name);
+  }
+
+  // Times one placement of one size; returns the time per operation in seconds (as -a and -C ask).
+  double timePlacement(const DataTypeInfo& type, ncclRedOp_t op, int root, bool inPlace, const BufferCounts& counts) {
+    barrier();
+    double collectiveOnly = 0;
+    Clock::time_point start = Clock::now();
+    for (int iter = 0; iter < opt_.iters; iter++) {
+      Clock::time_point iterStart = Clock::now();
+      if (opt_.aggIters > 1) check(ncclGroupStart(), rank_, "ncclGroupStart");
+      for (int a = 0; a < opt_.aggIters; a++) launch(type, op, root, inPlace, counts);
+      if (opt_.aggIters > 1) check(ncclGroupEnd(), rank_, "ncclGroupEnd");
+      if (opt_.blocking) synchronize();
+      if (opt_.blocking == 3) collectiveOnly += secondsSince(iterStart);
+      if (opt_.blocking == 1 || opt_.blocking == 3) barrier();
+    }
+    double cpuSeconds = secondsSince(start);
+    synchronize();
+    double seconds = opt_.blocking == 3 ? collectiveOnly : secondsSince(start);
+    double perOp = (opt_.reportCpuTime ? cpuSeconds : seconds) / (opt_.iters * opt_.aggIters);
+    return combineTime(perOp);
+  }
+
+  double inputValue(int rank, size_t index, const RedOpInfo& op) const {
+    // Small integers: exact in every type, so sums over a few ranks are exact even in fp8; prod stays in {1, 2}.
+    size_t range = op.op == ncclProd ? 2 : 4;
+    return double(1 + (size_t(rank) * 7 + index * 3 + size_t(repetition_)) % range);
+  }
+
+  double reference(size_t index, const RedOpInfo& op, const DataTypeInfo& type) const {
+    double acc = inputValue(0, index, op) * (op.op == ncclNumOps ? 2 : 1);
+    for (int k = 1; k < nranks_; k++) {
+      double x = inputValue(k, index, op);
+      switch (op.op) {
+        case ncclProd: acc *= x; break;
+        case ncclMax: acc = std::max(acc, x); break;
+        case ncclMin: acc = std::min(acc, x); break;
+        case ncclNumOps: acc += 2 * x; break;
+        default: acc += x; break;
+      }
+    }
+    if (op.op == ncclAvg) acc = type.isInteger ? std::trunc(acc / nranks_) : acc / nranks_;
+    return acc;
+  }
+
+  // One checking pass: fresh inputs, one operation, every output element against the reference.
+  int64_t checkPlacement(const DataTypeInfo& type, const RedOpInfo& opInfo, ncclRedOp_t op, int root, bool inPlace,
+                         const BufferCounts& counts, size_t bytes) {
+    repetition_++;
+    char* recv = recvBuffer_->bytes() + size_t(opt_.unalign) * type.size;
+    char* send = inPlace ? recv + counts.sendInPlaceOffset * size_t(rank_) * type.size : sendBuffer_->bytes() + size_t(opt_.unalign) * type.size;
+    std::memset(recv, 0xff, std::max(counts.recv, counts.send) * type.size);  // -1 or NaN: never a right answer
+    for (size_t i = 0; i < counts.send; i++) writeElement(type.type, send, i, inputValue(rank_, i, opInfo));
+    launch(type, op, root, inPlace, counts);
+    synchronize();
+    char* output = recv + (inPlace ? counts.recvInPlaceOffset * size_t(rank_) * type.size : 0);
+    size_t checked = coll_.checkedCount(counts, rank_, root);
+    injectCorruption(output, checked, type);
+    InputValue input = [&](int rank, size_t index) { return inputValue(rank, index, opInfo); };
+    ReducedValue reduced = [&](size_t index) { return reference(index, opInfo, type); };
+    int64_t wrong = 0;
+    size_t firstBad = 0;
+    double firstExpected = 0, firstGot = 0;
+    for (size_t i = 0; i < checked; i++) {
+      double want = coll_.expected(i, rank_, nranks_, root, counts.param, input, reduced);
+      unsigned char rounded[8];
+      writeElement(type.type, rounded, 0, want);
+      want = readElement(type.type, rounded, 0);
+      double got = readElement(type.type, output, i);
+      double tolerance = type.isInteger ? 0 : 2.0 * nranks_ * type.epsilon * std::fabs(want);
+      if (!(std::fabs(got - want) <= tolerance)) {
+        if (wrong == 0) firstBad = i, firstExpected = want, firstGot = got;
+        wrong++;
+      }
+    }
+    if (wrong) {
+      std::lock_guard lock(ctx_.outputMutex);
+      std::fprintf(stderr, "%s: rank %d: %s %zu B %s %s root %d %s: %lld wrong elements, first at element %zu (expected %g, got %g)\n",
+                   ctx_.program.c_str(), rank_, coll_.name, bytes, type.name, opInfo.name, root, inPlace ? "in-place" : "out-of-place",
+                   static_cast<long long>(wrong), firstBad, firstExpected, firstGot);
+    }
+    return wrong;
+  }
+
+  // TUTTI_PERF_CORRUPT=rank:offset (tests only): flips element offset of rank's output before the check.
+  void injectCorruption(char* output, size_t checked, const DataTypeInfo& type) const {
+    const char* hook = std::getenv("TUTTI_PERF_CORRUPT");
+    if (!hook) return;
+    int rank = -1;
+    unsigned long long offset = 0;
+    if (std::sscanf(hook, "%d:%llu", &rank, &offset) != 2 || rank != rank_ || offset >= checked) return;
+    output[offset * type.size] = char(~output[offset * type.size]);
+  }
+
+  void runTest(const DataTypeInfo& type, const RedOpInfo& opInfo, int root) {
+    ActiveOp active{opInfo.op, false};
+    if (opInfo.op == ncclNumOps && coll_.usesOp && std::string(coll_.name) != "sendrecv") {
+      unsigned char scalar[8];
+      writeElement(type.type, scalar, 0, 2.0);
+      check(ncclRedOpCreatePreMulSum(&active.op, scalar, type.type, ncclScalarHostImmediate, comm_), rank_, "ncclRedOpCreatePreMulSum");
+      active.custom = true;
+    } else if (opInfo.op == ncclNumOps) {
+      active.op = ncclSum;
+    }
+    try {
+      runSizes(type, opInfo, active.op, root);
+    } catch (...) {
+      if (active.custom) ncclRedOpDestroy(active.op, comm_);
+      throw;
+    }
+    if (active.custom) check(ncclRedOpDestroy(active.op, comm_), rank_, "ncclRedOpDestroy");
+  }
+
+  BufferCounts countsFor(size_t bytes, const DataTypeInfo& type) const {
+    return coll_.counts(bytes / type.size, type.size, nranks_);
+  }
+
+  void runSizes(const DataTypeInfo& type, const RedOpInfo& opInfo, ncclRedOp_t op, int root) {
+    barrier();
+    // Warm-up over all sizes, doubling, as nccl-tests does.
+    for (size_t bytes = opt_.minBytes; bytes <= opt_.maxBytes; bytes = bytes ? bytes * 2 : 1) {
+      BufferCounts counts = countsFor(bytes, type);
+      for (int i = 0; i < opt_.warmupIters; i++) launch(type, op, root, false, counts);
+      synchronize();
+    }
+    for (long cycle = 0; opt_.runCycles == 0 || cycle < opt_.runCycles; cycle++) {
+      for (size_t bytes = opt_.minBytes; bytes <= opt_.maxBytes;) {
+        runSize(type, opInfo, op, root, bytes);
+        size_t next = opt_.stepFactor > 1 ? bytes * opt_.stepFactor : bytes + opt_.stepBytes;
+        if (next <= bytes) next = bytes ? bytes * 2 : 1;  // -b 0 with -f, or -i 0 with -b == -e
+        if (bytes == opt_.maxBytes) break;
+        bytes = next;
+      }
+    }
+  }
+
+  void runSize(const DataTypeInfo& type, const RedOpInfo& opInfo, ncclRedOp_t op, int root, size_t bytes) {
+    BufferCounts counts = countsFor(bytes, type);
+    ResultRow row;
+    row.bytes = std::max(counts.send, counts.recv) * type.size;
+    row.count = counts.param;
+    row.type = type.name;
+    row.redop = coll_.usesOp ? opInfo.name : "none";
+    row.root = root;
+    row.algorithm = coll_.algorithm;
+    for (bool inPlace : {false, true}) {
+      if (inPlace && !coll_.runsInPlace) continue;  // the row keeps zeros and N/A there
+      ctx_.watchdog.busy(localIndex_, std::string(coll_.name) + " " + std::to_string(row.bytes) + " B " + type.name + (inPlace ? " in-place" : " out-of-place"));
+      double seconds = timePlacement(type, op, root, inPlace, counts);
+      Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
+      m.timeUs = seconds * 1e6;
+      coll_.bandwidth(counts.param, type.size, seconds, nranks_, &m.algBw, &m.busBw);
+      if (opt_.check > 0) {
+        int64_t wrong = 0;
+        for (int pass = 0; pass < opt_.check && wrong == 0; pass++) {
+          int64_t mine = checkPlacement(type, opInfo, op, root, inPlace, counts, row.bytes);
+          // Sum of wrong elements, and how many ranks saw any (nccl-tests' out-of-bounds count).
+          wrong = int64_t(combine(double(mine), ncclSum));
+          int ranksWrong = int(combine(mine ? 1.0 : 0.0, ncclSum));
+          if (wrong) report_.outOfBounds += ranksWrong;
+        }
+        m.wrong = wrong;
+      }
+      ctx_.watchdog.idle(localIndex_);
+      busBwSum_ += m.busBw;
+      busBwCount_++;
+    }
+    if (opt_.reportTimestamps) row.timestamp = nowString();
+    if (printing()) std::printf("%s", tableRow(row).c_str()), std::fflush(stdout);
+    report_.rows.push_back(row);
+  }
+
+  void finish() {
+    synchronize();
+    report_.averageBusBw = busBwCount_ ? busBwSum_ / busBwCount_ : 0;
+    if (report_.outOfBounds) ctx_.exitCode = 1;
+    if (!printing()) return;
+    std::printf("%s", tableFooter(report_.outOfBounds, report_.averageBusBw, ctx_.program).c_str());
+    report_.program = ctx_.program;
+    report_.collective = coll_.name;
+    report_.arguments = ctx_.arguments;
+    auto& c = report_.config;
+    c["nthreads"] = std::to_string(opt_.threads), c["ngpus"] = std::to_string(opt_.gpus), c["nranks"] = std::to_string(nranks_);
+    c["minimum_bytes"] = std::to_string(opt_.minBytes), c["maximum_bytes"] = std::to_string(opt_.maxBytes);
+    c[opt_.stepFactor > 1 ? "step_factor" : "step_bytes"] = std::to_string(opt_.stepFactor > 1 ? opt_.stepFactor : opt_.stepBytes);
+    c["warmup_iters"] = std::to_string(opt_.warmupIters), c["iterations"] = std::to_string(opt_.iters);
+    c["aggregated_iterations"] = std::to_string(opt_.aggIters), c["validation"] = std::to_string(opt_.check);
+    c["blocking_collectives"] = std::to_string(opt_.blocking), c["average"] = std::to_string(opt_.average);
+    if (!opt_.compareFile.empty()) {
+      std::ifstream in(opt_.compareFile);
+      if (!in) throw Error(ErrorCode::InvalidArgument, "--compare " + opt_.compareFile + ": cannot read it");
+      std::stringstream text;
+      text << in.rdbuf();
+      int slower = 0;
+      std::printf("%s", compareLines(report_.rows, readBaseline(text.str()), opt_.compareThreshold, &slower).c_str());
+    }
+    writeFile(opt_.jsonFile, jsonReport(report_), "JSON");
+    writeFile(opt_.csvFile, csvReport(report_), "CSV");
+    std::fflush(stdout);
+  }
+
+  void writeFile(const std::string& path, const std::string& text, const char* kind) {
+    if (path.empty()) return;
+    std::ofstream out(path, std::ios::trunc);
+    out << text;
+    if (!out) throw Error(ErrorCode::System, std::string("writing the ") + kind + " report to " + path + " failed");
+    std::printf("# Wrote %s report to %s\n", kind, path.c_str());
+  }
+
+  SweepContext& ctx_;
+  const Options& opt_;
+  const Collective& coll_;
+  int localIndex_, rank_, nranks_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<DeviceBuffer> sendBuffer_, recvBuffer_;
+  std::vector<void*> registrations_;
+  bool failed_ = false;
+  int repetition_ = 0;
+  double busBwSum_ = 0;
+  int busBwCount_ = 0;
+  Report report_;
+};
+
+std::string baseName(const char* path) {
+  std::string text = path ? path : "perf";
+  size_t slash = text.rfind('/');
+  return slash == std::string::npos ? text : text.substr(slash + 1);
+}
+
+}  // namespace
+
+int runSweep(const char* collective, int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows line by line, as nccl-tests does
+  std::string program = baseName(argc > 0 ? argv[0] : nullptr);
+  Options options;
+  try {
+    options = parseOptions(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
+    return 2;
+  }
+  if (options.help) {
+    std::printf("%s", usageText(program).c_str());
+    return 0;
+  }
+  // The CUDA device backend does not exist yet: the sweep runs on host buffers.
+  setenv("TUTTI_DEVICE", "host", 0);
+  try {
+    const Collective& coll = findCollective(collective);
+    auto env = processEnvironment();
+    World world = detectWorld(options, env);
+    ncclUniqueId id = shareUniqueId(world, options, env);
+    SweepContext context{coll, options, world, id, program, std::vector<std::string>(argv + 1, argv + argc),
+                         Watchdog(world.ranksPerProcess, options.timeoutSeconds), 0, {}};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < world.ranksPerProcess; i++)
+      threads.emplace_back([&context, i] { RankRunner(context, i).run(); });
+    for (std::thread& t : threads) t.join();
+    return context.exitCode;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
+    return 1;
+  }
+}
+
+}  // namespace tutti::perf

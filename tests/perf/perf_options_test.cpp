@@ -1,0 +1,250 @@
+// Tests of the perf sweep's library: flags, sizes, number cells, element conversions, counts, launchers, reports.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "perf/sweep/collectives.h"
+#include "perf/sweep/datatypes.h"
+#include "perf/sweep/launcher.h"
+#include "perf/sweep/options.h"
+#include "perf/sweep/report.h"
+#include "runtime/error.h"
+
+using namespace tutti::perf;
+
+namespace {
+
+Options parse(std::vector<std::string> words) {
+  words.insert(words.begin(), "all_reduce_perf");
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return parseOptions(int(argv.size()), argv.data());
+}
+
+}  // namespace
+
+TEST_CASE("perf options default to nccl-tests' defaults") {
+  Options o = parse({});
+  CHECK(o.threads == 1);
+  CHECK(o.gpus == 1);
+  CHECK(o.minBytes == 32u << 20);
+  CHECK(o.maxBytes == 32u << 20);
+  CHECK(o.stepBytes == 1u << 20);
+  CHECK(o.stepFactor == 1);
+  CHECK(o.iters == 20);
+  CHECK(o.warmupIters == 1);
+  CHECK(o.aggIters == 1);
+  CHECK(o.runCycles == 1);
+  CHECK(o.check == 1);
+  CHECK(o.op == "sum");
+  CHECK(o.datatype == "float");
+  CHECK(o.root == 0);
+  CHECK(o.average == 1);
+  CHECK(o.timeoutSeconds == 0);
+  CHECK(o.notes.empty());
+}
+
+TEST_CASE("perf options parse every nccl-tests flag, short, glued and long") {
+  Options o = parse({"-t", "2", "-g1", "-b", "8", "-e", "128M", "-f", "2", "-i", "4K", "-n", "5", "-m", "3", "-w", "0", "-N", "2",
+                     "-p", "1", "-c", "0", "-o", "all", "-d", "half", "-r", "-1", "-z", "3", "-y", "1", "-T", "30", "-C", "1",
+                     "-S", "1", "-J", "out.json", "-a", "3", "-u", "1", "-I", "1", "-K", "1", "-M", "0", "--local=4", "--csv",
+                     "out.csv", "--compare", "base.json", "--compare-threshold", "0.25"});
+  CHECK(o.threads == 2);
+  CHECK(o.minBytes == 8);
+  CHECK(o.maxBytes == 128u << 20);
+  CHECK(o.stepFactor == 2);
+  CHECK(o.stepBytes == 4096);
+  CHECK(o.iters == 5);
+  CHECK(o.aggIters == 3);
+  CHECK(o.warmupIters == 0);
+  CHECK(o.runCycles == 2);
+  CHECK(o.check == 0);
+  CHECK(o.op == "all");
+  CHECK(o.datatype == "half");
+  CHECK(o.root == -1);
+  CHECK(o.blocking == 3);
+  CHECK(o.streamNull == 1);
+  CHECK(o.timeoutSeconds == 30);
+  CHECK(o.reportCpuTime == 1);
+  CHECK(o.reportTimestamps == 1);
+  CHECK(o.jsonFile == "out.json");
+  CHECK(o.average == 3);
+  CHECK(o.unalign == 1);
+  CHECK(o.perIterTiming == 1);
+  CHECK(o.perIterSkip == 1);
+  CHECK(o.localRanks == 4);
+  CHECK(o.csvFile == "out.csv");
+  CHECK(o.compareFile == "base.json");
+  CHECK(o.compareThreshold == Approx(0.25));
+  CHECK(parse({"--minbytes", "1K", "--maxbytes=2K", "--op", "max"}).maxBytes == 2048);
+  CHECK(parse({"-h"}).help);
+}
+
+TEST_CASE("perf options reject bad input naming the flag") {
+  CHECK_THROWS_WITH(parse({"-q", "1"}), Catch::Contains("-q"));
+  CHECK_THROWS_WITH(parse({"-b"}), Catch::Contains("needs a value"));
+  CHECK_THROWS_WITH(parse({"-n", "x"}), Catch::Contains("-n"));
+  CHECK_THROWS_WITH(parse({"-b", "2M", "-e", "1M"}), Catch::Contains("minbytes"));
+  CHECK_THROWS_WITH(parse({"-b", "12Q"}), Catch::Contains("suffix"));
+  CHECK_THROWS_WITH(parse({"-a", "7"}), Catch::Contains("-a"));
+  CHECK_THROWS_AS(selectDataTypes("float128"), tutti::Error);
+  CHECK_THROWS_AS(selectRedOps("xor"), tutti::Error);
+}
+
+TEST_CASE("perf options explain the GPU-only flags in host mode") {
+  Options o = parse({"-G", "10", "-x", "1", "-D", "1", "-R", "1", "-g", "2"});
+  CHECK(o.notes.size() == 5);
+  bool graphNoted = false;
+  for (const std::string& n : o.notes) graphNoted |= n.find("CUDA graphs") != std::string::npos;
+  CHECK(graphNoted);
+}
+
+TEST_CASE("perf sizes use powers of 1024 like nccl-tests") {
+  CHECK(parseSize("8", "-b") == 8);
+  CHECK(parseSize("1K", "-b") == 1024);
+  CHECK(parseSize("1.5M", "-b") == 1572864);
+  CHECK(parseSize("2g", "-b") == (size_t(2) << 30));
+}
+
+TEST_CASE("perf number cells keep nccl-tests' widths") {
+  CHECK(formatNumber(12.345, 7) == "  12.35");
+  CHECK(formatNumber(1234.567, 7) == "1234.57");
+  CHECK(formatNumber(12345.67, 7) == "12345.7");
+  CHECK(formatNumber(1234567.8, 7) == "1234568");
+  CHECK(formatNumber(12345678.9, 7) == "1.2e+07");
+  CHECK(formatNumber(0.001, 6) == "  0.00");
+  CHECK(formatNumber(123456.0, 6) == "123456");
+  CHECK(formatNumber(1234567.0, 6) == " 1e+06");
+}
+
+TEST_CASE("perf table header, row and footer have nccl-tests' shape") {
+  std::string header = tableHeader(false, false);
+  CHECK(header.find("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong \n") !=
+        std::string::npos);
+  CHECK(header.find("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") !=
+        std::string::npos);
+  CHECK(tableHeader(true, false).find("cputime") != std::string::npos);
+  ResultRow row;
+  row.bytes = 1048576, row.count = 262144, row.type = "float", row.redop = "sum", row.root = -1;
+  row.outOfPlace = {123.456, 8.49, 12.74, 0};
+  row.inPlace = {120.0, 8.74, 13.11, -1};
+  CHECK(tableRow(row) == "     1048576        262144     float     sum      -1   123.46    8.49   12.74       0   120.00    8.74   13.11    N/A\n");
+  std::string footer = tableFooter(0, 12.5, "all_reduce_perf");
+  CHECK(footer == "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.5 \n#\n# Collective test concluded: all_reduce_perf\n");
+  CHECK(tableFooter(3, 1, "x").find("# Out of bounds values : 3 FAILED\n") == 0);
+}
+
+TEST_CASE("perf element conversions match the IEEE and OCP bit patterns") {
+  unsigned char b[8];
+  auto bits16 = [&] { uint16_t v; std::memcpy(&v, b, 2); return v; };
+  writeElement(ncclFloat16, b, 0, 1.0);
+  CHECK(bits16() == 0x3C00);
+  writeElement(ncclFloat16, b, 0, -2.5);
+  CHECK(bits16() == 0xC100);
+  writeElement(ncclFloat16, b, 0, 70000.0);
+  CHECK(bits16() == 0x7C00);  // overflows to inf
+  writeElement(ncclFloat16, b, 0, 1.0 + 0x1p-11);
+  CHECK(bits16() == 0x3C00);  // a tie rounds to even
+  writeElement(ncclBfloat16, b, 0, 1.0);
+  CHECK(bits16() == 0x3F80);
+  writeElement(ncclFloat8e4m3, b, 0, 448.0);
+  CHECK(b[0] == 0x7E);
+  writeElement(ncclFloat8e4m3, b, 0, 1000.0);
+  CHECK(b[0] == 0x7E);  // saturates
+  writeElement(ncclFloat8e4m3, b, 0, 0x1p-9);
+  CHECK(b[0] == 0x01);  // the smallest subnormal
+  writeElement(ncclFloat8e5m2, b, 0, 57344.0);
+  CHECK(b[0] == 0x7B);
+  writeElement(ncclFloat8e5m2, b, 0, -1.0);
+  CHECK(b[0] == 0xBC);
+  for (const DataTypeInfo& t : allDataTypes())
+    for (double v : {0.0, 1.0, 3.0, 16.0, 100.0}) {
+      writeElement(t.type, b, 0, v);
+      CHECK(readElement(t.type, b, 0) == Approx(v).epsilon(0.07));
+    }
+  writeElement(ncclInt8, b, 0, 130.0);
+  CHECK(readElement(ncclInt8, b, 0) == -126.0);  // integers wrap
+}
+
+TEST_CASE("perf counts and bus bandwidth factors are nccl-tests'") {
+  BufferCounts ag = findCollective("all_gather").counts(1000, 4, 4);
+  CHECK(ag.param == 248);  // 250 rounded down to 16 bytes
+  CHECK(ag.recv == 992);
+  CHECK(ag.sendInPlaceOffset == 248);
+  BufferCounts rs = findCollective("reduce_scatter").counts(1000, 4, 4);
+  CHECK(rs.send == 992);
+  CHECK(rs.recvInPlaceOffset == 248);
+  CHECK(findCollective("alltoall").counts(1000, 4, 4).send == 992);
+  CHECK(findCollective("all_reduce").counts(1000, 4, 4).param == 1000);
+  struct Case {
+    const char* name;
+    double alg, bus;  // for 1e9 bytes of count*typesize in one second on 4 ranks
+  };
+  for (Case c : {Case{"all_reduce", 1, 1.5}, Case{"all_gather", 4, 3}, Case{"reduce_scatter", 4, 3}, Case{"broadcast", 1, 1},
+                 Case{"reduce", 1, 1}, Case{"alltoall", 4, 3}, Case{"sendrecv", 1, 1}, Case{"gather", 4, 3}, Case{"scatter", 4, 3},
+                 Case{"hypercube", 3, 3}}) {
+    double alg = 0, bus = 0;
+    findCollective(c.name).bandwidth(250000000, 4, 1.0, 4, &alg, &bus);
+    INFO(c.name);
+    CHECK(alg == Approx(c.alg));
+    CHECK(bus == Approx(c.bus));
+  }
+  CHECK(findCollective("hypercube").unsupported(3).has_value());
+  CHECK_FALSE(findCollective("hypercube").unsupported(4).has_value());
+  CHECK_THROWS_AS(findCollective("allreduce"), tutti::Error);
+}
+
+TEST_CASE("perf launchers: local, Slurm, torchrun and OpenMPI environments") {
+  Options o = parse({});
+  CHECK(detectWorld(o, {}).launcher == "single");
+  World slurm = detectWorld(o, {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  CHECK(slurm.launcher == "slurm");
+  CHECK(slurm.processRank == 3);
+  CHECK(slurm.nranks() == 8);
+  CHECK(slurm.localRank == 1);
+  World torch = detectWorld(o, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  CHECK(torch.launcher == "torchrun");
+  CHECK(torch.firstRank() == 1);
+  // OpenMPI wins over the Slurm variables of the allocation it runs in.
+  World mpi = detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "9"},
+                              {"NCCL_COMM_ID", "127.0.0.1:5000"}});
+  CHECK(mpi.launcher == "openmpi");
+  CHECK(mpi.processCount == 2);
+  // A world larger than one that this process cannot join is refused, not run as separate jobs.
+  CHECK_THROWS_WITH(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), Catch::Contains("Refusing"));
+  CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}), Catch::Contains("not below"));
+  // --local ignores the launcher.
+  World local = detectWorld(parse({"--local", "3"}), {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  CHECK(local.launcher == "local");
+  CHECK(local.nranks() == 3);
+}
+
+TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marked") {
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  r.fingerprint.transports = "p2p (threads), shm";
+  r.fingerprint.ranks.push_back({0, 1, 0, "host\"1", "0-1"});
+  for (size_t bytes : {1024u, 2048u}) {
+    ResultRow row;
+    row.bytes = bytes, row.count = bytes / 4, row.type = "float", row.redop = "sum", row.root = -1, row.algorithm = "ring";
+    row.outOfPlace = {100.0, 1, 1, 0};
+    row.inPlace = {200.0, 1, 1, 0};
+    r.rows.push_back(row);
+  }
+  auto baseline = readBaseline(jsonReport(r));
+  REQUIRE(baseline.size() == 2);
+  CHECK(baseline.at({"float", "sum", -1, 1024}).first == Approx(100.0));
+  CHECK(baseline.at({"float", "sum", -1, 2048}).second == Approx(200.0));
+  std::vector<ResultRow> now = r.rows;
+  now[0].outOfPlace.timeUs = 125;  // 25% slower
+  now[1].inPlace.timeUs = 210;     // 5% slower: within the threshold
+  int slower = 0;
+  std::string lines = compareLines(now, baseline, 0.10, &slower);
+  CHECK(slower == 1);
+  CHECK(lines.find("SLOWER         1024 B") != std::string::npos);
+  CHECK(lines.find("2048 B") == std::string::npos);
+  CHECK(csvReport(r).find("\"p2p (threads), shm\"") != std::string::npos);
+  CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::Error);
+}
