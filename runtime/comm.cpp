@@ -13,6 +13,8 @@
 
 #include "runtime/log.h"
 #include "runtime/params.h"
+#include "runtime/socket.h"
+#include "transports/net/net.h"
 
 using tutti::ConnKey;
 using tutti::Error;
@@ -49,6 +51,8 @@ std::unordered_set<const ncclComm*>& registry() {
   static std::unordered_set<const ncclComm*> r;
   return r;
 }
+
+enum class PeerPath { Local, Shm, Net };
 
 uint32_t connectionTag(const ConnKey& key) { return 1000u + uint32_t(key.channel) * 4u + uint32_t(key.kind); }
 
@@ -164,7 +168,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
     std::string transports = "none";
     if (!comm->connections.empty()) {
       std::set<std::string> names;
-      for (auto& [key, conn] : comm->connections) names.insert(transportName(conn->transport()));
+      for (auto& [key, conn] : comm->connections) names.insert(conn.transport);
       transports.clear();
       for (auto& n : names) transports += (transports.empty() ? "" : "+") + n;
     }
@@ -187,39 +191,93 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
              keys.end());
   if (keys.empty()) return;
 
+  // Both ends of a connection reach the same verdict: it depends only on the pair's identities
+  // (and on variables that every rank of a job is expected to share).
   const RankInfo& me = comm->peers[size_t(comm->rank)];
-  auto transportFor = [&](int peer) {
+  auto pathTo = [&](int peer) {
     const RankInfo& p = comm->peers[size_t(peer)];
-    if (p.processToken == me.processToken && !params::getInt("NCCL_P2P_DISABLE")) return Transport::Local;
-    if (p.hostHash == me.hostHash) {
-      if (params::getInt("NCCL_SHM_DISABLE"))
-        throw Error(ErrorCode::InvalidUsage, comm->where() + ": no transport to " + comm->describePeer(peer) +
-                                                 " on the same host: NCCL_SHM_DISABLE=1 and the network transport is not implemented yet");
-      return Transport::Shm;
-    }
-    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + comm->describePeer(peer) +
-                                             " is on another host; the network transport is not implemented yet, so ranks must share a host");
+    if (p.processToken == me.processToken && !params::getInt("NCCL_P2P_DISABLE")) return PeerPath::Local;
+    if (p.hostHash == me.hostHash && !params::getInt("NCCL_SHM_DISABLE")) return PeerPath::Shm;
+    return PeerPath::Net;
   };
-  for (const ConnKey& k : keys) transportFor(k.peer);  // fail before any message if impossible
+  bool needNet = false;
+  for (const ConnKey& k : keys) needNet = needNet || pathTo(k.peer) == PeerPath::Net;
+  if (needNet && !comm->proxy) {
+    std::string requested = !comm->config.netName.empty() ? comm->config.netName : params::getString("NCCL_NET");
+    comm->proxy = std::make_unique<NetProxy>(comm, net::openNetBackend(requested, params::getString("TUTTI_NET_REQUIRE")));
+  }
+  const SteadyTime deadline = deadlineAfter(comm->timeoutSeconds);
+  auto describe = [&](const ConnKey& k) {
+    return (k.send ? "connection from " + comm->where() + " to " + comm->describePeer(k.peer)
+                   : "connection from " + comm->describePeer(k.peer) + " to " + comm->where()) +
+           ", channel " + std::to_string(k.channel);
+  };
+  auto workerBell = [&](const ConnKey& k) { return &comm->control->bells[workerOfChannel(comm, k.channel)]; };
+  auto sharedConnection = [&](std::unique_ptr<FifoConnection> shared, int peer) {
+    Connection c;
+    c.fifo = shared->fifo();
+    c.transport = transportName(shared->transport());
+    c.peerBells = comm->peerControl[size_t(peer)]->bells;
+    c.shared = std::move(shared);
+    return c;
+  };
+  auto netConnection = [&](kern::FifoHeader* fifo) {
+    Connection c;
+    c.fifo = fifo;
+    c.proxyBell = comm->proxy->bell();
+    c.transport = std::string("net/") + comm->proxy->backend().name();
+    return c;
+  };
+  // What the receiving side sends the sending side: a shm segment or a net listener's handle.
+  union Offer {
+    SegmentDescriptor segment;
+    net::NetHandle handle;
+  };
+  static_assert(sizeof(SegmentDescriptor) == sizeof(net::NetHandle));
 
-  std::vector<std::pair<ConnKey, std::unique_ptr<FifoConnection>>> made;
+  // Receivers offer first, then senders attach or connect, then receivers accept: a TCP connect
+  // completes in the listener's backlog, so no rank waits for another's accept.
+  std::vector<std::pair<ConnKey, Connection>> made;
+  std::vector<std::pair<ConnKey, std::unique_ptr<net::NetListenComm>>> listening;
   for (const ConnKey& k : keys) {
     if (k.send) continue;
-    SegmentDescriptor descriptor{};
-    std::string context = "FIFO from " + comm->describePeer(k.peer) + " to " + comm->where() + ", channel " + std::to_string(k.channel);
-    made.emplace_back(k, FifoConnection::createReceiver(transportFor(k.peer), uint32_t(comm->nsteps), comm->slotBytes, &descriptor, context));
-    comm->bootstrap->send(k.peer, connectionTag(k), &descriptor, sizeof descriptor);
+    Offer offer{};
+    if (pathTo(k.peer) == PeerPath::Net) {
+      listening.emplace_back(k, comm->proxy->backend().listen(0, &offer.handle));
+    } else {
+      Transport transport = pathTo(k.peer) == PeerPath::Local ? Transport::Local : Transport::Shm;
+      made.emplace_back(k, sharedConnection(FifoConnection::createReceiver(transport, uint32_t(comm->nsteps), comm->slotBytes,
+                                                                           &offer.segment, "FIFO of the " + describe(k)),
+                                            k.peer));
+    }
+    comm->bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
   }
   for (const ConnKey& k : keys) {
     if (!k.send) continue;
-    SegmentDescriptor descriptor{};
-    comm->bootstrap->recv(k.peer, connectionTag(k), &descriptor, sizeof descriptor);
-    std::string context = "FIFO from " + comm->where() + " to " + comm->describePeer(k.peer) + ", channel " + std::to_string(k.channel);
-    made.emplace_back(k, FifoConnection::attachSender(descriptor, context));
+    Offer offer{};
+    comm->bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer);
+    if (pathTo(k.peer) == PeerPath::Net) {
+      try {
+        auto sendComm = comm->proxy->backend().connect(0, offer.handle, deadline, &comm->abortFlag);
+        made.emplace_back(k, netConnection(comm->proxy->addSend(std::move(sendComm), k.peer, k.channel, workerBell(k))));
+      } catch (const Error& e) {
+        throw Error(e.code(), describe(k) + ": " + e.message());
+      }
+    } else {
+      made.emplace_back(k, sharedConnection(FifoConnection::attachSender(offer.segment, "FIFO of the " + describe(k)), k.peer));
+    }
+  }
+  for (auto& [k, listener] : listening) {
+    try {
+      auto recvComm = listener->accept(deadline, &comm->abortFlag);
+      made.emplace_back(k, netConnection(comm->proxy->addRecv(std::move(recvComm), k.peer, k.channel, workerBell(k))));
+    } catch (const Error& e) {
+      throw Error(e.code(), describe(k) + ": " + e.message());
+    }
   }
   for (auto& [k, conn] : made) {
     TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d via %s", comm->where().c_str(), k.send ? "to" : "from",
-                k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, transportName(conn->transport()));
+                k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, conn.transport.c_str());
     comm->connections[k] = std::move(conn);
   }
 }
@@ -227,9 +285,12 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
 }  // namespace tutti
 
 ncclComm::~ncclComm() {
+  // A healthy communicator may still have our last sends queued in the proxy: let them leave.
+  if (proxy && !abortFlag.load() && asyncError.load() == ncclSuccess) proxy->drain(timeoutSeconds);
   abortFlag.store(true);
   if (initThread.joinable()) initThread.join();
   workers.reset();
+  proxy.reset();
   connections.clear();
   peerControlSegments.clear();
   controlSegment.reset();
@@ -243,7 +304,10 @@ void ncclComm::fail(const Error& error) {
     ncclResult_t code = error.code() == ErrorCode::Remote || error.code() == ErrorCode::Timeout ? ncclRemoteError
                         : error.code() == ErrorCode::InvalidUsage                             ? ncclInvalidUsage
                                                                                               : ncclSystemError;
-    if (asyncError.compare_exchange_strong(expected, code)) asyncErrorMessage = error.message();
+    if (asyncError.compare_exchange_strong(expected, code)) {
+      asyncErrorMessage = error.message();
+      asyncErrorCode = error.code();
+    }
   }
   abortFlag.store(true);
   if (control)

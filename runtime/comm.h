@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algorithms/lane.h"
 #include "algorithms/plan.h"
 #include "kernels/bell.h"
 #include "kernels/host_executor.h"
@@ -20,6 +21,7 @@
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
 #include "runtime/error.h"
+#include "runtime/proxy.h"
 #include "transports/fifo_connection.h"
 #include "transports/segment.h"
 
@@ -57,6 +59,18 @@ struct ConnKey {
   bool send;  // true: we send to peer; false: we receive from peer
   auto tie() const { return std::tuple(peer, channel, int(kind), send); }
   bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
+};
+
+// One direction of one connection as the executor uses it: the FIFO it reads or writes, and the
+// bell to ring after moving it. For local/shm that is the peer worker's bell in the peer's
+// control block; for net it is the proxy's bell (the proxy owns the net side and the FIFO).
+struct Connection {
+  std::unique_ptr<FifoConnection> shared;  // local/shm: memory both ranks reach
+  kern::FifoHeader* fifo = nullptr;
+  kern::Bell* peerBells = nullptr;  // local/shm: one per worker
+  kern::Bell* proxyBell = nullptr;  // net
+  std::string transport;            // "local", "shm", "net/Socket"
+  kern::Bell* bellFor(int worker) const { return proxyBell != nullptr ? proxyBell : &peerBells[worker]; }
 };
 
 // A reduction op made by ncclRedOpCreatePreMulSum.
@@ -98,7 +112,11 @@ struct ncclComm {
   std::vector<std::unique_ptr<tutti::Segment>> peerControlSegments;  // by rank; empty for self
   std::vector<tutti::ControlBlock*> peerControl;                     // by rank; null: other host
   std::unique_ptr<tutti::kern::HostWorkerPool> workers;
-  std::map<tutti::ConnKey, std::unique_ptr<tutti::FifoConnection>> connections;
+  std::map<tutti::ConnKey, tutti::Connection> connections;
+  std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
+
+  // Plans by (CollKind, root or peer); shared with launches still queued on host streams.
+  std::map<std::pair<int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
 
   std::mutex redopMutex;
   std::vector<tutti::UserRedOp> redops;  // ncclRedOp_t(ncclNumOps + i)
@@ -108,6 +126,7 @@ struct ncclComm {
   std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{ncclSuccess};
+  tutti::ErrorCode asyncErrorCode = tutti::ErrorCode::Internal;  // of the recorded error, under errorMutex
   std::mutex errorMutex;
   std::string asyncErrorMessage;
   bool destroyed = false;

@@ -101,7 +101,7 @@ struct CommLaunch {
   ncclComm* comm = nullptr;
   cudaStream_t stream = nullptr;
   std::vector<Task> tasks;
-  std::deque<plan::RankPlan> plans;
+  std::vector<std::shared_ptr<const plan::RankPlan>> plans;  // from the communicator's cache
   std::deque<kern::OpBinding> bindings;
   std::vector<std::vector<kern::LaneQueue>> queues;  // [worker][queue]
 };
@@ -155,8 +155,13 @@ void bind(CommLaunch& L) {
 
   for (const Task& t : L.tasks) {
     int nranks = comm->nranks;
-    L.plans.push_back(planFor(t, comm->rank, nranks));
-    const plan::RankPlan& p = L.plans.back();
+    // Plans depend only on the collective and its root or peer: built once per communicator.
+    auto key = std::make_pair(int(t.kind), t.root);
+    auto cached = comm->planCache.find(key);
+    if (cached == comm->planCache.end())
+      cached = comm->planCache.emplace(key, std::make_shared<const plan::RankPlan>(planFor(t, comm->rank, nranks))).first;
+    L.plans.push_back(cached->second);
+    const plan::RankPlan& p = *L.plans.back();
     kern::OpBinding b;
     b.name = collName(t.kind);
     b.seq = comm->opSeq++;
@@ -211,14 +216,17 @@ void bind(CommLaunch& L) {
   ensureConnections(comm, keys);
   for (const Pending& pd : pending) {
     kern::Lane& lane = L.queues[size_t(pd.worker)][pd.queue].lanes[pd.lane];
+    // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
     if (pd.sendKey.peer >= 0) {
-      lane.send.fifo = comm->connections.at(pd.sendKey)->fifo();
-      lane.send.peerBell = &comm->peerControl[size_t(pd.sendKey.peer)]->bells[pd.worker];
+      const Connection& conn = comm->connections.at(pd.sendKey);
+      lane.send.fifo = conn.fifo;
+      lane.send.peerBell = conn.bellFor(pd.worker);
       lane.send.peer = pd.sendKey.peer;
     }
     if (pd.recvKey.peer >= 0) {
-      lane.recv.fifo = comm->connections.at(pd.recvKey)->fifo();
-      lane.recv.peerBell = &comm->peerControl[size_t(pd.recvKey.peer)]->bells[pd.worker];
+      const Connection& conn = comm->connections.at(pd.recvKey);
+      lane.recv.fifo = conn.fifo;
+      lane.recv.peerBell = conn.bellFor(pd.worker);
       lane.recv.peer = pd.recvKey.peer;
     }
   }
@@ -259,7 +267,21 @@ void execute(const std::vector<CommLaunch*>& launches) {
       if (!first) first = std::current_exception();
     }
   }
-  if (first) std::rethrow_exception(first);
+  if (first) {
+    // A worker that stopped because the communicator failed elsewhere (the proxy saw the peer
+    // die) reports Aborted; the caller should get the cause instead.
+    try {
+      std::rethrow_exception(first);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Aborted) throw;
+      for (CommLaunch* L : launches) {
+        std::lock_guard<std::mutex> lock(L->comm->errorMutex);
+        if (L->comm->asyncError.load() != ncclSuccess && L->comm->asyncErrorCode != ErrorCode::Aborted)
+          throw Error(L->comm->asyncErrorCode, L->comm->asyncErrorMessage);
+      }
+      throw;
+    }
+  }
 }
 
 void launchGroup(std::vector<Task> tasks) {

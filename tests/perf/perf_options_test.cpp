@@ -245,6 +245,7 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   CHECK(slower == 1);
   CHECK(lines.find("SLOWER         1024 B") != std::string::npos);
   CHECK(lines.find("2048 B") == std::string::npos);
+  INFO(csvReport(r));
   CHECK(csvReport(r).find("\"p2p (threads), shm\"") != std::string::npos);
   CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::Error);
 }

@@ -1,0 +1,226 @@
+// The proxy thread: FIFO slots to isend, irecv to FIFO slots, bells both ways (see proxy.h).
+#include "runtime/proxy.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/comm.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace tutti {
+
+// One direction of one network connection and the local FIFO the executor sees.
+struct NetProxy::Connection {
+  struct FreeMemory {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, FreeMemory> memory;
+  kern::FifoHeader* fifo = nullptr;
+  std::unique_ptr<net::NetSendComm> send;
+  std::unique_ptr<net::NetRecvComm> recv;
+  net::MemoryRegistration registration;
+  int peer = -1;
+  int channel = 0;
+  kern::Bell* workerBell = nullptr;
+  uint64_t posted = 0;     // slots handed to the backend
+  uint64_t completed = 0;  // of those, slots the backend has finished
+  net::NetRequest* requests[kern::kMaxFifoSteps] = {};
+
+  ~Connection() {
+    if (send) send->deregisterMemory(registration);
+    if (recv) recv->deregisterMemory(registration);
+  }
+  bool inFlight() const { return posted != completed; }
+};
+
+NetProxy::NetProxy(ncclComm* comm, std::unique_ptr<net::NetBackend> backend) : comm_(comm), backend_(std::move(backend)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+NetProxy::~NetProxy() {
+  stop_.store(true);
+  kern::ringBell(&bell_);
+  thread_.join();
+  if (drained_)
+    for (auto& c : connections_)
+      if (c->send) c->send->closeGracefully();
+}
+
+kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
+  // Page-aligned and touched once here: FIFOs are reused for the communicator's life.
+  size_t bytes = kern::fifoBytes(uint32_t(comm_->nsteps), comm_->slotBytes);
+  void* memory = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
+  if (memory == nullptr) throwSystemError(comm_->where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
+  std::memset(memory, 0, bytes);
+  c->memory.reset(memory);
+  c->fifo = static_cast<kern::FifoHeader*>(memory);
+  kern::fifoInit(c->fifo, uint32_t(comm_->nsteps), comm_->slotBytes);
+  if (c->send) c->registration = c->send->registerMemory(memory, bytes);
+  if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
+  kern::FifoHeader* fifo = c->fifo;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    added_.push_back(std::move(c));
+    hasAdded_.store(true);
+  }
+  kern::ringBell(&bell_);
+  return fifo;
+}
+
+kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, kern::Bell* workerBell) {
+  auto c = std::make_unique<Connection>();
+  c->send = std::move(comm);
+  c->peer = peer;
+  c->channel = channel;
+  c->workerBell = workerBell;
+  return add(std::move(c));
+}
+
+kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, kern::Bell* workerBell) {
+  auto c = std::make_unique<Connection>();
+  c->recv = std::move(comm);
+  c->peer = peer;
+  c->channel = channel;
+  c->workerBell = workerBell;
+  return add(std::move(c));
+}
+
+bool NetProxy::progress(Connection& c) {
+  kern::FifoHeader* fifo = c.fifo;
+  const uint32_t nsteps = fifo->nsteps;
+  bool moved = false;
+  if (c.send) {
+    const uint64_t head = kern::fifoLoadAcquire(&fifo->head);
+    while (c.posted < head) {
+      net::NetRequest* r = c.send->isend(kern::fifoSlot(fifo, c.posted), size_t(fifo->sizes[c.posted % nsteps]), 0, c.registration);
+      if (r == nullptr) break;
+      c.requests[c.posted % nsteps] = r;
+      c.posted++;
+      moved = true;
+    }
+    bool freed = false;
+    while (c.completed < c.posted && c.send->test(c.requests[c.completed % nsteps], nullptr)) {
+      c.requests[c.completed % nsteps] = nullptr;
+      c.completed++;
+      freed = true;
+    }
+    if (freed) {
+      kern::fifoStoreRelease(&fifo->tail, c.completed);
+      kern::ringBell(c.workerBell);
+    }
+    return moved || freed;
+  }
+  const uint64_t tail = kern::fifoLoadAcquire(&fifo->tail);
+  while (c.posted - tail < nsteps) {
+    net::NetRequest* r = c.recv->irecv(kern::fifoSlot(fifo, c.posted), size_t(fifo->slotBytes), 0, c.registration);
+    if (r == nullptr) break;
+    c.requests[c.posted % nsteps] = r;
+    c.posted++;
+    moved = true;
+  }
+  bool arrived = false;
+  size_t bytes = 0;
+  while (c.completed < c.posted && c.recv->test(c.requests[c.completed % nsteps], &bytes)) {
+    c.recv->flush(kern::fifoSlot(fifo, c.completed), bytes, c.registration);
+    fifo->sizes[c.completed % nsteps] = bytes;
+    c.requests[c.completed % nsteps] = nullptr;
+    c.completed++;
+    arrived = true;
+  }
+  if (arrived) {
+    kern::fifoStoreRelease(&fifo->head, c.completed);
+    kern::ringBell(c.workerBell);
+  }
+  return moved || arrived;
+}
+
+// Sleeps until something may have changed: a socket is ready, or the bell rang (checked at
+// least every millisecond while requests are in flight, since a bell cannot be polled).
+void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
+  if (!inFlight) {
+    kern::waitBell(&bell_, seen, 100 * 1000 * 1000L);
+    return;
+  }
+  std::vector<pollfd> fds;
+  for (auto& c : connections_) {
+    if (!c->inFlight()) continue;
+    short events = c->send ? POLLOUT : POLLIN;
+    for (int fd : c->send ? c->send->pollDescriptors() : c->recv->pollDescriptors()) fds.push_back(pollfd{fd, events, 0});
+  }
+  if (fds.empty()) {
+    kern::waitBell(&bell_, seen, 1000 * 1000L);
+    return;
+  }
+  ::poll(fds.data(), fds.size(), 1);
+}
+
+void NetProxy::run() {
+  log::setThreadDevice(comm_->device);
+  int idle = 0;
+  bool failed = false;
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (hasAdded_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& c : added_) connections_.push_back(std::move(c));
+      added_.clear();
+      hasAdded_.store(false);
+    }
+    const uint32_t seen = bell_.seq.load(std::memory_order_acquire);
+    if (failed || comm_->abortFlag.load(std::memory_order_relaxed)) {
+      // Nothing more moves after an abort or a failure; wait to be stopped.
+      kern::waitBell(&bell_, seen, 100 * 1000 * 1000L);
+      continue;
+    }
+    bool moved = false, inFlight = false;
+    uint64_t unsent = 0;
+    Connection* current = nullptr;
+    try {
+      for (auto& c : connections_) {
+        current = c.get();
+        moved = progress(*c) || moved;
+        inFlight = inFlight || c->inFlight();
+        if (c->send) unsent += kern::fifoLoadAcquire(&c->fifo->head) - c->completed;
+      }
+    } catch (const Error& e) {
+      failed = true;
+      ErrorCode code = e.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
+      std::string message = comm_->where() + ": network connection " + (current->send ? "to " : "from ") + comm_->describePeer(current->peer) +
+                            " on channel " + std::to_string(current->channel) + " failed: " + e.message();
+      TUTTI_WARN("%s", message.c_str());
+      comm_->fail(Error(code, message));
+      continue;
+    }
+    unsent_.store(unsent, std::memory_order_release);
+    passes_.fetch_add(1, std::memory_order_release);
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < comm_->spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    waitForWork(seen, inFlight);
+  }
+}
+
+void NetProxy::drain(double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  uint64_t start = passes_.load(std::memory_order_acquire);
+  while (std::chrono::steady_clock::now() < deadline && !comm_->abortFlag.load()) {
+    kern::ringBell(&bell_);
+    if (passes_.load(std::memory_order_acquire) > start + 1 && unsent_.load(std::memory_order_acquire) == 0 && !hasAdded_.load()) {
+      drained_ = true;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace tutti

@@ -1,0 +1,78 @@
+// The proxy: one progress thread per communicator that moves the executor's FIFOs of network
+// connections to and from the net backend, so the executor treats every connection alike.
+//
+// Send side: the executor writes a slot of the local FIFO, publishes `head` and rings the proxy's
+// bell; the proxy isends the slot and, once the backend has taken it, frees it (`tail`) and rings
+// the worker's bell. Receive side: the proxy posts an irecv into every free slot; when one
+// completes it records the size, publishes `head` and rings the worker; the executor consumes the
+// slot, frees it and rings the proxy. Flow control is TCP's (or the backend's): nothing is
+// received into a slot that the executor has not freed.
+//
+// Fault handling, in order of precedence:
+//  1. A backend error (peer closed or reset, unreachable) fails the communicator through
+//     ncclComm::fail() with the peer's rank, host, pid and the OS error; the executors then stop.
+//  2. Every wait of the thread is a poll or a bell wait of at most 100 ms, so an abort (or
+//     destroy) is seen within that time; the thread never blocks in the backend.
+//  3. A silent peer is caught by the executor's own TUTTI_TIMEOUT, not here.
+//  4. Destroy of a healthy communicator drains queued sends first (bounded by TUTTI_TIMEOUT), so
+//     a peer still receiving our last slots gets them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/bell.h"
+#include "kernels/fifo.h"
+#include "transports/net/net.h"
+
+struct ncclComm;
+
+namespace tutti {
+
+class NetProxy {
+ public:
+  NetProxy(ncclComm* comm, std::unique_ptr<net::NetBackend> backend);
+  ~NetProxy();  // stops and joins the thread (within ~100 ms)
+  NetProxy(const NetProxy&) = delete;
+  NetProxy& operator=(const NetProxy&) = delete;
+
+  net::NetBackend& backend() { return *backend_; }
+  // The bell executors ring after moving a network connection's FIFO.
+  kern::Bell* bell() { return &bell_; }
+
+  // Hands a connected comm to the proxy, with a fresh local FIFO for the executor (returned).
+  // workerBell: the bell of the worker that runs the connection's channel.
+  kern::FifoHeader* addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, kern::Bell* workerBell);
+  kern::FifoHeader* addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, kern::Bell* workerBell);
+
+  // Waits until every published send slot has left, or the deadline / an abort. Best effort;
+  // once drained, the connections close gracefully when the proxy is destroyed.
+  void drain(double seconds);
+
+ private:
+  struct Connection;
+  void run();
+  bool progress(Connection& c);
+  void waitForWork(uint32_t seen, bool inFlight);
+  kern::FifoHeader* add(std::unique_ptr<Connection> connection);
+
+  ncclComm* comm_;
+  std::unique_ptr<net::NetBackend> backend_;
+  kern::Bell bell_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Connection>> added_;  // under mutex_, adopted by the thread
+  std::atomic<bool> hasAdded_{false};
+  std::vector<std::unique_ptr<Connection>> connections_;  // the thread's own
+  std::atomic<bool> stop_{false};
+  bool drained_ = false;
+  std::atomic<uint64_t> unsent_{0};  // published send slots not yet taken by the backend
+  std::atomic<uint64_t> passes_{0};  // progress passes made, so drain() sees a fresh count
+  std::thread thread_;
+};
+
+}  // namespace tutti

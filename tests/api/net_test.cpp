@@ -1,0 +1,146 @@
+// Ranks on different hosts (NCCL_HOSTID per process, TCP over loopback): every collective through
+// the network transport, mixed with local and shm connections, and the faults the network
+// brings: a killed rank, an abort from another thread, destroy after a failure.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/collective_cases_support.h"
+#include "tests/common/hosts_support.h"
+
+using tutti_test::allCases;
+using tutti_test::Case;
+using tutti_test::check;
+using tutti_test::Coll;
+using tutti_test::HostLayout;
+using tutti_test::runAll;
+using tutti_test::runOnHosts;
+
+namespace {
+
+const std::pair<std::string, std::string> kLoopback{"NCCL_SOCKET_IFNAME", "lo"};
+
+// Small counts of every collective, type and op, and a few large ones that take many FIFO laps.
+std::vector<Case> netCases(int nranks, bool everyOp) {
+  std::vector<Case> cases;
+  for (const Case& c : allCases({0, 1, 7, 1023}, nranks))
+    if (everyOp || c.op == ncclSum || c.op == ncclAvg) cases.push_back(c);
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
+    cases.push_back(Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 1 % nranks});
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes over TCP", "[net][processes]") {
+  HostLayout layout;
+  layout.environment = {kLoopback};
+  auto cases = netCases(4, true);
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+}
+
+TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, TCP between", "[net][processes][threads]") {
+  HostLayout layout;
+  layout.hosts = 3;
+  layout.threadsPerProcess = 2;
+  layout.environment = {kLoopback};
+  auto cases = netCases(6, false);
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+}
+
+TEST_CASE("net: NCCL_SHM_DISABLE=1 sends same-host processes over TCP, striped over several sockets", "[net][processes]") {
+  HostLayout layout;
+  layout.hosts = 1;
+  layout.ranksPerHost = 3;
+  layout.environment = {kLoopback, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_SOCKET_NTHREADS", "2"}, {"NCCL_NSOCKS_PERTHREAD", "2"}};
+  auto cases = netCases(3, false);
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+}
+
+TEST_CASE("net: TUTTI_NET_REQUIRE naming a backend that does not exist fails init", "[net][processes]") {
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = {kLoopback, {"TUTTI_NET_REQUIRE", "IB"}, {"TUTTI_BOOTSTRAP_TIMEOUT", "10"}};
+  auto outcomes = runOnHosts(layout, [](int, int, ncclComm_t) {});
+  REQUIRE(outcomes.size() == 2);
+  for (auto& o : outcomes) {
+    INFO(o.failure);
+    CHECK(o.failure.find("TUTTI_NET_REQUIRE=IB") != std::string::npos);
+  }
+}
+
+TEST_CASE("net: a rank killed during all-reduces over TCP fails every survivor with ncclRemoteError", "[net][faults]") {
+  HostLayout layout;
+  layout.environment = {kLoopback, {"TUTTI_TIMEOUT", "5"}};
+  layout.timeoutSeconds = 60;
+  const int victim = 3;  // ring 0 -> 1 (shm) -> 2 (TCP) -> 3 (shm) -> 0 (TCP)
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
+    std::vector<int> pids(size_t(n), 0);
+    int me = int(getpid());
+    TUTTI_NCCL_CHECK(ncclAllGather(&me, pids.data(), 1, ncclInt32, comm, nullptr));
+    std::vector<float> buf(1 << 18, 1.0f);
+    ncclResult_t result = ncclSuccess;
+    for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
+      if (rank == victim && i == 20) raise(SIGKILL);
+      result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    }
+    std::string message = ncclGetLastError(comm);
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    check(result == ncclRemoteError, "rank " + std::to_string(rank) + ": the all-reduce returned " + ncclGetErrorString(result) + ": " + message);
+    check(async == ncclRemoteError, "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
+    // Rank 0 receives from the victim over TCP: it sees the connection end and names the victim.
+    if (rank == 0) {
+      std::string named = "rank " + std::to_string(victim) + " (";
+      check(message.find(named) != std::string::npos && message.find("pid " + std::to_string(pids[victim])) != std::string::npos,
+            "rank 0's error does not name rank 3 and its pid " + std::to_string(pids[victim]) + ": " + message);
+    }
+    // The failed communicator is destroyed by the runner: that must not hang.
+  });
+  REQUIRE(outcomes.size() == 4);
+  for (auto& o : outcomes) {
+    INFO("process of rank " << o.firstRank << ": " << o.failure);
+    if (o.firstRank == victim) CHECK(o.signal == SIGKILL);
+    else CHECK(o.failure == "");
+  }
+}
+
+TEST_CASE("net: ncclCommAbort from another thread ends a collective stuck on a TCP peer", "[net][faults][abort]") {
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = {kLoopback};
+  layout.timeoutSeconds = 60;
+  auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
+    std::vector<float> buf(1 << 20, 1.0f);
+    if (rank == 1) {
+      // Never joins the all-reduce; waits until the peer has given up, then leaves.
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      return;
+    }
+    std::atomic<bool> returned{false};
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ncclCommAbort(comm);
+    });
+    ncclResult_t result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    returned = true;
+    aborter.join();
+    check(result != ncclSuccess, "the stuck all-reduce succeeded");
+    throw tutti_test::RankFailure("aborted as planned");  // the comm is gone: skip the runner's destroy
+  });
+  REQUIRE(outcomes.size() == 2);
+  CHECK(outcomes[0].failure.find("aborted as planned") != std::string::npos);
+  CHECK(outcomes[0].failure.find("the stuck all-reduce succeeded") == std::string::npos);
+  CHECK(outcomes[1].failure == "");
+}

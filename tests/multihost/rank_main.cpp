@@ -1,0 +1,71 @@
+// One rank of a multi-host run: joins through NCCL_COMM_ID (the root is rank 0's process), runs
+// every collective's cases and checks them, and exits 0 only when all passed. Started by
+// run.sh inside a network namespace; NCCL_HOSTID tells the namespaces apart.
+//
+// Usage: multihost_rank <rank> <nranks> [quick]
+//        multihost_rank <rank> <nranks> faults   all-reduces in a loop until one fails: exits 0
+//            when it failed with ncclRemoteError (the fault was reported), 1 otherwise.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/collective_cases_support.h"
+#include "tests/common/ranks_support.h"
+
+namespace {
+
+int faultLoop(int rank, int nranks) {
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
+    std::fprintf(stderr, "rank %d/%d: init failed: %s\n", rank, nranks, ncclGetLastError(nullptr));
+    return 1;
+  }
+  std::vector<float> buf(1 << 18, 1.0f);
+  ncclResult_t result = ncclSuccess;
+  long iterations = 0;
+  // Bounded: the script kills a rank or cuts a link within seconds; a run that outlives this
+  // loop without an error has missed the fault.
+  for (; iterations < 2000000 && result == ncclSuccess; iterations++)
+    result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  std::printf("rank %d/%d: after %ld all-reduces: %s: %s\n", rank, nranks, iterations, ncclGetErrorString(result),
+              ncclGetLastError(comm));
+  std::fflush(stdout);
+  ncclCommDestroy(comm);  // after a failure this must return, not hang
+  return result == ncclRemoteError ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s <rank> <nranks> [quick]\n", argv[0]);
+    return 2;
+  }
+  const int rank = std::atoi(argv[1]), nranks = std::atoi(argv[2]);
+  const std::string mode = argc > 3 ? argv[3] : "";
+  const bool quick = mode == "quick";
+  ncclComm_t comm = nullptr;
+  if (mode == "faults") return faultLoop(rank, nranks);
+  try {
+    ncclUniqueId id;
+    tutti_test::checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");  // NCCL_COMM_ID names the root
+    tutti_test::checkNccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+    std::vector<tutti_test::Case> cases;
+    for (const tutti_test::Case& c : tutti_test::allCases({0, 1, 7, 1023}, nranks))
+      if (!quick || c.op == ncclSum) cases.push_back(c);
+    for (tutti_test::Coll coll : {tutti_test::Coll::AllReduce, tutti_test::Coll::AllGather, tutti_test::Coll::ReduceScatter,
+                                  tutti_test::Coll::AlltoAll})
+      cases.push_back(tutti_test::Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 0});
+    tutti_test::runAll(cases, rank, nranks, comm);
+    tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+    std::printf("rank %d/%d: %zu cases passed\n", rank, nranks, cases.size());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d/%d: %s\n", rank, nranks, e.what());
+    if (comm) ncclCommAbort(comm);
+    return 1;
+  }
+}

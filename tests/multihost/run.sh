@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Multi-host runs of tutti in network namespaces on this machine: each "host" is a namespace whose
+# only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
+# on those veths; nothing else is contacted. Everything made here is removed on exit.
+#
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown>
+#   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
+#   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
+#   kill      2 hosts x 2 ranks in an all-reduce loop; one rank is SIGKILLed: survivors must report
+#             ncclRemoteError within TUTTI_TIMEOUT
+#   linkdown  as kill, but the second host's veth is taken down
+# Exits 77 (skipped) without root or without `ip netns`.
+set -u
+rank_bin=$1
+variant=$2
+tag=$$
+timeout_s=5  # TUTTI_TIMEOUT for the fault variants
+
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+  echo "skipped: needs root and iproute2"; exit 77
+fi
+if ! ip netns add "tutti-probe-$tag" 2>/dev/null; then
+  echo "skipped: ip netns is not available"; exit 77
+fi
+ip netns del "tutti-probe-$tag"
+
+namespaces=()
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT INT TERM
+
+switch="tutti-sw-$tag"
+ip netns add "$switch" && namespaces+=("$switch") || exit 1
+ip -n "$switch" link add br0 type bridge || exit 1
+ip -n "$switch" link set br0 up
+
+subnet4="10.213.$((tag % 250)).0"
+subnet6="fd74:7574:7469:$((tag % 9000))"
+
+# make_host <index>: a namespace with tnet0 on the bridge, addressed in both families.
+make_host() {
+  local h=$1 ns="tutti-h$1-$tag"
+  ip netns add "$ns" && namespaces+=("$ns") || return 1
+  ip link add "tva$h-$tag" type veth peer name "tvb$h-$tag" || return 1
+  ip link set "tva$h-$tag" netns "$ns" name tnet0 || return 1
+  ip link set "tvb$h-$tag" netns "$switch" || return 1
+  ip -n "$switch" link set "tvb$h-$tag" master br0 up || return 1
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "${subnet4%.0}.$((h + 1))/24" dev tnet0 || return 1
+  ip -n "$ns" addr add "$subnet6::$((h + 1))/64" dev tnet0 nodad || return 1
+  ip -n "$ns" link set tnet0 up || return 1
+}
+
+# run_job <hosts> <ranks per host> <family 4|6> <mode> [fault]: starts every rank, optionally
+# injects the fault, and waits. Returns non-zero when a rank that should pass did not.
+run_job() {
+  local hosts=$1 per=$2 family=$3 mode=$4 fault=${5:-}
+  local nranks=$((hosts * per)) port=$((20000 + (tag + RANDOM) % 20000)) root
+  if [ "$family" = 6 ]; then root="[$subnet6::1]:$port"; else root="${subnet4%.0}.1:$port"; fi
+  local -a env=(NCCL_COMM_ID="$root" NCCL_SOCKET_IFNAME==tnet0 TUTTI_DEVICE=host TUTTI_BOOTSTRAP_TIMEOUT=60)
+  [ "$family" = 6 ] && env+=(NCCL_SOCKET_FAMILY=AF_INET6)
+  [ -n "$fault" ] && env+=(TUTTI_TIMEOUT=$timeout_s)
+  pids=()
+  local r
+  for ((r = 0; r < nranks; r++)); do
+    local h=$((r / per))
+    ip netns exec "tutti-h$h-$tag" env "${env[@]}" NCCL_HOSTID="host$h" "$rank_bin" "$r" "$nranks" $mode &
+    pids+=($!)
+  done
+  local victim=$((nranks - 1))
+  if [ -n "$fault" ]; then
+    sleep 3
+    if [ "$fault" = kill ]; then
+      echo "killing rank $victim (pid ${pids[$victim]})"
+      kill -9 "${pids[$victim]}"
+    else
+      echo "taking host1's link down"
+      ip -n "$switch" link set "tvb1-$tag" down
+    fi
+  fi
+  local failed=0 status
+  for ((r = 0; r < nranks; r++)); do
+    # Bounded: a rank that hangs is killed by the CTest timeout and the trap.
+    wait "${pids[$r]}"; status=$?
+    if [ "$fault" = kill ] && [ "$r" = "$victim" ]; then continue; fi
+    if [ "$status" != 0 ]; then echo "rank $r exited with status $status"; failed=1; fi
+  done
+  return $failed
+}
+
+case "$variant" in
+  ipv4)
+    make_host 0 && make_host 1 && make_host 2 || exit 1
+    run_job 2 2 4 "" || exit 1
+    run_job 3 2 4 quick || exit 1 ;;
+  ipv6)
+    make_host 0 && make_host 1 || exit 1
+    sleep 1  # IPv6 addresses settle
+    run_job 2 2 6 quick || exit 1 ;;
+  kill)
+    make_host 0 && make_host 1 || exit 1
+    run_job 2 2 4 faults kill || exit 1 ;;
+  linkdown)
+    make_host 0 && make_host 1 || exit 1
+    run_job 2 2 4 faults linkdown || exit 1 ;;
+  *) echo "unknown variant $variant"; exit 2 ;;
+esac
+echo "multihost $variant: passed"

@@ -1,0 +1,276 @@
+// Tests of the net interface's Socket backend on loopback: messages of many sizes over one and
+// several sockets, the length check, hostile connections to a listener, abort, backend choice.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/socket.h"
+#include "transports/net/net.h"
+#include "transports/net/socket/socket_backend.h"
+
+namespace tutti::net {
+namespace {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+struct Pair {
+  std::unique_ptr<NetSendComm> send;
+  std::unique_ptr<NetRecvComm> recv;
+};
+
+Pair connectPair(NetBackend& backend) {
+  NetHandle handle{};
+  auto listener = backend.listen(0, &handle);
+  std::atomic<bool> abort{false};
+  auto deadline = deadlineAfter(10);
+  Pair pair;
+  pair.send = backend.connect(0, handle, deadline, &abort);
+  pair.recv = listener->accept(deadline, &abort);
+  return pair;
+}
+
+// Drives both sides until both requests complete (or 10 s pass).
+size_t exchange(Pair& pair, const std::vector<char>& out, std::vector<char>& in) {
+  NetRequest* s = nullptr;
+  NetRequest* r = nullptr;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s == nullptr) s = pair.send->isend(out.data(), out.size(), 0, {});
+  while (r == nullptr) r = pair.recv->irecv(in.data(), in.size(), 0, {});
+  bool sent = false, received = false;
+  size_t got = 0;
+  while (!(sent && received)) {
+    if (std::chrono::steady_clock::now() > deadline) FAIL("the exchange did not complete within 10 s");
+    if (!sent) sent = pair.send->test(s, nullptr);
+    if (!received) received = pair.recv->test(r, &got);
+  }
+  return got;
+}
+
+std::vector<char> pattern(size_t bytes, uint32_t seed) {
+  std::vector<char> data(bytes);
+  std::mt19937 random(seed);
+  for (char& c : data) c = char(random());
+  return data;
+}
+
+}  // namespace
+
+TEST_CASE("net/socket: messages of many sizes arrive intact, over one and several sockets", "[net][socket]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  const char* nsocks = GENERATE("1", "3");
+  ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", nsocks);
+  CHECK(socketsPerConnection() == std::atoi(nsocks));
+  auto backend = openNetBackend("Socket", "");
+  REQUIRE(std::string(backend->name()) == "Socket");
+  REQUIRE(backend->deviceCount() >= 1);
+  CHECK(backend->properties(0).name == "lo");
+  Pair pair = connectPair(*backend);
+  uint32_t seed = 1;
+  for (size_t bytes : {size_t(0), size_t(1), size_t(8), size_t(4095), size_t(100000), size_t(1 << 20) + 3, size_t(3 << 20)}) {
+    INFO(bytes << " bytes over " << nsocks << " sockets");
+    std::vector<char> out = pattern(bytes, seed++), in(bytes + 64, 'x');
+    REQUIRE(exchange(pair, out, in) == bytes);
+    CHECK(std::memcmp(in.data(), out.data(), bytes) == 0);
+    CHECK(in[bytes] == 'x');  // nothing written past the message
+  }
+  // Several in flight at once: they complete in order, each intact.
+  std::vector<std::vector<char>> outs, ins;
+  std::vector<NetRequest*> sends, recvs;
+  for (int i = 0; i < 8; i++) {
+    outs.push_back(pattern(size_t(70000 * i + 5), uint32_t(100 + i)));
+    ins.emplace_back(outs.back().size());
+  }
+  for (int i = 0; i < 8; i++) {
+    NetRequest* r = pair.recv->irecv(ins[size_t(i)].data(), ins[size_t(i)].size(), 0, {});
+    REQUIRE(r != nullptr);
+    recvs.push_back(r);
+    NetRequest* s = pair.send->isend(outs[size_t(i)].data(), outs[size_t(i)].size(), 0, {});
+    REQUIRE(s != nullptr);
+    sends.push_back(s);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0; i < 8; i++) {
+    size_t got = 0;
+    while (!pair.recv->test(recvs[size_t(i)], &got)) {
+      for (auto& s : sends)
+        if (s && pair.send->test(s, nullptr)) s = nullptr;
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+    }
+    CHECK(got == outs[size_t(i)].size());
+    CHECK(ins[size_t(i)] == outs[size_t(i)]);
+  }
+}
+
+TEST_CASE("net/socket: a message longer than the posted receive is a Remote error", "[net][socket]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  auto backend = openNetBackend("Socket", "");
+  Pair pair = connectPair(*backend);
+  std::vector<char> out(5000, 'a'), in(100);
+  NetRequest* s = pair.send->isend(out.data(), out.size(), 0, {});
+  REQUIRE(s);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool threw = false;
+  NetRequest* r = nullptr;
+  while (!threw && std::chrono::steady_clock::now() < deadline) {
+    pair.send->test(s, nullptr);
+    try {
+      // The length arrives first; the check may already fire when the receive is posted.
+      if (r == nullptr) r = pair.recv->irecv(in.data(), in.size(), 0, {});
+      else pair.recv->test(r, nullptr);
+    } catch (const Error& e) {
+      threw = true;
+      CHECK(e.code() == ErrorCode::Remote);
+      CHECK(std::string(e.what()).find("5000 bytes") != std::string::npos);
+    }
+  }
+  CHECK(threw);
+}
+
+TEST_CASE("net/socket: a closed peer is a Remote error on both sides", "[net][socket]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  auto backend = openNetBackend("Socket", "");
+  Pair pair = connectPair(*backend);
+  std::vector<char> in(100);
+  NetRequest* r = pair.recv->irecv(in.data(), in.size(), 0, {});
+  pair.send.reset();  // the sender goes away
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::optional<Error> error;
+  while (!error && std::chrono::steady_clock::now() < deadline) {
+    try {
+      pair.recv->test(r, nullptr);
+    } catch (const Error& e) {
+      error = e;
+    }
+  }
+  REQUIRE(error);
+  CHECK(error->code() == ErrorCode::Remote);
+  CHECK(std::string(error->what()).find("closed") != std::string::npos);
+}
+
+TEST_CASE("net/socket: garbage, a wrong secret and a truncated hello do not stop the real peer", "[net][socket][hostile]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  auto backend = openNetBackend("Socket", "");
+  NetHandle handle{};
+  auto listener = backend->listen(0, &handle);
+  // The listener's address is in the handle; find it by asking the backend's own connect later.
+  // Hostile clients connect to the same port first.
+  uint8_t wire[SocketAddress::kWireBytes];
+  std::memcpy(wire, handle.bytes + 24, sizeof wire);  // HandleLayout: magic, nonce, nsocks, pad, address
+  SocketAddress address = SocketAddress::fromWire(wire);
+  REQUIRE(address.isLoopback());
+  std::atomic<bool> abort{false};
+  auto deadline = deadlineAfter(10);
+  std::vector<Socket> hostile;
+  {
+    Socket garbage = Socket::connect(address, deadline, &abort);
+    std::vector<char> bytes = pattern(24, 7);
+    garbage.sendAll(bytes.data(), bytes.size(), deadline, &abort);
+    hostile.push_back(std::move(garbage));
+  }
+  {
+    Socket wrongSecret = Socket::connect(address, deadline, &abort);
+    NetHandle forged = handle;
+    forged.bytes[8] ^= 0xff;  // the nonce
+    // A well-formed hello with another nonce: the first 8 bytes of a hello are its magic.
+    uint64_t hello[3] = {0x7475747469484c4full, 0, 0x0000000100000000ull};
+    std::memcpy(&hello[1], forged.bytes + 8, 8);
+    wrongSecret.sendAll(hello, sizeof hello, deadline, &abort);
+    hostile.push_back(std::move(wrongSecret));
+  }
+  {
+    Socket truncated = Socket::connect(address, deadline, &abort);
+    char half[5] = {1, 2, 3, 4, 5};
+    truncated.sendAll(half, sizeof half, deadline, &abort);
+    truncated.close();
+  }
+  std::unique_ptr<NetSendComm> send;
+  std::thread connector([&] { send = backend->connect(0, handle, deadline, &abort); });
+  auto recv = listener->accept(deadline, &abort);
+  connector.join();
+  REQUIRE(send);
+  Pair pair{std::move(send), std::move(recv)};
+  std::vector<char> out = pattern(12345, 9), in(12345);
+  CHECK(exchange(pair, out, in) == out.size());
+  CHECK(in == out);
+}
+
+TEST_CASE("net/socket: accept is bounded and abortable", "[net][socket]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  auto backend = openNetBackend("Socket", "");
+  NetHandle handle{};
+  auto listener = backend->listen(0, &handle);
+  std::atomic<bool> abort{false};
+  try {
+    listener->accept(deadlineAfter(0.2), &abort);
+    FAIL("accept returned without a peer");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Timeout);
+  }
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    abort = true;
+  });
+  try {
+    listener->accept(deadlineAfter(30), &abort);
+    FAIL("accept returned without a peer");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Aborted);
+  }
+  aborter.join();
+}
+
+TEST_CASE("net: NCCL_NET and TUTTI_NET_REQUIRE pick a backend by name, or fail naming those that exist", "[net]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  CHECK(std::string(openNetBackend("", "")->name()) == "Socket");
+  CHECK(std::string(openNetBackend("socket", "")->name()) == "Socket");  // NCCL compares names without case
+  for (auto [requested, required] : {std::pair<const char*, const char*>{"IB", ""}, {"", "IB"}, {"Socket", "IB"}}) {
+    try {
+      openNetBackend(requested, required);
+      FAIL("an unknown backend was accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidUsage);
+      CHECK(std::string(e.what()).find("IB") != std::string::npos);
+      CHECK(std::string(e.what()).find("available: Socket") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("net: an NCCL_SOCKET_IFNAME that matches nothing fails naming the interfaces that exist", "[net]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "=no-such-interface0");
+  try {
+    openNetBackend("Socket", "");
+    FAIL("a backend without interfaces was opened");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidUsage);
+    CHECK(std::string(e.what()).find("lo") != std::string::npos);
+  }
+}
+
+}  // namespace tutti::net

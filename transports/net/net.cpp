@@ -1,0 +1,84 @@
+// The registry of net backends and the choice among them (NCCL_NET, TUTTI_NET_REQUIRE).
+#include "transports/net/net.h"
+
+#include <mutex>
+#include <utility>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "transports/net/socket/socket_backend.h"
+
+namespace tutti::net {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, NetBackendFactory>> backends;
+};
+
+// Built-in backends are listed here rather than by static initialisers, which a static link
+// would drop.
+Registry& registry() {
+  static Registry r{{}, {{"Socket", makeSocketBackend}}};
+  return r;
+}
+
+bool sameName(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+}  // namespace
+
+void registerNetBackend(const std::string& name, NetBackendFactory factory) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto& [existing, f] : r.backends)
+    if (sameName(existing, name)) {
+      f = std::move(factory);
+      return;
+    }
+  r.backends.emplace_back(name, std::move(factory));
+}
+
+std::vector<std::string> netBackendNames() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (auto& [name, f] : r.backends) names.push_back(name);
+  return names;
+}
+
+std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const std::string& required) {
+  std::vector<std::pair<std::string, NetBackendFactory>> candidates;
+  std::string known;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (auto& [name, f] : r.backends) known += (known.empty() ? "" : ", ") + name;
+    std::string wanted = !required.empty() ? required : requested;
+    for (auto& entry : r.backends)
+      if (wanted.empty() || sameName(entry.first, wanted)) candidates.push_back(entry);
+    if (!wanted.empty() && candidates.empty())
+      throw Error(ErrorCode::InvalidUsage, std::string(!required.empty() ? "TUTTI_NET_REQUIRE" : "NCCL_NET") + "=" + wanted +
+                                               ": no such network backend (available: " + known + ")");
+  }
+  std::string reasons;
+  for (auto& [name, factory] : candidates) {
+    try {
+      std::unique_ptr<NetBackend> backend = factory();
+      TUTTI_INFO(log::Net, "NET: using backend %s", name.c_str());
+      return backend;
+    } catch (const Error& e) {
+      // A required backend must not be replaced by another; the first failure is the answer.
+      if (!required.empty() || !requested.empty()) throw;
+      reasons += (reasons.empty() ? "" : "; ") + name + ": " + e.message();
+      TUTTI_INFO(log::Net, "NET: backend %s is not usable: %s", name.c_str(), e.what());
+    }
+  }
+  throw Error(ErrorCode::System, "no usable network backend (" + reasons + ")");
+}
+
+}  // namespace tutti::net

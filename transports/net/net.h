@@ -1,0 +1,122 @@
+// The net interface: what a network backend offers the proxy, shaped like NCCL's net plugin
+// (devices and their properties, listen / connect / accept, memory registration, isend / irecv /
+// test, flush, close) so that an external NCCL net plugin can be adapted to it later. Backends
+// register by name; NCCL_NET (or ncclConfig_t.netName) picks one.
+//
+// Differences from the plugin ABI, and why: connect and accept take a deadline and an abort flag
+// instead of being polled to completion by the caller (every wait in tutti is bounded and
+// abortable, and the runtime orders listen -> connect -> accept so that neither side waits for
+// the other's accept); errors are tutti::Error naming the peer and errno instead of result codes;
+// a closed comm is a destroyed object (close == destructor).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/socket.h"
+
+namespace tutti::net {
+
+// What a device can do, as NCCL's ncclNetProperties_t describes it.
+struct NetProperties {
+  std::string name;        // interface name, e.g. "eth0"
+  std::string pciPath;     // sysfs path of the device, "" when unknown
+  uint64_t guid = 0;
+  bool hostMemory = true;  // isend/irecv accept host pointers
+  bool cudaMemory = false; // ... and CUDA device pointers
+  int speedMbps = 0;       // link speed, 0 when unknown
+  int port = 0;
+  float latencyUs = 0;
+  int maxComms = 65536;
+  int maxRecvs = 1;        // grouped receives per irecv
+  std::string address;     // the address this device listens on (for logs)
+};
+
+// Opaque bytes the listening side hands to the connecting side out of band (over the bootstrap).
+constexpr size_t kNetHandleBytes = 128;
+struct NetHandle {
+  uint8_t bytes[kNetHandleBytes];
+};
+
+// What registerMemory returns; backends that need nothing return an empty handle.
+struct MemoryRegistration {
+  void* backendData = nullptr;
+};
+
+// An outstanding isend/irecv; test() completes it.
+class NetRequest {
+ public:
+  virtual ~NetRequest() = default;
+};
+
+// One direction of one connection, sending side.
+class NetSendComm {
+ public:
+  virtual ~NetSendComm() = default;
+  virtual MemoryRegistration registerMemory(void* data, size_t bytes) = 0;
+  virtual void deregisterMemory(MemoryRegistration registration) = 0;
+  // Starts sending `bytes`; nullptr when the comm cannot take another request now (retry later).
+  virtual NetRequest* isend(const void* data, size_t bytes, int tag, MemoryRegistration registration) = 0;
+  // Makes progress; true (and the request is freed) once done. Throws tutti::Error on failure.
+  virtual bool test(NetRequest* request, size_t* bytes) = 0;
+  // File descriptors whose readiness means progress may be possible (for poll); may be empty.
+  virtual std::vector<int> pollDescriptors() const = 0;
+  // Tells the peer that no message follows, so that the end of the connection is not an error
+  // there (a peer that dies without it is). Best effort; never blocks. Called after a drain.
+  virtual void closeGracefully() = 0;
+};
+
+// One direction of one connection, receiving side.
+class NetRecvComm {
+ public:
+  virtual ~NetRecvComm() = default;
+  virtual MemoryRegistration registerMemory(void* data, size_t bytes) = 0;
+  virtual void deregisterMemory(MemoryRegistration registration) = 0;
+  // Posts a receive of at most `capacity` bytes; nullptr when no more can be posted now.
+  virtual NetRequest* irecv(void* data, size_t capacity, int tag, MemoryRegistration registration) = 0;
+  // Makes progress; true (and the request is freed) once the message has arrived, with its size.
+  virtual bool test(NetRequest* request, size_t* bytes) = 0;
+  // Makes received data visible to the consumer (GPU memory); host memory needs nothing.
+  virtual void flush(void* data, size_t bytes, MemoryRegistration registration) = 0;
+  virtual std::vector<int> pollDescriptors() const = 0;
+};
+
+// A listening endpoint: accept() yields the receiving side of a connection.
+class NetListenComm {
+ public:
+  virtual ~NetListenComm() = default;
+  // Waits for the peer that was given this listener's handle; drops (and logs) anything else
+  // that connects. Throws Timeout / Aborted / Remote.
+  virtual std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) = 0;
+};
+
+class NetBackend {
+ public:
+  virtual ~NetBackend() = default;
+  virtual const char* name() const = 0;
+  virtual int deviceCount() = 0;
+  virtual NetProperties properties(int device) = 0;
+  // Listens on `device`; `handle` receives what the connecting side needs.
+  virtual std::unique_ptr<NetListenComm> listen(int device, NetHandle* handle) = 0;
+  // Connects to the listener described by `handle` from `device`.
+  virtual std::unique_ptr<NetSendComm> connect(int device, const NetHandle& handle, SteadyTime deadline,
+                                               const std::atomic<bool>* abortFlag) = 0;
+};
+
+// The registry of backends, in order of preference. A backend's factory may throw (no device);
+// selection then moves on unless the name was required.
+using NetBackendFactory = std::function<std::unique_ptr<NetBackend>()>;
+void registerNetBackend(const std::string& name, NetBackendFactory factory);
+std::vector<std::string> netBackendNames();
+
+// The backend to use: `requested` (NCCL_NET or ncclConfig_t.netName; "" = the first that
+// works), `required` (TUTTI_NET_REQUIRE: fail rather than fall back). Throws InvalidUsage naming
+// the backends that exist when the requested one is unknown, or System when none works.
+std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const std::string& required);
+
+}  // namespace tutti::net
