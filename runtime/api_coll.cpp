@@ -99,10 +99,6 @@ TUTTI_NCCL_ALIAS(ncclReduce)
 
 TUTTI_API ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclComm_t comm, cudaStream_t stream) {
-  if (sendbuff != nullptr && sendbuff == recvbuff && count > 0)
-    return guard("ncclAlltoAll", [] {
-      throw Error(ErrorCode::InvalidArgument, "ncclAlltoAll: sendbuff and recvbuff are the same buffer; an in-place all-to-all is not supported");
-    });
   return submit("ncclAlltoAll", CollKind::AlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclAlltoAll)

@@ -3,6 +3,7 @@
 #include "runtime/launch.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -104,6 +105,15 @@ struct CommLaunch {
   std::vector<std::shared_ptr<const plan::RankPlan>> plans;  // from the communicator's cache
   std::deque<kern::OpBinding> bindings;
   std::vector<std::vector<kern::LaneQueue>> queues;  // [worker][queue]
+  // An in-place all-to-all reads its input from a copy, taken when the launch runs (in stream
+  // order), because every block is both sent and overwritten.
+  std::deque<std::vector<char>> inputCopies;
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  std::vector<Copy> prologue;
 };
 
 struct QueueKey {
@@ -166,6 +176,12 @@ void bind(CommLaunch& L) {
     b.name = collName(t.kind);
     b.seq = comm->opSeq++;
     b.in = t.in;
+    if (t.kind == CollKind::AlltoAll && t.in != nullptr && t.in == t.out) {
+      size_t bytes = t.count * kern::dtypeSize(t.type) * size_t(nranks);
+      L.inputCopies.emplace_back(bytes);
+      L.prologue.push_back({L.inputCopies.back().data(), t.in, bytes});
+      b.in = L.inputCopies.back().data();
+    }
     b.out = t.out;
     b.count = t.count;
     b.type = t.type;
@@ -246,6 +262,8 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
 // Runs the launches to completion. With one launch, worker 0 runs on this thread.
 void execute(const std::vector<CommLaunch*>& launches) {
   const bool inlineFirst = launches.size() == 1;
+  for (CommLaunch* L : launches)
+    for (const CommLaunch::Copy& c : L->prologue) std::memcpy(c.dst, c.src, c.bytes);
   for (CommLaunch* L : launches)
     for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
       if (!L->queues[size_t(w)].empty())

@@ -157,7 +157,7 @@ const std::vector<Collective>& collectives() {
       {"reduce_scatter", "ring", true, false, true, scatterCounts, perRankBlocksBw, runReduceScatter, allOutput, expectScatteredReduction, anyRanks},
       {"broadcast", "ring", false, true, true, sameCounts, oneMessageBw, runBroadcast, allOutput, expectRootCopy, anyRanks},
       {"reduce", "ring", true, true, true, sameCounts, oneMessageBw, runReduce, rootOutput, expectReduced, anyRanks},
-      {"alltoall", "direct", false, false, false, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput, expectAlltoAll, anyRanks},
+      {"alltoall", "direct", false, false, true, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput, expectAlltoAll, anyRanks},
       {"sendrecv", "p2p", true, false, true, sameCounts, oneMessageBw, runSendRecv, allOutput, expectFromPrevious, anyRanks},
       {"gather", "direct", false, true, true, gatherCounts, perRankBlocksBw, runGather, rootOutput, expectGathered, anyRanks},
       {"scatter", "direct", false, true, true, scatterCounts, perRankBlocksBw, runScatter, allOutput, expectScattered, anyRanks},

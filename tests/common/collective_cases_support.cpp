@@ -219,7 +219,7 @@ std::vector<Case> allCases(const std::vector<size_t>& counts, int nranks) {
         if (!reduces(coll) && op != ncclSum) continue;
         for (size_t count : counts)
           for (bool inPlace : {false, true}) {
-            if (inPlace && (coll == Coll::AlltoAll || coll == Coll::SendRecv)) continue;
+            if (inPlace && coll == Coll::SendRecv) continue;
             int root = int(count % size_t(nranks));
             cases.push_back({coll, type, op, count, inPlace, root});
           }
