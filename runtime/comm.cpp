@@ -60,6 +60,88 @@ double seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// How two ranks reach each other. Both ends reach the same verdict: it depends only on the
+// pair's identities (and on variables that every rank of a job is expected to share).
+PeerPath pathBetween(const RankInfo& a, const RankInfo& b) {
+  if (a.processToken == b.processToken && !params::getInt("NCCL_P2P_DISABLE")) return PeerPath::Local;
+  if (a.hostHash == b.hostHash && !params::getInt("NCCL_SHM_DISABLE")) return PeerPath::Shm;
+  return PeerPath::Net;
+}
+
+std::string pathName(const ncclComm* comm, PeerPath path) {
+  switch (path) {
+    case PeerPath::Local: return "local";
+    case PeerPath::Shm: return "shm";
+    case PeerPath::Net: return comm->proxy ? std::string("net/") + comm->proxy->backend().name() : "net";
+  }
+  return "?";
+}
+
+// The proxy and its backend, opened once per communicator (NCCL_NET, ncclConfig_t.netName,
+// TUTTI_NET_REQUIRE).
+void openProxy(ncclComm* comm) {
+  if (comm->proxy) return;
+  std::string requested = !comm->config.netName.empty() ? comm->config.netName : params::getString("NCCL_NET");
+  comm->proxy = std::make_unique<NetProxy>(comm, net::openNetBackend(requested, params::getString("TUTTI_NET_REQUIRE")));
+}
+
+// The network identity a rank shows the others, for rank 0's summary of the job's layout.
+struct NetIdentity {
+  char interfaceName[32];
+  char address[64];
+};
+
+// Rank 0's one-line picture of the communicator: ranks, nodes, the transports inside and between
+// nodes, and each node's network interface and address (gathered from every rank when the job
+// spans nodes). Collective: every rank calls it, with the same view of the peers.
+void describeLayout(ncclComm* comm) {
+  std::map<uint64_t, std::vector<int>> ranksOfHost;
+  std::vector<uint64_t> hostOrder;  // by first rank, so node numbers follow rank order
+  for (int r = 0; r < comm->nranks; r++) {
+    uint64_t hash = comm->peers[size_t(r)].hostHash;
+    if (ranksOfHost[hash].empty()) hostOrder.push_back(hash);
+    ranksOfHost[hash].push_back(r);
+  }
+  std::vector<NetIdentity> identities;
+  if (hostOrder.size() > 1) {
+    // Every rank agrees that the job spans nodes, so every rank takes part in this gather.
+    openProxy(comm);
+    net::NetProperties nic = comm->proxy->backend().properties(0);
+    identities.assign(size_t(comm->nranks), NetIdentity{});
+    NetIdentity& mine = identities[size_t(comm->rank)];
+    std::strncpy(mine.interfaceName, nic.name.c_str(), sizeof mine.interfaceName - 1);
+    std::strncpy(mine.address, nic.address.c_str(), sizeof mine.address - 1);
+    comm->bootstrap->allGather(identities.data(), sizeof(NetIdentity));
+  }
+  if (comm->rank != 0 || !log::enabled(log::Level::Info, log::Init)) return;
+
+  // Ranks of one node talk as their neighbours in rank order do; several kinds show up when a
+  // node mixes processes and threads.
+  std::set<PeerPath> intraPaths;
+  for (auto& [hash, ranks] : ranksOfHost)
+    for (size_t i = 1; i < ranks.size(); i++) intraPaths.insert(pathBetween(comm->peers[size_t(ranks[i - 1])], comm->peers[size_t(ranks[i])]));
+  // Ring neighbours are such pairs, so the network is needed anyway; open it now to name it.
+  if (intraPaths.count(PeerPath::Net)) openProxy(comm);
+  std::set<std::string> intra;
+  for (PeerPath path : intraPaths) intra.insert(pathName(comm, path));
+  std::string intraText;
+  for (const std::string& name : intra) intraText += (intraText.empty() ? "" : "+") + name;
+  std::string nodesText;
+  for (size_t n = 0; n < hostOrder.size(); n++) {
+    const std::vector<int>& ranks = ranksOfHost[hostOrder[n]];
+    nodesText += "; node " + std::to_string(n) + " " + comm->peers[size_t(ranks[0])].hostname + " (" + std::to_string(ranks.size()) +
+                 (ranks.size() == 1 ? " rank" : " ranks");
+    if (!identities.empty()) {
+      const NetIdentity& id = identities[size_t(ranks[0])];
+      nodesText += ", " + std::string(id.interfaceName) + " " + id.address;
+    }
+    nodesText += ")";
+  }
+  TUTTI_INFO(log::Init, "comm %p layout: %d ranks on %zu %s, intra-node %s, inter-node %s%s", static_cast<void*>(comm), comm->nranks,
+             hostOrder.size(), hostOrder.size() == 1 ? "node" : "nodes", intraText.empty() ? "none" : intraText.c_str(),
+             hostOrder.size() > 1 ? pathName(comm, PeerPath::Net).c_str() : "none", nodesText.c_str());
+}
+
 }  // namespace
 
 void registerComm(ncclComm* comm) {
@@ -149,6 +231,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   }
   comm->bootstrap->barrier();
   comm->controlSegment->seal();
+  describeLayout(comm);
   double exchangeSeconds = seconds(start) - bootstrapSeconds;
 
   // Ring connections on every channel.
@@ -191,21 +274,11 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
              keys.end());
   if (keys.empty()) return;
 
-  // Both ends of a connection reach the same verdict: it depends only on the pair's identities
-  // (and on variables that every rank of a job is expected to share).
   const RankInfo& me = comm->peers[size_t(comm->rank)];
-  auto pathTo = [&](int peer) {
-    const RankInfo& p = comm->peers[size_t(peer)];
-    if (p.processToken == me.processToken && !params::getInt("NCCL_P2P_DISABLE")) return PeerPath::Local;
-    if (p.hostHash == me.hostHash && !params::getInt("NCCL_SHM_DISABLE")) return PeerPath::Shm;
-    return PeerPath::Net;
-  };
+  auto pathTo = [&](int peer) { return pathBetween(me, comm->peers[size_t(peer)]); };
   bool needNet = false;
   for (const ConnKey& k : keys) needNet = needNet || pathTo(k.peer) == PeerPath::Net;
-  if (needNet && !comm->proxy) {
-    std::string requested = !comm->config.netName.empty() ? comm->config.netName : params::getString("NCCL_NET");
-    comm->proxy = std::make_unique<NetProxy>(comm, net::openNetBackend(requested, params::getString("TUTTI_NET_REQUIRE")));
-  }
+  if (needNet) openProxy(comm);
   const SteadyTime deadline = deadlineAfter(comm->timeoutSeconds);
   auto describe = [&](const ConnKey& k) {
     return (k.send ? "connection from " + comm->where() + " to " + comm->describePeer(k.peer)

@@ -1,20 +1,30 @@
 // Ranks on different hosts (NCCL_HOSTID per process, TCP over loopback): every collective through
-// the network transport, mixed with local and shm connections, and the faults the network
-// brings: a killed rank, an abort from another thread, destroy after a failure.
+// the network transport, mixed with local and shm connections, rank 0's layout line, hostile
+// connections to the transport's ports during init, and the faults the network brings: a killed
+// rank, an abort from another thread, destroy after a failure.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/log.h"
+#include "runtime/socket.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
+#include "transports/net/net.h"
+#include "transports/net/socket/socket_backend.h"
 
 using tutti_test::allCases;
 using tutti_test::Case;
@@ -38,7 +48,153 @@ std::vector<Case> netCases(int nranks, bool everyOp) {
   return cases;
 }
 
+// Sends this process's log (and that of the rank processes it forks, which inherit the open file)
+// at INFO to a fresh file, for as long as it lives; then restores the previous configuration.
+class CapturedLog {
+ public:
+  CapturedLog() : directory_(makeDirectory()), file_(directory_ / "tutti.log") {
+    for (auto& [name, value] : std::vector<std::pair<const char*, std::string>>{
+             {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", file_.string()}}) {
+      const char* old = std::getenv(name);
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(name, value.c_str(), 1);
+    }
+    tutti::log::reset();
+  }
+  ~CapturedLog() {
+    for (auto& [name, old] : saved_) {
+      if (old) setenv(name, old->c_str(), 1);
+      else unsetenv(name);
+    }
+    tutti::log::reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(directory_, ignored);
+  }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+
+  // The lines written so far that contain `text`.
+  std::vector<std::string> linesWith(const std::string& text) const {
+    std::vector<std::string> found;
+    std::ifstream in(file_);
+    for (std::string line; std::getline(in, line);)
+      if (line.find(text) != std::string::npos) found.push_back(line);
+    return found;
+  }
+
+ private:
+  static std::filesystem::path makeDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tutti-net-log-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern + " failed");
+    return pattern;
+  }
+  std::filesystem::path directory_;
+  std::filesystem::path file_;
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+std::string hostnameOfThisMachine() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return std::string(name).substr(0, 63);  // as RankInfo carries it
+}
+
+// A Socket backend whose every listener, before its handle is given to the peer, receives what an
+// attacker could send to its port: random bytes, a hello with the wrong secret, a truncated hello,
+// and a hello with absurd socket index and count followed by an absurd message length. The real
+// peer's sockets queue behind them, so accept() must get past all four.
+class HostileSocketBackend : public tutti::net::NetBackend {
+ public:
+  static constexpr int kAttacksPerListener = 4;
+
+  const char* name() const override { return "HostileSocket"; }
+  int deviceCount() override { return real_->deviceCount(); }
+  tutti::net::NetProperties properties(int device) override { return real_->properties(device); }
+  std::unique_ptr<tutti::net::NetSendComm> connect(int device, const tutti::net::NetHandle& handle, tutti::SteadyTime deadline,
+                                                   const std::atomic<bool>* abortFlag) override {
+    return real_->connect(device, handle, deadline, abortFlag);
+  }
+  std::unique_ptr<tutti::net::NetListenComm> listen(int device, tutti::net::NetHandle* handle) override {
+    auto listener = real_->listen(device, handle);
+    attack(tutti::net::readSocketHandle(*handle));
+    return listener;
+  }
+
+ private:
+  static void attack(const tutti::net::SocketHandleContents& target) {
+    using tutti::net::SocketHello;
+    std::atomic<bool> abort{false};
+    auto send = [&](const void* data, size_t bytes) {
+      tutti::Socket socket = tutti::Socket::connect(target.address, tutti::deadlineAfter(5), &abort);
+      socket.sendAll(data, bytes, tutti::deadlineAfter(5), &abort);
+    };  // closed here: the listener finds the bytes, then the end of the stream
+    std::vector<char> noise(4096);
+    std::mt19937 random(uint32_t(target.address.port()));
+    for (char& c : noise) c = char(random());
+    send(noise.data(), noise.size());
+    SocketHello wrongSecret{tutti::net::kSocketHelloMagic, target.nonce ^ 0x5a5aull, 0, target.nsocks};
+    send(&wrongSecret, sizeof wrongSecret);
+    SocketHello truncated{tutti::net::kSocketHelloMagic, target.nonce, 0, target.nsocks};
+    send(&truncated, sizeof truncated / 2);
+    struct {
+      SocketHello hello;
+      uint64_t length;
+    } absurd{{tutti::net::kSocketHelloMagic, target.nonce, ~0u, ~0u}, uint64_t(1) << 62};
+    send(&absurd, sizeof absurd);
+    tutti::log::write(tutti::log::Level::Info, tutti::log::Net, __FILE__, __LINE__, "test attacker: %d hostile connections sent to %s",
+                      kAttacksPerListener, target.address.toString().c_str());
+  }
+  std::unique_ptr<tutti::net::NetBackend> real_ = tutti::net::makeSocketBackend();
+};
+
 }  // namespace
+
+TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's interface and address", "[net][processes][log]") {
+  struct Expected {
+    int hosts, ranksPerHost, threadsPerProcess;
+    const char* intraNode;
+  };
+  for (Expected e : {Expected{2, 2, 1, "shm"}, Expected{3, 2, 2, "local"}}) {
+    CapturedLog log;
+    HostLayout layout;
+    layout.hosts = e.hosts;
+    layout.ranksPerHost = e.ranksPerHost;
+    layout.threadsPerProcess = e.threadsPerProcess;
+    layout.environment = {kLoopback};
+    auto outcomes = runOnHosts(layout, [](int, int, ncclComm_t) {});
+    REQUIRE(tutti_test::failuresOf(outcomes) == "");
+
+    std::string expected = "layout: " + std::to_string(e.hosts * e.ranksPerHost) + " ranks on " + std::to_string(e.hosts) +
+                           " nodes, intra-node " + e.intraNode + ", inter-node net/Socket";
+    for (int n = 0; n < e.hosts; n++)
+      expected += "; node " + std::to_string(n) + " " + hostnameOfThisMachine() + " (" + std::to_string(e.ranksPerHost) + " ranks, lo 127.0.0.1)";
+    auto lines = log.linesWith("layout: ");
+    REQUIRE(lines.size() == 1);  // rank 0 only
+    INFO(lines[0]);
+    CHECK(lines[0].size() >= expected.size());
+    CHECK(lines[0].compare(lines[0].size() - expected.size(), expected.size(), expected) == 0);
+    CHECK(lines[0].find(" NCCL INFO comm 0x") != std::string::npos);
+  }
+}
+
+TEST_CASE("net: hostile connections to every transport port during init are dropped; init and all-reduce succeed",
+          "[net][processes][hostile]") {
+  tutti::net::registerNetBackend("HostileSocket", [] { return std::make_unique<HostileSocketBackend>(); });
+  CapturedLog log;
+  HostLayout layout;
+  layout.environment = {kLoopback, {"NCCL_NET", "HostileSocket"}, {"TUTTI_NET_REQUIRE", "HostileSocket"}};
+  std::vector<Case> cases = {Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 18) + 5, false, 0},
+                             Case{Coll::AllGather, ncclInt32, ncclSum, 1000, true, 0}};
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+
+  // Ring 0 -> 1 (shm) -> 2 (TCP) -> 3 (shm) -> 0 (TCP): two listeners per channel, every one attacked.
+  size_t attacked = log.linesWith("test attacker: ").size();
+  size_t dropped = log.linesWith("NET/Socket: dropped a connection").size();
+  CHECK(attacked >= 2);
+  CHECK(attacked % 2 == 0);
+  CHECK(dropped == attacked * HostileSocketBackend::kAttacksPerListener);
+}
 
 TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes over TCP", "[net][processes]") {
   HostLayout layout;

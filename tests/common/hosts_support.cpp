@@ -10,23 +10,6 @@
 #include <thread>
 
 namespace tutti_test {
-namespace {
-
-std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody& body) {
-  ncclComm_t comm = nullptr;
-  try {
-    checkNccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
-    body(rank, nranks, comm);
-    checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
-    return "";
-  } catch (const std::exception& e) {
-    if (comm) ncclCommAbort(comm);
-    return "rank " + std::to_string(rank) + "/" + std::to_string(nranks) + ": " + e.what() + "\n";
-  }
-}
-
-}  // namespace
-
 std::vector<ProcessOutcome> runOnHosts(const HostLayout& layout, const RankBody& body) {
   const int nranks = layout.hosts * layout.ranksPerHost;
   std::vector<ProcessOutcome> outcomes;

@@ -22,8 +22,6 @@ void checkNccl(ncclResult_t result, const char* call) {
     throw RankFailure(std::string(call) + " returned " + ncclGetErrorString(result) + ": " + ncclGetLastError(nullptr));
 }
 
-namespace {
-
 std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody& body) {
   ncclComm_t comm = nullptr;
   try {
@@ -36,6 +34,8 @@ std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody
     return "rank " + std::to_string(rank) + "/" + std::to_string(nranks) + ": " + e.what() + "\n";
   }
 }
+
+namespace {
 
 // Ranks first .. first + count - 1 of nranks, one thread each.
 std::string runRankThreads(int first, int count, int nranks, const ncclUniqueId& id, const RankBody& body) {

@@ -23,6 +23,10 @@ void check(bool cond, const std::string& message);
 // Throws RankFailure when result is not ncclSuccess, naming the call and ncclGetLastError().
 void checkNccl(ncclResult_t result, const char* call);
 
+// Makes a communicator for rank of nranks from id, runs body, destroys it (aborts it after a
+// failure). Returns "" or the failure, naming the rank.
+std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody& body);
+
 // Runs fn(i) for i < n on n threads (without making communicators). Returns the failures.
 std::string runOnThreads(int n, const std::function<void(int i)>& fn);
 

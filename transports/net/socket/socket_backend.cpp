@@ -28,7 +28,6 @@ namespace tutti::net {
 namespace {
 
 constexpr uint64_t kHandleMagic = 0x7475747469534b31ull;  // "tuttiSK1"
-constexpr uint64_t kHelloMagic = 0x7475747469484c4full;   // "tuttiHLO"
 // A length no message has: the sender's goodbye (see NetSendComm::closeGracefully).
 constexpr uint64_t kGoodbye = ~uint64_t(0);
 constexpr size_t kMinChunkBytes = 64 * 1024;
@@ -45,13 +44,6 @@ struct HandleLayout {
   uint8_t address[SocketAddress::kWireBytes];
 };
 static_assert(sizeof(HandleLayout) <= kNetHandleBytes);
-
-struct Hello {
-  uint64_t magic;
-  uint64_t nonce;
-  uint32_t index;
-  uint32_t nsocks;
-};
 
 std::string errnoText(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
@@ -330,7 +322,7 @@ class SocketListenComm : public NetListenComm {
     std::string peer;
     while (have < nsocks_) {
       Socket candidate = listener_.accept(deadline, abortFlag);
-      Hello hello{};
+      SocketHello hello{};
       try {
         candidate.recvAll(&hello, sizeof hello, std::min(deadline, SteadyClock::now() + kHelloTimeout), abortFlag);
       } catch (const Error& e) {
@@ -339,7 +331,7 @@ class SocketListenComm : public NetListenComm {
                    listener_.localAddress().toString().c_str(), e.what());
         continue;
       }
-      if (hello.magic != kHelloMagic || hello.nonce != nonce_ || hello.nsocks != uint32_t(nsocks_) || hello.index >= uint32_t(nsocks_) ||
+      if (hello.magic != kSocketHelloMagic || hello.nonce != nonce_ || hello.nsocks != uint32_t(nsocks_) || hello.index >= uint32_t(nsocks_) ||
           sockets[hello.index].valid()) {
         TUTTI_WARN("NET/Socket: dropped a connection from %s to %s: its hello does not match this listener (wrong secret, "
                    "garbage, or a duplicate socket)",
@@ -393,15 +385,12 @@ class SocketBackend : public NetBackend {
   }
 
   std::unique_ptr<NetSendComm> connect(int, const NetHandle& handle, SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
-    HandleLayout layout{};
-    std::memcpy(&layout, handle.bytes, sizeof layout);
-    if (layout.magic != kHandleMagic || layout.nsocks == 0 || layout.nsocks > uint32_t(kMaxSockets))
-      throw Error(ErrorCode::Remote, "NET/Socket connect: the peer's handle is malformed (magic or socket count)");
-    SocketAddress remote = SocketAddress::fromWire(layout.address);
+    SocketHandleContents contents = readSocketHandle(handle);
+    const SocketAddress& remote = contents.address;
     std::vector<Socket> sockets;
-    for (uint32_t i = 0; i < layout.nsocks; i++) {
+    for (uint32_t i = 0; i < contents.nsocks; i++) {
       Socket socket = Socket::connect(remote, deadline, abortFlag);
-      Hello hello{kHelloMagic, layout.nonce, i, layout.nsocks};
+      SocketHello hello{kSocketHelloMagic, contents.nonce, i, contents.nsocks};
       socket.sendAll(&hello, sizeof hello, deadline, abortFlag);
       sockets.push_back(std::move(socket));
     }
@@ -426,6 +415,18 @@ class SocketBackend : public NetBackend {
 };
 
 }  // namespace
+
+SocketHandleContents readSocketHandle(const NetHandle& handle) {
+  HandleLayout layout{};
+  std::memcpy(&layout, handle.bytes, sizeof layout);
+  if (layout.magic != kHandleMagic || layout.nsocks == 0 || layout.nsocks > uint32_t(kMaxSockets))
+    throw Error(ErrorCode::Remote, "NET/Socket: a listener's handle is malformed (magic or socket count)");
+  SocketHandleContents contents;
+  contents.address = SocketAddress::fromWire(layout.address);
+  contents.nonce = layout.nonce;
+  contents.nsocks = layout.nsocks;
+  return contents;
+}
 
 int socketsPerConnection() {
   int64_t threads = params::getInt("NCCL_SOCKET_NTHREADS"), perThread = params::getInt("NCCL_NSOCKS_PERTHREAD");
