@@ -64,7 +64,8 @@ struct ExecutionContext {
   Bell* bell = nullptr;                        // this worker's bell
   const std::atomic<bool>* abortFlag = nullptr;
   double timeoutSeconds = 300;                 // with no progress at all
-  int spin = 200;                              // polls before sleeping
+  int spin = 200;                              // busy polls before yielding
+  int yields = 50;                             // polls that yield the CPU before sleeping
   int rank = 0;
   std::function<std::string(int peer)> describePeer;  // "rank 3 (host:pid)"
 };

@@ -208,6 +208,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->timeoutSeconds = double(params::getInt("TUTTI_TIMEOUT"));
   if (comm->timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
   comm->spin = int(std::max<int64_t>(1, params::getInt("TUTTI_SPIN")));
+  comm->yields = int(std::max<int64_t>(0, params::getInt("TUTTI_YIELD")));
 
   // Control blocks: plain memory when every rank of this node lives in this process.
   bool allLocalInProcess = true;

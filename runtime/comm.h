@@ -105,6 +105,7 @@ struct ncclComm {
   size_t slotBytes = 512 * 1024;
   double timeoutSeconds = 300;
   int spin = 200;
+  int yields = 50;
 
   // Executor resources.
   std::unique_ptr<tutti::Segment> controlSegment;

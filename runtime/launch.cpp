@@ -254,6 +254,7 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
   ctx.abortFlag = &comm->abortFlag;
   ctx.timeoutSeconds = comm->timeoutSeconds;
   ctx.spin = comm->spin;
+  ctx.yields = comm->yields;
   ctx.rank = comm->rank;
   ctx.describePeer = [comm](int peer) { return comm->describePeer(peer); };
   return ctx;

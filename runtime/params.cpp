@@ -58,6 +58,8 @@ const std::vector<Param> kParams = {
     {"TUTTI_NTHREADS", Type::Int, "0",
      "host worker threads per communicator (0: one per channel); never more than the channels"},
     {"TUTTI_SPIN", Type::Int, "200", "busy-poll iterations before a wait sleeps"},
+    {"TUTTI_YIELD", Type::Int, "50",
+     "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps"},
 };
 
 const Param& find(const char* name) {

@@ -80,7 +80,7 @@ TEST_CASE("params: the registry has unique names, help and parseable defaults", 
                                "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_SHM_DISABLE",
                                "NCCL_P2P_DISABLE", "NCCL_COMM_BLOCKING", "NCCL_HOSTID", "TUTTI_DEVICE",
                                "TUTTI_BOOTSTRAP_TIMEOUT", "TUTTI_TIMEOUT", "TUTTI_NSTEPS",
-                               "TUTTI_NTHREADS", "TUTTI_SPIN"})
+                               "TUTTI_NTHREADS", "TUTTI_SPIN", "TUTTI_YIELD"})
     CHECK(names.count(required) == 1);
 }
 
