@@ -9,31 +9,13 @@
 
 #include "runtime/config.h"
 #include "runtime/error.h"
+#include "tests/common/env_support.h"
 
 namespace {
 
 // NCCL_COMM_BLOCKING set (or unset) for one test, the old value put back afterwards.
-class ScopedBlockingEnv {
- public:
-  explicit ScopedBlockingEnv(const char* value) {
-    if (const char* old = std::getenv(kName)) old_ = old;
-    if (value != nullptr)
-      setenv(kName, value, 1);
-    else
-      unsetenv(kName);
-  }
-  ~ScopedBlockingEnv() {
-    if (old_)
-      setenv(kName, old_->c_str(), 1);
-    else
-      unsetenv(kName);
-  }
-  ScopedBlockingEnv(const ScopedBlockingEnv&) = delete;
-  ScopedBlockingEnv& operator=(const ScopedBlockingEnv&) = delete;
-
- private:
-  static constexpr const char* kName = "NCCL_COMM_BLOCKING";
-  std::optional<std::string> old_;
+struct ScopedBlockingEnv : tutti_test::ScopedEnv {
+  explicit ScopedBlockingEnv(const char* value) : ScopedEnv("NCCL_COMM_BLOCKING", value) {}
 };
 
 // The layouts older NCCL headers declared (taken from each release's nccl.h), to check that

@@ -8,32 +8,12 @@
 
 #include "runtime/error.h"
 #include "runtime/params.h"
+#include "tests/common/env_support.h"
 
 namespace {
 
 // Sets (or unsets) one variable for the scope of a test and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using tutti_test::ScopedEnv;
 
 // The error a call throws; fails the test when it throws nothing.
 std::optional<tutti::Error> errorOf(auto&& call) {

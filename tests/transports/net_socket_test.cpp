@@ -17,28 +17,12 @@
 #include "runtime/socket.h"
 #include "transports/net/net.h"
 #include "transports/net/socket/socket_backend.h"
+#include "tests/common/env_support.h"
 
 namespace tutti::net {
 namespace {
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using tutti_test::ScopedEnv;
 
 struct Pair {
   std::unique_ptr<NetSendComm> send;
