@@ -11,6 +11,7 @@
 
 #include "algorithms/builtin.h"
 #include "kernels/dtypes.h"
+#include "runtime/api.h"
 #include "runtime/comm.h"
 #include "runtime/host_stream.h"
 #include "runtime/log.h"
@@ -330,13 +331,8 @@ void launchGroup(std::vector<Task> tasks) {
     }
   } active(launches);
   for (auto& L : launches) {
-    int err = L->comm->asyncError.load();
-    if (err != ncclSuccess) {
-      std::lock_guard<std::mutex> lock(L->comm->errorMutex);
-      throw Error(err == ncclInProgress ? ErrorCode::InvalidUsage : ErrorCode::InvalidUsage,
-                  L->comm->where() + (err == ncclInProgress ? ": the communicator's nonblocking init has not finished"
-                                                            : ": the communicator has failed earlier: " + L->comm->asyncErrorMessage));
-    }
+    // The same check as at the call: the comm may have failed or been destroyed since.
+    checkUsableComm("ncclGroupEnd", L->comm);
     bind(*L);
   }
   // Streams: NULL runs now; each host stream gets its launches as one job.

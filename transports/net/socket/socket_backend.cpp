@@ -183,10 +183,15 @@ class SocketStreams {
   std::string peer_;
 };
 
+// The test() of both directions: a finished request reports its size and is released.
 template <typename Request>
-void eraseRequest(std::deque<std::unique_ptr<Request>>& requests, NetRequest* request) {
-  auto it = std::find_if(requests.begin(), requests.end(), [&](auto& r) { return r.get() == request; });
+bool completeRequest(std::deque<std::unique_ptr<Request>>& requests, NetRequest* request, size_t* bytes) {
+  auto* r = static_cast<Request*>(request);
+  if (!r->done) return false;
+  if (bytes) *bytes = size_t(r->size);
+  auto it = std::find_if(requests.begin(), requests.end(), [&](auto& q) { return q.get() == request; });
   if (it != requests.end()) requests.erase(it);
+  return true;
 }
 
 class SocketSendComm : public NetSendComm {
@@ -213,11 +218,7 @@ class SocketSendComm : public NetSendComm {
 
   bool test(NetRequest* request, size_t* bytes) override {
     progress();
-    auto* r = static_cast<SocketRequest*>(request);
-    if (!r->done) return false;
-    if (bytes) *bytes = size_t(r->size);
-    eraseRequest(requests_, request);
-    return true;
+    return completeRequest(requests_, request, bytes);
   }
 
   std::vector<int> pollDescriptors() const override { return streams_.descriptors(); }
@@ -257,11 +258,7 @@ class SocketRecvComm : public NetRecvComm {
 
   bool test(NetRequest* request, size_t* bytes) override {
     progress();
-    auto* r = static_cast<SocketRequest*>(request);
-    if (!r->done) return false;
-    if (bytes) *bytes = size_t(r->size);
-    eraseRequest(requests_, request);
-    return true;
+    return completeRequest(requests_, request, bytes);
   }
 
   std::vector<int> pollDescriptors() const override { return streams_.descriptors(); }
