@@ -7,7 +7,7 @@ namespace {
 LaneSpec sendLane(int peer, BufRef src) {
   LaneSpec lane;
   lane.kind = ConnKind::Direct;
-  lane.sendPeer = peer;
+  lane.sendPeers = {peer};
   lane.layout = Layout::Blocks;
   lane.steps.push_back({Op::Send, 0, src, BufRef{}});
   return lane;
@@ -16,7 +16,7 @@ LaneSpec sendLane(int peer, BufRef src) {
 LaneSpec recvLane(int peer, BufRef dst) {
   LaneSpec lane;
   lane.kind = ConnKind::Direct;
-  lane.recvPeer = peer;
+  lane.recvPeers = {peer};
   lane.layout = Layout::Blocks;
   lane.steps.push_back({Op::Recv, 0, BufRef{}, dst});
   return lane;

@@ -3,6 +3,22 @@
 
 namespace tutti::plan {
 
+const char* collName(Coll coll) {
+  switch (coll) {
+    case Coll::AllReduce: return "allreduce";
+    case Coll::AllGather: return "allgather";
+    case Coll::ReduceScatter: return "reducescatter";
+    case Coll::Broadcast: return "broadcast";
+    case Coll::Reduce: return "reduce";
+    case Coll::AlltoAll: return "alltoall";
+    case Coll::Gather: return "gather";
+    case Coll::Scatter: return "scatter";
+    case Coll::Send: return "send";
+    case Coll::Recv: return "recv";
+  }
+  return "?";
+}
+
 const char* opName(Op op) {
   switch (op) {
     case Op::Send: return "send";
@@ -19,7 +35,7 @@ const char* opName(Op op) {
 namespace {
 std::string bufName(const BufRef& ref) {
   if (ref.buf == Buf::None) return "-";
-  std::string s = ref.buf == Buf::In ? "in" : "out";
+  std::string s = ref.buf == Buf::In ? "in" : ref.buf == Buf::Out ? "out" : "scratch";
   if (ref.chunk >= 0) s += "[" + std::to_string(ref.chunk) + "]";
   return s;
 }
@@ -28,9 +44,19 @@ std::string bufName(const BufRef& ref) {
 std::string describe(const RankPlan& plan) {
   std::string s = plan.algorithm + ":";
   for (const LaneSpec& lane : plan.lanes) {
-    s += " {send " + std::to_string(lane.sendPeer) + " recv " + std::to_string(lane.recvPeer) + ":";
-    for (const Step& step : lane.steps)
-      s += std::string(" ") + opName(step.op) + "(" + bufName(step.src) + "->" + bufName(step.dst) + ")";
+    auto peers = [](const std::vector<int>& v) {
+      if (v.empty()) return std::string("-");
+      std::string p;
+      for (int x : v) p += (p.empty() ? "" : ",") + std::to_string(x);
+      return p;
+    };
+    s += " {send " + peers(lane.sendPeers) + " recv " + peers(lane.recvPeers) + ":";
+    for (const Step& step : lane.steps) {
+      s += std::string(" ") + opName(step.op) + "(" + bufName(step.src) + "->" + bufName(step.dst);
+      if (lane.sendPeers.size() > 1 && step.sendConn) s += " to#" + std::to_string(step.sendConn);
+      if (lane.recvPeers.size() > 1 && step.recvConn) s += " from#" + std::to_string(step.recvConn);
+      s += ")";
+    }
     s += "}";
   }
   return s;

@@ -2,10 +2,12 @@
 // executor (and later the CUDA executor) interpret it. Read by both compilers: POD only.
 //
 // A plan is a set of lanes. A lane is a list of steps that is repeated once per tile of the
-// user's buffer; each step moves one chunk through the lane's connections (at most one to send
-// to and one to receive from). Buffers are referred to symbolically (input or output, and which
-// chunk or block of the tile), so a plan does not depend on counts or pointers, which are bound
-// at launch. See kernels/host_executor.cpp for how tiles and chunks map to elements.
+// user's buffer; each step moves one chunk through the lane's connections. A lane may send to
+// and receive from several peers; each step names which of the lane's send and receive
+// connections it uses. Buffers are referred to symbolically (input, output or the lane's
+// scratch, and which chunk or block of the tile), so a plan does not depend on counts or
+// pointers, which are bound at launch. See kernels/host_executor.cpp for how tiles and chunks
+// map to elements.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +21,15 @@ enum class Layout : uint8_t {
   Whole,   // the buffer is one range; a tile is one chunk
 };
 
-enum class Buf : uint8_t { None, In, Out };
+// Scratch is the lane's own staging memory: `scratchChunks` chunks per tile, allocated once per
+// communicator and reused; its contents do not outlive a tile.
+enum class Buf : uint8_t { None, In, Out, Scratch };
 
 struct BufRef {
   Buf buf = Buf::None;
   int32_t chunk = -1;  // Split: chunk index in the tile; Blocks: block index (-1: a single-block
-                       // buffer, such as all-gather's input); Whole: unused
+                       // buffer, such as all-gather's input); Whole: unused; Scratch: the scratch
+                       // chunk of the tile, 0 <= chunk < scratchChunks
 };
 
 enum class Op : uint8_t {
@@ -48,10 +53,18 @@ struct Step {
   uint8_t flags;
   BufRef src;
   BufRef dst;
+  uint8_t sendConn = 0;  // which of the lane's sendPeers a sending step uses
+  uint8_t recvConn = 0;  // which of the lane's recvPeers a receiving step uses
 };
 
+// The collectives a plan can implement.
+enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send, Recv };
+const char* collName(Coll coll);  // "allreduce", ... (NCCL_ALGO's per-collective prefixes)
+
 // Which connections a lane uses. Ring lanes use the channel's ring connections; direct lanes
-// use point-to-point connections to one peer.
+// use point-to-point connections. With the lane's tag, a plan can keep two uses of the same
+// peer apart (the two trees of a double binary tree): connections of different tags are
+// different FIFOs, so lanes on them run concurrently.
 enum class ConnKind : uint8_t { None, Ring, Direct };
 
 const char* opName(Op op);

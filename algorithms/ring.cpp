@@ -13,8 +13,8 @@ BufRef none() { return BufRef{}; }
 LaneSpec ringLane(int rank, int nranks, Layout layout) {
   LaneSpec lane;
   lane.kind = ConnKind::Ring;
-  lane.sendPeer = mod(rank + 1, nranks);
-  lane.recvPeer = mod(rank - 1, nranks);
+  lane.sendPeers = {mod(rank + 1, nranks)};
+  lane.recvPeers = {mod(rank - 1, nranks)};
   lane.layout = layout;
   return lane;
 }
@@ -49,7 +49,8 @@ RankPlan ringAllGather(int r, int n) {
   s.push_back({Op::Copy, 0, in(-1), out(r)});  // skipped by the executor when in place
   if (n == 1) {
     lane.kind = ConnKind::None;
-    lane.sendPeer = lane.recvPeer = -1;
+    lane.sendPeers.clear();
+    lane.recvPeers.clear();
     return RankPlan{"ring", {lane}};
   }
   s.push_back({Op::Send, 0, in(-1), none()});
@@ -74,13 +75,13 @@ RankPlan ringBroadcast(int r, int n, int root) {
   LaneSpec lane = ringLane(r, n, Layout::Whole);
   int position = mod(r - root, n);
   if (position == 0) {
-    lane.recvPeer = -1;
+    lane.recvPeers.clear();
     lane.steps.push_back({Op::Copy, 0, in(), out()});  // skipped when in place
     lane.steps.push_back({Op::Send, 0, in(), none()});
   } else if (position < n - 1) {
     lane.steps.push_back({Op::RecvSend, 0, none(), out()});
   } else {
-    lane.sendPeer = -1;
+    lane.sendPeers.clear();
     lane.steps.push_back({Op::Recv, 0, none(), out()});
   }
   return RankPlan{"ring", {lane}};
@@ -91,12 +92,12 @@ RankPlan ringReduce(int r, int n, int root) {
   LaneSpec lane = ringLane(r, n, Layout::Whole);
   int position = mod(r - root - 1, n);
   if (position == 0) {
-    lane.recvPeer = -1;
+    lane.recvPeers.clear();
     lane.steps.push_back({Op::Send, kPre, in(), none()});
   } else if (position < n - 1) {
     lane.steps.push_back({Op::RecvReduceSend, kPre, in(), none()});
   } else {
-    lane.sendPeer = -1;
+    lane.sendPeers.clear();
     lane.steps.push_back({Op::RecvReduceCopy, kPre | kPost, in(), out()});
   }
   return RankPlan{"ring", {lane}};

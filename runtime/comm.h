@@ -14,6 +14,7 @@
 
 #include "algorithms/lane.h"
 #include "algorithms/plan.h"
+#include "algorithms/registry.h"
 #include "kernels/bell.h"
 #include "kernels/host_executor.h"
 #include "kernels/host_reduce.h"
@@ -117,7 +118,10 @@ struct ncclComm {
   std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
 
   // Plans by (CollKind, root or peer); shared with launches still queued on host streams.
-  std::map<std::pair<int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
+  // The algorithms this communicator can run (built-ins, then custom plan files).
+  tutti::plan::AlgorithmRegistry algorithms = tutti::plan::builtinAlgorithms();
+  // Plans by (algorithm, collective, root or peer): built once, then reused.
+  std::map<std::tuple<std::string, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
 
   std::mutex redopMutex;
   std::vector<tutti::UserRedOp> redops;  // ncclRedOp_t(ncclNumOps + i)

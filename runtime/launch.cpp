@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "algorithms/builtin.h"
+#include "algorithms/registry.h"
 #include "kernels/dtypes.h"
 #include "runtime/api.h"
 #include "runtime/comm.h"
@@ -82,20 +82,21 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op) {
   return r;
 }
 
-plan::RankPlan planFor(const Task& t, int rank, int nranks) {
-  switch (t.kind) {
-    case CollKind::AllReduce: return plan::ringAllReduce(rank, nranks);
-    case CollKind::AllGather: return plan::ringAllGather(rank, nranks);
-    case CollKind::ReduceScatter: return plan::ringReduceScatter(rank, nranks);
-    case CollKind::Broadcast: return plan::ringBroadcast(rank, nranks, t.root);
-    case CollKind::Reduce: return plan::ringReduce(rank, nranks, t.root);
-    case CollKind::AlltoAll: return plan::directAlltoAll(rank, nranks);
-    case CollKind::Gather: return plan::directGather(rank, nranks, t.root);
-    case CollKind::Scatter: return plan::directScatter(rank, nranks, t.root);
-    case CollKind::Send: return plan::directSend(rank, t.root);
-    case CollKind::Recv: return plan::directRecv(rank, t.root);
-  }
-  throw Error(ErrorCode::Internal, "no plan for this collective");
+plan::Coll toColl(CollKind kind) {
+  // CollKind and plan::Coll list the collectives in the same order.
+  static_assert(int(CollKind::Recv) == int(plan::Coll::Recv));
+  return plan::Coll(int(kind));
+}
+
+// The algorithm for a task: rings for the reducing and gathering collectives, direct exchanges
+// for the rest.
+const plan::Algorithm& chooseAlgorithm(ncclComm* comm, const Task& t) {
+  plan::Coll coll = toColl(t.kind);
+  bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
+              coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
+  const plan::Algorithm* a = comm->algorithms.find(ring ? "ring" : "direct");
+  if (!a) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + collName(t.kind));
+  return *a;
 }
 
 // One communicator's share of a group: its tasks bound to lanes, per worker.
@@ -166,11 +167,15 @@ void bind(CommLaunch& L) {
 
   for (const Task& t : L.tasks) {
     int nranks = comm->nranks;
-    // Plans depend only on the collective and its root or peer: built once per communicator.
-    auto key = std::make_pair(int(t.kind), t.root);
+    // Plans depend only on the algorithm, the collective and its root or peer: built once per
+    // communicator.
+    const plan::Algorithm& algorithm = chooseAlgorithm(comm, t);
+    auto key = std::make_tuple(algorithm.name, int(t.kind), t.root);
     auto cached = comm->planCache.find(key);
-    if (cached == comm->planCache.end())
-      cached = comm->planCache.emplace(key, std::make_shared<const plan::RankPlan>(planFor(t, comm->rank, nranks))).first;
+    if (cached == comm->planCache.end()) {
+      plan::PlanRequest request{toColl(t.kind), comm->rank, nranks, t.root};
+      cached = comm->planCache.emplace(key, std::make_shared<const plan::RankPlan>(algorithm.build(request))).first;
+    }
     L.plans.push_back(cached->second);
     const plan::RankPlan& p = *L.plans.back();
     kern::OpBinding b;
@@ -203,7 +208,7 @@ void bind(CommLaunch& L) {
       size_t begin = std::min(t.count, size_t(c) * per), end = std::min(t.count, begin + per);
       int w = workerOfChannel(comm, c);
       for (const plan::LaneSpec& spec : p.lanes) {
-        QueueKey qk{int(spec.kind), c, spec.sendPeer, spec.recvPeer, spec.kind == plan::ConnKind::None ? ++unique : 0};
+        QueueKey qk{int(spec.kind), c, spec.sendPeer(), spec.recvPeer(), spec.kind == plan::ConnKind::None ? ++unique : 0};
         auto [it, fresh] = queueIndex[size_t(w)].try_emplace(qk, L.queues[size_t(w)].size());
         if (fresh) L.queues[size_t(w)].emplace_back();
         kern::LaneQueue& q = L.queues[size_t(w)][it->second];
@@ -216,12 +221,12 @@ void bind(CommLaunch& L) {
         lane.chunkElems = std::max<size_t>(1, comm->slotBytes / binding.eltSize);
         kern::prepareLane(lane);
         Pending pd{w, it->second, q.lanes.size(), ConnKey{-1, c, spec.kind, true}, ConnKey{-1, c, spec.kind, false}};
-        if (spec.sendPeer >= 0) {
-          pd.sendKey.peer = spec.sendPeer;
+        if (spec.sendPeer() >= 0) {
+          pd.sendKey.peer = spec.sendPeer();
           keys.push_back(pd.sendKey);
         }
-        if (spec.recvPeer >= 0) {
-          pd.recvKey.peer = spec.recvPeer;
+        if (spec.recvPeer() >= 0) {
+          pd.recvKey.peer = spec.recvPeer();
           keys.push_back(pd.recvKey);
         }
         q.lanes.push_back(lane);

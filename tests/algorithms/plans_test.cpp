@@ -52,8 +52,8 @@ std::string simulate(int n, const std::function<RankPlan(int)>& planOf, const st
           const Step& step = lane.steps[s.pc[l]];
           bool recv = step.op != Op::Send && step.op != Op::Copy;
           bool send = step.op == Op::Send || step.op == Op::RecvSend || step.op == Op::RecvReduceSend || step.op == Op::RecvReduceCopySend;
-          auto& in = fifos[{lane.recvPeer, r}];
-          auto& outq = fifos[{r, lane.sendPeer}];
+          auto& in = fifos[{lane.recvPeer(), r}];
+          auto& outq = fifos[{r, lane.sendPeer()}];
           if (recv && in.empty()) break;
           if (send && outq.size() >= kFifoCapacity) break;
           Value got = recv ? in.front() : Value{};

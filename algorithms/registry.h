@@ -1,0 +1,48 @@
+// The algorithm registry: every algorithm a communicator can run, by name, with the
+// collectives it serves and how to build one rank's plan. The built-ins are registered by
+// builtinAlgorithms(); custom plan files add theirs at init. The selector chooses among the
+// registry's entries; NCCL_ALGO names them.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms/lane.h"
+
+namespace tutti::plan {
+
+struct PlanRequest {
+  Coll coll = Coll::AllReduce;
+  int rank = 0;
+  int nranks = 1;
+  int root = 0;  // root of rooted collectives, the peer of Send/Recv
+};
+
+struct Algorithm {
+  std::string name;             // as NCCL_ALGO and logs name it: "ring", "direct", ...
+  std::vector<Coll> colls;      // the collectives it implements
+  bool deterministic = false;   // a fixed reduction order, independent of the message size
+  std::string origin = "built-in";  // or the plan file it came from
+  // Builds one rank's plan. Throws tutti::Error (InvalidUsage) when it cannot serve the request,
+  // for example a plan file written for another number of ranks.
+  std::function<RankPlan(const PlanRequest&)> build;
+
+  bool serves(Coll coll) const;
+};
+
+class AlgorithmRegistry {
+ public:
+  // Adds an algorithm; throws tutti::Error (InvalidUsage) if the name is taken.
+  void add(Algorithm algorithm);
+  const Algorithm* find(const std::string& name) const;  // nullptr if unknown
+  const std::vector<Algorithm>& all() const { return algorithms_; }
+
+ private:
+  std::vector<Algorithm> algorithms_;
+};
+
+// A registry holding the built-in algorithms.
+AlgorithmRegistry builtinAlgorithms();
+
+}  // namespace tutti::plan
