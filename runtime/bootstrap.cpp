@@ -144,7 +144,11 @@ using namespace bootstrap_wire;
 // Tags below 1000 are ours; a collective's round is added to its base.
 constexpr uint32_t kTagAllGather = 100;
 constexpr uint32_t kTagBarrier = 200;
+constexpr uint32_t kTagNotice = 900;  // a failure notice (broadcastNotice)
 constexpr uint32_t kFirstUserTag = 1000;
+// A failure notice gets this long per peer, and a destroy waits this long for notices to leave.
+constexpr double kNoticeSecondsPerPeer = 2.0;
+constexpr std::chrono::seconds kNoticeGrace{3};
 
 // A rank waits this much past its deadline for the root's answer, so that the root's error
 // (which it sends at the earliest rank's deadline) arrives before the rank gives up on it.
@@ -999,6 +1003,11 @@ class SocketBootstrap final : public Bootstrap {
         links_(nranks) {}
 
   ~SocketBootstrap() override {
+    // A notice still being sent gets a moment to reach the peers: destroy right after a
+    // failure is the usual way out, and the notice is what stops the other ranks quickly.
+    flushNotices();
+    noticeStop_.store(true, std::memory_order_release);
+    if (noticeThread_.joinable()) noticeThread_.join();
     stopping_.store(true, std::memory_order_release);
     if (wakeup_) wakeup_->signal();
     if (listenerThread_.joinable()) listenerThread_.join();
@@ -1089,6 +1098,27 @@ class SocketBootstrap final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
+
+  void broadcastNotice(const std::string& text) override {
+    std::lock_guard<std::mutex> lock(noticeMutex_);
+    if (noticeThread_.joinable() || peers_.empty()) return;
+    std::string message = text.substr(0, kMaxErrorBytes);
+    try {
+      noticeThread_ = std::thread([this, message] { sendNotices(message); });
+    } catch (const std::system_error& error) {
+      TUTTI_WARN("%s: cannot start the thread that tells the other ranks of a failure: %s", context().c_str(), error.what());
+    }
+  }
+
+  void flushNotices() override {
+    std::unique_lock<std::mutex> lock(noticeMutex_);
+    if (noticeThread_.joinable()) noticeDoneChanged_.wait_for(lock, kNoticeGrace, [this] { return noticeDone_; });
+  }
+
+  void setNoticeHandler(std::function<void(int sender, const std::string& text)> handler) override {
+    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
+    noticeHandler_ = std::move(handler);
+  }
 
   std::string peerAddress(int peer) const override {
     checkPeer(peer, "peerAddress");
@@ -1182,8 +1212,30 @@ class SocketBootstrap final : public Bootstrap {
                                                   " bytes from a null buffer");
   }
 
+  // Runs on the notice thread: one short attempt per peer, in rank order from ours.
+  void sendNotices(const std::string& message) {
+    for (int i = 1; i < nranks_ && !noticeStop_.load(std::memory_order_acquire); ++i) {
+      int peer = (rank_ + i) % nranks_;
+      {
+        std::lock_guard<std::mutex> lock(inboxMutex_);
+        if (!peerGone_[peer].empty()) continue;  // its connection to us ended: likely the one that died
+      }
+      try {
+        sendMessage(peer, kTagNotice, message.data(), message.size(), deadlineAfter(kNoticeSecondsPerPeer), "notice",
+                    &noticeStop_);
+      } catch (const Error& error) {
+        TUTTI_INFO(log::Bootstrap, "%s: could not tell %s of the failure: %s", context().c_str(), describePeer(peer).c_str(),
+                   error.what());
+      }
+    }
+    std::lock_guard<std::mutex> lock(noticeMutex_);
+    noticeDone_ = true;
+    noticeDoneChanged_.notify_all();
+  }
+
   void sendMessage(int peer, uint32_t tag, const void* data, size_t size, SteadyTime deadline,
-                   const char* operation) {
+                   const char* operation, const std::atomic<bool>* abortFlag = nullptr) {
+    if (abortFlag == nullptr) abortFlag = abortFlag_;
     const uint8_t* bytes = static_cast<const uint8_t*>(data);
     if (peer == rank_) {
       deliver(peer, tag, std::vector<uint8_t>(bytes, bytes + size));
@@ -1196,7 +1248,7 @@ class SocketBootstrap final : public Bootstrap {
       throw Error(ErrorCode::Remote, where + ": the connection failed earlier: " + link.broken);
     if (!link.socket.valid()) {
       try {
-        link.socket = Socket::connect(peers_[peer], deadline, abortFlag_);
+        link.socket = Socket::connect(peers_[peer], deadline, abortFlag);
       } catch (const Error& error) {
         rethrowWithContext(error, where + (error.code() == ErrorCode::Timeout
                                                ? " (no connection within " + secondsText(timeoutSeconds_) + ")"
@@ -1209,7 +1261,7 @@ class SocketBootstrap final : public Bootstrap {
         size_t piece = std::min(kDataChunkBytes, size - offset);
         bool last = offset + piece == size;
         sendFrame(link.socket, last ? kData : kDataPart, tag, rank_, secret_, bytes + offset, piece, deadline,
-                  abortFlag_);
+                  abortFlag);
         offset += piece;
       } while (offset < size);
     } catch (const Error& error) {
@@ -1256,6 +1308,13 @@ class SocketBootstrap final : public Bootstrap {
   }
 
   void deliver(int sender, uint32_t tag, std::vector<uint8_t>&& message) {
+    if (tag == kTagNotice && sender != rank_) {
+      std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
+      std::string text(message.begin(), message.end());
+      TUTTI_INFO(log::Bootstrap, "%s: %s reports a failure: %s", context().c_str(), describePeer(sender).c_str(), text.c_str());
+      if (noticeHandler_) noticeHandler_(sender, text);
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(inboxMutex_);
       inbox_[{sender, tag}].push_back(std::move(message));
@@ -1358,6 +1417,14 @@ class SocketBootstrap final : public Bootstrap {
   std::string listenerFailure_;
 
   std::vector<Link> links_;  // by peer
+
+  std::mutex noticeHandlerMutex_;
+  std::function<void(int, const std::string&)> noticeHandler_;
+  std::mutex noticeMutex_;
+  std::condition_variable noticeDoneChanged_;
+  bool noticeDone_ = false;
+  std::atomic<bool> noticeStop_{false};
+  std::thread noticeThread_;
 
   std::unique_ptr<WakeupEvent> wakeup_;
   std::atomic<bool> stopping_{false};

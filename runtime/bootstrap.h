@@ -58,6 +58,17 @@ class Bootstrap {
 
   // "host:port" of a rank's bootstrap listener, for error messages.
   virtual std::string peerAddress(int peer) const = 0;
+
+  // Failure notices: a rank whose communicator failed tells every other rank why, so that
+  // ranks that do not talk to the failed peer directly stop at once and name the cause instead
+  // of waiting for their own timeout. broadcastNotice returns at once: a thread of the
+  // bootstrap sends the text to each peer (best effort, a few seconds per peer at most; only
+  // the first call sends). The handler runs on the listener thread for each notice received;
+  // setting an empty handler waits for a running call to finish, so its captures may then go.
+  virtual void broadcastNotice(const std::string& text) = 0;
+  // Waits (a few seconds at most) until a notice being sent has gone to every peer.
+  virtual void flushNotices() = 0;
+  virtual void setNoticeHandler(std::function<void(int sender, const std::string& text)> handler) = 0;
 };
 
 // The bootstrap's wire format, public so that tests and fuzzers can speak it. Integers are in the

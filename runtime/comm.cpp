@@ -170,6 +170,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   BootstrapOptions options;
   options.abortFlag = &comm->abortFlag;
   comm->bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
+  comm->bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
   double bootstrapSeconds = seconds(start);
 
   // Everyone's identity, and rank 0's settings for all.
@@ -363,6 +364,12 @@ ncclComm::~ncclComm() {
   if (proxy && !abortFlag.load() && asyncError.load() == ncclSuccess) proxy->drain(timeoutSeconds);
   abortFlag.store(true);
   if (initThread.joinable()) initThread.join();
+  if (bootstrap) {
+    // Our failure notice leaves before our connections close, so peers learn the cause rather
+    // than just "connection closed"; then no notice may reach a comm being torn down.
+    bootstrap->flushNotices();
+    bootstrap->setNoticeHandler(nullptr);
+  }
   workers.reset();
   proxy.reset();
   connections.clear();
@@ -371,7 +378,23 @@ ncclComm::~ncclComm() {
   bootstrap.reset();
 }
 
-void ncclComm::fail(const Error& error) {
+void ncclComm::failFromNotice(int sender, const std::string& text) {
+  std::string message = where() + ": " + describePeer(sender) + " failed: " + text;
+  {
+    std::lock_guard<std::mutex> lock(errorMutex);
+    if (asyncError.load() != ncclSuccess) {
+      if (asyncErrorPeer == sender && asyncErrorCode == ErrorCode::Remote) {
+        asyncErrorMessage = message;
+        asyncErrorPeer = -1;
+      }
+      return;
+    }
+  }
+  fail(Error(ErrorCode::Remote, message), false);
+}
+
+void ncclComm::fail(const Error& error, bool tellPeers, int peer) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(errorMutex);
     int expected = ncclSuccess;
@@ -381,8 +404,13 @@ void ncclComm::fail(const Error& error) {
     if (asyncError.compare_exchange_strong(expected, code)) {
       asyncErrorMessage = error.message();
       asyncErrorCode = error.code();
+      asyncErrorPeer = peer;
+      first = true;
     }
   }
+  // The other ranks learn the cause now rather than by their own timeout: some of them never
+  // talk to the peer at fault. An abort (ours or the user's) is not news to them.
+  if (first && tellPeers && error.code() != ErrorCode::Aborted && bootstrap) bootstrap->broadcastNotice(error.message());
   abortFlag.store(true);
   if (control)
     for (auto& bell : control->bells) tutti::kern::ringBell(&bell);

@@ -134,13 +134,19 @@ struct ncclComm {
   tutti::ErrorCode asyncErrorCode = tutti::ErrorCode::Internal;  // of the recorded error, under errorMutex
   std::mutex errorMutex;
   std::string asyncErrorMessage;
+  int asyncErrorPeer = -1;          // under errorMutex: the peer whose connection failed, if any
   bool destroyed = false;
   bool finalized = false;
   std::thread initThread;  // nonblocking init
   double initSeconds = 0;
 
-  // Records a fatal error: the communicator is unusable from now on (only destroy/abort).
-  void fail(const tutti::Error& error);
+  // Records a fatal error: the communicator is unusable from now on (only destroy/abort). The
+  // first error is also sent to the other ranks (a failure notice) unless tellPeers is false.
+  // peer: the rank whose connection failed, when that is the cause.
+  void fail(const tutti::Error& error, bool tellPeers = true, int peer = -1);
+  // A failure notice from another rank. When our own error was that rank's connection closing
+  // (it tore its connections down after failing), its notice says why, and replaces it.
+  void failFromNotice(int sender, const std::string& text);
   std::string describePeer(int peer) const;
   std::string where() const;  // "rank 3 of 8 (host:pid)"
 };

@@ -52,6 +52,9 @@ const std::vector<Param> kParams = {
      "seconds the bootstrap waits for every rank before failing"},
     {"TUTTI_TIMEOUT", Type::Int, "300",
      "seconds an operation may make no progress before it fails naming the peer it waits for"},
+    {"TUTTI_NET_LINK_TIMEOUT", Type::Int, "15",
+     "seconds a network connection may leave data unacknowledged (or keepalive probes unanswered) "
+     "before it counts as broken, so a cut link fails in seconds (0: the kernel's defaults)"},
     {"TUTTI_NET_REQUIRE", Type::String, "",
      "network backend that must be used: init fails instead of falling back to another"},
     {"TUTTI_NSTEPS", Type::Int, "8", "FIFO slots per connection"},

@@ -6,12 +6,17 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "runtime/comm.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
 namespace tutti {
+namespace {
+// How long a failed connection waits for the failing peer's notice (see the fault handling).
+constexpr std::chrono::milliseconds kNoticeWait{1000};
+}  // namespace
 
 // One direction of one network connection and the local FIFO the executor sees.
 struct NetProxy::Connection {
@@ -190,8 +195,13 @@ void NetProxy::run() {
       ErrorCode code = e.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
       std::string message = comm_->where() + ": network connection " + (current->send ? "to " : "from ") + comm_->describePeer(current->peer) +
                             " on channel " + std::to_string(current->channel) + " failed: " + e.message();
-      TUTTI_WARN("%s", message.c_str());
-      comm_->fail(Error(code, message));
+      // A rank that fails tells everyone why and then closes its connections: give that notice
+      // a moment to arrive, so the cause is reported rather than its closing.
+      for (auto until = std::chrono::steady_clock::now() + kNoticeWait;
+           std::chrono::steady_clock::now() < until && comm_->asyncError.load() == ncclSuccess && !stop_.load();)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (comm_->asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
+      comm_->fail(Error(code, message), true, current->peer);
       continue;
     }
     unsent_.store(unsent, std::memory_order_release);

@@ -483,6 +483,19 @@ Socket& Socket::operator=(Socket&& other) noexcept {
   return *this;
 }
 
+void Socket::setLinkTimeout(int seconds) {
+  if (fd_ < 0 || seconds <= 0) return;
+  // Probes start after a third of the budget and three unanswered ones end the connection, so
+  // an idle connection fails at about the same time as one with data in flight.
+  int one = 1, probeEvery = std::max(1, seconds / 3), probes = 3;
+  unsigned userTimeoutMs = unsigned(seconds) * 1000u;
+  (void)::setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  (void)::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &probeEvery, sizeof probeEvery);
+  (void)::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &probeEvery, sizeof probeEvery);
+  (void)::setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  (void)::setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
+}
+
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

@@ -154,6 +154,12 @@ class Socket {
   };
   ReadResult readSome(void* data, size_t size);
 
+  // Declares the connection broken when sent data stays unacknowledged, or an idle peer
+  // stops answering keepalive probes, for about `seconds` (TCP_USER_TIMEOUT and keepalive).
+  // A cut link then fails reads and writes with ETIMEDOUT instead of waiting for the kernel's
+  // default (many minutes). seconds <= 0 leaves the kernel's settings.
+  void setLinkTimeout(int seconds);
+
   bool valid() const { return fd_ >= 0; }
   int fd() const { return fd_; }
   const SocketAddress& peerAddress() const { return peer_; }  // empty for a listener

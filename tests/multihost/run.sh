@@ -6,15 +6,18 @@
 # Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown>
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
-#   kill      2 hosts x 2 ranks in an all-reduce loop; one rank is SIGKILLed: survivors must report
-#             ncclRemoteError within TUTTI_TIMEOUT
-#   linkdown  as kill, but the second host's veth is taken down
+#   kill      2 hosts x 2 ranks in an all-reduce loop; one rank is SIGKILLed: every survivor must
+#             report ncclRemoteError naming the killed rank, found by the connection's end or a
+#             peer's failure notice, not by TUTTI_TIMEOUT (set far above the test's own limit)
+#   linkdown  as kill, but the second host's veth is taken down: found by TUTTI_NET_LINK_TIMEOUT
 # Exits 77 (skipped) without root or without `ip netns`.
 set -u
 rank_bin=$1
 variant=$2
 tag=$$
-timeout_s=5  # TUTTI_TIMEOUT for the fault variants
+timeout_s=600     # TUTTI_TIMEOUT for the fault variants: longer than CTest's limit, so it never ends them
+link_timeout_s=3  # TUTTI_NET_LINK_TIMEOUT for the fault variants
+logdir=$(mktemp -d)
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "skipped: needs root and iproute2"; exit 77
@@ -29,6 +32,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$logdir"
 }
 trap cleanup EXIT INT TERM
 
@@ -62,12 +66,13 @@ run_job() {
   if [ "$family" = 6 ]; then root="[$subnet6::1]:$port"; else root="${subnet4%.0}.1:$port"; fi
   local -a env=(NCCL_COMM_ID="$root" NCCL_SOCKET_IFNAME==tnet0 TUTTI_DEVICE=host TUTTI_BOOTSTRAP_TIMEOUT=60)
   [ "$family" = 6 ] && env+=(NCCL_SOCKET_FAMILY=AF_INET6)
-  [ -n "$fault" ] && env+=(TUTTI_TIMEOUT=$timeout_s)
+  [ -n "$fault" ] && env+=(TUTTI_TIMEOUT=$timeout_s TUTTI_NET_LINK_TIMEOUT=$link_timeout_s)
   pids=()
   local r
   for ((r = 0; r < nranks; r++)); do
     local h=$((r / per))
-    ip netns exec "tutti-h$h-$tag" env "${env[@]}" NCCL_HOSTID="host$h" "$rank_bin" "$r" "$nranks" $mode &
+    ip netns exec "tutti-h$h-$tag" env "${env[@]}" NCCL_HOSTID="host$h" "$rank_bin" "$r" "$nranks" $mode \
+      > >(tee "$logdir/rank$r") 2>&1 &
     pids+=($!)
   done
   local victim=$((nranks - 1))
@@ -87,6 +92,14 @@ run_job() {
     wait "${pids[$r]}"; status=$?
     if [ "$fault" = kill ] && [ "$r" = "$victim" ]; then continue; fi
     if [ "$status" != 0 ]; then echo "rank $r exited with status $status"; failed=1; fi
+    [ -n "$fault" ] || continue
+    sleep 0.2  # tee flushes
+    # The report must come from detection, naming a rank of the other side, never the timeout.
+    if grep -q "TUTTI_TIMEOUT" "$logdir/rank$r"; then echo "rank $r: failed by TUTTI_TIMEOUT, not by detection"; failed=1; fi
+    local named="rank $victim \\("
+    # A cut link: a rank of the other host (ranks are placed per host in blocks of $per).
+    [ "$fault" = linkdown ] && named="rank ($(seq -s '|' $(( r / per == 0 ? per : 0 )) $(( r / per == 0 ? nranks - 1 : per - 1 )))) \\("
+    if ! grep -Eq "$named" "$logdir/rank$r"; then echo "rank $r: its error does not name $named"; failed=1; fi
   done
   return $failed
 }

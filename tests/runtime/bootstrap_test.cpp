@@ -208,6 +208,43 @@ TEST_CASE("bootstrap: a message larger than one frame arrives whole") {
   }));
 }
 
+TEST_CASE("bootstrap: a failure notice reaches every other rank, even with a dead peer among them") {
+  useLoopback();
+  std::vector<ncclUniqueId> ids = makeIds(1);
+  const int nranks = 4;
+  const std::string text = "rank 1: the connection to rank 3 failed";
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::vector<std::pair<int, std::string>>> received(nranks);
+  requireAllOk(runRanks(nranks, [&](int rank) {
+    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, BootstrapOptions());
+    bootstrap->setNoticeHandler([&, rank](int sender, const std::string& t) {
+      std::lock_guard<std::mutex> lock(mutex);
+      received[size_t(rank)].emplace_back(sender, t);
+      changed.notify_all();
+    });
+    bootstrap->barrier();
+    if (rank == 3) return;  // gone before the notice: its listener closes
+    if (rank == 1) {
+      bootstrap->broadcastNotice(text);
+      bootstrap->broadcastNotice("a second failure is not sent");
+      bootstrap->flushNotices();
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    if (rank != 1)
+      changed.wait_for(lock, std::chrono::seconds(10), [&] { return !received[size_t(rank)].empty(); });
+    lock.unlock();
+    bootstrap->setNoticeHandler(nullptr);
+  }));
+  for (int rank : {0, 2}) {
+    INFO("rank " << rank);
+    REQUIRE(received[size_t(rank)].size() == 1);
+    CHECK(received[size_t(rank)][0].first == 1);
+    CHECK(received[size_t(rank)][0].second == text);
+  }
+  CHECK(received[1].empty());  // a rank does not notify itself
+}
+
 TEST_CASE("bootstrap: ranks that never join are named in every other rank's error") {
   useLoopback(2);
   SECTION("one root") {

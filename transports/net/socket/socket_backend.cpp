@@ -45,6 +45,8 @@ struct HandleLayout {
 };
 static_assert(sizeof(HandleLayout) <= kNetHandleBytes);
 
+int linkTimeoutSeconds() { return int(std::clamp<int64_t>(params::getInt("TUTTI_NET_LINK_TIMEOUT"), 0, 24 * 3600)); }
+
 std::string errnoText(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
 uint64_t randomNonce() {
@@ -336,6 +338,7 @@ class SocketListenComm : public NetListenComm {
         continue;
       }
       peer = candidate.peerAddress().toString();
+      candidate.setLinkTimeout(linkTimeoutSeconds());
       sockets[hello.index] = std::move(candidate);
       have++;
     }
@@ -389,6 +392,7 @@ class SocketBackend : public NetBackend {
       Socket socket = Socket::connect(remote, deadline, abortFlag);
       SocketHello hello{kSocketHelloMagic, contents.nonce, i, contents.nsocks};
       socket.sendAll(&hello, sizeof hello, deadline, abortFlag);
+      socket.setLinkTimeout(linkTimeoutSeconds());
       sockets.push_back(std::move(socket));
     }
     return std::make_unique<SocketSendComm>(std::move(sockets), remote.toString());
