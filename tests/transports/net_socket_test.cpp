@@ -66,11 +66,14 @@ std::vector<char> pattern(size_t bytes, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("net/socket: messages of many sizes arrive intact, over one and several sockets", "[net][socket]") {
+TEST_CASE("net/socket: messages of many sizes arrive intact, over one and several sockets and helper threads", "[net][socket]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
-  const char* nsocks = GENERATE("1", "3");
+  // sockets per thread x helper threads: 1x1 and 3x1 run on the caller's thread (the proxy's);
+  // 1x3 and 2x2 start helper threads on both sides.
+  auto [nsocks, nthreads] = GENERATE(std::pair{"1", "1"}, std::pair{"3", "1"}, std::pair{"1", "3"}, std::pair{"2", "2"});
   ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", nsocks);
-  CHECK(socketsPerConnection() == std::atoi(nsocks));
+  ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
+  CHECK(socketsPerConnection() == std::atoi(nsocks) * std::atoi(nthreads));
   auto backend = openNetBackend("Socket", "");
   REQUIRE(std::string(backend->name()) == "Socket");
   REQUIRE(backend->deviceCount() >= 1);
@@ -78,7 +81,7 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
   Pair pair = connectPair(*backend);
   uint32_t seed = 1;
   for (size_t bytes : {size_t(0), size_t(1), size_t(8), size_t(4095), size_t(100000), size_t(1 << 20) + 3, size_t(3 << 20)}) {
-    INFO(bytes << " bytes over " << nsocks << " sockets");
+    INFO(bytes << " bytes, " << nsocks << " sockets per thread, " << nthreads << " threads");
     std::vector<char> out = pattern(bytes, seed++), in(bytes + 64, 'x');
     REQUIRE(exchange(pair, out, in) == bytes);
     CHECK(std::memcmp(in.data(), out.data(), bytes) == 0);
@@ -114,6 +117,8 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
 
 TEST_CASE("net/socket: a message longer than the posted receive is a Remote error", "[net][socket]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  const char* nthreads = GENERATE("1", "2");
+  ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
   auto backend = openNetBackend("Socket", "");
   Pair pair = connectPair(*backend);
   std::vector<char> out(5000, 'a'), in(100);
@@ -139,6 +144,8 @@ TEST_CASE("net/socket: a message longer than the posted receive is a Remote erro
 
 TEST_CASE("net/socket: a closed peer is a Remote error on both sides", "[net][socket]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  const char* nthreads = GENERATE("1", "2");  // 2: the error surfaces from a helper thread
+  ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
   auto backend = openNetBackend("Socket", "");
   Pair pair = connectPair(*backend);
   std::vector<char> in(100);

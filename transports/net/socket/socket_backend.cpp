@@ -1,9 +1,9 @@
 // The "Socket" net backend. A connection is nsocks TCP sockets; a message is an 8-byte length on
 // socket 0 (sent with MSG_MORE so a small message leaves as one segment), then its payload cut
 // into chunks dealt round-robin over the sockets. Both sides cut alike, so each socket is an
-// ordered stream of known pieces and several messages pipeline. All I/O is nonblocking and driven
-// by test(): the proxy thread is the only caller, so no helper threads are needed yet
-// (NCCL_SOCKET_NTHREADS only multiplies the sockets).
+// ordered stream of known pieces and several messages pipeline. All I/O is nonblocking: driven
+// by test() on the proxy thread, or with NCCL_SOCKET_NTHREADS > 1 by that many helper threads
+// per connection (NCCL_NSOCKS_PERTHREAD sockets each), see SocketStreams.
 //
 // A listener accepts only connections that present the nonce of its handle: anything else that
 // connects (a port scanner, garbage, a truncated hello) is logged and dropped, and the real peer
@@ -11,10 +11,15 @@
 #include "transports/net/socket/socket_backend.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -62,14 +67,15 @@ struct Piece {
   struct SocketRequest* owner;
 };
 
+// Pieces of one request may finish on different helper threads, hence the atomics.
 struct SocketRequest : NetRequest {
   char* data = nullptr;
-  size_t capacity = 0;   // receive: the most that may arrive
-  uint64_t size = 0;     // send: the length; receive: known once the header is in
-  uint64_t header = 0;   // the length on the wire
-  size_t piecesLeft = 0;
-  bool expanded = false; // receive: header read and pieces queued
-  bool done = false;
+  size_t capacity = 0;                // receive: the most that may arrive
+  uint64_t size = 0;                  // send: the length; receive: known once the header is in
+  uint64_t header = 0;                // the length on the wire
+  std::atomic<size_t> piecesLeft{0};
+  std::atomic<bool> expanded{false};  // receive: header read and pieces queued
+  std::atomic<bool> done{false};
 };
 
 // Splits `size` bytes into chunks dealt round-robin over nsocks sockets.
@@ -78,74 +84,170 @@ size_t chunkBytesFor(size_t size, int nsocks) {
   return std::max(kMinChunkBytes, (share + 4095) / 4096 * 4096);
 }
 
-// The state both directions share: the sockets and a queue of pieces per socket.
+int helperThreadsFor(int nsocks) {
+  return int(std::clamp<int64_t>(params::getInt("NCCL_SOCKET_NTHREADS"), 1, int64_t(nsocks)));
+}
+
+// An eventfd: a counter that poll() sees as readable while non-zero.
+class EventFd {
+ public:
+  EventFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw Error(ErrorCode::System, std::string("NET/Socket: eventfd: ") + std::strerror(errno));
+  }
+  ~EventFd() { ::close(fd_); }
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+  int fd() const { return fd_; }
+  void signal() {
+    uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);
+  }
+  void drain() {
+    uint64_t value;
+    (void)!::read(fd_, &value, sizeof value);
+  }
+
+ private:
+  int fd_;
+};
+
+// The state both directions share: the sockets, a queue of pieces per socket, and the helper
+// threads. With one helper (NCCL_SOCKET_NTHREADS=1, the default) the proxy thread moves the
+// bytes itself inside test(); with T > 1, helper thread h drives sockets h, h+T, ... with
+// nonblocking I/O and poll, so several cores can carry one connection. A queue's consumer (the
+// thread driving its socket) works on its front piece outside the lock: deque::push_back keeps
+// references to existing elements valid.
 class SocketStreams {
  public:
-  SocketStreams(std::vector<Socket> sockets, std::string peer) : sockets_(std::move(sockets)), queues_(sockets_.size()), peer_(std::move(peer)) {}
+  using OnPiece = std::function<void(Piece&)>;
 
+  SocketStreams(std::vector<Socket> sockets, std::string peer, bool sending)
+      : sockets_(std::move(sockets)), lanes_(sockets_.size()), peer_(std::move(peer)), sending_(sending) {}
+
+  ~SocketStreams() { stopHelpers(); }
+
+  // Starts T = NCCL_SOCKET_NTHREADS helpers (at most one per socket) when T > 1. onPiece: see pullIn.
+  void startHelpers(OnPiece onPiece) {
+    onPiece_ = std::move(onPiece);
+    int threads = helperThreadsFor(count());
+    if (threads <= 1) return;
+    for (int h = 0; h < threads; h++) wake_.push_back(std::make_unique<EventFd>());
+    for (int h = 0; h < threads; h++) helpers_.emplace_back([this, h] { helperLoop(h); });
+  }
+
+  void stopHelpers() {
+    stop_.store(true);
+    for (auto& w : wake_) w->signal();
+    for (auto& t : helpers_) t.join();
+    helpers_.clear();
+  }
+
+  bool threaded() const { return !helpers_.empty(); }
   int count() const { return int(sockets_.size()); }
   const std::string& peer() const { return peer_; }
-  std::deque<Piece>& queue(int i) { return queues_[size_t(i)]; }
-
   int fd(int i) const { return sockets_[size_t(i)].fd(); }
   // After the peer's goodbye its end of stream is expected, not an error.
-  bool peerSaidGoodbye = false;
+  std::atomic<bool> peerSaidGoodbye{false};
 
+  // What the proxy polls: the sockets themselves, or the helpers' completion signal.
   std::vector<int> descriptors() const {
+    if (threaded()) return {done_.fd()};
     std::vector<int> fds;
     for (const Socket& s : sockets_) fds.push_back(s.fd());
     return fds;
   }
 
-  // Deals a message's payload over the sockets, after whatever each already holds.
-  void queuePayload(SocketRequest* request) {
+  void push(int i, Piece piece) {
+    {
+      std::lock_guard<std::mutex> lock(lanes_[size_t(i)].mutex);
+      lanes_[size_t(i)].queue.push_back(piece);
+    }
+    if (threaded()) wake_[size_t(i) % wake_.size()]->signal();
+  }
+
+  // Deals a message's payload over the sockets, after whatever each already holds. The count
+  // of pieces is set before any is queued, so none can complete the request early.
+  void queuePayload(SocketRequest* request, const Piece* header = nullptr) {
     size_t chunk = chunkBytesFor(request->size, count());
+    request->piecesLeft.fetch_add((request->size + chunk - 1) / chunk);
+    if (header) push(0, *header);
     size_t offset = 0;
     for (int i = 0; offset < request->size; i = (i + 1) % count()) {
       size_t bytes = std::min(chunk, size_t(request->size) - offset);
-      queues_[size_t(i)].push_back(Piece{request->data + offset, bytes, 0, request});
-      request->piecesLeft++;
+      push(i, Piece{request->data + offset, bytes, 0, request});
       offset += bytes;
     }
   }
 
+  // Throws the error a helper hit, if any; then, unthreaded, moves what can move now.
+  void progress() {
+    if (threaded()) {
+      done_.drain();
+      std::lock_guard<std::mutex> lock(errorMutex_);
+      if (failed_) throw Error(errorCode_, errorText_);
+      return;
+    }
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int i = 0; i < count(); i++) moved = move(i) || moved;
+    }
+  }
+
+ private:
+  struct Lane {
+    std::mutex mutex;
+    std::deque<Piece> queue;
+  };
+
+  bool move(int i) { return sending_ ? pushOut(i) : pullIn(i); }
+
+  Piece* front(int i, bool* more) {
+    std::lock_guard<std::mutex> lock(lanes_[size_t(i)].mutex);
+    auto& q = lanes_[size_t(i)].queue;
+    if (q.empty()) return nullptr;
+    if (more) *more = q.size() > 1;
+    return &q.front();
+  }
+
+  Piece popFront(int i) {
+    std::lock_guard<std::mutex> lock(lanes_[size_t(i)].mutex);
+    Piece piece = lanes_[size_t(i)].queue.front();
+    lanes_[size_t(i)].queue.pop_front();
+    return piece;
+  }
+
   // Sends what the socket takes now. Returns true when something moved.
   bool pushOut(int i) {
-    bool moved = false;
-    auto& q = queues_[size_t(i)];
-    while (!q.empty()) {
-      Piece& piece = q.front();
-      bool more = q.size() > 1;  // e.g. a header followed by its payload
-      ssize_t count = piece.bytes == piece.done
+    bool moved = false, more = false;
+    while (Piece* piece = front(i, &more)) {
+      ssize_t count = piece->bytes == piece->done
                           ? 0
-                          : ::send(sockets_[size_t(i)].fd(), piece.data + piece.done, piece.bytes - piece.done,
-                                   MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+                          : ::send(sockets_[size_t(i)].fd(), piece->data + piece->done, piece->bytes - piece->done,
+                                   MSG_NOSIGNAL | (more ? MSG_MORE : 0));  // e.g. a header followed by its payload
       if (count < 0) {
         int err = errno;
         if (err == EINTR) continue;
         if (err == EAGAIN || err == EWOULDBLOCK) return moved;
         failed("send to", i, err);
       }
-      piece.done += size_t(count);
+      piece->done += size_t(count);
       moved = moved || count > 0;
-      if (piece.done < piece.bytes) return moved;
-      finishPiece(piece);
-      q.pop_front();
+      if (piece->done < piece->bytes) return moved;
+      finishPiece(popFront(i));
     }
     return moved;
   }
 
-  // Reads what has arrived for the front piece(s). Returns true when something moved.
-  bool pullIn(int i, const std::function<void(Piece&)>& onPiece) {
+  // Reads what has arrived for the front piece(s); a finished piece goes to onPiece (which may
+  // queue more). Returns true when something moved.
+  bool pullIn(int i) {
     bool moved = false;
-    auto& q = queues_[size_t(i)];
-    while (!q.empty()) {
-      Piece& piece = q.front();
-      if (piece.done < piece.bytes) {
-        ssize_t count = ::recv(sockets_[size_t(i)].fd(), piece.data + piece.done, piece.bytes - piece.done, 0);
-        if (count == 0 && peerSaidGoodbye) return moved;
+    while (Piece* piece = front(i, nullptr)) {
+      if (piece->done < piece->bytes) {
+        ssize_t count = ::recv(sockets_[size_t(i)].fd(), piece->data + piece->done, piece->bytes - piece->done, 0);
+        if (count == 0 && peerSaidGoodbye.load()) return moved;
         if (count == 0)
-          throw Error(ErrorCode::Remote, "recv from " + peer_ + " (socket " + std::to_string(i) + " of " + std::to_string(count_()) +
+          throw Error(ErrorCode::Remote, "recv from " + peer_ + " (socket " + std::to_string(i) + " of " + std::to_string(this->count()) +
                                              "): the peer closed the connection (end of stream)");
         if (count < 0) {
           int err = errno;
@@ -153,24 +255,24 @@ class SocketStreams {
           if (err == EAGAIN || err == EWOULDBLOCK) return moved;
           failed("recv from", i, err);
         }
-        piece.done += size_t(count);
+        piece->done += size_t(count);
         moved = true;
-        if (piece.done < piece.bytes) return moved;
+        if (piece->done < piece->bytes) return moved;
       }
-      Piece finished = piece;
-      q.pop_front();
+      Piece finished = popFront(i);
       finishPiece(finished);
-      onPiece(finished);  // may queue more on this socket
+      onPiece_(finished);
     }
     return moved;
   }
 
- private:
-  int count_() const { return count(); }
-  void finishPiece(Piece& piece) {
-    if (piece.owner != nullptr && --piece.owner->piecesLeft == 0 && piece.owner->expanded)
-      piece.owner->done = true;
+  void finishPiece(const Piece& piece) {
+    if (piece.owner != nullptr && piece.owner->piecesLeft.fetch_sub(1) == 1 && piece.owner->expanded.load()) {
+      piece.owner->done.store(true);
+      if (threaded()) done_.signal();
+    }
   }
+
   [[noreturn]] void failed(const char* operation, int i, int err) {
     ErrorCode code = err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
                              err == ECONNABORTED || err == ENETDOWN
@@ -180,9 +282,48 @@ class SocketStreams {
                           "): " + errnoText(err));
   }
 
+  // Helper h: its sockets' I/O until stopped or failed. Waits in poll on its sockets (those with
+  // queued pieces) and its wake-up event, 100 ms at most, so a stop is seen promptly.
+  void helperLoop(int h) {
+    const int T = int(wake_.size());
+    std::vector<pollfd> fds;
+    try {
+      while (!stop_.load()) {
+        bool moved = false;
+        for (int i = h; i < count(); i += T) moved = move(i) || moved;
+        if (moved) continue;
+        fds.clear();
+        fds.push_back(pollfd{wake_[size_t(h)]->fd(), POLLIN, 0});
+        for (int i = h; i < count(); i += T)
+          if (front(i, nullptr)) fds.push_back(pollfd{sockets_[size_t(i)].fd(), short(sending_ ? POLLOUT : POLLIN), 0});
+        ::poll(fds.data(), fds.size(), 100);
+        if (fds[0].revents) wake_[size_t(h)]->drain();
+      }
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(errorMutex_);
+      if (!failed_) {
+        failed_ = true;
+        errorCode_ = e.code();
+        errorText_ = e.message();
+      }
+      done_.signal();
+    }
+  }
+
   std::vector<Socket> sockets_;
-  std::vector<std::deque<Piece>> queues_;
+  std::vector<Lane> lanes_;
   std::string peer_;
+  const bool sending_;
+  OnPiece onPiece_;
+
+  std::vector<std::unique_ptr<EventFd>> wake_;  // one per helper: work was queued for it
+  EventFd done_;                                // a request finished, or a helper failed
+  std::mutex errorMutex_;
+  bool failed_ = false;
+  ErrorCode errorCode_ = ErrorCode::Internal;
+  std::string errorText_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> helpers_;  // last: joined (stopHelpers) before the rest goes
 };
 
 // The test() of both directions: a finished request reports its size and is released.
@@ -198,7 +339,10 @@ bool completeRequest(std::deque<std::unique_ptr<Request>>& requests, NetRequest*
 
 class SocketSendComm : public NetSendComm {
  public:
-  explicit SocketSendComm(std::vector<Socket> sockets, std::string peer) : streams_(std::move(sockets), std::move(peer)) {}
+  explicit SocketSendComm(std::vector<Socket> sockets, std::string peer) : streams_(std::move(sockets), std::move(peer), true) {
+    streams_.startHelpers([](Piece&) {});
+  }
+  ~SocketSendComm() override { streams_.stopHelpers(); }
 
   MemoryRegistration registerMemory(void*, size_t) override { return {}; }
   void deregisterMemory(MemoryRegistration) override {}
@@ -211,15 +355,16 @@ class SocketSendComm : public NetSendComm {
     request->header = bytes;
     request->expanded = true;
     request->piecesLeft = 1;
-    streams_.queue(0).push_back(Piece{reinterpret_cast<char*>(&request->header), sizeof request->header, 0, request.get()});
-    streams_.queuePayload(request.get());
+    SocketRequest* r = request.get();
     requests_.push_back(std::move(request));
-    progress();
-    return requests_.back().get();
+    Piece header{reinterpret_cast<char*>(&r->header), sizeof r->header, 0, r};
+    streams_.queuePayload(r, &header);
+    streams_.progress();
+    return r;
   }
 
   bool test(NetRequest* request, size_t* bytes) override {
-    progress();
+    streams_.progress();
     return completeRequest(requests_, request, bytes);
   }
 
@@ -232,34 +377,40 @@ class SocketSendComm : public NetSendComm {
   }
 
  private:
-  void progress() {
-    for (int i = 0; i < streams_.count(); i++) streams_.pushOut(i);
-  }
   SocketStreams streams_;
-  std::deque<std::unique_ptr<SocketRequest>> requests_;
+  std::deque<std::unique_ptr<SocketRequest>> requests_;  // the proxy thread's only
 };
 
 class SocketRecvComm : public NetRecvComm {
  public:
-  explicit SocketRecvComm(std::vector<Socket> sockets, std::string peer) : streams_(std::move(sockets), std::move(peer)) {}
+  explicit SocketRecvComm(std::vector<Socket> sockets, std::string peer) : streams_(std::move(sockets), std::move(peer), false) {
+    streams_.startHelpers([this](Piece& piece) { onPiece(piece); });
+  }
+  ~SocketRecvComm() override { streams_.stopHelpers(); }
 
   MemoryRegistration registerMemory(void*, size_t) override { return {}; }
   void deregisterMemory(MemoryRegistration) override {}
   void flush(void*, size_t, MemoryRegistration) override {}
 
   NetRequest* irecv(void* data, size_t capacity, int, MemoryRegistration) override {
-    if (requests_.size() >= kMaxRequests) return nullptr;
-    auto request = std::make_unique<SocketRequest>();
-    request->data = static_cast<char*>(data);
-    request->capacity = capacity;
-    requests_.push_back(std::move(request));
-    queueNextHeader();
-    progress();
-    return requests_.back().get();
+    SocketRequest* r;
+    {
+      std::lock_guard<std::mutex> lock(requestsMutex_);
+      if (requests_.size() >= kMaxRequests) return nullptr;
+      auto request = std::make_unique<SocketRequest>();
+      request->data = static_cast<char*>(data);
+      request->capacity = capacity;
+      r = request.get();
+      requests_.push_back(std::move(request));
+      queueNextHeader();
+    }
+    streams_.progress();
+    return r;
   }
 
   bool test(NetRequest* request, size_t* bytes) override {
-    progress();
+    streams_.progress();
+    std::lock_guard<std::mutex> lock(requestsMutex_);
     return completeRequest(requests_, request, bytes);
   }
 
@@ -267,46 +418,44 @@ class SocketRecvComm : public NetRecvComm {
 
  private:
   // The next posted receive reads its header once the previous one's pieces are all queued.
+  // Under requestsMutex_.
   void queueNextHeader() {
     if (headerPending_) return;
     for (auto& r : requests_)
       if (!r->expanded) {
         r->piecesLeft = 1;
-        streams_.queue(0).push_back(Piece{reinterpret_cast<char*>(&r->header), sizeof r->header, 0, r.get()});
         headerPending_ = true;
+        streams_.push(0, Piece{reinterpret_cast<char*>(&r->header), sizeof r->header, 0, r.get()});
         return;
       }
   }
 
-  void progress() {
-    auto onPiece = [this](Piece& piece) {
-      SocketRequest* r = piece.owner;
-      if (r->expanded) return;
-      if (r->header == kGoodbye) {
-        // No message follows; the receive stays pending (the executor times out if it waits).
-        streams_.peerSaidGoodbye = true;
-        r->piecesLeft = 1;
-        return;
-      }
-      // The header: the message's length, checked before any byte of it is accepted.
-      if (r->header > r->capacity)
-        throw Error(ErrorCode::Remote, "recv from " + streams_.peer() + ": the peer announced a message of " + std::to_string(r->header) +
-                                           " bytes where at most " + std::to_string(r->capacity) +
-                                           " fit (a peer of another version, corruption, or not a tutti peer)");
-      r->size = r->header;
-      r->expanded = true;
-      headerPending_ = false;
-      streams_.queuePayload(r);
-      if (r->piecesLeft == 0) r->done = true;
-      queueNextHeader();
-    };
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (int i = 0; i < streams_.count(); i++) moved = streams_.pullIn(i, onPiece) || moved;
+  // A finished piece, on the thread that drives socket 0 (headers only travel there).
+  void onPiece(Piece& piece) {
+    SocketRequest* r = piece.owner;
+    if (r->expanded) return;
+    if (r->header == kGoodbye) {
+      // No message follows; the receive stays pending (the executor times out if it waits).
+      streams_.peerSaidGoodbye = true;
+      r->piecesLeft = 1;
+      return;
     }
+    // The header: the message's length, checked before any byte of it is accepted.
+    if (r->header > r->capacity)
+      throw Error(ErrorCode::Remote, "recv from " + streams_.peer() + ": the peer announced a message of " + std::to_string(r->header) +
+                                         " bytes where at most " + std::to_string(r->capacity) +
+                                         " fit (a peer of another version, corruption, or not a tutti peer)");
+    r->size = r->header;
+    std::lock_guard<std::mutex> lock(requestsMutex_);
+    headerPending_ = false;
+    r->expanded = true;
+    streams_.queuePayload(r);
+    if (r->piecesLeft == 0) r->done = true;
+    queueNextHeader();
   }
 
   SocketStreams streams_;
+  std::mutex requestsMutex_;  // requests_ and headerPending_: the proxy posts, socket 0's driver expands
   std::deque<std::unique_ptr<SocketRequest>> requests_;
   bool headerPending_ = false;
 };
