@@ -32,9 +32,19 @@ const std::vector<Param> kParams = {
     {"NCCL_NET", Type::String, "",
      "network backend by name: Socket (unset: the first that works)"},
     {"NCCL_SOCKET_NTHREADS", Type::Int, "1",
-     "Socket backend: socket groups per connection (sockets = this x NCCL_NSOCKS_PERTHREAD, at most 64)"},
+     "Socket backend: helper threads per connection, each driving NCCL_NSOCKS_PERTHREAD sockets "
+     "(1: the proxy thread drives them; sockets at most 64)"},
     {"NCCL_NSOCKS_PERTHREAD", Type::Int, "1",
      "Socket backend: sockets per group; a message is striped over all sockets of a connection"},
+    {"NCCL_ALGO", Type::String, "",
+     "algorithms the selector may use: a list (ring, tree, pat, ... or a custom plan file's "
+     "names), ^ to exclude, per collective as 'allreduce:tree,ring;broadcast:ring' (case-insensitive)"},
+    {"NCCL_PROTO", Type::String, "",
+     "protocols the selector may use: Simple (LL and LL128 are not implemented yet); ^ excludes"},
+    {"NCCL_TOPO_FILE", Type::String, "",
+     "an NCCL topology XML file describing this node, used instead of discovery"},
+    {"NCCL_TOPO_DUMP_FILE", Type::String, "",
+     "write this node's topology (as discovered or loaded) to this file, in NCCL's XML format"},
     {"NCCL_BUFFSIZE", Type::Size, "4194304",
      "bytes of FIFO per connection (K, M, G suffixes accepted)"},
     {"NCCL_MIN_NCHANNELS", Type::Int, "1", "fewest channels a communicator uses"},
@@ -52,6 +62,11 @@ const std::vector<Param> kParams = {
      "seconds the bootstrap waits for every rank before failing"},
     {"TUTTI_TIMEOUT", Type::Int, "300",
      "seconds an operation may make no progress before it fails naming the peer it waits for"},
+    {"TUTTI_ALGO_FILE", Type::String, "",
+     "custom algorithms: plan files (':'-separated), verified at init and selectable by name"},
+    {"TUTTI_DETERMINISTIC", Type::Bool, "0",
+     "1: only algorithms with a fixed reduction order, so results are bitwise identical across runs "
+     "and message sizes for a given rank count, type and op (slower: see the README)"},
     {"TUTTI_NET_LINK_TIMEOUT", Type::Int, "15",
      "seconds a network connection may leave data unacknowledged (or keepalive probes unanswered) "
      "before it counts as broken, so a cut link fails in seconds (0: the kernel's defaults)"},
