@@ -113,15 +113,19 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
     CHECK(got == outs[size_t(i)].size());
     CHECK(ins[size_t(i)] == outs[size_t(i)]);
   }
+  // The send buffers must outlive their requests (a helper may still be reading one).
+  for (auto& s : sends)
+    while (s && !pair.send->test(s, nullptr)) REQUIRE(std::chrono::steady_clock::now() < deadline);
 }
 
 TEST_CASE("net/socket: a message longer than the posted receive is a Remote error", "[net][socket]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   const char* nthreads = GENERATE("1", "2");
   ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
+  // The buffers outlive the connections: a helper thread may still be sending when the test ends.
+  std::vector<char> out(5000, 'a'), in(100);
   auto backend = openNetBackend("Socket", "");
   Pair pair = connectPair(*backend);
-  std::vector<char> out(5000, 'a'), in(100);
   NetRequest* s = pair.send->isend(out.data(), out.size(), 0, {});
   REQUIRE(s);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -238,8 +238,8 @@ class SocketStreams {
     return moved;
   }
 
-  // Reads what has arrived for the front piece(s); a finished piece goes to onPiece (which may
-  // queue more). Returns true when something moved.
+  // Reads what has arrived for the front piece(s); a finished header goes to onPiece (which
+  // may queue more). Returns true when something moved.
   bool pullIn(int i) {
     bool moved = false;
     while (Piece* piece = front(i, nullptr)) {
@@ -259,9 +259,12 @@ class SocketStreams {
         moved = true;
         if (piece->done < piece->bytes) return moved;
       }
+      // Only a header goes on to onPiece. A payload piece may be its request's last, and once
+      // the request is done the proxy may free it: nothing may touch it after finishPiece.
       Piece finished = popFront(i);
+      bool header = finished.owner != nullptr && !finished.owner->expanded.load();
       finishPiece(finished);
-      onPiece_(finished);
+      if (header) onPiece_(finished);
     }
     return moved;
   }
@@ -430,10 +433,9 @@ class SocketRecvComm : public NetRecvComm {
       }
   }
 
-  // A finished piece, on the thread that drives socket 0 (headers only travel there).
+  // A finished header, on the thread that drives socket 0 (headers only travel there).
   void onPiece(Piece& piece) {
     SocketRequest* r = piece.owner;
-    if (r->expanded) return;
     if (r->header == kGoodbye) {
       // No message follows; the receive stays pending (the executor times out if it waits).
       streams_.peerSaidGoodbye = true;
