@@ -1,0 +1,312 @@
+// The selector: NCCL_ALGO / NCCL_PROTO parsing, the cost-model choice, the tuning table.
+#include "algorithms/selector.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/error.h"
+
+namespace tutti::selector {
+namespace {
+
+using plan::Coll;
+
+constexpr int kExactSimMaxRanks = 64;
+constexpr size_t kExactSimMaxChunks = size_t(1) << 16;  // rank-chunks the exact simulator may time per estimate
+constexpr size_t kMinBytesPerChannel = 64 * 1024;  // below this a channel is not worth its launch
+constexpr double kChannelGain = 0.01;              // a channel more must gain 1%
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); i++)
+    if (i == s.size() || s[i] == sep) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+int collOfPrefix(const std::string& prefix) {
+  for (int c = 0; c < kCollCount; c++)
+    if (prefix == plan::collName(Coll(c))) return c;
+  return -1;
+}
+
+std::vector<std::string> collNames() {
+  std::vector<std::string> names;
+  for (int c = 0; c < kCollCount; c++) names.push_back(plan::collName(Coll(c)));
+  return names;
+}
+
+// The grammar shared by NCCL_ALGO and NCCL_PROTO. `ignored` names are accepted with a note.
+struct Vocabulary {
+  std::vector<std::string> known;    // lower case
+  std::vector<std::string> ignored;  // lower case
+  std::string display;               // for error messages
+  std::string ignoredWhy;
+};
+
+NameFilter::Rule parseRule(const std::string& variable, const std::string& value, const std::string& scope,
+                           const std::string& list, const Vocabulary& vocab, std::vector<std::string>& notes) {
+  NameFilter::Rule rule;
+  std::string body = trim(list);
+  if (!body.empty() && body[0] == '^') {
+    rule.exclude = true;
+    body = body.substr(1);
+  }
+  bool namedIgnored = false;
+  for (const std::string& raw : split(body, ',')) {
+    std::string name = lower(trim(raw));
+    if (name.empty()) continue;
+    if (contains(vocab.ignored, name)) {
+      notes.push_back(variable + ": " + trim(raw) + " " + vocab.ignoredWhy);
+      namedIgnored = true;
+      continue;
+    }
+    if (!contains(vocab.known, name))
+      throw Error(ErrorCode::InvalidArgument, variable + "=" + value + ": unknown name \"" + trim(raw) + "\"" + scope +
+                                                  "; known: " + vocab.display);
+    if (!contains(rule.names, name)) rule.names.push_back(name);
+  }
+  if (rule.names.empty() && !rule.exclude) {
+    if (!namedIgnored)
+      throw Error(ErrorCode::InvalidArgument, variable + "=" + value + ": an empty list" + scope + "; known: " + vocab.display);
+    notes.push_back(variable + ": the list" + scope + " names nothing tutti has; it does not restrict the choice");
+    return rule;
+  }
+  rule.set = true;
+  return rule;
+}
+
+NameFilter parseFilter(const std::string& variable, const std::string& value, const Vocabulary& vocab) {
+  NameFilter f;
+  f.variable = variable;
+  f.value = value;
+  if (trim(value).empty()) return f;
+  for (const std::string& rawSegment : split(value, ';')) {
+    std::string segment = trim(rawSegment);
+    if (segment.empty()) continue;
+    size_t colon = segment.find(':');
+    if (colon == std::string::npos) {
+      f.all = parseRule(variable, value, "", segment, vocab, f.notes);
+      continue;
+    }
+    std::string prefix = lower(trim(segment.substr(0, colon)));
+    int coll = collOfPrefix(prefix);
+    if (coll < 0)
+      throw Error(ErrorCode::InvalidArgument, variable + "=" + value + ": unknown collective \"" + prefix +
+                                                  "\"; known: " + joined(collNames()));
+    f.perColl[size_t(coll)] = parseRule(variable, value, " for " + prefix, segment.substr(colon + 1), vocab, f.notes);
+  }
+  return f;
+}
+
+const std::vector<std::string> kNcclOnlyAlgorithms = {"collnetdirect", "collnetchain", "nvls", "nvlstree"};
+
+bool pointToPointFamily(Coll coll) {
+  return coll == Coll::AlltoAll || coll == Coll::Gather || coll == Coll::Scatter || coll == Coll::Send || coll == Coll::Recv;
+}
+
+std::vector<int> channelCounts(ChannelLimits limits) {
+  int lo = std::max(1, limits.min), hi = std::max(lo, limits.max);
+  std::vector<int> counts{lo};
+  for (int c = 1; c < hi; c *= 2)
+    if (c > lo) counts.push_back(c);
+  if (hi != lo) counts.push_back(hi);
+  return counts;
+}
+
+// The estimate of one algorithm at one channel count: analytic if modelled, else exact.
+std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t bytes, const Context& ctx, int nchannels) {
+  sim::Pipeline pipe = ctx.pipeline;
+  pipe.nchannels = nchannels;
+  if (contains(sim::modelledAlgorithms(), a.name)) return sim::analyticUs(a.name, coll, bytes, ctx.fabric, pipe);
+  size_t chunks = (bytes + pipe.chunkBytes - 1) / pipe.chunkBytes;
+  if (ctx.fabric.nranks > kExactSimMaxRanks || chunks * size_t(ctx.fabric.nranks) > kExactSimMaxChunks || coll == Coll::Send ||
+      coll == Coll::Recv)
+    return std::nullopt;
+  try {
+    std::vector<plan::RankPlan> plans;
+    for (int r = 0; r < ctx.fabric.nranks; r++) plans.push_back(a.build({coll, r, ctx.fabric.nranks, 0}));
+    return sim::timePlans(plans, coll, bytes, ctx.fabric, pipe).us;
+  } catch (const Error&) {
+    return std::nullopt;  // the plan file does not serve this shape
+  }
+}
+
+std::vector<const plan::Algorithm*> candidatesFor(Coll coll, const Context& ctx) {
+  std::vector<const plan::Algorithm*> serving, passing;
+  for (const plan::Algorithm& a : ctx.registry.all())
+    if (a.serves(coll) && (!ctx.deterministicOnly || a.deterministic)) serving.push_back(&a);
+  const NameFilter* f = ctx.algoFilter;
+  for (const plan::Algorithm* a : serving)
+    if (!f || f->allows(coll, a->name)) passing.push_back(a);
+  if (passing.empty() && f && !f->setFor(coll) && pointToPointFamily(coll)) return serving;
+  if (passing.empty()) {
+    std::vector<std::string> registered;
+    for (const plan::Algorithm& a : ctx.registry.all())
+      if (a.serves(coll)) registered.push_back(a.name + (a.deterministic ? " (deterministic)" : ""));
+    std::string why = registered.empty()                         ? "no algorithm is registered"
+                      : serving.empty() && ctx.deterministicOnly ? "no deterministic algorithm"
+                                                                 : f->variable + "=" + f->value + " leaves no algorithm";
+    throw Error(ErrorCode::InvalidUsage, std::string("selector: ") + why + " for " + plan::collName(coll) +
+                                             "; registered for " + plan::collName(coll) + ": " +
+                                             (registered.empty() ? "none" : joined(registered)));
+  }
+  return passing;
+}
+
+std::string formatBytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = double(bytes);
+  while (v >= 1024 && u < 4 && std::fmod(v, 1024) == 0) {
+    v /= 1024;
+    u++;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f %s", v, units[u]);
+  return text;
+}
+
+}  // namespace
+
+bool NameFilter::allows(Coll coll, const std::string& name) const {
+  const Rule& rule = ruleFor(coll);
+  if (!rule.set) return true;
+  return contains(rule.names, lower(name)) != rule.exclude;
+}
+
+std::vector<std::string> knownAlgorithms(const plan::AlgorithmRegistry& registry) {
+  std::vector<std::string> names = sim::modelledAlgorithms();
+  for (const plan::Algorithm& a : registry.all())
+    if (!contains(names, lower(a.name))) names.push_back(lower(a.name));
+  return names;
+}
+
+NameFilter parseAlgoFilter(const std::string& value, const std::vector<std::string>& known) {
+  Vocabulary v;
+  for (const std::string& k : known) v.known.push_back(lower(k));
+  v.ignored = kNcclOnlyAlgorithms;
+  v.display = joined(v.known) + " (NCCL's Ring, Tree and PAT are ring, tree and pat; CollnetDirect, CollnetChain, NVLS and "
+                                "NVLSTree are accepted and ignored)";
+  v.ignoredWhy = "is NCCL's and has no equivalent in tutti; ignored";
+  return parseFilter("NCCL_ALGO", value, v);
+}
+
+NameFilter parseProtoFilter(const std::string& value) {
+  Vocabulary v;
+  v.known = {"simple", "ll", "ll128"};
+  v.display = "Simple, LL, LL128";
+  NameFilter f = parseFilter("NCCL_PROTO", value, v);
+  auto check = [&](const NameFilter::Rule& rule, const std::string& scope) {
+    if (!rule.set) return;
+    std::vector<std::string> asked;
+    for (const std::string& n : rule.names)
+      if (n != "simple") asked.push_back(n == "ll" ? "LL" : "LL128");
+    bool simpleAllowed = contains(rule.names, "simple") != rule.exclude;
+    if (!simpleAllowed) {
+      std::string what = rule.exclude ? "excluding Simple leaves only LL and LL128, which are"
+                                      : joined(asked) + (asked.size() > 1 ? " are" : " is");
+      throw Error(ErrorCode::InvalidArgument, "NCCL_PROTO=" + value + scope + ": " + what +
+                                                  " not implemented yet; tutti implements only Simple");
+    }
+    if (!rule.exclude && !asked.empty())
+      f.notes.push_back("NCCL_PROTO" + scope + ": " + joined(asked) + " not implemented yet; using Simple");
+  };
+  check(f.all, "");
+  for (int c = 0; c < kCollCount; c++) check(f.perColl[size_t(c)], std::string(" (for ") + plan::collName(Coll(c)) + ")");
+  return f;
+}
+
+Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
+  if (nranks != ctx.fabric.nranks)
+    throw Error(ErrorCode::InvalidArgument, "selector: " + std::to_string(nranks) + " ranks asked of a fabric of " +
+                                                std::to_string(ctx.fabric.nranks));
+  Choice choice;
+  for (const plan::Algorithm* a : candidatesFor(coll, ctx)) {
+    Estimate best{a->name, 0, 0};
+    for (int nch : channelCounts(ctx.channels)) {
+      // Channels cost launch work the model does not see: a channel must bring a real gain.
+      if (nch > ctx.channels.min && size_t(nch - 1) * kMinBytesPerChannel >= bytes) break;
+      std::optional<double> us = estimateAt(*a, coll, bytes, ctx, nch);
+      if (us && (best.nchannels == 0 || *us < best.us * (1 - kChannelGain))) best = {a->name, nch, *us};
+    }
+    if (best.nchannels > 0) choice.candidates.push_back(best);
+  }
+  if (choice.candidates.empty())
+    throw Error(ErrorCode::InvalidUsage, std::string("selector: no candidate for ") + plan::collName(coll) + " at " +
+                                             std::to_string(nranks) + " ranks has a cost estimate");
+  std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
+                   [](const Estimate& a, const Estimate& b) { return a.us < b.us; });
+  choice.algorithm = choice.candidates[0].algorithm;
+  choice.nchannels = choice.candidates[0].nchannels;
+  choice.estimateUs = choice.candidates[0].us;
+  if (choice.candidates.size() > 1) {
+    choice.runnerUp = choice.candidates[1].algorithm;
+    choice.runnerUpUs = choice.candidates[1].us;
+  }
+  return choice;
+}
+
+double estimateOperation(Coll coll, size_t bytes, const Context& context) {
+  return choose(coll, bytes, context.fabric.nranks, context).estimateUs;
+}
+
+std::string tuningTable(const Context& ctx) {
+  std::string out = "TUNING " + ctx.fabric.describe() + "\n";
+  std::vector<size_t> sizes;
+  for (size_t s = 8; s <= (size_t(1) << 30); s *= 4) sizes.push_back(s);
+  sizes.push_back(size_t(1) << 30);
+  for (int c = 0; c < kCollCount; c++) {
+    Coll coll = Coll(c);
+    if (coll == Coll::Recv) continue;  // timed with its send
+    bool served = false;
+    for (const plan::Algorithm& a : ctx.registry.all()) served = served || a.serves(coll);
+    if (!served) continue;
+    out += std::string("TUNING ") + plan::collName(coll) + ": size -> choice (channels) estimate | every candidate\n";
+    for (size_t bytes : sizes) {
+      char line[160];
+      try {
+        Choice ch = choose(coll, bytes, ctx.fabric.nranks, ctx);
+        std::snprintf(line, sizeof line, "TUNING %-13s %9s -> %-12s (%2d) %12.2f us |", plan::collName(coll),
+                      formatBytes(bytes).c_str(), ch.algorithm.c_str(), ch.nchannels, ch.estimateUs);
+        out += line;
+        for (const Estimate& e : ch.candidates) {
+          std::snprintf(line, sizeof line, " %s %.2f", e.algorithm.c_str(), e.us);
+          out += line;
+        }
+      } catch (const Error& e) {
+        std::snprintf(line, sizeof line, "TUNING %-13s %9s -> ", plan::collName(coll), formatBytes(bytes).c_str());
+        out += line + e.message();
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace tutti::selector

@@ -1,0 +1,114 @@
+// The cost model: a fabric (ranks on nodes, link classes, NICs), an exact event-driven timing of
+// a set of rank plans on it, and an analytic alpha-beta estimate per algorithm name that stays
+// cheap at 100,000 ranks. The selector (selector.h) and tools/tutti-sim are built on it.
+//
+// Units: microseconds and GB/s (1 GB/s moves 1e3 bytes per microsecond).
+//
+// Message size convention (as nccl-tests counts it): `bytes` is the size of the largest buffer
+// of the operation. AllReduce, Broadcast, Reduce, Send/Recv: the buffer. AllGather: the output
+// (nranks blocks); ReduceScatter: the input; AlltoAll, Gather, Scatter: the nranks-block buffer.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/lane.h"
+
+namespace tutti::sim {
+
+// One class of link, one direction.
+struct Link {
+  double latencyUs = 0;  // from the sender's write to the receiver seeing the data
+  double gbps = 0;       // bandwidth per direction
+};
+
+// Where a rank plan's bytes can go. Ranks are placed on nodes; two ranks of one node talk over
+// `local` (each rank has one port of that bandwidth in and one out, shared by its concurrent
+// transfers: NVLink through NVSwitch, or a host's memory bus for shm); ranks of different nodes
+// talk over `network`, through the node's NICs: each transfer is limited to one NIC's bandwidth
+// and the node's inter-node traffic shares `nicsPerNode` NICs (in and out separately).
+struct Fabric {
+  std::string name;
+  int nranks = 1;
+  int nodes = 1;
+  int ranksPerNode = 1;        // the most ranks of any node
+  std::vector<int> nodeOfRank;  // empty: rank r is on node r / ranksPerNode
+  Link local;
+  Link network;                // one NIC
+  int nicsPerNode = 1;
+  double stepOverheadUs = 0;   // software cost of issuing one step (a FIFO slot's bookkeeping)
+  double channelGBps = 0;      // the most one channel's executor moves (one CUDA block, one thread)
+  double copyGBps = 0;         // local copies (plan Copy steps)
+
+  int nodeOf(int rank) const { return nodeOfRank.empty() ? rank / ranksPerNode : nodeOfRank[size_t(rank)]; }
+  bool sameNode(int a, int b) const { return nodeOf(a) == nodeOf(b); }
+  const Link& linkBetween(int a, int b) const { return sameNode(a, b) ? local : network; }
+  std::string describe() const;
+
+  // A GPU cluster of `nodes` x `gpusPerNode` ranks with default figures from public
+  // specifications (see sim_fabric.cpp).
+  static Fabric synthetic(int nodes, int gpusPerNode, int nicsPerNode);
+
+  // Host mode: ranks are CPU threads/processes; shared memory inside a host, TCP between hosts.
+  struct HostFigures {
+    Link shm{1.0, 8.0};     // a futex wake-up and a memcpy through a shared segment
+    Link tcp{25.0, 1.25};   // 10 GbE
+    int nicsPerHost = 1;
+    double stepOverheadUs = 2.0;
+    double channelGBps = 8.0;  // one worker thread's memcpy
+    double copyGBps = 8.0;
+  };
+  static Fabric host(int nranks, int ranksPerHost, const HostFigures& figures);
+  static Fabric host(int nranks, int ranksPerHost) { return host(nranks, ranksPerHost, HostFigures{}); }
+};
+
+// What the topology module hands over to build a fabric from a discovered (or XML) system:
+// which node each rank is on, the intra-node path (slowest GPU-to-GPU or shm path of a node)
+// and one NIC's path, and the executor's figures.
+struct TopologySummary {
+  std::vector<int> nodeOfRank;  // one entry per rank
+  Link intraNode;
+  Link nic;
+  int nicsPerNode = 1;
+  double stepOverheadUs = 0.4;
+  double channelGBps = 20.0;
+  double copyGBps = 1500.0;
+};
+Fabric fabricFromTopology(const TopologySummary& topology);
+
+// How an operation is cut: chunk (= FIFO slot) size, FIFO depth and channels.
+struct Pipeline {
+  size_t chunkBytes = 512 * 1024;  // NCCL_BUFFSIZE 4 MiB / TUTTI_NSTEPS 8
+  int fifoSlots = 8;
+  int nchannels = 1;
+};
+
+// (a) Exact: runs every rank's plan as the executor would, step by step, every channel, every
+// tile. `plans[r]` is rank r's plan. Throws tutti::Error (Internal) if the plans deadlock.
+// Model (see sim_exact.cpp): a step costs the overhead, then its transfer; a transfer's rate is
+// capped by the channel and the link, and each port (a rank's local in/out, a node's NICs in/out)
+// is a fluid resource: transfers that overlap on a port share its bandwidth (each reserves
+// bytes/capacity of port time, in start order).
+struct ExactResult {
+  double us = 0;
+  size_t steps = 0;      // steps run, all ranks and channels
+  size_t transfers = 0;  // chunks moved over links
+};
+ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric,
+                      const Pipeline& pipeline);
+
+// (b) Analytic: the estimate for an algorithm by name ("ring", "tree", ... see ir.md), in
+// microseconds, or nothing if the name is not modelled or the algorithm has no form for `coll`.
+// O(log nranks) work. Agrees with timePlans() for ring and direct (tests/algorithms/sim_test.cpp).
+std::optional<double> analyticUs(const std::string& algorithm, plan::Coll coll, size_t bytes, const Fabric& fabric,
+                                 const Pipeline& pipeline);
+
+// The algorithm names the analytic model knows.
+const std::vector<std::string>& modelledAlgorithms();
+
+// nccl-tests' bus bandwidth factor: busbw = algbw * factor.
+double busBandwidthFactor(plan::Coll coll, int nranks);
+
+}  // namespace tutti::sim

@@ -1,0 +1,241 @@
+// The cost model: fabrics, the exact event-driven simulator against hand-computed timings, the
+// analytic model against the exact one for every registered algorithm it models, and the
+// analytic model's behaviour up to 100,000 ranks.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "algorithms/sim.h"
+#include "runtime/error.h"
+
+using namespace tutti;
+using plan::Coll;
+
+namespace {
+
+// Every rank's plan for one operation; Send pairs rank 0's send with the last rank's receive
+// (on another node when there are several, as the analytic model assumes).
+std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n) {
+  std::vector<plan::RankPlan> plans;
+  for (int r = 0; r < n; r++) {
+    if (coll == Coll::Send) {
+      if (r == 0) plans.push_back(a.build({Coll::Send, 0, n, n - 1}));
+      else if (r == n - 1) plans.push_back(a.build({Coll::Recv, r, n, 0}));
+      else plans.push_back(plan::RankPlan{a.name, {}});
+    } else {
+      plans.push_back(a.build({coll, r, n, 0}));
+    }
+  }
+  return plans;
+}
+
+// Round figures so that hand computations are easy: 1 GB/s moves 1000 bytes per us.
+sim::Fabric simpleHost(int nranks, int perHost) {
+  sim::Fabric::HostFigures h;
+  h.shm = {1.0, 1.0};
+  h.tcp = {10.0, 0.5};
+  h.stepOverheadUs = 2.0;
+  h.channelGBps = 1.0;
+  h.copyGBps = 4.0;
+  return sim::Fabric::host(nranks, perHost, h);
+}
+
+}  // namespace
+
+TEST_CASE("sim: fabrics place ranks on nodes") {
+  sim::Fabric s = sim::Fabric::synthetic(4, 8, 2);
+  CHECK(s.nranks == 32);
+  CHECK(s.nodes == 4);
+  CHECK(s.nodeOf(7) == 0);
+  CHECK(s.nodeOf(8) == 1);
+  CHECK(s.sameNode(8, 15));
+  CHECK_FALSE(s.sameNode(7, 8));
+  CHECK(s.linkBetween(0, 31).gbps == s.network.gbps);
+  CHECK(s.linkBetween(0, 1).gbps == s.local.gbps);
+
+  sim::Fabric h = sim::Fabric::host(10, 4);
+  CHECK(h.nodes == 3);
+  CHECK(h.nodeOf(9) == 2);
+
+  sim::TopologySummary t;
+  t.nodeOfRank = {0, 0, 1, 1, 1};
+  t.intraNode = {1.0, 100.0};
+  t.nic = {3.0, 25.0};
+  sim::Fabric f = sim::fabricFromTopology(t);
+  CHECK(f.nranks == 5);
+  CHECK(f.nodes == 2);
+  CHECK(f.ranksPerNode == 3);
+  CHECK(f.nodeOf(2) == 1);
+  CHECK_THROWS_AS(sim::fabricFromTopology(sim::TopologySummary{}), Error);
+  CHECK_THROWS_AS(sim::Fabric::synthetic(0, 8, 1), Error);
+}
+
+TEST_CASE("sim: exact timing of a two-rank ring all-reduce matches a hand computation") {
+  // One tile of two 1000-byte chunks. Each rank: send (o + x), receive-reduce-copy-send
+  // (waits a for the peer's chunk, then o + x), receive (a, then o). x = 1000 B / 1 GB/s = 1 us.
+  sim::Fabric f = simpleHost(2, 2);
+  sim::Pipeline p;
+  p.chunkBytes = 1000;
+  auto plans = plansFor(*plan::builtinAlgorithms().find("ring"), Coll::AllReduce, 2);
+  sim::ExactResult r = sim::timePlans(plans, Coll::AllReduce, 2000, f, p);
+  double o = 2, x = 1, a = 1;
+  CHECK(r.us == Approx((o + x) + (a + o + x) + (a + o)));
+  CHECK(r.steps == 6);
+  CHECK(r.transfers == 4);
+
+  // Two tiles: the second starts when the first's last step is done.
+  r = sim::timePlans(plans, Coll::AllReduce, 4000, f, p);
+  CHECK(r.us == Approx(2 * ((o + x) + (a + o + x) + (a + o))));
+}
+
+TEST_CASE("sim: exact timing of a FIFO-limited stream matches a hand computation") {
+  // Send of 3 chunks over TCP with 2 FIFO slots: the third chunk waits for the first slot,
+  // released when the receiver has consumed chunk 0 (arrival + o) plus a latency.
+  sim::Fabric f = simpleHost(2, 1);
+  sim::Pipeline p;
+  p.chunkBytes = 500;
+  p.fifoSlots = 2;
+  auto plans = plansFor(*plan::builtinAlgorithms().find("direct"), Coll::Send, 2);
+  double o = 2, x = 1, a = 10;  // 500 B at 0.5 GB/s
+  double end0 = o + x, end1 = end0 + o + x;
+  double release0 = end0 + a + o + a;
+  double end2 = std::max(end1, release0) + o + x;
+  double received2 = std::max(end2 + a, end1 + a + o) + o;
+  CHECK(sim::timePlans(plans, Coll::Send, 1500, f, p).us == Approx(received2));
+}
+
+TEST_CASE("sim: ports are shared by concurrent transfers") {
+  // Rank 0 scatters 4 blocks to 3 peers on one host: its local port (1 GB/s) carries 3000 bytes
+  // while each transfer alone would take 1 us.
+  sim::Fabric f = simpleHost(4, 4);
+  f.channelGBps = 10;
+  sim::Pipeline p;
+  p.chunkBytes = 1000;
+  auto plans = plansFor(*plan::builtinAlgorithms().find("direct"), Coll::Scatter, 4);
+  double us = sim::timePlans(plans, Coll::Scatter, 4000, f, p).us;
+  double o = 2, a = 1;
+  CHECK(us == Approx(o + 3.0 + a + o));  // the last of the three leaves the port at o + 3 us
+}
+
+TEST_CASE("sim: the exact simulator reports plans that deadlock") {
+  plan::LaneSpec lane;
+  lane.kind = plan::ConnKind::Ring;
+  lane.layout = plan::Layout::Whole;
+  std::vector<plan::RankPlan> plans(2);
+  for (int r = 0; r < 2; r++) {
+    plan::LaneSpec l = lane;
+    l.sendPeers = {1 - r};
+    l.recvPeers = {1 - r};
+    l.steps.push_back({plan::Op::Recv, 0, {}, {plan::Buf::Out, -1}});
+    l.steps.push_back({plan::Op::Send, 0, {plan::Buf::In, -1}, {}});
+    plans[size_t(r)] = plan::RankPlan{"bad", {l}};
+  }
+  try {
+    sim::timePlans(plans, Coll::Broadcast, 4096, simpleHost(2, 2), sim::Pipeline{});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Internal);
+    CHECK_THAT(e.message(), Catch::Contains("deadlock") && Catch::Contains("rank 0"));
+  }
+}
+
+// The analytic model against the exact simulator, for every modelled algorithm whose plans are
+// registered (today ring and direct; the others join as their plans land). Tolerance: 20%
+// (measured worst today: 14%, on a host system whose last node is partly filled).
+TEST_CASE("sim: analytic estimates agree with the exact simulator") {
+  constexpr double kTolerance = 0.20;
+  plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
+  int compared = 0;
+  std::vector<std::string> skipped;
+  for (const std::string& name : sim::modelledAlgorithms()) {
+    const plan::Algorithm* a = registry.find(name);
+    if (!a) {
+      skipped.push_back(name);
+      continue;
+    }
+    for (int n : {2, 3, 5, 8, 12, 16, 33, 64}) {
+      std::vector<sim::Fabric> fabrics = {sim::Fabric::host(n, n), sim::Fabric::synthetic(1, n, 1), sim::Fabric::host(n, 8)};
+      if (n % 4 == 0) fabrics.push_back(sim::Fabric::synthetic(n / 4, 4, 2));
+      for (int c = 0; c <= int(Coll::Send); c++) {
+        Coll coll = Coll(c);
+        if (!a->serves(coll)) continue;
+        auto plans = plansFor(*a, coll, n);
+        for (const sim::Fabric& f : fabrics)
+          for (size_t bytes : {size_t(8), size_t(65536), size_t(4) << 20, size_t(64) << 20}) {
+            if (n > 16 && bytes > (size_t(4) << 20)) continue;  // keeps the test short
+            for (int nch : {1, 2}) {
+              sim::Pipeline p;
+              p.chunkBytes = 256 * 1024;
+              p.nchannels = nch;
+              double exact = sim::timePlans(plans, coll, bytes, f, p).us;
+              std::optional<double> analytic = sim::analyticUs(name, coll, bytes, f, p);
+              INFO(name << " " << plan::collName(coll) << " n=" << n << " " << f.name << " bytes=" << bytes << " channels=" << nch);
+              REQUIRE(analytic.has_value());
+              CHECK(*analytic == Approx(exact).epsilon(kTolerance));
+              compared++;
+            }
+          }
+      }
+    }
+  }
+  CHECK(compared > 1000);
+  CHECK(registry.find("ring"));
+  CHECK(registry.find("direct"));
+  std::string names;
+  for (const std::string& s : skipped) names += " " + s;
+  if (!skipped.empty()) WARN("no plans registered yet, not compared:" << names);
+}
+
+TEST_CASE("sim: analytic estimates grow with the message size") {
+  for (sim::Fabric f : {sim::Fabric::synthetic(1, 8, 8), sim::Fabric::synthetic(125, 8, 8), sim::Fabric::synthetic(12500, 8, 8),
+                        sim::Fabric::host(64, 16)}) {
+    for (int nch : {1, 8}) {
+      sim::Pipeline p;
+      p.nchannels = nch;
+      for (const std::string& name : sim::modelledAlgorithms())
+        for (int c = 0; c <= int(Coll::Recv); c++) {
+          double previous = 0;
+          for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 2) {
+            std::optional<double> us = sim::analyticUs(name, Coll(c), bytes, f, p);
+            if (!us) break;
+            INFO(name << " " << plan::collName(Coll(c)) << " " << f.name << " bytes " << bytes << " channels " << nch);
+            CHECK(std::isfinite(*us));
+            CHECK(*us > 0);
+            CHECK(*us >= previous * (1 - 1e-9));
+            previous = *us;
+          }
+        }
+    }
+  }
+}
+
+TEST_CASE("sim: a 100,000-rank sweep of every algorithm and collective computes") {
+  sim::Fabric f = sim::Fabric::synthetic(12500, 8, 8);
+  REQUIRE(f.nranks == 100000);
+  int estimates = 0;
+  for (const std::string& name : sim::modelledAlgorithms())
+    for (int c = 0; c <= int(Coll::Recv); c++)
+      for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 2)
+        if (std::optional<double> us = sim::analyticUs(name, Coll(c), bytes, f, sim::Pipeline{})) {
+          CHECK(std::isfinite(*us));
+          estimates++;
+        }
+  CHECK(estimates > 11 * 28);
+  // Logarithmic all-reduce beats the 2(n-1)-step ring at small sizes, at this scale by far.
+  auto ring = sim::analyticUs("ring", Coll::AllReduce, 1024, f, sim::Pipeline{});
+  auto rd = sim::analyticUs("recdoubling", Coll::AllReduce, 1024, f, sim::Pipeline{});
+  REQUIRE(ring);
+  REQUIRE(rd);
+  CHECK(*rd * 100 < *ring);
+}
+
+TEST_CASE("sim: bus bandwidth factors are nccl-tests'") {
+  CHECK(sim::busBandwidthFactor(Coll::AllReduce, 8) == Approx(14.0 / 8));
+  CHECK(sim::busBandwidthFactor(Coll::AllGather, 8) == Approx(7.0 / 8));
+  CHECK(sim::busBandwidthFactor(Coll::AlltoAll, 4) == Approx(3.0 / 4));
+  CHECK(sim::busBandwidthFactor(Coll::Broadcast, 8) == 1);
+  CHECK(sim::busBandwidthFactor(Coll::Send, 2) == 1);
+}
