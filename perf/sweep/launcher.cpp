@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "perf/sweep/mpi_session.h"
 #include "runtime/error.h"
 
 extern char** environ;
@@ -75,12 +76,18 @@ World detectWorld(const Options& options, const std::map<std::string, std::strin
     if (world.processCount < 1 || world.processRank >= world.processCount)
       throw Error(ErrorCode::InvalidArgument, std::string("launcher environment: ") + l.rank + "=" + std::to_string(world.processRank) +
                                                   " is not below " + l.size + "=" + std::to_string(world.processCount));
+    // Under mpirun a build with MPI finds the other processes through MPI itself.
+    if (world.launcher == "openmpi" && mpiBuilt()) {
+      world.launcher = "mpi";
+      return world;
+    }
     if (world.processCount > 1 && !lookup(env, "NCCL_COMM_ID") && !(lookup(env, "MASTER_ADDR") && lookup(env, "MASTER_PORT")) &&
         options.idFile.empty() && !lookup(env, "TUTTI_PERF_ID_FILE"))
       throw Error(ErrorCode::InvalidUsage,
                   std::string("launched by ") + l.name + " as process " + std::to_string(world.processRank) + " of " +
                       std::to_string(world.processCount) +
-                      ", but this build has no MPI and no way to find the other processes was given: set NCCL_COMM_ID=host:port, "
+                      ", but " + (mpiBuilt() ? "" : "this build has no MPI and ") +
+                      "no way to find the other processes was given: set NCCL_COMM_ID=host:port, "
                       "MASTER_ADDR and MASTER_PORT, or --id-file PATH (a file all processes can read). Refusing to run " +
                       std::to_string(world.processCount) + " separate one-process jobs");
     return world;

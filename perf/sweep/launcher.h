@@ -10,7 +10,7 @@
 namespace tutti::perf {
 
 struct World {
-  std::string launcher = "single";  // single, local, slurm, torchrun, openmpi
+  std::string launcher = "single";  // single, local, slurm, torchrun, openmpi, mpi (mpirun and a build with MPI)
   int processRank = 0;
   int processCount = 1;
   int localRank = 0;                // index of this process among those on its host

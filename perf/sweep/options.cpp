@@ -121,12 +121,17 @@ void validate(Options& o) {
                                                 std::to_string(o.minBytes) + " > " + std::to_string(o.maxBytes));
   if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes != o.maxBytes)
     throw Error(ErrorCode::InvalidArgument, "option -i 0 with -f 1 would never reach -e; give -i or -f");
+  // Like nccl-tests, out-of-range -I and -K values are warned about and switched off, not refused.
   if (o.perIterTiming != 0 && o.perIterTiming != 1) {
-    o.notes.push_back("-I only supports 0 (off) or 1 (on); per-iteration timing disabled");
+    o.warnings.push_back("per-iteration timing (-I) only supports 0=off or 1=on. Disabling.");
     o.perIterTiming = 0;
   }
-  if (o.perIterSkip < 0 || o.perIterSkip >= o.iters || (o.perIterSkip && !o.perIterTiming)) {
-    if (o.perIterSkip) o.notes.push_back("-K needs -I 1 and a value below -n; disabled");
+  if (o.perIterSkip < 0 || o.perIterSkip >= o.iters) {
+    o.warnings.push_back("per-iteration skip (-K) must be between 0 and " + std::to_string(o.iters - 1) + ". Disabling.");
+    o.perIterSkip = 0;
+  }
+  if (o.perIterSkip && !o.perIterTiming) {
+    o.warnings.push_back("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
     o.perIterSkip = 0;
   }
   if (o.cudaGraph) o.notes.push_back("-G " + std::to_string(o.cudaGraph) + ": CUDA graphs need a GPU; host mode launches each operation directly");
@@ -211,7 +216,7 @@ std::string usageText(const std::string& program) {
          "  [-S,--report_timestamps <0/1>] [-J,--output_file <file.json>]\n"
          "  [-a,--average <0/1/2/3> time reported: 0=rank 0, 1=mean, 2=min, 3=max]\n"
          "  [-R,--local_register <0/1/2>] [-u,--unalign <index of first element>]\n"
-         "  [-I,--per_iter_timing <0/1>] [-K,--per_iter_skip <count>] [-M,--memory <0/1>]\n"
+         "  [-I,--per_iter_timing <0/1> per-iteration host clock timing] [-K,--per_iter_skip <count>] [-M,--memory <0/1>]\n"
          "  GPU-only, accepted and explained in host mode: [-G,--cudagraph <n>] [-x,--cta_policy <n>]\n"
          "  [-D,--device_implementation <n>] [-V,--device_cta_count <n>]\n"
          "  tutti's own:\n"
@@ -222,7 +227,8 @@ std::string usageText(const std::string& program) {
          "  [-h,--help]\n"
          "  Launchers: --local N; Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); torchrun-style\n"
          "  (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT); OpenMPI's mpirun (OMPI_COMM_WORLD_*).\n"
-         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT or --id-file.\n";
+         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT or --id-file; under mpirun,\n"
+         "  a build with MPI (OpenMPI's development package present) needs none of them.\n";
 }
 
 }  // namespace tutti::perf

@@ -48,6 +48,7 @@ struct Options {
   double compareThreshold = 0.10;   // --compare-threshold: slower by more than this fraction is marked
   std::string idFile;               // --id-file: where a launched world exchanges the unique id
   std::vector<std::string> notes;   // what host mode does with the GPU-only flags given
+  std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 
 // Parses argv into options; throws tutti::Error (InvalidArgument) naming the flag on bad input.

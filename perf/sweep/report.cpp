@@ -1,6 +1,7 @@
 // Formats the perf sweep's text table the way nccl-tests does, and writes and reads tutti's JSON and CSV reports.
 #include "perf/sweep/report.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +38,33 @@ std::string jsonNumber(double value) {
 std::string jsonMeasurement(const Measurement& m) {
   return "{\"time\": " + jsonNumber(m.timeUs) + ", \"alg_bw\": " + jsonNumber(m.algBw) + ", \"bus_bw\": " +
          jsonNumber(m.busBw) + ", \"nwrong\": " + (m.wrong < 0 ? std::string("null") : std::to_string(m.wrong)) + "}";
+}
+
+std::string jsonList(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); i++) out += (i ? ", " : "") + jsonNumber(values[i]);
+  return out + "]";
+}
+
+// nccl-tests' per-iteration object: the summary, every iteration's time, and per-process rows when there are several.
+std::string jsonIterationStats(const IterationStats& s) {
+  std::string out = "{\"skipped_iterations\": " + std::to_string(s.skipped) + ", \"min_us\": " + jsonNumber(s.minUs) +
+                    ", \"max_us\": " + jsonNumber(s.maxUs) + ", \"avg_us\": " + jsonNumber(s.avgUs) + ", \"p50_us\": " +
+                    jsonNumber(s.p50Us) + ", \"p95_us\": " + jsonNumber(s.p95Us) + ", \"p99_us\": " + jsonNumber(s.p99Us) +
+                    ", \"stdev_us\": " + jsonNumber(s.stdevUs) + ", \"cv_pct\": " + jsonNumber(s.cvPercent) +
+                    ", \"times_us\": " + jsonList(s.timesUs);
+  if (s.perProcessMaxUs.size() > 1) {
+    out += ", \"per_process_max_times_us\": [";
+    for (size_t p = 0; p < s.perProcessMaxUs.size(); p++) out += (p ? ", " : "") + jsonList(s.perProcessMaxUs[p]);
+    out += "]";
+  }
+  return out + "}";
+}
+
+std::string jsonPlacement(const char* key, const Measurement& m) {
+  std::string out = std::string(", \"") + key + "\": " + jsonMeasurement(m);
+  if (m.perIteration) out += std::string(", \"") + key + "_per_iter\": " + jsonIterationStats(*m.perIteration);
+  return out;
 }
 
 // A minimal JSON reader, enough for reports this tool wrote (objects, arrays, strings, numbers, literals).
@@ -158,15 +186,50 @@ std::string formatNumber(double value, int width) {
   return std::string(cell).substr(0, size_t(width));
 }
 
-std::string tableHeader(bool cpuTime, bool timestamps) {
+IterationStats iterationStats(std::vector<double> timesUs, int skip) {
+  IterationStats s;
+  s.skipped = std::clamp(skip, 0, timesUs.size() ? int(timesUs.size()) - 1 : 0);
+  s.timesUs = timesUs;
+  std::vector<double> sorted(timesUs.begin() + s.skipped, timesUs.end());
+  if (sorted.empty()) return s;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  auto percentile = [&](size_t p) { return sorted[std::min(n - 1, (n * p + 99) / 100 - 1)]; };  // nearest rank
+  s.minUs = sorted.front();
+  s.maxUs = sorted.back();
+  s.p50Us = sorted[n / 2];
+  s.p95Us = percentile(95);
+  s.p99Us = percentile(99);
+  double sum = 0, squares = 0;
+  for (double t : sorted) sum += t;
+  s.avgUs = sum / double(n);
+  for (double t : sorted) squares += (t - s.avgUs) * (t - s.avgUs);
+  s.stdevUs = std::sqrt(squares / double(n));
+  s.cvPercent = s.avgUs > 0 ? s.stdevUs / s.avgUs * 100 : 0;
+  return s;
+}
+
+std::string tableHeader(bool cpuTime, bool timestamps, bool perIteration) {
   const char* time = cpuTime ? "cputime" : "time";
   int pad = timestamps ? 19 : 0;
+  const char* stampName = timestamps ? "timestamp" : "";
+  const char* stampFormat = timestamps ? "YYYY-MM-DD HH:MM:SS" : "";
   std::string out = "#\n";
+  if (perIteration) {
+    out += printf1("# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                in-place (+ per-iteration)\n",
+                   "", "", "", "", "");
+    const char* format = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s\n";
+    out += printf1(format, "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%",
+                   time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", pad, stampName);
+    out += printf1(format, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", "(us)", "(GB/s)",
+                   "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, stampFormat);
+    return out;
+  }
   out += printf1("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
   out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type", "redop",
-                 "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong", pad, timestamps ? "timestamp" : "");
+                 "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong", pad, stampName);
   out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "", "", "(us)",
-                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, timestamps ? "YYYY-MM-DD HH:MM:SS" : "");
+                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, stampFormat);
   return out;
 }
 
@@ -175,6 +238,9 @@ std::string tableRow(const ResultRow& row) {
   for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
     out += "  " + formatNumber(m->timeUs, 7) + "  " + formatNumber(m->algBw, 6) + "  " + formatNumber(m->busBw, 6);
     out += m->wrong < 0 ? std::string("    N/A") : printf1("  %6g", double(m->wrong));
+    if (const auto& s = m->perIteration)
+      out += "  " + formatNumber(s->minUs, 7) + "  " + formatNumber(s->maxUs, 7) + "  " + formatNumber(s->p99Us, 7) + "  " +
+             formatNumber(s->cvPercent, 7);
   }
   if (!row.timestamp.empty()) out += printf1("%21s", row.timestamp.c_str());
   return out + "\n";
@@ -216,8 +282,8 @@ std::string jsonReport(const Report& r) {
     const ResultRow& row = r.rows[i];
     out += std::string(i ? ",\n    " : "\n    ") + "{\"size\": " + std::to_string(row.bytes) + ", \"count\": " + std::to_string(row.count) +
            ", \"type\": " + jsonString(row.type) + ", \"redop\": " + jsonString(row.redop) + ", \"root\": " + std::to_string(row.root) +
-           ", \"algorithm\": " + jsonString(row.algorithm) + ", \"out_of_place\": " + jsonMeasurement(row.outOfPlace) +
-           ", \"in_place\": " + jsonMeasurement(row.inPlace) + "}";
+           ", \"algorithm\": " + jsonString(row.algorithm) + jsonPlacement("out_of_place", row.outOfPlace) +
+           jsonPlacement("in_place", row.inPlace) + "}";
   }
   out += "\n  ],\n  \"out_of_bounds\": {\"count\": " + std::to_string(r.outOfBounds) + ", \"okay\": " + (r.outOfBounds ? "false" : "true") +
          "},\n  \"average_bus_bandwidth\": {\"bandwidth\": " + jsonNumber(r.averageBusBw) + "}\n}\n";

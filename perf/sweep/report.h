@@ -3,10 +3,23 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tutti::perf {
+
+// -I 1: one placement's per-iteration times, each the maximum over ranks, and their summary.
+struct IterationStats {
+  int skipped = 0;                       // -K: leading iterations left out of the summary (still in timesUs)
+  double minUs = 0, maxUs = 0, avgUs = 0, p50Us = 0, p95Us = 0, p99Us = 0, stdevUs = 0;
+  double cvPercent = 0;                  // stdev / avg, in percent
+  std::vector<double> timesUs;           // every iteration
+  std::vector<std::vector<double>> perProcessMaxUs;  // one row per process, when there are several
+};
+
+// The summary of timesUs[skip..]: nearest-rank percentiles and the population standard deviation.
+IterationStats iterationStats(std::vector<double> timesUs, int skip);
 
 // One measured placement (out-of-place or in-place) of one row.
 struct Measurement {
@@ -14,6 +27,7 @@ struct Measurement {
   double algBw = 0;
   double busBw = 0;
   int64_t wrong = -1;  // -1: not checked (printed N/A)
+  std::optional<IterationStats> perIteration;  // -I 1
 };
 
 // One table row.
@@ -39,9 +53,9 @@ struct RankDescription {
 // nccl-tests' number cell: the most decimals (2, 1, 0, then exponent) that fit width.
 std::string formatNumber(double value, int width);
 
-// The table header (the "#" line and the two column lines).
-std::string tableHeader(bool cpuTime, bool timestamps);
-// One row, as nccl-tests prints it (without per-iteration columns).
+// The table header (the "#" line and the two column lines); perIteration adds i_min i_max i_p99 i_cv% per placement.
+std::string tableHeader(bool cpuTime, bool timestamps, bool perIteration = false);
+// One row, as nccl-tests prints it (with the per-iteration columns where the measurements have them).
 std::string tableRow(const ResultRow& row);
 // The "# Using devices" line of one rank.
 std::string deviceLine(const RankDescription& rank, const std::string& backend);

@@ -14,6 +14,7 @@
 #include <ctime>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
 #include "perf/sweep/launcher.h"
+#include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
 #include "perf/sweep/report.h"
 #include "runtime/error.h"
@@ -229,7 +231,7 @@ class RankRunner {
         check(ncclCommRegister(comm_, buffer, bytes, &handle), rank_, "ncclCommRegister");
         registrations_.push_back(handle);
       }
-    if (printing()) std::printf("%s", tableHeader(opt_.reportCpuTime, opt_.reportTimestamps).c_str());
+    if (printing()) std::printf("%s", tableHeader(opt_.reportCpuTime, opt_.reportTimestamps, opt_.perIterTiming).c_str());
     std::vector<RedOpInfo> ops = coll_.usesOp ? selectRedOps(opt_.op) : std::vector<RedOpInfo>{{ncclSum, "none"}};
     int firstRoot = coll_.usesRoot ? (opt_.root == -1 ? 0 : opt_.root) : -1;
     int lastRoot = coll_.usesRoot ? (opt_.root == -1 ? nranks_ - 1 : opt_.root) : -1;
@@ -285,6 +287,9 @@ class RankRunner {
     if (opt_.blocking == 1) std::printf("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
     if (opt_.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
     if (opt_.blocking == 3) std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
+    if (opt_.perIterTiming)
+      std::printf("# Per-Iteration Report: host clock timing, each iteration waits for its stream; i_* uses max over ranks%s \n",
+                  opt_.perIterSkip ? ("; summary skips first " + std::to_string(opt_.perIterSkip) + " iterations").c_str() : "");
     if (opt_.parallelInit) std::printf("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
     std::printf("# tutti: device backend %s, launcher %s, transports %s, %s\n", backend, f.launcher.c_str(), f.transports.c_str(), f.topology.c_str());
     if (!coll_.runsInPlace) std::printf("# tutti: an in-place %s is not supported by tutti yet; the in-place columns read 0 and N/A\n", coll_.name);
@@ -332,9 +337,15 @@ class RankRunner {
     check(coll_.run(sendPointer, recvPointer, counts.param, type.type, op, root, comm_, stream_), rank_, std::string("nccl ") + coll_.name);
   }
 
-  // Times one placement of one size; returns the time per operation in seconds (as -a and -C ask).
-  double timePlacement(const DataTypeInfo& type, ncclRedOp_t op, int root, bool inPlace, const BufferCounts& counts) {
+  // One placement's timing: the time per operation over ranks (as -a and -C ask) and, with -I 1, this rank's iterations.
+  struct Timing {
+    double seconds = 0;
+    std::vector<double> iterationSeconds;
+  };
+
+  Timing timePlacement(const DataTypeInfo& type, ncclRedOp_t op, int root, bool inPlace, const BufferCounts& counts) {
     barrier();
+    Timing timing;
     double collectiveOnly = 0;
     Clock::time_point start = Clock::now();
     for (int iter = 0; iter < opt_.iters; iter++) {
@@ -342,7 +353,9 @@ class RankRunner {
       if (opt_.aggIters > 1) check(ncclGroupStart(), rank_, "ncclGroupStart");
       for (int a = 0; a < opt_.aggIters; a++) launch(type, op, root, inPlace, counts);
       if (opt_.aggIters > 1) check(ncclGroupEnd(), rank_, "ncclGroupEnd");
-      if (opt_.blocking) synchronize();
+      // Host mode has no stream events: an iteration is timed on the host clock until its stream is done.
+      if (opt_.blocking || opt_.perIterTiming) synchronize();
+      if (opt_.perIterTiming) timing.iterationSeconds.push_back(secondsSince(iterStart) / opt_.aggIters);
       if (opt_.blocking == 3) collectiveOnly += secondsSince(iterStart);
       if (opt_.blocking == 1 || opt_.blocking == 3) barrier();
     }
@@ -350,7 +363,29 @@ class RankRunner {
     synchronize();
     double seconds = opt_.blocking == 3 ? collectiveOnly : secondsSince(start);
     double perOp = (opt_.reportCpuTime ? cpuSeconds : seconds) / (opt_.iters * opt_.aggIters);
-    return combineTime(perOp);
+    timing.seconds = combineTime(perOp);
+    return timing;
+  }
+
+  // -I 1: every rank's iteration times to every rank; each iteration's time is its maximum over ranks, as nccl-tests
+  // takes the maximum over GPUs and then over processes (kept per process for the JSON report).
+  IterationStats iterationStatsOverRanks(const std::vector<double>& mySeconds) {
+    size_t iters = mySeconds.size();
+    std::vector<double> all(iters * size_t(nranks_));
+    check(ncclAllGather(mySeconds.data(), all.data(), iters, ncclFloat64, comm_, nullptr), rank_, "ncclAllGather (iteration times)");
+    int processes = ctx_.world.processCount;
+    std::vector<std::vector<double>> perProcess(size_t(processes), std::vector<double>(iters, 0.0));
+    for (int r = 0; r < nranks_; r++)
+      for (size_t i = 0; i < iters; i++) {
+        double& slot = perProcess[size_t(r / ctx_.world.ranksPerProcess)][i];
+        slot = std::max(slot, all[size_t(r) * iters + i] * 1e6);
+      }
+    std::vector<double> overRanks(iters, 0.0);
+    for (const auto& row : perProcess)
+      for (size_t i = 0; i < iters; i++) overRanks[i] = std::max(overRanks[i], row[i]);
+    IterationStats stats = iterationStats(overRanks, opt_.perIterSkip);
+    if (processes > 1) stats.perProcessMaxUs = std::move(perProcess);
+    return stats;
   }
 
   double inputValue(int rank, size_t index, const RedOpInfo& op) const {
@@ -478,7 +513,8 @@ class RankRunner {
     for (bool inPlace : {false, true}) {
       if (inPlace && !coll_.runsInPlace) continue;  // the row keeps zeros and N/A there
       ctx_.watchdog.busy(localIndex_, std::string(coll_.name) + " " + std::to_string(row.bytes) + " B " + type.name + (inPlace ? " in-place" : " out-of-place"));
-      double seconds = timePlacement(type, op, root, inPlace, counts);
+      Timing timing = timePlacement(type, op, root, inPlace, counts);
+      double seconds = timing.seconds;
       Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
       m.timeUs = seconds * 1e6;
       coll_.bandwidth(counts.param, type.size, seconds, nranks_, &m.algBw, &m.busBw);
@@ -493,6 +529,7 @@ class RankRunner {
         }
         m.wrong = wrong;
       }
+      if (opt_.perIterTiming) m.perIteration = iterationStatsOverRanks(timing.iterationSeconds);
       ctx_.watchdog.idle(localIndex_);
       busBwSum_ += m.busBw;
       busBwCount_++;
@@ -518,6 +555,7 @@ class RankRunner {
     c["warmup_iters"] = std::to_string(opt_.warmupIters), c["iterations"] = std::to_string(opt_.iters);
     c["aggregated_iterations"] = std::to_string(opt_.aggIters), c["validation"] = std::to_string(opt_.check);
     c["blocking_collectives"] = std::to_string(opt_.blocking), c["average"] = std::to_string(opt_.average);
+    c["per_iter_timing"] = opt_.perIterTiming ? "true" : "false", c["per_iter_skip"] = std::to_string(opt_.perIterSkip);
     if (!opt_.compareFile.empty()) {
       std::ifstream in(opt_.compareFile);
       if (!in) throw Error(ErrorCode::InvalidArgument, "--compare " + opt_.compareFile + ": cannot read it");
@@ -572,26 +610,34 @@ int runSweep(const char* collective, int argc, char** argv) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
     return 2;
   }
+  for (const std::string& warning : options.warnings) std::fprintf(stderr, "%s\n", warning.c_str());
   if (options.help) {
     std::printf("%s", usageText(program).c_str());
     return 0;
   }
   // The CUDA device backend does not exist yet: the sweep runs on host buffers.
   setenv("TUTTI_DEVICE", "host", 0);
+  std::optional<MpiSession> mpi;
   try {
     const Collective& coll = findCollective(collective);
     auto env = processEnvironment();
     World world = detectWorld(options, env);
-    ncclUniqueId id = shareUniqueId(world, options, env);
+    if (world.launcher == "mpi") {
+      mpi.emplace(&argc, &argv);
+      world.processRank = mpi->rank();
+      world.processCount = mpi->size();
+    }
+    ncclUniqueId id = mpi ? mpi->broadcastUniqueId() : shareUniqueId(world, options, env);
     SweepContext context{coll, options, world, id, program, std::vector<std::string>(argv + 1, argv + argc),
                          Watchdog(world.ranksPerProcess, options.timeoutSeconds), 0, {}};
     std::vector<std::thread> threads;
     for (int i = 0; i < world.ranksPerProcess; i++)
       threads.emplace_back([&context, i] { RankRunner(context, i).run(); });
     for (std::thread& t : threads) t.join();
-    return context.exitCode;
+    return mpi ? mpi->agreeExitCode(context.exitCode) : int(context.exitCode);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
+    if (mpi) mpi->abort(1);
     return 1;
   }
 }

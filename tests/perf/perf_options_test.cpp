@@ -1,13 +1,16 @@
 // Tests of the perf sweep's library: flags, sizes, number cells, element conversions, counts, launchers, reports.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
 #include "perf/sweep/launcher.h"
+#include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
 #include "perf/sweep/report.h"
 #include "runtime/error.h"
@@ -128,12 +131,85 @@ TEST_CASE("perf table header, row and footer have nccl-tests' shape") {
   CHECK(tableHeader(true, false).find("cputime") != std::string::npos);
   ResultRow row;
   row.bytes = 1048576, row.count = 262144, row.type = "float", row.redop = "sum", row.root = -1;
-  row.outOfPlace = {123.456, 8.49, 12.74, 0};
-  row.inPlace = {120.0, 8.74, 13.11, -1};
+  row.outOfPlace = {123.456, 8.49, 12.74, 0, {}};
+  row.inPlace = {120.0, 8.74, 13.11, -1, {}};
   CHECK(tableRow(row) == "     1048576        262144     float     sum      -1   123.46    8.49   12.74       0   120.00    8.74   13.11    N/A\n");
   std::string footer = tableFooter(0, 12.5, "all_reduce_perf");
   CHECK(footer == "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.5 \n#\n# Collective test concluded: all_reduce_perf\n");
   CHECK(tableFooter(3, 1, "x").find("# Out of bounds values : 3 FAILED\n") == 0);
+}
+
+TEST_CASE("perf -I and -K: bad values are warned about and disabled as nccl-tests does") {
+  Options on = parse({"-I", "1", "-K", "2", "-n", "5"});
+  CHECK(on.perIterTiming == 1);
+  CHECK(on.perIterSkip == 2);
+  CHECK(on.warnings.empty());
+  Options badTiming = parse({"-I", "2"});
+  CHECK(badTiming.perIterTiming == 0);
+  REQUIRE(badTiming.warnings.size() == 1);
+  CHECK(badTiming.warnings[0] == "per-iteration timing (-I) only supports 0=off or 1=on. Disabling.");
+  Options skipTooLarge = parse({"-I", "1", "-K", "5", "-n", "5"});
+  CHECK(skipTooLarge.perIterSkip == 0);
+  REQUIRE(skipTooLarge.warnings.size() == 1);
+  CHECK(skipTooLarge.warnings[0] == "per-iteration skip (-K) must be between 0 and 4. Disabling.");
+  CHECK(parse({"-I", "1", "-K", "-1"}).warnings.size() == 1);
+  Options skipWithoutTiming = parse({"-K", "1"});
+  CHECK(skipWithoutTiming.perIterSkip == 0);
+  REQUIRE(skipWithoutTiming.warnings.size() == 1);
+  CHECK(skipWithoutTiming.warnings[0] == "per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
+}
+
+TEST_CASE("perf per-iteration statistics skip the first -K times and use nearest-rank percentiles") {
+  // Skipping 1 leaves {4, 1, 3, 2}: mean 2.5, population variance 1.25, p50 = sorted[2] = 3, p95 and p99 the 4th of 4.
+  IterationStats s = iterationStats({10, 4, 1, 3, 2}, 1);
+  CHECK(s.skipped == 1);
+  CHECK(s.timesUs == std::vector<double>{10, 4, 1, 3, 2});
+  CHECK(s.minUs == 1);
+  CHECK(s.maxUs == 4);
+  CHECK(s.avgUs == Approx(2.5));
+  CHECK(s.p50Us == 3);
+  CHECK(s.p95Us == 4);
+  CHECK(s.p99Us == 4);
+  CHECK(s.stdevUs == Approx(std::sqrt(1.25)));
+  CHECK(s.cvPercent == Approx(std::sqrt(1.25) / 2.5 * 100));
+  // 200 samples 1..200: the 95th and 99th nearest-rank percentiles are the 190th and 198th values.
+  std::vector<double> many;
+  for (int i = 200; i >= 1; i--) many.push_back(i);
+  IterationStats big = iterationStats(many, 0);
+  CHECK(big.p95Us == 190);
+  CHECK(big.p99Us == 198);
+  CHECK(big.p50Us == 101);
+  CHECK(iterationStats({5, 5, 5}, 0).cvPercent == 0);
+}
+
+TEST_CASE("perf table with -I has four per-iteration columns per placement and they reach the JSON report") {
+  std::string header = tableHeader(false, false, true);
+  CHECK(header.find("  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv% \n") !=
+        std::string::npos);
+  CHECK(header.find("(us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)") != std::string::npos);
+  ResultRow row;
+  row.bytes = 64, row.count = 16, row.type = "float", row.redop = "sum", row.root = -1;
+  row.outOfPlace = {30, 1, 1, 0, {}};
+  row.inPlace = {31, 1, 1, 0, {}};
+  row.outOfPlace.perIteration = iterationStats({50, 20, 40}, 1);
+  row.inPlace.perIteration = iterationStats({21, 22, 23}, 0);
+  std::string text = tableRow(row);
+  std::istringstream in(text);
+  std::vector<std::string> fields;
+  for (std::string f; in >> f;) fields.push_back(f);
+  REQUIRE(fields.size() == 5 + 2 * 8);
+  CHECK(fields[9] == "20.00");   // out-of-place i_min, the skipped 50 left out
+  CHECK(fields[10] == "40.00");  // i_max
+  CHECK(fields[17] == "21.00");  // in-place i_min
+  CHECK(fields[19] == "23.00");  // in-place i_p99
+  Report r;
+  r.rows.push_back(row);
+  std::string json = jsonReport(r);
+  CHECK(json.find("\"out_of_place_per_iter\": {\"skipped_iterations\": 1, \"min_us\": 20, \"max_us\": 40") != std::string::npos);
+  CHECK(json.find("\"times_us\": [50, 20, 40]") != std::string::npos);
+  CHECK(json.find("\"in_place_per_iter\": {\"skipped_iterations\": 0") != std::string::npos);
+  CHECK(json.find("per_process_max_times_us") == std::string::npos);  // one process
+  CHECK(readBaseline(json).at({"float", "sum", -1, 64}).first == Approx(30));  // still readable as a baseline
 }
 
 TEST_CASE("perf element conversions match the IEEE and OCP bit patterns") {
@@ -210,10 +286,15 @@ TEST_CASE("perf launchers: local, Slurm, torchrun and OpenMPI environments") {
   // OpenMPI wins over the Slurm variables of the allocation it runs in.
   World mpi = detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "9"},
                               {"NCCL_COMM_ID", "127.0.0.1:5000"}});
-  CHECK(mpi.launcher == "openmpi");
+  CHECK(mpi.launcher == (mpiBuilt() ? "mpi" : "openmpi"));
   CHECK(mpi.processCount == 2);
-  // A world larger than one that this process cannot join is refused, not run as separate jobs.
-  CHECK_THROWS_WITH(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), Catch::Contains("Refusing"));
+  // A world larger than one that this process cannot join is refused, not run as separate jobs; under mpirun a build
+  // with MPI finds the others through MPI.
+  CHECK_THROWS_WITH(detectWorld(o, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}), Catch::Contains("Refusing"));
+  if (mpiBuilt())
+    CHECK(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}).launcher == "mpi");
+  else
+    CHECK_THROWS_WITH(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), Catch::Contains("Refusing"));
   CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}), Catch::Contains("not below"));
   // --local ignores the launcher.
   World local = detectWorld(parse({"--local", "3"}), {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
@@ -229,8 +310,8 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   for (size_t bytes : {1024u, 2048u}) {
     ResultRow row;
     row.bytes = bytes, row.count = bytes / 4, row.type = "float", row.redop = "sum", row.root = -1, row.algorithm = "ring";
-    row.outOfPlace = {100.0, 1, 1, 0};
-    row.inPlace = {200.0, 1, 1, 0};
+    row.outOfPlace = {100.0, 1, 1, 0, {}};
+    row.inPlace = {200.0, 1, 1, 0, {}};
     r.rows.push_back(row);
   }
   auto baseline = readBaseline(jsonReport(r));

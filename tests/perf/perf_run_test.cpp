@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -113,7 +115,8 @@ TEST_CASE("perf binaries: an injected corruption is reported with rank, collecti
 }
 
 TEST_CASE("perf binaries: a launcher world the tool cannot join is refused") {
-  Run run = runTool("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE TUTTI_DEVICE=host OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2",
+  // Slurm's variables: mpirun's would start MPI in a build that has it.
+  Run run = runTool("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE TUTTI_DEVICE=host SLURM_PROCID=0 SLURM_NTASKS=2",
                     "all_reduce_perf", "-b 8 -e 8");
   INFO(run.output);
   CHECK(run.exitCode != 0);
@@ -132,4 +135,139 @@ TEST_CASE("perf binaries: two processes launched torchrun-style form one world")
   CHECK(run.output.find("launcher torchrun") != std::string::npos);
   CHECK(run.output.find("2 ranks in 2 processes on 1 hosts") != std::string::npos);
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
+namespace {
+
+std::vector<double> numbers(const std::string& list) {
+  std::vector<double> out;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stod(item));
+  return out;
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with the times and reach the JSON") {
+  std::string json = "/tmp/tutti_perf_iter_" + std::to_string(getpid()) + ".json";
+  // -a 3: the time is the slowest rank's, which bounds the per-iteration maxima from both sides (see below).
+  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf",
+                    "--local 2 -b 8 -e 4K -f 8 -n 5 -w 1 -c 1 -a 3 -I 1 -K 1 --json " + json);
+  INFO(run.output);
+  REQUIRE(run.exitCode == 0);
+  CHECK(run.output.find("# Per-Iteration Report: host clock timing") != std::string::npos);
+  CHECK(run.output.find("summary skips first 1 iterations") != std::string::npos);
+  std::vector<std::string> out = lines(run.output);
+  size_t header = 0;
+  while (header < out.size() && out[header].rfind("#       size", 0) != 0) header++;
+  REQUIRE(header + 2 < out.size());
+  CHECK(rtrim(out[header]) ==
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%"
+        "     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%");
+  size_t rows = 0;
+  for (size_t i = header + 2; i < out.size() && out[i].rfind("#", 0) != 0; i++, rows++) {
+    INFO(out[i]);
+    std::istringstream in(out[i]);
+    std::vector<std::string> f;
+    for (std::string field; in >> field;) f.push_back(field);
+    REQUIRE(f.size() == 5 + 2 * 8);
+    for (size_t p : {5u, 13u}) {
+      CHECK(f[p + 3] == "0");  // #wrong
+      double iMin = std::stod(f[p + 4]), iMax = std::stod(f[p + 5]), iP99 = std::stod(f[p + 6]), cv = std::stod(f[p + 7]);
+      CHECK(iMin <= iP99);
+      CHECK(iP99 <= iMax);
+      CHECK(cv >= 0);
+    }
+  }
+  CHECK(rows == 4);  // 8, 64, 512, 4096 bytes
+  std::string report = readText(json);
+  std::remove(json.c_str());
+  INFO(report);
+  CHECK(report.find("\"per_iter_timing\": true") != std::string::npos);
+  CHECK(report.find("\"per_iter_skip\": 1") != std::string::npos);
+  std::regex placement(R"re("(out_of_place|in_place)": \{"time": ([^,]+),[^}]*\}, "\1_per_iter": \{"skipped_iterations": (\d+), "min_us": ([^,]+), "max_us": ([^,]+),[^\]]*"times_us": \[([^\]]*)\])re");
+  size_t placements = 0;
+  for (std::sregex_iterator m(report.begin(), report.end(), placement), end; m != end; ++m, placements++) {
+    double time = std::stod((*m)[2]), minUs = std::stod((*m)[4]), maxUs = std::stod((*m)[5]);
+    std::vector<double> times = numbers((*m)[6]);
+    CHECK((*m)[3] == "1");
+    REQUIRE(times.size() == 5);
+    // The summary is over the iterations after the first one.
+    CHECK(minUs == Approx(*std::min_element(times.begin() + 1, times.end())).epsilon(1e-5));
+    CHECK(maxUs == Approx(*std::max_element(times.begin() + 1, times.end())).epsilon(1e-5));
+    // The slowest rank's loop holds all its iterations, each at most that iteration's maximum over ranks: so time (a
+    // per-iteration average) is at least (n-K)/(n*ranks) = 0.4 of i_min, and at most the largest iteration plus loop overhead.
+    CHECK(minUs <= 2.5 * time * 1.0001);
+    CHECK(time <= 1.2 * *std::max_element(times.begin(), times.end()) + 200);
+  }
+  CHECK(placements == 2 * 4);
+}
+
+TEST_CASE("perf binaries: mpirun -np 2 forms one world through MPI, with no NCCL_COMM_ID or MASTER_ADDR") {
+#ifndef TUTTI_PERF_MPI
+  WARN("skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, then re-run cmake)");
+  return;
+#endif
+  if (runShell("command -v mpirun").exitCode != 0) {
+    WARN("skipped: mpirun is not installed (apt-get install openmpi-bin)");
+    return;
+  }
+  // OpenMPI's own traffic stays on loopback; running as root (containers, CI) needs its explicit consent.
+  std::string mpirun = "env -u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE OMPI_ALLOW_RUN_AS_ROOT=1 "
+                       "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -np 2 --oversubscribe --mca pml ob1 --mca btl self,tcp "
+                       "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x TUTTI_DEVICE=host -x NCCL_SOCKET_IFNAME=lo ";
+  Run run = runShell(mpirun + toolPath("all_reduce_perf") + " -b 8 -e 1M -f 8 -c 1 -n 5 2>&1");
+  INFO(run.output);
+  REQUIRE(run.exitCode == 0);
+  CHECK(run.output.find("launcher mpi,") != std::string::npos);
+  CHECK(run.output.find("2 ranks in 2 processes on 1 hosts") != std::string::npos);
+  std::vector<std::string> rows;
+  for (const std::string& line : lines(run.output))
+    if (std::regex_match(line, kRow)) rows.push_back(line);
+  CHECK(rows.size() == 6);  // 8 B to 256 KiB by factors of 8
+  for (const std::string& row : rows) {
+    INFO(row);
+    std::istringstream fields(row);
+    std::string bytes, count, type, redop, root, t1, a1, b1, w1, t2, a2, b2, w2;
+    fields >> bytes >> count >> type >> redop >> root >> t1 >> a1 >> b1 >> w1 >> t2 >> a2 >> b2 >> w2;
+    CHECK(w1 == "0");
+    CHECK(w2 == "0");
+  }
+  CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("perf-plot: two JSON reports make one valid PNG") {
+  if (runShell("command -v python3 && command -v gnuplot").exitCode != 0) {
+    WARN("skipped: perf-plot needs python3 and gnuplot (apt-get install gnuplot-nox)");
+    return;
+  }
+  std::string base = "/tmp/tutti_perf_plot_" + std::to_string(getpid());
+  for (const char* binary : {"all_reduce_perf", "all_gather_perf"}) {
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", binary, "--local 2 -b 8 -e 64K -f 8 -n 2 -c 0 --json " + base + "-" + binary + ".json");
+    INFO(run.output);
+    REQUIRE(run.exitCode == 0);
+  }
+  Run plot = runShell("python3 " TUTTI_PERF_PLOT " -o " + base + ".png " + base + "-all_reduce_perf.json " + base + "-all_gather_perf.json 2>&1");
+  INFO(plot.output);
+  CHECK(plot.exitCode == 0);
+  CHECK(plot.output.find("(2 series)") != std::string::npos);  // one line per report
+  std::string png = readText(base + ".png");
+  // A whole PNG: the signature, the header chunk first, the end chunk last, and more than an empty canvas's bytes.
+  REQUIRE(png.size() > 10000);
+  CHECK(png.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+  CHECK(png.compare(12, 4, "IHDR") == 0);
+  CHECK(png.compare(png.size() - 8, 4, "IEND") == 0);
+  // A report without results is refused, not drawn as an empty plot.
+  std::ofstream(base + "-empty.json") << "{\"results\": []}";
+  Run empty = runShell("python3 " TUTTI_PERF_PLOT " -o " + base + "-empty.png " + base + "-empty.json 2>&1");
+  CHECK(empty.exitCode != 0);
+  CHECK(empty.output.find("no out-of-place results") != std::string::npos);
+  runShell("rm -f " + base + "*");
 }
