@@ -1,4 +1,8 @@
 // Direct exchanges: all-to-all, gather, scatter, send and receive, one lane per peer and way.
+//
+// Cost with m bytes per block: all-to-all sends n-1 blocks at once, alpha + (n-1) m beta when the
+// links do not contend (every peer's lane runs concurrently); gather and scatter are bound by the
+// root's link, alpha + (n-1) m beta; send/receive alpha + m beta.
 #include "algorithms/builtin.h"
 
 namespace tutti::plan {

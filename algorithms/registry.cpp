@@ -23,6 +23,50 @@ const Algorithm* AlgorithmRegistry::find(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+[[noreturn]] void noPlan(const char* algorithm, Coll coll) {
+  throw Error(ErrorCode::Internal, std::string(algorithm) + ": no plan for " + collName(coll));
+}
+
+// An algorithm serving one collective with a generator that needs only the rank and the count.
+Algorithm simple(const char* name, Coll coll, bool deterministic, RankPlan (*generate)(int, int)) {
+  return {name, {coll}, deterministic, "built-in", [name, coll, generate](const PlanRequest& q) {
+            if (q.coll != coll) noPlan(name, q.coll);
+            return generate(q.rank, q.nranks);
+          }};
+}
+
+void addLibrary(AlgorithmRegistry& r) {
+  r.add(simple("tree", Coll::AllReduce, false, treeAllReduce));
+  // Deterministic: see recdoubling.cpp for why its order does not depend on size or rank.
+  r.add(simple("recdoubling", Coll::AllReduce, true, recdoublingAllReduce));
+  r.add(simple("rabenseifner", Coll::AllReduce, false, rabenseifnerAllReduce));
+  r.add({"hierarchical", {Coll::AllReduce}, false, "built-in", [](const PlanRequest& q) {
+           if (q.coll != Coll::AllReduce) noPlan("hierarchical", q.coll);
+           return hierarchicalAllReduce(q.rank, q.nranks, q.ranksPerNode);
+         }});
+  r.add({"bruck", {Coll::AlltoAll, Coll::AllGather}, false, "built-in", [](const PlanRequest& q) {
+           if (q.coll == Coll::AlltoAll) return bruckAlltoAll(q.rank, q.nranks);
+           if (q.coll == Coll::AllGather) return bruckAllGather(q.rank, q.nranks);
+           noPlan("bruck", q.coll);
+         }});
+  r.add(simple("pairwise", Coll::AlltoAll, false, pairwiseAlltoAll));
+  r.add({"pat", {Coll::AllGather, Coll::ReduceScatter}, false, "built-in", [](const PlanRequest& q) {
+           if (q.coll == Coll::AllGather) return patAllGather(q.rank, q.nranks);
+           if (q.coll == Coll::ReduceScatter) return patReduceScatter(q.rank, q.nranks);
+           noPlan("pat", q.coll);
+         }});
+  r.add({"binomial", {Coll::Broadcast, Coll::Reduce}, false, "built-in", [](const PlanRequest& q) {
+           if (q.coll == Coll::Broadcast) return binomialBroadcast(q.rank, q.nranks, q.root);
+           if (q.coll == Coll::Reduce) return binomialReduce(q.rank, q.nranks, q.root);
+           noPlan("binomial", q.coll);
+         }});
+  r.add(simple("chain", Coll::AllReduce, true, chainAllReduce));
+}
+
+}  // namespace
+
 AlgorithmRegistry builtinAlgorithms() {
   AlgorithmRegistry r;
   r.add({"ring",
@@ -53,6 +97,7 @@ AlgorithmRegistry builtinAlgorithms() {
              default: throw Error(ErrorCode::Internal, std::string("direct: no plan for ") + collName(q.coll));
            }
          }});
+  addLibrary(r);
   return r;
 }
 

@@ -17,6 +17,7 @@ struct PlanRequest {
   int rank = 0;
   int nranks = 1;
   int root = 0;  // root of rooted collectives, the peer of Send/Recv
+  int ranksPerNode = 0;  // ranks of a node are contiguous; 0: all ranks on one node
 };
 
 struct Algorithm {

@@ -1,4 +1,10 @@
 // Ring algorithms: all-reduce, all-gather, reduce-scatter, and chains for broadcast and reduce.
+//
+// Cost with m bytes (all-gather, reduce-scatter: m bytes per block) cut into tiles of n chunks of
+// c bytes: all-reduce 2(n-1) steps per tile, 2(n-1)(alpha) + 2(n-1)/n m beta (+ (n-1)/n m gamma)
+// once the pipeline is full; all-gather and reduce-scatter (n-1) alpha + (n-1) m beta; broadcast
+// and reduce are chains, (n-1)(alpha + c beta) + (m/c - 1)(alpha + c beta): bandwidth-optimal,
+// latency linear in n.
 #include "algorithms/builtin.h"
 
 namespace tutti::plan {

@@ -1,0 +1,66 @@
+// PAT-style logarithmic all-gather and reduce-scatter, for small messages at many ranks.
+//
+// Block b reaches the rank at distance d below it (rank b - d) over a tree in which d gets it from
+// d - 2^k, k being d's lowest set bit. All-gather walks the rounds from the largest distance to
+// the smallest: round k moves the blocks whose distance has lowest bit k, so the first round
+// sends one block far and the last sends about n/2 blocks to the neighbour. Reduce-scatter is
+// the same trees run backwards, summing on the way.
+//
+// Cost with m bytes per block: ceil(log2 n) rounds, (n-1) blocks sent per rank in all:
+// ceil(log2 n) alpha + (n-1) m beta (reduce-scatter adds (n-1) m gamma). Within a round blocks
+// go one by one, so the latency term is (n-1) chunk steps at worst; tiles are small here.
+#include <vector>
+
+#include "algorithms/builtin.h"
+#include "algorithms/steps.h"
+
+namespace tutti::plan {
+
+using namespace steps;
+
+namespace {
+int rounds(int n) {
+  int k = 0;
+  while ((1 << k) < n) k++;
+  return k;
+}
+}  // namespace
+
+RankPlan patAllGather(int r, int n) {
+  LaneSpec lane = directLane(Layout::Blocks);
+  copy(lane, in(), out(r));  // skipped in place
+  for (int k = rounds(n) - 1; k >= 0; k--) {
+    int d = 1 << k;
+    for (int dist = d; dist < n; dist += 2 * d) {
+      send(lane, mod(r - d, n), out(mod(r + dist - d, n)));
+      recv(lane, mod(r + d, n), out(mod(r + dist, n)));
+    }
+  }
+  return RankPlan{"pat", {lane}};
+}
+
+// Rank r keeps the partial sum of block r + e (e = 0 in the output, others in scratch slot e);
+// the partial of distance dist leaves for r + 2^k in round k = lowest bit of dist, after the
+// rounds below k have added everything its subtree holds.
+RankPlan patReduceScatter(int r, int n) {
+  if (n == 1) return localCopy("pat", Layout::Blocks, in(0), out(), kPre | kPost);
+  LaneSpec lane = directLane(Layout::Blocks);
+  lane.scratchChunks = n;
+  std::vector<bool> started(size_t(n), false);
+  auto at = [&](int e) { return started[size_t(e)] ? (e == 0 ? out() : scratch(e)) : in(mod(r + e, n)); };
+  auto pre = [&](int e) { return started[size_t(e)] ? 0 : kPre; };
+  int K = rounds(n);
+  for (int k = 0; k < K; k++) {
+    int d = 1 << k;
+    for (int dist = d; dist < n; dist += 2 * d) {
+      int e = dist - d;
+      send(lane, mod(r + d, n), at(dist), uint8_t(pre(dist)));
+      uint8_t flags = uint8_t(pre(e) | (e == 0 && k == K - 1 ? kPost : 0));
+      recvReduceCopy(lane, mod(r - d, n), at(e), e == 0 ? out() : scratch(e), flags);
+      started[size_t(e)] = true;
+    }
+  }
+  return RankPlan{"pat", {lane}};
+}
+
+}  // namespace tutti::plan

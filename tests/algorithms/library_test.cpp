@@ -1,0 +1,103 @@
+// Every registered algorithm, for every collective it serves, proved by the verifier over many
+// rank counts and roots, in and out of place, with the smallest and the default FIFO.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "algorithms/verify.h"
+
+using namespace tutti::plan;
+
+namespace {
+
+bool rooted(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter || c == Coll::Send || c == Coll::Recv; }
+
+// Roots worth trying at n ranks: the ends, the middle, and an odd one.
+std::vector<int> rootsFor(Coll c, int n) {
+  if (!rooted(c)) return {0};
+  std::vector<int> roots{0};
+  for (int r : {n - 1, n / 2, n / 3 + 1})
+    if (r > 0 && r < n && std::find(roots.begin(), roots.end(), r) == roots.end()) roots.push_back(r);
+  return roots;
+}
+
+void verifyAll(const std::string& name, const std::vector<int>& counts) {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* a = registry.find(name);
+  REQUIRE(a);
+  for (Coll coll : a->colls)
+    for (int n : counts)
+      for (int root : rootsFor(coll, n))
+        for (int capacity : {2, 8}) {
+          std::string err = verifyAlgorithm(*a, coll, n, root, 0, capacity);
+          INFO("FIFO capacity " << capacity);
+          REQUIRE(err == "");
+        }
+}
+
+std::vector<int> range(int from, int to) {
+  std::vector<int> v;
+  for (int n = from; n <= to; n++) v.push_back(n);
+  return v;
+}
+
+const std::vector<int> kLarge{96, 128, 255, 256};
+
+}  // namespace
+
+TEST_CASE("every algorithm is registered under the names the team uses", "[library]") {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  for (const char* name : {"ring", "direct", "tree", "recdoubling", "rabenseifner", "hierarchical", "bruck", "pairwise", "pat",
+                           "binomial", "chain"})
+    CHECK(registry.find(name));
+  CHECK(registry.find("chain")->deterministic);
+  CHECK(registry.find("recdoubling")->deterministic);
+  CHECK_FALSE(registry.find("ring")->deterministic);
+}
+
+#define ALGORITHM_CASES(NAME)                                                                     \
+  TEST_CASE(NAME " plans verify for 1 to 64 ranks", "[library]") { verifyAll(NAME, range(1, 64)); } \
+  TEST_CASE(NAME " plans verify for 96 to 256 ranks", "[library][large]") { verifyAll(NAME, kLarge); }
+
+ALGORITHM_CASES("ring")
+ALGORITHM_CASES("direct")
+ALGORITHM_CASES("tree")
+ALGORITHM_CASES("recdoubling")
+ALGORITHM_CASES("rabenseifner")
+ALGORITHM_CASES("hierarchical")
+ALGORITHM_CASES("bruck")
+ALGORITHM_CASES("pairwise")
+ALGORITHM_CASES("pat")
+ALGORITHM_CASES("binomial")
+ALGORITHM_CASES("chain")
+
+TEST_CASE("hierarchical plans verify for every node size", "[library]") {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* a = registry.find("hierarchical");
+  REQUIRE(a);
+  for (int n = 1; n <= 48; n++)
+    for (int g = 0; g <= n; g++) {
+      if (g > 1 && n % g != 0 && g != 5) continue;  // non-divisors fall back to the ring; try one
+      INFO(n << " ranks, " << g << " per node");
+      REQUIRE(verifyAlgorithm(*a, Coll::AllReduce, n, 0, g) == "");
+    }
+  for (auto [n, g] : std::vector<std::pair<int, int>>{{128, 8}, {256, 8}, {256, 16}, {96, 4}}) {
+    INFO(n << " ranks, " << g << " per node");
+    REQUIRE(verifyAlgorithm(*a, Coll::AllReduce, n, 0, g, 2) == "");
+  }
+}
+
+TEST_CASE("verifying any algorithm at 64 ranks takes well under a second", "[library]") {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  for (const Algorithm& a : registry.all())
+    for (Coll coll : a.colls) {
+      auto start = std::chrono::steady_clock::now();
+      REQUIRE(verifyAlgorithm(a, coll, 64, 5) == "");
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      INFO(a.name << " " << collName(coll) << ": " << seconds << " s in and out of place");
+      CHECK(seconds < 0.5);
+    }
+}
