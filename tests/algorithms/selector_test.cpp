@@ -28,9 +28,17 @@ std::string errorOf(const std::function<void()>& fn) {
   return "(no error)";
 }
 
-// The built-ins plus stand-ins named as the cost model knows them, whose plans are rings.
+// Only the foundation's ring and direct: the selection tests below control the candidates.
+plan::AlgorithmRegistry ringAndDirect() {
+  plan::AlgorithmRegistry all = plan::builtinAlgorithms(), r;
+  r.add(*all.find("ring"));
+  r.add(*all.find("direct"));
+  return r;
+}
+
+// Ring and direct plus stand-ins named as the cost model knows them, whose plans are rings.
 plan::AlgorithmRegistry standInRegistry(std::vector<std::pair<std::string, bool>> names) {
-  plan::AlgorithmRegistry r = plan::builtinAlgorithms();
+  plan::AlgorithmRegistry r = ringAndDirect();
   for (auto& [name, deterministic] : names)
     r.add({name, {Coll::AllReduce}, deterministic, "test stand-in",
            [](const plan::PlanRequest& q) { return plan::builtinAlgorithms().find("ring")->build(q); }});
@@ -110,7 +118,7 @@ TEST_CASE("selector: NCCL_PROTO accepts Simple and says LL and LL128 are not imp
 
 TEST_CASE("selector: small messages take a logarithmic algorithm, large ones what the model says") {
   sim::Fabric f = sim::Fabric::synthetic(64, 8, 8);
-  plan::AlgorithmRegistry only = plan::builtinAlgorithms();
+  plan::AlgorithmRegistry only = ringAndDirect();
   plan::AlgorithmRegistry more = standInRegistry({{"tree", false}, {"recdoubling", false}});
   selector::Context ctx{f, more};
   ctx.channels = {1, 32};
@@ -176,7 +184,7 @@ TEST_CASE("selector: deterministicOnly keeps to deterministic algorithms") {
   ctx.deterministicOnly = true;
   for (size_t bytes : {size_t(8), size_t(1) << 20, size_t(1) << 30})
     CHECK(selector::choose(Coll::AllReduce, bytes, f.nranks, ctx).algorithm == "chain");
-  plan::AlgorithmRegistry none = plan::builtinAlgorithms();
+  plan::AlgorithmRegistry none = ringAndDirect();
   selector::Context noDet{f, none};
   noDet.deterministicOnly = true;
   CHECK_THAT(errorOf([&] { selector::choose(Coll::AllReduce, 8, f.nranks, noDet); }),
