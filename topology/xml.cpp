@@ -1,0 +1,456 @@
+// A small XML reader/writer, and NCCL's topology-file format on top of it.
+#include "topology/xml.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/error.h"
+#include "topology/graph.h"
+
+namespace tutti::topo {
+
+const std::string* XmlElement::attribute(const std::string& key) const { return findAttribute(attributes, key); }
+
+void XmlElement::set(const std::string& key, const std::string& value) { setAttribute(attributes, key, value); }
+
+namespace {
+
+class XmlReader {
+ public:
+  XmlReader(const std::string& text, const std::string& source) : text_(text), source_(source) {}
+
+  XmlElement document() {
+    if (text_.size() > kXmlMaxBytes) fail("file is larger than " + std::to_string(kXmlMaxBytes) + " bytes");
+    skipMisc();
+    if (pos_ >= text_.size()) fail("no root element");
+    XmlElement root = element(1);
+    skipMisc();
+    if (pos_ < text_.size()) fail("unexpected content after the root element </" + root.name + ">");
+    return root;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(ErrorCode::InvalidArgument, source_ + ":" + std::to_string(line_) + ": " + what);
+  }
+
+  bool at(const char* literal) const { return text_.compare(pos_, std::strlen(literal), literal) == 0; }
+
+  void advance(size_t count) {
+    for (size_t i = 0; i < count && pos_ < text_.size(); ++i) {
+      if (text_[pos_++] == '\n') ++line_;
+    }
+  }
+
+  void skipSpace() {
+    while (pos_ < text_.size() && std::strchr(" \t\r\n", text_[pos_]) && text_[pos_] != '\0') advance(1);
+  }
+
+  void skipPast(const char* terminator, const char* what) {
+    size_t end = text_.find(terminator, pos_);
+    if (end == std::string::npos) fail("unterminated " + std::string(what));
+    advance(end + std::strlen(terminator) - pos_);
+  }
+
+  // Whitespace, comments, <?...?> and <!DOCTYPE ...> between elements.
+  void skipMisc() {
+    for (;;) {
+      skipSpace();
+      if (at("<!--")) {
+        skipPast("-->", "comment");
+      } else if (at("<?")) {
+        skipPast("?>", "processing instruction");
+      } else if (at("<!")) {
+        skipPast(">", "declaration");
+      } else {
+        return;
+      }
+    }
+  }
+
+  static bool nameChar(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':';
+  }
+
+  std::string name(const char* what) {
+    size_t start = pos_;
+    if (pos_ < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+      while (pos_ < text_.size() && nameChar(text_[pos_])) ++pos_;
+    }
+    if (pos_ == start) fail("expected " + std::string(what) + describeHere());
+    return text_.substr(start, pos_ - start);
+  }
+
+  std::string describeHere() const {
+    if (pos_ >= text_.size()) return " but the file ended";
+    char c = text_[pos_];
+    if (std::isprint(static_cast<unsigned char>(c))) return std::string(" but found '") + c + "'";
+    return " but found byte " + std::to_string(static_cast<unsigned char>(c));
+  }
+
+  void expect(char c, const std::string& context) {
+    if (pos_ >= text_.size() || text_[pos_] != c) fail("expected '" + std::string(1, c) + "' " + context + describeHere());
+    advance(1);
+  }
+
+  std::string entity() {
+    size_t end = text_.find(';', pos_);
+    if (end == std::string::npos || end - pos_ > 10) fail("unterminated entity reference");
+    std::string ref = text_.substr(pos_ + 1, end - pos_ - 1);
+    advance(end + 1 - pos_);
+    static const std::pair<const char*, const char*> named[] = {
+        {"amp", "&"}, {"lt", "<"}, {"gt", ">"}, {"quot", "\""}, {"apos", "'"}};
+    for (const auto& [k, v] : named) {
+      if (ref == k) return v;
+    }
+    if (ref.size() > 1 && ref[0] == '#') {
+      bool hex = ref[1] == 'x' || ref[1] == 'X';
+      char* end2 = nullptr;
+      const char* digits = ref.c_str() + (hex ? 2 : 1);
+      long code = std::strtol(digits, &end2, hex ? 16 : 10);
+      if (*digits && *end2 == '\0' && code > 0 && code < 128) return std::string(1, static_cast<char>(code));
+    }
+    fail("unknown entity '&" + ref + ";'");
+  }
+
+  std::string attributeValue() {
+    if (pos_ >= text_.size() || (text_[pos_] != '"' && text_[pos_] != '\'')) fail("expected a quoted attribute value" + describeHere());
+    char quote = text_[pos_];
+    advance(1);
+    std::string value;
+    for (;;) {
+      if (pos_ >= text_.size()) fail("unterminated attribute value");
+      char c = text_[pos_];
+      if (c == quote) break;
+      if (c == '<') fail("'<' inside an attribute value");
+      if (c == '&') {
+        value += entity();
+      } else {
+        value += c;
+        advance(1);
+      }
+    }
+    advance(1);
+    return value;
+  }
+
+  void attributes(XmlElement& element) {
+    for (;;) {
+      skipSpace();
+      if (pos_ >= text_.size()) fail("unterminated tag <" + element.name + ">");
+      if (text_[pos_] == '/' || text_[pos_] == '>') return;
+      std::string key = name("an attribute name or '>'");
+      skipSpace();
+      expect('=', "after attribute " + key);
+      skipSpace();
+      if (element.attribute(key)) fail("attribute '" + key + "' repeated in <" + element.name + ">");
+      element.attributes.emplace_back(key, attributeValue());
+    }
+  }
+
+  XmlElement element(int depth) {
+    if (depth > kXmlMaxDepth) fail("elements nested deeper than " + std::to_string(kXmlMaxDepth));
+    if (++elements_ > kXmlMaxElements) fail("more than " + std::to_string(kXmlMaxElements) + " elements");
+    XmlElement element;
+    element.line = line_;
+    expect('<', "to open an element");
+    element.name = name("an element name");
+    attributes(element);
+    if (at("/>")) {
+      advance(2);
+      return element;
+    }
+    expect('>', "to close the tag <" + element.name + ">");
+    content(element, depth);
+    return element;
+  }
+
+  void content(XmlElement& element, int depth) {
+    for (;;) {
+      size_t next = text_.find('<', pos_);
+      if (next == std::string::npos) {
+        advance(text_.size() - pos_);
+        fail("element <" + element.name + "> (line " + std::to_string(element.line) + ") is never closed");
+      }
+      advance(next - pos_);  // text content carries nothing in this format
+      if (at("</")) {
+        advance(2);
+        std::string closing = name("an element name after '</'");
+        if (closing != element.name) {
+          fail("</" + closing + "> closes <" + element.name + "> opened on line " + std::to_string(element.line));
+        }
+        skipSpace();
+        expect('>', "to end </" + closing);
+        return;
+      }
+      if (at("<!--") || at("<?") || at("<!")) {
+        skipMisc();
+        continue;
+      }
+      element.children.push_back(this->element(depth + 1));
+    }
+  }
+
+  const std::string& text_;
+  const std::string& source_;
+  size_t pos_ = 0;
+  int line_ = 1;
+  int elements_ = 0;
+};
+
+std::string escape(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+void write(const XmlElement& element, int depth, std::string& out) {
+  out.append(static_cast<size_t>(depth) * 2, ' ');
+  out += "<" + element.name;
+  for (const auto& [k, v] : element.attributes) out += " " + k + "=\"" + escape(v) + "\"";
+  if (element.children.empty()) {
+    out += "/>\n";
+    return;
+  }
+  out += ">\n";
+  for (const XmlElement& child : element.children) write(child, depth + 1, out);
+  out.append(static_cast<size_t>(depth) * 2, ' ');
+  out += "</" + element.name + ">\n";
+}
+
+// Builds the graph from NCCL's element tree.
+class TopologyImporter {
+ public:
+  TopologyImporter(NodeSystem& system, const std::string& source) : system_(system), source_(source) {}
+
+  void system(const XmlElement& root) {
+    if (root.name != "system") fail(root, "the root element is <" + root.name + ">, expected <system>");
+    const std::string* version = root.attribute("version");
+    if (version && *version != "1") warn(root, "<system version=\"" + *version + "\">: only version 1 is known; reading on");
+    if (const std::string* host = root.attribute("hostname")) system_.hostname = *host;
+    if (const std::string* boot = root.attribute("bootid")) system_.bootId = *boot;
+    for (const XmlElement& child : root.children) {
+      if (child.name == "cpu") {
+        cpu(child);
+      } else {
+        ignore(child, "<system>");
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const XmlElement& at, const std::string& what) const {
+    throw Error(ErrorCode::InvalidArgument, source_ + ":" + std::to_string(at.line) + ": " + what);
+  }
+  void warn(const XmlElement& at, const std::string& what) {
+    system_.warnings.push_back(source_ + ":" + std::to_string(at.line) + ": " + what);
+  }
+  void ignore(const XmlElement& at, const std::string& where) { warn(at, "unknown element <" + at.name + "> in " + where + " ignored"); }
+
+  const std::string& required(const XmlElement& element, const char* key) {
+    const std::string* value = element.attribute(key);
+    if (!value || value->empty()) fail(element, "<" + element.name + "> has no " + key + " attribute");
+    return *value;
+  }
+
+  void cpu(const XmlElement& element) {
+    Node node;
+    node.kind = NodeKind::Cpu;
+    node.name = "cpu" + required(element, "numaid");
+    node.attributes = element.attributes;
+    if (!seen_.insert(node.name).second) fail(element, "two <cpu> elements with numaid " + required(element, "numaid"));
+    int index = system_.graph.addNode(std::move(node));
+    for (const XmlElement& child : element.children) attached(child, index, "<cpu>");
+  }
+
+  void attached(const XmlElement& element, int parent, const std::string& where) {
+    if (element.name == "pci") {
+      pci(element, parent);
+    } else if (element.name == "nic") {
+      nic(element, parent, Node{});
+    } else {
+      ignore(element, where);
+    }
+  }
+
+  void pci(const XmlElement& element, int parent) {
+    Node node;
+    node.name = normalizeBusId(required(element, "busid"));
+    node.attributes = element.attributes;
+    node.parent = parent;
+    if (!seen_.insert(node.name).second) fail(element, "PCI bus id " + node.name + " appears twice");
+    const XmlElement* gpuElement = nullptr;
+    const XmlElement* nicElement = nullptr;
+    for (const XmlElement& child : element.children) {
+      if (child.name == "gpu" && !gpuElement) gpuElement = &child;
+      if (child.name == "nic" && !nicElement) nicElement = &child;
+    }
+    if (gpuElement) {
+      gpu(*gpuElement, std::move(node));
+    } else if (nicElement) {
+      nic(*nicElement, parent, std::move(node));
+    } else {
+      node.kind = NodeKind::PciSwitch;
+      int index = system_.graph.addNode(std::move(node));
+      for (const XmlElement& child : element.children) attached(child, index, "<pci busid=\"" + system_.graph.node(index).name + "\">");
+      return;
+    }
+    for (const XmlElement& child : element.children) {
+      if (&child != gpuElement && &child != nicElement) ignore(child, "an endpoint <pci>");
+    }
+  }
+
+  void gpu(const XmlElement& element, Node node) {
+    node.kind = NodeKind::Gpu;
+    node.deviceAttributes = element.attributes;
+    for (const XmlElement& child : element.children) {
+      if (child.name != "nvlink") {
+        ignore(child, "<gpu>");
+        continue;
+      }
+      NvLinkSpec spec;
+      spec.target = required(child, "target");
+      const std::string* count = child.attribute("count");
+      spec.count = count ? std::atoi(count->c_str()) : 1;
+      if (spec.count <= 0) fail(child, "<nvlink> count \"" + (count ? *count : "") + "\" is not a positive number");
+      const std::string* tclass = child.attribute("tclass");
+      spec.targetClass = tclass ? *tclass : "";
+      node.nvlinks.push_back(spec);
+    }
+    system_.graph.addNode(std::move(node));
+  }
+
+  // `node` carries the PCI function's attributes, or nothing for a <nic> straight under <cpu>.
+  void nic(const XmlElement& element, int parent, Node node) {
+    node.kind = NodeKind::Nic;
+    node.parent = parent;
+    int index = system_.graph.addNode(std::move(node));
+    for (const XmlElement& child : element.children) {
+      if (child.name != "net") {
+        ignore(child, "<nic>");
+        continue;
+      }
+      Node net;
+      net.kind = NodeKind::Net;
+      net.name = required(child, "name");
+      net.attributes = child.attributes;
+      net.parent = index;
+      system_.graph.addNode(std::move(net));
+    }
+  }
+
+  NodeSystem& system_;
+  const std::string& source_;
+  std::set<std::string> seen_;  // CPU and PCI names, which must be unique
+};
+
+using ChildLists = std::vector<std::vector<int>>;
+
+XmlElement exportNode(const TopologyGraph& graph, const ChildLists& below, int index);
+
+XmlElement exportChildren(const TopologyGraph& graph, const ChildLists& below, int index, XmlElement element) {
+  for (int child : below[index]) element.children.push_back(exportNode(graph, below, child));
+  return element;
+}
+
+XmlElement exportNode(const TopologyGraph& graph, const ChildLists& below, int index) {
+  const Node& node = graph.node(index);
+  XmlElement element;
+  element.attributes = node.attributes;
+  switch (node.kind) {
+    case NodeKind::Cpu:
+      element.name = "cpu";
+      return exportChildren(graph, below, index, std::move(element));
+    case NodeKind::PciSwitch:
+      element.name = "pci";
+      return exportChildren(graph, below, index, std::move(element));
+    case NodeKind::Gpu: {
+      element.name = "pci";
+      XmlElement gpu{"gpu", node.deviceAttributes, {}, 0};
+      for (const NvLinkSpec& spec : node.nvlinks) {
+        XmlElement link{"nvlink", {{"target", spec.target}, {"count", std::to_string(spec.count)}}, {}, 0};
+        if (!spec.targetClass.empty()) link.set("tclass", spec.targetClass);
+        gpu.children.push_back(std::move(link));
+      }
+      element.children.push_back(std::move(gpu));
+      return element;
+    }
+    case NodeKind::Nic: {
+      XmlElement nic = exportChildren(graph, below, index, XmlElement{"nic", {}, {}, 0});
+      if (node.name.empty()) return nic;
+      element.name = "pci";
+      element.children.push_back(std::move(nic));
+      return element;
+    }
+    case NodeKind::Net:
+      element.name = "net";
+      return element;
+    case NodeKind::NvSwitch:
+      break;
+  }
+  throw Error(ErrorCode::Internal, "topology export: node " + node.name + " has no XML form");
+}
+
+}  // namespace
+
+XmlElement parseXml(const std::string& text, const std::string& source) { return XmlReader(text, source).document(); }
+
+std::string writeXml(const XmlElement& root) {
+  std::string out;
+  write(root, 0, out);
+  return out;
+}
+
+NodeSystem importTopologyXml(const XmlElement& root, const std::string& source) {
+  NodeSystem system;
+  TopologyImporter(system, source).system(root);
+  system.graph.buildLinks(system.warnings);
+  return system;
+}
+
+XmlElement exportTopologyXml(const NodeSystem& system) {
+  XmlElement root{"system", {{"version", "1"}}, {}, 0};
+  if (!system.hostname.empty()) root.set("hostname", system.hostname);
+  if (!system.bootId.empty()) root.set("bootid", system.bootId);
+  ChildLists below(system.graph.nodes().size());
+  for (size_t i = 0; i < below.size(); ++i) {
+    int parent = system.graph.node(static_cast<int>(i)).parent;
+    if (parent >= 0) below[parent].push_back(static_cast<int>(i));
+  }
+  for (int cpu : system.graph.nodesOf(NodeKind::Cpu)) root.children.push_back(exportNode(system.graph, below, cpu));
+  return root;
+}
+
+NodeSystem loadTopologyFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::System, "topology file " + path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > kXmlMaxBytes) throw Error(ErrorCode::InvalidArgument, path + ": file is larger than " + std::to_string(kXmlMaxBytes) + " bytes");
+  }
+  return importTopologyXml(parseXml(text, path), path);
+}
+
+void saveTopologyFile(const NodeSystem& system, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(ErrorCode::System, "topology file " + path + ": cannot create: " + std::strerror(errno));
+  out << writeXml(exportTopologyXml(system));
+  out.flush();
+  if (!out) throw Error(ErrorCode::System, "topology file " + path + ": write failed: " + std::strerror(errno));
+}
+
+}  // namespace tutti::topo
