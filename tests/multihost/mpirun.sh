@@ -13,16 +13,14 @@ tag=$$
 hosts=(tutti-mpi-a tutti-mpi-b)  # fake host names, one per namespace
 per_host=2
 
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
-  echo "skipped: needs root, iproute2 and unshare"; exit 77
+. "$(dirname "$0")/netns.sh"
+netns_require
+if ! command -v unshare >/dev/null; then
+  echo "skipped: needs unshare"; exit 77
 fi
 if ! command -v mpirun >/dev/null; then
   echo "skipped: mpirun is not installed (apt-get install openmpi-bin)"; exit 77
 fi
-if ! ip netns add "tutti-probe-$tag" 2>/dev/null; then
-  echo "skipped: ip netns is not available"; exit 77
-fi
-ip netns del "tutti-probe-$tag"
 
 workdir=$(mktemp -d)
 namespaces=()
@@ -39,23 +37,11 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 switch="tutti-msw-$tag"
-ip netns add "$switch" && namespaces+=("$switch") || exit 1
-ip -n "$switch" link add br0 type bridge || exit 1
-ip -n "$switch" link set br0 up
+netns_switch "$switch" || exit 1
 subnet4="10.214.$((tag % 250))"
 
-# make_host <index>: a namespace with tnet0 on the bridge.
-make_host() {
-  local h=$1 ns="tutti-mh$1-$tag"
-  ip netns add "$ns" && namespaces+=("$ns") || return 1
-  ip link add "tma$h-$tag" type veth peer name "tmb$h-$tag" || return 1
-  ip link set "tma$h-$tag" netns "$ns" name tnet0 || return 1
-  ip link set "tmb$h-$tag" netns "$switch" || return 1
-  ip -n "$switch" link set "tmb$h-$tag" master br0 up || return 1
-  ip -n "$ns" link set lo up
-  ip -n "$ns" addr add "$subnet4.$((h + 1))/24" dev tnet0 || return 1
-  ip -n "$ns" link set tnet0 up || return 1
-}
+# make_host <index>: host namespace tutti-mh<index>-<tag> on the bridge.
+make_host() { netns_host "$switch" "tutti-mh$1-$tag" "tmh$1-$tag" "$subnet4.$(($1 + 1))/24"; }
 make_host 0 && make_host 1 || exit 1
 
 # The launch agent, called by mpirun as `agent <host> <command...>` like ssh: it runs the command in

@@ -3,8 +3,9 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown>
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|algorithms>
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
+#   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
 #   kill      2 hosts x 2 ranks in an all-reduce loop; one rank is SIGKILLed: every survivor must
 #             report ncclRemoteError naming the killed rank, found by the connection's end or a
@@ -17,15 +18,9 @@ variant=$2
 tag=$$
 timeout_s=600     # TUTTI_TIMEOUT for the fault variants: longer than CTest's limit, so it never ends them
 link_timeout_s=3  # TUTTI_NET_LINK_TIMEOUT for the fault variants
+. "$(dirname "$0")/netns.sh"
+netns_require
 logdir=$(mktemp -d)
-
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "skipped: needs root and iproute2"; exit 77
-fi
-if ! ip netns add "tutti-probe-$tag" 2>/dev/null; then
-  echo "skipped: ip netns is not available"; exit 77
-fi
-ip netns del "tutti-probe-$tag"
 
 namespaces=()
 pids=()
@@ -37,25 +32,15 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 switch="tutti-sw-$tag"
-ip netns add "$switch" && namespaces+=("$switch") || exit 1
-ip -n "$switch" link add br0 type bridge || exit 1
-ip -n "$switch" link set br0 up
+netns_switch "$switch" || exit 1
 
 subnet4="10.213.$((tag % 250)).0"
 subnet6="fd74:7574:7469:$((tag % 9000))"
 
-# make_host <index>: a namespace with tnet0 on the bridge, addressed in both families.
+# make_host <index>: host namespace tutti-h<index>-<tag>, addressed in both families. The
+# veth's switch end is tvh<index>-<tag>b (the linkdown variant takes it down).
 make_host() {
-  local h=$1 ns="tutti-h$1-$tag"
-  ip netns add "$ns" && namespaces+=("$ns") || return 1
-  ip link add "tva$h-$tag" type veth peer name "tvb$h-$tag" || return 1
-  ip link set "tva$h-$tag" netns "$ns" name tnet0 || return 1
-  ip link set "tvb$h-$tag" netns "$switch" || return 1
-  ip -n "$switch" link set "tvb$h-$tag" master br0 up || return 1
-  ip -n "$ns" link set lo up
-  ip -n "$ns" addr add "${subnet4%.0}.$((h + 1))/24" dev tnet0 || return 1
-  ip -n "$ns" addr add "$subnet6::$((h + 1))/64" dev tnet0 nodad || return 1
-  ip -n "$ns" link set tnet0 up || return 1
+  netns_host "$switch" "tutti-h$1-$tag" "tvh$1-$tag" "${subnet4%.0}.$(($1 + 1))/24" "$subnet6::$(($1 + 1))/64"
 }
 
 # run_job <hosts> <ranks per host> <family 4|6> <mode> [fault]: starts every rank, optionally
@@ -83,7 +68,7 @@ run_job() {
       kill -9 "${pids[$victim]}"
     else
       echo "taking host1's link down"
-      ip -n "$switch" link set "tvb1-$tag" down
+      ip -n "$switch" link set "tvh1-${tag}b" down
     fi
   fi
   local failed=0 status
@@ -109,6 +94,10 @@ case "$variant" in
     make_host 0 && make_host 1 && make_host 2 || exit 1
     run_job 2 2 4 "" || exit 1
     run_job 3 2 4 quick || exit 1 ;;
+  algorithms)
+    make_host 0 && make_host 1 && make_host 2 || exit 1
+    run_job 2 2 4 algorithms || exit 1
+    run_job 3 1 4 algorithms || exit 1 ;;
   ipv6)
     make_host 0 && make_host 1 || exit 1
     sleep 1  # IPv6 addresses settle
