@@ -26,20 +26,27 @@ struct Span {
   size_t elems = 0;
 };
 
-// Where a buffer reference of the current tile lies.
+bool isUserBuffer(Buf buf) { return buf == Buf::In || buf == Buf::Out; }
+
+// Where a buffer reference of the current tile lies. A scratch chunk's extent is what was last
+// written to it in this tile.
 Span resolve(const Lane& lane, const BufRef& ref) {
-  if (ref.buf == Buf::None) return {};
   const OpBinding& op = *lane.op;
+  const size_t C = lane.chunkElems;
+  switch (ref.buf) {
+    case Buf::None: return {};
+    case Buf::Scratch:
+      return {lane.scratch + size_t(ref.chunk) * C * op.eltSize, lane.scratchElems[size_t(ref.chunk)]};
+    case Buf::In:
+    case Buf::Out: break;
+  }
   char* base = ref.buf == Buf::In ? const_cast<char*>(static_cast<const char*>(op.in)) : static_cast<char*>(op.out);
-  size_t C = lane.chunkElems;
   size_t offset = 0, elems = 0;
   switch (lane.spec->layout) {
     case Layout::Split: {
-      size_t n = size_t(op.nranks);
-      size_t tileStart = lane.begin + lane.tile * n * C;
-      size_t tileChunk = std::min(C, ceilDiv(lane.end - tileStart, n));
-      offset = tileStart + size_t(ref.chunk) * tileChunk;
-      elems = offset >= lane.end ? 0 : std::min(tileChunk, lane.end - offset);
+      size_t tileStart = lane.begin + lane.tile * lane.tileChunks * C;
+      offset = tileStart + size_t(ref.chunk) * lane.tileChunk;
+      elems = offset >= lane.end ? 0 : std::min(lane.tileChunk, lane.end - offset);
       break;
     }
     case Layout::Blocks: {
@@ -57,8 +64,13 @@ Span resolve(const Lane& lane, const BufRef& ref) {
   return {base + offset * op.eltSize, elems};
 }
 
-bool needsRecv(Op op) { return op != Op::Send && op != Op::Copy; }
-bool needsSend(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
+// Split tiles shrink their chunks at the end of the range so that every chunk of the last tile
+// gets a share.
+void startTile(Lane& lane) {
+  if (lane.spec->layout != Layout::Split || lane.tile >= lane.ntiles) return;
+  size_t tileStart = lane.begin + lane.tile * lane.tileChunks * lane.chunkElems;
+  lane.tileChunk = std::min(lane.chunkElems, ceilDiv(lane.end - tileStart, lane.tileChunks));
+}
 
 unsigned reduceFlags(const Step& step) {
   unsigned flags = 0;
@@ -70,20 +82,37 @@ unsigned reduceFlags(const Step& step) {
 bool opHasPre(const RedOp& op) { return op.kind == RedKind::PreMulSum; }
 bool opHasPost(const RedOp& op) { return op.kind == RedKind::SumPostDiv; }
 
-[[noreturn]] void sizeMismatch(const Lane& lane, const ExecutionContext& ctx, uint64_t got, uint64_t expected) {
+[[noreturn]] void sizeMismatch(const Lane& lane, const ExecutionContext& ctx, int peer, uint64_t got, uint64_t expected) {
   throw Error(ErrorCode::InvalidUsage,
               std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
-                  " received " + std::to_string(got) + " bytes from " + ctx.describePeer(lane.recv.peer) +
+                  " received " + std::to_string(got) + " bytes from " + ctx.describePeer(peer) +
                   " where it expected " + std::to_string(expected) +
                   " (do all ranks make the same calls, with the same count, type and root?)");
+}
+
+// How many elements a step moves: as many as its user buffer chunk holds; for a step between
+// scratch and FIFOs only, what its scratch source holds, or what arrived.
+size_t stepElems(const Lane& lane, const Step& step, const Span& src, const Span& dst, const FifoHeader* rf, uint64_t rtail,
+                 const ExecutionContext& ctx) {
+  if (isUserBuffer(step.src.buf)) return src.elems;
+  if (isUserBuffer(step.dst.buf)) return dst.elems;
+  if (step.src.buf == Buf::Scratch) return src.elems;
+  if (rf != nullptr) {
+    uint64_t got = rf->sizes[rtail % rf->nsteps];
+    const size_t elt = lane.op->eltSize;
+    if (got % elt != 0 || got / elt > lane.chunkElems)
+      sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, got, lane.chunkElems * elt);
+    return size_t(got / elt);
+  }
+  return lane.spec->layout == Layout::Split ? lane.tileChunk : lane.chunkElems;
 }
 
 // Runs the lane's current step if the FIFOs allow it. Returns false when blocked.
 bool tryStep(Lane& lane, const ExecutionContext& ctx) {
   const Step& step = lane.spec->steps[lane.step];
-  const bool recv = needsRecv(step.op), send = needsSend(step.op);
-  FifoHeader* rf = lane.recv.fifo;
-  FifoHeader* sf = lane.send.fifo;
+  const bool recv = stepReceives(step.op), send = stepSends(step.op);
+  FifoHeader* rf = recv ? lane.recvs[step.recvConn].fifo : nullptr;
+  FifoHeader* sf = send ? lane.sends[step.sendConn].fifo : nullptr;
   uint64_t rtail = 0, shead = 0;
   if (recv) {
     rtail = rf->tail;  // only we write it
@@ -96,14 +125,15 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
 
   const OpBinding& op = *lane.op;
   Span src = resolve(lane, step.src), dst = resolve(lane, step.dst);
-  const size_t elems = step.src.buf != Buf::None ? src.elems : dst.elems;
+  const size_t elems = stepElems(lane, step, src, dst, rf, rtail, ctx);
+  if (step.dst.buf == Buf::Scratch) lane.scratchElems[size_t(step.dst.chunk)] = elems;
   const size_t bytes = elems * op.eltSize;
   const unsigned flags = reduceFlags(step);
   char* rslot = recv ? fifoSlot(rf, rtail) : nullptr;
   char* sslot = send ? fifoSlot(sf, shead) : nullptr;
   if (recv) {
     uint64_t got = rf->sizes[rtail % rf->nsteps];
-    if (got != bytes) sizeMismatch(lane, ctx, got, bytes);
+    if (got != bytes) sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, got, bytes);
   }
 
   switch (step.op) {
@@ -138,16 +168,17 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
 
   if (recv) {
     fifoStoreRelease(&rf->tail, rtail + 1);
-    ringBell(lane.recv.peerBell);
+    ringBell(lane.recvs[step.recvConn].peerBell);
   }
   if (send) {
     sf->sizes[shead % sf->nsteps] = bytes;
     fifoStoreRelease(&sf->head, shead + 1);
-    ringBell(lane.send.peerBell);
+    ringBell(lane.sends[step.sendConn].peerBell);
   }
   if (++lane.step == lane.spec->steps.size()) {
     lane.step = 0;
     lane.tile++;
+    startTile(lane);
   }
   return true;
 }
@@ -157,10 +188,10 @@ bool laneDone(const Lane& lane) { return lane.tile >= lane.ntiles; }
 std::string blockedDescription(const Lane& lane, const ExecutionContext& ctx) {
   const Step& step = lane.spec->steps[lane.step];
   std::string what;
-  if (needsRecv(step.op) && fifoLoadAcquire(&lane.recv.fifo->head) == lane.recv.fifo->tail)
-    what = "data from " + ctx.describePeer(lane.recv.peer);
+  if (stepReceives(step.op) && fifoLoadAcquire(&lane.recvs[step.recvConn].fifo->head) == lane.recvs[step.recvConn].fifo->tail)
+    what = "data from " + ctx.describePeer(lane.recvs[step.recvConn].peer);
   else
-    what = "free FIFO space at " + ctx.describePeer(lane.send.peer);
+    what = "free FIFO space at " + ctx.describePeer(lane.sends[step.sendConn].peer);
   return std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + " on rank " + std::to_string(ctx.rank) +
          " (channel " + std::to_string(lane.channel) + ", tile " + std::to_string(lane.tile) + "/" +
          std::to_string(lane.ntiles) + ", step " + plan::opName(step.op) + ") is waiting for " + what;
@@ -168,12 +199,62 @@ std::string blockedDescription(const Lane& lane, const ExecutionContext& ctx) {
 
 }  // namespace
 
+bool stepReceives(Op op) { return op != Op::Send && op != Op::Copy; }
+bool stepSends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
+
 void prepareLane(Lane& lane) {
+  const plan::LaneSpec& spec = *lane.spec;
+  lane.tileChunks = 1;
+  if (spec.layout == Layout::Split) lane.tileChunks = spec.tileChunks > 0 ? size_t(spec.tileChunks) : size_t(lane.op->nranks);
   size_t range = lane.end > lane.begin ? lane.end - lane.begin : 0;
-  size_t perTile = lane.chunkElems * (lane.spec->layout == Layout::Split ? size_t(lane.op->nranks) : 1);
-  lane.ntiles = range == 0 || lane.spec->steps.empty() ? 0 : ceilDiv(range, perTile);
+  lane.ntiles = range == 0 || spec.steps.empty() ? 0 : ceilDiv(range, lane.chunkElems * lane.tileChunks);
+  lane.scratchElems.assign(size_t(spec.scratchChunks), 0);
   lane.tile = 0;
   lane.step = 0;
+  startTile(lane);
+}
+
+void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
+  for (size_t l = 0; l < plan.lanes.size(); l++) {
+    const plan::LaneSpec& lane = plan.lanes[l];
+    auto fail = [&](size_t s, const std::string& what) {
+      throw Error(ErrorCode::InvalidUsage, "algorithm \"" + plan.algorithm + "\", rank " + std::to_string(rank) + " of " +
+                                               std::to_string(nranks) + ", lane " + std::to_string(l) +
+                                               (s < lane.steps.size() ? ", step " + std::to_string(s) : std::string()) + ": " + what);
+    };
+    const size_t none = size_t(-1);
+    if (lane.tileChunks < 0 || lane.scratchChunks < 0) fail(none, "negative tileChunks or scratchChunks");
+    if (lane.kind == plan::ConnKind::None && !(lane.sendPeers.empty() && lane.recvPeers.empty()))
+      fail(none, "a lane of kind None has peers");
+    if (lane.sendPeers.size() > 256 || lane.recvPeers.size() > 256) fail(none, "more than 256 peers of one direction");
+    for (const std::vector<int>* peers : {&lane.sendPeers, &lane.recvPeers})
+      for (int p : *peers)
+        if (p < 0 || p >= nranks || p == rank) fail(none, "peer " + std::to_string(p) + " is not another rank");
+    const int splitChunks = lane.tileChunks > 0 ? lane.tileChunks : nranks;
+    auto checkRef = [&](size_t s, const BufRef& ref, const char* role) {
+      bool ok = true;
+      if (ref.buf == Buf::Scratch) ok = ref.chunk >= 0 && ref.chunk < lane.scratchChunks;
+      else if (ref.buf != Buf::None && lane.layout == Layout::Split) ok = ref.chunk >= 0 && ref.chunk < splitChunks;
+      else if (ref.buf != Buf::None && lane.layout == Layout::Blocks) ok = ref.chunk >= -1 && ref.chunk < nranks;
+      if (!ok) fail(s, std::string(role) + " chunk " + std::to_string(ref.chunk) + " is out of range");
+    };
+    for (size_t s = 0; s < lane.steps.size(); s++) {
+      const Step& step = lane.steps[s];
+      if (stepReceives(step.op) && step.recvConn >= lane.recvPeers.size())
+        fail(s, std::string(plan::opName(step.op)) + " uses receive connection " + std::to_string(step.recvConn) + " of " +
+                    std::to_string(lane.recvPeers.size()));
+      if (stepSends(step.op) && step.sendConn >= lane.sendPeers.size())
+        fail(s, std::string(plan::opName(step.op)) + " uses send connection " + std::to_string(step.sendConn) + " of " +
+                    std::to_string(lane.sendPeers.size()));
+      bool needsSrc = step.op == Op::Send || step.op == Op::Copy || step.op == Op::RecvReduceSend ||
+                      step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend;
+      bool needsDst = step.op == Op::Recv || step.op == Op::Copy || step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend;
+      if (needsSrc && step.src.buf == Buf::None) fail(s, std::string(plan::opName(step.op)) + " has no source");
+      if (needsDst && step.dst.buf == Buf::None) fail(s, std::string(plan::opName(step.op)) + " has no destination");
+      checkRef(s, step.src, "source");
+      checkRef(s, step.dst, "destination");
+    }
+  }
 }
 
 void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {

@@ -1,5 +1,11 @@
 // The host executor: runs the lanes of one or more operations on host threads, moving bytes
 // through FIFOs with the Simple protocol and reducing with the shared functors.
+//
+// How a step is sized: by the chunk of the user buffer it names (its source if that is the
+// input or output, else its destination). A step between scratch and FIFOs only moves what its
+// scratch source holds, or, with no source, what arrived; a scratch chunk holds what was last
+// written to it in the tile (at most one chunk, chunkElems elements). So scratch follows the
+// chunks it stages, including the shorter chunks at the end of a range.
 #pragma once
 
 #include <atomic>
@@ -41,14 +47,20 @@ struct OpBinding {
   int nranks = 1;
 };
 
-// One lane of one operation on one channel: a plan lane bound to a range and connections.
+// One lane of one operation on one channel: a plan lane bound to a range, connections and
+// scratch memory.
 struct Lane {
   const plan::LaneSpec* spec = nullptr;
   const OpBinding* op = nullptr;
   int channel = 0;
   size_t begin = 0, end = 0;  // element range (within each block for Blocks)
-  size_t chunkElems = 0;      // elements per chunk (fits one FIFO slot)
-  FifoEnd send, recv;
+  size_t chunkElems = 0;      // elements per chunk (fits one FIFO slot); each scratch chunk holds this many
+  std::vector<FifoEnd> sends, recvs;  // by Step::sendConn / Step::recvConn (the spec's peers, in order)
+  char* scratch = nullptr;            // spec->scratchChunks chunks of chunkElems elements
+  std::vector<size_t> scratchElems;   // elements last written to each scratch chunk
+  // Set by prepareLane.
+  size_t tileChunks = 1;  // chunks per tile (Split: the spec's, 0 meaning nranks; else 1)
+  size_t tileChunk = 0;   // Split: elements per chunk in the current tile
   // Progress.
   uint64_t tile = 0, ntiles = 0;
   uint32_t step = 0;
@@ -69,6 +81,15 @@ struct ExecutionContext {
   int rank = 0;
   std::function<std::string(int peer)> describePeer;  // "rank 3 (host:pid)"
 };
+
+// Whether a step of this kind takes a slot from the receive FIFO / fills one of the send FIFO.
+bool stepReceives(plan::Op op);
+bool stepSends(plan::Op op);
+
+// Checks that every index a plan's steps use is in range (connections, chunks, blocks, scratch
+// chunks) and that each step names the buffers it needs, so the executor can trust them.
+// Throws tutti::Error (InvalidUsage) naming the algorithm, lane and step.
+void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks);
 
 // Sets ntiles (and resets progress) from the lane's range, layout and chunk size.
 void prepareLane(Lane& lane);

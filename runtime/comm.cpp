@@ -54,7 +54,11 @@ std::unordered_set<const ncclComm*>& registry() {
 
 enum class PeerPath { Local, Shm, Net };
 
-uint32_t connectionTag(const ConnKey& key) { return 1000u + uint32_t(key.channel) * 4u + uint32_t(key.kind); }
+// The bootstrap tag of a connection's handshake: both ends derive it from the connection's
+// identity, so offers for different connections to one peer never cross.
+uint32_t connectionTag(const ConnKey& key) {
+  return 1000u + (uint32_t(key.tag) * uint32_t(kMaxChannels) + uint32_t(key.channel)) * 4u + uint32_t(key.kind);
+}
 
 double seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -240,8 +244,8 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   std::vector<ConnKey> ring;
   if (nranks > 1)
     for (int c = 0; c < comm->nchannels; c++) {
-      ring.push_back(ConnKey{(rank + 1) % nranks, c, plan::ConnKind::Ring, true});
-      ring.push_back(ConnKey{(rank + nranks - 1) % nranks, c, plan::ConnKind::Ring, false});
+      ring.push_back(ConnKey{(rank + 1) % nranks, c, plan::ConnKind::Ring, 0, true});
+      ring.push_back(ConnKey{(rank + nranks - 1) % nranks, c, plan::ConnKind::Ring, 0, false});
     }
   ensureConnections(comm, ring);
   comm->workers = std::make_unique<kern::HostWorkerPool>(comm->nworkers);
@@ -272,8 +276,12 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
   for (const ConnKey& k : wanted)
     if (!comm->connections.count(k)) keys.push_back(k);
   std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end(), [](const ConnKey& a, const ConnKey& b) { return !(a < b) && !(b < a); }),
-             keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (const ConnKey& k : keys)
+    if (k.tag < 0 || k.tag >= kMaxConnectionTags || k.channel < 0 || k.channel >= kMaxChannels)
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) + " on channel " +
+                                               std::to_string(k.channel) + " has tag " + std::to_string(k.tag) + ", outside 0.." +
+                                               std::to_string(kMaxConnectionTags - 1));
   if (keys.empty()) return;
 
   const RankInfo& me = comm->peers[size_t(comm->rank)];
@@ -285,7 +293,8 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
   auto describe = [&](const ConnKey& k) {
     return (k.send ? "connection from " + comm->where() + " to " + comm->describePeer(k.peer)
                    : "connection from " + comm->describePeer(k.peer) + " to " + comm->where()) +
-           ", channel " + std::to_string(k.channel);
+           ", channel " + std::to_string(k.channel) + (k.kind == plan::ConnKind::Ring ? ", ring" : ", direct") +
+           (k.tag != 0 ? ", tag " + std::to_string(k.tag) : std::string());
   };
   auto workerBell = [&](const ConnKey& k) { return &comm->control->bells[workerOfChannel(comm, k.channel)]; };
   auto sharedConnection = [&](std::unique_ptr<FifoConnection> shared, int peer) {
@@ -334,7 +343,7 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
     if (pathTo(k.peer) == PeerPath::Net) {
       try {
         auto sendComm = comm->proxy->backend().connect(0, offer.handle, deadline, &comm->abortFlag);
-        made.emplace_back(k, netConnection(comm->proxy->addSend(std::move(sendComm), k.peer, k.channel, workerBell(k))));
+        made.emplace_back(k, netConnection(comm->proxy->addSend(std::move(sendComm), k.peer, k.channel, k.tag, workerBell(k))));
       } catch (const Error& e) {
         throw Error(e.code(), describe(k) + ": " + e.message());
       }
@@ -345,14 +354,14 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
   for (auto& [k, listener] : listening) {
     try {
       auto recvComm = listener->accept(deadline, &comm->abortFlag);
-      made.emplace_back(k, netConnection(comm->proxy->addRecv(std::move(recvComm), k.peer, k.channel, workerBell(k))));
+      made.emplace_back(k, netConnection(comm->proxy->addRecv(std::move(recvComm), k.peer, k.channel, k.tag, workerBell(k))));
     } catch (const Error& e) {
       throw Error(e.code(), describe(k) + ": " + e.message());
     }
   }
   for (auto& [k, conn] : made) {
-    TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d via %s", comm->where().c_str(), k.send ? "to" : "from",
-                k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, conn.transport.c_str());
+    TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm->where().c_str(), k.send ? "to" : "from",
+                k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn.transport.c_str());
     comm->connections[k] = std::move(conn);
   }
 }

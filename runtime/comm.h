@@ -23,6 +23,7 @@
 #include "runtime/config.h"
 #include "runtime/error.h"
 #include "runtime/proxy.h"
+#include "runtime/scratch_pool.h"
 #include "transports/fifo_connection.h"
 #include "transports/segment.h"
 
@@ -30,6 +31,7 @@ namespace tutti {
 
 constexpr int kMaxWorkers = 32;
 constexpr int kMaxChannels = 32;
+constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-1 (bootstrap tags stay within 32 bits)
 
 // A rank's control block: the bells of its executor workers. Peers on the same node map it so
 // that they can wake the worker that waits on a FIFO they just moved.
@@ -52,14 +54,17 @@ struct RankInfo {
   uint64_t slotBytes;
 };
 
-// Identifies one direction of one connection to a peer.
+// Identifies one direction of one connection to a peer. Both ends name it alike (with `send`
+// flipped), and both agree on it through the bootstrap tag of its handshake.
 struct ConnKey {
   int peer;
   int channel;
   plan::ConnKind kind;
+  int tag;    // the lane's tag: separate FIFOs for separate uses of one peer
   bool send;  // true: we send to peer; false: we receive from peer
-  auto tie() const { return std::tuple(peer, channel, int(kind), send); }
+  auto tie() const { return std::tuple(peer, channel, int(kind), tag, send); }
   bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
+  bool operator==(const ConnKey& o) const { return tie() == o.tie(); }
 };
 
 // One direction of one connection as the executor uses it: the FIFO it reads or writes, and the
@@ -117,10 +122,16 @@ struct ncclComm {
   std::map<tutti::ConnKey, tutti::Connection> connections;
   std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
 
-  // Plans by (CollKind, root or peer); shared with launches still queued on host streams.
+  // Scratch memory of the plans' lanes, taken by each launch while it runs.
+  std::shared_ptr<tutti::ScratchPool> scratch = std::make_shared<tutti::ScratchPool>();
+
   // The algorithms this communicator can run (built-ins, then custom plan files).
   tutti::plan::AlgorithmRegistry algorithms = tutti::plan::builtinAlgorithms();
-  // Plans by (algorithm, collective, root or peer): built once, then reused.
+  // When set (NCCL_ALGO), the algorithm used for every collective it serves; the default
+  // choice for the others.
+  std::string forcedAlgorithm;
+  // Plans by (algorithm, collective, root or peer): built once, then reused; shared with
+  // launches still queued on host streams.
   std::map<std::tuple<std::string, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
 
   std::mutex redopMutex;

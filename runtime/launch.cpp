@@ -88,10 +88,14 @@ plan::Coll toColl(CollKind kind) {
   return plan::Coll(int(kind));
 }
 
-// The algorithm for a task: rings for the reducing and gathering collectives, direct exchanges
-// for the rest.
+// The algorithm for a task: the forced one (NCCL_ALGO) when it serves the collective; otherwise
+// rings for the reducing and gathering collectives, direct exchanges for the rest.
 const plan::Algorithm& chooseAlgorithm(ncclComm* comm, const Task& t) {
   plan::Coll coll = toColl(t.kind);
+  if (!comm->forcedAlgorithm.empty()) {
+    const plan::Algorithm* forced = comm->algorithms.find(comm->forcedAlgorithm);
+    if (forced && forced->serves(coll)) return *forced;
+  }
   bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
               coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
   const plan::Algorithm* a = comm->algorithms.find(ring ? "ring" : "direct");
@@ -116,13 +120,74 @@ struct CommLaunch {
     size_t bytes;
   };
   std::vector<Copy> prologue;
+  // Scratch: taken from the communicator's pool when the launch runs (not at bind, so launches
+  // queued on a stream hold none), and given back when it has run.
+  struct ScratchUse {
+    int worker;
+    size_t queue, lane;
+    size_t offset;  // in the launch's scratch block
+  };
+  std::vector<ScratchUse> scratchUses;
+  size_t scratchBytes = 0;
+  ScratchPool::Lease scratch;
 };
 
-struct QueueKey {
-  int kind, channel, sendPeer, recvPeer, unique;
-  auto tie() const { return std::tuple(kind, channel, sendPeer, recvPeer, unique); }
-  bool operator<(const QueueKey& o) const { return tie() < o.tie(); }
+// A lane being bound, with the connections it uses.
+struct BoundLane {
+  kern::Lane lane;
+  std::vector<ConnKey> sendKeys, recvKeys;
 };
+
+// Groups one worker's lanes into queues: lanes that share a connection (directly or through
+// other lanes) form one queue, in plan order; the queues are ordered by their first lane.
+std::vector<kern::LaneQueue> formQueues(std::vector<BoundLane>& lanes) {
+  std::vector<size_t> parent(lanes.size());
+  for (size_t i = 0; i < lanes.size(); i++) parent[i] = i;
+  auto find = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::map<ConnKey, size_t> user;  // a lane using each connection
+  for (size_t i = 0; i < lanes.size(); i++)
+    for (const auto* keys : {&lanes[i].sendKeys, &lanes[i].recvKeys})
+      for (const ConnKey& k : *keys) {
+        auto [it, fresh] = user.try_emplace(k, i);
+        if (!fresh) {
+          size_t a = find(it->second), b = find(i);
+          // The smaller index stays the root, so a queue's root is its first lane.
+          if (a != b) parent[std::max(a, b)] = std::min(a, b);
+        }
+      }
+  std::vector<kern::LaneQueue> queues;
+  std::vector<size_t> queueOfRoot(lanes.size(), size_t(-1));
+  for (size_t i = 0; i < lanes.size(); i++) {
+    size_t root = find(i);
+    if (queueOfRoot[root] == size_t(-1)) {
+      queueOfRoot[root] = queues.size();
+      queues.emplace_back();
+    }
+    queues[queueOfRoot[root]].lanes.push_back(std::move(lanes[i].lane));
+  }
+  return queues;
+}
+
+// Gives each queue its own part of the launch's scratch: lanes of one queue run one after
+// another, so they share it.
+void layOutScratch(CommLaunch& L) {
+  constexpr size_t kAlign = 64;
+  for (size_t w = 0; w < L.queues.size(); w++)
+    for (size_t q = 0; q < L.queues[w].size(); q++) {
+      size_t need = 0;
+      const auto& lanes = L.queues[w][q].lanes;
+      for (size_t l = 0; l < lanes.size(); l++) {
+        size_t bytes = size_t(lanes[l].spec->scratchChunks) * lanes[l].chunkElems * lanes[l].op->eltSize;
+        if (bytes == 0) continue;
+        need = std::max(need, (bytes + kAlign - 1) / kAlign * kAlign);
+        L.scratchUses.push_back({int(w), q, l, L.scratchBytes});
+      }
+      L.scratchBytes += need;
+    }
+}
 
 // A self send and its receive become one local copy.
 void pairSelfSends(CommLaunch& L) {
@@ -150,52 +215,64 @@ void pairSelfSends(CommLaunch& L) {
   L.tasks = std::move(kept);
 }
 
+// The plan of a task on this rank, from the communicator's cache (plans depend only on the
+// algorithm, the collective and its root or peer).
+std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t) {
+  const plan::Algorithm& algorithm = chooseAlgorithm(comm, t);
+  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root);
+  auto cached = comm->planCache.find(key);
+  if (cached == comm->planCache.end()) {
+    plan::PlanRequest request{toColl(t.kind), comm->rank, comm->nranks, t.root};
+    auto made = std::make_shared<const plan::RankPlan>(algorithm.build(request));
+    kern::checkPlanBounds(*made, comm->rank, comm->nranks);
+    cached = comm->planCache.emplace(key, std::move(made)).first;
+  }
+  return cached->second;
+}
+
+kern::OpBinding bindingFor(CommLaunch& L, const Task& t) {
+  ncclComm* comm = L.comm;
+  kern::OpBinding b;
+  b.name = collName(t.kind);
+  b.seq = comm->opSeq++;
+  b.in = t.in;
+  if (t.kind == CollKind::AlltoAll && t.in != nullptr && t.in == t.out) {
+    size_t bytes = t.count * kern::dtypeSize(t.type) * size_t(comm->nranks);
+    L.inputCopies.emplace_back(bytes);
+    L.prologue.push_back({L.inputCopies.back().data(), t.in, bytes});
+    b.in = L.inputCopies.back().data();
+  }
+  b.out = t.out;
+  b.count = t.count;
+  b.type = t.type;
+  b.eltSize = kern::dtypeSize(t.type);
+  b.nranks = comm->nranks;
+  bool reducing = t.kind == CollKind::AllReduce || t.kind == CollKind::ReduceScatter || t.kind == CollKind::Reduce;
+  if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
+  return b;
+}
+
+// Points a lane's FIFO ends at its connections.
+void connectLane(ncclComm* comm, int worker, BoundLane& bound) {
+  auto end = [&](const ConnKey& k) {
+    const Connection& conn = comm->connections.at(k);
+    // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
+    return kern::FifoEnd{conn.fifo, conn.bellFor(worker), k.peer};
+  };
+  for (const ConnKey& k : bound.sendKeys) bound.lane.sends.push_back(end(k));
+  for (const ConnKey& k : bound.recvKeys) bound.lane.recvs.push_back(end(k));
+}
+
 void bind(CommLaunch& L) {
   ncclComm* comm = L.comm;
   pairSelfSends(L);
-  L.queues.assign(size_t(comm->nworkers), {});
-  std::vector<std::map<QueueKey, size_t>> queueIndex(size_t(comm->nworkers));
-  struct Pending {
-    int worker;
-    size_t queue;
-    size_t lane;
-    ConnKey sendKey, recvKey;
-  };
-  std::vector<Pending> pending;
+  std::vector<std::vector<BoundLane>> lanes(size_t(comm->nworkers));
   std::vector<ConnKey> keys;
-  int unique = 0;
 
   for (const Task& t : L.tasks) {
-    int nranks = comm->nranks;
-    // Plans depend only on the algorithm, the collective and its root or peer: built once per
-    // communicator.
-    const plan::Algorithm& algorithm = chooseAlgorithm(comm, t);
-    auto key = std::make_tuple(algorithm.name, int(t.kind), t.root);
-    auto cached = comm->planCache.find(key);
-    if (cached == comm->planCache.end()) {
-      plan::PlanRequest request{toColl(t.kind), comm->rank, nranks, t.root};
-      cached = comm->planCache.emplace(key, std::make_shared<const plan::RankPlan>(algorithm.build(request))).first;
-    }
-    L.plans.push_back(cached->second);
+    L.plans.push_back(planFor(comm, t));
     const plan::RankPlan& p = *L.plans.back();
-    kern::OpBinding b;
-    b.name = collName(t.kind);
-    b.seq = comm->opSeq++;
-    b.in = t.in;
-    if (t.kind == CollKind::AlltoAll && t.in != nullptr && t.in == t.out) {
-      size_t bytes = t.count * kern::dtypeSize(t.type) * size_t(nranks);
-      L.inputCopies.emplace_back(bytes);
-      L.prologue.push_back({L.inputCopies.back().data(), t.in, bytes});
-      b.in = L.inputCopies.back().data();
-    }
-    b.out = t.out;
-    b.count = t.count;
-    b.type = t.type;
-    b.eltSize = kern::dtypeSize(t.type);
-    b.nranks = nranks;
-    bool reducing = t.kind == CollKind::AllReduce || t.kind == CollKind::ReduceScatter || t.kind == CollKind::Reduce;
-    if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
-    L.bindings.push_back(b);
+    L.bindings.push_back(bindingFor(L, t));
     const kern::OpBinding& binding = L.bindings.back();
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %s", comm->where().c_str(), binding.name,
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, plan::describe(p).c_str());
@@ -208,11 +285,8 @@ void bind(CommLaunch& L) {
       size_t begin = std::min(t.count, size_t(c) * per), end = std::min(t.count, begin + per);
       int w = workerOfChannel(comm, c);
       for (const plan::LaneSpec& spec : p.lanes) {
-        QueueKey qk{int(spec.kind), c, spec.sendPeer(), spec.recvPeer(), spec.kind == plan::ConnKind::None ? ++unique : 0};
-        auto [it, fresh] = queueIndex[size_t(w)].try_emplace(qk, L.queues[size_t(w)].size());
-        if (fresh) L.queues[size_t(w)].emplace_back();
-        kern::LaneQueue& q = L.queues[size_t(w)][it->second];
-        kern::Lane lane;
+        BoundLane bound;
+        kern::Lane& lane = bound.lane;
         lane.spec = &spec;
         lane.op = &binding;
         lane.channel = c;
@@ -220,38 +294,30 @@ void bind(CommLaunch& L) {
         lane.end = end;
         lane.chunkElems = std::max<size_t>(1, comm->slotBytes / binding.eltSize);
         kern::prepareLane(lane);
-        Pending pd{w, it->second, q.lanes.size(), ConnKey{-1, c, spec.kind, true}, ConnKey{-1, c, spec.kind, false}};
-        if (spec.sendPeer() >= 0) {
-          pd.sendKey.peer = spec.sendPeer();
-          keys.push_back(pd.sendKey);
-        }
-        if (spec.recvPeer() >= 0) {
-          pd.recvKey.peer = spec.recvPeer();
-          keys.push_back(pd.recvKey);
-        }
-        q.lanes.push_back(lane);
-        pending.push_back(pd);
+        for (int peer : spec.sendPeers) bound.sendKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, true});
+        for (int peer : spec.recvPeers) bound.recvKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, false});
+        keys.insert(keys.end(), bound.sendKeys.begin(), bound.sendKeys.end());
+        keys.insert(keys.end(), bound.recvKeys.begin(), bound.recvKeys.end());
+        lanes[size_t(w)].push_back(std::move(bound));
       }
     }
   }
 
   ensureConnections(comm, keys);
-  for (const Pending& pd : pending) {
-    kern::Lane& lane = L.queues[size_t(pd.worker)][pd.queue].lanes[pd.lane];
-    // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
-    if (pd.sendKey.peer >= 0) {
-      const Connection& conn = comm->connections.at(pd.sendKey);
-      lane.send.fifo = conn.fifo;
-      lane.send.peerBell = conn.bellFor(pd.worker);
-      lane.send.peer = pd.sendKey.peer;
-    }
-    if (pd.recvKey.peer >= 0) {
-      const Connection& conn = comm->connections.at(pd.recvKey);
-      lane.recv.fifo = conn.fifo;
-      lane.recv.peerBell = conn.bellFor(pd.worker);
-      lane.recv.peer = pd.recvKey.peer;
-    }
+  L.queues.assign(size_t(comm->nworkers), {});
+  for (int w = 0; w < comm->nworkers; w++) {
+    for (BoundLane& bound : lanes[size_t(w)]) connectLane(comm, w, bound);
+    L.queues[size_t(w)] = formQueues(lanes[size_t(w)]);
   }
+  layOutScratch(L);
+}
+
+// Takes the launch's scratch and points its lanes at their parts.
+void takeScratch(CommLaunch& L) {
+  if (L.scratchBytes == 0) return;
+  L.scratch = L.comm->scratch->take(L.scratchBytes);
+  for (const CommLaunch::ScratchUse& u : L.scratchUses)
+    L.queues[size_t(u.worker)][u.queue].lanes[u.lane].scratch = L.scratch.data() + u.offset;
 }
 
 kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
@@ -269,6 +335,13 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
 // Runs the launches to completion. With one launch, worker 0 runs on this thread.
 void execute(const std::vector<CommLaunch*>& launches) {
   const bool inlineFirst = launches.size() == 1;
+  struct GiveBackScratch {
+    const std::vector<CommLaunch*>& launches;
+    ~GiveBackScratch() {
+      for (CommLaunch* L : launches) L->scratch.release();
+    }
+  } giveBack{launches};
+  for (CommLaunch* L : launches) takeScratch(*L);
   for (CommLaunch* L : launches)
     for (const CommLaunch::Copy& c : L->prologue) std::memcpy(c.dst, c.src, c.bytes);
   for (CommLaunch* L : launches)

@@ -30,6 +30,7 @@ struct NetProxy::Connection {
   net::MemoryRegistration registration;
   int peer = -1;
   int channel = 0;
+  int tag = 0;
   kern::Bell* workerBell = nullptr;
   uint64_t posted = 0;     // slots handed to the backend
   uint64_t completed = 0;  // of those, slots the backend has finished
@@ -76,20 +77,22 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
   return fifo;
 }
 
-kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, kern::Bell* workerBell) {
+kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->send = std::move(comm);
   c->peer = peer;
   c->channel = channel;
+  c->tag = tag;
   c->workerBell = workerBell;
   return add(std::move(c));
 }
 
-kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, kern::Bell* workerBell) {
+kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->recv = std::move(comm);
   c->peer = peer;
   c->channel = channel;
+  c->tag = tag;
   c->workerBell = workerBell;
   return add(std::move(c));
 }
@@ -194,7 +197,8 @@ void NetProxy::run() {
       failed = true;
       ErrorCode code = e.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
       std::string message = comm_->where() + ": network connection " + (current->send ? "to " : "from ") + comm_->describePeer(current->peer) +
-                            " on channel " + std::to_string(current->channel) + " failed: " + e.message();
+                            " on channel " + std::to_string(current->channel) +
+                            (current->tag != 0 ? " tag " + std::to_string(current->tag) : std::string()) + " failed: " + e.message();
       // A rank that fails tells everyone why and then closes its connections: give that notice
       // a moment to arrive, so the cause is reported rather than its closing.
       for (auto until = std::chrono::steady_clock::now() + kNoticeWait;

@@ -47,8 +47,9 @@ class NetProxy {
 
   // Hands a connected comm to the proxy, with a fresh local FIFO for the executor (returned).
   // workerBell: the bell of the worker that runs the connection's channel.
-  kern::FifoHeader* addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, kern::Bell* workerBell);
-  kern::FifoHeader* addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, kern::Bell* workerBell);
+  // peer, channel, tag: the connection's identity (see ConnKey), for error messages.
+  kern::FifoHeader* addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell);
+  kern::FifoHeader* addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell);
 
   // Waits until every published send slot has left, or the deadline / an abort. Best effort;
   // once drained, the connections close gracefully when the proxy is destroyed.
