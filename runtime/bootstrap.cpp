@@ -1130,9 +1130,10 @@ class SocketBootstrap final : public Bootstrap {
     sendMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds_), "send");
   }
 
-  void recv(int peer, uint32_t tag, void* data, size_t size) override {
+  void recv(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds) override {
     checkUserMessage(peer, tag, data, size, "recv");
-    recvMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds_), "recv");
+    double seconds = timeoutSeconds > 0 ? timeoutSeconds : timeoutSeconds_;
+    recvMessage(peer, tag, data, size, deadlineAfter(seconds), "recv", seconds);
   }
 
   // Bruck: after round k a rank holds the 2^(k+1) slots that follow its own (cyclically), in a
@@ -1274,7 +1275,8 @@ class SocketBootstrap final : public Bootstrap {
     }
   }
 
-  void recvMessage(int peer, uint32_t tag, void* data, size_t size, SteadyTime deadline, const char* operation) {
+  void recvMessage(int peer, uint32_t tag, void* data, size_t size, SteadyTime deadline, const char* operation,
+                   double seconds = 0) {
     std::vector<uint8_t> message;
     {
       std::unique_lock<std::mutex> lock(inboxMutex_);
@@ -1295,7 +1297,7 @@ class SocketBootstrap final : public Bootstrap {
           throw Error(ErrorCode::Aborted, where + ": aborted while waiting");
         SteadyTime now = SteadyClock::now();
         if (now >= deadline)
-          throw Error(ErrorCode::Timeout, where + ": nothing arrived within " + secondsText(timeoutSeconds_));
+          throw Error(ErrorCode::Timeout, where + ": nothing arrived within " + secondsText(seconds > 0 ? seconds : timeoutSeconds_));
         inboxChanged_.wait_until(lock, std::min(deadline, now + kPollSlice));
       }
     }

@@ -53,8 +53,9 @@ class Bootstrap {
 
   // Point to point, matched by (peer, tag) in order; recv needs the exact size that was sent.
   // send may return before the peer receives. Tags below 1000 are reserved for the bootstrap.
+  // recv waits timeoutSeconds (0: TUTTI_BOOTSTRAP_TIMEOUT, or the timeout given at create).
   virtual void send(int peer, uint32_t tag, const void* data, size_t size) = 0;
-  virtual void recv(int peer, uint32_t tag, void* data, size_t size) = 0;
+  virtual void recv(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds = 0) = 0;
 
   // "host:port" of a rank's bootstrap listener, for error messages.
   virtual std::string peerAddress(int peer) const = 0;

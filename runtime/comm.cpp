@@ -163,6 +163,19 @@ bool isLiveComm(const ncclComm* comm) {
 
 int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->nworkers; }
 
+namespace {
+// Ranks per node when the nodes hold contiguous blocks of ranks of one size, else 0.
+int uniformRanksPerNode(const std::vector<RankInfo>& peers) {
+  size_t block = 1;
+  while (block < peers.size() && peers[block].hostHash == peers[0].hostHash) block++;
+  if (peers.size() % block != 0) return 0;
+  for (size_t r = 0; r < peers.size(); r++)
+    if (peers[r].hostHash != peers[r / block * block].hostHash || (r % block == 0 && r > 0 && peers[r].hostHash == peers[r - 1].hostHash))
+      return 0;
+  return int(block);
+}
+}  // namespace
+
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
@@ -238,6 +251,17 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->bootstrap->barrier();
   comm->controlSegment->seal();
   describeLayout(comm);
+  comm->ranksPerNode = uniformRanksPerNode(comm->peers);
+  comm->topology = exchangeTopology(comm);
+  loadCustomAlgorithms(comm);
+  comm->selector = std::make_unique<CommSelector>(comm);
+  if (comm->rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
+    std::string table = comm->selector->tuningTable();
+    for (size_t at = 0, end; at < table.size(); at = end + 1) {
+      end = std::min(table.find('\n', at), table.size());
+      TUTTI_INFO(log::Tuning, "%s", table.substr(at, end - at).c_str());
+    }
+  }
   double exchangeSeconds = seconds(start) - bootstrapSeconds;
 
   // Ring connections on every channel.
@@ -271,47 +295,82 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   }
 }
 
-void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
-  std::vector<ConnKey> keys;
-  for (const ConnKey& k : wanted)
-    if (!comm->connections.count(k)) keys.push_back(k);
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  for (const ConnKey& k : keys)
-    if (k.tag < 0 || k.tag >= kMaxConnectionTags || k.channel < 0 || k.channel >= kMaxChannels)
-      throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) + " on channel " +
-                                               std::to_string(k.channel) + " has tag " + std::to_string(k.tag) + ", outside 0.." +
-                                               std::to_string(kMaxConnectionTags - 1));
-  if (keys.empty()) return;
+namespace {
 
-  const RankInfo& me = comm->peers[size_t(comm->rank)];
-  auto pathTo = [&](int peer) { return pathBetween(me, comm->peers[size_t(peer)]); };
-  bool needNet = false;
-  for (const ConnKey& k : keys) needNet = needNet || pathTo(k.peer) == PeerPath::Net;
-  if (needNet) openProxy(comm);
-  const SteadyTime deadline = deadlineAfter(comm->timeoutSeconds);
-  auto describe = [&](const ConnKey& k) {
-    return (k.send ? "connection from " + comm->where() + " to " + comm->describePeer(k.peer)
-                   : "connection from " + comm->describePeer(k.peer) + " to " + comm->where()) +
-           ", channel " + std::to_string(k.channel) + (k.kind == plan::ConnKind::Ring ? ", ring" : ", direct") +
-           (k.tag != 0 ? ", tag " + std::to_string(k.tag) : std::string());
-  };
-  auto workerBell = [&](const ConnKey& k) { return &comm->control->bells[workerOfChannel(comm, k.channel)]; };
-  auto sharedConnection = [&](std::unique_ptr<FifoConnection> shared, int peer) {
-    Connection c;
-    c.fifo = shared->fifo();
-    c.transport = transportName(shared->transport());
-    c.peerBells = comm->peerControl[size_t(peer)]->bells;
-    c.shared = std::move(shared);
-    return c;
-  };
-  auto netConnection = [&](kern::FifoHeader* fifo) {
-    Connection c;
-    c.fifo = fifo;
-    c.proxyBell = comm->proxy->bell();
-    c.transport = std::string("net/") + comm->proxy->backend().name();
-    return c;
-  };
+// One communicator's share of a connection setup, in the three phases ensureConnections runs
+// across every communicator of a group: receivers offer (a shm segment or a net listener's
+// handle, over the bootstrap), senders attach or connect, receivers accept. A TCP connect
+// completes in the listener's backlog, so no phase waits for a later one of any rank; a single
+// thread can therefore drive several communicators of one job (ncclCommInitAll, one group).
+class ConnectionSetup {
+ public:
+  ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted) : comm_(comm), deadline_(deadlineAfter(comm->timeoutSeconds)) {
+    for (const ConnKey& k : wanted)
+      if (!comm->connections.count(k)) keys_.push_back(k);
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    for (const ConnKey& k : keys_)
+      if (k.tag < 0 || k.tag >= kMaxConnectionTags || k.channel < 0 || k.channel >= kMaxChannels)
+        throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) + " on channel " +
+                                                 std::to_string(k.channel) + " has tag " + std::to_string(k.tag) + ", outside 0.." +
+                                                 std::to_string(kMaxConnectionTags - 1));
+    bool needNet = false;
+    for (const ConnKey& k : keys_) needNet = needNet || pathTo(k.peer) == PeerPath::Net;
+    if (needNet) openProxy(comm);
+  }
+
+  void offer() {
+    for (const ConnKey& k : keys_) {
+      if (k.send) continue;
+      Offer offer{};
+      if (pathTo(k.peer) == PeerPath::Net) {
+        listening_.emplace_back(k, comm_->proxy->backend().listen(0, &offer.handle));
+      } else {
+        Transport transport = pathTo(k.peer) == PeerPath::Local ? Transport::Local : Transport::Shm;
+        made_.emplace_back(k, sharedConnection(FifoConnection::createReceiver(transport, uint32_t(comm_->nsteps), comm_->slotBytes,
+                                                                              &offer.segment, "FIFO of the " + describe(k)),
+                                               k.peer));
+      }
+      comm_->bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
+    }
+  }
+
+  void attach() {
+    for (const ConnKey& k : keys_) {
+      if (!k.send) continue;
+      Offer offer{};
+      try {
+        comm_->bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer, secondsLeft());
+        if (pathTo(k.peer) == PeerPath::Net) {
+          auto sendComm = comm_->proxy->backend().connect(0, offer.handle, deadline_, &comm_->abortFlag);
+          made_.emplace_back(k, netConnection(comm_->proxy->addSend(std::move(sendComm), k.peer, k.channel, k.tag, workerBell(k))));
+        } else {
+          made_.emplace_back(k, sharedConnection(FifoConnection::attachSender(offer.segment, "FIFO of the " + describe(k)), k.peer));
+        }
+      } catch (const Error& e) {
+        throw Error(e.code(), setupFailed(k, e));
+      }
+    }
+  }
+
+  void accept() {
+    for (auto& [k, listener] : listening_) {
+      try {
+        auto recvComm = listener->accept(deadline_, &comm_->abortFlag);
+        made_.emplace_back(k, netConnection(comm_->proxy->addRecv(std::move(recvComm), k.peer, k.channel, k.tag, workerBell(k))));
+      } catch (const Error& e) {
+        throw Error(e.code(), setupFailed(k, e));
+      }
+    }
+    for (auto& [k, conn] : made_) {
+      TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(), k.send ? "to" : "from",
+                  k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn.transport.c_str());
+      comm_->connections[k] = std::move(conn);
+    }
+    made_.clear();
+  }
+
+ private:
   // What the receiving side sends the sending side: a shm segment or a net listener's handle.
   union Offer {
     SegmentDescriptor segment;
@@ -319,52 +378,58 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& wanted) {
   };
   static_assert(sizeof(SegmentDescriptor) == sizeof(net::NetHandle));
 
-  // Receivers offer first, then senders attach or connect, then receivers accept: a TCP connect
-  // completes in the listener's backlog, so no rank waits for another's accept.
-  std::vector<std::pair<ConnKey, Connection>> made;
-  std::vector<std::pair<ConnKey, std::unique_ptr<net::NetListenComm>>> listening;
-  for (const ConnKey& k : keys) {
-    if (k.send) continue;
-    Offer offer{};
-    if (pathTo(k.peer) == PeerPath::Net) {
-      listening.emplace_back(k, comm->proxy->backend().listen(0, &offer.handle));
-    } else {
-      Transport transport = pathTo(k.peer) == PeerPath::Local ? Transport::Local : Transport::Shm;
-      made.emplace_back(k, sharedConnection(FifoConnection::createReceiver(transport, uint32_t(comm->nsteps), comm->slotBytes,
-                                                                           &offer.segment, "FIFO of the " + describe(k)),
-                                            k.peer));
-    }
-    comm->bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
+  PeerPath pathTo(int peer) const { return pathBetween(comm_->peers[size_t(comm_->rank)], comm_->peers[size_t(peer)]); }
+  double secondsLeft() const {
+    return std::max(0.001, std::chrono::duration<double>(deadline_ - SteadyClock::now()).count());
   }
-  for (const ConnKey& k : keys) {
-    if (!k.send) continue;
-    Offer offer{};
-    comm->bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer);
-    if (pathTo(k.peer) == PeerPath::Net) {
-      try {
-        auto sendComm = comm->proxy->backend().connect(0, offer.handle, deadline, &comm->abortFlag);
-        made.emplace_back(k, netConnection(comm->proxy->addSend(std::move(sendComm), k.peer, k.channel, k.tag, workerBell(k))));
-      } catch (const Error& e) {
-        throw Error(e.code(), describe(k) + ": " + e.message());
-      }
-    } else {
-      made.emplace_back(k, sharedConnection(FifoConnection::attachSender(offer.segment, "FIFO of the " + describe(k)), k.peer));
-    }
+  std::string describe(const ConnKey& k) const {
+    return (k.send ? "connection from " + comm_->where() + " to " + comm_->describePeer(k.peer)
+                   : "connection from " + comm_->describePeer(k.peer) + " to " + comm_->where()) +
+           ", channel " + std::to_string(k.channel) + (k.kind == plan::ConnKind::Ring ? ", ring" : ", direct") +
+           (k.tag != 0 ? ", tag " + std::to_string(k.tag) : std::string());
   }
-  for (auto& [k, listener] : listening) {
-    try {
-      auto recvComm = listener->accept(deadline, &comm->abortFlag);
-      made.emplace_back(k, netConnection(comm->proxy->addRecv(std::move(recvComm), k.peer, k.channel, k.tag, workerBell(k))));
-    } catch (const Error& e) {
-      throw Error(e.code(), describe(k) + ": " + e.message());
-    }
+  std::string setupFailed(const ConnKey& k, const Error& e) const {
+    std::string s = "setting up the " + describe(k) + ": " + e.message();
+    if (e.code() == ErrorCode::Timeout)
+      s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->timeoutSeconds)) + " s: did " + comm_->describePeer(k.peer) +
+           " make the same call?)";
+    return s;
   }
-  for (auto& [k, conn] : made) {
-    TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm->where().c_str(), k.send ? "to" : "from",
-                k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn.transport.c_str());
-    comm->connections[k] = std::move(conn);
+  kern::Bell* workerBell(const ConnKey& k) const { return &comm_->control->bells[workerOfChannel(comm_, k.channel)]; }
+  Connection sharedConnection(std::unique_ptr<FifoConnection> shared, int peer) const {
+    Connection c;
+    c.fifo = shared->fifo();
+    c.transport = transportName(shared->transport());
+    c.peerBells = comm_->peerControl[size_t(peer)]->bells;
+    c.shared = std::move(shared);
+    return c;
   }
+  Connection netConnection(kern::FifoHeader* fifo) const {
+    Connection c;
+    c.fifo = fifo;
+    c.proxyBell = comm_->proxy->bell();
+    c.transport = std::string("net/") + comm_->proxy->backend().name();
+    return c;
+  }
+
+  ncclComm* comm_;
+  SteadyTime deadline_;
+  std::vector<ConnKey> keys_;
+  std::vector<std::pair<ConnKey, Connection>> made_;
+  std::vector<std::pair<ConnKey, std::unique_ptr<net::NetListenComm>>> listening_;
+};
+
+}  // namespace
+
+void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted) {
+  std::vector<ConnectionSetup> setups;
+  for (auto& [comm, keys] : wanted) setups.emplace_back(comm, keys);
+  for (ConnectionSetup& s : setups) s.offer();
+  for (ConnectionSetup& s : setups) s.attach();
+  for (ConnectionSetup& s : setups) s.accept();
 }
+
+void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys) { ensureConnections({{comm, keys}}); }
 
 }  // namespace tutti
 

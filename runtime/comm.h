@@ -24,6 +24,8 @@
 #include "runtime/error.h"
 #include "runtime/proxy.h"
 #include "runtime/scratch_pool.h"
+#include "runtime/select.h"
+#include "runtime/topo_init.h"
 #include "transports/fifo_connection.h"
 #include "transports/segment.h"
 
@@ -127,9 +129,16 @@ struct ncclComm {
 
   // The algorithms this communicator can run (built-ins, then custom plan files).
   tutti::plan::AlgorithmRegistry algorithms = tutti::plan::builtinAlgorithms();
-  // When set (NCCL_ALGO), the algorithm used for every collective it serves; the default
-  // choice for the others.
+  // When set (tests), the algorithm used for every collective it serves; the selector's choice
+  // for the others. Users steer the selector with NCCL_ALGO instead.
   std::string forcedAlgorithm;
+  // Chooses algorithm and channels per operation (runtime/select.h).
+  std::unique_ptr<tutti::CommSelector> selector;
+  // Every node's graph and the channels' rings and trees (runtime/topo_init.h).
+  std::unique_ptr<tutti::CommTopology> topology;
+  // Ranks per node when every node holds a contiguous block of ranks of one size, else 0
+  // (hierarchical plans need it).
+  int ranksPerNode = 0;
   // Plans by (algorithm, collective, root or peer): built once, then reused; shared with
   // launches still queued on host streams.
   std::map<std::tuple<std::string, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
@@ -170,6 +179,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
 // Connections this rank needs, created (receive side) or attached (send side), with the
 // descriptors carried over the bootstrap. Collective over the ranks named in the keys.
 void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys);
+// The same for several communicators at once, phase by phase, so that one thread can set up the
+// connections of several ranks of one job (ncclCommInitAll and a group over its comms).
+void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted);
 
 int workerOfChannel(const ncclComm* comm, int channel);
 

@@ -15,6 +15,7 @@
 #include "runtime/comm.h"
 #include "runtime/host_stream.h"
 #include "runtime/log.h"
+#include "runtime/select.h"
 
 namespace tutti {
 namespace {
@@ -90,18 +91,41 @@ plan::Coll toColl(CollKind kind) {
 
 // The algorithm for a task: the forced one (NCCL_ALGO) when it serves the collective; otherwise
 // rings for the reducing and gathering collectives, direct exchanges for the rest.
-const plan::Algorithm& chooseAlgorithm(ncclComm* comm, const Task& t) {
+// The default when nothing else decides: rings for the reducing and gathering collectives,
+// direct exchanges for the rest, and a channel per kMinBytesPerChannel.
+Selection defaultSelection(ncclComm* comm, const Task& t) {
+  plan::Coll coll = toColl(t.kind);
+  bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
+              coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
+  Selection s;
+  s.algorithm = comm->algorithms.find(ring ? "ring" : "direct");
+  if (!s.algorithm) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + collName(t.kind));
+  size_t bytes = t.count * kern::dtypeSize(t.type);
+  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->nchannels)));
+  return s;
+}
+
+// The algorithm and channel count for a task: a test's forced algorithm, else the selector's
+// choice by the cost model (within NCCL_ALGO and TUTTI_DETERMINISTIC). Point-to-point calls
+// are always direct.
+Selection chooseAlgorithm(ncclComm* comm, const Task& t) {
   plan::Coll coll = toColl(t.kind);
   if (!comm->forcedAlgorithm.empty()) {
     const plan::Algorithm* forced = comm->algorithms.find(comm->forcedAlgorithm);
-    if (forced && forced->serves(coll)) return *forced;
+    if (forced && forced->serves(coll)) {
+      Selection s = defaultSelection(comm, t);
+      s.algorithm = forced;
+      return s;
+    }
   }
-  bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
-              coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
-  const plan::Algorithm* a = comm->algorithms.find(ring ? "ring" : "direct");
-  if (!a) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + collName(t.kind));
-  return *a;
+  if (coll == plan::Coll::Send || coll == plan::Coll::Recv || !comm->selector) return defaultSelection(comm, t);
+  return comm->selector->select(coll, modelBytes(coll, t.count, kern::dtypeSize(t.type), comm->nranks));
 }
+
+struct BoundLane {
+  kern::Lane lane;
+  std::vector<ConnKey> sendKeys, recvKeys;
+};
 
 // One communicator's share of a group: its tasks bound to lanes, per worker.
 struct CommLaunch {
@@ -111,6 +135,9 @@ struct CommLaunch {
   std::vector<std::shared_ptr<const plan::RankPlan>> plans;  // from the communicator's cache
   std::deque<kern::OpBinding> bindings;
   std::vector<std::vector<kern::LaneQueue>> queues;  // [worker][queue]
+  // Between binding and connecting: each worker's lanes and the connections they need.
+  std::vector<std::vector<BoundLane>> lanes;
+  std::vector<ConnKey> keys;
   // An in-place all-to-all reads its input from a copy, taken when the launch runs (in stream
   // order), because every block is both sent and overwritten.
   std::deque<std::vector<char>> inputCopies;
@@ -133,11 +160,6 @@ struct CommLaunch {
 };
 
 // A lane being bound, with the connections it uses.
-struct BoundLane {
-  kern::Lane lane;
-  std::vector<ConnKey> sendKeys, recvKeys;
-};
-
 // Groups one worker's lanes into queues: lanes that share a connection (directly or through
 // other lanes) form one queue, in plan order; the queues are ordered by their first lane.
 std::vector<kern::LaneQueue> formQueues(std::vector<BoundLane>& lanes) {
@@ -217,12 +239,12 @@ void pairSelfSends(CommLaunch& L) {
 
 // The plan of a task on this rank, from the communicator's cache (plans depend only on the
 // algorithm, the collective and its root or peer).
-std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t) {
-  const plan::Algorithm& algorithm = chooseAlgorithm(comm, t);
+std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm) {
   auto key = std::make_tuple(algorithm.name, int(t.kind), t.root);
   auto cached = comm->planCache.find(key);
   if (cached == comm->planCache.end()) {
     plan::PlanRequest request{toColl(t.kind), comm->rank, comm->nranks, t.root};
+    request.ranksPerNode = comm->ranksPerNode;
     auto made = std::make_shared<const plan::RankPlan>(algorithm.build(request));
     kern::checkPlanBounds(*made, comm->rank, comm->nranks);
     cached = comm->planCache.emplace(key, std::move(made)).first;
@@ -263,22 +285,34 @@ void connectLane(ncclComm* comm, int worker, BoundLane& bound) {
   for (const ConnKey& k : bound.recvKeys) bound.lane.recvs.push_back(end(k));
 }
 
+// Binds the launch's tasks to plans and lanes and lists the connections they need; connect()
+// finishes once every launch of the group has its connections.
 void bind(CommLaunch& L) {
   ncclComm* comm = L.comm;
   pairSelfSends(L);
-  std::vector<std::vector<BoundLane>> lanes(size_t(comm->nworkers));
-  std::vector<ConnKey> keys;
+  std::vector<std::vector<BoundLane>>& lanes = L.lanes;
+  std::vector<ConnKey>& keys = L.keys;
+  lanes.assign(size_t(comm->nworkers), {});
 
   for (const Task& t : L.tasks) {
-    L.plans.push_back(planFor(comm, t));
+    Selection selection = chooseAlgorithm(comm, t);
+    try {
+      L.plans.push_back(planFor(comm, t, *selection.algorithm));
+    } catch (const Error& e) {
+      // A plan file's algorithm serves only the rank count and root it was written for; the
+      // selector estimated it for root 0. Every rank fails alike, so every rank falls back.
+      if (selection.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->forcedAlgorithm.empty()) throw;
+      TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), defaultSelection(comm, t).algorithm->name.c_str());
+      selection = defaultSelection(comm, t);
+      L.plans.push_back(planFor(comm, t, *selection.algorithm));
+    }
     const plan::RankPlan& p = *L.plans.back();
     L.bindings.push_back(bindingFor(L, t));
     const kern::OpBinding& binding = L.bindings.back();
-    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %s", comm->where().c_str(), binding.name,
-                (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, plan::describe(p).c_str());
-
-    size_t bytes = t.count * binding.eltSize;
-    int nch = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->nchannels)));
+    const int nch = std::clamp(selection.nchannels, 1, comm->nchannels);
+    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), binding.name,
+                (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
+                plan::describe(p).c_str());
     size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
     per = (per + 15) / 16 * 16;
     for (int c = 0; c < nch; c++) {
@@ -303,12 +337,17 @@ void bind(CommLaunch& L) {
     }
   }
 
-  ensureConnections(comm, keys);
+}
+
+// Points the lanes at their connections and forms the queues.
+void connect(CommLaunch& L) {
+  ncclComm* comm = L.comm;
   L.queues.assign(size_t(comm->nworkers), {});
   for (int w = 0; w < comm->nworkers; w++) {
-    for (BoundLane& bound : lanes[size_t(w)]) connectLane(comm, w, bound);
-    L.queues[size_t(w)] = formQueues(lanes[size_t(w)]);
+    for (BoundLane& bound : L.lanes[size_t(w)]) connectLane(comm, w, bound);
+    L.queues[size_t(w)] = formQueues(L.lanes[size_t(w)]);
   }
+  L.lanes.clear();
   layOutScratch(L);
 }
 
@@ -408,11 +447,23 @@ void launchGroup(std::vector<Task> tasks) {
       for (auto& L : launches) L->comm->activeLaunches--;
     }
   } active(launches);
+  std::vector<std::pair<ncclComm*, std::vector<ConnKey>>> wanted;
   for (auto& L : launches) {
     // The same check as at the call: the comm may have failed or been destroyed since.
     checkUsableComm("ncclGroupEnd", L->comm);
     bind(*L);
+    wanted.emplace_back(L->comm, std::move(L->keys));
   }
+  // New connections for every communicator of the group together, phase by phase: one thread
+  // may hold several ranks of one job.
+  try {
+    ensureConnections(wanted);
+  } catch (const Error& e) {
+    // A connection half made leaves its communicator unusable, as a failed operation does.
+    for (auto& L : launches) L->comm->fail(Error(e.code() == ErrorCode::Timeout ? ErrorCode::Remote : e.code(), e.message()));
+    throw;
+  }
+  for (auto& L : launches) connect(*L);
   // Streams: NULL runs now; each host stream gets its launches as one job.
   std::map<cudaStream_t, std::vector<std::shared_ptr<CommLaunch>>> byStream;
   for (auto& L : launches) byStream[L->stream].push_back(L);

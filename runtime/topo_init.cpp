@@ -1,0 +1,89 @@
+// Topology at init (see topo_init.h).
+#include "runtime/topo_init.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "runtime/comm.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/params.h"
+#include "topology/discover.h"
+#include "topology/exchange.h"
+
+namespace tutti {
+namespace {
+
+// Discovery costs tens of milliseconds (hwloc walks the machine) and its answer does not change
+// while the process runs, so ranks that are threads of one process share it: the one cache of
+// the process, immutable once made.
+topo::NodeSystem discoveredNode() {
+  static std::once_flag once;
+  static topo::NodeSystem node;
+  std::call_once(once, [] { node = topo::discoverNode(); });
+  return node;
+}
+
+topo::NodeSystem thisNode(const ncclComm* comm) {
+  std::string file = params::getString("NCCL_TOPO_FILE"), dump = params::getString("NCCL_TOPO_DUMP_FILE");
+  topo::NodeSystem node;
+  try {
+    node = file.empty() ? discoveredNode() : topo::localSystem(file, "");
+    if (!dump.empty()) {
+      // One writer per node: the lowest rank of this host.
+      bool lowest = true;
+      for (int r = 0; r < comm->rank; r++) lowest = lowest && comm->peers[size_t(r)].hostHash != comm->peers[size_t(comm->rank)].hostHash;
+      if (lowest) topo::localSystem(file, dump);
+    }
+  } catch (const Error& e) {
+    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + (file.empty() ? "NCCL_TOPO_DUMP_FILE" : "NCCL_TOPO_FILE") + ": " + e.message());
+  }
+  for (const std::string& w : node.warnings) TUTTI_INFO(log::Graph, "%s: topology: %s", comm->where().c_str(), w.c_str());
+  // Nodes are told apart as the communicator tells hosts apart (NCCL_HOSTID may override).
+  char id[32];
+  std::snprintf(id, sizeof id, "%016llx", (unsigned long long)comm->peers[size_t(comm->rank)].hostHash);
+  node.bootId = id;
+  return node;
+}
+
+std::string ranksText(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : " ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
+  std::string mine = topo::serializeSystem(thisNode(comm));
+  // Sizes first, then every rank's text in slots of the largest size.
+  std::vector<uint64_t> sizes(size_t(comm->nranks));
+  sizes[size_t(comm->rank)] = mine.size();
+  comm->bootstrap->allGather(sizes.data(), sizeof(uint64_t));
+  size_t slot = size_t(*std::max_element(sizes.begin(), sizes.end()));
+  std::vector<char> texts(slot * size_t(comm->nranks));
+  std::memcpy(texts.data() + slot * size_t(comm->rank), mine.data(), mine.size());
+  comm->bootstrap->allGather(texts.data(), slot);
+
+  std::vector<topo::RankTopology> ranks(size_t(comm->nranks));
+  for (int r = 0; r < comm->nranks; r++) ranks[size_t(r)].topology.assign(texts.data() + slot * size_t(r), size_t(sizes[size_t(r)]));
+  auto result = std::make_unique<CommTopology>();
+  try {
+    result->system = topo::mergeSystems(ranks);
+    result->channels = topo::buildChannels(result->system, 1, comm->nchannels);
+  } catch (const Error& e) {
+    throw Error(e.code(), comm->where() + ": topology of the communicator: " + e.message());
+  }
+  if (comm->rank == 0 || log::enabled(log::Level::Trace, log::Graph)) {
+    TUTTI_INFO(log::Graph, "%s: topology: %zu node(s); %d channel(s) (%s)", comm->where().c_str(), result->system.nodes.size(),
+               result->channels.channels, result->channels.reason.c_str());
+    for (size_t c = 0; c < result->channels.rings.size(); c++)
+      TUTTI_INFO(log::Graph, "%s: ring %zu: %s", comm->where().c_str(), c, ranksText(result->channels.rings[c].ranks).c_str());
+  }
+  return result;
+}
+
+}  // namespace tutti

@@ -1,0 +1,26 @@
+// The topology step of communicator init: this node's graph (discovered, or NCCL_TOPO_FILE),
+// written to NCCL_TOPO_DUMP_FILE when asked, exchanged between ranks through the bootstrap and
+// merged into the global system, from which the channels' rings and trees are derived and
+// logged (NCCL_DEBUG_SUBSYS=GRAPH).
+#pragma once
+
+#include <memory>
+
+#include "topology/channels.h"
+#include "topology/graph.h"
+
+struct ncclComm;
+
+namespace tutti {
+
+struct CommTopology {
+  topo::GlobalSystem system;
+  topo::ChannelLayout channels;
+};
+
+// Collective over the communicator's ranks (two bootstrap allgathers). Discovery problems are
+// warnings, never a failed init; a malformed NCCL_TOPO_FILE or an unwritable
+// NCCL_TOPO_DUMP_FILE is an InvalidUsage error naming the file.
+std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm);
+
+}  // namespace tutti
