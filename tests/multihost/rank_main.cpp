@@ -3,6 +3,8 @@
 // run.sh inside a network namespace; NCCL_HOSTID tells the namespaces apart.
 //
 // Usage: multihost_rank <rank> <nranks> [quick]
+//        multihost_rank <rank> <nranks> algorithms   every registered algorithm, forced in turn,
+//            on every collective it serves (sum, float32 and int32, small and 1M+3 elements)
 //        multihost_rank <rank> <nranks> faults   all-reduces in a loop until one fails: exits 0
 //            when it failed with ncclRemoteError (the fault was reported), 1 otherwise.
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/ranks_support.h"
 
@@ -37,6 +40,48 @@ int faultLoop(int rank, int nranks) {
   return result == ncclRemoteError ? 0 : 1;
 }
 
+// The test runner's name for a collective of the plan IR; false for point to point.
+bool testColl(tutti::plan::Coll c, tutti_test::Coll* out) {
+  using tutti_test::Coll;
+  switch (c) {
+    case tutti::plan::Coll::AllReduce: *out = Coll::AllReduce; return true;
+    case tutti::plan::Coll::AllGather: *out = Coll::AllGather; return true;
+    case tutti::plan::Coll::ReduceScatter: *out = Coll::ReduceScatter; return true;
+    case tutti::plan::Coll::Broadcast: *out = Coll::Broadcast; return true;
+    case tutti::plan::Coll::Reduce: *out = Coll::Reduce; return true;
+    case tutti::plan::Coll::AlltoAll: *out = Coll::AlltoAll; return true;
+    case tutti::plan::Coll::Gather: *out = Coll::Gather; return true;
+    case tutti::plan::Coll::Scatter: *out = Coll::Scatter; return true;
+    default: return false;
+  }
+}
+
+// Every algorithm in the registry, forced in turn (every rank walks the registry in the same
+// order), on every collective it serves.
+std::vector<std::string> runEveryAlgorithm(int rank, int nranks, ncclComm_t comm) {
+  std::vector<std::string> names;
+  for (const tutti::plan::Algorithm& a : comm->algorithms.all()) names.push_back(a.name);
+  for (const std::string& name : names) {
+    comm->forcedAlgorithm = name;
+    for (tutti::plan::Coll pc : comm->algorithms.find(name)->colls) {
+      tutti_test::Coll coll;
+      if (!testColl(pc, &coll)) continue;
+      for (size_t count : {size_t(7), size_t(1023), size_t((1u << 20) + 3)})
+        for (ncclDataType_t type : {ncclFloat32, ncclInt32})
+          for (bool inPlace : {false, true}) {
+            tutti_test::Case c{coll, type, ncclSum, count, inPlace, nranks - 1};
+            try {
+              tutti_test::runCase(c, rank, nranks, comm);
+            } catch (const std::exception& e) {
+              throw tutti_test::RankFailure("algorithm " + name + ": " + e.what());
+            }
+          }
+    }
+  }
+  comm->forcedAlgorithm.clear();
+  return names;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,6 +98,12 @@ int main(int argc, char** argv) {
     ncclUniqueId id;
     tutti_test::checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");  // NCCL_COMM_ID names the root
     tutti_test::checkNccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+    if (mode == "algorithms") {
+      std::vector<std::string> names = runEveryAlgorithm(rank, nranks, comm);
+      tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+      std::printf("rank %d/%d: %zu algorithms passed\n", rank, nranks, names.size());
+      return 0;
+    }
     std::vector<tutti_test::Case> cases;
     for (const tutti_test::Case& c : tutti_test::allCases({0, 1, 7, 1023}, nranks))
       if (!quick || c.op == ncclSum) cases.push_back(c);
