@@ -138,14 +138,18 @@ TUTTI_API ncclResult_t pncclGroupEnd() {
 TUTTI_NCCL_ALIAS(ncclGroupEnd)
 
 TUTTI_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
-  return guard("ncclGroupSimulateEnd", [] {
-    // The group is ended (and its operations dropped) so the caller's group state stays sane.
-    groupRecordError(ncclInvalidUsage);
-    try {
-      groupEnd();
-    } catch (const Error&) {
+  return guard("ncclGroupSimulateEnd", [simInfo] {
+    if (simInfo == nullptr || simInfo->magic != 0x74685283u || simInfo->size < sizeof(ncclSimInfo_t)) {
+      // The group still ends, so the caller's group state stays sane.
+      groupRecordError(ncclInvalidArgument);
+      try {
+        groupEnd();
+      } catch (const Error&) {
+      }
+      throw Error(ErrorCode::InvalidArgument, "ncclGroupSimulateEnd: simInfo is null or not initialised with "
+                                              "NCCL_SIM_INFO_INITIALIZER; the group's operations were dropped");
     }
-    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: not supported yet (the cost simulator comes with the algorithm library); the group's operations were dropped, not run");
+    simInfo->estimatedTime = float(groupSimulateEnd());
   });
 }
 TUTTI_NCCL_ALIAS(ncclGroupSimulateEnd)

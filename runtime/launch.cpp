@@ -531,6 +531,33 @@ void groupEnd() {
   if (!tasks.empty()) launchGroup(std::move(tasks));
 }
 
+double groupSimulateEnd() {
+  if (tGroup.depth == 0)
+    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: not inside a group (no matching ncclGroupStart)");
+  if (tGroup.depth > 1) {
+    tGroup.depth--;
+    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: called inside a nested group; it must end the outermost one "
+                                         "(the inner group was ended, nothing was simulated)");
+  }
+  tGroup.depth = 0;
+  std::vector<Task> tasks = std::move(tGroup.tasks);
+  tGroup.tasks.clear();
+  int error = tGroup.error;
+  tGroup.error = ncclSuccess;
+  if (error != ncclSuccess)
+    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: a call inside the group failed (see the earlier error)");
+  // A communicator's operations run one after another; communicators run side by side.
+  std::map<ncclComm*, double> perComm;
+  for (const Task& t : tasks) {
+    checkUsableComm("ncclGroupSimulateEnd", t.comm);
+    plan::Coll coll = toColl(t.kind);
+    perComm[t.comm] += t.comm->selector->estimate(coll, modelBytes(coll, t.count, kern::dtypeSize(t.type), t.comm->nranks));
+  }
+  double longest = 0;
+  for (auto& [comm, us] : perComm) longest = std::max(longest, us);
+  return longest;
+}
+
 void groupRecordError(int result) {
   if (tGroup.depth > 0 && tGroup.error == ncclSuccess) tGroup.error = result;
 }

@@ -32,6 +32,9 @@ void enqueueTask(const Task& task);
 void groupStart();
 // Ends a group level; the outermost one launches everything collected. Throws Error.
 void groupEnd();
+// Ends the outermost group without running it: the cost model's estimate of its operations in
+// microseconds (per communicator in sequence, communicators side by side). Throws Error.
+double groupSimulateEnd();
 // Records an error raised by a call inside a group: the outermost ncclGroupEnd then returns it
 // and drops the group's tasks, as NCCL does.
 void groupRecordError(int result);

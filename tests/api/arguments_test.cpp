@@ -98,9 +98,14 @@ TEST_CASE("unsupported functions say so", "[arguments][unsupported]") {
   CHECK(ncclCommRevoke(comm, 0) == ncclInvalidUsage);
   ncclComm_t shrunk;
   CHECK(ncclCommShrink(comm, nullptr, 0, &shrunk, nullptr, 0) == ncclInvalidUsage);
-  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  // A simInfo that was not initialised is refused, and the group still ends.
   REQUIRE(ncclGroupStart() == ncclSuccess);
-  CHECK(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage);
+  CHECK(ncclGroupSimulateEnd(nullptr) == ncclInvalidArgument);
+  ncclSimInfo_t unset{};
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  CHECK(ncclGroupSimulateEnd(&unset) == ncclInvalidArgument);
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  CHECK(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage);  // not in a group
   // Registration is a no-op on the host backend, but a real, checked handle.
   void* handle = nullptr;
   REQUIRE(ncclCommRegister(comm, buf, sizeof buf, &handle) == ncclSuccess);
