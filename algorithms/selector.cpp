@@ -164,7 +164,10 @@ std::vector<const plan::Algorithm*> candidatesFor(Coll coll, const Context& ctx)
   const NameFilter* f = ctx.algoFilter;
   for (const plan::Algorithm* a : serving)
     if (!f || f->allows(coll, a->name)) passing.push_back(a);
-  if (passing.empty() && f && !f->setFor(coll) && pointToPointFamily(coll)) return serving;
+  // An unprefixed list that names none of this collective's algorithms does not bind it (NCCL_ALGO=tree
+  // still lets all-gather run): as NCCL does for the point-to-point family, and for every
+  // collective when the list includes rather than excludes.
+  if (passing.empty() && f && !f->setFor(coll) && (pointToPointFamily(coll) || !f->all.exclude)) return serving;
   if (passing.empty()) {
     std::vector<std::string> registered;
     for (const plan::Algorithm& a : ctx.registry.all())

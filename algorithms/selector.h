@@ -96,8 +96,9 @@ struct Choice {
 // files) are timed by the exact simulator when nranks <= 64 and nranks x chunks <= 65536,
 // otherwise left out. Throws
 // tutti::Error (InvalidUsage) when no candidate is left, saying why. As in NCCL, a list without a
-// collective prefix does not apply to the point-to-point family (alltoall, gather, scatter,
-// send, recv) when it names none of their algorithms.
+// collective prefix does not apply to a collective when it names none of its algorithms
+// (an exclusion list still does, except for the point-to-point family: alltoall, gather,
+// scatter, send, recv).
 Choice choose(plan::Coll coll, size_t bytes, int nranks, const Context& context);
 
 // The estimate for one operation as the selector would run it (ncclGroupSimulateEnd), in us.

@@ -208,8 +208,12 @@ TEST_CASE("selector: NCCL_ALGO steers the choice") {
   CHECK(chosen("tree", Coll::AlltoAll, 1024) == "direct");
   CHECK_THAT(errorOf([&] { chosen("alltoall:ring", Coll::AlltoAll, 1024); }),
              Catch::Contains("NCCL_ALGO=alltoall:ring leaves no algorithm for alltoall") && Catch::Contains("direct"));
-  CHECK_THAT(errorOf([&] { chosen("tree", Coll::AllGather, 1024); }),
+  // An unprefixed list naming none of a collective's algorithms leaves it free; a list for that
+  // collective, or an exclusion of all its algorithms, does not.
+  CHECK(chosen("tree", Coll::AllGather, 1024) == "ring");
+  CHECK_THAT(errorOf([&] { chosen("allgather:tree", Coll::AllGather, 1024); }),
              Catch::Contains("leaves no algorithm for allgather") && Catch::Contains("registered for allgather: ring"));
+  CHECK_THAT(errorOf([&] { chosen("^ring", Coll::AllGather, 1024); }), Catch::Contains("leaves no algorithm for allgather"));
 }
 
 TEST_CASE("selector: estimateOperation and the tuning table") {
