@@ -1,6 +1,8 @@
 // The communicator's selector: fabric, filters and the choice cache (see select.h).
 #include "runtime/select.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -30,7 +32,18 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   }
   int most = 1;
   for (auto& [node, n] : ranksOnNode) most = std::max(most, n);
-  sim::Fabric fabric = sim::Fabric::host(comm->nranks, most);
+  // More ranks than cores on a host (the test machines: 4 to 9 ranks on 2 cores) turn each wait
+  // into a context switch and share the cores' copy bandwidth: the figures scale with the
+  // oversubscription, as measured on a 2-core VM (perf/RESULTS.md, "Selector").
+  long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  double over = std::max(1.0, double(most) / double(cores));
+  sim::Fabric::HostFigures figures;
+  figures.shm.latencyUs *= 1 + 2 * (over - 1);
+  figures.stepOverheadUs *= over;
+  figures.shm.gbps /= over;
+  figures.channelGBps /= over;
+  figures.copyGBps /= over;
+  sim::Fabric fabric = sim::Fabric::host(comm->nranks, most, figures);
   fabric.nodes = int(nodeOfHost.size());
   fabric.nodeOfRank = std::move(nodeOfRank);
   return fabric;
