@@ -29,6 +29,7 @@ struct alignas(64) FifoHeader {
   uint32_t nsteps;
   uint64_t slotBytes;
   uint64_t slotOffset;                // from the start of the header to slot 0
+  uint64_t attached;                  // set by the sender once it has mapped the FIFO
   uint64_t sizes[kMaxFifoSteps];      // bytes in each published slot
 };
 
@@ -40,6 +41,7 @@ TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes) {
 TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t slotBytes) {
   header->head = 0;
   header->tail = 0;
+  header->attached = 0;
   header->nsteps = nsteps;
   header->slotBytes = slotBytes;
   header->slotOffset = (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "runtime/log.h"
@@ -272,6 +273,10 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       ring.push_back(ConnKey{(rank + nranks - 1) % nranks, c, plan::ConnKind::Ring, 0, false});
     }
   ensureConnections(comm, ring);
+  // A receiver's side of a local connection is ready before its sender has attached: without
+  // this barrier a rank could finish init, destroy its communicator and take the FIFO with it
+  // while a slower peer is still attaching.
+  comm->bootstrap->barrier();
   comm->workers = std::make_unique<kern::HostWorkerPool>(comm->nworkers);
   comm->initSeconds = seconds(start);
 
@@ -346,6 +351,7 @@ class ConnectionSetup {
           made_.emplace_back(k, netConnection(comm_->proxy->addSend(std::move(sendComm), k.peer, k.channel, k.tag, workerBell(k))));
         } else {
           made_.emplace_back(k, sharedConnection(FifoConnection::attachSender(offer.segment, "FIFO of the " + describe(k)), k.peer));
+          kern::fifoStoreRelease(&made_.back().second.fifo->attached, 1);
         }
       } catch (const Error& e) {
         throw Error(e.code(), setupFailed(k, e));
@@ -360,6 +366,18 @@ class ConnectionSetup {
         made_.emplace_back(k, netConnection(comm_->proxy->addRecv(std::move(recvComm), k.peer, k.channel, k.tag, workerBell(k))));
       } catch (const Error& e) {
         throw Error(e.code(), setupFailed(k, e));
+      }
+    }
+    // The receiver's side of a memory connection must outlive the sender's attach: a rank whose
+    // operation ends at once (count 0) could otherwise destroy it under a slow peer.
+    for (auto& [k, conn] : made_) {
+      if (k.send || conn.shared == nullptr) continue;
+      while (kern::fifoLoadAcquire(&conn.fifo->attached) == 0) {
+        if (comm_->abortFlag.load()) throw Error(ErrorCode::Aborted, "setting up the " + describe(k) + ": aborted");
+        if (SteadyClock::now() >= deadline_)
+          throw Error(ErrorCode::Remote, "setting up the " + describe(k) + ": " + comm_->describePeer(k.peer) +
+                                             " did not attach within TUTTI_TIMEOUT (" + std::to_string(int(comm_->timeoutSeconds)) + " s)");
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
     for (auto& [k, conn] : made_) {
