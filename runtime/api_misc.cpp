@@ -1,12 +1,14 @@
 // Entry points for errors, versions, memory, registration, user reduction ops, the device API
 // (not supported yet) and tutti's own extensions.
 #define TUTTI_NCCL_DEVICE_API 1
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "runtime/host_stream.h"
+#include "runtime/launch.h"
 #include "runtime/log.h"
 #include "tutti/tutti.h"
 
@@ -270,6 +272,32 @@ TUTTI_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream) {
 }
 
 TUTTI_API const char* tuttiVersionString(void) { return "tutti " TUTTI_VERSION_STRING " (NCCL 2.28.9 API)"; }
+
+TUTTI_API ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type,
+                                          char* name, size_t nameBytes, int* nchannels) {
+  return guard("tuttiCommAlgorithm", [&] {
+    checkComm("tuttiCommAlgorithm", comm);
+    if (collective == nullptr || name == nullptr || nameBytes == 0 || nchannels == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "tuttiCommAlgorithm: collective, name and nchannels must not be NULL, nameBytes not 0");
+    static const std::pair<const char*, CollKind> kinds[] = {
+        {"allreduce", CollKind::AllReduce}, {"allgather", CollKind::AllGather}, {"reducescatter", CollKind::ReduceScatter},
+        {"broadcast", CollKind::Broadcast}, {"reduce", CollKind::Reduce},       {"alltoall", CollKind::AlltoAll},
+        {"gather", CollKind::Gather},       {"scatter", CollKind::Scatter},     {"send", CollKind::Send},
+        {"recv", CollKind::Recv}};
+    const CollKind* kind = nullptr;
+    for (auto& [text, k] : kinds)
+      if (std::string(collective) == text) kind = &k;
+    if (kind == nullptr)
+      throw Error(ErrorCode::InvalidArgument, std::string("tuttiCommAlgorithm: unknown collective \"") + collective +
+                                                  "\" (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, send, recv)");
+    checkUsableComm("tuttiCommAlgorithm", comm);
+    checkType("tuttiCommAlgorithm", comm, type);
+    Task task{*kind, nullptr, nullptr, count, type, ncclSum, 0, comm, nullptr};
+    auto [algorithm, channels] = algorithmFor(task);
+    std::snprintf(name, nameBytes, "%s", algorithm.c_str());
+    *nchannels = channels;
+  });
+}
 
 TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name) {
   return guard("tuttiCommDeviceBackend", [&] {

@@ -508,6 +508,11 @@ const char* collName(CollKind kind) {
   return "?";
 }
 
+std::pair<std::string, int> algorithmFor(const Task& task) {
+  Selection s = chooseAlgorithm(task.comm, task);
+  return {s.algorithm->name, std::clamp(s.nchannels, 1, task.comm->nchannels)};
+}
+
 void enqueueTask(const Task& task) {
   if (tGroup.depth > 0) {
     tGroup.tasks.push_back(task);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <utility>
 
 #include "nccl.h"
 
@@ -25,6 +27,9 @@ struct Task {
   ncclComm* comm;
   cudaStream_t stream;
 };
+
+// The algorithm name and channel count a task would run with (tuttiCommAlgorithm).
+std::pair<std::string, int> algorithmFor(const Task& task);
 
 // Adds a validated task to the current group, or runs it now outside a group. Throws Error.
 void enqueueTask(const Task& task);

@@ -32,6 +32,13 @@ const char* tuttiVersionString(void);
 /* The device backend comm runs on, "host" or "cuda", in *name (a static string). */
 ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name);
 
+/* The algorithm (NCCL_ALGO's name for it) and channel count comm would use for one call, as its
+ * selector chooses them, without running anything. collective: "allreduce", "allgather",
+ * "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send" or "recv";
+ * count as the call would name it. The name is written NUL-terminated into name (nameBytes). */
+ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, char* name,
+                                size_t nameBytes, int* nchannels);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -26,7 +26,7 @@ using ReducedValue = std::function<double(size_t index)>;
 
 struct Collective {
   const char* name;         // "all_reduce"
-  const char* algorithm;    // what tutti runs for it today ("ring", "direct", "p2p")
+  const char* algorithm;    // reported when the library cannot say what its selector runs
   bool usesOp;              // reductions: the redop column and -o apply
   bool usesRoot;            // rooted: the root column and -r apply
   bool runsInPlace;         // false where tutti rejects send == recv (its in-place columns read N/A)

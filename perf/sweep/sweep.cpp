@@ -501,6 +501,20 @@ class RankRunner {
     }
   }
 
+  // What tutti's selector runs for this call, "algorithm/protocol/channels" (for example
+  // "ring/Simple/2ch"); the collective table's name if the library cannot say.
+  std::string algorithmFor(size_t count, ncclDataType_t type) const {
+    std::string collective;
+    for (const char* c = coll_.name; *c; c++)
+      if (*c != '_') collective += *c;
+    if (collective == "sendrecv" || collective == "hypercube") collective = "send";
+    char name[64] = {};
+    int channels = 0;
+    if (tuttiCommAlgorithm(comm_, collective.c_str(), count, type, name, sizeof name, &channels) != ncclSuccess)
+      return coll_.algorithm;
+    return std::string(name) + "/Simple/" + std::to_string(channels) + "ch";
+  }
+
   void runSize(const DataTypeInfo& type, const RedOpInfo& opInfo, ncclRedOp_t op, int root, size_t bytes) {
     BufferCounts counts = countsFor(bytes, type);
     ResultRow row;
@@ -509,7 +523,7 @@ class RankRunner {
     row.type = type.name;
     row.redop = coll_.usesOp ? opInfo.name : "none";
     row.root = root;
-    row.algorithm = coll_.algorithm;
+    row.algorithm = algorithmFor(counts.param, type.type);
     for (bool inPlace : {false, true}) {
       if (inPlace && !coll_.runsInPlace) continue;  // the row keeps zeros and N/A there
       ctx_.watchdog.busy(localIndex_, std::string(coll_.name) + " " + std::to_string(row.bytes) + " B " + type.name + (inPlace ? " in-place" : " out-of-place"));

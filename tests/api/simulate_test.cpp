@@ -1,9 +1,12 @@
 // ncclGroupSimulateEnd: the group's operations are estimated by the cost model, not run.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "nccl.h"
+#include "tutti/tutti.h"
 #include "tests/common/ranks_support.h"
 
 TEST_CASE("ncclGroupSimulateEnd estimates the group without running it", "[simulate][threads]") {
@@ -30,5 +33,34 @@ TEST_CASE("ncclGroupSimulateEnd estimates the group without running it", "[simul
     TUTTI_NCCL_CHECK(ncclGroupEnd());
     tutti_test::check(out[999] == float(nranks * (nranks + 1) / 2), "the all-reduce after simulating is wrong");
   });
+  REQUIRE(failures == "");
+}
+
+TEST_CASE("tuttiCommAlgorithm reports what the selector runs, and NCCL_ALGO steers it", "[simulate][threads]") {
+  std::string failures = tutti_test::runThreads(4, [](int rank, int, ncclComm_t comm) {
+    char name[32];
+    int channels = 0;
+    TUTTI_NCCL_CHECK(tuttiCommAlgorithm(comm, "allreduce", 1 << 20, ncclFloat32, name, sizeof name, &channels));
+    tutti_test::check(channels >= 1 && std::string(name).size() > 0, "rank " + std::to_string(rank) + ": no algorithm reported");
+    TUTTI_NCCL_CHECK(tuttiCommAlgorithm(comm, "alltoall", 100, ncclInt8, name, sizeof name, &channels));
+    tutti_test::check(std::string(name) == "direct" || std::string(name) == "pairwise" || std::string(name) == "bruck",
+                      std::string("all-to-all runs ") + name);
+    tutti_test::check(tuttiCommAlgorithm(comm, "allreduse", 8, ncclFloat32, name, sizeof name, &channels) == ncclInvalidArgument,
+                      "a misspelt collective was accepted");
+    tutti_test::check(tuttiCommAlgorithm(comm, "allreduce", 8, ncclFloat32, name, 0, &channels) == ncclInvalidArgument,
+                      "an empty name buffer was accepted");
+  });
+  REQUIRE(failures == "");
+  // NCCL_ALGO is read when the communicator is made.
+  setenv("NCCL_ALGO", "allreduce:chain", 1);
+  failures = tutti_test::runThreads(3, [](int rank, int, ncclComm_t comm) {
+    char name[32];
+    int channels = 0;
+    for (size_t count : {size_t(2), size_t(1) << 22}) {
+      TUTTI_NCCL_CHECK(tuttiCommAlgorithm(comm, "allreduce", count, ncclFloat32, name, sizeof name, &channels));
+      tutti_test::check(std::string(name) == "chain", "rank " + std::to_string(rank) + ": NCCL_ALGO=allreduce:chain gave " + name);
+    }
+  });
+  unsetenv("NCCL_ALGO");
   REQUIRE(failures == "");
 }
