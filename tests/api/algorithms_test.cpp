@@ -16,21 +16,6 @@ using tutti_test::Coll;
 
 namespace {
 
-// The test runner's name for a collective of the plan IR; false for point to point.
-bool testColl(tutti::plan::Coll c, Coll* out) {
-  switch (c) {
-    case tutti::plan::Coll::AllReduce: *out = Coll::AllReduce; return true;
-    case tutti::plan::Coll::AllGather: *out = Coll::AllGather; return true;
-    case tutti::plan::Coll::ReduceScatter: *out = Coll::ReduceScatter; return true;
-    case tutti::plan::Coll::Broadcast: *out = Coll::Broadcast; return true;
-    case tutti::plan::Coll::Reduce: *out = Coll::Reduce; return true;
-    case tutti::plan::Coll::AlltoAll: *out = Coll::AlltoAll; return true;
-    case tutti::plan::Coll::Gather: *out = Coll::Gather; return true;
-    case tutti::plan::Coll::Scatter: *out = Coll::Scatter; return true;
-    default: return false;
-  }
-}
-
 bool rooted(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter; }
 
 // Cases for one collective: representative types and ops (sum everywhere; the other ops on
@@ -62,7 +47,7 @@ void runEveryAlgorithm(int rank, int nranks, ncclComm_t comm, const std::vector<
     comm->forcedAlgorithm = name;
     for (tutti::plan::Coll pc : a->colls) {
       Coll coll;
-      if (!testColl(pc, &coll)) continue;
+      if (!tutti_test::fromPlanColl(pc, &coll)) continue;
       for (const Case& c : casesFor(coll, nranks, counts)) {
         try {
           tutti_test::runCase(c, rank, nranks, comm);

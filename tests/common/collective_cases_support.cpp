@@ -96,6 +96,20 @@ const char* collName(Coll c) {
 }
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
 
+bool fromPlanColl(tutti::plan::Coll c, Coll* out) {
+  switch (c) {
+    case tutti::plan::Coll::AllReduce: *out = Coll::AllReduce; return true;
+    case tutti::plan::Coll::AllGather: *out = Coll::AllGather; return true;
+    case tutti::plan::Coll::ReduceScatter: *out = Coll::ReduceScatter; return true;
+    case tutti::plan::Coll::Broadcast: *out = Coll::Broadcast; return true;
+    case tutti::plan::Coll::Reduce: *out = Coll::Reduce; return true;
+    case tutti::plan::Coll::AlltoAll: *out = Coll::AlltoAll; return true;
+    case tutti::plan::Coll::Gather: *out = Coll::Gather; return true;
+    case tutti::plan::Coll::Scatter: *out = Coll::Scatter; return true;
+    default: return false;
+  }
+}
+
 std::string describe(const Case& c, int rank, int nranks) {
   return std::string(collName(c.coll)) + " " + std::string("type ") + std::to_string(int(c.type)) + " op " + std::to_string(int(c.op)) + " count " +
          std::to_string(c.count) + (c.inPlace ? " in-place" : " out-of-place") + " root " + std::to_string(c.root) + " rank " +

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/plan.h"
 #include "nccl.h"
 
 namespace tutti_test {
@@ -23,6 +24,9 @@ struct Case {
 };
 
 std::string describe(const Case& c, int rank, int nranks);
+// The runner's name for a collective of the plan IR; false for send and recv, which it runs
+// as one SendRecv.
+bool fromPlanColl(tutti::plan::Coll c, Coll* out);
 // Runs one case on this rank and checks its output; throws RankFailure on a wrong element.
 void runCase(const Case& c, int rank, int nranks, ncclComm_t comm);
 // Every collective, type and op (all ops only for reducing collectives) at each count.

@@ -40,21 +40,6 @@ int faultLoop(int rank, int nranks) {
   return result == ncclRemoteError ? 0 : 1;
 }
 
-// The test runner's name for a collective of the plan IR; false for point to point.
-bool testColl(tutti::plan::Coll c, tutti_test::Coll* out) {
-  using tutti_test::Coll;
-  switch (c) {
-    case tutti::plan::Coll::AllReduce: *out = Coll::AllReduce; return true;
-    case tutti::plan::Coll::AllGather: *out = Coll::AllGather; return true;
-    case tutti::plan::Coll::ReduceScatter: *out = Coll::ReduceScatter; return true;
-    case tutti::plan::Coll::Broadcast: *out = Coll::Broadcast; return true;
-    case tutti::plan::Coll::Reduce: *out = Coll::Reduce; return true;
-    case tutti::plan::Coll::AlltoAll: *out = Coll::AlltoAll; return true;
-    case tutti::plan::Coll::Gather: *out = Coll::Gather; return true;
-    case tutti::plan::Coll::Scatter: *out = Coll::Scatter; return true;
-    default: return false;
-  }
-}
 
 // Every algorithm in the registry, forced in turn (every rank walks the registry in the same
 // order), on every collective it serves.
@@ -65,7 +50,7 @@ std::vector<std::string> runEveryAlgorithm(int rank, int nranks, ncclComm_t comm
     comm->forcedAlgorithm = name;
     for (tutti::plan::Coll pc : comm->algorithms.find(name)->colls) {
       tutti_test::Coll coll;
-      if (!testColl(pc, &coll)) continue;
+      if (!tutti_test::fromPlanColl(pc, &coll)) continue;
       for (size_t count : {size_t(7), size_t(1023), size_t((1u << 20) + 3)})
         for (ncclDataType_t type : {ncclFloat32, ncclInt32})
           for (bool inPlace : {false, true}) {
