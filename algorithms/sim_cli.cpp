@@ -2,11 +2,14 @@
 // cluster or a host-mode system of any size, per message size.
 #include "algorithms/sim_cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
 #include "algorithms/selector.h"
 #include "runtime/error.h"
+#include "topology/discover.h"
+#include "topology/graph.h"
 
 namespace tutti::sim {
 namespace {
@@ -18,7 +21,7 @@ constexpr const char* kUsage =
     "system (one of):\n"
     "  --nodes N --gpus-per-node G --nics-per-node K   synthetic GPU cluster (default 1 x 8, 8 NICs)\n"
     "  --host-ranks N [--host-ranks-per-node M]        host mode: shm inside a host, TCP between\n"
-    "  --topo FILE                                     NCCL topology XML (not available yet)\n"
+    "  --topo FILE [--nodes N]                         N copies of the node an NCCL topology XML describes\n"
     "options:\n"
     "  --coll NAME      allreduce (default), allgather, reducescatter, broadcast, reduce, alltoall,\n"
     "                   gather, scatter, send, or all\n"
@@ -106,11 +109,39 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
+// --nodes copies of the node an NCCL topology file describes: a rank per GPU, the slowest
+// GPU-to-GPU path inside a node, the slowest GPU-to-NIC path (capped by the NIC's speed) out.
+Fabric fabricFromFile(const Options& o) {
+  topo::NodeSystem node = topo::localSystem(o.topo, "");
+  const topo::TopologyGraph& g = node.graph;
+  std::vector<int> gpus = g.gpus(), nets = g.nets();
+  int perNode = std::max<int>(1, int(gpus.size()));
+  TopologySummary t;
+  for (int n = 0; n < o.nodes; n++)
+    for (int r = 0; r < perNode; r++) t.nodeOfRank.push_back(n);
+  t.intraNode = Link{3.0, 24.0};
+  bool nvlinkOnly = !gpus.empty();
+  double intra = 0;
+  for (size_t a = 0; a < gpus.size(); a++)
+    for (size_t b = a + 1; b < gpus.size(); b++) {
+      topo::Path p = g.path(gpus[a], gpus[b]);
+      intra = intra == 0 ? p.bandwidth : std::min(intra, p.bandwidth);
+      nvlinkOnly = nvlinkOnly && (p.type == topo::PathType::NVL || p.type == topo::PathType::NVB);
+    }
+  if (intra > 0) t.intraNode = Link{nvlinkOnly ? 1.5 : 3.0, intra};
+  t.nicsPerNode = std::max<int>(1, int(nets.size()));
+  double nic = 0;
+  for (int net : nets) {
+    double speed = g.node(net).netBandwidth();
+    for (int gpu : gpus) speed = std::min(speed, g.path(gpu, net).bandwidth);
+    nic = nic == 0 ? speed : std::min(nic, speed);
+  }
+  t.nic = Link{4.0, nic > 0 ? nic : 12.5};
+  return fabricFromTopology(t);
+}
+
 Fabric fabricOf(const Options& o) {
-  if (!o.topo.empty())
-    throw Error(ErrorCode::InvalidUsage, "--topo " + o.topo +
-                                             ": reading NCCL topology files is not available yet (the topology module has "
-                                             "not landed); use --nodes/--gpus-per-node/--nics-per-node or --host-ranks");
+  if (!o.topo.empty()) return fabricFromFile(o);
   if (o.hostRanks > 0) return Fabric::host(o.hostRanks, o.hostPerNode > 0 ? o.hostPerNode : o.hostRanks);
   return Fabric::synthetic(o.nodes, o.gpusPerNode, o.nicsPerNode);
 }

@@ -3,6 +3,8 @@
 // output.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -268,8 +270,13 @@ TEST_CASE("selector: tutti-sim prints a table that parses") {
   CHECK(crossovers);
 
   std::ostringstream out2, err2;
-  CHECK(sim::runSimTool({"--topo", "system.xml"}, out2, err2) == 1);
-  CHECK_THAT(err2.str(), Catch::Contains("not available yet"));
+  CHECK(sim::runSimTool({"--topo", "no-such-system.xml"}, out2, err2) == 1);
+  CHECK_THAT(err2.str(), Catch::Contains("no-such-system.xml"));
+  // The hand-written 8-GPU dump, 4 nodes of it: 32 ranks, its NICs and NVLink.
+  std::ostringstream out3, err3;
+  const std::string dump = (std::filesystem::path(__FILE__).parent_path() / "../topology/data/dgx_a100_8gpu.xml").string();
+  CHECK(sim::runSimTool({"--topo", dump, "--nodes", "4", "-b", "1M", "-e", "1M"}, out3, err3) == 0);
+  CHECK_THAT(out3.str(), Catch::Contains("32 ranks on 4 node(s)") && Catch::Contains("NIC(s) per node"));
   CHECK(sim::runSimTool({"--bogus"}, out2, err2) == 1);
   CHECK_THAT(err2.str(), Catch::Contains("unknown argument \"--bogus\""));
   CHECK(sim::runSimTool({"--algo", "LL"}, out2, err2) == 1);
