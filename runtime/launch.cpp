@@ -302,8 +302,8 @@ void bind(CommLaunch& L) {
       // A plan file's algorithm serves only the rank count and root it was written for; the
       // selector estimated it for root 0. Every rank fails alike, so every rank falls back.
       if (selection.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->forcedAlgorithm.empty()) throw;
-      TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), defaultSelection(comm, t).algorithm->name.c_str());
       selection = defaultSelection(comm, t);
+      TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), selection.algorithm->name.c_str());
       L.plans.push_back(planFor(comm, t, *selection.algorithm));
     }
     const plan::RankPlan& p = *L.plans.back();

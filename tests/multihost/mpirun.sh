@@ -27,11 +27,7 @@ namespaces=()
 mpirun_pid=
 cleanup() {
   [ -n "$mpirun_pid" ] && kill -9 "$mpirun_pid" 2>/dev/null
-  # The daemons and ranks live in the host namespaces: end whatever is left there before removing them.
-  for ns in "${namespaces[@]}"; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-  done
-  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  netns_remove_all  # the daemons and ranks live in the host namespaces
   rm -rf "$workdir"
 }
 trap cleanup EXIT INT TERM

@@ -34,3 +34,13 @@ netns_host() {
   if [ -n "$v6" ]; then ip -n "$ns" addr add "$v6" dev tnet0 nodad || return 1; fi
   ip -n "$ns" link set tnet0 up
 }
+
+# netns_remove_all: ends every process still inside the namespaces in `namespaces` (daemons and
+# ranks a failed run left behind), then removes the namespaces. For the caller's exit trap.
+netns_remove_all() {
+  local ns p
+  for ns in "${namespaces[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+  done
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+}

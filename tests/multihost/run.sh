@@ -26,7 +26,7 @@ namespaces=()
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  netns_remove_all
   rm -rf "$logdir"
 }
 trap cleanup EXIT INT TERM
