@@ -31,6 +31,8 @@
 
 namespace tutti {
 
+struct LaunchCache;  // runtime/launch.cpp
+
 constexpr int kMaxWorkers = 32;
 constexpr int kMaxChannels = 32;
 constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-1 (bootstrap tags stay within 32 bits)
@@ -142,6 +144,9 @@ struct ncclComm {
   // Plans by (algorithm, collective, root or peer): built once, then reused; shared with
   // launches still queued on host streams.
   std::map<std::tuple<std::string, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
+  // Bound launches of single operations, kept for the next call of the same shape, which then
+  // only points them at its buffers (runtime/launch.cpp).
+  std::shared_ptr<tutti::LaunchCache> launchCache;
 
   std::mutex redopMutex;
   std::vector<tutti::UserRedOp> redops;  // ncclRedOp_t(ncclNumOps + i)

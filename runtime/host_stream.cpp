@@ -1,6 +1,8 @@
 // Host streams and the registry that recognises their handles.
 #include "runtime/host_stream.h"
 
+#include <sched.h>
+
 #include <unordered_set>
 
 namespace tutti {
@@ -13,9 +15,29 @@ std::unordered_set<HostStream*>& registry() {
   static std::unordered_set<HostStream*> r;
   return r;
 }
+
+// Busy polls, then polls that yield the core (ranks often outnumber cores: the thread we wait
+// for may need this one), as the executor's waits do.
+constexpr int kSpinPolls = 200;
+constexpr int kYieldPolls = 50;
 }  // namespace
 
-HostStream::HostStream() : thread_([this] { loop(); }) {
+template <typename Pred>
+bool HostStream::pollFor(Pred pred) {
+  for (int i = 0; i < kSpinPolls + kYieldPolls; i++) {
+    if (pred()) return true;
+    if (i < kSpinPolls) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      sched_yield();
+    }
+  }
+  return pred();
+}
+
+HostStream::HostStream() : ring_(kCapacity), thread_([this] { loop(); }) {
   std::lock_guard<std::mutex> lock(registryMutex());
   registry().insert(this);
 }
@@ -41,15 +63,24 @@ HostStream* HostStream::fromHandle(cudaStream_t stream) {
 
 void HostStream::enqueue(std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(job));
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (count_ == kCapacity) {
+      // Wait until half has drained: one wake-up per kCapacity / 2 jobs, not one per job.
+      spaceWaiters_++;
+      space_.wait(lock, [this] { return count_ <= kCapacity / 2; });
+      spaceWaiters_--;
+    }
+    ring_[(head_ + count_) % kCapacity] = std::move(job);
+    count_++;
+    outstanding_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  if (sleeping_.load(std::memory_order_acquire)) wake_.notify_all();
 }
 
 void HostStream::synchronize() {
+  pollFor([this] { return idle(); });
   std::unique_lock<std::mutex> lock(mutex_);
-  drained_.wait(lock, [this] { return queue_.empty() && !running_; });
+  drained_.wait(lock, [this] { return outstanding_.load(std::memory_order_acquire) == 0; });
   if (error_) {
     std::exception_ptr e = error_;
     error_ = nullptr;
@@ -57,29 +88,36 @@ void HostStream::synchronize() {
   }
 }
 
-bool HostStream::idle() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.empty() && !running_;
-}
-
 void HostStream::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and everything queued has run
-    std::function<void()> job = std::move(queue_.front());
-    queue_.pop_front();
-    running_ = true;
+    if (count_ == 0 && !stopping_) {
+      lock.unlock();
+      pollFor([this] { return outstanding_.load(std::memory_order_acquire) != 0; });
+      lock.lock();
+    }
+    // sleeping_ is set under the lock before the predicate is checked, and enqueue publishes
+    // under the same lock, so a job queued now either is seen here or wakes the wait.
+    sleeping_.store(true, std::memory_order_release);
+    wake_.wait(lock, [this] { return stopping_ || count_ != 0; });
+    sleeping_.store(false, std::memory_order_release);
+    if (count_ == 0) return;  // stopping, and everything queued has run
+    std::function<void()> job = std::move(ring_[head_]);
+    ring_[head_] = nullptr;
+    head_ = (head_ + 1) % kCapacity;
+    count_--;
+    const bool roomNow = spaceWaiters_ > 0 && count_ == kCapacity / 2;
     lock.unlock();
+    if (roomNow) space_.notify_all();
     try {
       job();
     } catch (...) {
       std::lock_guard<std::mutex> relock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
+    job = nullptr;
     lock.lock();
-    running_ = false;
-    if (queue_.empty()) drained_.notify_all();
+    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) drained_.notify_all();
   }
 }
 

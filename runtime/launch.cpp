@@ -7,6 +7,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -132,6 +134,7 @@ struct CommLaunch {
   ncclComm* comm = nullptr;
   cudaStream_t stream = nullptr;
   std::vector<Task> tasks;
+  std::optional<Selection> selection;  // a single operation's, chosen before binding
   std::vector<std::shared_ptr<const plan::RankPlan>> plans;  // from the communicator's cache
   std::deque<kern::OpBinding> bindings;
   std::vector<std::vector<kern::LaneQueue>> queues;  // [worker][queue]
@@ -295,7 +298,7 @@ void bind(CommLaunch& L) {
   lanes.assign(size_t(comm->nworkers), {});
 
   for (const Task& t : L.tasks) {
-    Selection selection = chooseAlgorithm(comm, t);
+    Selection selection = L.selection ? *L.selection : chooseAlgorithm(comm, t);
     try {
       L.plans.push_back(planFor(comm, t, *selection.algorithm));
     } catch (const Error& e) {
@@ -372,10 +375,10 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
 }
 
 // Runs the launches to completion. With one launch, worker 0 runs on this thread.
-void execute(const std::vector<CommLaunch*>& launches) {
+void execute(std::span<CommLaunch* const> launches) {
   const bool inlineFirst = launches.size() == 1;
   struct GiveBackScratch {
-    const std::vector<CommLaunch*>& launches;
+    std::span<CommLaunch* const> launches;
     ~GiveBackScratch() {
       for (CommLaunch* L : launches) L->scratch.release();
     }
@@ -490,6 +493,148 @@ void launchGroup(std::vector<Task> tasks) {
   }
 }
 
+// What a bound launch of one operation depends on besides its buffers: a later call of the same
+// shape binds to the same lanes, plans, connections and scratch layout.
+struct LaunchShape {
+  CollKind kind;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  cudaStream_t stream;
+  const plan::Algorithm* algorithm;
+  int nchannels;
+  bool operator==(const LaunchShape&) const = default;
+};
+
+struct IdleLaunch {
+  LaunchShape shape;
+  std::unique_ptr<CommLaunch> launch;
+};
+
+}  // namespace
+
+// A communicator's finished single-operation launches, newest last. Taken by the caller's thread,
+// given back by whichever thread ran the launch.
+struct LaunchCache {
+  // A loop of calls on one stream has up to a queue's worth in flight; all of them come back.
+  static constexpr size_t kMaxIdle = HostStream::kCapacity + 16;
+  std::mutex mutex;
+  std::vector<IdleLaunch> idle;
+};
+
+namespace {
+
+LaunchCache& launchCacheOf(ncclComm* comm) {
+  // Made by the caller's thread on the first launch, before any stream job can use it.
+  if (!comm->launchCache) {
+    comm->launchCache = std::make_shared<LaunchCache>();
+    comm->launchCache->idle.reserve(LaunchCache::kMaxIdle + 1);
+  }
+  return *comm->launchCache;
+}
+
+std::unique_ptr<CommLaunch> takeIdleLaunch(ncclComm* comm, const LaunchShape& shape) {
+  LaunchCache& cache = launchCacheOf(comm);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  for (size_t i = cache.idle.size(); i-- > 0;)
+    if (cache.idle[i].shape == shape) {
+      std::unique_ptr<CommLaunch> L = std::move(cache.idle[i].launch);
+      cache.idle.erase(cache.idle.begin() + std::ptrdiff_t(i));
+      return L;
+    }
+  return nullptr;
+}
+
+void giveBackLaunch(ncclComm* comm, const LaunchShape& shape, std::unique_ptr<CommLaunch> L) {
+  LaunchCache& cache = *comm->launchCache;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (cache.idle.size() == LaunchCache::kMaxIdle) cache.idle.erase(cache.idle.begin());  // the oldest
+  cache.idle.push_back({shape, std::move(L)});
+}
+
+// Points a finished launch of the same shape at a new call's buffers and rewinds its lanes.
+void rebind(CommLaunch& L, const Task& t) {
+  ncclComm* comm = L.comm;
+  L.tasks.front() = t;
+  kern::OpBinding& b = L.bindings.front();
+  b.seq = comm->opSeq++;
+  b.in = t.in;
+  b.out = t.out;
+  bool reducing = t.kind == CollKind::AllReduce || t.kind == CollKind::ReduceScatter || t.kind == CollKind::Reduce;
+  if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s (bound before)", comm->where().c_str(),
+              b.name, (unsigned long long)b.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, std::clamp(L.selection->nchannels, 1, comm->nchannels),
+              plan::describe(*L.plans.front()).c_str());
+  for (std::vector<kern::LaneQueue>& queues : L.queues)
+    for (kern::LaneQueue& q : queues) {
+      q.current = 0;
+      for (kern::Lane& lane : q.lanes) kern::prepareLane(lane);
+    }
+}
+
+// A launch of one operation outside a group (or a group of one): reuses a finished launch of
+// the same shape when there is one, so a loop of identical calls allocates nothing per call.
+// Self sends and in-place all-to-all (which copies its input per call) take the general path.
+void launchSingle(const Task& t) {
+  ncclComm* comm = t.comm;
+  if (t.kind == CollKind::Send || t.kind == CollKind::Recv || (t.kind == CollKind::AlltoAll && t.in != nullptr && t.in == t.out)) {
+    launchGroup({t});
+    return;
+  }
+  checkUsableComm("ncclGroupEnd", comm);
+  struct Active {
+    ncclComm* comm;
+    explicit Active(ncclComm* c) : comm(c) { comm->activeLaunches++; }
+    ~Active() { comm->activeLaunches--; }
+  } active(comm);
+  Selection selection = chooseAlgorithm(comm, t);
+  LaunchShape shape{t.kind, t.count, t.type, t.op, t.root, t.stream, selection.algorithm, selection.nchannels};
+  std::unique_ptr<CommLaunch> L = takeIdleLaunch(comm, shape);
+  if (L) {
+    rebind(*L, t);
+  } else {
+    L = std::make_unique<CommLaunch>();
+    L->comm = comm;
+    L->stream = t.stream;
+    L->tasks.push_back(t);
+    L->selection = selection;
+    bind(*L);
+    std::vector<std::pair<ncclComm*, std::vector<ConnKey>>> wanted;
+    wanted.emplace_back(comm, std::move(L->keys));
+    try {
+      ensureConnections(wanted);
+    } catch (const Error& e) {
+      comm->fail(Error(e.code() == ErrorCode::Timeout ? ErrorCode::Remote : e.code(), e.message()));
+      throw;
+    }
+    connect(*L);
+  }
+  if (t.stream == nullptr) {
+    CommLaunch* one[] = {L.get()};
+    execute(one);
+    giveBackLaunch(comm, shape, std::move(L));
+    return;
+  }
+  // The job captures one pointer, which std::function keeps without allocating.
+  comm->pendingStreamJobs++;
+  CommLaunch* raw = L.release();
+  HostStream::fromHandle(t.stream)->enqueue([raw] {
+    ncclComm* owner = raw->comm;
+    struct Done {
+      ncclComm* comm;
+      ~Done() { comm->pendingStreamJobs--; }
+    } done{owner};
+    std::unique_ptr<CommLaunch> own(raw);
+    CommLaunch* one[] = {raw};
+    execute(one);
+    const Task& task = own->tasks.front();
+    const LaunchShape shape{task.kind, task.count, task.type, task.op, task.root, task.stream, own->selection->algorithm,
+                            own->selection->nchannels};
+    giveBackLaunch(owner, shape, std::move(own));
+  });
+}
+
 }  // namespace
 
 const char* collName(CollKind kind) {
@@ -518,7 +663,7 @@ void enqueueTask(const Task& task) {
     tGroup.tasks.push_back(task);
     return;
   }
-  launchGroup({task});
+  launchSingle(task);
 }
 
 void groupStart() { tGroup.depth++; }
@@ -533,7 +678,8 @@ void groupEnd() {
   if (error != ncclSuccess)
     throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: a call inside the group failed (see the earlier error); the group's " +
                                              std::to_string(tasks.size()) + " other operations were dropped");
-  if (!tasks.empty()) launchGroup(std::move(tasks));
+  if (tasks.size() == 1) launchSingle(tasks.front());
+  else if (!tasks.empty()) launchGroup(std::move(tasks));
 }
 
 double groupSimulateEnd() {
