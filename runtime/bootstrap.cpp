@@ -430,6 +430,15 @@ class WakeupEvent {
 
 enum class DropKind { Refused, Closed, Stalled };
 
+// What one turn of the event loop below works in, kept by its caller across turns so that an idle
+// turn allocates nothing (the listener of a rank stays up for the communicator's whole life).
+struct ServeScratch {
+  std::vector<pollfd> pollSet;
+  std::vector<char> dropped;
+  std::vector<Frame> frames;
+  std::string reason;
+};
+
 // One turn of an event loop over a listener and the connections it accepted (each Entry holds an
 // IncomingConnection named `connection`): waits up to one poll slice, reads what arrived, hands
 // every complete frame to onFrame (which returns why the connection must go, or empty), drops
@@ -437,8 +446,9 @@ enum class DropKind { Refused, Closed, Stalled };
 template <typename Entry, typename OnFrame, typename OnDrop>
 void serveConnectionsOnce(Socket& listener, WakeupEvent* wakeup, std::vector<std::unique_ptr<Entry>>& entries,
                           const FramePolicy& policy, double handshakeSeconds, const std::string& who,
-                          OnFrame&& onFrame, OnDrop&& onDrop) {
-  std::vector<pollfd> pollSet;
+                          ServeScratch& scratch, OnFrame&& onFrame, OnDrop&& onDrop) {
+  std::vector<pollfd>& pollSet = scratch.pollSet;
+  pollSet.clear();
   pollSet.push_back({listener.fd(), POLLIN, 0});
   pollSet.push_back({wakeup != nullptr ? wakeup->fd() : -1, POLLIN, 0});  // poll skips fd -1
   constexpr size_t kFirstEntry = 2;
@@ -448,23 +458,24 @@ void serveConnectionsOnce(Socket& listener, WakeupEvent* wakeup, std::vector<std
   if (ready <= 0) ready = 0;
   if (wakeup != nullptr && pollSet[1].revents != 0) wakeup->drain();
 
-  std::vector<bool> dropped(entries.size(), false);
+  std::vector<char>& dropped = scratch.dropped;
+  dropped.assign(entries.size(), 0);
   for (size_t i = 0; ready > 0 && i < entries.size(); ++i) {
     if (pollSet[kFirstEntry + i].revents == 0) continue;
     Entry& entry = *entries[i];
-    std::vector<Frame> frames;
-    std::string reason;
-    IncomingConnection::Status status = entry.connection.pump(policy, frames, reason);
+    scratch.frames.clear();
+    scratch.reason.clear();
+    IncomingConnection::Status status = entry.connection.pump(policy, scratch.frames, scratch.reason);
     // Frames that arrived whole before any bad bytes still count.
-    for (Frame& frame : frames) {
+    for (Frame& frame : scratch.frames) {
       std::string problem = onFrame(entry, frame);
       if (!problem.empty()) {
         status = IncomingConnection::Status::Rejected;
-        reason = problem;
+        scratch.reason = problem;
         break;
       }
     }
-    if (status == IncomingConnection::Status::Rejected) onDrop(entry, DropKind::Refused, reason);
+    if (status == IncomingConnection::Status::Rejected) onDrop(entry, DropKind::Refused, scratch.reason);
     if (status == IncomingConnection::Status::Closed) onDrop(entry, DropKind::Closed, std::string());
     dropped[i] = status != IncomingConnection::Status::Open;
   }
@@ -570,6 +581,8 @@ class RootServer {
 
   void serve() {
     FramePolicy framePolicy = policy();
+    const std::string name = who();
+    ServeScratch scratch;
     for (;;) {
       if (exiting()) return;
       SteadyTime now = SteadyClock::now();
@@ -607,7 +620,7 @@ class RootServer {
         }
       }
 
-      serveConnectionsOnce(listener_, nullptr, peers_, framePolicy, handshakeSeconds_, who(),
+      serveConnectionsOnce(listener_, nullptr, peers_, framePolicy, handshakeSeconds_, name, scratch,
                            [this](Peer& peer, Frame& frame) { return handleFrame(peer, frame); },
                            [this](Peer& peer, DropKind kind, const std::string& reason) {
                              if (kind == DropKind::Closed)
@@ -1388,8 +1401,10 @@ class SocketBootstrap final : public Bootstrap {
     framePolicy.allow(kData, kMaxDataFrameBytes).allow(kDataPart, kMaxDataFrameBytes);
     double handshake = handshakeSeconds(timeoutSeconds_);
     std::vector<std::unique_ptr<PeerConnection>> connections;
+    const std::string name = context();
+    ServeScratch scratch;
     while (!stopping_.load(std::memory_order_acquire)) {
-      serveConnectionsOnce(listener_, wakeup_.get(), connections, framePolicy, handshake, context(),
+      serveConnectionsOnce(listener_, wakeup_.get(), connections, framePolicy, handshake, name, scratch,
                            [this](PeerConnection& peer, Frame& frame) { return handleFrame(peer, frame); },
                            [this](PeerConnection& peer, DropKind kind, const std::string& reason) {
                              if (kind != DropKind::Closed)

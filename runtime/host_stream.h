@@ -35,6 +35,11 @@ class HostStream {
   // first recorded error, if any, and clears it.
   void synchronize();
   bool idle() const { return outstanding_.load(std::memory_order_acquire) == 0; }
+  // Jobs waiting, not counting the one running.
+  size_t queued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_;
+  }
 
   cudaStream_t handle() { return reinterpret_cast<cudaStream_t>(this); }
   // The live host stream behind a handle, or nullptr if the handle is not one.

@@ -7,12 +7,15 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/host_stream.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"
 
@@ -121,18 +124,43 @@ TEST_CASE("a reused launch reads a device-resident PreMulSum scalar at each call
 
 TEST_CASE("a loop of identical calls allocates nothing per call", "[launch][reuse][alloc]") {
   constexpr int kRanks = 2, kCalls = 300;
+  // A rank's loop has at most a full queue, the running call and the caller's next call in
+  // flight; each needs its own launch, so the warm-up makes every rank reach that depth once:
+  // its first call is running (waiting for the peer) before the rest fill the queue, and the
+  // other rank holds back until the filling call is waiting for room.
+  constexpr int kDepth = int(tutti::HostStream::kCapacity) + 1;
   std::barrier sync(kRanks);
+  std::atomic<int> enqueued[kRanks] = {};
   std::string failures = tutti_test::runThreads(kRanks, [&](int rank, int n, ncclComm_t comm) {
     cudaStream_t stream = nullptr;
     TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream));
     std::vector<float> x(16), y(16);
     fill(x, rank, 0);
+    tutti::HostStream* queue = tutti::HostStream::fromHandle(stream);
     auto loop = [&](int calls) {
-      for (int c = 0; c < calls; c++) TUTTI_NCCL_CHECK(ncclAllReduce(x.data(), y.data(), x.size(), ncclFloat32, ncclSum, comm, stream));
+      for (int c = 0; c < calls; c++) {
+        TUTTI_NCCL_CHECK(ncclAllReduce(x.data(), y.data(), x.size(), ncclFloat32, ncclSum, comm, stream));
+        enqueued[rank]++;
+        if (c == 0)
+          while (queue->queued() != 0) std::this_thread::yield();
+      }
       TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
     };
-    loop(200);  // binds, connects, and fills the caches with a queue's worth of launches
+    loop(1);  // connects (the first call of a shape waits for the peer's first call)
+    enqueued[rank] = 0;
     sync.arrive_and_wait();
+    for (int deep = 0; deep < n; deep++) {
+      if (rank != deep) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (enqueued[deep].load() < kDepth && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        check(enqueued[deep].load() >= kDepth, "rank " + std::to_string(deep) + " never had a full queue in flight");
+      }
+      loop(kDepth + 8);
+      sync.arrive_and_wait();
+      enqueued[rank] = 0;
+      sync.arrive_and_wait();
+    }
     if (rank == 0) {
       gAllocations = 0;
       gCounting = true;
