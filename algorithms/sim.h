@@ -41,11 +41,23 @@ struct Fabric {
   double stepOverheadUs = 0;   // software cost of issuing one step (a FIFO slot's bookkeeping)
   double channelGBps = 0;      // the most one channel's executor moves (one CUDA block, one thread)
   double copyGBps = 0;         // local copies (plan Copy steps)
+  // Host mode: the cores a node's ranks share, and the most worker threads a rank runs (one per
+  // channel up to that). 0 cores: executors do not compete for cores (a GPU's blocks).
+  int coresPerNode = 0;
+  int workersPerRank = 0;      // 0: one per channel, without bound
 
   int nodeOf(int rank) const { return nodeOfRank.empty() ? rank / ranksPerNode : nodeOfRank[size_t(rank)]; }
   bool sameNode(int a, int b) const { return nodeOf(a) == nodeOf(b); }
   const Link& linkBetween(int a, int b) const { return sameNode(a, b) ? local : network; }
   std::string describe() const;
+
+  // The figures above hold for one channel (one worker thread per rank). With more, a node's
+  // ranks run ranksPerNode x workers threads; past its cores they take turns, so each thread
+  // gets a smaller share of a core: a step's overhead and a wake-up's latency grow, and a
+  // channel's and a copy's bandwidth shrink, by the ratio of the shares. More channels than the
+  // cores can run then never look faster. Identity when coresPerNode is 0.
+  double threadShare(int nchannels) const;
+  Fabric atChannels(int nchannels) const;
 
   // A GPU cluster of `nodes` x `gpusPerNode` ranks with default figures from public
   // specifications (see sim_fabric.cpp).
@@ -59,10 +71,26 @@ struct Fabric {
     double stepOverheadUs = 2.0;
     double channelGBps = 8.0;  // one worker thread's memcpy
     double copyGBps = 8.0;
+    int cores = 0;           // cores per host (0: not counted)
+    int workersPerRank = 0;  // worker threads per rank (0: one per channel)
   };
   static Fabric host(int nranks, int ranksPerHost, const HostFigures& figures);
   static Fabric host(int nranks, int ranksPerHost) { return host(nranks, ranksPerHost, HostFigures{}); }
 };
+
+// What a host measures at init (runtime/calibrate.h), as every rank agreed on it. Bandwidths
+// are one thread's, alone on its core, on cache-resident buffers; the handoff is timed with
+// every rank of the host busy at once, as in a collective.
+struct HostMeasurements {
+  double hopUs = 0;       // one handoff: a rank rings the next rank's bell, that rank's wait sees it
+  double copyGBps = 0;    // memcpy
+  double reduceGBps = 0;  // float sum of two buffers into a third
+  int cores = 0;          // cores the host's ranks can run on
+};
+
+// Host figures for ranksPerHost ranks (one channel each) on a host that measured `m`; the TCP
+// figures are taken from `base`. Pure, so that tests can feed it made-up measurements.
+Fabric::HostFigures hostFigures(const HostMeasurements& m, int ranksPerHost, const Fabric::HostFigures& base = {});
 
 // What the topology module hands over to build a fabric from a discovered (or XML) system:
 // which node each rank is on, the intra-node path (slowest GPU-to-GPU or shm path of a node)

@@ -685,7 +685,9 @@ const std::vector<std::string>& modelledAlgorithms() {
 
 std::optional<double> analyticUs(const std::string& algorithm, Coll coll, size_t bytes, const Fabric& fabric,
                                  const Pipeline& pipeline) {
-  Model m(fabric, pipeline, coll, bytes);
+  std::optional<Fabric> crowded;  // copied only when threads outnumber cores (fabrics can be large)
+  if (fabric.threadShare(pipeline.nchannels) < fabric.threadShare(1)) crowded = fabric.atChannels(pipeline.nchannels);
+  Model m(crowded ? *crowded : fabric, pipeline, coll, bytes);
   if (fabric.nranks <= 1) {
     if (std::find(modelledAlgorithms().begin(), modelledAlgorithms().end(), algorithm) == modelledAlgorithms().end())
       return std::nullopt;

@@ -20,7 +20,9 @@ constexpr const char* kUsage =
     "usage: tutti-sim [system] [options]\n"
     "system (one of):\n"
     "  --nodes N --gpus-per-node G --nics-per-node K   synthetic GPU cluster (default 1 x 8, 8 NICs)\n"
-    "  --host-ranks N [--host-ranks-per-node M]        host mode: shm inside a host, TCP between\n"
+    "  --host-ranks N [--host-ranks-per-node M] [--host-cores C]\n"
+    "                   host mode: shm inside a host, TCP between; C cores per host (default: not\n"
+    "                   counted) makes channels beyond the cores cost their threads' turns\n"
     "  --topo FILE [--nodes N]                         N copies of the node an NCCL topology XML describes\n"
     "options:\n"
     "  --coll NAME      allreduce (default), allgather, reducescatter, broadcast, reduce, alltoall,\n"
@@ -36,7 +38,7 @@ constexpr const char* kUsage =
 
 struct Options {
   int nodes = 1, gpusPerNode = 8, nicsPerNode = 8;
-  int hostRanks = 0, hostPerNode = 0;
+  int hostRanks = 0, hostPerNode = 0, hostCores = 0;
   std::string topo;
   std::string coll = "allreduce";
   size_t minBytes = 8, maxBytes = size_t(1) << 30;
@@ -87,6 +89,7 @@ Options parse(const std::vector<std::string>& args) {
     else if (a == "--nics-per-node") o.nicsPerNode = parseInt(a, value(), 1), synthetic = true;
     else if (a == "--host-ranks") o.hostRanks = parseInt(a, value(), 1);
     else if (a == "--host-ranks-per-node") o.hostPerNode = parseInt(a, value(), 1);
+    else if (a == "--host-cores") o.hostCores = parseInt(a, value(), 1);
     else if (a == "--topo") o.topo = value();
     else if (a == "--coll") o.coll = value();
     else if (a == "-b") o.minBytes = parseSize(a, value());
@@ -103,6 +106,7 @@ Options parse(const std::vector<std::string>& args) {
     else bad("unknown argument \"" + a + "\"");
   }
   if (o.hostRanks > 0 && synthetic) bad("--host-ranks and --nodes/--gpus-per-node/--nics-per-node describe different systems; give one");
+  if (o.hostCores > 0 && o.hostRanks == 0) bad("--host-cores describes a host: give --host-ranks too");
   if (int64_t(o.nodes) * o.gpusPerNode > 10'000'000) bad("too many ranks (at most 10,000,000)");
   if (o.minBytes > o.maxBytes) bad("-b is larger than -e");
   if (o.chunk == 0) bad("--chunk must be positive");
@@ -142,7 +146,11 @@ Fabric fabricFromFile(const Options& o) {
 
 Fabric fabricOf(const Options& o) {
   if (!o.topo.empty()) return fabricFromFile(o);
-  if (o.hostRanks > 0) return Fabric::host(o.hostRanks, o.hostPerNode > 0 ? o.hostPerNode : o.hostRanks);
+  if (o.hostRanks > 0) {
+    Fabric::HostFigures figures;
+    figures.cores = o.hostCores;
+    return Fabric::host(o.hostRanks, o.hostPerNode > 0 ? o.hostPerNode : o.hostRanks, figures);
+  }
   return Fabric::synthetic(o.nodes, o.gpusPerNode, o.nicsPerNode);
 }
 

@@ -279,7 +279,8 @@ ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll,
     for (const plan::LaneSpec& lane : p.lanes)
       if (lane.tag < 0 || lane.tag >= 4096)
         throw Error(ErrorCode::InvalidArgument, "sim: lane tag " + std::to_string(lane.tag) + " outside 0..4095");
-  ExactSim sim(plans, coll, bytes, fabric, pipeline);
+  const Fabric scaled = fabric.atChannels(pipeline.nchannels);
+  ExactSim sim(plans, coll, bytes, scaled, pipeline);
   return sim.run();
 }
 

@@ -28,7 +28,67 @@ std::string Fabric::describe() const {
                 "NIC(s) per node; step overhead %.2f us; channel %.1f GB/s; copy %.1f GB/s",
                 name.c_str(), nranks, nodes, ranksPerNode, local.latencyUs, local.gbps, network.latencyUs, network.gbps,
                 nicsPerNode, stepOverheadUs, channelGBps, copyGBps);
-  return text;
+  std::string out = text;
+  if (coresPerNode > 0) {
+    std::snprintf(text, sizeof text, "; %d core(s) per node, %d worker(s) per rank", coresPerNode, workersPerRank);
+    out += text;
+  }
+  return out;
+}
+
+double Fabric::threadShare(int nchannels) const {
+  if (coresPerNode <= 0) return 1;
+  int workers = workersPerRank > 0 ? std::min(std::max(1, nchannels), workersPerRank) : std::max(1, nchannels);
+  double threads = double(ranksPerNode) * workers;
+  return std::min(1.0, double(coresPerNode) / threads);
+}
+
+Fabric Fabric::atChannels(int nchannels) const {
+  double slower = threadShare(1) / threadShare(nchannels);
+  Fabric f = *this;
+  if (slower <= 1) return f;
+  f.stepOverheadUs *= slower;
+  f.local.latencyUs *= slower;  // a wake-up waits for a core
+  f.channelGBps /= slower;
+  f.copyGBps /= slower;
+  return f;
+}
+
+// A handoff is the sender's step (FIFO bookkeeping and a bell ring, often a futex wake-up) and
+// the receiver's wait until it runs; the model splits it evenly between the step overhead and
+// the latency. (On the 2-core test VM the executor's 8-byte all-reduce times, ring's 2(n-1)
+// steps against recursive doubling's two steps a round, fit about 2.8 us of overhead and 3.7 us
+// of latency at 4 ranks: near an even split.)
+constexpr double kStepShareOfHop = 0.5;
+
+// The executor's rate per core against the cache-resident float sum of calibrateHost's 64 KiB
+// buffers: on the 2-core test VM the executor's steps move 11-16 GB/s per core (16 MiB ring,
+// 256 KiB recursive doubling; perf/RESULTS.md, "Selector against fixed algorithms"), the
+// cache-resident float sum about 60 GB/s.
+constexpr double kStreamingShare = 0.25;
+
+Fabric::HostFigures hostFigures(const HostMeasurements& m, int ranksPerHost, const Fabric::HostFigures& base) {
+  require(m.hopUs > 0 && m.copyGBps > 0 && m.reduceGBps > 0, "host measurements need a positive handoff time and bandwidths");
+  require(ranksPerHost >= 1, "host measurements need ranks per host >= 1");
+  Fabric::HostFigures f = base;
+  // With more ranks than cores a rank's thread runs a share of the time (the handoff was timed
+  // under that load already).
+  double share = m.cores > 0 ? std::min(1.0, double(m.cores) / ranksPerHost) : 1.0;
+  f.stepOverheadUs = kStepShareOfHop * m.hopUs;
+  f.shm.latencyUs = (1 - kStepShareOfHop) * m.hopUs;
+  // The bandwidths were measured on cache-resident buffers (streaming enough fresh memory from
+  // DRAM would cost tens of milliseconds of page faults on a VM), while the executor's steps
+  // stream user buffers and read FIFO slots another core wrote: they run at a fraction of it.
+  double reduceGBps = m.reduceGBps * kStreamingShare;  // most steps of a reduction read two inputs
+  double copyGBps = m.copyGBps * kStreamingShare;
+  f.channelGBps = reduceGBps * share;
+  f.copyGBps = copyGBps * share;
+  // A rank's port: its part of the host's cores, as far as its workers can use them.
+  double cores = m.cores > 0 ? double(m.cores) / ranksPerHost : 1.0;
+  if (base.workersPerRank > 0) cores = std::min(cores, double(base.workersPerRank));
+  f.shm.gbps = copyGBps * std::max(share, cores);
+  f.cores = m.cores;
+  return f;
 }
 
 // Default figures, from public specifications:
@@ -71,6 +131,8 @@ Fabric Fabric::host(int nranks, int ranksPerHost, const HostFigures& figures) {
   f.network = figures.tcp;
   f.nicsPerNode = std::max(1, figures.nicsPerHost);
   setExecutor(f, figures.stepOverheadUs, figures.channelGBps, figures.copyGBps);
+  f.coresPerNode = std::max(0, figures.cores);
+  f.workersPerRank = std::max(0, figures.workersPerRank);
   return f;
 }
 

@@ -78,6 +78,9 @@ const std::vector<Param> kParams = {
     {"TUTTI_SPIN", Type::Int, "200", "busy-poll iterations before a wait sleeps"},
     {"TUTTI_YIELD", Type::Int, "50",
      "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps"},
+    {"TUTTI_CALIBRATE", Type::Bool, "1",
+     "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
+     "the selector's cost model; 0: fixed default figures. Must agree across ranks"},
 };
 
 const Param& find(const char* name) {

@@ -1,13 +1,12 @@
 // The communicator's selector: fabric, filters and the choice cache (see select.h).
 #include "runtime/select.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <map>
 
 #include "algorithms/plan_file.h"
+#include "runtime/calibrate.h"
 #include "runtime/comm.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -19,8 +18,31 @@ namespace {
 // The size at which TUTTI_DETERMINISTIC picks its one all-reduce algorithm.
 constexpr size_t kDeterministicReferenceBytes = 1 << 20;
 
-// Host mode: shared memory between the ranks of a host, TCP between hosts. The figures are the
-// model's defaults (sim.h); ranks are placed on nodes by host identity, in rank order.
+// The fixed figures (TUTTI_CALIBRATE=0): the model's defaults scaled by the oversubscription
+// (ranks per core), as once measured on a 2-core VM (perf/RESULTS.md, "Selector").
+sim::Fabric::HostFigures defaultFigures(int ranksPerHost, sim::Fabric::HostFigures figures) {
+  double over = std::max(1.0, double(ranksPerHost) / double(std::max(1, figures.cores)));
+  figures.shm.latencyUs *= 1 + 2 * (over - 1);
+  figures.stepOverheadUs *= over;
+  figures.shm.gbps /= over;
+  figures.channelGBps /= over;
+  figures.copyGBps /= over;
+  return figures;
+}
+
+// The calibrated figures. A host whose ranks found no partner (one rank per host) timed no
+// handoff: it takes the default one.
+sim::Fabric::HostFigures measuredFigures(sim::HostMeasurements measured, int ranksPerHost, const sim::Fabric::HostFigures& base) {
+  if (measured.hopUs <= 0) {
+    sim::Fabric::HostFigures d = defaultFigures(ranksPerHost, base);
+    measured.hopUs = d.stepOverheadUs + d.shm.latencyUs;
+  }
+  return sim::hostFigures(measured, ranksPerHost, base);
+}
+
+// Host mode: shared memory between the ranks of a host, TCP between hosts; ranks are placed on
+// nodes by host identity, in rank order. Collective over the ranks (the calibration's bootstrap
+// exchange): every rank ends with the same fabric.
 sim::Fabric hostFabric(const ncclComm* comm) {
   std::map<uint64_t, int> nodeOfHost;
   std::vector<int> nodeOfRank;
@@ -32,20 +54,24 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   }
   int most = 1;
   for (auto& [node, n] : ranksOnNode) most = std::max(most, n);
-  // More ranks than cores on a host (the test machines: 4 to 9 ranks on 2 cores) turn each wait
-  // into a context switch and share the cores' copy bandwidth: the figures scale with the
-  // oversubscription, as measured on a 2-core VM (perf/RESULTS.md, "Selector").
-  long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  double over = std::max(1.0, double(most) / double(cores));
-  sim::Fabric::HostFigures figures;
-  figures.shm.latencyUs *= 1 + 2 * (over - 1);
-  figures.stepOverheadUs *= over;
-  figures.shm.gbps /= over;
-  figures.channelGBps /= over;
-  figures.copyGBps /= over;
+  HostCalibration calibration = calibrateHost(comm, params::getInt("TUTTI_CALIBRATE") != 0);
+  sim::Fabric::HostFigures base;
+  base.cores = calibration.host.cores;
+  base.workersPerRank = comm->nworkers;
+  sim::Fabric::HostFigures figures =
+      calibration.measured ? measuredFigures(calibration.host, most, base) : defaultFigures(most, base);
   sim::Fabric fabric = sim::Fabric::host(comm->nranks, most, figures);
   fabric.nodes = int(nodeOfHost.size());
   fabric.nodeOfRank = std::move(nodeOfRank);
+  if (comm->rank == 0) {
+    const sim::HostMeasurements& m = calibration.host;
+    if (calibration.measured)
+      TUTTI_INFO(log::Tuning, "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) per host",
+                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores);
+    else
+      TUTTI_INFO(log::Tuning, "%s: host fabric not calibrated (TUTTI_CALIBRATE=0 at some rank): default figures, %d core(s) per host",
+                 comm->where().c_str(), m.cores);
+  }
   return fabric;
 }
 

@@ -1,0 +1,197 @@
+// Host fabric calibration at init (see calibrate.h).
+#include "runtime/calibrate.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "kernels/bell.h"
+#include "kernels/host_reduce.h"
+#include "runtime/comm.h"
+
+namespace tutti {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWarmupRounds = 8;
+constexpr int kTimedRounds = 64;
+constexpr double kWaitSeconds = 0.25;  // a rank that does not answer by then is left out
+constexpr int kBandwidthRepeats = 4;   // the fastest counts: a thread alone on its core
+// Small buffers: on these VMs a fresh page costs ~40x copying it (18 us a page), so the
+// figures are cache-resident rates (see sim_fabric.cpp's hostFigures for what follows from it).
+constexpr size_t kBandwidthBytes = 64 << 10;
+// No worker runs during init, so no bell is in use; the last is the one a worker would get last.
+constexpr int kCalibrationBell = kMaxWorkers - 1;
+
+// What one rank contributes (the allgather's slot).
+struct Sample {
+  double hopUs = 0;  // 0: alone on the host, or the previous rank did not answer
+  double copyGBps = 0;
+  double reduceGBps = 0;
+  int32_t measured = 0;  // TUTTI_CALIBRATE on at this rank
+  int32_t pad = 0;
+  uint8_t cpus[CPU_SETSIZE / 8] = {};  // the CPUs this rank may run on, one bit each
+};
+
+double microsecondsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Waits as the executor does (busy polls, yields, then sleeps on the bell) until the bell's seq
+// moves past `seen`; false when the deadline passes first.
+bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time_point deadline) {
+  for (int idle = 0;; idle++) {
+    if (bell->seq.load(std::memory_order_acquire) != seen) return true;
+    if (idle < comm->spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    if (idle < comm->spin + comm->yields) {
+      sched_yield();
+      continue;
+    }
+    if (Clock::now() > deadline) return false;
+    kern::waitBell(bell, seen, 1000 * 1000L);
+  }
+}
+
+// Rounds of a ring over the host's ranks, all at once: ring the next rank's bell, wait for the
+// previous rank's, as a ring collective's steps hand off when every rank of the host is busy.
+// The mean of the fastest three quarters of the rounds in us (rounds that other processes'
+// work preempted say nothing about the algorithms; a median would flip between the fast rounds,
+// where the peer was running, and the slow ones, where it had to be scheduled), or 0 if the
+// previous rank stopped answering. `seen` is our bell's seq read before
+// any rank could ring it.
+double ringRoundUs(const ncclComm* comm, int next, uint32_t seen) {
+  kern::Bell* mine = &comm->control->bells[kCalibrationBell];
+  kern::Bell* theirs = &comm->peerControl[size_t(next)]->bells[kCalibrationBell];
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWaitSeconds));
+  std::vector<double> rounds;
+  rounds.reserve(kTimedRounds);
+  for (int i = 0; i < kWarmupRounds + kTimedRounds; i++) {
+    Clock::time_point start = Clock::now();
+    kern::ringBell(theirs);
+    if (!waitPast(mine, seen, comm, deadline)) return 0;
+    seen++;
+    if (i >= kWarmupRounds) rounds.push_back(microsecondsSince(start));
+  }
+  std::sort(rounds.begin(), rounds.end());
+  rounds.resize(rounds.size() * 3 / 4);
+  double sum = 0;
+  for (double r : rounds) sum += r;
+  return sum / double(rounds.size());
+}
+
+// The fastest of a few copies and float sums of `bytes` (the buffers touched beforehand: a
+// fresh page costs far more than copying it).
+void measureBandwidth(size_t bytes, double* copyGBps, double* reduceGBps) {
+  size_t n = bytes / sizeof(float);
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+  double copyUs = 1e30, reduceUs = 1e30;
+  for (int rep = 0; rep < kBandwidthRepeats; rep++) {
+    auto t = Clock::now();
+    std::memcpy(c.data(), a.data(), n * sizeof(float));
+    asm volatile("" : : "r"(c.data()) : "memory");  // the copy is the point: keep it
+    copyUs = std::min(copyUs, microsecondsSince(t));
+    t = Clock::now();
+    kern::reduceHost(ncclFloat32, kern::RedOp{}, c.data(), a.data(), b.data(), n, 0);
+    asm volatile("" : : "r"(c.data()) : "memory");
+    reduceUs = std::min(reduceUs, microsecondsSince(t));
+  }
+  // 1 GB/s moves 1e3 bytes per microsecond
+  *copyGBps = double(n * sizeof(float)) / std::max(copyUs, 1e-3) / 1e3;
+  *reduceGBps = double(n * sizeof(float)) / std::max(reduceUs, 1e-3) / 1e3;
+}
+
+void ownCpus(Sample& s) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) == 0) {
+    CPU_ZERO(&set);
+    long online = std::clamp(sysconf(_SC_NPROCESSORS_ONLN), 1L, long(CPU_SETSIZE));
+    for (long c = 0; c < online; c++) CPU_SET(size_t(c), &set);
+  }
+  for (size_t c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) s.cpus[c / 8] |= uint8_t(1u << (c % 8));
+}
+
+// The next rank in the ring of the ranks of this rank's host whose control blocks it maps; -1
+// when it is alone there.
+int nextOnHost(const ncclComm* comm) {
+  std::vector<int> local;
+  for (int r = 0; r < comm->nranks; r++)
+    if (comm->peers[size_t(r)].hostHash == comm->peers[size_t(comm->rank)].hostHash && comm->peerControl[size_t(r)] != nullptr)
+      local.push_back(r);
+  if (local.size() < 2) return -1;
+  size_t me = size_t(std::find(local.begin(), local.end(), comm->rank) - local.begin());
+  return local[(me + 1) % local.size()];
+}
+
+// The same reduction on every rank of the same samples: per host the union of its ranks' CPUs
+// (the fewest of any host count), the medians of the measured figures.
+HostCalibration agree(const std::vector<Sample>& samples, const std::vector<RankInfo>& peers) {
+  HostCalibration out;
+  std::map<uint64_t, std::vector<uint8_t>> cpusOfHost;
+  std::vector<double> hops, copies, reduces;
+  out.measured = true;
+  for (size_t r = 0; r < samples.size(); r++) {
+    const Sample& s = samples[r];
+    auto& cpus = cpusOfHost[peers[r].hostHash];
+    cpus.resize(sizeof s.cpus, 0);
+    for (size_t i = 0; i < sizeof s.cpus; i++) cpus[i] |= s.cpus[i];
+    out.measured = out.measured && s.measured != 0 && s.copyGBps > 0 && s.reduceGBps > 0;
+    if (s.hopUs > 0) hops.push_back(s.hopUs);
+    copies.push_back(s.copyGBps);
+    reduces.push_back(s.reduceGBps);
+  }
+  int cores = 0;
+  for (auto& [host, cpus] : cpusOfHost) {
+    int count = 0;
+    for (uint8_t byte : cpus) count += __builtin_popcount(byte);
+    cores = cores == 0 ? count : std::min(cores, count);
+  }
+  out.host.cores = std::max(1, cores);
+  if (!out.measured) return out;
+  out.host.hopUs = median(hops);
+  out.host.copyGBps = median(copies);
+  out.host.reduceGBps = median(reduces);
+  return out;
+}
+
+}  // namespace
+
+HostCalibration calibrateHost(const ncclComm* comm, bool measure) {
+  auto start = Clock::now();
+  Sample mine;
+  ownCpus(mine);
+  mine.measured = measure ? 1 : 0;
+  // Every rank takes part in the barrier and the allgather, measuring or not, so that a rank
+  // whose TUTTI_CALIBRATE differs still follows the same bootstrap sequence.
+  int next = nextOnHost(comm);
+  uint32_t seen = comm->control->bells[kCalibrationBell].seq.load(std::memory_order_acquire);
+  comm->bootstrap->barrier();  // the host's ranks start together, loading the cores as a collective does
+  if (measure) {
+    if (next >= 0) mine.hopUs = ringRoundUs(comm, next, seen);
+    measureBandwidth(kBandwidthBytes, &mine.copyGBps, &mine.reduceGBps);
+  }
+  std::vector<Sample> samples(size_t(comm->nranks));
+  samples[size_t(comm->rank)] = mine;
+  comm->bootstrap->allGather(samples.data(), sizeof(Sample));
+  HostCalibration out = agree(samples, comm->peers);
+  out.seconds = microsecondsSince(start) / 1e6;
+  return out;
+}
+
+}  // namespace tutti

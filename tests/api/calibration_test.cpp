@@ -1,0 +1,77 @@
+// Host fabric calibration at init (TUTTI_CALIBRATE): every rank ends with the same fabric and
+// the same choices (or collectives would deadlock), as threads and as processes; 0 gives the
+// fixed figures.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "runtime/comm.h"
+#include "tests/common/env_support.h"
+#include "tests/common/ranks_support.h"
+#include "tutti/tutti.h"
+
+namespace {
+
+// The rank's fabric and its choice for every collective at sizes 8 B to 64 MiB, as text.
+std::string choicesOf(ncclComm_t comm) {
+  std::string text = comm->selector->fabric().describe();
+  for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"})
+    for (size_t count = 2; count <= (size_t(16) << 20); count *= 8) {
+      char name[64];
+      int channels = 0;
+      TUTTI_NCCL_CHECK(tuttiCommAlgorithm(comm, coll, count, ncclFloat32, name, sizeof name, &channels));
+      text += std::string("|") + coll + " " + std::to_string(count) + " " + name + " " + std::to_string(channels);
+    }
+  return text;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Every rank's digest of its choices, through the bootstrap (which needs no selection).
+void checkAllAgree(int rank, int nranks, ncclComm_t comm) {
+  std::string mine = choicesOf(comm);
+  std::vector<uint64_t> digests(size_t(nranks), 0);
+  digests[size_t(rank)] = fnv1a(mine);
+  comm->bootstrap->allGather(digests.data(), sizeof(uint64_t));
+  for (int r = 0; r < nranks; r++)
+    tutti_test::check(digests[size_t(r)] == digests[0], "rank " + std::to_string(r) + " chose differently from rank 0; rank " +
+                                                            std::to_string(rank) + " has " + mine);
+  const tutti::sim::Fabric& f = comm->selector->fabric();
+  tutti_test::check(f.coresPerNode >= 1, "no cores counted: " + f.describe());
+  tutti_test::check(f.workersPerRank == comm->nworkers, "workers per rank not the communicator's: " + f.describe());
+}
+
+}  // namespace
+
+TEST_CASE("calibration: every rank agrees on the fabric and the choices, ranks as threads", "[calibration][threads]") {
+  tutti_test::ScopedEnv calibrate("TUTTI_CALIBRATE", "1");
+  const int nranks = GENERATE(2, 4, 5);
+  INFO(nranks << " ranks");
+  REQUIRE(tutti_test::runThreads(nranks, checkAllAgree) == "");
+}
+
+TEST_CASE("calibration: every rank agrees on the fabric and the choices, ranks as processes", "[calibration][processes]") {
+  tutti_test::ScopedEnv calibrate("TUTTI_CALIBRATE", "1");
+  // Two processes of two rank threads each: the handoff crosses processes through shared memory.
+  REQUIRE(tutti_test::runProcesses(4, checkAllAgree, 120, 2) == "");
+}
+
+TEST_CASE("calibration: TUTTI_CALIBRATE=0 keeps the fixed figures", "[calibration][threads]") {
+  tutti_test::ScopedEnv calibrate("TUTTI_CALIBRATE", "0");
+  REQUIRE(tutti_test::runThreads(4, [](int rank, int nranks, ncclComm_t comm) {
+            checkAllAgree(rank, nranks, comm);
+            const tutti::sim::Fabric& f = comm->selector->fabric();
+            // The defaults (sim.h: 2 us a step, 1 us of latency) scaled by ranks per core.
+            double over = std::max(1.0, double(nranks) / f.coresPerNode);
+            tutti_test::check(std::abs(f.stepOverheadUs - 2.0 * over) < 1e-9 && std::abs(f.local.latencyUs - (1 + 2 * (over - 1))) < 1e-9,
+                              "not the fixed figures: " + f.describe());
+          }) == "");
+}
