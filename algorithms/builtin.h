@@ -7,12 +7,19 @@
 
 namespace tutti::plan {
 
-// Rings: rank r sends to (r + 1) % n and receives from (r + n - 1) % n on every channel.
+// Rings: a rank sends to the next rank of the ring order and receives from the one before
+// (ring_order.h); with a count instead of an order, rank order: r sends to (r + 1) % n.
+class RingOrder;
+RankPlan ringAllReduce(int rank, const RingOrder& ring);
+RankPlan ringAllGather(int rank, const RingOrder& ring);
+RankPlan ringReduceScatter(int rank, const RingOrder& ring);
+RankPlan ringBroadcast(int rank, const RingOrder& ring, int root);  // a chain root -> next -> ...
+RankPlan ringReduce(int rank, const RingOrder& ring, int root);     // a chain next of root -> ... -> root
 RankPlan ringAllReduce(int rank, int nranks);
 RankPlan ringAllGather(int rank, int nranks);
 RankPlan ringReduceScatter(int rank, int nranks);
-RankPlan ringBroadcast(int rank, int nranks, int root);  // a chain root -> root+1 -> ...
-RankPlan ringReduce(int rank, int nranks, int root);     // a chain root+1 -> ... -> root
+RankPlan ringBroadcast(int rank, int nranks, int root);
+RankPlan ringReduce(int rank, int nranks, int root);
 
 // Direct exchanges: one lane per peer and direction.
 RankPlan directAlltoAll(int rank, int nranks);
@@ -22,7 +29,8 @@ RankPlan directSend(int rank, int peer);
 RankPlan directRecv(int rank, int peer);
 
 // The algorithm library. Every generator serves any rank count >= 1 and any root.
-RankPlan treeAllReduce(int rank, int nranks);          // double binary tree
+RankPlan treeAllReduce(int rank, int nranks);          // double binary tree, pipelined within a tile
+constexpr int kTreeChunks = 4;                         // the tree's chunks per tree in a tile
 RankPlan recdoublingAllReduce(int rank, int nranks);   // recursive doubling (deterministic)
 RankPlan rabenseifnerAllReduce(int rank, int nranks);  // halving reduce-scatter + doubling all-gather
 RankPlan hierarchicalAllReduce(int rank, int nranks, int ranksPerNode);

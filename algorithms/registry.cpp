@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "algorithms/builtin.h"
+#include "algorithms/ring_order.h"
 #include "runtime/error.h"
 
 namespace tutti::plan {
@@ -62,6 +63,8 @@ void addLibrary(AlgorithmRegistry& r) {
            if (q.coll == Coll::Reduce) return binomialReduce(q.rank, q.nranks, q.root);
            noPlan("binomial", q.coll);
          }});
+  // Chain keeps rank order rather than the topology's ring: its fold order is its contract, so
+  // a result must not change with where the ranks were placed.
   r.add(simple("chain", Coll::AllReduce, true, chainAllReduce));
 }
 
@@ -74,12 +77,13 @@ AlgorithmRegistry builtinAlgorithms() {
          false,
          "built-in",
          [](const PlanRequest& q) {
+           RingOrder ring(q.nranks, q.ring);
            switch (q.coll) {
-             case Coll::AllReduce: return ringAllReduce(q.rank, q.nranks);
-             case Coll::AllGather: return ringAllGather(q.rank, q.nranks);
-             case Coll::ReduceScatter: return ringReduceScatter(q.rank, q.nranks);
-             case Coll::Broadcast: return ringBroadcast(q.rank, q.nranks, q.root);
-             case Coll::Reduce: return ringReduce(q.rank, q.nranks, q.root);
+             case Coll::AllReduce: return ringAllReduce(q.rank, ring);
+             case Coll::AllGather: return ringAllGather(q.rank, ring);
+             case Coll::ReduceScatter: return ringReduceScatter(q.rank, ring);
+             case Coll::Broadcast: return ringBroadcast(q.rank, ring, q.root);
+             case Coll::Reduce: return ringReduce(q.rank, ring, q.root);
              default: throw Error(ErrorCode::Internal, std::string("ring: no plan for ") + collName(q.coll));
            }
          }});

@@ -18,6 +18,9 @@ struct PlanRequest {
   int nranks = 1;
   int root = 0;  // root of rooted collectives, the peer of Send/Recv
   int ranksPerNode = 0;  // ranks of a node are contiguous; 0: all ranks on one node
+  // The order the channel's ring visits the ranks (ring[i] sends to ring[i + 1], the last to the
+  // first), the same on every rank; empty: rank order. Ring plans follow it (ring_order.h).
+  std::vector<int> ring{};
 };
 
 struct Algorithm {

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/builtin.h"
 #include "algorithms/sim.h"
 #include "algorithms/sim_geometry.h"
 
@@ -340,10 +341,13 @@ struct Model {
     return (double(count) - crossings) * local + (crossings - 1) * pairStep(c, false, 1) + net;
   }
 
-  // Double binary tree all-reduce (tree.cpp): two lanes (one per tree, each half of a tile:
-  // two chunks), each reducing its chunk up the tree then broadcasting it down before its next
-  // tile, so a tile costs the way up plus the way down. The trees are in-order over positions
-  // [lo, hi) with the middle as root; tree 1's position p is rank p + 1. A subtree's times
+  // Double binary tree all-reduce (tree.cpp): two lanes (one per tree, each kTreeChunks chunks
+  // of a tile), each reducing later chunks up the tree while earlier ones come down, and
+  // finishing a tile before the next: a tile costs its first chunk's way up plus the way down,
+  // then each further chunk at the pace of the busiest port or of the round trip that a rank's
+  // lookahead shares out, unless the busiest rank's own steps take longer. The trees are
+  // in-order over positions [lo, hi) with the middle as root; tree 1's position p is rank p + 1.
+  // A subtree's times
   // depend only on its size and on where node boundaries fall in it: with whole nodes of g
   // ranks that is its first rank mod g, so the recursion meets O(g log n) distinct subtrees
   // (one node: O(log n)). Nodes of unequal size are keyed by the exact range, which is O(n),
@@ -353,6 +357,7 @@ struct Model {
     double up = 0;    // from the tile's start until the subtree's root has its chunk's send
                       // issued (its parent adds the transfer and the latency)
     double down = 0;  // from the subtree's root holding the result until its last leaf has it
+    double pace = 0;  // the busiest rank of the subtree: its steps' time per chunk
   };
   struct TreeWalk {
     double c;
@@ -380,6 +385,14 @@ struct Model {
     // both trees and every channel run the same steps at once: a transfer shares its port
     auto x = [&](bool local) { return xfer(w.c, local, (1.0 + nch) / 2); };
     TreeTimes result;
+    // per chunk (tree.cpp): a leaf sends up and receives; an inner rank takes a step per child
+    // each way; the root, one per child and a last send with two. Transfers: up, and one per child.
+    double kidSends = 0;
+    for (const Kid& k : kids) kidSends += x(k.local);
+    double steps = root ? double(kids.size() == 2 ? 3 : 1) : 2.0 * double(std::max<size_t>(1, kids.size()));
+    // (the link up is taken as local as the first child's: the parent's side is not known here)
+    result.pace = steps * o + kidSends + (root ? 0 : x(kids.empty() || kids[0].local));
+    for (const Kid& k : kids) result.pace = std::max(result.pace, k.times.pace);
     if (kids.empty()) {
       result.up = o;
       result.down = o;
@@ -400,19 +413,56 @@ struct Model {
     return result;
   }
 
+  // The most chunks one rank sends, and one node's NIC pool carries out, for each chunk of a
+  // tree (both trees together): each tree edge carries a chunk up and one down. These bound a
+  // full pipeline's pace. Counted edge by edge up to kExactTreeRanks ranks; above, the counts of
+  // a large in-order tree (a rank inner in both trees, a node with two crossing edges per tree).
+  struct TreeLoad {
+    double rankSends = 5;
+    double nodeNetSends = 4;
+  };
+  void countEdges(long long lo, long long hi, long long parent, int tree, std::vector<double>& sends, std::vector<double>& net) const {
+    if (lo >= hi) return;
+    long long mid = (lo + hi) / 2;
+    if (parent >= 0) {
+      long long a = treeRank(mid, tree), b = treeRank(parent, tree);
+      sends[size_t(a)]++;
+      sends[size_t(b)]++;
+      if (crosses(a, b)) {
+        net[size_t(f.nodeOf(int(a)))]++;
+        net[size_t(f.nodeOf(int(b)))]++;
+      }
+    }
+    countEdges(lo, mid, mid, tree, sends, net);
+    countEdges(mid + 1, hi, mid, tree, sends, net);
+  }
+  TreeLoad treeLoad() const {
+    if (n > kExactTreeRanks) return {};
+    std::vector<double> sends(size_t(n), 0), net(size_t(std::max(1, f.nodes)), 0);
+    for (int tree = 0; tree < 2; tree++) countEdges(0, n, -1, tree, sends, net);
+    return {*std::max_element(sends.begin(), sends.end()), *std::max_element(net.begin(), net.end())};
+  }
+
   std::optional<double> treeAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
-    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, 2);
+    const int k = plan::kTreeChunks;
+    const TreeLoad load = treeLoad();
+    const int depth = floorLog2(n);  // of the deepest leaf: the in-order tree over n positions
+    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(2 * k));
     bool periodic = n % perNode() == 0 || n > kExactTreeRanks;
     auto perTile = [&](double c, bool) {
       double worst = 0;
       for (int tree = 0; tree < 2; tree++) {
         TreeWalk w{c, tree, periodic, {}};
         TreeTimes whole = treeTimes(w, 0, n, true);
-        worst = std::max(worst, whole.up + whole.down);
+        // The first chunk's way up and down, then the others at the pace of the busiest port or
+        // of the round trip shared by the chunks a rank runs ahead (2 per level); or the busiest
+        // rank's steps for all chunks, when they take longer.
+        double fill = whole.up + whole.down;
+        double pace = std::max(fill / double(2 * depth + 1), portFloor(c, load.rankSends, load.nodeNetSends));
+        worst = std::max({worst, fill + double(k - 1) * pace, double(k) * whole.pace});
       }
-      // a rank sends up to four chunks a tile (inner in one tree, a leaf in the other)
-      return std::max(worst, portFloor(c, double(std::min(n, 4)), 0));
+      return std::max(worst, portFloor(c, load.rankSends * k, load.nodeNetSends * k));
     };
     return serialTiles(t, perTile);
   }

@@ -2,11 +2,19 @@
 // tile; a rank that is a leaf of one tree is (mostly) an inner node of the other, so both halves
 // keep every link busy in both directions.
 //
-// Cost per tile of c bytes, depth d = ceil(log2(n + 1)) - 1: the half tile goes up the tree
-// (reduce) and back down (broadcast): 2d(alpha + c/2 beta), with the two trees running side by
-// side. A rank's lane finishes tile t before it starts tile t + 1 (reduce up then broadcast down
-// are one lane, as the IR requires for dependent phases), so m bytes cost about
-// 2d(alpha + c/2 beta) m / c: a latency-bound algorithm, for small and medium messages.
+// Pipelining: a tile holds kTreeChunks chunks per tree, and a rank at depth d (the root at 0)
+// reduces chunk k + 2d up before it broadcasts chunk k down, so while chunk k travels to the
+// root and back (2d hops) the rank keeps sending later chunks up. Up and down cannot be two
+// lanes: in place, the down lane's output is the up lane's input, and the IR forbids lanes that
+// may run at the same time from sharing memory (verify.h); the lookahead inside one lane gets the
+// same overlap within a tile. The lookahead grows by 2 per level, never more than the smallest
+// FIFO (2 slots) can absorb: a rank is at most 2 chunks ahead of its parent on either connection.
+//
+// Cost with depth D = ceil(log2(n + 1)) - 1 and chunks of c bytes: a tile of K = kTreeChunks
+// chunks per tree costs the way up and down of one chunk, 2D(alpha + c/2 beta), plus K - 1 times
+// the busiest rank's work per chunk (an inner node: 2 receives, a send up, 2 sends down), so
+// m bytes cost about (2D + 3(K - 1))(alpha + c beta) m / (2Kc): latency-bound for small
+// messages (every tile has 2K chunks, however small), close to a pipelined tree for large ones.
 #include <vector>
 
 #include "algorithms/builtin.h"
@@ -31,43 +39,75 @@ void buildTree(int lo, int hi, int parent, std::vector<int>& parents, std::vecto
 // Tree 1 is tree 0 shifted by one rank, so tree 0's leaves (even positions) become inner nodes.
 int rankOf(int position, int tree, int n) { return mod(position + tree, n); }
 
-LaneSpec treeLane(int r, int n, int tree) {
+struct TreeNode {
+  int parent = -1;  // rank, -1 at the root
+  std::vector<int> kids;
+  int depth = 0;
+};
+
+TreeNode nodeOf(int r, int n, int tree) {
   std::vector<int> parents(size_t(n), -1);
   auto children = std::vector<std::vector<int>>(size_t(n));
   buildTree(0, n, -1, parents, children);
   int pos = mod(r - tree, n);
-  int parent = parents[size_t(pos)] < 0 ? -1 : rankOf(parents[size_t(pos)], tree, n);
-  std::vector<int> kids;
-  for (int c : children[size_t(pos)]) kids.push_back(rankOf(c, tree, n));
+  TreeNode node;
+  node.parent = parents[size_t(pos)] < 0 ? -1 : rankOf(parents[size_t(pos)], tree, n);
+  for (int c : children[size_t(pos)]) node.kids.push_back(rankOf(c, tree, n));
+  for (int p = parents[size_t(pos)]; p >= 0; p = parents[size_t(p)]) node.depth++;
+  return node;
+}
 
-  LaneSpec lane = directLane(Layout::Split, 2, tree);
-  BufRef mine = in(tree), result = out(tree);
-  // Reduce up.
+// Chunk k of tree t in a tile; the trees alternate so a short last tile splits evenly.
+int chunkOf(int k, int tree) { return 2 * k + tree; }
+
+// The root finishes the sum and starts the broadcast in the same steps.
+void rootChunk(LaneSpec& lane, const TreeNode& node, int chunk) {
+  const std::vector<int>& kids = node.kids;
+  BufRef mine = in(chunk), result = out(chunk);
+  if (kids.size() == 1) {
+    recvReduceCopySend(lane, kids[0], kids[0], mine, result, kPre | kPost);
+  } else {
+    recvReduceCopy(lane, kids[0], mine, result, kPre);
+    recvReduceCopySend(lane, kids[1], kids[0], result, result, kPost);
+    send(lane, kids[1], result);
+  }
+}
+
+// A two-child node keeps its partial sum in the chunk's output, which the broadcast overwrites.
+void reduceUp(LaneSpec& lane, const TreeNode& node, int chunk) {
+  const std::vector<int>& kids = node.kids;
+  BufRef mine = in(chunk), partial = out(chunk);
   if (kids.empty()) {
-    send(lane, parent, mine, kPre);
-  } else if (parent >= 0) {
-    if (kids.size() == 1) {
-      recvReduceSend(lane, kids[0], parent, mine, kPre);
-    } else {
-      recvReduceCopy(lane, kids[0], mine, result, kPre);
-      recvReduceSend(lane, kids[1], parent, result);
-    }
-  } else {  // the root finishes the sum and starts the broadcast
-    if (kids.size() == 1) {
-      recvReduceCopySend(lane, kids[0], kids[0], mine, result, kPre | kPost);
-    } else {
-      recvReduceCopy(lane, kids[0], mine, result, kPre);
-      recvReduceCopySend(lane, kids[1], kids[0], result, result, kPost);
-      send(lane, kids[1], result);
-    }
+    send(lane, node.parent, mine, kPre);
+  } else if (kids.size() == 1) {
+    recvReduceSend(lane, kids[0], node.parent, mine, kPre);
+  } else {
+    recvReduceCopy(lane, kids[0], mine, partial, kPre);
+    recvReduceSend(lane, kids[1], node.parent, partial);
+  }
+}
+
+void broadcastDown(LaneSpec& lane, const TreeNode& node, int chunk) {
+  BufRef result = out(chunk);
+  if (node.kids.empty()) {
+    recv(lane, node.parent, result);
+    return;
+  }
+  recvSend(lane, node.parent, node.kids[0], result);
+  for (size_t i = 1; i < node.kids.size(); i++) send(lane, node.kids[i], result);
+}
+
+LaneSpec treeLane(int r, int n, int tree) {
+  TreeNode node = nodeOf(r, n, tree);
+  LaneSpec lane = directLane(Layout::Split, 2 * kTreeChunks, tree);
+  if (node.parent < 0) {
+    for (int k = 0; k < kTreeChunks; k++) rootChunk(lane, node, chunkOf(k, tree));
     return lane;
   }
-  // Broadcast down.
-  if (kids.empty()) {
-    recv(lane, parent, result);
-  } else {
-    recvSend(lane, parent, kids[0], result);
-    for (size_t i = 1; i < kids.size(); i++) send(lane, kids[i], result);
+  const int lookahead = 2 * node.depth;
+  for (int k = 0; k < kTreeChunks + lookahead; k++) {
+    if (k < kTreeChunks) reduceUp(lane, node, chunkOf(k, tree));
+    if (k >= lookahead) broadcastDown(lane, node, chunkOf(k - lookahead, tree));
   }
   return lane;
 }

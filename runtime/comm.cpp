@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "algorithms/ring_order.h"
 #include "runtime/log.h"
 #include "runtime/params.h"
 #include "runtime/socket.h"
@@ -265,12 +266,13 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   }
   double exchangeSeconds = seconds(start) - bootstrapSeconds;
 
-  // Ring connections on every channel.
+  // Ring connections on every channel, to the neighbours of the channel's ring.
   std::vector<ConnKey> ring;
   if (nranks > 1)
     for (int c = 0; c < comm->nchannels; c++) {
-      ring.push_back(ConnKey{(rank + 1) % nranks, c, plan::ConnKind::Ring, 0, true});
-      ring.push_back(ConnKey{(rank + nranks - 1) % nranks, c, plan::ConnKind::Ring, 0, false});
+      plan::RingOrder order(nranks, ringOrderOf(comm->topology.get(), c));
+      ring.push_back(ConnKey{order.step(rank, 1), c, plan::ConnKind::Ring, 0, true});
+      ring.push_back(ConnKey{order.step(rank, -1), c, plan::ConnKind::Ring, 0, false});
     }
   ensureConnections(comm, ring);
   // A receiver's side of a local connection is ready before its sender has attached: without

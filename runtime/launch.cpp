@@ -240,14 +240,15 @@ void pairSelfSends(CommLaunch& L) {
   L.tasks = std::move(kept);
 }
 
-// The plan of a task on this rank, from the communicator's cache (plans depend only on the
-// algorithm, the collective and its root or peer).
-std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm) {
-  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root);
+// The plan of a task on this rank for one channel, from the communicator's cache (plans depend
+// only on the algorithm, the collective, its root or peer, and the ring the channel follows).
+std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm, int channel = 0) {
+  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root, ringIndexOf(comm->topology.get(), channel));
   auto cached = comm->planCache.find(key);
   if (cached == comm->planCache.end()) {
     plan::PlanRequest request{toColl(t.kind), comm->rank, comm->nranks, t.root};
     request.ranksPerNode = comm->ranksPerNode;
+    request.ring = ringOrderOf(comm->topology.get(), channel);
     auto made = std::make_shared<const plan::RankPlan>(algorithm.build(request));
     kern::checkPlanBounds(*made, comm->rank, comm->nranks);
     cached = comm->planCache.emplace(key, std::move(made)).first;
@@ -321,7 +322,8 @@ void bind(CommLaunch& L) {
     for (int c = 0; c < nch; c++) {
       size_t begin = std::min(t.count, size_t(c) * per), end = std::min(t.count, begin + per);
       int w = workerOfChannel(comm, c);
-      for (const plan::LaneSpec& spec : p.lanes) {
+      if (c > 0) L.plans.push_back(planFor(comm, t, *selection.algorithm, c));  // its channel's ring
+      for (const plan::LaneSpec& spec : L.plans.back()->lanes) {
         BoundLane bound;
         kern::Lane& lane = bound.lane;
         lane.spec = &spec;

@@ -133,8 +133,9 @@ selector::Context CommSelector::context(plan::Coll coll) const {
   selector::Context ctx{fabric_, comm_->algorithms};
   ctx.algoFilter = algoFilterSet_ ? &algoFilter_ : nullptr;
   // Only all-reduce needs a restriction for bitwise reproducibility: every other reducing
-  // collective's plans reduce each element in an order fixed by the ranks alone (reduce-scatter
-  // by blocks, reduce along a chain or tree over whole chunks), whatever the size.
+  // collective's plans reduce each element in an order fixed by the ranks and their placement
+  // on hosts (reduce-scatter by blocks along the ring order, reduce along a chain or tree over
+  // whole chunks), whatever the size.
   ctx.deterministicOnly = deterministic_ && coll == plan::Coll::AllReduce;
   ctx.channels.min = 1;
   ctx.channels.max = comm_->nchannels;

@@ -55,7 +55,47 @@ std::string ranksText(const std::vector<int>& ranks) {
   return s;
 }
 
+// Channel c follows ring c mod #rings; equal rings share one entry, so that plans are built once
+// per distinct order.
+void assignRings(CommTopology& t, int nchannels) {
+  t.ringOrders.clear();
+  t.ringOfChannel.clear();
+  for (int c = 0; c < nchannels && !t.channels.rings.empty(); c++) {
+    const std::vector<int>& ranks = t.channels.rings[size_t(c) % t.channels.rings.size()].ranks;
+    auto same = std::find(t.ringOrders.begin(), t.ringOrders.end(), ranks);
+    t.ringOfChannel.push_back(int(same - t.ringOrders.begin()));
+    if (same == t.ringOrders.end()) t.ringOrders.push_back(ranks);
+  }
+}
+
+int crossings(const topo::GlobalSystem& system, const std::vector<int>& ring) {
+  int count = 0;
+  for (size_t i = 0; i < ring.size(); i++) count += system.ranks[size_t(ring[i])].node != system.ranks[size_t(ring[(i + 1) % ring.size()])].node;
+  return count;
+}
+
+void logRings(const ncclComm* comm, const CommTopology& t) {
+  for (size_t i = 0; i < t.ringOrders.size(); i++) {
+    std::string channels;
+    for (size_t c = 0; c < t.ringOfChannel.size(); c++)
+      if (t.ringOfChannel[c] == int(i)) channels += (channels.empty() ? "" : ",") + std::to_string(c);
+    TUTTI_INFO(log::Graph, "%s: ring plans on channel(s) %s follow %s (%d node crossing(s))", comm->where().c_str(), channels.c_str(),
+               ranksText(t.ringOrders[i]).c_str(), crossings(t.system, t.ringOrders[i]));
+  }
+}
+
 }  // namespace
+
+int ringIndexOf(const CommTopology* topology, int channel) {
+  if (!topology || topology->ringOfChannel.empty()) return 0;
+  return topology->ringOfChannel[size_t(channel) % topology->ringOfChannel.size()];
+}
+
+const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel) {
+  static const std::vector<int> rankOrder;
+  if (!topology || topology->ringOrders.empty()) return rankOrder;
+  return topology->ringOrders[size_t(ringIndexOf(topology, channel))];
+}
 
 std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   std::string mine = topo::serializeSystem(thisNode(comm));
@@ -74,6 +114,7 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   try {
     result->system = topo::mergeSystems(ranks);
     result->channels = topo::buildChannels(result->system, 1, comm->nchannels);
+    assignRings(*result, comm->nchannels);
   } catch (const Error& e) {
     throw Error(e.code(), comm->where() + ": topology of the communicator: " + e.message());
   }
@@ -82,6 +123,7 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
                result->channels.channels, result->channels.reason.c_str());
     for (size_t c = 0; c < result->channels.rings.size(); c++)
       TUTTI_INFO(log::Graph, "%s: ring %zu: %s", comm->where().c_str(), c, ranksText(result->channels.rings[c].ranks).c_str());
+    logRings(comm, *result);
   }
   return result;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "topology/channels.h"
 #include "topology/graph.h"
@@ -16,7 +17,16 @@ namespace tutti {
 struct CommTopology {
   topo::GlobalSystem system;
   topo::ChannelLayout channels;
+  // The orders ring plans follow, without repeats (every ring of a host-only layout is the same
+  // order): channel c uses ring c mod #rings of the layout, ringOrders[ringOfChannel[c]].
+  std::vector<std::vector<int>> ringOrders;
+  std::vector<int> ringOfChannel;  // one per channel of the communicator
 };
+
+// Which of ringOrders channel `channel` follows; 0 without a topology.
+int ringIndexOf(const CommTopology* topology, int channel);
+// The ring order of channel `channel`; empty (rank order) without a topology.
+const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel);
 
 // Collective over the communicator's ranks (two bootstrap allgathers). Discovery problems are
 // warnings, never a failed init; a malformed NCCL_TOPO_FILE or an unwritable

@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "algorithms/registry.h"
+#include "algorithms/ring_order.h"
 #include "algorithms/verify.h"
+#include "runtime/error.h"
 
 using namespace tutti::plan;
 
@@ -100,4 +104,71 @@ TEST_CASE("verifying any algorithm at 64 ranks takes well under a second", "[lib
       INFO(a.name << " " << collName(coll) << ": " << seconds << " s in and out of place");
       CHECK(seconds < 0.5);
     }
+}
+
+namespace {
+
+// The ring algorithm with every request's ring order replaced by `order`.
+Algorithm alongOrder(const Algorithm& ring, const std::vector<int>& order) {
+  Algorithm a = ring;
+  a.build = [build = ring.build, order](const PlanRequest& q) {
+    PlanRequest along = q;
+    along.ring = order;
+    return build(along);
+  };
+  return a;
+}
+
+std::string orderText(const std::vector<int>& order) {
+  std::string s;
+  for (int r : order) s += (s.empty() ? "" : " ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("ring plans verify along random ring orders for 1 to 16 ranks", "[library][ring-order]") {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* ring = registry.find("ring");
+  REQUIRE(ring);
+  std::mt19937 random(20261202);
+  for (int n = 1; n <= 16; n++)
+    for (int trial = 0; trial < 4; trial++) {
+      std::vector<int> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), random);
+      Algorithm along = alongOrder(*ring, order);
+      for (Coll coll : ring->colls)
+        for (int root : rootsFor(coll, n))
+          for (int capacity : {2, 8}) {
+            INFO(n << " ranks, order " << orderText(order) << ", " << collName(coll) << " root " << root << ", FIFO " << capacity);
+            REQUIRE(verifyAlgorithm(along, coll, n, root, 0, capacity) == "");
+          }
+      // The plans walk the order: each rank sends to the rank after it and receives from the one before.
+      for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
+        if (n == 1) break;
+        for (int i = 0; i < n; i++) {
+          int r = order[size_t(i)];
+          RankPlan p = along.build(PlanRequest{coll, r, n, 0, 0, {}});
+          INFO(collName(coll) << " rank " << r << ": " << describe(p));
+          REQUIRE(p.lanes.size() == 1);
+          CHECK(p.lanes[0].sendPeers == std::vector<int>{order[size_t((i + 1) % n)]});
+          CHECK(p.lanes[0].recvPeers == std::vector<int>{order[size_t((i + n - 1) % n)]});
+        }
+      }
+    }
+}
+
+TEST_CASE("a ring order that is not a permutation of the ranks is refused, saying why", "[library][ring-order]") {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* ring = registry.find("ring");
+  REQUIRE(ring);
+  CHECK_THROWS_WITH(ring->build(PlanRequest{Coll::AllReduce, 0, 4, 0, 0, {0, 1, 2}}), Catch::Contains("has 3 ranks"));
+  CHECK_THROWS_WITH(ring->build(PlanRequest{Coll::AllReduce, 0, 4, 0, 0, {0, 1, 1, 3}}), Catch::Contains("rank 1"));
+  CHECK_THROWS_WITH(ring->build(PlanRequest{Coll::AllReduce, 0, 4, 0, 0, {0, 1, 4, 3}}), Catch::Contains("rank 4"));
+  RingOrder order(4, {2, 0, 3, 1});
+  CHECK(order.step(1, 1) == 2);
+  CHECK(order.step(2, -1) == 1);
+  CHECK(order.positionOf(3) == 2);
+  CHECK(RingOrder(3, {}).step(2, 1) == 0);
 }

@@ -1,10 +1,14 @@
 // The host executor and launch running the whole plan IR: hand-written test algorithms (several
 // peers per lane, scratch chunks, Split tiles of tileChunks, connection tags, lanes that share
 // connections) forced on communicators and run through the public API against a float64
-// reference, as threads, processes and over TCP; scratch reuse; a timeout naming the peer.
+// reference, as threads, processes and over TCP; scratch reuse; a timeout naming the peer; ring
+// plans along a shuffled ring order, and along the topology's ring on interleaved hosts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <tuple>
@@ -260,6 +264,22 @@ RankPlan stuck(const PlanRequest& q) {
   return RankPlan{"test-stuck", {lane}};
 }
 
+// The order "test-shuffled-ring" walks: a shuffle of the ranks, the same on every rank.
+std::vector<int> shuffledOrder(int nranks) {
+  std::vector<int> order(static_cast<size_t>(nranks));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(unsigned(nranks) * 7919u));
+  return order;
+}
+
+RankPlan shuffledRing(const PlanRequest& q) {
+  PlanRequest along = q;
+  along.ring = shuffledOrder(q.nranks);
+  RankPlan p = plan::builtinAlgorithms().find("ring")->build(along);
+  p.algorithm = "test-shuffled-ring";
+  return p;
+}
+
 std::vector<Algorithm> testAlgorithms() {
   using plan::Coll;
   return {
@@ -271,6 +291,11 @@ std::vector<Algorithm> testAlgorithms() {
       {"test-crossed", {Coll::AllReduce}, false, "plan_exec_test", crossedTags},
       {"test-shared", {Coll::AllReduce}, false, "plan_exec_test", sharedConnections},
       {"test-stuck", {Coll::AllReduce}, false, "plan_exec_test", stuck},
+      {"test-shuffled-ring",
+       {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce},
+       false,
+       "plan_exec_test",
+       shuffledRing},
   };
 }
 
@@ -510,4 +535,82 @@ TEST_CASE("plan exec: a receive that never comes times out, naming the peer of t
   INFO(messages[0]);
   CHECK(messages[0].find("waiting for data from rank 2") != std::string::npos);
   CHECK(messages[0].find("TUTTI_TIMEOUT") != std::string::npos);
+}
+
+namespace {
+
+// The ring's collectives: sum for every type, every op for float32 and int32, in and out of
+// place, a middle root; and one large case per collective.
+std::vector<Case> ringCases(int nranks, const std::vector<size_t>& counts, bool large) {
+  std::vector<Case> cases;
+  for (const Case& c : tutti_test::allCases(counts, nranks)) {
+    bool ring = c.coll == Coll::AllReduce || c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter ||
+                c.coll == Coll::Broadcast || c.coll == Coll::Reduce;
+    if (ring && (c.op == ncclSum || c.type == ncclFloat32 || c.type == ncclInt32)) cases.push_back(c);
+  }
+  if (large)
+    for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
+      cases.push_back(Case{coll, ncclFloat32, ncclSum, coll == Coll::AllReduce ? kLarge : kLarge / 4, coll == Coll::Reduce,
+                           nranks / 2});
+  return cases;
+}
+
+std::string orderText(const std::vector<int>& order) {
+  std::string s;
+  for (int r : order) s += (s.empty() ? "" : " ") + std::to_string(r);
+  return s;
+}
+
+int crossingsOf(ncclComm_t comm, const std::vector<int>& order) {
+  int count = 0;
+  for (size_t i = 0; i < order.size(); i++)
+    count += comm->peers[size_t(order[i])].hostHash != comm->peers[size_t(order[(i + 1) % order.size()])].hostHash;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("plan exec: ring plans along a shuffled ring order, every ring collective, ranks as threads",
+          "[plan-exec][threads][ring-order]") {
+  tutti_test::ScopedEnv channels("NCCL_MIN_NCHANNELS", "2");
+  for (int n : {2, 3, 5, 8}) {
+    std::vector<int> order = shuffledOrder(n);
+    INFO(n << " ranks, ring order " << orderText(order));
+    auto cases = ringCases(n, {0, 1, 7, 1023}, n == 3 || n == 5);
+    REQUIRE(tutti_test::runThreads(n, [&](int rank, int nranks, ncclComm_t comm) {
+              runWith("test-shuffled-ring", cases, rank, nranks, comm);
+            }) == "");
+  }
+}
+
+TEST_CASE("plan exec: on interleaved hosts the ring follows the topology and crosses between hosts twice",
+          "[plan-exec][processes][net][ring-order]") {
+  tutti_test::HostLayout layout;
+  layout.hosts = 2;
+  layout.ranksPerHost = 2;
+  layout.interleaved = true;  // ranks 0 and 2 on one host, 1 and 3 on the other
+  layout.environment = {{"NCCL_SOCKET_IFNAME", "lo"}};
+  auto outcomes = tutti_test::runOnHosts(layout, [&](int rank, int nranks, ncclComm_t comm) {
+    std::vector<int> rankOrder(static_cast<size_t>(nranks));
+    std::iota(rankOrder.begin(), rankOrder.end(), 0);
+    check(crossingsOf(comm, rankOrder) == 4, "rank order should cross between the hosts 4 times");
+    const std::vector<int>& order = tutti::ringOrderOf(comm->topology.get(), 0);
+    check(order.size() == size_t(nranks), "the communicator has no ring order from its topology");
+    check(crossingsOf(comm, order) == 2, "the topology's ring crosses between the hosts " + std::to_string(crossingsOf(comm, order)) +
+                                             " times, not 2");
+    comm->forcedAlgorithm = "ring";
+    std::vector<Case> cases;
+    for (const Case& c : ringCases(nranks, {1023}, true))
+      if (c.op == ncclSum && (c.type == ncclFloat32 || c.type == ncclInt8 || c.type == ncclFloat64)) cases.push_back(c);
+    tutti_test::runAll(cases, rank, nranks, comm);
+    // Every ring connection, at init and since, is to a neighbour along the order: two of them
+    // cross hosts in the whole ring, not four.
+    auto at = std::find(order.begin(), order.end(), rank) - order.begin();
+    std::set<int> neighbours = {order[size_t((at + 1) % nranks)], order[size_t((at + nranks - 1) % nranks)]};
+    for (auto& [key, conn] : comm->connections)
+      if (key.kind == tutti::plan::ConnKind::Ring)
+        check(neighbours.count(key.peer) == 1, "a ring connection to rank " + std::to_string(key.peer) + ", which is not next to rank " +
+                                                   std::to_string(rank) + " in the ring");
+  });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }

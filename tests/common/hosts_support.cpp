@@ -13,8 +13,9 @@ namespace tutti_test {
 std::vector<ProcessOutcome> runOnHosts(const HostLayout& layout, const RankBody& body) {
   const int nranks = layout.hosts * layout.ranksPerHost;
   std::vector<ProcessOutcome> outcomes;
-  if (layout.threadsPerProcess < 1 || layout.ranksPerHost % layout.threadsPerProcess != 0) {
-    outcomes.push_back({0, 0, "runOnHosts: threadsPerProcess must divide ranksPerHost\n"});
+  if (layout.threadsPerProcess < 1 || layout.ranksPerHost % layout.threadsPerProcess != 0 ||
+      (layout.interleaved && layout.threadsPerProcess != 1)) {
+    outcomes.push_back({0, 0, "runOnHosts: threadsPerProcess must divide ranksPerHost, and be 1 when interleaved\n"});
     return outcomes;
   }
   ncclUniqueId id;
@@ -34,7 +35,8 @@ std::vector<ProcessOutcome> runOnHosts(const HostLayout& layout, const RankBody&
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      setenv("NCCL_HOSTID", ("tutti-test-host-" + std::to_string(first / layout.ranksPerHost)).c_str(), 1);
+      int host = layout.interleaved ? first % layout.hosts : first / layout.ranksPerHost;
+      setenv("NCCL_HOSTID", ("tutti-test-host-" + std::to_string(host)).c_str(), 1);
       for (auto& [name, value] : layout.environment) setenv(name.c_str(), value.c_str(), 1);
       std::vector<std::string> failures(size_t(layout.threadsPerProcess));
       std::vector<std::thread> threads;

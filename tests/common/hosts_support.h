@@ -15,6 +15,8 @@ struct HostLayout {
   int hosts = 2;
   int ranksPerHost = 2;
   int threadsPerProcess = 1;  // ranks per process; must divide ranksPerHost
+  bool interleaved = false;   // rank r on host r % hosts (as a launcher may place them); needs
+                              // one rank per process
   std::vector<std::pair<std::string, std::string>> environment;  // set in every rank process
   int timeoutSeconds = 120;
 };
@@ -26,7 +28,7 @@ struct ProcessOutcome {
   std::string failure;    // what its ranks reported (empty: all passed)
 };
 
-// Rank r lives on host r / ranksPerHost. Runs body in every rank; returns one outcome per
+// Rank r lives on host r / ranksPerHost (r % hosts when interleaved). Runs body in every rank; returns one outcome per
 // process. A process that outlives timeoutSeconds is killed and reported as failed.
 std::vector<ProcessOutcome> runOnHosts(const HostLayout& layout, const RankBody& body);
 
