@@ -60,6 +60,7 @@ class NetProxy {
   void run();
   bool progress(Connection& c);
   void waitForWork(uint32_t seen, bool inFlight);
+  bool spinOnBell(uint32_t seen);
   kern::FifoHeader* add(std::unique_ptr<Connection> connection);
 
   ncclComm* comm_;
@@ -73,6 +74,7 @@ class NetProxy {
   bool drained_ = false;
   std::atomic<uint64_t> unsent_{0};  // published send slots not yet taken by the backend
   std::atomic<uint64_t> passes_{0};  // progress passes made, so drain() sees a fresh count
+  long pollSliceNs_;                 // the thread's: the next poll's length (see waitForWork)
   std::thread thread_;
 };
 
