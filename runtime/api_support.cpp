@@ -52,9 +52,13 @@ void checkUsableComm(const char* operation, ncclComm* comm) {
     throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
                                              ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
   if (err != ncclSuccess) {
+    // A peer's failure keeps its code, as NCCL returns the async error: a rank that enters its
+    // next call just after a failure notice arrived sees the same ncclRemoteError as one that
+    // was inside the call.
+    ErrorCode code = err == ncclRemoteError ? ErrorCode::Remote : ErrorCode::InvalidUsage;
     std::lock_guard<std::mutex> lock(comm->errorMutex);
-    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
-                                             " has failed and must be destroyed or aborted: " + comm->asyncErrorMessage);
+    throw Error(code, std::string(operation) + ": " + comm->where() + " has failed and must be destroyed or aborted: " +
+                          comm->asyncErrorMessage);
   }
 }
 

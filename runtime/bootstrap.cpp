@@ -149,6 +149,8 @@ constexpr uint32_t kFirstUserTag = 1000;
 // A failure notice gets this long per peer, and a destroy waits this long for notices to leave.
 constexpr double kNoticeSecondsPerPeer = 2.0;
 constexpr std::chrono::seconds kNoticeGrace{3};
+// All goodbyes of one close share this deadline; each is one small frame, normally sent at once.
+constexpr double kGoodbyeSeconds = 1.0;
 
 // A rank waits this much past its deadline for the root's answer, so that the root's error
 // (which it sends at the earliest rank's deadline) arrives before the rank gives up on it.
@@ -350,6 +352,7 @@ class IncomingConnection {
         Socket::ReadResult read = socket_.readSome(target, wanted);
         if (read.bytes == 0) {
           if (!read.closed) return Status::Open;
+          closeError_ = read.error;
           if (!midFrame()) return Status::Closed;
           reason = "connection closed in the middle of a frame";
           return Status::Rejected;
@@ -391,6 +394,8 @@ class IncomingConnection {
 
   Socket& socket() { return socket_; }
   const SocketAddress& remote() const { return socket_.peerAddress(); }
+  // The errno that ended the connection (a reset), or 0 when the peer closed it.
+  int closeError() const { return closeError_; }
 
  private:
   bool midFrame() const { return headerBytes_ > 0 || inPayload_; }
@@ -403,6 +408,7 @@ class IncomingConnection {
   size_t payloadBytes_ = 0;
   bool inPayload_ = false;
   bool framesSeen_ = false;
+  int closeError_ = 0;
 };
 
 // Wakes an event loop from another thread.
@@ -1021,7 +1027,9 @@ class SocketBootstrap final : public Bootstrap {
     flushNotices();
     noticeStop_.store(true, std::memory_order_release);
     if (noticeThread_.joinable()) noticeThread_.join();
+    // From here the peers' connections closing is their answer to our close, not a death.
     stopping_.store(true, std::memory_order_release);
+    sayGoodbye();
     if (wakeup_) wakeup_->signal();
     if (listenerThread_.joinable()) listenerThread_.join();
   }
@@ -1133,6 +1141,11 @@ class SocketBootstrap final : public Bootstrap {
     noticeHandler_ = std::move(handler);
   }
 
+  void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) override {
+    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
+    peerLostHandler_ = std::move(handler);
+  }
+
   std::string peerAddress(int peer) const override {
     checkPeer(peer, "peerAddress");
     return peers_[peer].toString();
@@ -1189,6 +1202,7 @@ class SocketBootstrap final : public Bootstrap {
     PeerConnection(Socket socket, double handshakeSeconds) : connection(std::move(socket), handshakeSeconds) {}
     IncomingConnection connection;
     int sender = -1;  // fixed by the first frame
+    bool saidGoodbye = false;  // its end is then an orderly close
     bool inMessage = false;  // kDataPart frames seen, the kData that ends them not yet
     uint32_t messageTag = 0;
     std::vector<uint8_t> message;
@@ -1224,6 +1238,24 @@ class SocketBootstrap final : public Bootstrap {
     if (data == nullptr && size > 0)
       throw Error(ErrorCode::InvalidArgument, context() + ": " + operation + " of " + std::to_string(size) +
                                                   " bytes from a null buffer");
+  }
+
+  // Tells every peer this rank has a connection to that the close is orderly. Never waits long:
+  // a peer whose socket does not take the few bytes by the shared deadline is skipped (it will
+  // take our close for a death, the safe side). Nothing sets an abort flag during a destructor.
+  void sayGoodbye() noexcept {
+    SteadyTime deadline = deadlineAfter(kGoodbyeSeconds);
+    for (int peer = 0; peer < nranks_; ++peer) {
+      Link& link = links_[peer];
+      std::lock_guard<std::mutex> lock(link.mutex);
+      if (!link.socket.valid() || !link.broken.empty()) continue;
+      try {
+        sendFrame(link.socket, kData, kTagGoodbye, rank_, secret_, nullptr, 0, deadline, nullptr);
+      } catch (const Error& error) {
+        TUTTI_INFO(log::Bootstrap, "%s: could not say goodbye to %s: %s", context().c_str(), describePeer(peer).c_str(),
+                   error.what());
+      }
+    }
   }
 
   // Runs on the notice thread: one short attempt per peer, in rank order from ours.
@@ -1375,6 +1407,11 @@ class SocketBootstrap final : public Bootstrap {
     uint32_t tag = frame.header.tag;
     if (peer.inMessage && tag != peer.messageTag)
       return "tag " + std::to_string(tag) + " in the middle of a message with tag " + std::to_string(peer.messageTag);
+    if (tag == kTagGoodbye) {
+      if (frame.header.type != kData || !frame.payload.empty()) return "malformed goodbye";
+      peer.saidGoodbye = true;
+      return {};
+    }
     if (frame.header.type == kDataPart || peer.inMessage) {
       peer.message.insert(peer.message.end(), frame.payload.begin(), frame.payload.end());
       peer.inMessage = frame.header.type == kDataPart;
@@ -1388,12 +1425,31 @@ class SocketBootstrap final : public Bootstrap {
     return {};
   }
 
-  void dropPeerConnection(PeerConnection& peer, const std::string& reason, bool warn) {
-    if (warn)
-      TUTTI_WARN("%s: dropped connection from %s: %s", context().c_str(),
-                 peer.connection.remote().toString().c_str(), reason.c_str());
-    if (peer.sender >= 0)
-      markPeerGone(peer.sender, "the connection from rank " + std::to_string(peer.sender) + " ended: " + reason);
+  void dropPeerConnection(PeerConnection& peer, DropKind kind, const std::string& reason) {
+    bool orderly = kind == DropKind::Closed && !peer.inMessage;
+    std::string why = kind != DropKind::Closed ? reason
+                      : peer.inMessage          ? "closed in the middle of a message"
+                      : peer.saidGoodbye        ? "closed by the peer after its goodbye"
+                                                : "closed by the peer";
+    if (!orderly)
+      TUTTI_WARN("%s: dropped connection from %s: %s", context().c_str(), peer.connection.remote().toString().c_str(),
+                 why.c_str());
+    if (peer.sender < 0) return;
+    markPeerGone(peer.sender, "the connection from rank " + std::to_string(peer.sender) + " ended: " + why);
+    // A stall is a live but stuck peer: TUTTI_TIMEOUT is the bound for those.
+    if (peer.saidGoodbye || kind == DropKind::Stalled || stopping_.load(std::memory_order_acquire)) return;
+    if (kind == DropKind::Refused) reportPeerLost(peer.sender, "its bootstrap connection failed: " + why);
+    else if (peer.connection.closeError() != 0)
+      reportPeerLost(peer.sender, "its process ended: the bootstrap connection was reset without a goodbye (" +
+                                      errnoText(peer.connection.closeError()) + ")");
+    else
+      reportPeerLost(peer.sender, "its process ended: the bootstrap connection closed without a goodbye");
+  }
+
+  void reportPeerLost(int peer, const std::string& reason) {
+    TUTTI_INFO(log::Bootstrap, "%s: %s is gone: %s", context().c_str(), describePeer(peer).c_str(), reason.c_str());
+    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
+    if (peerLostHandler_) peerLostHandler_(peer, reason);
   }
 
   void serveListener() {
@@ -1407,12 +1463,7 @@ class SocketBootstrap final : public Bootstrap {
       serveConnectionsOnce(listener_, wakeup_.get(), connections, framePolicy, handshake, name, scratch,
                            [this](PeerConnection& peer, Frame& frame) { return handleFrame(peer, frame); },
                            [this](PeerConnection& peer, DropKind kind, const std::string& reason) {
-                             if (kind != DropKind::Closed)
-                               dropPeerConnection(peer, reason, true);
-                             else if (peer.inMessage)
-                               dropPeerConnection(peer, "closed in the middle of a message", true);
-                             else
-                               dropPeerConnection(peer, "closed by the peer", false);
+                             dropPeerConnection(peer, kind, reason);
                            });
     }
   }
@@ -1437,6 +1488,7 @@ class SocketBootstrap final : public Bootstrap {
 
   std::mutex noticeHandlerMutex_;
   std::function<void(int, const std::string&)> noticeHandler_;
+  std::function<void(int, const std::string&)> peerLostHandler_;  // under noticeHandlerMutex_
   std::mutex noticeMutex_;
   std::condition_variable noticeDoneChanged_;
   bool noticeDone_ = false;

@@ -70,6 +70,14 @@ class Bootstrap {
   // Waits (a few seconds at most) until a notice being sent has gone to every peer.
   virtual void flushNotices() = 0;
   virtual void setNoticeHandler(std::function<void(int sender, const std::string& text)> handler) = 0;
+
+  // Departures: an orderly close (the destructor) first sends every peer it has a connection to
+  // a goodbye. A connection from a rank that ends without one, while this bootstrap is not
+  // closing, means that rank's process ended (the kernel closed its sockets): the handler runs on
+  // the listener thread with the rank and why ("its process ended: ..." or the OS error). Each
+  // rank's ring neighbours (rank +- 1) hold a connection from it once a barrier and an allGather
+  // have run. Setting an empty handler waits for a running call to finish.
+  virtual void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) = 0;
 };
 
 // The bootstrap's wire format, public so that tests and fuzzers can speak it. Integers are in the
@@ -128,6 +136,9 @@ struct BlockReportHeader {
   uint32_t remainingMs;
   uint32_t timeoutMs;
 };
+
+// The tag of the empty kData frame that an orderly close sends on each of its connections.
+inline constexpr uint32_t kTagGoodbye = 901;
 
 // Largest payloads accepted, checked before anything is allocated.
 inline constexpr uint64_t kMaxDataFrameBytes = 64ull << 20;

@@ -220,6 +220,12 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->peers.assign(size_t(nranks), RankInfo{});
   comm->peers[size_t(rank)] = me;
   comm->bootstrap->allGather(comm->peers.data(), sizeof(RankInfo));
+  // Same-host peers move data through shared memory, which says nothing when a peer dies; the
+  // bootstrap connections it held open do. That allGather and the barriers below leave each rank's
+  // ring neighbours holding one from it, so at least they see it go, and their notice tells the
+  // rest. Installed only now, when describePeer can name the peer's host and pid; a death before
+  // fails the bootstrap's own exchanges.
+  comm->bootstrap->setPeerLostHandler([comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
   const RankInfo& first = comm->peers[0];
   comm->nchannels = first.nchannels;
   comm->nsteps = first.nsteps;
@@ -463,6 +469,7 @@ ncclComm::~ncclComm() {
     // than just "connection closed"; then no notice may reach a comm being torn down.
     bootstrap->flushNotices();
     bootstrap->setNoticeHandler(nullptr);
+    bootstrap->setPeerLostHandler(nullptr);
   }
   workers.reset();
   proxy.reset();
@@ -485,6 +492,16 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
     }
   }
   fail(Error(ErrorCode::Remote, message), false);
+}
+
+void ncclComm::failFromPeerLost(int peer, const std::string& reason) {
+  std::string message = where() + ": " + describePeer(peer) + " is gone: " + reason;
+  // A process that ends without destroying its communicator at job end is common and harmless
+  // when nothing is running; an operation in flight is what this stops (unless a notice did first).
+  bool busy = activeLaunches.load() > 0 || pendingStreamJobs.load() > 0;
+  if (busy && asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
+  else TUTTI_INFO(tutti::log::Init, "%s", message.c_str());
+  fail(Error(ErrorCode::Remote, message), true, peer);
 }
 
 void ncclComm::fail(const Error& error, bool tellPeers, int peer) {

@@ -172,6 +172,9 @@ struct ncclComm {
   // A failure notice from another rank. When our own error was that rank's connection closing
   // (it tore its connections down after failing), its notice says why, and replaces it.
   void failFromNotice(int sender, const std::string& text);
+  // The bootstrap saw peer's process end (its connection closed without a goodbye): fails the
+  // communicator with a Remote error naming it, and tells the other ranks.
+  void failFromPeerLost(int peer, const std::string& reason);
   std::string describePeer(int peer) const;
   std::string where() const;  // "rank 3 of 8 (host:pid)"
 };

@@ -18,10 +18,12 @@ const char* errorCodeName(ErrorCode code) {
   return "unknown error";
 }
 
-void throwSystemError(const std::string& what, int err) {
+std::string errnoText(int err) {
   char buf[256];
   const char* text = strerror_r(err, buf, sizeof buf);
-  throw Error(ErrorCode::System, what + ": " + text + " (errno " + std::to_string(err) + ")");
+  return std::string(text) + " (errno " + std::to_string(err) + ")";
 }
+
+void throwSystemError(const std::string& what, int err) { throw Error(ErrorCode::System, what + ": " + errnoText(err)); }
 
 }  // namespace tutti

@@ -31,7 +31,10 @@ class Error : public std::exception {
   std::string message_;
 };
 
-// Throws ErrorCode::System with "<what>: <strerror(err)> (errno <err>)".
+// "<strerror(err)> (errno <err>)".
+std::string errnoText(int err);
+
+// Throws ErrorCode::System with "<what>: <errnoText(err)>".
 [[noreturn]] void throwSystemError(const std::string& what, int err);
 
 }  // namespace tutti

@@ -23,11 +23,6 @@ namespace tutti {
 
 namespace {
 
-std::string errnoText(int err) {
-  char buffer[256];
-  return std::string(strerror_r(err, buffer, sizeof buffer)) + " (errno " + std::to_string(err) + ")";
-}
-
 bool startsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -633,6 +628,7 @@ Socket::ReadResult Socket::readSome(void* data, size_t size) {
     if (err == EAGAIN || err == EWOULDBLOCK) return result;
     if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT) {
       result.closed = true;
+      result.error = err;
       return result;
     }
     throwSystemError("recv from " + peer_.toString(), err);

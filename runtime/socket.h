@@ -151,6 +151,7 @@ class Socket {
   struct ReadResult {
     size_t bytes = 0;
     bool closed = false;
+    int error = 0;  // with closed: the errno that ended the connection (ECONNRESET...); 0: an orderly end
   };
   ReadResult readSome(void* data, size_t size);
 

@@ -23,11 +23,13 @@
 #include "runtime/socket.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
+#include "tests/common/log_support.h"
 #include "transports/net/net.h"
 #include "transports/net/socket/socket_backend.h"
 
 using tutti_test::allCases;
 using tutti_test::Case;
+using tutti_test::CapturedLog;
 using tutti_test::check;
 using tutti_test::Coll;
 using tutti_test::HostLayout;
@@ -47,51 +49,6 @@ std::vector<Case> netCases(int nranks, bool everyOp) {
     cases.push_back(Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 1 % nranks});
   return cases;
 }
-
-// Sends this process's log (and that of the rank processes it forks, which inherit the open file)
-// at INFO to a fresh file, for as long as it lives; then restores the previous configuration.
-class CapturedLog {
- public:
-  CapturedLog() : directory_(makeDirectory()), file_(directory_ / "tutti.log") {
-    for (auto& [name, value] : std::vector<std::pair<const char*, std::string>>{
-             {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", file_.string()}}) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-      setenv(name, value.c_str(), 1);
-    }
-    tutti::log::reset();
-  }
-  ~CapturedLog() {
-    for (auto& [name, old] : saved_) {
-      if (old) setenv(name, old->c_str(), 1);
-      else unsetenv(name);
-    }
-    tutti::log::reset();
-    std::error_code ignored;
-    std::filesystem::remove_all(directory_, ignored);
-  }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-
-  // The lines written so far that contain `text`.
-  std::vector<std::string> linesWith(const std::string& text) const {
-    std::vector<std::string> found;
-    std::ifstream in(file_);
-    for (std::string line; std::getline(in, line);)
-      if (line.find(text) != std::string::npos) found.push_back(line);
-    return found;
-  }
-
- private:
-  static std::filesystem::path makeDirectory() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tutti-net-log-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern + " failed");
-    return pattern;
-  }
-  std::filesystem::path directory_;
-  std::filesystem::path file_;
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
 
 std::string hostnameOfThisMachine() {
   char name[256] = {};
@@ -177,7 +134,7 @@ TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's in
   }
 }
 
-TEST_CASE("net: hostile connections to every transport port during init are dropped; init and all-reduce succeed",
+TEST_CASE("net: hostile connections to every transport port during init are dropped, init and all-reduce succeed",
           "[net][processes][hostile]") {
   tutti::net::registerNetBackend("HostileSocket", [] { return std::make_unique<HostileSocketBackend>(); });
   CapturedLog log;

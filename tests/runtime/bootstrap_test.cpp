@@ -327,11 +327,11 @@ class RawClient {
 
   void send(const void* data, size_t size) { socket_.sendAll(data, size, deadlineAfter(10), nullptr); }
 
-  void sendHeader(uint32_t type, uint64_t payloadBytes, const Secret& secret, int32_t sender = 0) {
+  void sendHeader(uint32_t type, uint64_t payloadBytes, const Secret& secret, int32_t sender = 0, uint32_t tag = 1000) {
     FrameHeader header{};
     header.magic = kFrameMagic;
     header.type = type;
-    header.tag = 1000;
+    header.tag = tag;
     header.senderRank = sender;
     header.payloadBytes = payloadBytes;
     header.secret[0] = secret[0];
@@ -520,6 +520,66 @@ TEST_CASE("bootstrap: fuzzed frames never take down a root or a listener") {
                kMaxDataFrameBytes, 100, 2 + rank) == "");
   std::vector<std::atomic<int>> arrivals(3);
   requireAllOk(runRanks(nranks, [&](int rank) { exerciseBootstrap(*ranks[rank], arrivals); }));
+}
+
+TEST_CASE("bootstrap: a rank's connection that ends without a goodbye reports the rank lost, a goodbye does not") {
+  useLoopback();
+  std::vector<ncclUniqueId> ids = makeIds(1);
+  Secret secret = decodeUniqueId(ids[0]).secret;
+  std::vector<std::unique_ptr<Bootstrap>> ranks(2);
+  requireAllOk(runRanks(2, [&](int rank) {
+    ranks[rank] = Bootstrap::create(ids.data(), 1, rank, 2, BootstrapOptions());
+    ranks[rank]->barrier();
+  }));
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<int, std::string>> lost;
+  ranks[0]->setPeerLostHandler([&](int peer, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mutex);
+    lost.emplace_back(peer, reason);
+    changed.notify_all();
+  });
+  auto lostAfter = [&](size_t count, double seconds) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return lost.size() > count; });
+    return lost;
+  };
+  SocketAddress target = SocketAddress::parse(ranks[0]->peerAddress(0));
+
+  {  // claims rank 1 with the secret, says goodbye, closes: an orderly close
+    RawClient client(target);
+    client.sendHeader(kData, 0, secret, 1, 1000);
+    client.sendHeader(kData, 0, secret, 1, kTagGoodbye);
+  }
+  {  // a goodbye without the secret is dropped like any bad frame, and means nothing
+    RawClient client(target);
+    client.sendHeader(kData, 0, {secret[0] ^ 1, secret[1]}, 1, kTagGoodbye);
+    CHECK(client.closedByPeer(5));
+  }
+  ranks[1].reset();  // the real rank 1 leaves in order
+  CHECK(lostAfter(0, 1.5).empty());
+
+  {  // claims rank 1, then closes without a goodbye: as when its process is killed
+    RawClient client(target);
+    client.sendHeader(kData, 0, secret, 1, 1000);
+  }
+  std::vector<std::pair<int, std::string>> seen = lostAfter(0, 5);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].first == 1);
+  CHECK(seen[0].second.find("its process ended: the bootstrap connection closed without a goodbye") != std::string::npos);
+
+  {  // dies in the middle of a frame
+    RawClient client(target);
+    client.sendHeader(kData, 0, secret, 1, 1000);
+    FrameHeader half{};
+    half.magic = kFrameMagic;
+    client.send(&half, sizeof half / 2);
+  }
+  seen = lostAfter(1, 5);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[1].first == 1);
+  CHECK(seen[1].second.find("connection closed in the middle of a frame") != std::string::npos);
+  ranks[0]->setPeerLostHandler(nullptr);
 }
 
 TEST_CASE("bootstrap: IPv6 loopback") {

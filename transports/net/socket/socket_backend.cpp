@@ -52,8 +52,6 @@ static_assert(sizeof(HandleLayout) <= kNetHandleBytes);
 
 int linkTimeoutSeconds() { return int(std::clamp<int64_t>(params::getInt("TUTTI_NET_LINK_TIMEOUT"), 0, 24 * 3600)); }
 
-std::string errnoText(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
-
 uint64_t randomNonce() {
   std::random_device device;
   return (uint64_t(device()) << 32) ^ device();
