@@ -91,7 +91,7 @@ TEST_CASE("config: NULL gives the defaults, blocking from NCCL_COMM_BLOCKING") {
   }
 }
 
-TEST_CASE("config: NCCL_CONFIG_INITIALIZER gives the defaults; a set field wins over the env") {
+TEST_CASE("config: NCCL_CONFIG_INITIALIZER gives the defaults, and a set field wins over the env") {
   ScopedBlockingEnv env("0");
   ncclConfig_t user = NCCL_CONFIG_INITIALIZER;
   tutti::CommConfig config = tutti::readConfig(&user, "test");

@@ -156,7 +156,7 @@ TEST_CASE("log: INFO and WARN lines have NCCL's shape and go to the expanded fil
   for (const std::string& line : lines) CHECK(std::regex_match(line, shape));
 }
 
-TEST_CASE("log: ^ excludes subsystems; TRACE and CALL lines", "[log]") {
+TEST_CASE("log: ^ excludes subsystems, TRACE and CALL lines", "[log]") {
   LogDirectory dir;
   fs::path file = dir.path() / "trace.log";
   configure("TRACE", "^INIT,BOOTSTRAP", file);

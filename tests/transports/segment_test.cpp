@@ -141,7 +141,7 @@ int waitChild(pid_t child) {
 
 }  // namespace
 
-TEST_CASE("segment: in-process create and attach share zeroed, aligned memory; either side may go first",
+TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, either side may go first",
           "[segment]") {
   for (bool creatorGoesFirst : {true, false}) {
     INFO("creator destroyed first: " << creatorGoesFirst);
@@ -234,7 +234,7 @@ TEST_CASE("segment: POSIX shm created here, attached by a forked child", "[segme
   CHECK_FALSE(shmNameExists(descriptor.name));
 }
 
-TEST_CASE("segment: POSIX shm created by a forked child, attached here; process tokens differ", "[segment]") {
+TEST_CASE("segment: POSIX shm created by a forked child, attached here, process tokens differ", "[segment]") {
   constexpr size_t kBytes = 64 * 1024;
   struct Message {
     SegmentDescriptor descriptor;
@@ -273,7 +273,7 @@ TEST_CASE("segment: POSIX shm created by a forked child, attached here; process 
   }
 }
 
-TEST_CASE("segment: shm names never outlive their creator; seal unlinks early", "[segment]") {
+TEST_CASE("segment: shm names never outlive their creator, seal unlinks early", "[segment]") {
   SegmentDescriptor descriptor{};
   auto creator = tutti::createSegment(8192, false, &descriptor, "test");
   REQUIRE(shmNameExists(descriptor.name));
