@@ -220,6 +220,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->peers.assign(size_t(nranks), RankInfo{});
   comm->peers[size_t(rank)] = me;
   comm->bootstrap->allGather(comm->peers.data(), sizeof(RankInfo));
+  comm->peersKnown.store(true, std::memory_order_release);
   // Same-host peers move data through shared memory, which says nothing when a peer dies; the
   // bootstrap connections it held open do. That allGather and the barriers below leave each rank's
   // ring neighbours holding one from it, so at least they see it go, and their notice tells the
@@ -529,7 +530,7 @@ void ncclComm::fail(const Error& error, bool tellPeers, int peer) {
 
 std::string ncclComm::describePeer(int peer) const {
   std::string s = "rank " + std::to_string(peer);
-  if (peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
+  if (peersKnown.load(std::memory_order_acquire) && peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
     s += " (" + std::string(peers[size_t(peer)].hostname) + " pid " + std::to_string(peers[size_t(peer)].pid) + ")";
   return s;
 }

@@ -106,6 +106,9 @@ struct ncclComm {
   int device = 0;
   tutti::CommConfig config;
   std::vector<tutti::RankInfo> peers;
+  // Set once peers holds every rank's identity: a failure notice can arrive (on the bootstrap's
+  // listener thread) while init is still filling it in.
+  std::atomic<bool> peersKnown{false};
   std::unique_ptr<tutti::Bootstrap> bootstrap;
 
   // Settings agreed at init.
