@@ -80,7 +80,7 @@ const std::vector<Param> kParams = {
      "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps"},
     {"TUTTI_CALIBRATE", Type::Bool, "1",
      "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
-     "the selector's cost model; 0: fixed default figures. Must agree across ranks"},
+     "the selector's cost model; 0: fixed default figures (every rank takes them when the ranks differ)"},
 };
 
 const Param& find(const char* name) {
