@@ -28,6 +28,7 @@ const char* opName(Op op) {
     case Op::RecvReduceCopy: return "recv-reduce-copy";
     case Op::RecvReduceCopySend: return "recv-reduce-copy-send";
     case Op::Copy: return "copy";
+    case Op::Reduce: return "reduce";
   }
   return "?";
 }

@@ -40,6 +40,7 @@ enum class Op : uint8_t {
   RecvReduceCopy,      // recv FIFO (op) src -> dst
   RecvReduceCopySend,  // recv FIFO (op) src -> dst, and dst -> send FIFO
   Copy,                // src -> dst, locally
+  Reduce,              // dst (op) src -> dst, locally
 };
 
 // Flags of a step.

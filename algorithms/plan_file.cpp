@@ -156,7 +156,7 @@ bool parseColl(const std::string& s, Coll& c) {
 }
 
 bool parseOp(const std::string& s, Op& op) {
-  for (Op x : {Op::Send, Op::Recv, Op::RecvSend, Op::RecvReduceSend, Op::RecvReduceCopy, Op::RecvReduceCopySend, Op::Copy})
+  for (Op x : {Op::Send, Op::Recv, Op::RecvSend, Op::RecvReduceSend, Op::RecvReduceCopy, Op::RecvReduceCopySend, Op::Copy, Op::Reduce})
     if (s == opName(x)) {
       op = x;
       return true;

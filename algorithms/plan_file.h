@@ -25,7 +25,8 @@
 //                                 chunks=<int>              Split: chunks per tile (0: nranks)
 //                                 scratch=<int>             scratch chunks per tile
 //   <op> <word>...              a step of the current lane. Ops: send, recv, recv-send,
-//                               recv-reduce-send, recv-reduce-copy, recv-reduce-copy-send, copy.
+//                               recv-reduce-send, recv-reduce-copy, recv-reduce-copy-send, copy,
+//                               reduce (local: dst = dst (op) src).
 //                               Words: src=<buf>, dst=<buf>, to=<expr> (sendConn, default 0),
 //                               from=<expr> (recvConn, default 0), pre (kPre), post (kPost).
 //                               <buf> is in, out, in[<expr>], out[<expr>] or scratch[<expr>];

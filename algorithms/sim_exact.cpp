@@ -31,7 +31,7 @@ namespace {
 
 using plan::Op;
 
-bool receives(Op op) { return op != Op::Send && op != Op::Copy; }
+bool receives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
 bool sends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
 
 constexpr double kBytesPerUsPerGBps = 1e3;
@@ -220,7 +220,7 @@ class ExactSim {
     const plan::Step& step = currentStep(q);
     double bytes = double(lane.tiles.chunkOf(q.tile));
     double finish = t0 + fabric_.stepOverheadUs;
-    if (step.op == Op::Copy) finish += bytes / (fabric_.copyGBps * kBytesPerUsPerGBps);
+    if (step.op == Op::Copy || step.op == Op::Reduce) finish += bytes / (fabric_.copyGBps * kBytesPerUsPerGBps);
     if (sends(step.op)) {
       int fi = lane.sendFifo.at(step.sendConn);
       finish = transfer(lane.rank, lane.spec->sendPeers.at(step.sendConn), bytes, finish);

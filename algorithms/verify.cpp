@@ -90,12 +90,12 @@ bool hasBuffer(Coll c, Buf b, int rank, int root) {
   }
 }
 
-bool needsRecv(Op op) { return op != Op::Send && op != Op::Copy; }
+bool needsRecv(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
 bool needsSend(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
-bool reduces(Op op) { return op == Op::RecvReduceSend || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend; }
+bool reduces(Op op) { return op == Op::RecvReduceSend || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce; }
 bool readsSrc(Op op) { return op == Op::Send || op == Op::Copy || reduces(op); }
-bool writesDst(Op op) { return op == Op::Recv || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Copy; }
-bool appliesPost(Op op) { return op == Op::Copy || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend; }
+bool writesDst(Op op) { return op == Op::Recv || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Copy || op == Op::Reduce; }
+bool appliesPost(Op op) { return op == Op::Copy || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce; }
 
 const char* bufName(Buf b) { return b == Buf::In ? "in" : b == Buf::Out ? "out" : b == Buf::Scratch ? "scratch" : "none"; }
 const char* kindName(ConnKind k) { return k == ConnKind::Ring ? "ring" : k == ConnKind::Direct ? "direct" : "none"; }
@@ -499,6 +499,14 @@ class Checker {
     switch (step.op) {
       case Op::Send: case Op::Copy: result = own; break;
       case Op::Recv: case Op::RecvSend: result = rf->data.front(); break;
+      case Op::Reduce: {
+        // the accumulator in dst, then the source: dst = dst (op) src
+        const Value acc = at(l, dw);
+        if (acc.tile < 0) return "reduces into " + refName(dw) + " before anything was written to it";
+        std::string err = combine(acc, own, result);
+        if (!err.empty()) return err;
+        break;
+      }
       default: {
         std::string err = combine(rf->data.front(), own, result);
         if (!err.empty()) return err;

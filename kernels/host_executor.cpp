@@ -164,6 +164,9 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
       else if (dst.ptr != src.ptr)
         std::memmove(dst.ptr, src.ptr, bytes);
       break;
+    case Op::Reduce:
+      reduceHost(op.type, op.redop, dst.ptr, dst.ptr, src.ptr, elems, flags);
+      break;
   }
 
   if (recv) {
@@ -199,7 +202,7 @@ std::string blockedDescription(const Lane& lane, const ExecutionContext& ctx) {
 
 }  // namespace
 
-bool stepReceives(Op op) { return op != Op::Send && op != Op::Copy; }
+bool stepReceives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
 bool stepSends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
 
 void prepareLane(Lane& lane) {
@@ -247,8 +250,9 @@ void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
         fail(s, std::string(plan::opName(step.op)) + " uses send connection " + std::to_string(step.sendConn) + " of " +
                     std::to_string(lane.sendPeers.size()));
       bool needsSrc = step.op == Op::Send || step.op == Op::Copy || step.op == Op::RecvReduceSend ||
-                      step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend;
-      bool needsDst = step.op == Op::Recv || step.op == Op::Copy || step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend;
+                      step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend || step.op == Op::Reduce;
+      bool needsDst = step.op == Op::Recv || step.op == Op::Copy || step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend ||
+                      step.op == Op::Reduce;
       if (needsSrc && step.src.buf == Buf::None) fail(s, std::string(plan::opName(step.op)) + " has no source");
       if (needsDst && step.dst.buf == Buf::None) fail(s, std::string(plan::opName(step.op)) + " has no destination");
       checkRef(s, step.src, "source");
