@@ -66,6 +66,8 @@ void addLibrary(AlgorithmRegistry& r) {
   // Chain keeps rank order rather than the topology's ring: its fold order is its contract, so
   // a result must not change with where the ranks were placed.
   r.add(simple("chain", Coll::AllReduce, true, chainAllReduce));
+  // The same fold order as chain, computed by every rank from every rank's input.
+  r.add(simple("oneshot", Coll::AllReduce, true, oneshotAllReduce));
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ struct Fabric {
   // channel up to that). 0 cores: executors do not compete for cores (a GPU's blocks).
   int coresPerNode = 0;
   int workersPerRank = 0;      // 0: one per channel, without bound
+  // Host mode, one node: the largest all-reduce (bytes) whose one-shot form runs through the
+  // ranks' shared mailboxes (kernels/mailbox.h) rather than its plan's FIFOs. 0: none.
+  size_t mailboxBytes = 0;
 
   int nodeOf(int rank) const { return nodeOfRank.empty() ? rank / ranksPerNode : nodeOfRank[size_t(rank)]; }
   bool sameNode(int a, int b) const { return nodeOf(a) == nodeOf(b); }

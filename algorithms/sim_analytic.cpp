@@ -706,6 +706,27 @@ struct Model {
   // Chain all-reduce (chain.cpp): per tile the partial sum walks 0 -> ... -> n-1 and the result
   // on round to n-2: 2n - 2 hops. Rank 0 starts the next tile when the result has come round
   // to it and it has passed it on, so tiles overlap by n - 2 hops.
+  // One-shot (oneshot.cpp). Through the mailboxes (one node, small enough): every rank's
+  // write is seen by all the others after one handoff, then each rank folds n inputs. As a plan:
+  // n-1 sends through the rank's port, a hop, then n-1 receive-and-reduce steps per tile.
+  std::optional<double> oneshotAlgo() const {
+    if (coll != Coll::AllReduce) return std::nullopt;
+    if (!multiNode() && f.mailboxBytes > 0 && bytes <= f.mailboxBytes)
+      return latency(true) + double(n) * copy(double(bytes));
+    Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
+    long long remote = multiNode() ? n - perNode() : 0;
+    // Rank 0 is the slowest: its fold starts with a copy and its first receive (from rank 1) is
+    // the last chunk rank 1 sends; every rank sends to its successors in turn, so in each round
+    // the ranks of a node that send across share the NIC pool, and the channels share every port.
+    auto perTile = [&](double c, bool) {
+      double sends = double(n - 1 - remote) * (o + xfer(c, true, n > 2 ? double(nch) : 0.5 * (1 + nch))) +
+                     double(remote) * (o + xfer(c, false, double(perNode() * nch)));
+      double firstWait = std::max(2 * (o + copy(c)), latency(remote == 0));
+      return sends + firstWait + double(n - 1) * (2 * o + copy(c));
+    };
+    return serialTiles(t, perTile);
+  }
+
   std::optional<double> chainAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
     Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
@@ -729,7 +750,8 @@ struct Model {
 
 const std::vector<std::string>& modelledAlgorithms() {
   static const std::vector<std::string> names = {"ring",         "direct", "tree",     "recdoubling", "rabenseifner", "hierarchical",
-                                                 "bruck",        "pairwise", "pat",    "binomial",    "chain"};
+                                                 "bruck",        "pairwise", "pat",    "binomial",    "chain",
+                                                 "oneshot"};
   return names;
 }
 
@@ -756,6 +778,7 @@ std::optional<double> analyticUs(const std::string& algorithm, Coll coll, size_t
   if (algorithm == "pat") return m.patAlgo();
   if (algorithm == "binomial") return m.binomialAlgo();
   if (algorithm == "chain") return m.chainAlgo();
+  if (algorithm == "oneshot") return m.oneshotAlgo();
   return std::nullopt;
 }
 

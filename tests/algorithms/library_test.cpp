@@ -55,9 +55,10 @@ const std::vector<int> kLarge{96, 128, 255, 256};
 TEST_CASE("every algorithm is registered under the names the team uses", "[library]") {
   AlgorithmRegistry registry = builtinAlgorithms();
   for (const char* name : {"ring", "direct", "tree", "recdoubling", "rabenseifner", "hierarchical", "bruck", "pairwise", "pat",
-                           "binomial", "chain"})
+                           "binomial", "chain", "oneshot"})
     CHECK(registry.find(name));
   CHECK(registry.find("chain")->deterministic);
+  CHECK(registry.find("oneshot")->deterministic);
   CHECK(registry.find("recdoubling")->deterministic);
   CHECK_FALSE(registry.find("ring")->deterministic);
 }
@@ -77,6 +78,7 @@ ALGORITHM_CASES("pairwise")
 ALGORITHM_CASES("pat")
 ALGORITHM_CASES("binomial")
 ALGORITHM_CASES("chain")
+ALGORITHM_CASES("oneshot")
 
 TEST_CASE("hierarchical plans verify for every node size", "[library]") {
   AlgorithmRegistry registry = builtinAlgorithms();

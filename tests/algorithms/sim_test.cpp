@@ -38,7 +38,9 @@ std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n,
 // often the two trees' and two channels' transfers meet at a NIC pool, depends on every
 // rank's position and timing; the O(log n) form takes the crossing edges from a subtree's
 // size and position within a node and an average share of the port.
-double toleranceFor(const std::string& algorithm) { return algorithm == "tree" ? 0.25 : 0.20; }
+// oneshot: its plan form across nodes with several channels (the model counts every channel
+// on the NIC pool at once; they drift apart) is off by up to 28%; it runs only at small sizes.
+double toleranceFor(const std::string& algorithm) { return algorithm == "oneshot" ? 0.30 : algorithm == "tree" ? 0.25 : 0.20; }
 
 // Round figures so that hand computations are easy: 1 GB/s moves 1000 bytes per us.
 sim::Fabric simpleHost(int nranks, int perHost) {

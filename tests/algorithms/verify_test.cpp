@@ -241,3 +241,33 @@ TEST_CASE("the verifier is fast: every 64-rank ring all-reduce in well under a s
   CHECK(run(Coll::AllReduce, 64, [](int r) { return ringAllReduce(r, 64); }) == "");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
 }
+
+TEST_CASE("a local reduce into a buffer nothing wrote, or of a contribution it already holds, is reported", "[verify]") {
+  // Oneshot's plan for rank 1 of 2 without the receive that fills out: its reduce starts from nothing.
+  std::string err = run(Coll::AllReduce, 2, [](int r) {
+    RankPlan p = oneshotAllReduce(r, 2);
+    if (r == 1) {
+      auto& steps = p.lanes[0].steps;
+      for (size_t s = 0; s < steps.size(); s++)
+        if (steps[s].op == Op::Recv) {
+          steps.erase(steps.begin() + std::ptrdiff_t(s));
+          break;
+        }
+    }
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "(reduce): reduces into out"));
+  CHECK(has(err, "before anything was written to it"));
+  // Rank 0 reduces its own contribution into out twice.
+  err = run(Coll::AllReduce, 2, [](int r) {
+    RankPlan p = oneshotAllReduce(r, 2);
+    if (r == 0) {
+      auto& steps = p.lanes[0].steps;
+      steps.insert(steps.end() - 1, Step{Op::Reduce, 0, {Buf::Scratch, 0}, out()});
+    }
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "reduces the contribution of ranks {0} twice"));
+}
