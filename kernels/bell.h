@@ -27,14 +27,18 @@ inline void ringBell(Bell* bell) {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// Sleeps while the bell's seq is `seen`, at most `timeoutNs`, for a caller already counted in
+// sleepers (spurious wake-ups are allowed: callers re-check their condition).
+inline void sleepOnBell(Bell* bell, uint32_t seen, long timeoutNs) {
+  timespec ts{timeoutNs / 1000000000L, timeoutNs % 1000000000L};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
 // Sleeps until the bell's seq differs from `seen` or `timeoutNs` passes (spurious wake-ups are
 // allowed: callers re-check their condition).
 inline void waitBell(Bell* bell, uint32_t seen, long timeoutNs) {
   bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (bell->seq.load(std::memory_order_seq_cst) == seen) {
-    timespec ts{timeoutNs / 1000000000L, timeoutNs % 1000000000L};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAIT, seen, &ts, nullptr, 0);
-  }
+  if (bell->seq.load(std::memory_order_seq_cst) == seen) sleepOnBell(bell, seen, timeoutNs);
   bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 

@@ -18,6 +18,7 @@
 #include "kernels/bell.h"
 #include "kernels/host_executor.h"
 #include "kernels/host_reduce.h"
+#include "kernels/mailbox.h"
 #include "nccl.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
@@ -37,10 +38,12 @@ constexpr int kMaxWorkers = 32;
 constexpr int kMaxChannels = 32;
 constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-1 (bootstrap tags stay within 32 bits)
 
-// A rank's control block: the bells of its executor workers. Peers on the same node map it so
-// that they can wake the worker that waits on a FIFO they just moved.
+// A rank's control block: the bells of its executor workers, and its mailboxes for one-shot
+// all-reduces (kernels/mailbox.h). Peers on the same node map it so that they can wake the
+// worker that waits on a FIFO they just moved, and read the rank's mailboxes.
 struct ControlBlock {
   kern::Bell bells[kMaxWorkers];
+  kern::Mailbox mailboxes[2];
 };
 
 // What every rank tells every other at init.
@@ -128,6 +131,11 @@ struct ncclComm {
   std::unique_ptr<tutti::kern::HostWorkerPool> workers;
   std::map<tutti::ConnKey, tutti::Connection> connections;
   std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
+  // One-shot all-reduces through the control blocks' mailboxes, when every rank is on this host.
+  bool mailboxesMapped = false;
+  std::vector<tutti::kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
+  std::vector<tutti::kern::Bell*> mailboxBells;     // [rank]: its worker 0's bell
+  uint64_t mailboxSeq = 0;                          // mailbox operations run so far
 
   // Scratch memory of the plans' lanes, taken by each launch while it runs.
   std::shared_ptr<tutti::ScratchPool> scratch = std::make_shared<tutti::ScratchPool>();

@@ -160,6 +160,8 @@ struct CommLaunch {
   std::vector<ScratchUse> scratchUses;
   size_t scratchBytes = 0;
   ScratchPool::Lease scratch;
+  // A one-shot all-reduce run through the mailboxes (kernels/mailbox.h): no lanes, no connections.
+  bool mailbox = false;
 };
 
 // A lane being bound, with the connections it uses.
@@ -289,6 +291,13 @@ void connectLane(ncclComm* comm, int worker, BoundLane& bound) {
   for (const ConnKey& k : bound.recvKeys) bound.lane.recvs.push_back(end(k));
 }
 
+// Whether a launch of this one task runs through the mailboxes: a one-shot all-reduce that
+// fits them, with every rank on this host.
+bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection) {
+  return t.kind == CollKind::AllReduce && comm->mailboxesMapped && selection.algorithm->name == "oneshot" &&
+         t.count * kern::dtypeSize(t.type) <= kern::kMailboxBytes;
+}
+
 // Binds the launch's tasks to plans and lanes and lists the connections they need; connect()
 // finishes once every launch of the group has its connections.
 void bind(CommLaunch& L) {
@@ -297,6 +306,19 @@ void bind(CommLaunch& L) {
   std::vector<std::vector<BoundLane>>& lanes = L.lanes;
   std::vector<ConnKey>& keys = L.keys;
   lanes.assign(size_t(comm->nworkers), {});
+
+  if (L.tasks.size() == 1) {
+    const Task& t = L.tasks.front();
+    Selection selection = L.selection ? *L.selection : chooseAlgorithm(comm, t);
+    if (viaMailbox(comm, t, selection)) {
+      L.selection = selection;
+      L.mailbox = true;
+      L.bindings.push_back(bindingFor(L, t));
+      TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
+                  L.bindings.back().name, (unsigned long long)L.bindings.back().seq, t.count, kern::dtypeName(t.type), int(t.op));
+      return;
+    }
+  }
 
   for (const Task& t : L.tasks) {
     Selection selection = L.selection ? *L.selection : chooseAlgorithm(comm, t);
@@ -376,6 +398,27 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
   return ctx;
 }
 
+// A mailbox launch's one all-reduce, on the thread of the communicator's worker 0.
+void runMailbox(CommLaunch& L) {
+  ncclComm* comm = L.comm;
+  const Task& t = L.tasks.front();
+  const kern::OpBinding& b = L.bindings.front();
+  kern::MailboxAllReduce op;
+  op.seq = ++comm->mailboxSeq;
+  op.rank = comm->rank;
+  op.nranks = comm->nranks;
+  op.boxes = comm->mailboxes[op.seq % 2].data();
+  op.bells = comm->mailboxBells.data();
+  op.in = t.in;
+  op.out = t.out;
+  op.count = t.count;
+  op.type = t.type;
+  op.redop = b.redop;
+  op.name = b.name;
+  op.opSeq = b.seq;
+  kern::runMailboxAllReduce(op, contextFor(comm, 0));
+}
+
 // Runs the launches to completion. With one launch, worker 0 runs on this thread.
 void execute(std::span<CommLaunch* const> launches) {
   const bool inlineFirst = launches.size() == 1;
@@ -388,14 +431,17 @@ void execute(std::span<CommLaunch* const> launches) {
   for (CommLaunch* L : launches) takeScratch(*L);
   for (CommLaunch* L : launches)
     for (const CommLaunch::Copy& c : L->prologue) std::memcpy(c.dst, c.src, c.bytes);
-  for (CommLaunch* L : launches)
+  for (CommLaunch* L : launches) {
+    if (L->mailbox && !inlineFirst) L->comm->workers->start(0, [L] { runMailbox(*L); });
     for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
       if (!L->queues[size_t(w)].empty())
         L->comm->workers->start(w, [L, w] { kern::runQueues(L->queues[size_t(w)], contextFor(L->comm, w)); });
+  }
   std::exception_ptr first;
   if (inlineFirst) {
     try {
-      kern::runQueues(launches[0]->queues[0], contextFor(launches[0]->comm, 0));
+      if (launches[0]->mailbox) runMailbox(*launches[0]);
+      else kern::runQueues(launches[0]->queues[0], contextFor(launches[0]->comm, 0));
     } catch (const Error& e) {
       launches[0]->comm->fail(e);
       first = std::current_exception();
@@ -567,7 +613,7 @@ void rebind(CommLaunch& L, const Task& t) {
   if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s (bound before)", comm->where().c_str(),
               b.name, (unsigned long long)b.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, std::clamp(L.selection->nchannels, 1, comm->nchannels),
-              plan::describe(*L.plans.front()).c_str());
+              L.mailbox ? "oneshot through the mailboxes" : plan::describe(*L.plans.front()).c_str());
   for (std::vector<kern::LaneQueue>& queues : L.queues)
     for (kern::LaneQueue& q : queues) {
       q.current = 0;

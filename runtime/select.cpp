@@ -63,6 +63,7 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   sim::Fabric fabric = sim::Fabric::host(comm->nranks, most, figures);
   fabric.nodes = int(nodeOfHost.size());
   fabric.nodeOfRank = std::move(nodeOfRank);
+  if (comm->mailboxesMapped) fabric.mailboxBytes = kern::kMailboxBytes;
   if (comm->rank == 0) {
     const sim::HostMeasurements& m = calibration.host;
     if (calibration.measured)

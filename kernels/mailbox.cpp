@@ -1,0 +1,72 @@
+// The one-shot all-reduce through shared mailboxes (see mailbox.h).
+#include "kernels/mailbox.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "runtime/error.h"
+
+namespace tutti::kern {
+namespace {
+
+// Waits until rank p's mailbox holds operation op.seq.
+void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) {
+  using Clock = std::chrono::steady_clock;
+  const std::atomic<uint64_t>& seq = op.boxes[p]->seq;
+  auto arrived = [&] { return seq.load(std::memory_order_acquire) == op.seq; };
+  Clock::time_point sleptSince{};
+  for (int idle = 0; !arrived(); idle++) {
+    if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
+      throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
+    if (idle < ctx.spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    if (idle < ctx.spin + ctx.yields) {
+      sched_yield();
+      continue;
+    }
+    if (sleptSince == Clock::time_point{}) sleptSince = Clock::now();
+    // Announce the sleep, then look again: a writer publishes, fences, then looks for sleepers,
+    // so either it sees this one (and rings) or this look sees its input.
+    Bell* bell = ctx.bell;
+    bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = bell->seq.load(std::memory_order_seq_cst);
+    if (!arrived()) sleepOnBell(bell, seen, 100 * 1000 * 1000L);
+    bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds)
+      throw Error(ErrorCode::Timeout, std::string(op.name) + " #" + std::to_string(op.opSeq) + " on rank " + std::to_string(ctx.rank) +
+                                          " (one-shot through shared memory) is waiting for the input of " +
+                                          (ctx.describePeer ? ctx.describePeer(p) : "rank " + std::to_string(p)) +
+                                          " and made no progress for " + std::to_string(int(ctx.timeoutSeconds)) +
+                                          " s (TUTTI_TIMEOUT)");
+  }
+}
+
+}  // namespace
+
+void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx) {
+  const size_t bytes = op.count * dtypeSize(op.type);
+  if (bytes > kMailboxBytes) throw Error(ErrorCode::Internal, "mailbox all-reduce of " + std::to_string(bytes) + " bytes");
+  Mailbox* mine = op.boxes[op.rank];
+  reduceHost(op.type, op.redop, mine->data, nullptr, op.in, op.count, kPreOnB);
+  mine->seq.store(op.seq, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int p = 0; p < op.nranks; p++)
+    if (p != op.rank && op.bells[p]->sleepers.load(std::memory_order_relaxed) != 0) ringBell(op.bells[p]);
+  // The fold, in rank order with the accumulator on the left; own input from the mailbox too
+  // (in place, the output overwrites the input).
+  for (int p = 0; p < op.nranks; p++) {
+    if (p != op.rank) awaitInput(op, p, ctx);
+    const unsigned flags = p == op.nranks - 1 ? unsigned(kPost) : 0u;
+    if (p == 0) reduceHost(op.type, op.redop, op.out, nullptr, op.boxes[0]->data, op.count, flags);
+    else reduceHost(op.type, op.redop, op.out, op.out, op.boxes[p]->data, op.count, flags);
+  }
+}
+
+}  // namespace tutti::kern

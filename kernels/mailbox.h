@@ -1,0 +1,52 @@
+// Mailboxes: the one-shot all-reduce of small messages between the ranks of one host, without
+// FIFOs. Every rank owns two mailboxes in its control block (shared memory that the host's other
+// ranks map) and uses them in turn, one per operation. A rank writes its input, with the
+// reduction's pre-operation applied, into its mailbox and then publishes the operation's number
+// in the mailbox's first word; then it folds every rank's mailbox in rank order,
+// ((x0 op x1) op x2) op ..., as each one's number appears. The smallest messages share the cache
+// line of that number, so a rank sees a peer's input in one cache-line transfer.
+//
+// No rank waits for its mailbox to be free: a rank writes operation k's mailbox (the one operation
+// k - 2 used) after finishing operation k - 1, which needed every peer's input of k - 1, which
+// every peer wrote only after finishing k - 2, the last read of that mailbox.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/bell.h"
+#include "kernels/host_executor.h"
+#include "kernels/host_reduce.h"
+
+namespace tutti::kern {
+
+constexpr size_t kMailboxBytes = 4096 - 8;  // the largest input a mailbox holds
+
+struct alignas(64) Mailbox {
+  std::atomic<uint64_t> seq{0};  // the operation whose input the mailbox holds (0: none yet)
+  char data[kMailboxBytes];      // the first 56 bytes share seq's cache line
+};
+static_assert(sizeof(Mailbox) == 4096);
+
+// One all-reduce through the mailboxes, on every rank of the communicator (all on this host).
+struct MailboxAllReduce {
+  uint64_t seq = 0;            // the operation's number, 1, 2, ... in the order every rank runs them
+  int rank = 0, nranks = 1;
+  Mailbox* const* boxes = nullptr;  // by rank: each rank's mailbox for this operation (seq % 2)
+  Bell* const* bells = nullptr;     // by rank: the bell its waiting thread sleeps on
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  RedOp redop;
+  const char* name = "AllReduce";  // for errors, with opSeq
+  uint64_t opSeq = 0;
+};
+
+// Runs it on the calling thread: waits spin, then yield, then sleep on ctx.bell (which must be
+// op.bells[op.rank]), bounded by ctx's timeout and abort flag. Throws Error: Timeout naming the
+// rank that never wrote its input, Aborted, or InvalidArgument for a reduction it cannot apply.
+void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx);
+
+}  // namespace tutti::kern
