@@ -32,8 +32,8 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
       continue;
     }
     if (sleptSince == Clock::time_point{}) sleptSince = Clock::now();
-    // Announce the sleep, then look again: a writer publishes, fences, then looks for sleepers,
-    // so either it sees this one (and rings) or this look sees its input.
+    // Announce the sleep, then look again: a writer publishes, later fences and looks for
+    // sleepers, so either it sees this one (and rings) or this look sees its input.
     Bell* bell = ctx.bell;
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = bell->seq.load(std::memory_order_seq_cst);
@@ -56,17 +56,33 @@ void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx
   Mailbox* mine = op.boxes[op.rank];
   reduceHost(op.type, op.redop, mine->data, nullptr, op.in, op.count, kPreOnB);
   mine->seq.store(op.seq, std::memory_order_release);
+  // The fold, in rank order with the accumulator on the left; own input from the mailbox too
+  // (in place, the output overwrites the input).
+  auto await = [&](int p) {
+    if (p != op.rank) awaitInput(op, p, ctx);
+  };
+  auto postAt = [&](int p) { return p == op.nranks - 1 ? unsigned(kPost) : 0u; };
+  if (op.nranks == 1) {
+    reduceHost(op.type, op.redop, op.out, nullptr, op.boxes[0]->data, op.count, kPost);
+  } else {
+    await(0);
+    await(1);
+    reduceHost(op.type, op.redop, op.out, op.boxes[0]->data, op.boxes[1]->data, op.count, postAt(1));
+    for (int p = 2; p < op.nranks; p++) {
+      await(p);
+      reduceHost(op.type, op.redop, op.out, op.out, op.boxes[p]->data, op.count, postAt(p));
+    }
+  }
+  // Wake the peers that sleep waiting for this input. Only now: a fence right after the write
+  // would hold this rank until the write reached every peer, and only then let it look for
+  // theirs (a second cache-line round trip per operation). Waiting this long loses no wake-up:
+  // every rank that waits has written its own input first, so the fold above never waits for
+  // a sleeper, and the last rank to arrive (which waits for nobody) wakes everyone still asleep.
+  // The fence orders the write before the look at sleepers, against the sleeper's count before
+  // its look at the mailbox (awaitInput).
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < op.nranks; p++)
     if (p != op.rank && op.bells[p]->sleepers.load(std::memory_order_relaxed) != 0) ringBell(op.bells[p]);
-  // The fold, in rank order with the accumulator on the left; own input from the mailbox too
-  // (in place, the output overwrites the input).
-  for (int p = 0; p < op.nranks; p++) {
-    if (p != op.rank) awaitInput(op, p, ctx);
-    const unsigned flags = p == op.nranks - 1 ? unsigned(kPost) : 0u;
-    if (p == 0) reduceHost(op.type, op.redop, op.out, nullptr, op.boxes[0]->data, op.count, flags);
-    else reduceHost(op.type, op.redop, op.out, op.out, op.boxes[p]->data, op.count, flags);
-  }
 }
 
 }  // namespace tutti::kern

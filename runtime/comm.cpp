@@ -154,13 +154,28 @@ void registerComm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(registryMutex());
   registry().insert(comm);
 }
+// Bumped by every removal: a thread's last positive answer stays valid while it is unchanged.
+// Every call checks its communicator, and ranks that are threads of one process would otherwise
+// pass the registry's lock (one cache line) between cores on every call.
+static std::atomic<uint64_t> registryGeneration{0};
+struct LastLiveComm {
+  const ncclComm* comm = nullptr;
+  uint64_t generation = 0;
+};
+static thread_local LastLiveComm tLastLive;
+
 void unregisterComm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(registryMutex());
   registry().erase(comm);
+  registryGeneration.fetch_add(1, std::memory_order_release);
 }
 bool isLiveComm(const ncclComm* comm) {
+  const uint64_t generation = registryGeneration.load(std::memory_order_acquire);
+  if (comm != nullptr && tLastLive.comm == comm && tLastLive.generation == generation) return true;
   std::lock_guard<std::mutex> lock(registryMutex());
-  return registry().count(comm) != 0;
+  if (registry().count(comm) == 0) return false;
+  tLastLive = {comm, registryGeneration.load(std::memory_order_relaxed)};
+  return true;
 }
 
 int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->nworkers; }

@@ -136,6 +136,9 @@ struct ncclComm {
   std::vector<tutti::kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
   std::vector<tutti::kern::Bell*> mailboxBells;     // [rank]: its worker 0's bell
   uint64_t mailboxSeq = 0;                          // mailbox operations run so far
+  // The selector's last answer for a blocking all-reduce of mailboxChoiceBytes: mailbox or not.
+  size_t mailboxChoiceBytes = SIZE_MAX;
+  bool mailboxChoice = false;
 
   // Scratch memory of the plans' lanes, taken by each launch while it runs.
   std::shared_ptr<tutti::ScratchPool> scratch = std::make_shared<tutti::ScratchPool>();

@@ -398,6 +398,15 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
   return ctx;
 }
 
+// A worker that stopped because the communicator failed elsewhere (the proxy saw the peer die)
+// reports Aborted; the caller should get the cause instead: throws the communicator's recorded
+// error if it is another.
+void throwRecordedCause(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  if (comm->asyncError.load() != ncclSuccess && comm->asyncErrorCode != ErrorCode::Aborted)
+    throw Error(comm->asyncErrorCode, comm->asyncErrorMessage);
+}
+
 // A mailbox launch's one all-reduce, on the thread of the communicator's worker 0.
 void runMailbox(CommLaunch& L) {
   ncclComm* comm = L.comm;
@@ -456,17 +465,11 @@ void execute(std::span<CommLaunch* const> launches) {
     }
   }
   if (first) {
-    // A worker that stopped because the communicator failed elsewhere (the proxy saw the peer
-    // die) reports Aborted; the caller should get the cause instead.
     try {
       std::rethrow_exception(first);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::Aborted) throw;
-      for (CommLaunch* L : launches) {
-        std::lock_guard<std::mutex> lock(L->comm->errorMutex);
-        if (L->comm->asyncError.load() != ncclSuccess && L->comm->asyncErrorCode != ErrorCode::Aborted)
-          throw Error(L->comm->asyncErrorCode, L->comm->asyncErrorMessage);
-      }
+      for (CommLaunch* L : launches) throwRecordedCause(L->comm);
       throw;
     }
   }
@@ -621,21 +624,65 @@ void rebind(CommLaunch& L, const Task& t) {
     }
 }
 
+// A blocking all-reduce that the selector sends through the mailboxes runs here and now, without
+// a launch: nothing is bound, so a loop of them costs only the exchange. Returns false when the
+// call is not one.
+bool mailboxNow(ncclComm* comm, const Task& t) {
+  const size_t bytes = t.count * kern::dtypeSize(t.type);
+  if (t.kind != CollKind::AllReduce || !comm->mailboxesMapped || bytes > kern::kMailboxBytes) return false;
+  if (!comm->forcedAlgorithm.empty() || comm->mailboxChoiceBytes != bytes) {
+    Selection selection = chooseAlgorithm(comm, t);
+    bool yes = viaMailbox(comm, t, selection);
+    if (!comm->forcedAlgorithm.empty()) {
+      if (!yes) return false;
+    } else {
+      comm->mailboxChoiceBytes = bytes;
+      comm->mailboxChoice = yes;
+    }
+  }
+  if (comm->forcedAlgorithm.empty() && !comm->mailboxChoice) return false;
+  kern::MailboxAllReduce op;
+  op.seq = ++comm->mailboxSeq;
+  op.rank = comm->rank;
+  op.nranks = comm->nranks;
+  op.boxes = comm->mailboxes[op.seq % 2].data();
+  op.bells = comm->mailboxBells.data();
+  op.in = t.in;
+  op.out = t.out;
+  op.count = t.count;
+  op.type = t.type;
+  op.redop = resolveRedOp(comm, t.type, t.op);
+  op.name = collName(t.kind);
+  op.opSeq = comm->opSeq++;
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(), op.name,
+              (unsigned long long)op.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
+  try {
+    kern::runMailboxAllReduce(op, contextFor(comm, 0));
+  } catch (const Error& e) {
+    comm->fail(e);
+    if (e.code() == ErrorCode::Aborted) throwRecordedCause(comm);
+    throw;
+  }
+  return true;
+}
+
 // A launch of one operation outside a group (or a group of one): reuses a finished launch of
 // the same shape when there is one, so a loop of identical calls allocates nothing per call.
 // Self sends and in-place all-to-all (which copies its input per call) take the general path.
-void launchSingle(const Task& t) {
+// checked: the caller has just checked that the communicator is usable.
+void launchSingle(const Task& t, bool checked) {
   ncclComm* comm = t.comm;
   if (t.kind == CollKind::Send || t.kind == CollKind::Recv || (t.kind == CollKind::AlltoAll && t.in != nullptr && t.in == t.out)) {
     launchGroup({t});
     return;
   }
-  checkUsableComm("ncclGroupEnd", comm);
+  if (!checked) checkUsableComm("ncclGroupEnd", comm);
   struct Active {
     ncclComm* comm;
     explicit Active(ncclComm* c) : comm(c) { comm->activeLaunches++; }
     ~Active() { comm->activeLaunches--; }
   } active(comm);
+  if (t.stream == nullptr && mailboxNow(comm, t)) return;
   Selection selection = chooseAlgorithm(comm, t);
   LaunchShape shape{t.kind, t.count, t.type, t.op, t.root, t.stream, selection.algorithm, selection.nchannels};
   std::unique_ptr<CommLaunch> L = takeIdleLaunch(comm, shape);
@@ -711,7 +758,7 @@ void enqueueTask(const Task& task) {
     tGroup.tasks.push_back(task);
     return;
   }
-  launchSingle(task);
+  launchSingle(task, true);  // the call has just checked the communicator
 }
 
 void groupStart() { tGroup.depth++; }
@@ -726,7 +773,7 @@ void groupEnd() {
   if (error != ncclSuccess)
     throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: a call inside the group failed (see the earlier error); the group's " +
                                              std::to_string(tasks.size()) + " other operations were dropped");
-  if (tasks.size() == 1) launchSingle(tasks.front());
+  if (tasks.size() == 1) launchSingle(tasks.front(), false);
   else if (!tasks.empty()) launchGroup(std::move(tasks));
 }
 

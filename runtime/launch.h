@@ -31,7 +31,8 @@ struct Task {
 // The algorithm name and channel count a task would run with (tuttiCommAlgorithm).
 std::pair<std::string, int> algorithmFor(const Task& task);
 
-// Adds a validated task to the current group, or runs it now outside a group. Throws Error.
+// Adds a validated task (its communicator just checked usable) to the current group, or runs it
+// now outside a group. Throws Error.
 void enqueueTask(const Task& task);
 
 void groupStart();
