@@ -79,7 +79,11 @@ struct ExecutionContext {
   int spin = 200;                              // busy polls before yielding
   int yields = 50;                             // polls that yield the CPU before sleeping
   int rank = 0;
-  std::function<std::string(int peer)> describePeer;  // "rank 3 (host:pid)"
+  // Names a peer in errors, "rank 3 (host:pid)": peerNamer(peerNamerArg, peer). A plain function
+  // pointer, so that making a context per operation costs nothing. Unset: "rank 3".
+  std::string (*peerNamer)(const void* arg, int peer) = nullptr;
+  const void* peerNamerArg = nullptr;
+  std::string describePeer(int peer) const { return peerNamer ? peerNamer(peerNamerArg, peer) : "rank " + std::to_string(peer); }
 };
 
 // Whether a step of this kind takes a slot from the receive FIFO / fills one of the send FIFO.

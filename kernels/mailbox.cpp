@@ -42,7 +42,7 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
     if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds)
       throw Error(ErrorCode::Timeout, std::string(op.name) + " #" + std::to_string(op.opSeq) + " on rank " + std::to_string(ctx.rank) +
                                           " (one-shot through shared memory) is waiting for the input of " +
-                                          (ctx.describePeer ? ctx.describePeer(p) : "rank " + std::to_string(p)) +
+                                          ctx.describePeer(p) +
                                           " and made no progress for " + std::to_string(int(ctx.timeoutSeconds)) +
                                           " s (TUTTI_TIMEOUT)");
   }

@@ -394,7 +394,8 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
   ctx.spin = comm->spin;
   ctx.yields = comm->yields;
   ctx.rank = comm->rank;
-  ctx.describePeer = [comm](int peer) { return comm->describePeer(peer); };
+  ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
+  ctx.peerNamerArg = comm;
   return ctx;
 }
 
