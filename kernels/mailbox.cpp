@@ -16,7 +16,9 @@ namespace {
 void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) {
   using Clock = std::chrono::steady_clock;
   const std::atomic<uint64_t>& seq = op.boxes[p]->seq;
-  auto arrived = [&] { return seq.load(std::memory_order_acquire) == op.seq; };
+  // seq_cst (a plain load on x86): the look after announcing a sleep must be ordered after the
+  // announcement, against the writer's fence (runMailboxAllReduce).
+  auto arrived = [&] { return seq.load(std::memory_order_seq_cst) == op.seq; };
   Clock::time_point sleptSince{};
   for (int idle = 0; !arrived(); idle++) {
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
@@ -78,8 +80,9 @@ void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx
   // theirs (a second cache-line round trip per operation). Waiting this long loses no wake-up:
   // every rank that waits has written its own input first, so the fold above never waits for
   // a sleeper, and the last rank to arrive (which waits for nobody) wakes everyone still asleep.
-  // The fence orders the write before the look at sleepers, against the sleeper's count before
-  // its look at the mailbox (awaitInput).
+  // The fence orders the write before the look at sleepers, against the sleeper's count and its
+  // look at the mailbox after it (awaitInput), both seq_cst: either that look sees the input or
+  // this one sees the sleeper.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < op.nranks; p++)
     if (p != op.rank && op.bells[p]->sleepers.load(std::memory_order_relaxed) != 0) ringBell(op.bells[p]);
