@@ -86,6 +86,12 @@ struct ExecutionContext {
   std::string describePeer(int peer) const { return peerNamer ? peerNamer(peerNamerArg, peer) : "rank " + std::to_string(peer); }
 };
 
+// The idle poll number `idle` (from 0) of a wait: the first ctx.spin polls pause, the next
+// ctx.yields yield the core (ranks often outnumber cores: the peer waited for may need this one,
+// and a yield costs far less than a futex sleep and wake-up). Returns false once both are spent:
+// the wait should sleep.
+bool idlePoll(int idle, const ExecutionContext& ctx);
+
 // Whether a step of this kind takes a slot from the receive FIFO / fills one of the send FIFO.
 bool stepReceives(plan::Op op);
 bool stepSends(plan::Op op);

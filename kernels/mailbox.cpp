@@ -1,8 +1,6 @@
 // The one-shot all-reduce through shared mailboxes (see mailbox.h).
 #include "kernels/mailbox.h"
 
-#include <sched.h>
-
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -23,16 +21,7 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
   for (int idle = 0; !arrived(); idle++) {
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
       throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
-    if (idle < ctx.spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-      continue;
-    }
-    if (idle < ctx.spin + ctx.yields) {
-      sched_yield();
-      continue;
-    }
+    if (idlePoll(idle, ctx)) continue;
     if (sleptSince == Clock::time_point{}) sleptSince = Clock::now();
     // Announce the sleep, then look again: a writer publishes, later fences and looks for
     // sleepers, so either it sees this one (and rings) or this look sees its input.

@@ -408,11 +408,9 @@ void throwRecordedCause(ncclComm* comm) {
     throw Error(comm->asyncErrorCode, comm->asyncErrorMessage);
 }
 
-// A mailbox launch's one all-reduce, on the thread of the communicator's worker 0.
-void runMailbox(CommLaunch& L) {
-  ncclComm* comm = L.comm;
-  const Task& t = L.tasks.front();
-  const kern::OpBinding& b = L.bindings.front();
+// Runs one all-reduce through the mailboxes on this thread, which must be the one of the
+// communicator's worker 0 (it sleeps on that worker's bell). Takes the next mailbox number.
+void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq) {
   kern::MailboxAllReduce op;
   op.seq = ++comm->mailboxSeq;
   op.rank = comm->rank;
@@ -423,10 +421,16 @@ void runMailbox(CommLaunch& L) {
   op.out = t.out;
   op.count = t.count;
   op.type = t.type;
-  op.redop = b.redop;
-  op.name = b.name;
-  op.opSeq = b.seq;
+  op.redop = redop;
+  op.name = name;
+  op.opSeq = opSeq;
   kern::runMailboxAllReduce(op, contextFor(comm, 0));
+}
+
+// A mailbox launch's one all-reduce, on the thread of the communicator's worker 0.
+void runMailbox(CommLaunch& L) {
+  const kern::OpBinding& b = L.bindings.front();
+  runMailboxAllReduce(L.comm, L.tasks.front(), b.redop, b.name, b.seq);
 }
 
 // Runs the launches to completion. With one launch, worker 0 runs on this thread.
@@ -642,23 +646,11 @@ bool mailboxNow(ncclComm* comm, const Task& t) {
     }
   }
   if (comm->forcedAlgorithm.empty() && !comm->mailboxChoice) return false;
-  kern::MailboxAllReduce op;
-  op.seq = ++comm->mailboxSeq;
-  op.rank = comm->rank;
-  op.nranks = comm->nranks;
-  op.boxes = comm->mailboxes[op.seq % 2].data();
-  op.bells = comm->mailboxBells.data();
-  op.in = t.in;
-  op.out = t.out;
-  op.count = t.count;
-  op.type = t.type;
-  op.redop = resolveRedOp(comm, t.type, t.op);
-  op.name = collName(t.kind);
-  op.opSeq = comm->opSeq++;
-  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(), op.name,
-              (unsigned long long)op.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
+  const uint64_t opSeq = comm->opSeq++;
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
+              collName(t.kind), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
   try {
-    kern::runMailboxAllReduce(op, contextFor(comm, 0));
+    runMailboxAllReduce(comm, t, resolveRedOp(comm, t.type, t.op), collName(t.kind), opSeq);
   } catch (const Error& e) {
     comm->fail(e);
     if (e.code() == ErrorCode::Aborted) throwRecordedCause(comm);

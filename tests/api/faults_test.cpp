@@ -7,22 +7,10 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/ranks_support.h"
 
-namespace {
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-// Two ranks as threads of this process; comms[1] is left to the caller to ignore or use.
-void initPair(ncclComm_t comms[2]) {
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::thread second([&] { ncclCommInitRank(&comms[1], 2, id, 1); });
-  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
-  second.join();
-  REQUIRE(comms[1] != nullptr);
-}
-}  // namespace
+using tutti_test::initPair;
+using tutti_test::secondsSince;
 
 TEST_CASE("a rank that never joins fails init within the deadline, naming it", "[faults][bootstrap]") {
   setenv("TUTTI_BOOTSTRAP_TIMEOUT", "2", 1);
@@ -69,18 +57,23 @@ TEST_CASE("ncclCommAbort from another thread ends a collective stuck on an absen
 }
 
 TEST_CASE("a peer that stops moving makes the operation time out, naming it", "[faults][timeout]") {
+  // 1 element goes through the shared mailboxes, 4096 through the plan's FIFOs.
+  const size_t count = GENERATE(size_t(1), size_t(4096));
+  INFO(count << " elements");
   setenv("TUTTI_TIMEOUT", "2", 1);
   ncclComm_t comms[2] = {nullptr, nullptr};
   initPair(comms);
   unsetenv("TUTTI_TIMEOUT");
-  float x = 1, y = 0;
+  std::vector<float> x(count, 1.0f), y(count, 0.0f);
   auto start = std::chrono::steady_clock::now();
-  ncclResult_t result = ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comms[0], nullptr);
+  ncclResult_t result = ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, comms[0], nullptr);
   std::string message = ncclGetLastError(nullptr);
   CHECK(result == ncclRemoteError);
   CHECK(secondsSince(start) < 10);
   INFO(message);
   CHECK(message.find("rank 1") != std::string::npos);
+  CHECK(message.find("AllReduce") != std::string::npos);
+  if (count == 1) CHECK(message.find("waiting for the input of rank 1") != std::string::npos);
   ncclResult_t async = ncclSuccess;
   REQUIRE(ncclCommGetAsyncError(comms[0], &async) == ncclSuccess);
   CHECK(async == ncclRemoteError);

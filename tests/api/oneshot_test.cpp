@@ -1,11 +1,10 @@
 // The one-shot all-reduce through shared mailboxes (kernels/mailbox.h): the same bits as the
 // chain plan and on every rank, the same fold whether a call fits the mailboxes or runs the
 // plan, the selector's choice for small all-reduces on one host, waits that sleep and wake, and
-// a wait on an absent rank that times out naming it or ends at an abort.
+// a wait on an absent rank that ends at an abort (its timeout: faults_test.cpp).
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -18,6 +17,8 @@
 #include "tests/common/ranks_support.h"
 
 using tutti_test::check;
+using tutti_test::initPair;
+using tutti_test::secondsSince;
 
 namespace {
 
@@ -41,19 +42,6 @@ std::vector<float> allReduce(ncclComm_t comm, const std::string& algorithm, cons
 
 bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-void initPair(ncclComm_t comms[2]) {
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::thread second([&] { ncclCommInitRank(&comms[1], 2, id, 1); });
-  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
-  second.join();
-  REQUIRE(comms[1] != nullptr);
 }
 
 }  // namespace
@@ -134,24 +122,6 @@ TEST_CASE("mailbox waits that sleep are woken by the last writer", "[oneshot][th
     }
   });
   REQUIRE(failures == "");
-}
-
-TEST_CASE("a mailbox wait on a rank that never calls times out naming it", "[oneshot][faults]") {
-  setenv("TUTTI_TIMEOUT", "1", 1);
-  ncclComm_t comms[2] = {nullptr, nullptr};
-  initPair(comms);
-  unsetenv("TUTTI_TIMEOUT");
-  double x = 1, y = 0;
-  auto start = std::chrono::steady_clock::now();
-  ncclResult_t result = ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, comms[0], nullptr);
-  std::string message = ncclGetLastError(nullptr);
-  CHECK(result == ncclRemoteError);
-  CHECK(secondsSince(start) < 10);
-  INFO(message);
-  CHECK(message.find("waiting for the input of rank 1") != std::string::npos);
-  CHECK(message.find("AllReduce") != std::string::npos);
-  REQUIRE(ncclCommDestroy(comms[0]) == ncclSuccess);
-  REQUIRE(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
 
 TEST_CASE("ncclCommAbort from another thread ends a mailbox wait", "[oneshot][faults]") {

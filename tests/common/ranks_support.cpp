@@ -50,6 +50,21 @@ std::string runRankThreads(int first, int count, int nranks, const ncclUniqueId&
 
 }  // namespace
 
+void initPair(ncclComm_t comms[2]) {
+  ncclUniqueId id;
+  checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  ncclResult_t second = ncclSuccess;
+  std::thread other([&] { second = ncclCommInitRank(&comms[1], 2, id, 1); });
+  ncclResult_t first = ncclCommInitRank(&comms[0], 2, id, 0);
+  other.join();
+  checkNccl(first, "ncclCommInitRank (rank 0)");
+  checkNccl(second, "ncclCommInitRank (rank 1)");
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 std::string runOnThreads(int n, const std::function<void(int i)>& fn) {
   std::vector<std::string> failures(static_cast<size_t>(n));
   std::vector<std::thread> threads;

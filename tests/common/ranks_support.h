@@ -3,6 +3,7 @@
 // thread (Catch2's assertions are not thread-safe).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,12 @@ void checkNccl(ncclResult_t result, const char* call);
 // Makes a communicator for rank of nranks from id, runs body, destroys it (aborts it after a
 // failure). Returns "" or the failure, naming the rank.
 std::string runRank(int rank, int nranks, const ncclUniqueId& id, const RankBody& body);
+
+// Two ranks as threads of this process: comms[0] and comms[1]. Throws RankFailure when an
+// init fails.
+void initPair(ncclComm_t comms[2]);
+
+double secondsSince(std::chrono::steady_clock::time_point t);
 
 // Runs fn(i) for i < n on n threads (without making communicators). Returns the failures.
 std::string runOnThreads(int n, const std::function<void(int i)>& fn);
