@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,14 @@ void checkAllAgree(int rank, int nranks, ncclComm_t comm) {
   tutti_test::check(f.workersPerRank == comm->nworkers, "workers per rank not the communicator's: " + f.describe());
 }
 
+// The fixed figures (sim.h: 2 us a step, 1 us of latency) scaled by ranks per core.
+void checkFixedFigures(int nranks, ncclComm_t comm) {
+  const tutti::sim::Fabric& f = comm->selector->fabric();
+  double over = std::max(1.0, double(nranks) / f.coresPerNode);
+  tutti_test::check(std::abs(f.stepOverheadUs - 2.0 * over) < 1e-9 && std::abs(f.local.latencyUs - (1 + 2 * (over - 1))) < 1e-9,
+                    "not the fixed figures: " + f.describe());
+}
+
 }  // namespace
 
 TEST_CASE("calibration: every rank agrees on the fabric and the choices, ranks as threads", "[calibration][threads]") {
@@ -68,10 +77,18 @@ TEST_CASE("calibration: TUTTI_CALIBRATE=0 keeps the fixed figures", "[calibratio
   tutti_test::ScopedEnv calibrate("TUTTI_CALIBRATE", "0");
   REQUIRE(tutti_test::runThreads(4, [](int rank, int nranks, ncclComm_t comm) {
             checkAllAgree(rank, nranks, comm);
-            const tutti::sim::Fabric& f = comm->selector->fabric();
-            // The defaults (sim.h: 2 us a step, 1 us of latency) scaled by ranks per core.
-            double over = std::max(1.0, double(nranks) / f.coresPerNode);
-            tutti_test::check(std::abs(f.stepOverheadUs - 2.0 * over) < 1e-9 && std::abs(f.local.latencyUs - (1 + 2 * (over - 1))) < 1e-9,
-                              "not the fixed figures: " + f.describe());
+            checkFixedFigures(nranks, comm);
           }) == "");
+}
+
+TEST_CASE("calibration: processes whose TUTTI_CALIBRATE differs all take the fixed figures", "[calibration][processes]") {
+  // Process 0 would measure, process 1 would not: calibration counts as measured only if every
+  // rank measured, so both take the fixed figures, and they agree on every choice.
+  REQUIRE(tutti_test::runProcesses(
+              2,
+              [](int rank, int nranks, ncclComm_t comm) {
+                checkAllAgree(rank, nranks, comm);
+                checkFixedFigures(nranks, comm);
+              },
+              120, 1, [](int process) { setenv("TUTTI_CALIBRATE", process == 0 ? "1" : "0", 1); }) == "");
 }

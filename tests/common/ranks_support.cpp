@@ -88,7 +88,8 @@ std::string runThreads(int nranks, const RankBody& body) {
   return runRankThreads(0, nranks, nranks, id, body);
 }
 
-std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, int threadsPerProcess) {
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, int threadsPerProcess,
+                         const std::function<void(int process)>& inChild) {
   if (threadsPerProcess < 1 || nranks % threadsPerProcess != 0) return "runProcesses: nranks must be a multiple of threadsPerProcess";
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
@@ -101,6 +102,7 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, i
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
+      if (inChild) inChild(r);
       std::string failure = runRankThreads(r * threadsPerProcess, threadsPerProcess, nranks, id, body);
       if (!failure.empty()) (void)!write(fds[1], failure.data(), failure.size());
       close(fds[1]);

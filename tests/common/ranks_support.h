@@ -41,8 +41,10 @@ std::string runOnThreads(int n, const std::function<void(int i)>& fn);
 std::string runThreads(int nranks, const RankBody& body);
 // Runs body in forked processes, threadsPerProcess ranks (threads) in each: nranks must be a
 // multiple of it. A child that fails, crashes or does not finish within timeoutSeconds counts
-// as a failure (and is killed).
-std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds = 240, int threadsPerProcess = 1);
+// as a failure (and is killed). inChild(process), when given, runs in each child before its
+// ranks join (to give processes different environments).
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds = 240, int threadsPerProcess = 1,
+                         const std::function<void(int process)>& inChild = {});
 
 }  // namespace tutti_test
 
