@@ -31,7 +31,7 @@ constexpr int kCalibrationBell = kMaxWorkers - 1;
 
 // What one rank contributes (the allgather's slot).
 struct Sample {
-  double hopUs = 0;  // 0: alone on the host, or the previous rank did not answer
+  double hopUs = 0;  // 0: not the first rank of its host's ring, alone there, or the token stopped
   double copyGBps = 0;
   double reduceGBps = 0;
   int32_t measured = 0;  // TUTTI_CALIBRATE on at this rank
@@ -67,31 +67,38 @@ bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time
   }
 }
 
-// Rounds of a ring over the host's ranks, all at once: ring the next rank's bell, wait for the
-// previous rank's, as a ring collective's steps hand off when every rank of the host is busy.
-// The mean of the fastest three quarters of the rounds in us (rounds that other processes'
-// work preempted say nothing about the algorithms; a median would flip between the fast rounds,
-// where the peer was running, and the slow ones, where it had to be scheduled), or 0 if the
-// previous rank stopped answering. `seen` is our bell's seq read before
-// any rank could ring it.
-double ringRoundUs(const ncclComm* comm, int next, uint32_t seen) {
+// Laps of a token around the host's ranks: the first rank of the host rings the next rank's
+// bell, and each rank, once its own bell rings, rings the next, as a ring collective's steps hand
+// off (each waiting for its predecessor; past the cores, for its predecessor to be scheduled).
+// The first rank returns the mean of the fastest three quarters of the laps divided by the ranks
+// in the ring, in us (laps that other processes' work preempted say nothing about the
+// algorithms); the others, and a first rank whose token stopped coming back, return 0. `seen` is
+// our bell's seq read before any rank could ring it.
+//
+// (A ring in which every rank rang its next at once, the earlier form, measured drift, not
+// handoffs: once a rank fell behind, its predecessor's rings were already waiting, and at 4 ranks
+// on 2 cores it reported 0.05 us, which made the model pick ring at 8-32 KiB where recursive
+// doubling and oneshot were 1.6-2x faster.)
+double tokenLapHopUs(const ncclComm* comm, int next, int ranksInRing, bool first, uint32_t seen) {
   kern::Bell* mine = &comm->control->bells[kCalibrationBell];
   kern::Bell* theirs = &comm->peerControl[size_t(next)]->bells[kCalibrationBell];
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWaitSeconds));
-  std::vector<double> rounds;
-  rounds.reserve(kTimedRounds);
+  std::vector<double> laps;
+  laps.reserve(kTimedRounds);
   for (int i = 0; i < kWarmupRounds + kTimedRounds; i++) {
     Clock::time_point start = Clock::now();
-    kern::ringBell(theirs);
+    if (first) kern::ringBell(theirs);
     if (!waitPast(mine, seen, comm, deadline)) return 0;
     seen++;
-    if (i >= kWarmupRounds) rounds.push_back(microsecondsSince(start));
+    if (!first) kern::ringBell(theirs);
+    if (first && i >= kWarmupRounds) laps.push_back(microsecondsSince(start));
   }
-  std::sort(rounds.begin(), rounds.end());
-  rounds.resize(rounds.size() * 3 / 4);
+  if (!first) return 0;
+  std::sort(laps.begin(), laps.end());
+  laps.resize(laps.size() * 3 / 4);
   double sum = 0;
-  for (double r : rounds) sum += r;
-  return sum / double(rounds.size());
+  for (double lap : laps) sum += lap;
+  return sum / double(laps.size()) / double(ranksInRing);
 }
 
 // The fastest of a few copies and float sums of `bytes` (the buffers touched beforehand: a
@@ -127,16 +134,25 @@ void ownCpus(Sample& s) {
     if (CPU_ISSET(c, &set)) s.cpus[c / 8] |= uint8_t(1u << (c % 8));
 }
 
-// The next rank in the ring of the ranks of this rank's host whose control blocks it maps; -1
-// when it is alone there.
-int nextOnHost(const ncclComm* comm) {
+// The ring of the ranks of this rank's host whose control blocks it maps: the next rank (-1 when
+// it is alone there), their number, and whether this rank is the ring's first.
+struct HostRing {
+  int next = -1;
+  int size = 1;
+  bool first = true;
+};
+HostRing ringOnHost(const ncclComm* comm) {
   std::vector<int> local;
   for (int r = 0; r < comm->nranks; r++)
     if (comm->peers[size_t(r)].hostHash == comm->peers[size_t(comm->rank)].hostHash && comm->peerControl[size_t(r)] != nullptr)
       local.push_back(r);
-  if (local.size() < 2) return -1;
+  HostRing ring;
+  if (local.size() < 2) return ring;
   size_t me = size_t(std::find(local.begin(), local.end(), comm->rank) - local.begin());
-  return local[(me + 1) % local.size()];
+  ring.next = local[(me + 1) % local.size()];
+  ring.size = int(local.size());
+  ring.first = me == 0;
+  return ring;
 }
 
 // The same reduction on every rank of the same samples: per host the union of its ranks' CPUs
@@ -179,11 +195,11 @@ HostCalibration calibrateHost(const ncclComm* comm, bool measure) {
   mine.measured = measure ? 1 : 0;
   // Every rank takes part in the barrier and the allgather, measuring or not, so that a rank
   // whose TUTTI_CALIBRATE differs still follows the same bootstrap sequence.
-  int next = nextOnHost(comm);
+  const HostRing ring = ringOnHost(comm);
   uint32_t seen = comm->control->bells[kCalibrationBell].seq.load(std::memory_order_acquire);
   comm->bootstrap->barrier();  // the host's ranks start together, loading the cores as a collective does
   if (measure) {
-    if (next >= 0) mine.hopUs = ringRoundUs(comm, next, seen);
+    if (ring.next >= 0) mine.hopUs = tokenLapHopUs(comm, ring.next, ring.size, ring.first, seen);
     measureBandwidth(kBandwidthBytes, &mine.copyGBps, &mine.reduceGBps);
   }
   std::vector<Sample> samples(size_t(comm->nranks));
