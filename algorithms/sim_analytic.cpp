@@ -707,12 +707,13 @@ struct Model {
   // on round to n-2: 2n - 2 hops. Rank 0 starts the next tile when the result has come round
   // to it and it has passed it on, so tiles overlap by n - 2 hops.
   // One-shot (oneshot.cpp). Through the mailboxes (one node, small enough): every rank's
-  // write is seen by all the others after one handoff, then each rank folds n inputs. As a plan:
+  // write is seen by all the others after one handoff, then each rank pulls the n-1 other
+  // inputs through its port and folds n inputs. As a plan:
   // n-1 sends through the rank's port, a hop, then n-1 receive-and-reduce steps per tile.
   std::optional<double> oneshotAlgo() const {
     if (coll != Coll::AllReduce) return std::nullopt;
     if (!multiNode() && f.mailboxBytes > 0 && bytes <= f.mailboxBytes)
-      return latency(true) + double(n) * copy(double(bytes));
+      return latency(true) + double(n - 1) * double(bytes) / portRate(true) + double(n) * copy(double(bytes));
     Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
     long long remote = multiNode() ? n - perNode() : 0;
     // Rank 0 is the slowest: its fold starts with a copy and its first receive (from rank 1) is

@@ -21,13 +21,15 @@
 
 namespace tutti::kern {
 
-constexpr size_t kMailboxBytes = 4096 - 8;  // the largest input a mailbox holds
+// The largest input a mailbox holds: 8 KiB (a power of two, as message sizes often are) and the
+// rest of the cache line its number starts.
+constexpr size_t kMailboxBytes = 8192 + 56;
 
 struct alignas(64) Mailbox {
   std::atomic<uint64_t> seq{0};  // the operation whose input the mailbox holds (0: none yet)
   char data[kMailboxBytes];      // the first 56 bytes share seq's cache line
 };
-static_assert(sizeof(Mailbox) == 4096);
+static_assert(sizeof(Mailbox) == 8192 + 64);
 
 // One all-reduce through the mailboxes, on every rank of the communicator (all on this host).
 struct MailboxAllReduce {

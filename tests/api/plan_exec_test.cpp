@@ -482,7 +482,7 @@ TEST_CASE("plan exec: an algorithm that does not serve the collective falls back
                                rank, nranks, comm);
             comm->forcedAlgorithm = "no-such-algorithm";
             // (larger than the mailboxes, where a small all-reduce would run without a plan)
-            tutti_test::runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, 2000, false, 0}}, rank, nranks, comm);
+            tutti_test::runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, 4000, false, 0}}, rank, nranks, comm);
             std::set<std::pair<std::string, int>> used;
             for (auto& [key, plan] : comm->planCache) used.insert({std::get<0>(key), std::get<1>(key)});
             // The default is the selector's choice for each call.
@@ -490,7 +490,7 @@ TEST_CASE("plan exec: an algorithm that does not serve the collective falls back
             const std::set<std::pair<std::string, int>> expected = {
                 {chosen(plan::Coll::AllGather, 1000 * 4 * size_t(nranks)), int(plan::Coll::AllGather)},
                 {chosen(plan::Coll::ReduceScatter, 1000 * 4 * size_t(nranks)), int(plan::Coll::ReduceScatter)},
-                {chosen(plan::Coll::AllReduce, 2000 * 4), int(plan::Coll::AllReduce)}};
+                {chosen(plan::Coll::AllReduce, 4000 * 4), int(plan::Coll::AllReduce)}};
             check(used == expected, "plans were built for other algorithms than the selector's choices");
           }) == "");
 }
