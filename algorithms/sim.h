@@ -82,8 +82,9 @@ struct Fabric {
 };
 
 // What a host measures at init (runtime/calibrate.h), as every rank agreed on it. Bandwidths
-// are one thread's, alone on its core, on cache-resident buffers; the handoff is timed with
-// every rank of the host busy at once, as in a collective.
+// are one thread's, alone on its core, on cache-resident buffers; the handoff is a token's lap
+// around the host's ranks divided by their number (each waiting for its predecessor, as in a
+// ring collective).
 struct HostMeasurements {
   double hopUs = 0;       // one handoff: a rank rings the next rank's bell, that rank's wait sees it
   double copyGBps = 0;    // memcpy

@@ -1,5 +1,6 @@
 // Measuring the host fabric at init: the handoff between the ranks of a host through their
-// executor bells (a ring of them, every rank busy at once), one thread's copy and reduce
+// executor bells (a token's laps around them, each rank waiting for its predecessor as in a
+// ring collective), one thread's copy and reduce
 // bandwidth, and the cores each host's ranks can run on. Every rank contributes what it
 // measured; the bootstrap allgather hands everyone the same samples, and the same reduction of
 // them gives every rank the same figures (and so the same algorithm choices, without which
