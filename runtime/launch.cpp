@@ -577,6 +577,20 @@ struct LaunchCache {
   static constexpr size_t kMaxIdle = HostStream::kCapacity + 16;
   std::mutex mutex;
   std::vector<IdleLaunch> idle;
+
+  // Mailbox all-reduces queued on host streams need no launch: the caller fills a slot, the
+  // stream's job (which captures only the communicator and the slot, so queueing it allocates
+  // nothing) runs it and frees the slot. Taken in turn by the caller's thread; a slot still busy
+  // (jobs on several streams finish out of order) sends the call down the launch path.
+  static constexpr size_t kMailboxSlots = 2 * HostStream::kCapacity + 8;
+  struct MailboxJob {
+    Task task;
+    kern::RedOp redop;
+    uint64_t opSeq = 0;
+    std::atomic<bool> busy{false};
+  };
+  MailboxJob mailboxJobs[kMailboxSlots];
+  size_t mailboxJobsTaken = 0;
 };
 
 namespace {
@@ -632,30 +646,69 @@ void rebind(CommLaunch& L, const Task& t) {
 // A blocking all-reduce that the selector sends through the mailboxes runs here and now, without
 // a launch: nothing is bound, so a loop of them costs only the exchange. Returns false when the
 // call is not one.
-bool mailboxNow(ncclComm* comm, const Task& t) {
+// Whether the selector sends this call through the mailboxes (remembered per size).
+bool mailboxChosen(ncclComm* comm, const Task& t) {
   const size_t bytes = t.count * kern::dtypeSize(t.type);
   if (t.kind != CollKind::AllReduce || !comm->mailboxesMapped || bytes > kern::kMailboxBytes) return false;
-  if (!comm->forcedAlgorithm.empty() || comm->mailboxChoiceBytes != bytes) {
-    Selection selection = chooseAlgorithm(comm, t);
-    bool yes = viaMailbox(comm, t, selection);
-    if (!comm->forcedAlgorithm.empty()) {
-      if (!yes) return false;
-    } else {
-      comm->mailboxChoiceBytes = bytes;
-      comm->mailboxChoice = yes;
-    }
+  if (!comm->forcedAlgorithm.empty()) return viaMailbox(comm, t, chooseAlgorithm(comm, t));
+  if (comm->mailboxChoiceBytes != bytes) {
+    comm->mailboxChoice = viaMailbox(comm, t, chooseAlgorithm(comm, t));
+    comm->mailboxChoiceBytes = bytes;
   }
-  if (comm->forcedAlgorithm.empty() && !comm->mailboxChoice) return false;
+  return comm->mailboxChoice;
+}
+
+// Records a mailbox operation's failure on its communicator and throws its cause.
+[[noreturn]] void failMailbox(ncclComm* comm, const Error& e) {
+  comm->fail(e);
+  if (e.code() == ErrorCode::Aborted) throwRecordedCause(comm);
+  throw e;
+}
+
+bool mailboxNow(ncclComm* comm, const Task& t) {
+  if (!mailboxChosen(comm, t)) return false;
   const uint64_t opSeq = comm->opSeq++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
               collName(t.kind), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
   try {
     runMailboxAllReduce(comm, t, resolveRedOp(comm, t.type, t.op), collName(t.kind), opSeq);
   } catch (const Error& e) {
-    comm->fail(e);
-    if (e.code() == ErrorCode::Aborted) throwRecordedCause(comm);
-    throw;
+    failMailbox(comm, e);
   }
+  return true;
+}
+
+// A mailbox all-reduce on a host stream, queued without a launch (LaunchCache::MailboxJob).
+// Returns false when the call is not one, or its slot is still busy.
+bool queueMailbox(ncclComm* comm, const Task& t) {
+  if (!mailboxChosen(comm, t)) return false;
+  LaunchCache& cache = launchCacheOf(comm);
+  LaunchCache::MailboxJob& job = cache.mailboxJobs[cache.mailboxJobsTaken % LaunchCache::kMailboxSlots];
+  if (job.busy.load(std::memory_order_acquire)) return false;
+  job.task = t;
+  job.redop = resolveRedOp(comm, t.type, t.op);
+  job.opSeq = comm->opSeq++;
+  job.busy.store(true, std::memory_order_relaxed);
+  cache.mailboxJobsTaken++;
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),
+              collName(t.kind), (unsigned long long)job.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
+  comm->pendingStreamJobs++;
+  LaunchCache::MailboxJob* slot = &job;
+  HostStream::fromHandle(t.stream)->enqueue([comm, slot] {
+    struct Done {
+      ncclComm* comm;
+      LaunchCache::MailboxJob* slot;
+      ~Done() {
+        slot->busy.store(false, std::memory_order_release);
+        comm->pendingStreamJobs--;
+      }
+    } done{comm, slot};
+    try {
+      runMailboxAllReduce(comm, slot->task, slot->redop, collName(slot->task.kind), slot->opSeq);
+    } catch (const Error& e) {
+      failMailbox(comm, e);
+    }
+  });
   return true;
 }
 
@@ -675,7 +728,7 @@ void launchSingle(const Task& t, bool checked) {
     explicit Active(ncclComm* c) : comm(c) { comm->activeLaunches++; }
     ~Active() { comm->activeLaunches--; }
   } active(comm);
-  if (t.stream == nullptr && mailboxNow(comm, t)) return;
+  if (t.stream == nullptr ? mailboxNow(comm, t) : queueMailbox(comm, t)) return;
   Selection selection = chooseAlgorithm(comm, t);
   LaunchShape shape{t.kind, t.count, t.type, t.op, t.root, t.stream, selection.algorithm, selection.nchannels};
   std::unique_ptr<CommLaunch> L = takeIdleLaunch(comm, shape);
