@@ -183,9 +183,7 @@ int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->
 namespace {
 // Busy polls before a wait yields, when a host's ranks outnumber its cores (TUTTI_SPIN unset).
 constexpr int kOversubscribedSpin = 20;
-}  // namespace
 
-namespace {
 // Ranks per node when the nodes hold contiguous blocks of ranks of one size, else 0.
 int uniformRanksPerNode(const std::vector<RankInfo>& peers) {
   size_t block = 1;

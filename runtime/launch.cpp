@@ -643,9 +643,6 @@ void rebind(CommLaunch& L, const Task& t) {
     }
 }
 
-// A blocking all-reduce that the selector sends through the mailboxes runs here and now, without
-// a launch: nothing is bound, so a loop of them costs only the exchange. Returns false when the
-// call is not one.
 // Whether the selector sends this call through the mailboxes (remembered per size).
 bool mailboxChosen(ncclComm* comm, const Task& t) {
   const size_t bytes = t.count * kern::dtypeSize(t.type);
@@ -665,6 +662,9 @@ bool mailboxChosen(ncclComm* comm, const Task& t) {
   throw e;
 }
 
+// A blocking all-reduce that the selector sends through the mailboxes runs here and now, without
+// a launch: nothing is bound, so a loop of them costs only the exchange. Returns false when the
+// call is not one.
 bool mailboxNow(ncclComm* comm, const Task& t) {
   if (!mailboxChosen(comm, t)) return false;
   const uint64_t opSeq = comm->opSeq++;
