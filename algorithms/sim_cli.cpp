@@ -39,6 +39,7 @@ constexpr const char* kUsage =
 struct Options {
   int nodes = 1, gpusPerNode = 8, nicsPerNode = 8;
   int hostRanks = 0, hostPerNode = 0, hostCores = 0;
+  size_t hostMailboxBytes = 0;  // from the caller, not a flag
   std::string topo;
   std::string coll = "allreduce";
   size_t minBytes = 8, maxBytes = size_t(1) << 30;
@@ -149,7 +150,9 @@ Fabric fabricOf(const Options& o) {
   if (o.hostRanks > 0) {
     Fabric::HostFigures figures;
     figures.cores = o.hostCores;
-    return Fabric::host(o.hostRanks, o.hostPerNode > 0 ? o.hostPerNode : o.hostRanks, figures);
+    Fabric f = Fabric::host(o.hostRanks, o.hostPerNode > 0 ? o.hostPerNode : o.hostRanks, figures);
+    if (f.nodes == 1) f.mailboxBytes = o.hostMailboxBytes;  // the runtime maps them when all ranks share a host
+    return f;
   }
   return Fabric::synthetic(o.nodes, o.gpusPerNode, o.nicsPerNode);
 }
@@ -220,7 +223,7 @@ void sweep(Coll coll, const Options& o, const selector::Context& ctx, std::ostre
 
 }  // namespace
 
-int runSimTool(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int runSimTool(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, size_t hostMailboxBytes) {
   for (const std::string& a : args)
     if (a == "-h" || a == "--help") {
       out << kUsage;
@@ -228,6 +231,7 @@ int runSimTool(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
   try {
     Options o = parse(args);
+    o.hostMailboxBytes = hostMailboxBytes;
     Fabric fabric = fabricOf(o);
     plan::AlgorithmRegistry registry = registryOf(o);
     selector::NameFilter algo = selector::parseAlgoFilter(o.algo, selector::knownAlgorithms(registry));

@@ -3,8 +3,9 @@
 #include <iostream>
 
 #include "algorithms/sim_cli.h"
+#include "kernels/mailbox.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  return tutti::sim::runSimTool(args, std::cout, std::cerr);
+  return tutti::sim::runSimTool(args, std::cout, std::cerr, tutti::kern::kMailboxBytes);
 }

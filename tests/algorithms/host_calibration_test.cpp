@@ -136,6 +136,29 @@ TEST_CASE("host calibration: the exact simulator sees the same crowded fabric") 
   }
 }
 
+TEST_CASE("host calibration: tutti-sim models the mailboxes of a one-host system") {
+  auto choiceAt8Bytes = [](std::vector<std::string> args, size_t mailboxBytes) {
+    std::ostringstream out, err;
+    args.insert(args.end(), {"-b", "8", "-e", "8"});
+    REQUIRE(sim::runSimTool(args, out, err, mailboxBytes) == 0);
+    std::istringstream lines(out.str());
+    std::string line;
+    while (std::getline(lines, line))
+      if (!line.empty() && line[0] != '#') {
+        std::istringstream fields(line);
+        size_t bytes;
+        std::string algorithm;
+        fields >> bytes >> algorithm;
+        return algorithm;
+      }
+    FAIL("no row in " << out.str());
+    return std::string();
+  };
+  CHECK(choiceAt8Bytes({"--host-ranks", "4"}, 8248) == "oneshot");
+  CHECK(choiceAt8Bytes({"--host-ranks", "4"}, 0) != "oneshot");                              // no mailboxes
+  CHECK(choiceAt8Bytes({"--host-ranks", "4", "--host-ranks-per-node", "2"}, 8248) != "oneshot");  // two hosts
+}
+
 TEST_CASE("host calibration: tutti-sim --host-cores counts threads against cores") {
   auto channelsAt = [](std::vector<std::string> args) {
     std::ostringstream out, err;
