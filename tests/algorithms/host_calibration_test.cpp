@@ -136,47 +136,47 @@ TEST_CASE("host calibration: the exact simulator sees the same crowded fabric") 
   }
 }
 
+namespace {
+
+// tutti-sim's first row for `args` (one size): its algorithm and channel count.
+struct SimRow {
+  std::string algorithm;
+  int channels = 0;
+};
+SimRow firstSimRow(const std::vector<std::string>& args, size_t mailboxBytes = 0) {
+  std::ostringstream out, err;
+  REQUIRE(sim::runSimTool(args, out, err, mailboxBytes) == 0);
+  std::istringstream lines(out.str());
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty() && line[0] != '#') {
+      std::istringstream fields(line);
+      size_t bytes;
+      std::string proto;
+      SimRow row;
+      fields >> bytes >> row.algorithm >> proto >> row.channels;
+      return row;
+    }
+  FAIL("no row in " << out.str());
+  return {};
+}
+
+}  // namespace
+
 TEST_CASE("host calibration: tutti-sim models the mailboxes of a one-host system") {
-  auto choiceAt8Bytes = [](std::vector<std::string> args, size_t mailboxBytes) {
-    std::ostringstream out, err;
+  auto at8Bytes = [](std::vector<std::string> args, size_t mailboxBytes) {
     args.insert(args.end(), {"-b", "8", "-e", "8"});
-    REQUIRE(sim::runSimTool(args, out, err, mailboxBytes) == 0);
-    std::istringstream lines(out.str());
-    std::string line;
-    while (std::getline(lines, line))
-      if (!line.empty() && line[0] != '#') {
-        std::istringstream fields(line);
-        size_t bytes;
-        std::string algorithm;
-        fields >> bytes >> algorithm;
-        return algorithm;
-      }
-    FAIL("no row in " << out.str());
-    return std::string();
+    return firstSimRow(args, mailboxBytes).algorithm;
   };
-  CHECK(choiceAt8Bytes({"--host-ranks", "4"}, 8248) == "oneshot");
-  CHECK(choiceAt8Bytes({"--host-ranks", "4"}, 0) != "oneshot");                              // no mailboxes
-  CHECK(choiceAt8Bytes({"--host-ranks", "4", "--host-ranks-per-node", "2"}, 8248) != "oneshot");  // two hosts
+  CHECK(at8Bytes({"--host-ranks", "4"}, 8248) == "oneshot");
+  CHECK(at8Bytes({"--host-ranks", "4"}, 0) != "oneshot");                              // no mailboxes
+  CHECK(at8Bytes({"--host-ranks", "4", "--host-ranks-per-node", "2"}, 8248) != "oneshot");  // two hosts
 }
 
 TEST_CASE("host calibration: tutti-sim --host-cores counts threads against cores") {
   auto channelsAt = [](std::vector<std::string> args) {
-    std::ostringstream out, err;
     args.insert(args.end(), {"--host-ranks", "4", "-b", "64M", "-e", "64M"});
-    REQUIRE(sim::runSimTool(args, out, err) == 0);
-    std::istringstream lines(out.str());
-    std::string line;
-    while (std::getline(lines, line))
-      if (!line.empty() && line[0] != '#') {
-        std::istringstream fields(line);
-        size_t bytes;
-        std::string algorithm, proto;
-        int channels = 0;
-        fields >> bytes >> algorithm >> proto >> channels;
-        return channels;
-      }
-    FAIL("no row in " << out.str());
-    return 0;
+    return firstSimRow(args).channels;
   };
   CHECK(channelsAt({}) == 2);  // cores not counted: a second channel looks twice as fast
   CHECK(channelsAt({"--host-cores", "2"}) == 1);
