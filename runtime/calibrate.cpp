@@ -50,18 +50,12 @@ double median(std::vector<double> v) {
 // Waits as the executor does (busy polls, yields, then sleeps on the bell) until the bell's seq
 // moves past `seen`; false when the deadline passes first.
 bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time_point deadline) {
+  kern::ExecutionContext polls;
+  polls.spin = comm->spin;
+  polls.yields = comm->yields;
   for (int idle = 0;; idle++) {
     if (bell->seq.load(std::memory_order_acquire) != seen) return true;
-    if (idle < comm->spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-      continue;
-    }
-    if (idle < comm->spin + comm->yields) {
-      sched_yield();
-      continue;
-    }
+    if (kern::idlePoll(idle, polls)) continue;
     if (Clock::now() > deadline) return false;
     kern::waitBell(bell, seen, 1000 * 1000L);
   }

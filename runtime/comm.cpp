@@ -275,20 +275,12 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       comm->peerControl[size_t(p)] = static_cast<ControlBlock*>(comm->peerControlSegments[size_t(p)]->base());
     }
   }
-  comm->mailboxesMapped = true;
-  for (int p = 0; p < nranks; p++) {
-    ControlBlock* block = comm->peerControl[size_t(p)];
-    if (block == nullptr) {
-      comm->mailboxesMapped = false;
-      break;
+  comm->mailboxesMapped = std::all_of(comm->peerControl.begin(), comm->peerControl.end(), [](ControlBlock* b) { return b != nullptr; });
+  if (comm->mailboxesMapped)
+    for (ControlBlock* block : comm->peerControl) {
+      for (int k = 0; k < 2; k++) comm->mailboxes[k].push_back(&block->mailboxes[k]);
+      comm->mailboxBells.push_back(&block->bells[0]);
     }
-    for (int k = 0; k < 2; k++) comm->mailboxes[k].push_back(&block->mailboxes[k]);
-    comm->mailboxBells.push_back(&block->bells[0]);
-  }
-  if (!comm->mailboxesMapped) {
-    for (auto& boxes : comm->mailboxes) boxes.clear();
-    comm->mailboxBells.clear();
-  }
   comm->bootstrap->barrier();
   comm->controlSegment->seal();
   describeLayout(comm);

@@ -136,7 +136,7 @@ struct ncclComm {
   std::vector<tutti::kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
   std::vector<tutti::kern::Bell*> mailboxBells;     // [rank]: its worker 0's bell
   uint64_t mailboxSeq = 0;                          // mailbox operations run so far
-  // The selector's last answer for a blocking all-reduce of mailboxChoiceBytes: mailbox or not.
+  // The selector's last answer for an all-reduce of mailboxChoiceBytes: mailboxes or not.
   size_t mailboxChoiceBytes = SIZE_MAX;
   bool mailboxChoice = false;
 
