@@ -299,6 +299,19 @@ TUTTI_API ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collectiv
   });
 }
 
+TUTTI_API ncclResult_t tuttiCommTransports(ncclComm_t comm, char* names, size_t nameBytes, int* nodes) {
+  return guard("tuttiCommTransports", [&] {
+    checkComm("tuttiCommTransports", comm);
+    if (names == nullptr || nodes == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommTransports: names or nodes is NULL");
+    std::string text = peerTransports(comm);
+    if (text.size() + 1 > nameBytes)
+      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommTransports: \"" + text + "\" needs " +
+                                                  std::to_string(text.size() + 1) + " bytes, the buffer has " + std::to_string(nameBytes));
+    std::memcpy(names, text.c_str(), text.size() + 1);
+    *nodes = nodeCount(comm);
+  });
+}
+
 TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name) {
   return guard("tuttiCommDeviceBackend", [&] {
     checkComm("tuttiCommDeviceBackend", comm);

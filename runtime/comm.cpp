@@ -180,6 +180,21 @@ bool isLiveComm(const ncclComm* comm) {
 
 int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->nworkers; }
 
+std::string peerTransports(const ncclComm* comm) {
+  std::set<std::string> names;
+  for (int peer = 0; peer < comm->nranks; peer++)
+    if (peer != comm->rank) names.insert(pathName(comm, pathBetween(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)])));
+  std::string text;
+  for (const std::string& n : names) text += (text.empty() ? "" : "+") + n;
+  return text.empty() ? "none" : text;
+}
+
+int nodeCount(const ncclComm* comm) {
+  std::set<uint64_t> hosts;
+  for (const RankInfo& p : comm->peers) hosts.insert(p.hostHash);
+  return int(hosts.size());
+}
+
 namespace {
 // Busy polls before a wait yields, when a host's ranks outnumber its cores (TUTTI_SPIN unset).
 constexpr int kOversubscribedSpin = 20;
@@ -321,8 +336,6 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->initSeconds = seconds(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
-    std::set<uint64_t> hosts;
-    for (const RankInfo& p : comm->peers) hosts.insert(p.hostHash);
     std::string transports = "none";
     if (!comm->connections.empty()) {
       std::set<std::string> names;
@@ -331,9 +344,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       for (auto& n : names) transports += (transports.empty() ? "" : "+") + n;
     }
     TUTTI_INFO(log::Init,
-               "comm %p rank %d nranks %d nodes %zu device host: %d channels, %d workers, FIFO %d x %zu KiB, "
+               "comm %p rank %d nranks %d nodes %d device host: %d channels, %d workers, FIFO %d x %zu KiB, "
                "ring transports %s; init %.3f s (bootstrap %.3f s, exchange %.3f s, connect %.3f s)%s%s",
-               static_cast<void*>(comm), rank, nranks, hosts.size(), comm->nchannels, comm->nworkers, comm->nsteps,
+               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->nchannels, comm->nworkers, comm->nsteps,
                comm->slotBytes / 1024, transports.c_str(), comm->initSeconds, bootstrapSeconds, exchangeSeconds,
                comm->initSeconds - bootstrapSeconds - exchangeSeconds, comm->config.commName.empty() ? "" : ", name ",
                comm->config.commName.c_str());

@@ -207,6 +207,13 @@ void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKe
 
 int workerOfChannel(const ncclComm* comm, int channel);
 
+// How this rank reaches its peers, as the transport choice decides it for each pair (whether or
+// not a connection has been made yet): the distinct names joined by '+' ("local", "shm",
+// "net/Socket"), "none" for a communicator of one rank.
+std::string peerTransports(const ncclComm* comm);
+// The communicator's nodes: hosts as their host hashes tell them apart (NCCL_HOSTID).
+int nodeCount(const ncclComm* comm);
+
 // Live communicators, so a destroyed handle is recognised instead of dereferenced.
 void registerComm(ncclComm* comm);
 void unregisterComm(ncclComm* comm);

@@ -32,6 +32,12 @@ const char* tuttiVersionString(void);
 /* The device backend comm runs on, "host" or "cuda", in *name (a static string). */
 ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name);
 
+/* How this rank reaches its peers: the transports the communicator picks for them, distinct names
+ * joined by '+' ("local" for ranks of this process, "shm", "net/Socket"; "none" for one rank),
+ * written NUL-terminated into names (nameBytes; ncclInvalidArgument if too short), and the
+ * number of nodes (hosts, told apart by host hash or NCCL_HOSTID) in *nodes. */
+ncclResult_t tuttiCommTransports(ncclComm_t comm, char* names, size_t nameBytes, int* nodes);
+
 /* The algorithm (NCCL_ALGO's name for it) and channel count comm would use for one call, as its
  * selector chooses them, without running anything. collective: "allreduce", "allgather",
  * "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send" or "recv";

@@ -86,6 +86,7 @@ struct RankRecord {
   int32_t rank, pid, localIndex;
   char host[64];
   char affinity[116];
+  char transports[64];  // how this rank reaches its peers (tuttiCommTransports)
 };
 
 // -T: watches the ranks of this process; one that stays inside an operation too long aborts all.
@@ -249,6 +250,8 @@ class RankRunner {
     mine.localIndex = ctx_.world.localRank * ctx_.world.ranksPerProcess + localIndex_;
     std::snprintf(mine.host, sizeof mine.host, "%s", hostName().c_str());
     std::snprintf(mine.affinity, sizeof mine.affinity, "%s", cpuAffinity().c_str());
+    int nodes = 0;
+    check(tuttiCommTransports(comm_, mine.transports, sizeof mine.transports, &nodes), rank_, "tuttiCommTransports");
     std::vector<RankRecord> all(static_cast<size_t>(nranks_));
     check(ncclAllGather(&mine, all.data(), sizeof mine, ncclUint8, comm_, nullptr), rank_, "ncclAllGather (rank descriptions)");
     const char* backend = "unknown";
@@ -261,22 +264,28 @@ class RankRunner {
     f.ncclVersion = std::to_string(version);
     f.launcher = ctx_.world.launcher;
     f.hostCpu = cpuModel() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
-    std::vector<std::string> hosts;
     std::vector<int> pids;
+    std::vector<std::string> transports;  // every rank's, each name once
     for (const RankRecord& r : all) {
       f.ranks.push_back({r.rank, r.pid, r.localIndex, std::string(r.host, strnlen(r.host, sizeof r.host)),
                          std::string(r.affinity, strnlen(r.affinity, sizeof r.affinity))});
-      if (std::find(hosts.begin(), hosts.end(), f.ranks.back().host) == hosts.end()) hosts.push_back(f.ranks.back().host);
       if (std::find(pids.begin(), pids.end(), r.pid) == pids.end()) pids.push_back(r.pid);
+      std::string names(r.transports, strnlen(r.transports, sizeof r.transports));
+      for (size_t start = 0; start <= names.size();) {
+        size_t end = std::min(names.find('+', start), names.size());
+        std::string name = names.substr(start, end - start);
+        if (!name.empty() && name != "none" && std::find(transports.begin(), transports.end(), name) == transports.end())
+          transports.push_back(name);
+        start = end + 1;
+      }
     }
-    // Which transports tutti picks follows from where the ranks live (it does not report them itself yet).
-    const char* p2pOff = std::getenv("NCCL_P2P_DISABLE");
-    bool threadsUseShm = p2pOff && std::string(p2pOff) == "1";
-    std::string transports = pids.size() < f.ranks.size() ? (threadsUseShm ? "shm" : "p2p (threads)") : "";
-    if (pids.size() > hosts.size()) transports += std::string(transports.empty() ? "" : ", ") + "shm (processes)";
-    if (hosts.size() > 1) transports += std::string(transports.empty() ? "" : ", ") + "net";
-    f.transports = nranks_ == 1 ? "none (one rank)" : transports;
-    f.topology = std::to_string(nranks_) + " ranks in " + std::to_string(pids.size()) + " processes on " + std::to_string(hosts.size()) + " hosts";
+    // As the library decided them for each pair of ranks: "local" within a process, "shm" between
+    // processes of one node, "net/<backend>" between nodes.
+    std::sort(transports.begin(), transports.end());
+    f.transports.clear();
+    for (const std::string& t : transports) f.transports += (f.transports.empty() ? "" : ", ") + t;
+    if (f.transports.empty()) f.transports = "none (one rank)";
+    f.topology = std::to_string(nranks_) + " ranks in " + std::to_string(pids.size()) + " processes on " + std::to_string(nodes) + " nodes";
     if (!printing()) return;
     std::printf("# nccl-tests version 2.19.6 (tutti perf, %s) nccl-headers=%d nccl-library=%d\n", f.tuttiVersion.c_str(), NCCL_VERSION_CODE, version);
     std::printf("# Collective test starting: %s\n", ctx_.program.c_str());

@@ -166,6 +166,12 @@ TEST_CASE("host streams run operations asynchronously and in order", "[comm][str
     const char* backend = nullptr;
     TUTTI_NCCL_CHECK(tuttiCommDeviceBackend(comm, &backend));
     check(std::string(backend) == "host", "backend");
+    char names[16];
+    int nodes = 0;
+    TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
+    check(std::string(names) == "local" && nodes == 1, "tuttiCommTransports: " + std::string(names) + " on " + std::to_string(nodes) + " nodes");
+    check(tuttiCommTransports(comm, names, 5, &nodes) == ncclInvalidArgument, "a buffer too short for \"local\" is refused");
+    check(tuttiCommTransports(comm, nullptr, sizeof names, &nodes) == ncclInvalidArgument, "a NULL buffer is refused");
   });
   REQUIRE(failures == "");
 }

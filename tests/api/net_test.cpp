@@ -26,6 +26,7 @@
 #include "tests/common/log_support.h"
 #include "transports/net/net.h"
 #include "transports/net/socket/socket_backend.h"
+#include "tutti/tutti.h"
 
 using tutti_test::allCases;
 using tutti_test::Case;
@@ -118,7 +119,16 @@ TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's in
     layout.ranksPerHost = e.ranksPerHost;
     layout.threadsPerProcess = e.threadsPerProcess;
     layout.environment = {kLoopback};
-    auto outcomes = runOnHosts(layout, [](int, int, ncclComm_t) {});
+    // What the perf tool's fingerprint reports: the transports this rank's peers are reached by.
+    std::string transports = std::string(e.intraNode) == "shm" ? "net/Socket+shm" : "local+net/Socket";
+    auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
+      char names[64];
+      int nodes = 0;
+      TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
+      tutti_test::check(names == transports && nodes == e.hosts, "rank " + std::to_string(rank) + ": tuttiCommTransports gave \"" +
+                                                                    names + "\" on " + std::to_string(nodes) + " nodes, expected \"" +
+                                                                    transports + "\" on " + std::to_string(e.hosts));
+    });
     REQUIRE(tutti_test::failuresOf(outcomes) == "");
 
     std::string expected = "layout: " + std::to_string(e.hosts * e.ranksPerHost) + " ranks on " + std::to_string(e.hosts) +

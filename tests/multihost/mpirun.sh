@@ -74,7 +74,8 @@ failed=0
 fail() { echo "FAILED: $*"; failed=1; }
 [ "$status" = 0 ] || fail "mpirun exited with status $status"
 grep -q "launcher mpi," "$workdir/out" || fail "the tool did not find its world through MPI"
-grep -q "4 ranks in 4 processes on 2 hosts" "$workdir/out" || fail "not 4 ranks on 2 hosts"
+grep -q "4 ranks in 4 processes on 2 nodes" "$workdir/out" || fail "not 4 ranks on 2 nodes"
+grep -q "transports net/Socket, shm," "$workdir/out" || fail "the fingerprint does not name the transports net/Socket and shm"
 for h in "${hosts[@]}"; do
   [ "$(grep -cE "^#  Rank +[0-9]+ .* on +$h " "$workdir/out")" = $per_host ] || fail "not $per_host ranks listed on $h"
 done

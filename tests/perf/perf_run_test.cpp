@@ -133,7 +133,8 @@ TEST_CASE("perf binaries: two processes launched torchrun-style form one world")
   INFO(run.output);
   CHECK(run.exitCode == 0);
   CHECK(run.output.find("launcher torchrun") != std::string::npos);
-  CHECK(run.output.find("2 ranks in 2 processes on 1 hosts") != std::string::npos);
+  CHECK(run.output.find("2 ranks in 2 processes on 1 nodes") != std::string::npos);
+  CHECK(run.output.find("transports shm,") != std::string::npos);
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
 }
 
@@ -227,7 +228,8 @@ TEST_CASE("perf binaries: mpirun -np 2 forms one world through MPI, with no NCCL
   INFO(run.output);
   REQUIRE(run.exitCode == 0);
   CHECK(run.output.find("launcher mpi,") != std::string::npos);
-  CHECK(run.output.find("2 ranks in 2 processes on 1 hosts") != std::string::npos);
+  CHECK(run.output.find("2 ranks in 2 processes on 1 nodes") != std::string::npos);
+  CHECK(run.output.find("transports shm,") != std::string::npos);
   std::vector<std::string> rows;
   for (const std::string& line : lines(run.output))
     if (std::regex_match(line, kRow)) rows.push_back(line);
