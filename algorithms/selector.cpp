@@ -143,6 +143,7 @@ std::vector<int> channelCounts(ChannelLimits limits) {
 std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t bytes, const Context& ctx, int nchannels) {
   sim::Pipeline pipe = ctx.pipeline;
   pipe.nchannels = nchannels;
+  pipe.chunkBytes = sim::chunkBytesFor(ctx.pipeline.chunkBytes, bytes);  // as the launch cuts it
   if (contains(sim::modelledAlgorithms(), a.name)) return sim::analyticUs(a.name, coll, bytes, ctx.fabric, pipe);
   size_t chunks = (bytes + pipe.chunkBytes - 1) / pipe.chunkBytes;
   if (ctx.fabric.nranks > kExactSimMaxRanks || chunks * size_t(ctx.fabric.nranks) > kExactSimMaxChunks || coll == Coll::Send ||

@@ -110,12 +110,25 @@ struct TopologySummary {
 };
 Fabric fabricFromTopology(const TopologySummary& topology);
 
-// How an operation is cut: chunk (= FIFO slot) size, FIFO depth and channels.
+// How an operation is cut: chunk size (at most a FIFO slot), FIFO depth and channels.
 struct Pipeline {
   size_t chunkBytes = 512 * 1024;  // NCCL_BUFFSIZE 4 MiB / TUTTI_NSTEPS 8
   int fifoSlots = 8;
   int nchannels = 1;
 };
+
+// The chunk an operation of `bytes` moves per step through FIFO slots of `slotBytes`. Chunks
+// larger than the default slot pay over TCP (fewer proxy posts and socket calls per byte) but
+// leave an operation of a few MiB too few chunks to pipeline (perf/RESULTS.md, "The FIFO slot over
+// TCP"), so the slot is halved while the operation would have fewer than kChunksPerOperation
+// chunks, down to the default slot; slots of that size or smaller are used whole.
+constexpr size_t kDefaultSlotBytes = 512 * 1024;
+constexpr size_t kChunksPerOperation = 32;
+inline size_t chunkBytesFor(size_t slotBytes, size_t bytes) {
+  size_t chunk = slotBytes;
+  while (chunk / 2 >= kDefaultSlotBytes && bytes < chunk * kChunksPerOperation) chunk /= 2;
+  return chunk;
+}
 
 // (a) Exact: runs every rank's plan as the executor would, step by step, every channel, every
 // tile. `plans[r]` is rank r's plan. Throws tutti::Error (Internal) if the plans deadlock.

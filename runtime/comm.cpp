@@ -196,6 +196,12 @@ int nodeCount(const ncclComm* comm) {
 }
 
 namespace {
+// FIFO slots of a communicator whose ranks are each on their own node, unless NCCL_BUFFSIZE or
+// TUTTI_NSTEPS says otherwise: over TCP between two namespaces 1 MiB chunks moved 10-30% more than
+// 512 KiB ones from 64 MiB up, and 4 slots carried smaller operations' 512 KiB chunks as well as 8
+// (perf/RESULTS.md, "The FIFO slot over TCP").
+constexpr int kNetworkSlots = 4;
+constexpr size_t kNetworkSlotBytes = size_t(1) << 20;
 // Busy polls before a wait yields, when a host's ranks outnumber its cores (TUTTI_SPIN unset).
 constexpr int kOversubscribedSpin = 20;
 
@@ -247,6 +253,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
     throw Error(ErrorCode::InvalidUsage, "NCCL_BUFFSIZE=" + std::to_string(buffsize) + " is too small: it needs at least 4096 bytes for each of the " +
                                              std::to_string(me.nsteps) + " FIFO slots (TUTTI_NSTEPS)");
   me.slotBytes = uint64_t(buffsize / me.nsteps) / 4096 * 4096;
+  me.buffersSet = params::isSet("NCCL_BUFFSIZE") || params::isSet("TUTTI_NSTEPS");
   int threads = int(params::getInt("TUTTI_NTHREADS"));
   me.nworkers = std::clamp(threads <= 0 ? me.nchannels : std::min(threads, me.nchannels), 1, kMaxWorkers);
 
@@ -265,6 +272,12 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->nsteps = first.nsteps;
   comm->nworkers = first.nworkers;
   comm->slotBytes = size_t(first.slotBytes);
+  if (!first.buffersSet && nranks > 1 && nodeCount(comm) == nranks) {
+    // Every rank alone on its node, so every connection crosses the network: larger slots, which
+    // operations from 32 MiB use whole (sim::chunkBytesFor), in the same memory per connection.
+    comm->nsteps = kNetworkSlots;
+    comm->slotBytes = kNetworkSlotBytes;
+  }
   comm->timeoutSeconds = double(params::getInt("TUTTI_TIMEOUT"));
   if (comm->timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
   comm->spin = int(std::max<int64_t>(1, params::getInt("TUTTI_SPIN")));

@@ -57,7 +57,7 @@ struct RankInfo {
   int32_t nchannels;
   int32_t nsteps;
   int32_t nworkers;
-  int32_t pad;
+  int32_t buffersSet;  // NCCL_BUFFSIZE or TUTTI_NSTEPS was set: the slot stands as they make it
   uint64_t slotBytes;
 };
 

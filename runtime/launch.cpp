@@ -339,6 +339,8 @@ void bind(CommLaunch& L) {
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), binding.name,
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(p).c_str());
+    // Every rank cuts the operation alike: the chunk follows from the count all of them pass.
+    const size_t chunkBytes = sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks));
     size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
     per = (per + 15) / 16 * 16;
     for (int c = 0; c < nch; c++) {
@@ -353,7 +355,7 @@ void bind(CommLaunch& L) {
         lane.channel = c;
         lane.begin = begin;
         lane.end = end;
-        lane.chunkElems = std::max<size_t>(1, comm->slotBytes / binding.eltSize);
+        lane.chunkElems = std::max<size_t>(1, chunkBytes / binding.eltSize);
         kern::prepareLane(lane);
         for (int peer : spec.sendPeers) bound.sendKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, true});
         for (int peer : spec.recvPeers) bound.recvKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, false});

@@ -249,3 +249,23 @@ TEST_CASE("sim: bus bandwidth factors are nccl-tests'") {
   CHECK(sim::busBandwidthFactor(Coll::Broadcast, 8) == 1);
   CHECK(sim::busBandwidthFactor(Coll::Send, 2) == 1);
 }
+
+TEST_CASE("sim: an operation's chunk is its slot, halved down to 512 KiB while it would have fewer than 32 chunks", "[sim]") {
+  const size_t KiB = 1024, MiB = 1024 * KiB;
+  // Slots of the default size or smaller are used whole, whatever the operation.
+  for (size_t bytes : {size_t(8), 4 * MiB, 1024 * MiB}) {
+    CHECK(sim::chunkBytesFor(512 * KiB, bytes) == 512 * KiB);
+    CHECK(sim::chunkBytesFor(64 * KiB, bytes) == 64 * KiB);
+  }
+  // 1 MiB slots: whole from 32 chunks' worth (32 MiB) up, half a slot below.
+  CHECK(sim::chunkBytesFor(MiB, 32 * MiB - 1) == 512 * KiB);
+  CHECK(sim::chunkBytesFor(MiB, 32 * MiB) == MiB);
+  CHECK(sim::chunkBytesFor(MiB, 8) == 512 * KiB);
+  // 4 MiB slots (NCCL_BUFFSIZE 32 MiB): each halving until 32 chunks fit, never under 512 KiB.
+  CHECK(sim::chunkBytesFor(4 * MiB, 128 * MiB) == 4 * MiB);
+  CHECK(sim::chunkBytesFor(4 * MiB, 100 * MiB) == 2 * MiB);
+  CHECK(sim::chunkBytesFor(4 * MiB, 40 * MiB) == MiB);
+  CHECK(sim::chunkBytesFor(4 * MiB, MiB) == 512 * KiB);
+  // A slot that is not a power of two halves to one that is no smaller than 512 KiB.
+  CHECK(sim::chunkBytesFor(1536 * KiB, MiB) == 768 * KiB);
+}

@@ -144,6 +144,37 @@ TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's in
   }
 }
 
+TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 KiB chunks below 32 MiB", "[net][processes][slots]") {
+  struct Expected {
+    int ranksPerHost;
+    std::vector<std::pair<std::string, std::string>> environment;
+    const char* fifo;  // as rank 0's init line states it
+  };
+  std::vector<Expected> layouts = {{1, {}, "FIFO 4 x 1024 KiB"},
+                                   {2, {}, "FIFO 8 x 512 KiB"},  // shared memory inside a host: the default slots
+                                   {1, {{"NCCL_BUFFSIZE", "4194304"}}, "FIFO 8 x 512 KiB"}};  // set: it stands
+  for (const Expected& e : layouts) {
+    CapturedLog log;
+    HostLayout layout;
+    layout.ranksPerHost = e.ranksPerHost;
+    layout.environment = e.environment;
+    layout.environment.push_back(kLoopback);
+    // Below and above the 32 MiB where whole 1 MiB slots start (sim::chunkBytesFor); all-gather's
+    // operation is its output, 2 x 5 MiB.
+    std::vector<Case> cases = {Case{Coll::AllReduce, ncclFloat32, ncclSum, (5u << 18) + 3, false, 0},
+                               Case{Coll::AllReduce, ncclFloat32, ncclSum, (33u << 18) + 5, true, 0},
+                               Case{Coll::AllReduce, ncclFloat64, ncclMax, (33u << 17) + 1, false, 0},
+                               Case{Coll::AllGather, ncclInt32, ncclSum, (5u << 18) + 7, false, 0}};
+    if (e.ranksPerHost > 1) cases.resize(2);
+    auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+    REQUIRE(tutti_test::failuresOf(outcomes) == "");
+    auto lines = log.linesWith(" nranks ");
+    REQUIRE(lines.size() >= 1);
+    INFO(lines[0]);
+    CHECK(lines[0].find(e.fifo) != std::string::npos);
+  }
+}
+
 TEST_CASE("net: hostile connections to every transport port during init are dropped, init and all-reduce succeed",
           "[net][processes][hostile]") {
   tutti::net::registerNetBackend("HostileSocket", [] { return std::make_unique<HostileSocketBackend>(); });
