@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -173,6 +174,33 @@ TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 Ki
     INFO(lines[0]);
     CHECK(lines[0].find(e.fifo) != std::string::npos);
   }
+}
+
+TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps; its proxy does not spin on their closed sockets",
+          "[net][processes][idle]") {
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = {kLoopback};
+  auto outcomes = runOnHosts(layout, [](int rank, int, ncclComm_t comm) {
+    std::vector<float> x(1024, 1.0f);
+    TUTTI_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat32, ncclSum, comm, nullptr));
+    if (rank != 0) return;  // destroys its communicator now, saying goodbye on every connection
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the goodbyes arrive
+    auto cpuSeconds = [] {
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    };
+    double before = cpuSeconds();
+    auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    double cpu = cpuSeconds() - before, wall = tutti_test::secondsSince(start);
+    // A thread polling a socket that stays readable (the peer's end of stream) takes a core; an
+    // idle process takes a few percent of one at most, even on a loaded machine.
+    tutti_test::check(cpu < 0.3 * wall, "rank 0 used " + std::to_string(cpu) + " s of CPU in " + std::to_string(wall) +
+                                            " s of waiting after its peer destroyed its communicator");
+  });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
 TEST_CASE("net: hostile connections to every transport port during init are dropped, init and all-reduce succeed",

@@ -147,8 +147,11 @@ class SocketStreams {
   // After the peer's goodbye its end of stream is expected, not an error.
   std::atomic<bool> peerSaidGoodbye{false};
 
-  // What the proxy polls: the sockets themselves, or the helpers' completion signal.
+  // What the proxy polls: the sockets themselves, or the helpers' completion signal; nothing
+  // after the peer's goodbye, since its end of stream would keep the sockets readable and every
+  // poll would return at once (the proxy took a core until its own communicator was destroyed).
   std::vector<int> descriptors() const {
+    if (peerSaidGoodbye.load()) return {};
     if (threaded()) return {done_.fd()};
     std::vector<int> fds;
     for (const Socket& s : sockets_) fds.push_back(s.fd());
