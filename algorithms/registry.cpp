@@ -39,7 +39,10 @@ Algorithm simple(const char* name, Coll coll, bool deterministic, RankPlan (*gen
 }
 
 void addLibrary(AlgorithmRegistry& r) {
-  r.add(simple("tree", Coll::AllReduce, false, treeAllReduce));
+  r.add({"tree", {Coll::AllReduce}, false, "built-in", [](const PlanRequest& q) {
+           if (q.coll != Coll::AllReduce) noPlan("tree", q.coll);
+           return treeAllReduce(q.rank, RingOrder(q.nranks, q.ring));
+         }});
   // Deterministic: see recdoubling.cpp for why its order does not depend on size or rank.
   r.add(simple("recdoubling", Coll::AllReduce, true, recdoublingAllReduce));
   r.add(simple("rabenseifner", Coll::AllReduce, false, rabenseifnerAllReduce));

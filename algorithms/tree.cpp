@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "algorithms/builtin.h"
+#include "algorithms/ring_order.h"
 #include "algorithms/steps.h"
 
 namespace tutti::plan {
@@ -36,8 +37,11 @@ void buildTree(int lo, int hi, int parent, std::vector<int>& parents, std::vecto
   buildTree(mid + 1, hi, mid, parents, children);
 }
 
-// Tree 1 is tree 0 shifted by one rank, so tree 0's leaves (even positions) become inner nodes.
-int rankOf(int position, int tree, int n) { return mod(position + tree, n); }
+// Positions are places along the channel's ring order, so that when a node's ranks are
+// contiguous in that order (the topology's rings keep them so, wherever a launcher placed them)
+// every subtree of a few positions stays inside a node. Tree 1 is tree 0 shifted by one place,
+// so tree 0's leaves (even positions) become inner nodes.
+int rankOf(int position, int tree, const RingOrder& order) { return order.rankAt(position + tree); }
 
 struct TreeNode {
   int parent = -1;  // rank, -1 at the root
@@ -45,14 +49,15 @@ struct TreeNode {
   int depth = 0;
 };
 
-TreeNode nodeOf(int r, int n, int tree) {
+TreeNode nodeOf(int r, const RingOrder& order, int tree) {
+  const int n = order.size();
   std::vector<int> parents(size_t(n), -1);
   auto children = std::vector<std::vector<int>>(size_t(n));
   buildTree(0, n, -1, parents, children);
-  int pos = mod(r - tree, n);
+  int pos = mod(order.positionOf(r) - tree, n);
   TreeNode node;
-  node.parent = parents[size_t(pos)] < 0 ? -1 : rankOf(parents[size_t(pos)], tree, n);
-  for (int c : children[size_t(pos)]) node.kids.push_back(rankOf(c, tree, n));
+  node.parent = parents[size_t(pos)] < 0 ? -1 : rankOf(parents[size_t(pos)], tree, order);
+  for (int c : children[size_t(pos)]) node.kids.push_back(rankOf(c, tree, order));
   for (int p = parents[size_t(pos)]; p >= 0; p = parents[size_t(p)]) node.depth++;
   return node;
 }
@@ -97,8 +102,8 @@ void broadcastDown(LaneSpec& lane, const TreeNode& node, int chunk) {
   for (size_t i = 1; i < node.kids.size(); i++) send(lane, node.kids[i], result);
 }
 
-LaneSpec treeLane(int r, int n, int tree) {
-  TreeNode node = nodeOf(r, n, tree);
+LaneSpec treeLane(int r, const RingOrder& order, int tree) {
+  TreeNode node = nodeOf(r, order, tree);
   LaneSpec lane = directLane(Layout::Split, 2 * kTreeChunks, tree);
   if (node.parent < 0) {
     for (int k = 0; k < kTreeChunks; k++) rootChunk(lane, node, chunkOf(k, tree));
@@ -114,9 +119,9 @@ LaneSpec treeLane(int r, int n, int tree) {
 
 }  // namespace
 
-RankPlan treeAllReduce(int r, int n) {
-  if (n == 1) return localCopy("tree", Layout::Split, in(0), out(0), kPre | kPost);
-  return RankPlan{"tree", {treeLane(r, n, 0), treeLane(r, n, 1)}};
+RankPlan treeAllReduce(int r, const RingOrder& order) {
+  if (order.size() == 1) return localCopy("tree", Layout::Split, in(0), out(0), kPre | kPost);
+  return RankPlan{"tree", {treeLane(r, order, 0), treeLane(r, order, 1)}};
 }
 
 }  // namespace tutti::plan

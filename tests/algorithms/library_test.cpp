@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -159,6 +160,48 @@ TEST_CASE("ring plans verify along random ring orders for 1 to 16 ranks", "[libr
         }
       }
     }
+}
+
+TEST_CASE("tree plans verify along random ring orders for 1 to 16 ranks", "[library][ring-order]") {
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* tree = registry.find("tree");
+  REQUIRE(tree);
+  std::mt19937 random(20261203);
+  for (int n = 1; n <= 16; n++)
+    for (int trial = 0; trial < 4; trial++) {
+      std::vector<int> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), random);
+      for (int capacity : {2, 8}) {
+        INFO(n << " ranks, order " << orderText(order) << ", FIFO " << capacity);
+        REQUIRE(verifyAlgorithm(alongOrder(*tree, order), Coll::AllReduce, n, 0, 0, capacity) == "");
+      }
+    }
+}
+
+TEST_CASE("tree plans along an order that groups each host's ranks cross between hosts less", "[library][ring-order]") {
+  // 8 ranks placed round robin on two hosts (rank r on host r % 2), as a cyclic launcher does.
+  // In-order trees over places 0..7 (root 4; 2 and 6; then 1, 3, 5, 7; 0 under 1), tree 1 shifted
+  // by one place. Along rank order 5 of tree 0's 7 edges join ranks of different hosts, and 5 of
+  // tree 1's; along 0 2 4 6 1 3 5 7 (each host's ranks together, as the topology's ring has them)
+  // only the root's edge to 2 in tree 0, and 3 edges in tree 1 (its places 7, 0, 1, 2 on one host).
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* tree = registry.find("tree");
+  REQUIRE(tree);
+  auto crossingEdges = [&](const std::vector<int>& order) {
+    std::set<std::pair<int, int>> edges;  // undirected, per tree (lane)
+    Algorithm along = alongOrder(*tree, order);
+    for (int r = 0; r < 8; r++) {
+      RankPlan p = along.build(PlanRequest{Coll::AllReduce, r, 8, 0, 0, {}});
+      REQUIRE(p.lanes.size() == 2);
+      for (size_t t = 0; t < 2; t++)
+        for (int peer : p.lanes[t].sendPeers)
+          if (peer % 2 != r % 2) edges.insert({int(t) * 100 + std::min(r, peer), std::max(r, peer)});
+    }
+    return edges.size();
+  };
+  CHECK(crossingEdges({0, 1, 2, 3, 4, 5, 6, 7}) == 10);
+  CHECK(crossingEdges({0, 2, 4, 6, 1, 3, 5, 7}) == 4);
 }
 
 TEST_CASE("a ring order that is not a permutation of the ranks is refused, saying why", "[library][ring-order]") {

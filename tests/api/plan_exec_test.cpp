@@ -584,6 +584,24 @@ TEST_CASE("plan exec: ring plans along a shuffled ring order, every ring collect
   }
 }
 
+TEST_CASE("plan exec: tree all-reduce along the topology's order on interleaved hosts", "[plan-exec][processes][net][ring-order]") {
+  tutti_test::HostLayout layout;
+  layout.hosts = 2;
+  layout.ranksPerHost = 3;
+  layout.interleaved = true;  // ranks 0, 2, 4 on one host, 1, 3, 5 on the other
+  layout.environment = {{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_MIN_NCHANNELS", "2"}};
+  auto outcomes = tutti_test::runOnHosts(layout, [&](int rank, int nranks, ncclComm_t comm) {
+    comm->forcedAlgorithm = "tree";
+    std::vector<Case> cases;
+    for (size_t count : {size_t(1), size_t(1023), size_t(300001)})
+      for (ncclDataType_t type : {ncclFloat32, ncclInt64, ncclFloat64})
+        for (bool inPlace : {false, true}) cases.push_back(Case{Coll::AllReduce, type, ncclSum, count, inPlace, 0});
+    cases.push_back(Case{Coll::AllReduce, ncclFloat32, ncclMax, 4099, false, 0});
+    tutti_test::runAll(cases, rank, nranks, comm);
+  });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+}
+
 TEST_CASE("plan exec: on interleaved hosts the ring follows the topology and crosses between hosts twice",
           "[plan-exec][processes][net][ring-order]") {
   tutti_test::HostLayout layout;
