@@ -128,54 +128,58 @@ std::string orderText(const std::vector<int>& order) {
   return s;
 }
 
+// Four shuffled orders of the ranks for every rank count from 1 to 16, the same in every run.
+std::vector<std::vector<int>> randomOrders(uint32_t seed) {
+  std::mt19937 random(seed);
+  std::vector<std::vector<int>> orders;
+  for (int n = 1; n <= 16; n++)
+    for (int trial = 0; trial < 4; trial++) {
+      std::vector<int> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), random);
+      orders.push_back(order);
+    }
+  return orders;
+}
+
 }  // namespace
 
 TEST_CASE("ring plans verify along random ring orders for 1 to 16 ranks", "[library][ring-order]") {
   AlgorithmRegistry registry = builtinAlgorithms();
   const Algorithm* ring = registry.find("ring");
   REQUIRE(ring);
-  std::mt19937 random(20261202);
-  for (int n = 1; n <= 16; n++)
-    for (int trial = 0; trial < 4; trial++) {
-      std::vector<int> order(static_cast<size_t>(n));
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), random);
-      Algorithm along = alongOrder(*ring, order);
-      for (Coll coll : ring->colls)
-        for (int root : rootsFor(coll, n))
-          for (int capacity : {2, 8}) {
-            INFO(n << " ranks, order " << orderText(order) << ", " << collName(coll) << " root " << root << ", FIFO " << capacity);
-            REQUIRE(verifyAlgorithm(along, coll, n, root, 0, capacity) == "");
-          }
-      // The plans walk the order: each rank sends to the rank after it and receives from the one before.
-      for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
-        if (n == 1) break;
-        for (int i = 0; i < n; i++) {
-          int r = order[size_t(i)];
-          RankPlan p = along.build(PlanRequest{coll, r, n, 0, 0, {}});
-          INFO(collName(coll) << " rank " << r << ": " << describe(p));
-          REQUIRE(p.lanes.size() == 1);
-          CHECK(p.lanes[0].sendPeers == std::vector<int>{order[size_t((i + 1) % n)]});
-          CHECK(p.lanes[0].recvPeers == std::vector<int>{order[size_t((i + n - 1) % n)]});
+  for (const std::vector<int>& order : randomOrders(20261202)) {
+    const int n = int(order.size());
+    Algorithm along = alongOrder(*ring, order);
+    for (Coll coll : ring->colls)
+      for (int root : rootsFor(coll, n))
+        for (int capacity : {2, 8}) {
+          INFO(n << " ranks, order " << orderText(order) << ", " << collName(coll) << " root " << root << ", FIFO " << capacity);
+          REQUIRE(verifyAlgorithm(along, coll, n, root, 0, capacity) == "");
         }
+    // The plans walk the order: each rank sends to the rank after it and receives from the one before.
+    for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
+      if (n == 1) break;
+      for (int i = 0; i < n; i++) {
+        int r = order[size_t(i)];
+        RankPlan p = along.build(PlanRequest{coll, r, n, 0, 0, {}});
+        INFO(collName(coll) << " rank " << r << ": " << describe(p));
+        REQUIRE(p.lanes.size() == 1);
+        CHECK(p.lanes[0].sendPeers == std::vector<int>{order[size_t((i + 1) % n)]});
+        CHECK(p.lanes[0].recvPeers == std::vector<int>{order[size_t((i + n - 1) % n)]});
       }
     }
+  }
 }
 
 TEST_CASE("tree plans verify along random ring orders for 1 to 16 ranks", "[library][ring-order]") {
   AlgorithmRegistry registry = builtinAlgorithms();
   const Algorithm* tree = registry.find("tree");
   REQUIRE(tree);
-  std::mt19937 random(20261203);
-  for (int n = 1; n <= 16; n++)
-    for (int trial = 0; trial < 4; trial++) {
-      std::vector<int> order(static_cast<size_t>(n));
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), random);
-      for (int capacity : {2, 8}) {
-        INFO(n << " ranks, order " << orderText(order) << ", FIFO " << capacity);
-        REQUIRE(verifyAlgorithm(alongOrder(*tree, order), Coll::AllReduce, n, 0, 0, capacity) == "");
-      }
+  for (const std::vector<int>& order : randomOrders(20261203))
+    for (int capacity : {2, 8}) {
+      INFO(order.size() << " ranks, order " << orderText(order) << ", FIFO " << capacity);
+      REQUIRE(verifyAlgorithm(alongOrder(*tree, order), Coll::AllReduce, int(order.size()), 0, 0, capacity) == "");
     }
 }
 
