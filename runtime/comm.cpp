@@ -83,6 +83,13 @@ std::string pathName(const ncclComm* comm, PeerPath path) {
   return "?";
 }
 
+// Transport names as the logs and tuttiCommTransports give them: joined by '+', `none` if empty.
+std::string joinNames(const std::set<std::string>& names, const std::string& none) {
+  std::string text;
+  for (const std::string& n : names) text += (text.empty() ? "" : "+") + n;
+  return text.empty() ? none : text;
+}
+
 // The proxy and its backend, opened once per communicator (NCCL_NET, ncclConfig_t.netName,
 // TUTTI_NET_REQUIRE).
 void openProxy(ncclComm* comm) {
@@ -130,8 +137,7 @@ void describeLayout(ncclComm* comm) {
   if (intraPaths.count(PeerPath::Net)) openProxy(comm);
   std::set<std::string> intra;
   for (PeerPath path : intraPaths) intra.insert(pathName(comm, path));
-  std::string intraText;
-  for (const std::string& name : intra) intraText += (intraText.empty() ? "" : "+") + name;
+  std::string intraText = joinNames(intra, "");
   std::string nodesText;
   for (size_t n = 0; n < hostOrder.size(); n++) {
     const std::vector<int>& ranks = ranksOfHost[hostOrder[n]];
@@ -184,9 +190,7 @@ std::string peerTransports(const ncclComm* comm) {
   std::set<std::string> names;
   for (int peer = 0; peer < comm->nranks; peer++)
     if (peer != comm->rank) names.insert(pathName(comm, pathBetween(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)])));
-  std::string text;
-  for (const std::string& n : names) text += (text.empty() ? "" : "+") + n;
-  return text.empty() ? "none" : text;
+  return joinNames(names, "none");
 }
 
 int nodeCount(const ncclComm* comm) {
@@ -199,7 +203,8 @@ namespace {
 // FIFO slots of a communicator whose ranks are each on their own node, unless NCCL_BUFFSIZE or
 // TUTTI_NSTEPS says otherwise: over TCP between two namespaces 1 MiB chunks moved 10-30% more than
 // 512 KiB ones from 64 MiB up, and 4 slots carried smaller operations' 512 KiB chunks as well as 8
-// (perf/RESULTS.md, "The FIFO slot over TCP").
+// (perf/RESULTS.md, "1 MiB slots for network-only communicators"; where from 16 to 64 MiB the
+// whole slot starts to pay was within the benchmark's spread).
 constexpr int kNetworkSlots = 4;
 constexpr size_t kNetworkSlotBytes = size_t(1) << 20;
 // Busy polls before a wait yields, when a host's ranks outnumber its cores (TUTTI_SPIN unset).
@@ -349,13 +354,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->initSeconds = seconds(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
-    std::string transports = "none";
-    if (!comm->connections.empty()) {
-      std::set<std::string> names;
-      for (auto& [key, conn] : comm->connections) names.insert(conn.transport);
-      transports.clear();
-      for (auto& n : names) transports += (transports.empty() ? "" : "+") + n;
-    }
+    std::set<std::string> names;
+    for (auto& [key, conn] : comm->connections) names.insert(conn.transport);
+    std::string transports = joinNames(names, "none");
     TUTTI_INFO(log::Init,
                "comm %p rank %d nranks %d nodes %d device host: %d channels, %d workers, FIFO %d x %zu KiB, "
                "ring transports %s; init %.3f s (bootstrap %.3f s, exchange %.3f s, connect %.3f s)%s%s",
