@@ -84,6 +84,13 @@ struct ExecutionContext {
   std::string (*peerNamer)(const void* arg, int peer) = nullptr;
   const void* peerNamerArg = nullptr;
   std::string describePeer(int peer) const { return peerNamer ? peerNamer(peerNamerArg, peer) : "rank " + std::to_string(peer); }
+  // Set where the worker moves network FIFOs itself while it waits: pollNetwork makes one
+  // progress pass of the communicator's net proxy, true if a slot moved (NetProxy::tryProgress);
+  // it runs on each busy poll of a wait, never once the wait sleeps. driveNetwork(arg, true/false)
+  // brackets the stretch in which the worker does so (NetProxy::startDriving/stopDriving).
+  bool (*pollNetwork)(void* arg) = nullptr;
+  void (*driveNetwork)(void* arg, bool start) = nullptr;
+  void* networkArg = nullptr;
 };
 
 // The idle poll number `idle` (from 0) of a wait: the first ctx.spin polls pause, the next

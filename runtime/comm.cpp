@@ -328,6 +328,13 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   int ranksHere = 0;
   for (const RankInfo& p : comm->peers) ranksHere += p.hostHash == me.hostHash ? 1 : 0;
   if (!params::isSet("TUTTI_SPIN") && coresHere > 0 && ranksHere > coresHere) comm->spin = std::min(comm->spin, kOversubscribedSpin);
+  // A waiting worker moves its network FIFOs itself (NetProxy::tryProgress) rather than hand
+  // each slot to the proxy thread and back: 8 B-32 KiB all-reduces between two hosts of one core
+  // each took 145-200 us through the proxy, 53-92 us so (perf/RESULTS.md). Each poll is a system
+  // call per connection, though, and where ranks outnumber cores that polling takes the core the
+  // rank waited for needs (two ranks per core: 260 us became 450 us; one pass as each wait began
+  // was still 0-10% slower): there the proxy thread alone moves them.
+  if (coresHere > 0 && ranksHere > coresHere) comm->workersDriveNetwork = false;
   if (comm->rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
     std::string table = comm->selector->tuningTable();
     for (size_t at = 0, end; at < table.size(); at = end + 1) {

@@ -122,6 +122,8 @@ struct ncclComm {
   double timeoutSeconds = 300;
   int spin = 200;
   int yields = 50;
+  // Whether executors may move the network FIFOs themselves while they wait (see comm.cpp).
+  bool workersDriveNetwork = true;
 
   // Executor resources.
   std::unique_ptr<tutti::Segment> controlSegment;

@@ -162,6 +162,8 @@ struct CommLaunch {
   ScratchPool::Lease scratch;
   // A one-shot all-reduce run through the mailboxes (kernels/mailbox.h): no lanes, no connections.
   bool mailbox = false;
+  // The largest operation's bytes as the selector models them (see workersDriveNetwork).
+  size_t largestBytes = 0;
 };
 
 // A lane being bound, with the connections it uses.
@@ -340,7 +342,9 @@ void bind(CommLaunch& L) {
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(p).c_str());
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass.
-    const size_t chunkBytes = sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks));
+    const size_t bytes = modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks);
+    const size_t chunkBytes = sim::chunkBytesFor(comm->slotBytes, bytes);
+    L.largestBytes = std::max(L.largestBytes, bytes);
     size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
     per = (per + 15) / 16 * 16;
     for (int c = 0; c < nch; c++) {
@@ -388,7 +392,7 @@ void takeScratch(CommLaunch& L) {
     L.queues[size_t(u.worker)][u.queue].lanes[u.lane].scratch = L.scratch.data() + u.offset;
 }
 
-kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
+kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork = false) {
   kern::ExecutionContext ctx;
   ctx.bell = &comm->control->bells[worker];
   ctx.abortFlag = &comm->abortFlag;
@@ -398,8 +402,25 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker) {
   ctx.rank = comm->rank;
   ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
   ctx.peerNamerArg = comm;
+  if (comm->proxy && driveNetwork) {
+    ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
+    ctx.driveNetwork = [](void* proxy, bool start) {
+      if (start) static_cast<tutti::NetProxy*>(proxy)->startDriving();
+      else static_cast<tutti::NetProxy*>(proxy)->stopDriving();
+    };
+    ctx.networkArg = comm->proxy.get();
+  }
   return ctx;
 }
+
+// Whether the launch's workers move the network FIFOs themselves while they wait (see
+// NetProxy::tryProgress), or leave them to the proxy thread. Small operations gain from a worker
+// that drives the sockets through its busy wait: no hand-off to the proxy thread and back per
+// step (two hosts of one core each, 8 B-128 KiB all-reduces: 160-300 us became 55-190 us). From
+// 256 KiB it gained nothing with one channel and lost 1.3-2x with two (their workers took turns
+// at the sockets on the one core), so larger operations keep the proxy thread's pipeline.
+constexpr size_t kWorkerDrivenBytes = 128 << 10;
+bool workersDriveNetwork(const CommLaunch& L) { return L.comm->workersDriveNetwork && L.largestBytes <= kWorkerDrivenBytes; }
 
 // A worker that stopped because the communicator failed elsewhere (the proxy saw the peer die)
 // reports Aborted; the caller should get the cause instead: throws the communicator's recorded
@@ -451,13 +472,13 @@ void execute(std::span<CommLaunch* const> launches) {
     if (L->mailbox && !inlineFirst) L->comm->workers->start(0, [L] { runMailbox(*L); });
     for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
       if (!L->queues[size_t(w)].empty())
-        L->comm->workers->start(w, [L, w] { kern::runQueues(L->queues[size_t(w)], contextFor(L->comm, w)); });
+        L->comm->workers->start(w, [L, w] { kern::runQueues(L->queues[size_t(w)], contextFor(L->comm, w, workersDriveNetwork(*L))); });
   }
   std::exception_ptr first;
   if (inlineFirst) {
     try {
       if (launches[0]->mailbox) runMailbox(*launches[0]);
-      else kern::runQueues(launches[0]->queues[0], contextFor(launches[0]->comm, 0));
+      else kern::runQueues(launches[0]->queues[0], contextFor(launches[0]->comm, 0, workersDriveNetwork(*launches[0])));
     } catch (const Error& e) {
       launches[0]->comm->fail(e);
       first = std::current_exception();

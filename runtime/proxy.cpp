@@ -47,6 +47,11 @@ struct NetProxy::Connection {
   bool inFlight() const { return posted != completed; }
 };
 
+struct NetProxy::Failure {
+  Error error;
+  const Connection* connection;
+};
+
 NetProxy::NetProxy(ncclComm* comm, std::unique_ptr<net::NetBackend> backend)
     : comm_(comm), backend_(std::move(backend)), pollSliceNs_(kMinPollSliceNs) {
   thread_ = std::thread([this] { run(); });
@@ -55,6 +60,7 @@ NetProxy::NetProxy(ncclComm* comm, std::unique_ptr<net::NetBackend> backend)
 NetProxy::~NetProxy() {
   stop_.store(true);
   kern::ringBell(&bell_);
+  kern::ringBell(&handover_);
   thread_.join();
   if (drained_)
     for (auto& c : connections_)
@@ -160,10 +166,17 @@ void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
     return;
   }
   std::vector<pollfd> fds;
-  for (auto& c : connections_) {
-    if (!c->inFlight()) continue;
-    short events = c->send ? POLLOUT : POLLIN;
-    for (int fd : c->send ? c->send->pollDescriptors() : c->recv->pollDescriptors()) fds.push_back(pollfd{fd, events, 0});
+  {
+    std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {  // a worker is making a pass (see run)
+      kern::waitBell(&bell_, seen, kMinPollSliceNs);
+      return;
+    }
+    for (auto& c : connections_) {
+      if (!c->inFlight()) continue;
+      short events = c->send ? POLLOUT : POLLIN;
+      for (int fd : c->send ? c->send->pollDescriptors() : c->recv->pollDescriptors()) fds.push_back(pollfd{fd, events, 0});
+    }
   }
   if (fds.empty()) {
     kern::waitBell(&bell_, seen, 1000 * 1000L);
@@ -190,49 +203,91 @@ bool NetProxy::spinOnBell(uint32_t seen) {
   return false;
 }
 
+// One pass over every connection. A connection that fails stops the pass; the first failure is
+// kept for the proxy thread to report, and no pass runs after it.
+bool NetProxy::pass(bool* inFlight) {
+  bool moved = false;
+  uint64_t unsent = 0;
+  for (auto& c : connections_) {
+    try {
+      moved = progress(*c) || moved;
+    } catch (const Error& e) {
+      if (!failure_) failure_ = std::make_unique<Failure>(Failure{e, c.get()});
+      failed_.store(true, std::memory_order_release);
+      return moved;
+    }
+    if (inFlight != nullptr) *inFlight = *inFlight || c->inFlight();
+    if (c->send) unsent += kern::fifoLoadAcquire(&c->fifo->head) - c->completed;
+  }
+  unsent_.store(unsent, std::memory_order_release);
+  passes_.fetch_add(1, std::memory_order_release);
+  return moved;
+}
+
+bool NetProxy::tryProgress() {
+  if (failed_.load(std::memory_order_acquire) || comm_->abortFlag.load(std::memory_order_relaxed)) return false;
+  std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  const bool moved = pass(nullptr);
+  if (failure_) {  // the proxy thread reports it
+    kern::ringBell(&bell_);
+    kern::ringBell(&handover_);
+  }
+  return moved;
+}
+
+void NetProxy::reportFailure(const Failure& f) {
+  const Connection& c = *f.connection;
+  ErrorCode code = f.error.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
+  std::string message = comm_->where() + ": network connection " + (c.send ? "to " : "from ") + comm_->describePeer(c.peer) +
+                        " on channel " + std::to_string(c.channel) + (c.tag != 0 ? " tag " + std::to_string(c.tag) : std::string()) +
+                        " failed: " + f.error.message();
+  // A rank that fails tells everyone why and then closes its connections: give that notice a
+  // moment to arrive, so the cause is reported rather than its closing.
+  for (auto until = std::chrono::steady_clock::now() + kNoticeWait;
+       std::chrono::steady_clock::now() < until && comm_->asyncError.load() == ncclSuccess && !stop_.load();)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (comm_->asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
+  comm_->fail(Error(code, message), true, c.peer);
+}
+
 void NetProxy::run() {
   log::setThreadDevice(comm_->device);
-  bool failed = false;
   while (!stop_.load(std::memory_order_acquire)) {
-    if (hasAdded_.load(std::memory_order_acquire)) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& c : added_) connections_.push_back(std::move(c));
-      added_.clear();
-      hasAdded_.store(false);
-    }
     const uint32_t seen = bell_.seq.load(std::memory_order_acquire);
-    if (failed || comm_->abortFlag.load(std::memory_order_relaxed)) {
+    const uint32_t handoverSeen = handover_.seq.load(std::memory_order_seq_cst);
+    if (drivers_.load(std::memory_order_seq_cst) > 0 && !failed_.load(std::memory_order_acquire)) {
+      kern::waitBell(&handover_, handoverSeen, 100 * 1000 * 1000L);
+      continue;
+    }
+    bool moved = false, inFlight = false;
+    std::unique_ptr<Failure> failure;
+    {
+      // A worker making a pass has the sockets: rather than queue behind it (and be woken when
+      // it lets go, a switch on its core each time), look again shortly.
+      std::unique_lock<std::mutex> progressLock(progressMutex_, std::try_to_lock);
+      if (!progressLock.owns_lock()) {
+        kern::waitBell(&bell_, seen, kMinPollSliceNs);
+        continue;
+      }
+      if (hasAdded_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& c : added_) connections_.push_back(std::move(c));
+        added_.clear();
+        hasAdded_.store(false);
+      }
+      if (!failed_.load(std::memory_order_acquire) && !comm_->abortFlag.load(std::memory_order_relaxed)) moved = pass(&inFlight);
+      failure = std::move(failure_);
+    }
+    if (failure) {
+      reportFailure(*failure);
+      continue;
+    }
+    if (failed_.load(std::memory_order_acquire) || comm_->abortFlag.load(std::memory_order_relaxed)) {
       // Nothing more moves after an abort or a failure; wait to be stopped.
       kern::waitBell(&bell_, seen, 100 * 1000 * 1000L);
       continue;
     }
-    bool moved = false, inFlight = false;
-    uint64_t unsent = 0;
-    Connection* current = nullptr;
-    try {
-      for (auto& c : connections_) {
-        current = c.get();
-        moved = progress(*c) || moved;
-        inFlight = inFlight || c->inFlight();
-        if (c->send) unsent += kern::fifoLoadAcquire(&c->fifo->head) - c->completed;
-      }
-    } catch (const Error& e) {
-      failed = true;
-      ErrorCode code = e.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
-      std::string message = comm_->where() + ": network connection " + (current->send ? "to " : "from ") + comm_->describePeer(current->peer) +
-                            " on channel " + std::to_string(current->channel) +
-                            (current->tag != 0 ? " tag " + std::to_string(current->tag) : std::string()) + " failed: " + e.message();
-      // A rank that fails tells everyone why and then closes its connections: give that notice
-      // a moment to arrive, so the cause is reported rather than its closing.
-      for (auto until = std::chrono::steady_clock::now() + kNoticeWait;
-           std::chrono::steady_clock::now() < until && comm_->asyncError.load() == ncclSuccess && !stop_.load();)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      if (comm_->asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
-      comm_->fail(Error(code, message), true, current->peer);
-      continue;
-    }
-    unsent_.store(unsent, std::memory_order_release);
-    passes_.fetch_add(1, std::memory_order_release);
     if (moved || spinOnBell(seen)) {
       pollSliceNs_ = kMinPollSliceNs;
       continue;

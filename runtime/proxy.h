@@ -8,6 +8,11 @@
 // slot, frees it and rings the proxy. Flow control is TCP's (or the backend's): nothing is
 // received into a slot that the executor has not freed.
 //
+// A worker may make these passes itself (tryProgress) while it waits for a network FIFO: small
+// operations then skip the hand-off to this thread and back at every step. Passes are
+// serialized by a mutex; while a worker drives (startDriving/stopDriving) this thread keeps off
+// the sockets, and it takes them back before the worker sleeps.
+//
 // Fault handling, in order of precedence:
 //  1. A backend error (peer closed or reset, unreachable) fails the communicator through
 //     ncclComm::fail() with the peer's rank, host, pid and the OS error; the executors then stop.
@@ -55,10 +60,28 @@ class NetProxy {
   // once drained, the connections close gracefully when the proxy is destroyed.
   void drain(double seconds);
 
+  // One progress pass over every connection on the calling thread (an executor worker waiting
+  // on a network FIFO), if no other thread is making one: true if a slot moved. A worker that
+  // drives the sockets itself saves the two hand-offs to and from this thread per step, which on
+  // a core shared by a rank's threads cost more than the network (see proxy.cpp). A failure is
+  // left to the proxy thread to report.
+  bool tryProgress();
+  // Brackets a stretch in which a worker calls tryProgress (a wait, or a small operation's run):
+  // meanwhile this thread stays off the sockets, so that it neither wakes at every arrival to
+  // find the worker there first nor takes turns with it on the worker's core.
+  void startDriving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
+  void stopDriving() {
+    drivers_.fetch_sub(1, std::memory_order_seq_cst);
+    kern::ringBell(&handover_);
+  }
+
  private:
   struct Connection;
+  struct Failure;
   void run();
   bool progress(Connection& c);
+  bool pass(bool* inFlight);  // under progressMutex_
+  void reportFailure(const Failure& f);
   void waitForWork(uint32_t seen, bool inFlight);
   bool spinOnBell(uint32_t seen);
   kern::FifoHeader* add(std::unique_ptr<Connection> connection);
@@ -69,7 +92,13 @@ class NetProxy {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> added_;  // under mutex_, adopted by the thread
   std::atomic<bool> hasAdded_{false};
-  std::vector<std::unique_ptr<Connection>> connections_;  // the thread's own
+  // Held by whichever thread makes a progress pass (this one, or a worker in tryProgress).
+  std::mutex progressMutex_;
+  std::vector<std::unique_ptr<Connection>> connections_;  // under progressMutex_
+  std::unique_ptr<Failure> failure_;                      // under progressMutex_: the first, to report
+  std::atomic<bool> failed_{false};
+  std::atomic<int> drivers_{0};  // workers between startDriving and stopDriving
+  kern::Bell handover_;          // rung when one stops driving (the thread sleeps on it meanwhile)
   std::atomic<bool> stop_{false};
   bool drained_ = false;
   std::atomic<uint64_t> unsent_{0};  // published send slots not yet taken by the backend

@@ -1,0 +1,143 @@
+// The net proxy's hand-over to a worker that drives the sockets itself (NetProxy::tryProgress,
+// startDriving/stopDriving): while a worker drives, the proxy thread leaves the sockets alone and
+// the worker's passes move the slots; once it stops, the thread moves them again; a failure met
+// in a worker's pass is reported by the thread, naming the peer.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/bell.h"
+#include "kernels/fifo.h"
+#include "runtime/comm.h"
+#include "runtime/proxy.h"
+#include "transports/net/socket/socket_backend.h"
+
+namespace tutti {
+namespace {
+
+// Two one-rank halves of a 2-rank communicator in this process: rank 0 sends, rank 1 receives,
+// each through its own proxy, over one loopback TCP connection.
+struct ProxyPair {
+  ncclComm comms[2];
+  std::unique_ptr<NetProxy> sender, receiver;
+  kern::FifoHeader* out = nullptr;  // rank 0's send FIFO
+  kern::FifoHeader* in = nullptr;   // rank 1's receive FIFO
+  kern::Bell workerBells[2];
+
+  ProxyPair() {
+    for (int r = 0; r < 2; r++) {
+      ncclComm& c = comms[r];
+      c.rank = r;
+      c.nranks = 2;
+      c.nsteps = 4;
+      c.slotBytes = 4096;
+      c.peers.resize(2);
+      for (int p = 0; p < 2; p++) {
+        c.peers[size_t(p)] = RankInfo{};
+        c.peers[size_t(p)].pid = 1000 + p;
+        std::snprintf(c.peers[size_t(p)].hostname, sizeof c.peers[size_t(p)].hostname, "host%d", p);
+      }
+      c.peersKnown.store(true);
+    }
+    sender = std::make_unique<NetProxy>(&comms[0], net::makeSocketBackend());
+    receiver = std::make_unique<NetProxy>(&comms[1], net::makeSocketBackend());
+    net::NetHandle handle{};
+    auto listener = receiver->backend().listen(0, &handle);
+    std::atomic<bool> abort{false};
+    auto send = sender->backend().connect(0, handle, deadlineAfter(10), &abort);
+    auto recv = listener->accept(deadlineAfter(10), &abort);
+    out = sender->addSend(std::move(send), 1, 0, 0, &workerBells[0]);
+    in = receiver->addRecv(std::move(recv), 0, 0, 0, &workerBells[1]);
+  }
+
+  // Writes slot number `n` of the send FIFO (a pattern of n) and publishes it, as an executor does.
+  void publish(uint64_t n) {
+    auto* slot = reinterpret_cast<unsigned char*>(kern::fifoSlot(out, n));
+    std::memset(slot, int(n & 0xff), 100 + size_t(n));
+    out->sizes[n % out->nsteps] = 100 + n;
+    kern::fifoStoreRelease(&out->head, n + 1);
+    kern::ringBell(sender->bell());
+  }
+
+  // Waits (at most 10 s) until rank 1 holds slot n, checks it and frees it. `drive`: rank 0's
+  // worker calls tryProgress meanwhile.
+  void receive(uint64_t n, bool drive) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (kern::fifoLoadAcquire(&in->head) <= n) {
+      if (std::chrono::steady_clock::now() > deadline) FAIL("slot " << n << " did not arrive within 10 s");
+      if (drive) sender->tryProgress();
+      else std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    REQUIRE(in->sizes[n % in->nsteps] == 100 + n);
+    const auto* slot = reinterpret_cast<const unsigned char*>(kern::fifoSlot(in, n));
+    for (size_t i = 0; i < 100 + n; i++) REQUIRE(slot[i] == (n & 0xff));
+    kern::fifoStoreRelease(&in->tail, n + 1);
+    kern::ringBell(receiver->bell());
+  }
+};
+
+TEST_CASE("net proxy: a driving worker's passes move the slots, the proxy thread keeps off until it stops", "[net][proxy]") {
+  ProxyPair pair;
+  pair.publish(0);
+  pair.receive(0, false);  // the proxy threads move it
+
+  pair.sender->startDriving();
+  pair.publish(1);
+  // Several of the thread's 100 ms check-ins: it must not take the slot.
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  CHECK(kern::fifoLoadAcquire(&pair.out->tail) == 1);
+  CHECK(kern::fifoLoadAcquire(&pair.in->head) == 1);
+  pair.receive(1, true);  // the worker's passes send it
+  CHECK(kern::fifoLoadAcquire(&pair.out->tail) == 2);
+
+  // Wrapping the FIFO several times, the worker alone.
+  for (uint64_t n = 2; n < 14; n++) {
+    pair.publish(n);
+    pair.receive(n, true);
+  }
+  pair.sender->stopDriving();
+  for (uint64_t n = 14; n < 20; n++) {
+    pair.publish(n);
+    pair.receive(n, false);  // the thread again
+  }
+  CHECK(pair.comms[0].asyncError.load() == ncclSuccess);
+  CHECK(pair.comms[1].asyncError.load() == ncclSuccess);
+}
+
+TEST_CASE("net proxy: a failure met in a worker's pass is reported by the proxy thread, naming the peer", "[net][proxy][faults]") {
+  ProxyPair pair;
+  pair.publish(0);
+  pair.receive(0, false);
+  pair.receiver.reset();  // the peer's end closes
+  pair.sender->startDriving();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Sends into a closed connection fail on the first or a later one (TCP learns of the close
+  // from the peer's reset).
+  for (uint64_t next = 1; pair.comms[0].asyncError.load() == ncclSuccess;) {
+    if (std::chrono::steady_clock::now() > deadline) FAIL("no failure within 10 s of the peer closing");
+    if (next - kern::fifoLoadAcquire(&pair.out->tail) < pair.out->nsteps) pair.publish(next++);
+    pair.sender->tryProgress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  pair.sender->stopDriving();
+  CHECK(pair.comms[0].asyncError.load() == ncclRemoteError);
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(pair.comms[0].errorMutex);  // fail() writes it under the lock
+    message = pair.comms[0].asyncErrorMessage;
+  }
+  INFO(message);
+  CHECK(message.find("network connection to rank 1") != std::string::npos);
+  CHECK(message.find("host1") != std::string::npos);
+  CHECK(pair.comms[0].abortFlag.load());
+  CHECK_FALSE(pair.sender->tryProgress());  // nothing more moves after a failure
+}
+
+}  // namespace
+}  // namespace tutti
