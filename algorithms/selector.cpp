@@ -251,9 +251,11 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
     throw Error(ErrorCode::InvalidArgument, "selector: " + std::to_string(nranks) + " ranks asked of a fabric of " +
                                                 std::to_string(ctx.fabric.nranks));
   Choice choice;
+  ChannelLimits limits = ctx.channels;
+  if (limits.maxUpTo > 0 && bytes <= limits.upToBytes) limits.max = std::max(limits.min, std::min(limits.max, limits.maxUpTo));
   for (const plan::Algorithm* a : candidatesFor(coll, ctx)) {
     Estimate best{a->name, 0, 0};
-    for (int nch : channelCounts(ctx.channels)) {
+    for (int nch : channelCounts(limits)) {
       // Channels cost launch work the model does not see: a channel must bring a real gain.
       if (nch > ctx.channels.min && size_t(nch - 1) * kMinBytesPerChannel >= bytes) break;
       std::optional<double> us = estimateAt(*a, coll, bytes, ctx, nch);

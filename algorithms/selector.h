@@ -57,6 +57,9 @@ std::vector<std::string> knownAlgorithms(const plan::AlgorithmRegistry& registry
 struct ChannelLimits {
   int min = 1;  // NCCL_MIN_NCHANNELS
   int max = 2;  // NCCL_MAX_NCHANNELS
+  // Operations of up to upToBytes use at most maxUpTo channels (never below min); 0: no such cap.
+  int maxUpTo = 0;
+  size_t upToBytes = 0;
 };
 
 // How the selector sees the communicator. The fabric, registry and filter are referenced, not

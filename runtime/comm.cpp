@@ -328,13 +328,14 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   int ranksHere = 0;
   for (const RankInfo& p : comm->peers) ranksHere += p.hostHash == me.hostHash ? 1 : 0;
   if (!params::isSet("TUTTI_SPIN") && coresHere > 0 && ranksHere > coresHere) comm->spin = std::min(comm->spin, kOversubscribedSpin);
-  // A waiting worker moves its network FIFOs itself (NetProxy::tryProgress) rather than hand
-  // each slot to the proxy thread and back: 8 B-32 KiB all-reduces between two hosts of one core
-  // each took 145-200 us through the proxy, 53-92 us so (perf/RESULTS.md). Each poll is a system
-  // call per connection, though, and where ranks outnumber cores that polling takes the core the
-  // rank waited for needs (two ranks per core: 260 us became 450 us; one pass as each wait began
-  // was still 0-10% slower): there the proxy thread alone moves them.
-  if (coresHere > 0 && ranksHere > coresHere) comm->workersDriveNetwork = false;
+  // Workers waiting for network FIFOs move them themselves (NetProxy::tryProgress) rather than
+  // hand each slot to the proxy thread and back, as long as every worker of a launch has a core
+  // of this host's to itself (perf/RESULTS.md). Two hosts of one core each: 8 B-32 KiB
+  // all-reduces took 145-200 us through the proxy, 53-92 us so; one channel's 256 KiB-4 MiB
+  // 1.2-1.8x faster. Each poll is a system call per connection, and where a launch's workers
+  // outnumber the cores that polling takes the core the awaited thread needs: two ranks per core,
+  // 260 us became 450 us; two channels' workers on one core, 1.3-2x slower.
+  if (coresHere > 0) comm->drivingWorkers = coresHere / std::max(1, ranksHere);
   if (comm->rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
     std::string table = comm->selector->tuningTable();
     for (size_t at = 0, end; at < table.size(); at = end + 1) {

@@ -122,8 +122,9 @@ struct ncclComm {
   double timeoutSeconds = 300;
   int spin = 200;
   int yields = 50;
-  // Whether executors may move the network FIFOs themselves while they wait (see comm.cpp).
-  bool workersDriveNetwork = true;
+  // Executors move the network FIFOs themselves while they wait in launches of at most this many
+  // workers (see comm.cpp).
+  int drivingWorkers = 1 << 30;
 
   // Executor resources.
   std::unique_ptr<tutti::Segment> controlSegment;

@@ -162,8 +162,6 @@ struct CommLaunch {
   ScratchPool::Lease scratch;
   // A one-shot all-reduce run through the mailboxes (kernels/mailbox.h): no lanes, no connections.
   bool mailbox = false;
-  // The largest operation's bytes as the selector models them (see workersDriveNetwork).
-  size_t largestBytes = 0;
 };
 
 // A lane being bound, with the connections it uses.
@@ -342,9 +340,7 @@ void bind(CommLaunch& L) {
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(p).c_str());
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass.
-    const size_t bytes = modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks);
-    const size_t chunkBytes = sim::chunkBytesFor(comm->slotBytes, bytes);
-    L.largestBytes = std::max(L.largestBytes, bytes);
+    const size_t chunkBytes = sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks));
     size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
     per = (per + 15) / 16 * 16;
     for (int c = 0; c < nch; c++) {
@@ -414,13 +410,13 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork 
 }
 
 // Whether the launch's workers move the network FIFOs themselves while they wait (see
-// NetProxy::tryProgress), or leave them to the proxy thread. Small operations gain from a worker
-// that drives the sockets through its busy wait: no hand-off to the proxy thread and back per
-// step (two hosts of one core each, 8 B-128 KiB all-reduces: 160-300 us became 55-190 us). From
-// 256 KiB it gained nothing with one channel and lost 1.3-2x with two (their workers took turns
-// at the sockets on the one core), so larger operations keep the proxy thread's pipeline.
-constexpr size_t kWorkerDrivenBytes = 128 << 10;
-bool workersDriveNetwork(const CommLaunch& L) { return L.comm->workersDriveNetwork && L.largestBytes <= kWorkerDrivenBytes; }
+// NetProxy::tryProgress) rather than leave them to the proxy thread: when each has a core to
+// itself (comm->drivingWorkers, set at init).
+bool workersDriveNetwork(const CommLaunch& L) {
+  int active = 0;
+  for (const auto& queues : L.queues) active += queues.empty() ? 0 : 1;
+  return active <= L.comm->drivingWorkers;
+}
 
 // A worker that stopped because the communicator failed elsewhere (the proxy saw the peer die)
 // reports Aborted; the caller should get the cause instead: throws the communicator's recorded

@@ -15,6 +15,10 @@
 namespace tutti {
 namespace {
 
+// Between hosts, the largest operation whose channels are capped at the workers that can drive
+// the sockets (see context()).
+constexpr size_t kDrivenChannelsUpTo = size_t(32) << 20;
+
 // The size at which TUTTI_DETERMINISTIC picks its one all-reduce algorithm.
 constexpr size_t kDeterministicReferenceBytes = 1 << 20;
 
@@ -140,6 +144,15 @@ selector::Context CommSelector::context(plan::Coll coll) const {
   ctx.deterministicOnly = deterministic_ && coll == plan::Coll::AllReduce;
   ctx.channels.min = 1;
   ctx.channels.max = comm_->nchannels;
+  // Between hosts, a rank's workers drive its sockets themselves only while each has a core
+  // (comm.cpp, drivingWorkers); past that every slot goes through the proxy thread. On two hosts
+  // of one core each, one channel so was 1.2-2x faster than two from 256 KiB to 32 MiB, but less
+  // steady than two from 64 MiB (128 MiB: 1.5-1.8 against 2.1-2.3 GB/s; perf/RESULTS.md). The
+  // model does not know the proxy's hand-offs.
+  if (fabric_.coresPerNode > 0 && fabric_.nodes > 1) {
+    ctx.channels.maxUpTo = std::max(1, fabric_.coresPerNode / std::max(1, fabric_.ranksPerNode));
+    ctx.channels.upToBytes = kDrivenChannelsUpTo;
+  }
   ctx.pipeline.chunkBytes = comm_->slotBytes;
   ctx.pipeline.fifoSlots = comm_->nsteps;
   return ctx;

@@ -179,6 +179,25 @@ TEST_CASE("selector: channels stay within NCCL_MIN/MAX_NCHANNELS") {
   CHECK_THROWS_AS(selector::choose(Coll::AllReduce, 8, 16, ctx), Error);  // not this fabric's size
 }
 
+TEST_CASE("selector: a cap on channels up to a size holds there, never below the minimum, and not above it") {
+  sim::Fabric f = sim::Fabric::synthetic(1, 8, 8);
+  plan::AlgorithmRegistry r = plan::builtinAlgorithms();
+  selector::Context ctx{f, r};
+  ctx.channels = {1, 32};
+  const size_t big = size_t(1) << 30;
+  selector::Choice free = selector::choose(Coll::AllReduce, big, 8, ctx);
+  REQUIRE(free.nchannels > 2);
+  ctx.channels.maxUpTo = 2;
+  ctx.channels.upToBytes = big;
+  CHECK(selector::choose(Coll::AllReduce, big, 8, ctx).nchannels <= 2);
+  ctx.channels.upToBytes = big - 1;  // the cap ends just below: the free choice again
+  selector::Choice above = selector::choose(Coll::AllReduce, big, 8, ctx);
+  CHECK(above.nchannels == free.nchannels);
+  CHECK(above.algorithm == free.algorithm);
+  ctx.channels = {4, 32, 2, big};  // NCCL_MIN_NCHANNELS wins over the cap
+  CHECK(selector::choose(Coll::AllReduce, big, 8, ctx).nchannels == 4);
+}
+
 TEST_CASE("selector: deterministicOnly keeps to deterministic algorithms") {
   sim::Fabric f = sim::Fabric::synthetic(8, 8, 8);
   plan::AlgorithmRegistry r = standInRegistry({{"chain", true}, {"recdoubling", false}});

@@ -4,6 +4,7 @@
 // rank, an abort from another thread, destroy after a failure.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -174,6 +177,48 @@ TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 Ki
     INFO(lines[0]);
     CHECK(lines[0].find(e.fifo) != std::string::npos);
   }
+}
+
+TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores; one core: one channel",
+          "[net][processes][tuning]") {
+  // The rank processes inherit this process's CPU set; the calibration at init takes each host's
+  // cores from its ranks' sets.
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  struct Restore {
+    cpu_set_t set;
+    ~Restore() { sched_setaffinity(0, sizeof set, &set); }
+  } restore{saved};
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+    if (CPU_ISSET(c, &saved)) first = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+
+  CapturedLog log("INFO", "TUNING");
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = {kLoopback, {"NCCL_MAX_NCHANNELS", "4"}};
+  std::vector<Case> cases = {Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 20) + 3, false, 0}};
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+  size_t choices = 0;
+  for (const std::string& line : log.linesWith(" -> ")) {
+    if (line.find("size -> choice") != std::string::npos) continue;  // a table's header
+    // "TUNING allreduce   32 MiB -> ring (1) ...": the size is the two words before the arrow
+    std::istringstream words(line.substr(0, line.find(" -> ")));
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    REQUIRE(w.size() >= 2);
+    double bytes = std::stod(w[w.size() - 2]) * (w.back() == "B" ? 1 : w.back() == "KiB" ? 1 << 10 : w.back() == "MiB" ? 1 << 20 : 1 << 30);
+    INFO(line);
+    if (bytes > double(32 << 20)) continue;  // there the model chooses freely
+    CHECK(line.find("( 1)") != std::string::npos);
+    choices++;
+  }
+  CHECK(choices > 20);  // every collective's table, every size
+  CHECK(log.linesWith("1 core(s) per host").size() == 1);
 }
 
 TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps; its proxy does not spin on their closed sockets",
