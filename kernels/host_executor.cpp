@@ -304,6 +304,9 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
     }
     if (allDone) return;
     if (progress) {
+      // A driving worker that keeps finding work would hold the slots it fills until it next
+      // waits, and the link would idle meanwhile: it passes them on after every round.
+      if (driving.on) ctx.pollNetwork(ctx.networkArg);
       idle = 0;
       continue;
     }
