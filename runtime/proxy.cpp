@@ -224,10 +224,20 @@ bool NetProxy::pass(bool* inFlight) {
   return moved;
 }
 
+// Takes the connections added since the last pass (under progressMutex_).
+void NetProxy::adoptAdded() {
+  if (!hasAdded_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& c : added_) connections_.push_back(std::move(c));
+  added_.clear();
+  hasAdded_.store(false);
+}
+
 bool NetProxy::tryProgress() {
   if (failed_.load(std::memory_order_acquire) || comm_->abortFlag.load(std::memory_order_relaxed)) return false;
   std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
+  adoptAdded();  // a launch's new connections, which the proxy thread may not have taken yet
   const bool moved = pass(nullptr);
   if (failure_) {  // the proxy thread reports it
     kern::ringBell(&bell_);
@@ -270,12 +280,7 @@ void NetProxy::run() {
         kern::waitBell(&bell_, seen, kMinPollSliceNs);
         continue;
       }
-      if (hasAdded_.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (auto& c : added_) connections_.push_back(std::move(c));
-        added_.clear();
-        hasAdded_.store(false);
-      }
+      adoptAdded();
       if (!failed_.load(std::memory_order_acquire) && !comm_->abortFlag.load(std::memory_order_relaxed)) moved = pass(&inFlight);
       failure = std::move(failure_);
     }

@@ -81,6 +81,7 @@ class NetProxy {
   void run();
   bool progress(Connection& c);
   bool pass(bool* inFlight);  // under progressMutex_
+  void adoptAdded();          // under progressMutex_
   void reportFailure(const Failure& f);
   void waitForWork(uint32_t seen, bool inFlight);
   bool spinOnBell(uint32_t seen);
@@ -90,7 +91,7 @@ class NetProxy {
   std::unique_ptr<net::NetBackend> backend_;
   kern::Bell bell_;
   std::mutex mutex_;
-  std::vector<std::unique_ptr<Connection>> added_;  // under mutex_, adopted by the thread
+  std::vector<std::unique_ptr<Connection>> added_;  // under mutex_, adopted by the next pass
   std::atomic<bool> hasAdded_{false};
   // Held by whichever thread makes a progress pass (this one, or a worker in tryProgress).
   std::mutex progressMutex_;
