@@ -146,8 +146,8 @@ selector::Context CommSelector::context(plan::Coll coll) const {
   ctx.channels.max = comm_->nchannels;
   // Between hosts, a rank's workers drive its sockets themselves only while each has a core
   // (comm.cpp, drivingWorkers); past that every slot goes through the proxy thread. On two hosts
-  // of one core each, one channel so was 1.2-2x faster than two from 256 KiB to 32 MiB, but less
-  // steady than two from 64 MiB (128 MiB: 1.5-1.8 against 2.1-2.3 GB/s; perf/RESULTS.md). The
+  // of one core each, one channel so was 1.2-2x faster than two from 256 KiB to 32 MiB, and
+  // behind two from 64 MiB (128 MiB: 1.9-2.05 against 2.05-2.25 GB/s; perf/RESULTS.md). The
   // model does not know the proxy's hand-offs.
   if (fabric_.coresPerNode > 0 && fabric_.nodes > 1) {
     ctx.channels.maxUpTo = std::max(1, fabric_.coresPerNode / std::max(1, fabric_.ranksPerNode));
