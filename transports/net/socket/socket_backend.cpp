@@ -2,8 +2,9 @@
 // socket 0 (sent with MSG_MORE so a small message leaves as one segment), then its payload cut
 // into chunks dealt round-robin over the sockets. Both sides cut alike, so each socket is an
 // ordered stream of known pieces and several messages pipeline. All I/O is nonblocking: driven
-// by test() on the proxy thread, or with NCCL_SOCKET_NTHREADS > 1 by that many helper threads
-// per connection (NCCL_NSOCKS_PERTHREAD sockets each), see SocketStreams.
+// by test() in the net proxy's progress pass (on the proxy thread, or on a waiting executor
+// worker, one at a time), or with NCCL_SOCKET_NTHREADS > 1 by that many helper threads per
+// connection (NCCL_NSOCKS_PERTHREAD sockets each), see SocketStreams.
 //
 // A listener accepts only connections that present the nonce of its handle: anything else that
 // connects (a port scanner, garbage, a truncated hello) is logged and dropped, and the real peer
@@ -110,8 +111,8 @@ class EventFd {
 };
 
 // The state both directions share: the sockets, a queue of pieces per socket, and the helper
-// threads. With one helper (NCCL_SOCKET_NTHREADS=1, the default) the proxy thread moves the
-// bytes itself inside test(); with T > 1, helper thread h drives sockets h, h+T, ... with
+// threads. With one helper (NCCL_SOCKET_NTHREADS=1, the default) whoever makes the proxy's
+// progress pass moves the bytes itself inside test(); with T > 1, helper thread h drives sockets h, h+T, ... with
 // nonblocking I/O and poll, so several cores can carry one connection. A queue's consumer (the
 // thread driving its socket) works on its front piece outside the lock: deque::push_back keeps
 // references to existing elements valid.
