@@ -28,6 +28,19 @@ using plan::Layout;
 
 constexpr double kBytesPerUsPerGBps = 1e3;
 
+// With more worker threads than cores, a ring of one tile runs in lockstep from the operation's
+// start: each step waits for its predecessor's previous step, and that thread, holding a share s
+// of a core, is often the one descheduled, while a pair (recursive doubling, Rabenseifner) waits
+// only for its partner. On the 2-core test VM, 4 ranks, one-tile rings (256 KiB-2 MiB) ran
+// 1.10-1.25x Rabenseifner's time over the same number of chunk transfers (median 1.18; perf
+// stat: the extra CPU is waiting), while with two tiles and more the ring was level or ahead
+// (the pipeline's FIFO slots absorb it). So a one-tile ring's transfers are charged
+// kLockstepWait x (1 - s) more (1.18x at s = 1/2). A calibrated form (timing both patterns at
+// init) varied 1.00-1.58 between runs of the same host in a few milliseconds: not stable enough
+// to choose by. Reducing rings only: reduce-scatter's ring ran 1.08-1.30x PAT's at 256 KiB-4 MiB,
+// while all-gather's (copies, lighter steps) was level with PAT's or ahead at 1-2 MiB.
+constexpr double kLockstepWait = 0.35;
+
 int floorLog2(long long n) {
   int d = 0;
   while ((2LL << d) <= n) d++;
@@ -85,6 +98,7 @@ struct Model {
     int sends;         // chunk sends per rank per tile
     bool spansNodes;
     double nicFlows;   // flows on a node's NIC pool at once
+    bool reduces = false;  // steps reduce (all-reduce, reduce-scatter): see kLockstepWait
   };
   double ringStep(double c, const RingShape& r, double* localHop, double* netHop) const {
     *localHop = hop(c, true);
@@ -117,6 +131,7 @@ struct Model {
     double portTime = overTiles(t, [&](double ch) { return double(r.sends) * ports(ch); }) + extra(c) + 2 * o +
                       latency(!r.spansNodes);
     double total = std::max(steps, portTime);
+    if (r.reduces && t.count == 1 && !r.spansNodes) total += kLockstepWait * (1 - f.threadShare(nch)) * double(r.sends) * c / capRate(true);
     double step = ringStep(c, r, &localHop, &netHop);
     bool hopBound = steps > portTime;
     if (hopBound) total += double(nch - 1) * c / portRate(true);  // channels leave the first port one after another
@@ -190,6 +205,7 @@ struct Model {
       case Coll::AllReduce: {
         Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(n));
         shape.sends = 2 * (n - 1);
+        shape.reduces = true;
         return ring(t, shape, [](double) { return 0.0; });
       }
       case Coll::AllGather: {
@@ -198,6 +214,7 @@ struct Model {
       }
       case Coll::ReduceScatter: {
         Tiles t = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
+        shape.reduces = true;
         return ring(t, shape, [](double) { return 0.0; });
       }
       case Coll::Broadcast: {
