@@ -281,14 +281,19 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
   int idle = 0;
   // Whether this worker is driving the network (ctx.pollNetwork): from its first network poll
   // until a wait is about to sleep or the operation ends, however it ends.
+  using Drive = ExecutionContext::Drive;
   struct Driving {
     const ExecutionContext& ctx;
     bool on = false;
-    void set(bool want) {
-      if (want != on) ctx.driveNetwork(ctx.networkArg, want);
-      on = want;
+    void start() {
+      if (!on) ctx.driveNetwork(ctx.networkArg, Drive::Start);
+      on = true;
     }
-    ~Driving() { set(false); }
+    void end(Drive how) {
+      if (on) ctx.driveNetwork(ctx.networkArg, how);
+      on = false;
+    }
+    ~Driving() { end(Drive::Stop); }
   } driving{ctx};
   for (;;) {
     const uint32_t seen = ctx.bell->seq.load(std::memory_order_acquire);
@@ -302,7 +307,16 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
       }
       if (q.current < q.lanes.size()) allDone = false;
     }
-    if (allDone) return;
+    if (allDone) {
+      // The last round's sends leave now; then the sockets are released rather than handed
+      // back: the next operation's worker usually takes them again before the proxy thread
+      // would (a switch to it and back per operation, on a core the rank's threads share).
+      if (driving.on) {
+        ctx.pollNetwork(ctx.networkArg);
+        driving.end(Drive::Release);
+      }
+      return;
+    }
     if (progress) {
       // A driving worker that keeps finding work would hold the slots it fills until it next
       // waits, and the link would idle meanwhile: it passes them on after every round.
@@ -313,7 +327,7 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
       throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
     if (ctx.pollNetwork && idle < ctx.spin + ctx.yields) {
-      driving.set(true);
+      driving.start();
       if (ctx.pollNetwork(ctx.networkArg)) {
         idle = 0;
         continue;
@@ -322,7 +336,7 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
     // (Yielding before sleeping, on 2 cores with 4 ranks: 8-byte all-reduce 50 us, not 280 us.)
     if (idlePoll(++idle, ctx)) continue;
     if (idle == ctx.spin + ctx.yields) lastProgress = Clock::now();
-    driving.set(false);  // a worker never sleeps holding the sockets
+    driving.end(Drive::Stop);  // a worker never sleeps holding the sockets
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
       for (LaneQueue& q : queues)

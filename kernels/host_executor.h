@@ -86,10 +86,13 @@ struct ExecutionContext {
   std::string describePeer(int peer) const { return peerNamer ? peerNamer(peerNamerArg, peer) : "rank " + std::to_string(peer); }
   // Set where the worker moves network FIFOs itself while it waits: pollNetwork makes one
   // progress pass of the communicator's net proxy, true if a slot moved (NetProxy::tryProgress);
-  // it runs on each busy poll of a wait, never once the wait sleeps. driveNetwork(arg, true/false)
-  // brackets the stretch in which the worker does so (NetProxy::startDriving/stopDriving).
+  // it runs on each busy poll of a wait, never once the wait sleeps. driveNetwork brackets the
+  // stretch in which the worker does so: Start, then Stop (before a wait sleeps, or on an error:
+  // the proxy thread takes the sockets at once) or Release (the operation is done and nothing is
+  // left to send: NetProxy::releaseDriving).
+  enum class Drive { Start, Stop, Release };
   bool (*pollNetwork)(void* arg) = nullptr;
-  void (*driveNetwork)(void* arg, bool start) = nullptr;
+  void (*driveNetwork)(void* arg, Drive change) = nullptr;
   void* networkArg = nullptr;
 };
 

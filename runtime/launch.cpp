@@ -400,9 +400,13 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork 
   ctx.peerNamerArg = comm;
   if (comm->proxy && driveNetwork) {
     ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
-    ctx.driveNetwork = [](void* proxy, bool start) {
-      if (start) static_cast<tutti::NetProxy*>(proxy)->startDriving();
-      else static_cast<tutti::NetProxy*>(proxy)->stopDriving();
+    ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
+      auto* p = static_cast<tutti::NetProxy*>(proxy);
+      switch (change) {
+        case kern::ExecutionContext::Drive::Start: p->startDriving(); break;
+        case kern::ExecutionContext::Drive::Stop: p->stopDriving(); break;
+        case kern::ExecutionContext::Drive::Release: p->releaseDriving(); break;
+      }
     };
     ctx.networkArg = comm->proxy.get();
   }
@@ -465,6 +469,9 @@ void execute(std::span<CommLaunch* const> launches) {
   for (CommLaunch* L : launches)
     for (const CommLaunch::Copy& c : L->prologue) std::memcpy(c.dst, c.src, c.bytes);
   for (CommLaunch* L : launches) {
+    // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets
+    // a previous operation's worker released (NetProxy::releaseDriving).
+    if (L->comm->proxy && !workersDriveNetwork(*L)) L->comm->proxy->wake();
     if (L->mailbox && !inlineFirst) L->comm->workers->start(0, [L] { runMailbox(*L); });
     for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
       if (!L->queues[size_t(w)].empty())

@@ -20,6 +20,9 @@ constexpr std::chrono::milliseconds kNoticeWait{1000};
 // How long the proxy sleeps in poll before it looks at its bell again (see waitForWork).
 constexpr long kMinPollSliceNs = 50 * 1000;
 constexpr long kMaxPollSliceNs = 1000 * 1000;
+// While a worker drives, the thread sleeps on the handover bell at most this long, and so takes
+// sockets a worker released (releaseDriving, which does not ring) within it.
+constexpr long kReleasedGraceNs = 1000 * 1000;
 }  // namespace
 
 // One direction of one network connection and the local FIFO the executor sees.
@@ -267,7 +270,7 @@ void NetProxy::run() {
     const uint32_t seen = bell_.seq.load(std::memory_order_acquire);
     const uint32_t handoverSeen = handover_.seq.load(std::memory_order_seq_cst);
     if (drivers_.load(std::memory_order_seq_cst) > 0 && !failed_.load(std::memory_order_acquire)) {
-      kern::waitBell(&handover_, handoverSeen, 100 * 1000 * 1000L);
+      kern::waitBell(&handover_, handoverSeen, kReleasedGraceNs);
       continue;
     }
     bool moved = false, inFlight = false;
@@ -306,6 +309,7 @@ void NetProxy::drain(double seconds) {
   uint64_t start = passes_.load(std::memory_order_acquire);
   while (std::chrono::steady_clock::now() < deadline && !comm_->abortFlag.load()) {
     kern::ringBell(&bell_);
+    kern::ringBell(&handover_);
     if (passes_.load(std::memory_order_acquire) > start + 1 && unsent_.load(std::memory_order_acquire) == 0 && !hasAdded_.load()) {
       drained_ = true;
       return;

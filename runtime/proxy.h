@@ -11,7 +11,8 @@
 // A worker may make these passes itself (tryProgress) while it waits for a network FIFO: small
 // operations then skip the hand-off to this thread and back at every step. Passes are
 // serialized by a mutex; while a worker drives (startDriving/stopDriving) this thread keeps off
-// the sockets, and it takes them back before the worker sleeps.
+// the sockets, and it takes them back before the worker sleeps, or shortly after an operation
+// ends (releaseDriving).
 //
 // Fault handling, in order of precedence:
 //  1. A backend error (peer closed or reset, unreachable) fails the communicator through
@@ -69,11 +70,21 @@ class NetProxy {
   // Brackets a stretch in which a worker calls tryProgress (a wait, or a small operation's run):
   // meanwhile this thread stays off the sockets, so that it neither wakes at every arrival to
   // find the worker there first nor takes turns with it on the worker's core.
+  // stopDriving hands the sockets back at once (a worker about to sleep, or an error).
+  // releaseDriving, at the end of an operation after a last pass, leaves them idle when nothing
+  // is left to send: the thread takes them within kReleasedGraceNs unless a worker starts
+  // driving first, which in a loop of small operations it does, sparing a switch to this thread
+  // and back per operation. A launch whose workers do not drive wakes the thread (wake()).
   void startDriving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
   void stopDriving() {
     drivers_.fetch_sub(1, std::memory_order_seq_cst);
     kern::ringBell(&handover_);
   }
+  void releaseDriving() {
+    drivers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (unsent_.load(std::memory_order_acquire) != 0) kern::ringBell(&handover_);
+  }
+  void wake() { kern::ringBell(&handover_); }
 
  private:
   struct Connection;

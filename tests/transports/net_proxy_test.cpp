@@ -1,6 +1,7 @@
 // The net proxy's hand-over to a worker that drives the sockets itself (NetProxy::tryProgress,
-// startDriving/stopDriving): while a worker drives, the proxy thread leaves the sockets alone and
-// the worker's passes move the slots; once it stops, the thread moves them again; a failure met
+// startDriving/stopDriving/releaseDriving): while a worker drives, the proxy thread leaves the
+// sockets alone and the worker's passes move the slots; once it stops or releases them, the
+// thread moves them again; a failure met
 // in a worker's pass is reported by the thread, naming the peer.
 #include <catch2/catch.hpp>
 
@@ -89,7 +90,7 @@ TEST_CASE("net proxy: a driving worker's passes move the slots, the proxy thread
 
   pair.sender->startDriving();
   pair.publish(1);
-  // Several of the thread's 100 ms check-ins: it must not take the slot.
+  // Many of the thread's check-ins (one a millisecond): it must not take the slot.
   std::this_thread::sleep_for(std::chrono::milliseconds(350));
   CHECK(kern::fifoLoadAcquire(&pair.out->tail) == 1);
   CHECK(kern::fifoLoadAcquire(&pair.in->head) == 1);
@@ -106,6 +107,31 @@ TEST_CASE("net proxy: a driving worker's passes move the slots, the proxy thread
     pair.publish(n);
     pair.receive(n, false);  // the thread again
   }
+  CHECK(pair.comms[0].asyncError.load() == ncclSuccess);
+  CHECK(pair.comms[1].asyncError.load() == ncclSuccess);
+}
+
+TEST_CASE("net proxy: sockets released at the end of operations go back to the thread", "[net][proxy]") {
+  ProxyPair pair;
+  // Operations in a row, each driving, moving its slot, making a last pass and releasing (as the
+  // executor's runQueues does), with the thread kept off in between.
+  for (uint64_t n = 0; n < 12; n++) {
+    pair.sender->startDriving();
+    pair.publish(n);
+    pair.receive(n, true);
+    pair.sender->tryProgress();
+    pair.sender->releaseDriving();
+  }
+  // Nothing drives now: the thread takes the sockets back and moves the next slots alone.
+  for (uint64_t n = 12; n < 20; n++) {
+    pair.publish(n);
+    pair.receive(n, false);
+  }
+  // A release right after a slot was published, before any pass took it: still delivered.
+  pair.sender->startDriving();
+  pair.publish(20);
+  pair.sender->releaseDriving();
+  pair.receive(20, false);
   CHECK(pair.comms[0].asyncError.load() == ncclSuccess);
   CHECK(pair.comms[1].asyncError.load() == ncclSuccess);
 }
