@@ -308,13 +308,16 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
       if (q.current < q.lanes.size()) allDone = false;
     }
     if (allDone) {
-      // The last round's sends leave now; then the sockets are released rather than handed
-      // back: the next operation's worker usually takes them again before the proxy thread
-      // would (a switch to it and back per operation, on a core the rank's threads share).
-      if (driving.on) {
+      // Slots published since the last pass (often the last round's sends; all of an
+      // operation's, if it never waited) leave now, not when the proxy thread next looks. Then
+      // the sockets are released rather than handed back: the next operation's worker usually
+      // takes them again before the proxy thread would (a switch to it and back per operation,
+      // on a core the rank's threads share).
+      if (ctx.pollNetwork && ctx.networkSendsWaiting(ctx.networkArg)) {
+        driving.start();
         ctx.pollNetwork(ctx.networkArg);
-        driving.end(Drive::Release);
       }
+      driving.end(Drive::Release);
       return;
     }
     if (progress) {

@@ -400,6 +400,7 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork 
   ctx.peerNamerArg = comm;
   if (comm->proxy && driveNetwork) {
     ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
+    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->sendsWaiting(); };
     ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
       auto* p = static_cast<tutti::NetProxy*>(proxy);
       switch (change) {

@@ -249,6 +249,15 @@ bool NetProxy::tryProgress() {
   return moved;
 }
 
+bool NetProxy::sendsWaiting() {
+  std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  if (hasAdded_.load(std::memory_order_acquire)) return true;  // not seen by a pass yet
+  for (const auto& c : connections_)
+    if (c->send && kern::fifoLoadAcquire(&c->fifo->head) != c->completed) return true;
+  return false;
+}
+
 void NetProxy::reportFailure(const Failure& f) {
   const Connection& c = *f.connection;
   ErrorCode code = f.error.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;

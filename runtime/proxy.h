@@ -67,6 +67,9 @@ class NetProxy {
   // a core shared by a rank's threads cost more than the network (see proxy.cpp). A failure is
   // left to the proxy thread to report.
   bool tryProgress();
+  // Whether a send FIFO holds published slots the backend has not finished (no system call).
+  // False while another thread makes a pass: that one moves them.
+  bool sendsWaiting();
   // Brackets a stretch in which a worker calls tryProgress (a wait, or a small operation's run):
   // meanwhile this thread stays off the sockets, so that it neither wakes at every arrival to
   // find the worker there first nor takes turns with it on the worker's core.

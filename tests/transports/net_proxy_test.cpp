@@ -132,6 +132,17 @@ TEST_CASE("net proxy: sockets released at the end of operations go back to the t
   pair.publish(20);
   pair.sender->releaseDriving();
   pair.receive(20, false);
+  // What an operation's end asks before releasing: a published slot counts as waiting until the
+  // backend has finished it (the executor then makes one more pass).
+  pair.sender->startDriving();
+  CHECK_FALSE(pair.sender->sendsWaiting());
+  pair.publish(21);
+  CHECK(pair.sender->sendsWaiting());
+  pair.receive(21, true);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pair.sender->sendsWaiting() && std::chrono::steady_clock::now() < deadline) pair.sender->tryProgress();
+  CHECK_FALSE(pair.sender->sendsWaiting());
+  pair.sender->releaseDriving();
   CHECK(pair.comms[0].asyncError.load() == ncclSuccess);
   CHECK(pair.comms[1].asyncError.load() == ncclSuccess);
 }
