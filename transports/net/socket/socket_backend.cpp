@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,8 @@ constexpr uint64_t kGoodbye = ~uint64_t(0);
 constexpr size_t kMinChunkBytes = 64 * 1024;
 constexpr size_t kMaxRequests = 32;
 constexpr int kMaxSockets = 64;
+constexpr int kGatherPieces = 8;                 // pieces one sendmsg takes, at most
+constexpr size_t kGatherBytes = 64 * 1024;       // and this much in all (a larger first piece goes alone)
 // How long one connector may take to present its hello before it is dropped.
 constexpr std::chrono::seconds kHelloTimeout{5};
 
@@ -218,26 +221,57 @@ class SocketStreams {
     return piece;
   }
 
-  // Sends what the socket takes now. Returns true when something moved.
+  // Sends what the socket takes now, small queued pieces gathered into one sendmsg (a small
+  // message's header and payload leave in one system call; large pieces go one by one, as
+  // before); MSG_MORE while pieces remain beyond those. Returns true when something moved.
   bool pushOut(int i) {
-    bool moved = false, more = false;
-    while (Piece* piece = front(i, &more)) {
-      ssize_t count = piece->bytes == piece->done
-                          ? 0
-                          : ::send(sockets_[size_t(i)].fd(), piece->data + piece->done, piece->bytes - piece->done,
-                                   MSG_NOSIGNAL | (more ? MSG_MORE : 0));  // e.g. a header followed by its payload
-      if (count < 0) {
-        int err = errno;
-        if (err == EINTR) continue;
-        if (err == EAGAIN || err == EWOULDBLOCK) return moved;
-        failed("send to", i, err);
+    bool moved = false;
+    for (;;) {
+      Piece* pieces[kGatherPieces];
+      int n = 0;
+      bool more = false;
+      {
+        // Elements of a deque stay put while others are pushed behind them; only this mover pops.
+        std::lock_guard<std::mutex> lock(lanes_[size_t(i)].mutex);
+        size_t gathered = 0;
+        for (Piece& piece : lanes_[size_t(i)].queue) {
+          if (n == kGatherPieces || (n > 0 && gathered + piece.bytes > kGatherBytes)) {
+            more = true;
+            break;
+          }
+          pieces[n++] = &piece;
+          gathered += piece.bytes;
+        }
       }
-      piece->done += size_t(count);
-      moved = moved || count > 0;
-      if (piece->done < piece->bytes) return moved;
-      finishPiece(popFront(i));
+      if (n == 0) return moved;
+      iovec iov[kGatherPieces];
+      int parts = 0;
+      for (int j = 0; j < n; j++)
+        if (pieces[j]->done < pieces[j]->bytes) iov[parts++] = iovec{pieces[j]->data + pieces[j]->done, pieces[j]->bytes - pieces[j]->done};
+      size_t left = 0;
+      if (parts > 0) {
+        msghdr message{};
+        message.msg_iov = iov;
+        message.msg_iovlen = size_t(parts);
+        ssize_t count = ::sendmsg(sockets_[size_t(i)].fd(), &message, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+        if (count < 0) {
+          int err = errno;
+          if (err == EINTR) continue;
+          if (err == EAGAIN || err == EWOULDBLOCK) return moved;
+          failed("send to", i, err);
+        }
+        left = size_t(count);
+        moved = moved || count > 0;
+      }
+      for (int j = 0; j < n; j++) {
+        Piece* piece = pieces[j];
+        size_t take = std::min(left, piece->bytes - piece->done);
+        piece->done += take;
+        left -= take;
+        if (piece->done < piece->bytes) return moved;  // the socket is full
+        finishPiece(popFront(i));
+      }
     }
-    return moved;
   }
 
   // Reads what has arrived for the front piece(s); a finished header goes to onPiece (which
