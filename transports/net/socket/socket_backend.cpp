@@ -1,5 +1,5 @@
 // The "Socket" net backend. A connection is nsocks TCP sockets; a message is an 8-byte length on
-// socket 0 (sent with MSG_MORE so a small message leaves as one segment), then its payload cut
+// socket 0 (gathered with a small payload into one sendmsg, so it leaves as one segment), then its payload cut
 // into chunks dealt round-robin over the sockets. Both sides cut alike, so each socket is an
 // ordered stream of known pieces and several messages pipeline. All I/O is nonblocking: driven
 // by test() in the net proxy's progress pass (on the proxy thread, or on a waiting executor
