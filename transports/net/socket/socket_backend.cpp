@@ -1,10 +1,10 @@
 // The "Socket" net backend. A connection is nsocks TCP sockets; a message is an 8-byte length on
-// socket 0 (gathered with a small payload into one sendmsg, so it leaves as one segment), then its payload cut
-// into chunks dealt round-robin over the sockets. Both sides cut alike, so each socket is an
-// ordered stream of known pieces and several messages pipeline. All I/O is nonblocking: driven
-// by test() in the net proxy's progress pass (on the proxy thread, or on a waiting executor
-// worker, one at a time), or with NCCL_SOCKET_NTHREADS > 1 by that many helper threads per
-// connection (NCCL_NSOCKS_PERTHREAD sockets each), see SocketStreams.
+// socket 0 (gathered with a small payload into one sendmsg, so it leaves as one segment), then
+// its payload cut into chunks dealt round-robin over the sockets. Both sides cut alike, so each
+// socket is an ordered stream of known pieces and several messages pipeline. All I/O is
+// nonblocking: driven by test() in the net proxy's progress pass (on the proxy thread, or on a
+// waiting executor worker, one at a time), or with NCCL_SOCKET_NTHREADS > 1 by that many helper
+// threads per connection (NCCL_NSOCKS_PERTHREAD sockets each), see SocketStreams.
 //
 // A listener accepts only connections that present the nonce of its handle: anything else that
 // connects (a port scanner, garbage, a truncated hello) is logged and dropped, and the real peer
