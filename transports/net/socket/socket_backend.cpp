@@ -206,12 +206,10 @@ class SocketStreams {
 
   bool move(int i) { return sending_ ? pushOut(i) : pullIn(i); }
 
-  Piece* front(int i, bool* more) {
+  Piece* front(int i) {
     std::lock_guard<std::mutex> lock(lanes_[size_t(i)].mutex);
     auto& q = lanes_[size_t(i)].queue;
-    if (q.empty()) return nullptr;
-    if (more) *more = q.size() > 1;
-    return &q.front();
+    return q.empty() ? nullptr : &q.front();
   }
 
   Piece popFront(int i) {
@@ -278,7 +276,7 @@ class SocketStreams {
   // may queue more). Returns true when something moved.
   bool pullIn(int i) {
     bool moved = false;
-    while (Piece* piece = front(i, nullptr)) {
+    while (Piece* piece = front(i)) {
       if (piece->done < piece->bytes) {
         ssize_t count = ::recv(sockets_[size_t(i)].fd(), piece->data + piece->done, piece->bytes - piece->done, 0);
         if (count == 0 && peerSaidGoodbye.load()) return moved;
@@ -334,7 +332,7 @@ class SocketStreams {
         fds.clear();
         fds.push_back(pollfd{wake_[size_t(h)]->fd(), POLLIN, 0});
         for (int i = h; i < count(); i += T)
-          if (front(i, nullptr)) fds.push_back(pollfd{sockets_[size_t(i)].fd(), short(sending_ ? POLLOUT : POLLIN), 0});
+          if (front(i)) fds.push_back(pollfd{sockets_[size_t(i)].fd(), short(sending_ ? POLLOUT : POLLIN), 0});
         ::poll(fds.data(), fds.size(), 100);
         if (fds[0].revents) wake_[size_t(h)]->drain();
       }
