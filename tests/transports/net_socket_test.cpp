@@ -1,9 +1,11 @@
 // Tests of the net interface's Socket backend on loopback: messages of many sizes over one and
-// several sockets, the length check, hostile connections to a listener, abort, backend choice.
+// several sockets, small messages read ahead of their receives, the length check, hostile
+// connections to a listener, abort, backend choice.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -116,6 +118,51 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
   // The send buffers must outlive their requests (a helper may still be reading one).
   for (auto& s : sends)
     while (s && !pair.send->test(s, nullptr)) REQUIRE(std::chrono::steady_clock::now() < deadline);
+}
+
+TEST_CASE("net/socket: small messages sent before their receives are posted arrive intact, one by one", "[net][socket]") {
+  // The receiving side reads small pieces into a per-socket stage, which may then hold several
+  // messages (lengths and payloads) ahead of the receives; each must still land in its own buffer.
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  auto [nsocks, nthreads] = GENERATE(std::pair{"1", "1"}, std::pair{"3", "1"}, std::pair{"2", "2"});
+  ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", nsocks);
+  ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
+  auto backend = openNetBackend("Socket", "");
+  Pair pair = connectPair(*backend);
+  const std::vector<size_t> sizes = {8, 0, 1, 100, 3000, 16383, 16384, 40000, 8, 5, 20000, 7, 1 << 20, 12, 64};
+  std::vector<std::vector<char>> outs;
+  std::vector<NetRequest*> sends;
+  for (size_t k = 0; k < sizes.size(); k++) {
+    outs.push_back(pattern(sizes[k], uint32_t(500 + k)));
+    NetRequest* s = pair.send->isend(outs.back().data(), sizes[k], 0, {});
+    REQUIRE(s != nullptr);
+    sends.push_back(s);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto pumpSends = [&] {
+    for (auto& s : sends)
+      if (s && pair.send->test(s, nullptr)) s = nullptr;
+  };
+  // Let the small ones reach the receiver's socket before any receive is posted.
+  for (int i = 0; i < 1000; i++) pumpSends();
+  for (size_t k = 0; k < sizes.size(); k++) {
+    INFO("message " << k << " of " << sizes[k] << " bytes, " << nsocks << " sockets per thread, " << nthreads << " threads");
+    std::vector<char> in(sizes[k] + 64, 'x');
+    NetRequest* r = pair.recv->irecv(in.data(), in.size(), 0, {});
+    REQUIRE(r != nullptr);
+    size_t got = 0;
+    while (!pair.recv->test(r, &got)) {
+      pumpSends();
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+    }
+    REQUIRE(got == sizes[k]);
+    CHECK(std::memcmp(in.data(), outs[k].data(), sizes[k]) == 0);
+    CHECK(in[sizes[k]] == 'x');
+  }
+  while (std::any_of(sends.begin(), sends.end(), [](NetRequest* s) { return s != nullptr; })) {
+    pumpSends();
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+  }
 }
 
 TEST_CASE("net/socket: a message longer than the posted receive is a Remote error", "[net][socket]") {

@@ -42,6 +42,7 @@ constexpr size_t kMaxRequests = 32;
 constexpr int kMaxSockets = 64;
 constexpr int kGatherPieces = 8;                 // pieces one sendmsg takes, at most
 constexpr size_t kGatherBytes = 64 * 1024;       // and this much in all (a larger first piece goes alone)
+constexpr size_t kStageBytes = 16 * 1024;        // a receiving socket's read-ahead (see pullIn)
 // How long one connector may take to present its hello before it is dropped.
 constexpr std::chrono::seconds kHelloTimeout{5};
 
@@ -124,7 +125,10 @@ class SocketStreams {
   using OnPiece = std::function<void(Piece&)>;
 
   SocketStreams(std::vector<Socket> sockets, std::string peer, bool sending)
-      : sockets_(std::move(sockets)), lanes_(sockets_.size()), peer_(std::move(peer)), sending_(sending) {}
+      : sockets_(std::move(sockets)), lanes_(sockets_.size()), peer_(std::move(peer)), sending_(sending) {
+    if (!sending_)
+      for (Lane& lane : lanes_) lane.stage.assign(kStageBytes, 0);  // touched once, here
+  }
 
   ~SocketStreams() { stopHelpers(); }
 
@@ -202,6 +206,9 @@ class SocketStreams {
   struct Lane {
     std::mutex mutex;
     std::deque<Piece> queue;
+    // Receiving: bytes read ahead of the pieces (see pullIn); only the socket's mover uses them.
+    std::vector<char> stage;
+    size_t stageBegin = 0, stageEnd = 0;
   };
 
   bool move(int i) { return sending_ ? pushOut(i) : pullIn(i); }
@@ -273,12 +280,28 @@ class SocketStreams {
   }
 
   // Reads what has arrived for the front piece(s); a finished header goes to onPiece (which
-  // may queue more). Returns true when something moved.
+  // may queue more). A small piece (a length, a small payload) reads whatever has arrived into
+  // the socket's stage, so that a small message's length and payload take one recv; staged bytes
+  // go to the next pieces first (they are this socket's stream, in order), and stay staged while
+  // no receive is posted. Returns true when something moved.
   bool pullIn(int i) {
     bool moved = false;
+    Lane& lane = lanes_[size_t(i)];
     while (Piece* piece = front(i)) {
-      if (piece->done < piece->bytes) {
-        ssize_t count = ::recv(sockets_[size_t(i)].fd(), piece->data + piece->done, piece->bytes - piece->done, 0);
+      while (piece->done < piece->bytes) {
+        const size_t need = piece->bytes - piece->done;
+        if (lane.stageEnd > lane.stageBegin) {
+          const size_t take = std::min(need, lane.stageEnd - lane.stageBegin);
+          std::memcpy(piece->data + piece->done, lane.stage.data() + lane.stageBegin, take);
+          piece->done += take;
+          lane.stageBegin += take;
+          if (lane.stageBegin == lane.stageEnd) lane.stageBegin = lane.stageEnd = 0;
+          moved = true;
+          continue;
+        }
+        const bool staged = need < lane.stage.size();
+        ssize_t count = ::recv(sockets_[size_t(i)].fd(), staged ? lane.stage.data() : piece->data + piece->done,
+                               staged ? lane.stage.size() : need, 0);
         if (count == 0 && peerSaidGoodbye.load()) return moved;
         if (count == 0)
           throw Error(ErrorCode::Remote, "recv from " + peer_ + " (socket " + std::to_string(i) + " of " + std::to_string(this->count()) +
@@ -289,9 +312,13 @@ class SocketStreams {
           if (err == EAGAIN || err == EWOULDBLOCK) return moved;
           failed("recv from", i, err);
         }
-        piece->done += size_t(count);
         moved = true;
-        if (piece->done < piece->bytes) return moved;
+        if (staged) {
+          lane.stageEnd = size_t(count);
+          continue;
+        }
+        piece->done += size_t(count);
+        if (piece->done < piece->bytes) return moved;  // the socket is drained
       }
       // Only a header goes on to onPiece. A payload piece may be its request's last, and once
       // the request is done the proxy may free it: nothing may touch it after finishPiece.
