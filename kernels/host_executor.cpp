@@ -313,7 +313,7 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
       // the sockets are released rather than handed back: the next operation's worker usually
       // takes them again before the proxy thread would (a switch to it and back per operation,
       // on a core the rank's threads share).
-      if (ctx.pollNetwork && ctx.networkSendsWaiting(ctx.networkArg)) {
+      if (ctx.pollNetwork && ctx.networkSendsWaiting && ctx.networkSendsWaiting(ctx.networkArg)) {
         driving.start();
         ctx.pollNetwork(ctx.networkArg);
       }

@@ -93,7 +93,8 @@ struct ExecutionContext {
   enum class Drive { Start, Stop, Release };
   bool (*pollNetwork)(void* arg) = nullptr;
   // Whether slots the executor published to network FIFOs are still to be sent (no system call:
-  // NetProxy::sendsWaiting). An operation that ends with some makes one more pass for them.
+  // NetProxy::sendsWaiting). An operation that ends with some makes one more pass for them;
+  // unset, it makes none.
   bool (*networkSendsWaiting)(void* arg) = nullptr;
   void (*driveNetwork)(void* arg, Drive change) = nullptr;
   void* networkArg = nullptr;
