@@ -434,30 +434,44 @@ struct Model {
   // tree (both trees together): each tree edge carries a chunk up and one down. These bound a
   // full pipeline's pace. Counted edge by edge up to kExactTreeRanks ranks; above, the counts of
   // a large in-order tree (a rank inner in both trees, a node with two crossing edges per tree).
+  // A chunk's way up leaves a node once per edge whose child is there and whose parent is not,
+  // and its way down once per such edge the other way: every chunk that leaves a node in one
+  // direction leaves at the same time (all trees and channels start together) and shares that
+  // node's NIC pool, and the way down waits for the way up.
   struct TreeLoad {
     double rankSends = 5;
     double nodeNetSends = 4;
+    double nodeUpSends = 2;    // the most chunks leaving one node on the way up
+    double nodeDownSends = 2;  // and on the way down
   };
-  void countEdges(long long lo, long long hi, long long parent, int tree, std::vector<double>& sends, std::vector<double>& net) const {
+  struct EdgeCounts {
+    std::vector<double> sends, net, up, down;
+  };
+  void countEdges(long long lo, long long hi, long long parent, int tree, EdgeCounts& e) const {
     if (lo >= hi) return;
     long long mid = (lo + hi) / 2;
     if (parent >= 0) {
       long long a = treeRank(mid, tree), b = treeRank(parent, tree);
-      sends[size_t(a)]++;
-      sends[size_t(b)]++;
+      e.sends[size_t(a)]++;
+      e.sends[size_t(b)]++;
       if (crosses(a, b)) {
-        net[size_t(f.nodeOf(int(a)))]++;
-        net[size_t(f.nodeOf(int(b)))]++;
+        e.net[size_t(f.nodeOf(int(a)))]++;
+        e.net[size_t(f.nodeOf(int(b)))]++;
+        e.up[size_t(f.nodeOf(int(a)))]++;
+        e.down[size_t(f.nodeOf(int(b)))]++;
       }
     }
-    countEdges(lo, mid, mid, tree, sends, net);
-    countEdges(mid + 1, hi, mid, tree, sends, net);
+    countEdges(lo, mid, mid, tree, e);
+    countEdges(mid + 1, hi, mid, tree, e);
   }
   TreeLoad treeLoad() const {
     if (n > kExactTreeRanks) return {};
-    std::vector<double> sends(size_t(n), 0), net(size_t(std::max(1, f.nodes)), 0);
-    for (int tree = 0; tree < 2; tree++) countEdges(0, n, -1, tree, sends, net);
-    return {*std::max_element(sends.begin(), sends.end()), *std::max_element(net.begin(), net.end())};
+    size_t nodes = size_t(std::max(1, f.nodes));
+    EdgeCounts e{std::vector<double>(size_t(n), 0), std::vector<double>(nodes, 0), std::vector<double>(nodes, 0),
+                 std::vector<double>(nodes, 0)};
+    for (int tree = 0; tree < 2; tree++) countEdges(0, n, -1, tree, e);
+    auto most = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+    return {most(e.sends), most(e.net), most(e.up), most(e.down)};
   }
 
   std::optional<double> treeAlgo() const {
@@ -467,7 +481,7 @@ struct Model {
     const int depth = floorLog2(n);  // of the deepest leaf: the in-order tree over n positions
     Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(2 * k));
     bool periodic = n % perNode() == 0 || n > kExactTreeRanks;
-    auto perTile = [&](double c, bool) {
+    auto perTile = [&](double c, bool first) {
       double worst = 0;
       for (int tree = 0; tree < 2; tree++) {
         TreeWalk w{c, tree, periodic, {}};
@@ -476,6 +490,11 @@ struct Model {
         // of the round trip shared by the chunks a rank runs ahead (2 per level); or the busiest
         // rank's steps for all chunks, when they take longer.
         double fill = whole.up + whole.down;
+        // The first tile's crossings: both trees go up together, each chunk leaving a node queued
+        // behind the others on its NIC pool, then come down the same way. Later tiles find the
+        // trees apart, one's way down beside the other's way up (portFloor below).
+        if (first && multiNode())
+          fill = std::max(fill, nch * c * (load.nodeUpSends + load.nodeDownSends) / portRate(false) + 2 * (latency(false) + o));
         double pace = std::max(fill / double(2 * depth + 1), portFloor(c, load.rankSends, load.nodeNetSends));
         worst = std::max({worst, fill + double(k - 1) * pace, double(k) * whole.pace});
       }

@@ -130,6 +130,23 @@ TEST_CASE("host calibration: a 2-core, 4-rank host picks what ran fastest there"
   CHECK(chooseAllReduce(loaded, size_t(512) << 10).algorithm == "recdoubling");
 }
 
+TEST_CASE("host calibration: a tree's first-tile crossings queue on each host's NIC") {
+  // Two hosts of 2 ranks, one core each (perf/RESULTS.md, "TCP: 2 namespaces x 2 ranks"). The
+  // in-order trees cross between the hosts 3 times (tree 0 once, tree 1 twice): on the way up 3
+  // chunks leave host 0 at once, on the way down 3 leave host 1, after them. Tree ran 1.6x the
+  // best plan at 256 KiB there, while the model, charging each crossing as one flow, chose it.
+  sim::HostMeasurements m{kVmHopUs, kVmCopyGBps, kVmReduceGBps, 1};
+  sim::Fabric twoHosts = sim::Fabric::host(4, 2, sim::hostFigures(m, 2, sim::Fabric::HostFigures{}));
+  REQUIRE(twoHosts.nodes == 2);
+  for (size_t bytes : {size_t(128) << 10, size_t(256) << 10, size_t(512) << 10}) {
+    const double chunk = double(bytes) / 2;  // one tile: half of it per tree
+    const double queues = 6 * chunk / (twoHosts.network.gbps * 1e3);  // bytes per us
+    INFO(bytes << " B: both queues " << queues << " us");
+    CHECK(estimate("tree", Coll::AllReduce, bytes, twoHosts, 1) >= queues + 2 * twoHosts.network.latencyUs);
+    CHECK(chooseAllReduce(twoHosts, bytes).algorithm != "tree");
+  }
+}
+
 TEST_CASE("host calibration: the exact simulator sees the same crowded fabric") {
   // 8 MiB: several tiles, so the analytic model's charge for a one-tile ring waiting on
   // descheduled predecessors (which the exact simulator does not time) does not apply.
