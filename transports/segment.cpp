@@ -2,10 +2,9 @@
 //
 // Decisions:
 // - Pages are faulted in when a segment is created or attached (MAP_POPULATE), and then written
-//   once from this process (touchPages), not on the hot path: on small virtual machines a first
-//   touch costs far more than the copy it precedes, and MAP_POPULATE alone does not pay it (on
-//   this VM a populated page still cost about 6 us at its first write from user space, so each
-//   of a 2-rank all-reduce's first 8 calls at 256 KiB ran 0.4 ms slower, one per FIFO slot).
+//   once from this process (runtime/pages.h), not on the hot path: on small virtual machines a
+//   first touch costs far more than the copy it precedes, and MAP_POPULATE alone does not pay it
+//   (each of a 2-rank all-reduce's first 8 calls at 256 KiB ran 0.4 ms slower, one per FIFO slot).
 // - /dev/shm's free space is checked with statvfs and then reserved with fallocate, so a full
 //   /dev/shm is an error with a remedy, never a SIGBUS when the FIFO is first written.
 // - Names are "/tutti-<pid>-<counter>-<random>" and created with O_EXCL; whoever maps a
@@ -33,6 +32,7 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/pages.h"
 
 namespace tutti {
 
@@ -195,15 +195,6 @@ std::string formatName(uint64_t counter) {
   std::snprintf(name, sizeof name, "%s%ld-%llu-%08llx", kNamePrefix, static_cast<long>(getpid()),
                 static_cast<unsigned long long>(counter), static_cast<unsigned long long>(random & 0xffffffffull));
   return name;
-}
-
-// Writes every page of a mapping once, without changing a byte: an atomic add of zero to its
-// first word, so a peer already using a shared segment loses nothing.
-void touchPages(void* base, size_t bytes) {
-  const long page = sysconf(_SC_PAGESIZE);
-  const size_t step = page > 0 ? static_cast<size_t>(page) : 4096;
-  for (size_t offset = 0; offset + sizeof(uint64_t) <= bytes; offset += step)
-    __atomic_fetch_add(reinterpret_cast<uint64_t*>(static_cast<char*>(base) + offset), uint64_t{0}, __ATOMIC_RELAXED);
 }
 
 [[noreturn]] void throwNoSpace(uint64_t freeBytes, uint64_t neededBytes, const std::string& context) {
