@@ -3,14 +3,12 @@
 
 #include <sys/mman.h>
 
-#include <cstdint>
-#include <vector>
-
 #include "runtime/pages.h"
 
 namespace {
 
-// A mapping of whole pages plus `tail` bytes, filled with a pattern that differs per byte.
+// An anonymous mapping of `bytes` (not always whole pages), filled with a pattern that differs
+// from byte to byte.
 struct Filled {
   explicit Filled(size_t bytes) : bytes(bytes) {
     base = static_cast<unsigned char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
