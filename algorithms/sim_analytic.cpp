@@ -490,11 +490,12 @@ struct Model {
         // of the round trip shared by the chunks a rank runs ahead (2 per level); or the busiest
         // rank's steps for all chunks, when they take longer.
         double fill = whole.up + whole.down;
-        // The first tile's crossings: both trees go up together, each chunk leaving a node queued
-        // behind the others on its NIC pool, then come down the same way. Later tiles find the
-        // trees apart, one's way down beside the other's way up (portFloor below).
+        // The first tile's crossings: both trees go up together, and the chunks leaving a node
+        // on the way up queue on its NIC pool before any comes down (the walk above charges one
+        // crossing per hop): a floor, not a sum, since deeper crossings leave later. Later tiles
+        // find the trees apart, one's way down beside the other's way up (portFloor below).
         if (first && multiNode())
-          fill = std::max(fill, nch * c * (load.nodeUpSends + load.nodeDownSends) / portRate(false) + 2 * (latency(false) + o));
+          fill = std::max(fill, nch * c * (load.nodeUpSends + load.nodeDownSends) / portRate(false));
         double pace = std::max(fill / double(2 * depth + 1), portFloor(c, load.rankSends, load.nodeNetSends));
         worst = std::max({worst, fill + double(k - 1) * pace, double(k) * whole.pace});
       }
