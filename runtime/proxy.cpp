@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "runtime/comm.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/pages.h"
 
 namespace tutti {
 namespace {
@@ -71,15 +71,14 @@ NetProxy::~NetProxy() {
 }
 
 kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
-  // Page-aligned and touched once here: FIFOs are reused for the communicator's life. Only from
-  // user mode: recv() and sendmsg() still pay each page's first kernel-mode touch on the slot's
-  // first use, but having the kernel write the FIFO here (read() from /dev/zero) made transfers
-  // of 64 MiB and more 25-35% slower for good (perf/RESULTS.md, "First calls after init").
+  // Page-aligned and touched once here, by the kernel and by this process (recv() and sendmsg()
+  // copy through the slots, the workers write and read them): FIFOs are reused for the
+  // communicator's life.
   size_t bytes = kern::fifoBytes(uint32_t(comm_->nsteps), comm_->slotBytes);
   void* memory = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
   if (memory == nullptr) throwSystemError(comm_->where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
-  std::memset(memory, 0, bytes);
   c->memory.reset(memory);
+  zeroPagesForKernel(memory, bytes, (comm_->where() + ": FIFO for a network connection").c_str());
   c->fifo = static_cast<kern::FifoHeader*>(memory);
   kern::fifoInit(c->fifo, uint32_t(comm_->nsteps), comm_->slotBytes);
   if (c->send) c->registration = c->send->registerMemory(memory, bytes);

@@ -1,4 +1,4 @@
-// Tests of the setup-time page touch: every byte kept, odd sizes.
+// Tests of the setup-time page touches: contents kept or zeroed as documented, odd sizes.
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
@@ -30,5 +30,19 @@ TEST_CASE("pages: touching every page keeps every byte", "[pages]") {
     size_t wrong = 0;
     for (size_t i = 0; i < bytes; i++) wrong += m.base[i] != static_cast<unsigned char>(i * 7 + 3);
     CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("pages: preparing memory for the kernel zeroes all of it and nothing beyond", "[pages]") {
+  for (size_t bytes : {size_t(4096), size_t(2 * 4096 + 17), size_t(4 << 20)}) {
+    INFO(bytes << " bytes");
+    Filled m(bytes + 64);
+    tutti::zeroPagesForKernel(m.base, bytes, "test FIFO");
+    size_t nonzero = 0;
+    for (size_t i = 0; i < bytes; i++) nonzero += m.base[i] != 0;
+    CHECK(nonzero == 0);
+    size_t changed = 0;
+    for (size_t i = bytes; i < bytes + 64; i++) changed += m.base[i] != static_cast<unsigned char>(i * 7 + 3);
+    CHECK(changed == 0);
   }
 }
