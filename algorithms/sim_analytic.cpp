@@ -445,7 +445,7 @@ struct Model {
     double nodeDownSends = 2;  // and on the way down
   };
   struct EdgeCounts {
-    std::vector<double> sends, net, up, down;
+    std::vector<double> sends, up, down;  // per rank; per node, chunks leaving it up and down
   };
   void countEdges(long long lo, long long hi, long long parent, int tree, EdgeCounts& e) const {
     if (lo >= hi) return;
@@ -455,8 +455,6 @@ struct Model {
       e.sends[size_t(a)]++;
       e.sends[size_t(b)]++;
       if (crosses(a, b)) {
-        e.net[size_t(f.nodeOf(int(a)))]++;
-        e.net[size_t(f.nodeOf(int(b)))]++;
         e.up[size_t(f.nodeOf(int(a)))]++;
         e.down[size_t(f.nodeOf(int(b)))]++;
       }
@@ -467,11 +465,15 @@ struct Model {
   TreeLoad treeLoad() const {
     if (n > kExactTreeRanks) return {};
     size_t nodes = size_t(std::max(1, f.nodes));
-    EdgeCounts e{std::vector<double>(size_t(n), 0), std::vector<double>(nodes, 0), std::vector<double>(nodes, 0),
-                 std::vector<double>(nodes, 0)};
+    EdgeCounts e{std::vector<double>(size_t(n), 0), std::vector<double>(nodes, 0), std::vector<double>(nodes, 0)};
     for (int tree = 0; tree < 2; tree++) countEdges(0, n, -1, tree, e);
-    auto most = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-    return {most(e.sends), most(e.net), most(e.up), most(e.down)};
+    TreeLoad load{*std::max_element(e.sends.begin(), e.sends.end()), 0, 0, 0};
+    for (size_t node = 0; node < nodes; node++) {
+      load.nodeNetSends = std::max(load.nodeNetSends, e.up[node] + e.down[node]);  // every crossing edge, either way
+      load.nodeUpSends = std::max(load.nodeUpSends, e.up[node]);
+      load.nodeDownSends = std::max(load.nodeDownSends, e.down[node]);
+    }
+    return load;
   }
 
   std::optional<double> treeAlgo() const {

@@ -78,7 +78,10 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
   void* memory = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
   if (memory == nullptr) throwSystemError(comm_->where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
   c->memory.reset(memory);
-  zeroPagesForKernel(memory, bytes, (comm_->where() + ": FIFO for a network connection").c_str());
+  zeroPagesForKernel(memory, bytes,
+                     (comm_->where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
+                      std::to_string(c->peer) + " on channel " + std::to_string(c->channel))
+                         .c_str());
   c->fifo = static_cast<kern::FifoHeader*>(memory);
   kern::fifoInit(c->fifo, uint32_t(comm_->nsteps), comm_->slotBytes);
   if (c->send) c->registration = c->send->registerMemory(memory, bytes);
