@@ -13,6 +13,7 @@
 #include "kernels/bell.h"
 #include "kernels/host_reduce.h"
 #include "runtime/comm.h"
+#include "runtime/error.h"
 
 namespace tutti {
 namespace {
@@ -28,6 +29,13 @@ constexpr int kBandwidthRepeats = 4;   // the fastest counts: a thread alone on 
 constexpr size_t kBandwidthBytes = 64 << 10;
 // No worker runs during init, so no bell is in use; the last is the one a worker would get last.
 constexpr int kCalibrationBell = kMaxWorkers - 1;
+// The network round trips: enough to take the fastest three quarters of; each reply is awaited
+// at most kNetWaitSeconds (the pair then reports nothing, and the model keeps its default).
+constexpr int kNetWarmupTrips = 8;
+constexpr int kNetTimedTrips = 32;
+constexpr double kNetWaitSeconds = 2.0;
+// The bootstrap tag of the round trips: far above the connection handshakes' tags (comm.cpp).
+constexpr uint32_t kNetCalibrationTag = 0x7CA1B000u;
 
 // What one rank contributes (the allgather's slot).
 struct Sample {
@@ -40,6 +48,17 @@ struct Sample {
 };
 
 double microsecondsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+// The mean of the fastest three quarters: samples that other processes' work preempted say
+// nothing about the algorithms.
+double fastMean(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  v.resize(std::max<size_t>(1, v.size() * 3 / 4));
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / double(v.size());
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -65,8 +84,7 @@ bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time
 // bell, and each rank, once its own bell rings, rings the next, as a ring collective's steps hand
 // off (each waiting for its predecessor; past the cores, for its predecessor to be scheduled).
 // The first rank returns the mean of the fastest three quarters of the laps divided by the ranks
-// in the ring, in us (laps that other processes' work preempted say nothing about the
-// algorithms); the others, and a first rank whose token stopped coming back, return 0. `seen` is
+// in the ring, in us; the others, and a first rank whose token stopped coming back, return 0. `seen` is
 // our bell's seq read before any rank could ring it.
 //
 // (A ring in which every rank rang its next at once, the earlier form, measured drift, not
@@ -88,11 +106,7 @@ double tokenLapHopUs(const ncclComm* comm, int next, int ranksInRing, bool first
     if (first && i >= kWarmupRounds) laps.push_back(microsecondsSince(start));
   }
   if (!first) return 0;
-  std::sort(laps.begin(), laps.end());
-  laps.resize(laps.size() * 3 / 4);
-  double sum = 0;
-  for (double lap : laps) sum += lap;
-  return sum / double(laps.size()) / double(ranksInRing);
+  return fastMean(std::move(laps)) / double(ranksInRing);
 }
 
 // The fastest of a few copies and float sums of `bytes` (the buffers touched beforehand: a
@@ -149,6 +163,31 @@ HostRing ringOnHost(const ncclComm* comm) {
   return ring;
 }
 
+// Round trips of 8 bytes over the bootstrap's connection to `partner` (the lower rank of the
+// pair sends first). Returns the one-way time (half the mean of the fastest three quarters of
+// the round trips) on the lower rank, 0 on the other and when a reply does not come in time. The
+// bootstrap's path (a send from the caller, the peer's listener thread handing the message to
+// its waiter) has the hops of a network step through the proxy thread: a wake-up on each side.
+double networkOneWayUs(const ncclComm* comm, int partner) {
+  bool first = comm->rank < partner;
+  uint64_t token = 0;
+  std::vector<double> trips;
+  trips.reserve(kNetTimedTrips);
+  try {
+    for (int i = 0; i < kNetWarmupTrips + kNetTimedTrips; i++) {
+      Clock::time_point start = Clock::now();
+      if (first) comm->bootstrap->send(partner, kNetCalibrationTag, &token, sizeof token);
+      comm->bootstrap->recv(partner, kNetCalibrationTag, &token, sizeof token, kNetWaitSeconds);
+      if (!first) comm->bootstrap->send(partner, kNetCalibrationTag, &token, sizeof token);
+      if (first && i >= kNetWarmupTrips) trips.push_back(microsecondsSince(start));
+    }
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Timeout) throw;
+    return 0;
+  }
+  return first ? fastMean(std::move(trips)) / 2 : 0;
+}
+
 // The same reduction on every rank of the same samples: per host the union of its ranks' CPUs
 // (the fewest of any host count), the medians of the measured figures.
 HostCalibration agree(const std::vector<Sample>& samples, const std::vector<RankInfo>& peers) {
@@ -166,6 +205,7 @@ HostCalibration agree(const std::vector<Sample>& samples, const std::vector<Rank
     copies.push_back(s.copyGBps);
     reduces.push_back(s.reduceGBps);
   }
+  out.nodes = int(cpusOfHost.size());
   int cores = 0;
   for (auto& [host, cpus] : cpusOfHost) {
     int count = 0;
@@ -181,6 +221,22 @@ HostCalibration agree(const std::vector<Sample>& samples, const std::vector<Rank
 }
 
 }  // namespace
+
+int networkPartner(const std::vector<uint64_t>& hostOfRank, int rank) {
+  std::vector<uint64_t> hosts;
+  std::map<uint64_t, std::vector<int>> ranksOfHost;
+  for (size_t r = 0; r < hostOfRank.size(); r++) {
+    if (ranksOfHost[hostOfRank[r]].empty()) hosts.push_back(hostOfRank[r]);
+    ranksOfHost[hostOfRank[r]].push_back(int(r));
+  }
+  const uint64_t mine = hostOfRank[size_t(rank)];
+  const size_t other = size_t(std::find(hosts.begin(), hosts.end(), mine) - hosts.begin()) ^ 1;
+  if (other >= hosts.size()) return -1;
+  const std::vector<int>& here = ranksOfHost[mine];
+  const std::vector<int>& there = ranksOfHost[hosts[other]];
+  const size_t index = size_t(std::find(here.begin(), here.end(), rank) - here.begin());
+  return index < there.size() ? there[index] : -1;
+}
 
 HostCalibration calibrateHost(const ncclComm* comm, bool measure) {
   auto start = Clock::now();
@@ -200,6 +256,20 @@ HostCalibration calibrateHost(const ncclComm* comm, bool measure) {
   samples[size_t(comm->rank)] = mine;
   comm->bootstrap->allGather(samples.data(), sizeof(Sample));
   HostCalibration out = agree(samples, comm->peers);
+  // The network, once every rank agreed to measure: all cross-host pairs at once, then the
+  // median of the pairs' figures, agreed through a second allgather.
+  if (out.measured && out.nodes > 1) {
+    std::vector<uint64_t> hostOfRank;
+    for (const RankInfo& p : comm->peers) hostOfRank.push_back(p.hostHash);
+    int partner = networkPartner(hostOfRank, comm->rank);
+    std::vector<double> oneWay(size_t(comm->nranks), 0.0);
+    if (partner >= 0) oneWay[size_t(comm->rank)] = networkOneWayUs(comm, partner);
+    comm->bootstrap->allGather(oneWay.data(), sizeof(double));
+    std::vector<double> measured;
+    for (double us : oneWay)
+      if (us > 0) measured.push_back(us);
+    out.networkUs = median(measured);
+  }
   out.seconds = microsecondsSince(start) / 1e6;
   return out;
 }

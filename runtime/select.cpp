@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
 
 #include "algorithms/plan_file.h"
@@ -62,6 +63,7 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   sim::Fabric::HostFigures base;
   base.cores = calibration.host.cores;
   base.workersPerRank = comm->nworkers;
+  if (calibration.networkUs > 0) base.tcp.latencyUs = calibration.networkUs;
   sim::Fabric::HostFigures figures =
       calibration.measured ? measuredFigures(calibration.host, most, base) : defaultFigures(most, base);
   sim::Fabric fabric = sim::Fabric::host(comm->nranks, most, figures);
@@ -70,12 +72,18 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   if (comm->mailboxesMapped) fabric.mailboxBytes = kern::kMailboxBytes;
   if (comm->rank == 0) {
     const sim::HostMeasurements& m = calibration.host;
-    if (calibration.measured)
-      TUTTI_INFO(log::Tuning, "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) per host",
-                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores);
-    else
+    if (calibration.measured) {
+      char network[96] = "";
+      if (calibration.nodes > 1 && calibration.networkUs > 0)
+        std::snprintf(network, sizeof network, ", network one way %.2f us", calibration.networkUs);
+      else if (calibration.nodes > 1)
+        std::snprintf(network, sizeof network, ", network not timed (no reply in time): default latency %.1f us", base.tcp.latencyUs);
+      TUTTI_INFO(log::Tuning, "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) per host%s",
+                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores, network);
+    } else {
       TUTTI_INFO(log::Tuning, "%s: host fabric not calibrated (TUTTI_CALIBRATE=0 at some rank): default figures, %d core(s) per host",
                  comm->where().c_str(), m.cores);
+    }
   }
   return fabric;
 }

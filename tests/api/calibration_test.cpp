@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/calibrate.h"
 #include "runtime/comm.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
@@ -91,4 +92,32 @@ TEST_CASE("calibration: processes whose TUTTI_CALIBRATE differs all take the fix
                 checkFixedFigures(nranks, comm);
               },
               120, 1, [](int process) { setenv("TUTTI_CALIBRATE", process == 0 ? "1" : "0", 1); }) == "");
+}
+
+TEST_CASE("calibration: the network is timed between the i-th ranks of hosts 2k and 2k+1", "[calibration]") {
+  using tutti::networkPartner;
+  // 2 hosts x 2 ranks, in blocks: 0-2 and 1-3.
+  std::vector<uint64_t> blocks = {7, 7, 9, 9};
+  CHECK(networkPartner(blocks, 0) == 2);
+  CHECK(networkPartner(blocks, 1) == 3);
+  CHECK(networkPartner(blocks, 2) == 0);
+  CHECK(networkPartner(blocks, 3) == 1);
+  // Interleaved by a launcher: hosts are numbered by their first rank.
+  std::vector<uint64_t> interleaved = {9, 7, 9, 7};
+  CHECK(networkPartner(interleaved, 0) == 1);
+  CHECK(networkPartner(interleaved, 2) == 3);
+  CHECK(networkPartner(interleaved, 3) == 2);
+  // Three hosts: the third sits out. Uneven hosts: the rank without a counterpart sits out.
+  std::vector<uint64_t> three = {1, 2, 3, 1, 2, 3};
+  CHECK(networkPartner(three, 0) == 1);
+  CHECK(networkPartner(three, 4) == 3);
+  CHECK(networkPartner(three, 2) == -1);
+  CHECK(networkPartner(three, 5) == -1);
+  std::vector<uint64_t> uneven = {1, 1, 1, 2};
+  CHECK(networkPartner(uneven, 0) == 3);
+  CHECK(networkPartner(uneven, 3) == 0);
+  CHECK(networkPartner(uneven, 1) == -1);
+  CHECK(networkPartner(uneven, 2) == -1);
+  // One host: nobody.
+  CHECK(networkPartner({5, 5, 5}, 1) == -1);
 }

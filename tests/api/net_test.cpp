@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/comm.h"
 #include "runtime/log.h"
 #include "runtime/socket.h"
 #include "tests/common/collective_cases_support.h"
@@ -219,6 +221,50 @@ TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels 
   }
   CHECK(choices > 20);  // every collective's table, every size
   CHECK(log.linesWith("1 core(s) per host").size() == 1);
+}
+
+// The number after `label` in `line` (e.g. "network one way " -> 42.46), or -1.
+double numberAfter(const std::string& line, const std::string& label) {
+  size_t at = line.find(label);
+  return at == std::string::npos ? -1 : std::stod(line.substr(at + label.size()));
+}
+
+TEST_CASE("net: the network's one-way time is measured at init, agreed by every rank and used by the model",
+          "[net][processes][tuning][calibration]") {
+  for (const char* calibrate : {"1", "0"}) {
+    DYNAMIC_SECTION("TUTTI_CALIBRATE=" << calibrate) {
+      CapturedLog log("INFO", "TUNING");
+      HostLayout layout;  // 2 hosts x 2 ranks: two pairs time the network at once
+      layout.environment = {kLoopback, {"TUTTI_CALIBRATE", calibrate}};
+      auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
+        // Every rank's model must hold the same figure, or their choices (and collectives) part.
+        double mine = comm->selector->fabric().network.latencyUs;
+        std::vector<double> all(size_t(n), 0.0);
+        all[size_t(rank)] = mine;
+        comm->bootstrap->allGather(all.data(), sizeof(double));
+        for (int r = 0; r < n; r++)
+          check(all[size_t(r)] == mine, "rank " + std::to_string(r) + " has a network latency of " + std::to_string(all[size_t(r)]) +
+                                            " us, rank " + std::to_string(rank) + " " + std::to_string(mine));
+        check(mine > 0 && mine < 1e6, "network latency " + std::to_string(mine) + " us");
+      });
+      REQUIRE(tutti_test::failuresOf(outcomes) == "");
+      auto fabrics = log.linesWith("TUNING host ");
+      REQUIRE(fabrics.size() == 1);
+      INFO(fabrics[0]);
+      double modelled = numberAfter(fabrics[0], "; network ");  // "network 42.5 us 1.2 GB/s"
+      auto measured = log.linesWith("network one way ");
+      if (std::string(calibrate) == "1") {
+        REQUIRE(measured.size() == 1);
+        INFO(measured[0]);
+        double oneWay = numberAfter(measured[0], "network one way ");
+        CHECK(oneWay > 0);
+        CHECK(std::abs(modelled - oneWay) <= 0.051);  // printed to 0.1 and 0.01 us
+      } else {
+        CHECK(measured.empty());
+        CHECK(modelled == tutti::sim::Fabric::HostFigures{}.tcp.latencyUs);
+      }
+    }
+  }
 }
 
 TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps; its proxy does not spin on their closed sockets",
