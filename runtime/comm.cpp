@@ -336,6 +336,12 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // outnumber the cores that polling takes the core the awaited thread needs: two ranks per core,
   // 260 us became 450 us; two channels' workers on one core, 1.3-2x slower.
   if (coresHere > 0) comm->drivingWorkers = coresHere / std::max(1, ranksHere);
+  // Where the proxy threads carry the network, a wait sleeps after its busy polls rather than
+  // yield first: a yielding waiter stays runnable and shares the core with the proxy thread whose
+  // socket just became ready. Two namespaces of two ranks on one core each (perf/RESULTS.md):
+  // 128 KiB-1 MiB all-reduces 1.1-1.5x faster, 8 B-32 KiB unchanged. (On one host yielding first
+  // is what keeps 4 ranks on 2 cores at 50 us rather than 280 us for 8 bytes.)
+  if (!params::isSet("TUTTI_YIELD") && nodeCount(comm) > 1 && comm->drivingWorkers == 0) comm->yields = 0;
   if (comm->rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
     std::string table = comm->selector->tuningTable();
     for (size_t at = 0, end; at < table.size(); at = end + 1) {

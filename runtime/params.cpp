@@ -80,7 +80,8 @@ const std::vector<Param> kParams = {
     {"TUTTI_SPIN", Type::Int, "200",
      "busy-poll iterations before a wait yields (unset: 20 when a host's ranks outnumber its cores)"},
     {"TUTTI_YIELD", Type::Int, "50",
-     "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps"},
+     "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps (unset: 50; 0 "
+     "where a communicator spans hosts and its ranks outnumber their cores, so proxy threads carry the network)"},
     {"TUTTI_CALIBRATE", Type::Bool, "1",
      "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
      "the selector's cost model; 0: fixed default figures (every rank takes them when the ranks differ)"},

@@ -267,6 +267,47 @@ TEST_CASE("net: the network's one-way time is measured at init, agreed by every 
   }
 }
 
+TEST_CASE("net: waits sleep without yielding where proxy threads carry the network (ranks outnumber cores)",
+          "[net][processes][tuning]") {
+  // Every rank process inherits one core: two ranks per host outnumber it, one rank does not
+  // (its worker drives the sockets itself).
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  struct Restore {
+    cpu_set_t set;
+    ~Restore() { sched_setaffinity(0, sizeof set, &set); }
+  } restore{saved};
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+    if (CPU_ISSET(c, &saved)) first = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+
+  struct Expect {
+    int ranksPerHost;
+    const char* yield;  // TUTTI_YIELD, "" for unset
+    int yields;
+    int drivingWorkers;
+  };
+  for (const Expect& e : {Expect{2, "", 0, 0}, Expect{2, "7", 7, 0}, Expect{1, "", 50, 1}}) {
+    DYNAMIC_SECTION(e.ranksPerHost << " rank(s) per host, TUTTI_YIELD=" << e.yield) {
+      HostLayout layout;
+      layout.ranksPerHost = e.ranksPerHost;
+      layout.environment = {kLoopback};
+      if (*e.yield) layout.environment.push_back({"TUTTI_YIELD", e.yield});
+      auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
+        check(comm->yields == e.yields && comm->drivingWorkers == e.drivingWorkers,
+              "rank " + std::to_string(rank) + ": " + std::to_string(comm->yields) + " yields, " + std::to_string(comm->drivingWorkers) +
+                  " driving workers");
+        runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 17) + 5, false, 0}}, rank, comm->nranks, comm);
+      });
+      REQUIRE(tutti_test::failuresOf(outcomes) == "");
+    }
+  }
+}
+
 TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps; its proxy does not spin on their closed sockets",
           "[net][processes][idle]") {
   HostLayout layout;
