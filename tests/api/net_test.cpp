@@ -181,23 +181,33 @@ TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 Ki
   }
 }
 
+// Pins this process (and the rank processes it starts, which inherit the set) to the first CPU
+// of its set for the scope; the whole set comes back at the end.
+class OnOneCore {
+ public:
+  OnOneCore() {
+    REQUIRE(sched_getaffinity(0, sizeof saved_, &saved_) == 0);
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+      if (CPU_ISSET(c, &saved_)) first = c;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  }
+  ~OnOneCore() { sched_setaffinity(0, sizeof saved_, &saved_); }
+  OnOneCore(const OnOneCore&) = delete;
+  OnOneCore& operator=(const OnOneCore&) = delete;
+
+ private:
+  cpu_set_t saved_;
+};
+
 TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores; one core: one channel",
           "[net][processes][tuning]") {
   // The rank processes inherit this process's CPU set; the calibration at init takes each host's
   // cores from its ranks' sets.
-  cpu_set_t saved;
-  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
-  struct Restore {
-    cpu_set_t set;
-    ~Restore() { sched_setaffinity(0, sizeof set, &set); }
-  } restore{saved};
-  int first = -1;
-  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
-    if (CPU_ISSET(c, &saved)) first = c;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
-  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  OnOneCore pinned;
 
   CapturedLog log("INFO", "TUNING");
   HostLayout layout;
@@ -271,19 +281,7 @@ TEST_CASE("net: waits sleep without yielding where proxy threads carry the netwo
           "[net][processes][tuning]") {
   // Every rank process inherits one core: two ranks per host outnumber it, one rank does not
   // (its worker drives the sockets itself).
-  cpu_set_t saved;
-  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
-  struct Restore {
-    cpu_set_t set;
-    ~Restore() { sched_setaffinity(0, sizeof set, &set); }
-  } restore{saved};
-  int first = -1;
-  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
-    if (CPU_ISSET(c, &saved)) first = c;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(first, &one);
-  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  OnOneCore pinned;
 
   struct Expect {
     int ranksPerHost;
