@@ -84,8 +84,8 @@ bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time
 // bell, and each rank, once its own bell rings, rings the next, as a ring collective's steps hand
 // off (each waiting for its predecessor; past the cores, for its predecessor to be scheduled).
 // The first rank returns the mean of the fastest three quarters of the laps divided by the ranks
-// in the ring, in us; the others, and a first rank whose token stopped coming back, return 0. `seen` is
-// our bell's seq read before any rank could ring it.
+// in the ring, in us; the others, and a first rank whose token stopped coming back, return 0.
+// `seen` is our bell's seq read before any rank could ring it.
 //
 // (A ring in which every rank rang its next at once, the earlier form, measured drift, not
 // handoffs: once a rank fell behind, its predecessor's rings were already waiting, and at 4 ranks
@@ -166,8 +166,9 @@ HostRing ringOnHost(const ncclComm* comm) {
 // Round trips of 8 bytes over the bootstrap's connection to `partner` (the lower rank of the
 // pair sends first). Returns the one-way time (half the mean of the fastest three quarters of
 // the round trips) on the lower rank, 0 on the other and when a reply does not come in time. The
-// bootstrap's path (a send from the caller, the peer's listener thread handing the message to
-// its waiter) has the hops of a network step through the proxy thread: a wake-up on each side.
+// bootstrap's receiving side has the wake-ups of a network step through the proxy thread: the
+// thread polling the socket wakes and hands the message to the thread waiting for it. (Its
+// sending side has none: the caller sends; a worker hands its slot to the proxy thread.)
 double networkOneWayUs(const ncclComm* comm, int partner) {
   bool first = comm->rank < partner;
   uint64_t token = 0;
