@@ -3,7 +3,10 @@
 // its alpha-beta cost at the top).
 #pragma once
 
+#include <vector>
+
 #include "algorithms/lane.h"
+#include "algorithms/tree_shape.h"
 
 namespace tutti::plan {
 
@@ -29,7 +32,9 @@ RankPlan directSend(int rank, int peer);
 RankPlan directRecv(int rank, int peer);
 
 // The algorithm library. Every generator serves any rank count >= 1 and any root.
-RankPlan treeAllReduce(int rank, const RingOrder& ring);  // double binary tree over places along the ring order
+// Double binary tree: two trees given as shapes (the topology's node trees), or with none given,
+// in-order trees over places along the ring order.
+RankPlan treeAllReduce(int rank, const RingOrder& ring, const std::vector<TreeShape>& trees = {});
 // The tree's chunks per tree in a tile. 1 (no pipelining) by measurement: on a 2-core host with
 // 4 ranks, 4 chunks made a forced tree 20% faster at 2-16 MiB but 18% slower at 256 KiB, still
 // slower than ring, while the cost model rated it above ring at 16 MiB (perf/RESULTS.md).

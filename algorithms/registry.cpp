@@ -6,6 +6,7 @@
 #include "algorithms/builtin.h"
 #include "algorithms/ring_order.h"
 #include "runtime/error.h"
+#include "topology/channels.h"
 
 namespace tutti::plan {
 
@@ -30,6 +31,23 @@ namespace {
   throw Error(ErrorCode::Internal, std::string(algorithm) + ": no plan for " + collName(coll));
 }
 
+// Node trees over blocks of `perNode` contiguous ranks (the last may be short), each block's
+// first rank its head; none on one node.
+std::vector<TreeShape> blockTrees(int nranks, int perNode) {
+  if (perNode <= 0 || nranks <= perNode) return {};
+  std::vector<std::vector<int>> chains;
+  for (int r = 0; r < nranks; r++) {
+    if (r % perNode == 0) chains.emplace_back();
+    chains.back().push_back(r);
+  }
+  std::vector<TreeShape> trees;
+  for (bool mirrored : {false, true}) {
+    topo::Tree t = topo::treeOverChains(chains, nranks, mirrored);
+    trees.push_back({std::move(t.parent), std::move(t.children)});
+  }
+  return trees;
+}
+
 // An algorithm serving one collective with a generator that needs only the rank and the count.
 Algorithm simple(const char* name, Coll coll, bool deterministic, RankPlan (*generate)(int, int)) {
   return {name, {coll}, deterministic, "built-in", [name, coll, generate](const PlanRequest& q) {
@@ -41,7 +59,7 @@ Algorithm simple(const char* name, Coll coll, bool deterministic, RankPlan (*gen
 void addLibrary(AlgorithmRegistry& r) {
   r.add({"tree", {Coll::AllReduce}, false, "built-in", [](const PlanRequest& q) {
            if (q.coll != Coll::AllReduce) noPlan("tree", q.coll);
-           return treeAllReduce(q.rank, RingOrder(q.nranks, q.ring));
+           return treeAllReduce(q.rank, RingOrder(q.nranks, q.ring), q.trees.empty() ? blockTrees(q.nranks, q.ranksPerNode) : q.trees);
          }});
   // Deterministic: see recdoubling.cpp for why its order does not depend on size or rank.
   r.add(simple("recdoubling", Coll::AllReduce, true, recdoublingAllReduce));

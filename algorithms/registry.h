@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/lane.h"
+#include "algorithms/tree_shape.h"
 
 namespace tutti::plan {
 
@@ -21,6 +22,10 @@ struct PlanRequest {
   // The order the channel's ring visits the ranks (ring[i] sends to ring[i + 1], the last to the
   // first), the same on every rank; empty: rank order. Ring plans follow it (ring_order.h).
   std::vector<int> ring{};
+  // The tree algorithm's two trees (the topology's node trees of the channel); empty: across
+  // nodes of ranksPerNode contiguous ranks, node trees over those blocks; on one node, in-order
+  // trees along the ring order.
+  std::vector<TreeShape> trees{};
 };
 
 struct Algorithm {

@@ -1,6 +1,8 @@
 // Double binary tree all-reduce: two binary trees over the ranks, each carrying half of every
 // tile; a rank that is a leaf of one tree is (mostly) an inner node of the other, so both halves
-// keep every link busy in both directions.
+// keep every link busy in both directions. On one node the trees are in-order over places along
+// the ring order (below); across nodes they are given (tree_shape.h): the topology's node trees,
+// where a node's head also has its own node's subtree as a child, so a rank may have three.
 //
 // Pipelining: a tile holds kTreeChunks chunks per tree, and a rank at depth d (the root at 0)
 // reduces chunk k + 2d up before it broadcasts chunk k down, so while chunk k travels to the
@@ -20,6 +22,8 @@
 #include "algorithms/builtin.h"
 #include "algorithms/ring_order.h"
 #include "algorithms/steps.h"
+#include "algorithms/tree_shape.h"
+#include "runtime/error.h"
 
 namespace tutti::plan {
 
@@ -62,6 +66,16 @@ TreeNode nodeOf(int r, const RingOrder& order, int tree) {
   return node;
 }
 
+TreeNode nodeOf(int r, const TreeShape& shape) {
+  TreeNode node;
+  node.parent = shape.parent[size_t(r)];
+  node.kids = shape.children[size_t(r)];
+  for (int p = node.parent; p >= 0; p = shape.parent[size_t(p)])
+    if (++node.depth > int(shape.parent.size()))
+      throw Error(ErrorCode::Internal, "tree: the given shape has a cycle above rank " + std::to_string(r));
+  return node;
+}
+
 // Chunk k of tree t in a tile; the trees alternate so a short last tile splits evenly.
 int chunkOf(int k, int tree) { return 2 * k + tree; }
 
@@ -71,14 +85,16 @@ void rootChunk(LaneSpec& lane, const TreeNode& node, int chunk) {
   BufRef mine = in(chunk), result = out(chunk);
   if (kids.size() == 1) {
     recvReduceCopySend(lane, kids[0], kids[0], mine, result, kPre | kPost);
-  } else {
-    recvReduceCopy(lane, kids[0], mine, result, kPre);
-    recvReduceCopySend(lane, kids[1], kids[0], result, result, kPost);
-    send(lane, kids[1], result);
+    return;
   }
+  recvReduceCopy(lane, kids[0], mine, result, kPre);
+  for (size_t i = 1; i + 1 < kids.size(); i++) recvReduceCopy(lane, kids[i], result, result);
+  recvReduceCopySend(lane, kids.back(), kids[0], result, result, kPost);
+  for (size_t i = 1; i < kids.size(); i++) send(lane, kids[i], result);
 }
 
-// A two-child node keeps its partial sum in the chunk's output, which the broadcast overwrites.
+// A node with several children keeps its partial sum in the chunk's output, which the
+// broadcast overwrites.
 void reduceUp(LaneSpec& lane, const TreeNode& node, int chunk) {
   const std::vector<int>& kids = node.kids;
   BufRef mine = in(chunk), partial = out(chunk);
@@ -88,7 +104,8 @@ void reduceUp(LaneSpec& lane, const TreeNode& node, int chunk) {
     recvReduceSend(lane, kids[0], node.parent, mine, kPre);
   } else {
     recvReduceCopy(lane, kids[0], mine, partial, kPre);
-    recvReduceSend(lane, kids[1], node.parent, partial);
+    for (size_t i = 1; i + 1 < kids.size(); i++) recvReduceCopy(lane, kids[i], partial, partial);
+    recvReduceSend(lane, kids.back(), node.parent, partial);
   }
 }
 
@@ -102,8 +119,7 @@ void broadcastDown(LaneSpec& lane, const TreeNode& node, int chunk) {
   for (size_t i = 1; i < node.kids.size(); i++) send(lane, node.kids[i], result);
 }
 
-LaneSpec treeLane(int r, const RingOrder& order, int tree) {
-  TreeNode node = nodeOf(r, order, tree);
+LaneSpec treeLane(const TreeNode& node, int tree) {
   LaneSpec lane = directLane(Layout::Split, 2 * kTreeChunks, tree);
   if (node.parent < 0) {
     for (int k = 0; k < kTreeChunks; k++) rootChunk(lane, node, chunkOf(k, tree));
@@ -119,9 +135,15 @@ LaneSpec treeLane(int r, const RingOrder& order, int tree) {
 
 }  // namespace
 
-RankPlan treeAllReduce(int r, const RingOrder& order) {
+RankPlan treeAllReduce(int r, const RingOrder& order, const std::vector<TreeShape>& trees) {
   if (order.size() == 1) return localCopy("tree", Layout::Split, in(0), out(0), kPre | kPost);
-  return RankPlan{"tree", {treeLane(r, order, 0), treeLane(r, order, 1)}};
+  if (trees.empty()) return RankPlan{"tree", {treeLane(nodeOf(r, order, 0), 0), treeLane(nodeOf(r, order, 1), 1)}};
+  const size_t n = size_t(order.size());
+  if (trees.size() != 2 || trees[0].parent.size() != n || trees[1].parent.size() != n || trees[0].children.size() != n ||
+      trees[1].children.size() != n)
+    throw Error(ErrorCode::Internal, "tree: rank " + std::to_string(r) + " was given " + std::to_string(trees.size()) +
+                                         " tree shapes, not two over " + std::to_string(n) + " ranks");
+  return RankPlan{"tree", {treeLane(nodeOf(r, trees[0]), 0), treeLane(nodeOf(r, trees[1]), 1)}};
 }
 
 }  // namespace tutti::plan

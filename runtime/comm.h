@@ -158,9 +158,9 @@ struct ncclComm {
   // Ranks per node when every node holds a contiguous block of ranks of one size, else 0
   // (hierarchical plans need it).
   int ranksPerNode = 0;
-  // Plans by (algorithm, collective, root or peer, ring index of runtime/topo_init.h): built
-  // once, then reused; shared with launches still queued on host streams.
-  std::map<std::tuple<std::string, int, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
+  // Plans by (algorithm, collective, root or peer, ring and tree index of runtime/topo_init.h):
+  // built once, then reused; shared with launches still queued on host streams.
+  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
   // Bound launches of single operations, kept for the next call of the same shape, which then
   // only points them at its buffers (runtime/launch.cpp).
   std::shared_ptr<tutti::LaunchCache> launchCache;

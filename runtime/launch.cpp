@@ -243,14 +243,17 @@ void pairSelfSends(CommLaunch& L) {
 }
 
 // The plan of a task on this rank for one channel, from the communicator's cache (plans depend
-// only on the algorithm, the collective, its root or peer, and the ring the channel follows).
+// only on the algorithm, the collective, its root or peer, and the ring and trees the channel
+// follows).
 std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm, int channel = 0) {
-  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root, ringIndexOf(comm->topology.get(), channel));
+  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root, ringIndexOf(comm->topology.get(), channel),
+                             treeIndexOf(comm->topology.get(), channel));
   auto cached = comm->planCache.find(key);
   if (cached == comm->planCache.end()) {
     plan::PlanRequest request{toColl(t.kind), comm->rank, comm->nranks, t.root};
     request.ranksPerNode = comm->ranksPerNode;
     request.ring = ringOrderOf(comm->topology.get(), channel);
+    request.trees = treesOf(comm->topology.get(), channel);
     auto made = std::make_shared<const plan::RankPlan>(algorithm.build(request));
     kern::checkPlanBounds(*made, comm->rank, comm->nranks);
     cached = comm->planCache.emplace(key, std::move(made)).first;

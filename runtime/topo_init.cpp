@@ -68,6 +68,26 @@ void assignRings(CommTopology& t, int nchannels) {
   }
 }
 
+// Across nodes, channel c's tree plans run its node tree and the complement (topology/channels.h).
+void assignTrees(CommTopology& t, int nchannels) {
+  t.treePairs.clear();
+  t.treeOfChannel.clear();
+  if (t.channels.rings.empty() || t.system.nodes.size() < 2) return;
+  for (int c = 0; c < nchannels; c++) {
+    std::vector<plan::TreeShape> pair;
+    for (bool mirrored : {c % 2 == 1, c % 2 == 0}) {
+      topo::Tree tree = topo::channelTree(t.system, c, mirrored);
+      pair.push_back({std::move(tree.parent), std::move(tree.children)});
+    }
+    auto same = std::find_if(t.treePairs.begin(), t.treePairs.end(), [&](const std::vector<plan::TreeShape>& p) {
+      return p[0].parent == pair[0].parent && p[0].children == pair[0].children && p[1].parent == pair[1].parent &&
+             p[1].children == pair[1].children;
+    });
+    t.treeOfChannel.push_back(int(same - t.treePairs.begin()));
+    if (same == t.treePairs.end()) t.treePairs.push_back(std::move(pair));
+  }
+}
+
 int crossings(const topo::GlobalSystem& system, const std::vector<int>& ring) {
   int count = 0;
   for (size_t i = 0; i < ring.size(); i++) count += system.ranks[size_t(ring[i])].node != system.ranks[size_t(ring[(i + 1) % ring.size()])].node;
@@ -89,6 +109,17 @@ void logRings(const ncclComm* comm, const CommTopology& t) {
 int ringIndexOf(const CommTopology* topology, int channel) {
   if (!topology || topology->ringOfChannel.empty()) return 0;
   return topology->ringOfChannel[size_t(channel) % topology->ringOfChannel.size()];
+}
+
+int treeIndexOf(const CommTopology* topology, int channel) {
+  if (!topology || topology->treeOfChannel.empty()) return 0;
+  return topology->treeOfChannel[size_t(channel) % topology->treeOfChannel.size()];
+}
+
+const std::vector<plan::TreeShape>& treesOf(const CommTopology* topology, int channel) {
+  static const std::vector<plan::TreeShape> none;
+  if (!topology || topology->treePairs.empty()) return none;
+  return topology->treePairs[size_t(treeIndexOf(topology, channel))];
 }
 
 const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel) {
@@ -115,6 +146,7 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
     result->system = topo::mergeSystems(ranks);
     result->channels = topo::buildChannels(result->system, 1, comm->nchannels);
     assignRings(*result, comm->nchannels);
+    assignTrees(*result, comm->nchannels);
   } catch (const Error& e) {
     throw Error(e.code(), comm->where() + ": topology of the communicator: " + e.message());
   }

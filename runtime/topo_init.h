@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "algorithms/tree_shape.h"
 #include "topology/channels.h"
 #include "topology/graph.h"
 
@@ -21,12 +22,22 @@ struct CommTopology {
   // order): channel c uses ring c mod #rings of the layout, ringOrders[ringOfChannel[c]].
   std::vector<std::vector<int>> ringOrders;
   std::vector<int> ringOfChannel;  // one per channel of the communicator
+  // Across nodes, the tree all-reduce's two trees per channel (the channel's node tree first,
+  // then its complement), without repeats: channel c uses treePairs[treeOfChannel[c]]. Empty on
+  // one node, where the tree plan builds its own along the ring order.
+  std::vector<std::vector<plan::TreeShape>> treePairs;
+  std::vector<int> treeOfChannel;
 };
 
 // Which of ringOrders channel `channel` follows; 0 without a topology.
 int ringIndexOf(const CommTopology* topology, int channel);
 // The ring order of channel `channel`; empty (rank order) without a topology.
 const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel);
+
+// Which of treePairs channel `channel` uses; 0 without one.
+int treeIndexOf(const CommTopology* topology, int channel);
+// The trees of channel `channel`'s tree plans; empty on one node or without a topology.
+const std::vector<plan::TreeShape>& treesOf(const CommTopology* topology, int channel);
 
 // Collective over the communicator's ranks (two bootstrap allgathers). Discovery problems are
 // warnings, never a failed init; a malformed NCCL_TOPO_FILE or an unwritable

@@ -58,6 +58,16 @@ int netFor(const GlobalSystem& system, int node, int channel) {
   return nets.empty() ? -1 : nets[channel % nets.size()];
 }
 
+// The in-order binary tree over chain[lo, hi): the middle hangs from `parent`.
+void hangInOrder(const std::vector<int>& chain, size_t lo, size_t hi, int parent, Tree& tree) {
+  if (lo >= hi) return;
+  size_t mid = (lo + hi) / 2;
+  tree.parent[chain[mid]] = parent;
+  tree.children[parent].push_back(chain[mid]);
+  hangInOrder(chain, lo, mid, chain[mid], tree);
+  hangInOrder(chain, mid + 1, hi, chain[mid], tree);
+}
+
 }  // namespace
 
 Path rankPath(const GlobalSystem& system, int a, int b) {
@@ -134,13 +144,52 @@ int binaryTreeParent(int position, int n) {
   }
 }
 
+// Positions are 1-based. The second tree mirrors (even counts) or shifts (odd counts) the
+// positions, which swaps odd and even and so leaves with interior nodes.
+int nodeTreePosition(int node, int nodes, bool mirrored) {
+  return !mirrored ? node + 1 : nodes % 2 == 0 ? nodes - node : (node + 1) % nodes + 1;
+}
+
+int nodeAtTreePosition(int position, int nodes, bool mirrored) {
+  return !mirrored ? position - 1 : nodes % 2 == 0 ? nodes - position : (position - 2 + nodes) % nodes;
+}
+
 int nodeTreeParent(int node, int nodes, bool mirrored) {
-  // Positions are 1-based. The second tree mirrors (even counts) or shifts (odd counts) the
-  // positions, which swaps odd and even and so leaves with interior nodes.
-  auto position = [&](int x) { return !mirrored ? x + 1 : nodes % 2 == 0 ? nodes - x : (x + 1) % nodes + 1; };
-  auto nodeAt = [&](int p) { return !mirrored ? p - 1 : nodes % 2 == 0 ? nodes - p : (p - 2 + nodes) % nodes; };
-  int up = binaryTreeParent(position(node), nodes);
-  return up == 0 ? -1 : nodeAt(up);
+  int up = binaryTreeParent(nodeTreePosition(node, nodes, mirrored), nodes);
+  return up == 0 ? -1 : nodeAtTreePosition(up, nodes, mirrored);
+}
+
+Tree treeOverChains(const std::vector<std::vector<int>>& chains, int nranks, bool mirrored) {
+  Tree tree;
+  tree.mirrored = mirrored;
+  tree.parent.assign(static_cast<size_t>(std::max(nranks, 0)), -1);
+  tree.children.assign(tree.parent.size(), {});
+  std::vector<int> seen(tree.parent.size(), 0);
+  size_t total = 0;
+  for (const std::vector<int>& chain : chains) {
+    if (chain.empty()) throw Error(ErrorCode::InvalidArgument, "tree over nodes: a node has no ranks");
+    for (int r : chain) {
+      if (r < 0 || r >= nranks || seen[static_cast<size_t>(r)]++)
+        throw Error(ErrorCode::InvalidArgument, "tree over nodes: rank " + std::to_string(r) + " is out of range (" +
+                                                    std::to_string(nranks) + " ranks) or on two nodes");
+    }
+    total += chain.size();
+  }
+  if (total != tree.parent.size())
+    throw Error(ErrorCode::InvalidArgument, "tree over nodes: the nodes hold " + std::to_string(total) + " of " +
+                                                std::to_string(nranks) + " ranks");
+  for (const std::vector<int>& chain : chains) hangInOrder(chain, 1, chain.size(), chain.front(), tree);
+  const int count = static_cast<int>(chains.size());
+  for (int i = 0; i < count; ++i) {
+    int up = nodeTreeParent(i, count, mirrored);
+    if (up < 0) {
+      tree.root = chains[i].front();
+      continue;
+    }
+    tree.parent[chains[i].front()] = chains[up].front();
+    tree.children[chains[up].front()].push_back(chains[i].front());
+  }
+  return tree;
 }
 
 namespace {
@@ -156,37 +205,26 @@ Ring buildRing(const GlobalSystem& system, const std::vector<int>& nodes, int ch
   return ring;
 }
 
-Tree buildTree(const GlobalSystem& system, const std::vector<int>& nodes, int channel) {
-  Tree tree;
-  tree.mirrored = channel % 2 == 1;
-  tree.parent.assign(system.ranks.size(), -1);
-  tree.children.assign(system.ranks.size(), {});
-  tree.nets.assign(system.nodes.size(), -1);
-  std::vector<int> heads(nodes.size());
+Tree buildTree(const GlobalSystem& system, const std::vector<int>& nodes, int channel, bool mirrored) {
   std::vector<std::vector<int>> chains(nodes.size());
+  std::vector<int> nets(system.nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    tree.nets[nodes[i]] = netFor(system, nodes[i], channel);
-    chains[i] = nodeChain(system, nodes[i], tree.nets[nodes[i]]);
-    heads[i] = chains[i].front();
-    for (size_t j = 1; j < chains[i].size(); ++j) {
-      tree.parent[chains[i][j]] = chains[i][j - 1];
-      tree.children[chains[i][j - 1]].push_back(chains[i][j]);
-    }
+    nets[nodes[i]] = netFor(system, nodes[i], channel);
+    chains[i] = nodeChain(system, nodes[i], nets[nodes[i]]);
   }
-  int count = static_cast<int>(nodes.size());
-  for (int i = 0; i < count; ++i) {
-    int up = nodeTreeParent(i, count, tree.mirrored);
-    if (up < 0) {
-      tree.root = heads[i];
-      continue;
-    }
-    tree.parent[heads[i]] = heads[up];
-    tree.children[heads[up]].push_back(heads[i]);
-  }
+  Tree tree = treeOverChains(chains, static_cast<int>(system.ranks.size()), mirrored);
+  tree.nets = std::move(nets);
   return tree;
 }
 
 }  // namespace
+
+Tree channelTree(const GlobalSystem& system, int channel, bool mirrored) {
+  validate(system);
+  std::vector<int> nodes = usedNodes(system);
+  if (nodes.empty()) return Tree{};
+  return buildTree(system, nodes, channel, mirrored);
+}
 
 ChannelLayout buildChannels(const GlobalSystem& system, int minChannels, int maxChannels) {
   ChannelLayout layout;
@@ -195,7 +233,7 @@ ChannelLayout buildChannels(const GlobalSystem& system, int minChannels, int max
   if (nodes.empty()) return layout;
   for (int c = 0; c < layout.channels; ++c) {
     layout.rings.push_back(buildRing(system, nodes, c));
-    layout.trees.push_back(buildTree(system, nodes, c));
+    layout.trees.push_back(buildTree(system, nodes, c, c % 2 == 1));
   }
   return layout;
 }

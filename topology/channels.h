@@ -17,9 +17,12 @@ struct Ring {
 };
 
 // One channel's tree over all ranks. Across nodes a binary tree of the nodes' head ranks (the
-// GPU nearest the channel's port); inside a node a chain hanging from the head. Channels
-// alternate between two complementary node trees (a node interior in one is a leaf in the
-// other where the node count allows), the double binary tree.
+// GPU nearest the channel's port); inside a node the node's other ranks, in the order its chain
+// walks them, hang from the head as an in-order binary tree (NCCL hangs a chain there, which
+// pays when chunks are pipelined down it; the tree plan sends a tile's chunks down one at a
+// time, so a chain's depth would cost latency). Channels alternate between two complementary
+// node trees (a node interior in one is a leaf in the other where the node count allows), the
+// double binary tree.
 struct Tree {
   int root = -1;
   std::vector<int> parent;                 // per rank, -1 at the root
@@ -38,6 +41,10 @@ struct ChannelLayout {
 // Throws tutti::Error when the bounds are inconsistent or a rank names an unknown node/GPU.
 ChannelLayout buildChannels(const GlobalSystem& system, int minChannels, int maxChannels);
 
+// Channel `channel`'s tree (its node heads nearest the channel's port), either of the two node
+// trees: the layout holds the one the channel alternates to, the tree all-reduce runs both.
+Tree channelTree(const GlobalSystem& system, int channel, bool mirrored);
+
 // The number of channels the bandwidths call for (a NIC per ring across nodes, the NVLink or
 // PCI bandwidth within one), clamped to [minChannels, maxChannels].
 int chooseChannelCount(const GlobalSystem& system, int minChannels, int maxChannels, std::string* reason = nullptr);
@@ -50,6 +57,14 @@ std::vector<int> nodeChain(const GlobalSystem& system, int node, int net);
 int binaryTreeParent(int position, int n);
 // Node x's parent node in the first (mirrored = false) or second tree; -1 at the root.
 int nodeTreeParent(int node, int nodes, bool mirrored);
+// Where node x sits among positions 1..nodes of that binary tree, and the node at a position.
+int nodeTreePosition(int node, int nodes, bool mirrored);
+int nodeAtTreePosition(int position, int nodes, bool mirrored);
+// The tree over `chains` (each node's ranks, head first; together a permutation of 0..nranks-1):
+// heads joined by nodeTreeParent, the rest of each chain under its head as described at Tree. A
+// head receives from its own node's subtree first, then from its child nodes. `nets` is left
+// empty. Throws tutti::Error (InvalidArgument) when the chains are not such a permutation.
+Tree treeOverChains(const std::vector<std::vector<int>>& chains, int nranks, bool mirrored);
 
 // Path type and bandwidth between two ranks: NET across nodes, the graph's path within one.
 Path rankPath(const GlobalSystem& system, int a, int b);

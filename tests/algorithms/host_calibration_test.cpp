@@ -132,18 +132,19 @@ TEST_CASE("host calibration: a 2-core, 4-rank host picks what ran fastest there"
 
 TEST_CASE("host calibration: a tree's first-tile crossings queue on each host's NIC") {
   // Two hosts of 2 ranks, one core each (perf/RESULTS.md, "TCP: 2 namespaces x 2 ranks"). The
-  // in-order trees cross between the hosts 3 times (tree 0 once, tree 1 twice): on the way up 3
-  // chunks leave host 0 at once, on the way down 3 leave host 1, after them. Tree ran 1.6x the
-  // best plan at 256 KiB there, while the model, charging each crossing as one flow, chose it.
+  // node trees cross between the hosts once each: on the way up one chunk leaves each host (one
+  // per tree, in opposite directions), on the way down one more, after them, so each host's NIC
+  // carries 2 chunks per tile before the tile ends. (The in-order trees the tree plan ran before
+  // crossed 3 times, queued 6 chunks, and ran 1.6x the best plan at 256 KiB, while the model,
+  // charging each crossing as one flow, chose them.)
   sim::HostMeasurements m{kVmHopUs, kVmCopyGBps, kVmReduceGBps, 1};
   sim::Fabric twoHosts = sim::Fabric::host(4, 2, sim::hostFigures(m, 2, sim::Fabric::HostFigures{}));
   REQUIRE(twoHosts.nodes == 2);
   for (size_t bytes : {size_t(128) << 10, size_t(256) << 10, size_t(512) << 10}) {
     const double chunk = double(bytes) / 2;  // one tile: half of it per tree
-    const double queues = 6 * chunk / (twoHosts.network.gbps * 1e3);  // bytes per us
-    INFO(bytes << " B: both queues " << queues << " us");
-    CHECK(estimate("tree", Coll::AllReduce, bytes, twoHosts, 1) >= queues);
-    CHECK(chooseAllReduce(twoHosts, bytes).algorithm != "tree");
+    const double queue = 2 * chunk / (twoHosts.network.gbps * 1e3);  // bytes per us
+    INFO(bytes << " B: a host's queue " << queue << " us");
+    CHECK(estimate("tree", Coll::AllReduce, bytes, twoHosts, 1) >= queue);
   }
 }
 

@@ -9,10 +9,12 @@
 #include <set>
 #include <vector>
 
+#include "algorithms/builtin.h"
 #include "algorithms/registry.h"
 #include "algorithms/ring_order.h"
 #include "algorithms/verify.h"
 #include "runtime/error.h"
+#include "topology/channels.h"
 
 using namespace tutti::plan;
 
@@ -206,6 +208,71 @@ TEST_CASE("tree plans along an order that groups each host's ranks cross between
   };
   CHECK(crossingEdges({0, 1, 2, 3, 4, 5, 6, 7}) == 10);
   CHECK(crossingEdges({0, 2, 4, 6, 1, 3, 5, 7}) == 4);
+}
+
+namespace {
+
+// Tree edges (undirected, per lane) that join ranks of different nodes, over every rank's plan.
+size_t crossingTreeEdges(const Algorithm& tree, int n, int ranksPerNode, const std::vector<int>& nodeOf) {
+  std::set<std::pair<int, int>> edges;
+  for (int r = 0; r < n; r++) {
+    RankPlan p = tree.build(PlanRequest{Coll::AllReduce, r, n, 0, ranksPerNode, {}});
+    REQUIRE(p.lanes.size() == 2);
+    for (size_t t = 0; t < 2; t++)
+      for (int peer : p.lanes[t].sendPeers)
+        if (nodeOf[size_t(peer)] != nodeOf[size_t(r)]) edges.insert({int(t) * 100000 + std::min(r, peer), std::max(r, peer)});
+  }
+  return edges.size();
+}
+
+}  // namespace
+
+TEST_CASE("tree plans across nodes follow node trees: verified, one crossing per node edge", "[library][node-tree]") {
+  // Blocks of g contiguous ranks per node (the last may be short): each tree joins the nodes'
+  // heads by nodeCount - 1 edges and keeps every other edge inside a node.
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* tree = registry.find("tree");
+  REQUIRE(tree);
+  for (int g = 1; g <= 9; g++)
+    for (int n = g + 1; n <= 64; n += (n < 24 ? 1 : 7)) {
+      INFO(n << " ranks, " << g << " per node");
+      for (int capacity : {2, 8}) REQUIRE(verifyAlgorithm(*tree, Coll::AllReduce, n, 0, g, capacity) == "");
+      std::vector<int> nodeOf;
+      for (int r = 0; r < n; r++) nodeOf.push_back(r / g);
+      const size_t nodes = size_t((n + g - 1) / g);
+      CHECK(crossingTreeEdges(*tree, n, g, nodeOf) == 2 * (nodes - 1));
+    }
+  for (int n : kLarge) REQUIRE(verifyAlgorithm(*tree, Coll::AllReduce, n, 0, 8, 2) == "");
+}
+
+TEST_CASE("given node trees over round-robin placed ranks cross between hosts once per tree", "[library][node-tree]") {
+  // 8 ranks round robin on two hosts (rank r on host r % 2): the topology's chains are 0 2 4 6
+  // and 1 3 5 7; along its ring order the in-order trees crossed 4 times (test above).
+  AlgorithmRegistry registry = builtinAlgorithms();
+  const Algorithm* tree = registry.find("tree");
+  REQUIRE(tree);
+  std::vector<TreeShape> shapes;
+  for (bool mirrored : {false, true}) {
+    tutti::topo::Tree t = tutti::topo::treeOverChains({{0, 2, 4, 6}, {1, 3, 5, 7}}, 8, mirrored);
+    shapes.push_back({t.parent, t.children});
+  }
+  Algorithm given = *tree;
+  given.build = [build = tree->build, shapes](const PlanRequest& q) {
+    PlanRequest with = q;
+    with.ring = {0, 2, 4, 6, 1, 3, 5, 7};
+    with.trees = shapes;
+    return build(with);
+  };
+  for (int capacity : {2, 8}) REQUIRE(verifyAlgorithm(given, Coll::AllReduce, 8, 0, 0, capacity) == "");
+  CHECK(crossingTreeEdges(given, 8, 0, {0, 1, 0, 1, 0, 1, 0, 1}) == 2);
+  // Rank 0 heads host 0 and its own subtree (4, under it 2 and 6); rank 1 heads host 1.
+  RankPlan p0 = given.build(PlanRequest{Coll::AllReduce, 0, 8, 0, 0, {}});
+  std::vector<int> peers = p0.lanes[0].recvPeers;
+  std::sort(peers.begin(), peers.end());
+  CHECK(peers == std::vector<int>{1, 4});
+  // A shape of the wrong size is an internal error naming the rank, not a bad plan.
+  std::vector<TreeShape> wrong{shapes[0]};
+  CHECK_THROWS_WITH(treeAllReduce(3, RingOrder(8, {}), wrong), Catch::Contains("rank 3") && Catch::Contains("two over 8 ranks"));
 }
 
 TEST_CASE("a ring order that is not a permutation of the ranks is refused, saying why", "[library][ring-order]") {

@@ -584,7 +584,7 @@ TEST_CASE("plan exec: ring plans along a shuffled ring order, every ring collect
   }
 }
 
-TEST_CASE("plan exec: tree all-reduce along the topology's order on interleaved hosts", "[plan-exec][processes][net][ring-order]") {
+TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interleaved hosts", "[plan-exec][processes][net][ring-order]") {
   tutti_test::HostLayout layout;
   layout.hosts = 2;
   layout.ranksPerHost = 3;
@@ -598,6 +598,33 @@ TEST_CASE("plan exec: tree all-reduce along the topology's order on interleaved 
         for (bool inPlace : {false, true}) cases.push_back(Case{Coll::AllReduce, type, ncclSum, count, inPlace, 0});
     cases.push_back(Case{Coll::AllReduce, ncclFloat32, ncclMax, 4099, false, 0});
     tutti_test::runAll(cases, rank, nranks, comm);
+    // Each channel's two trees join the hosts' heads by one edge; the plans that ran are theirs.
+    check(comm->nchannels == 2, "expected 2 channels, got " + std::to_string(comm->nchannels));
+    for (int channel = 0; channel < comm->nchannels; channel++) {
+      const std::vector<tutti::plan::TreeShape>& trees = tutti::treesOf(comm->topology.get(), channel);
+      check(trees.size() == 2, "channel " + std::to_string(channel) + " has no node trees");
+      int plans = 0;
+      for (const auto& [key, plan] : comm->planCache) {
+        if (std::get<0>(key) != "tree" || std::get<4>(key) != tutti::treeIndexOf(comm->topology.get(), channel)) continue;
+        plans++;
+        for (size_t t = 0; t < 2; t++) {
+          const tutti::plan::TreeShape& shape = trees[t];
+          int crossing = 0;
+          for (int r = 0; r < nranks; r++)
+            if (shape.parent[size_t(r)] >= 0) crossing += comm->peers[size_t(r)].hostHash != comm->peers[size_t(shape.parent[size_t(r)])].hostHash;
+          check(crossing == 1, "tree " + std::to_string(t) + " of channel " + std::to_string(channel) + " crosses between the hosts " +
+                                   std::to_string(crossing) + " times, not once");
+          std::set<int> expected(shape.children[size_t(rank)].begin(), shape.children[size_t(rank)].end());
+          if (shape.parent[size_t(rank)] >= 0) expected.insert(shape.parent[size_t(rank)]);
+          const auto& lane = plan->lanes[t];
+          std::set<int> peers(lane.sendPeers.begin(), lane.sendPeers.end());
+          peers.insert(lane.recvPeers.begin(), lane.recvPeers.end());
+          check(peers == expected, "rank " + std::to_string(rank) + "'s tree plan on channel " + std::to_string(channel) +
+                                       " does not talk to its node tree's parent and children");
+        }
+      }
+      check(plans == 1, "expected one cached tree plan for channel " + std::to_string(channel) + ", found " + std::to_string(plans));
+    }
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }

@@ -131,6 +131,53 @@ TEST_CASE("double binary trees reach every rank, interior in one tree and leaf i
   }
 }
 
+TEST_CASE("node trees hang each node's ranks from its head as an in-order binary tree") {
+  // Nodes of 5, 1, 3 and 8 ranks, ranks numbered out of order within them.
+  const std::vector<std::vector<int>> chains{{4, 0, 16, 8, 12}, {1}, {2, 9, 5}, {3, 6, 7, 10, 11, 13, 14, 15}};
+  std::vector<int> nodeOf(17, -1);
+  for (size_t x = 0; x < chains.size(); ++x)
+    for (int r : chains[x]) nodeOf[r] = static_cast<int>(x);
+  for (bool mirrored : {false, true}) {
+    INFO("mirrored " << mirrored);
+    Tree tree = treeOverChains(chains, 17, mirrored);
+    checkTree(tree, 17);
+    CHECK(tree.mirrored == mirrored);
+    int crossing = 0;
+    for (size_t x = 0; x < chains.size(); ++x) {
+      const std::vector<int>& chain = chains[x];
+      const int head = chain.front();
+      const int up = nodeTreeParent(static_cast<int>(x), 4, mirrored);
+      CHECK(tree.parent[head] == (up < 0 ? -1 : chains[up].front()));
+      CHECK(tree.children[head].size() <= 3);
+      if (chain.size() > 1) CHECK(tree.children[head].front() == chain[(1 + chain.size()) / 2]);  // its own node first
+      for (size_t i = 1; i < chain.size(); ++i) {
+        const int r = chain[i];
+        CHECK(nodeOf[tree.parent[r]] == static_cast<int>(x));
+        CHECK(tree.children[r].size() <= 2);
+        int depth = 0;  // below the head: within the in-order tree's log2
+        for (int at = r; at != head; at = tree.parent[at]) ++depth;
+        int bound = 1;
+        while ((1 << bound) <= static_cast<int>(chain.size() - 1)) ++bound;
+        CHECK(depth <= bound);
+      }
+    }
+    for (int r = 0; r < 17; ++r) crossing += tree.parent[r] >= 0 && nodeOf[tree.parent[r]] != nodeOf[r];
+    CHECK(crossing == 3);
+  }
+  // Under head 4, the in-order tree over 0 16 8 12 (chain places 1-4): 8 in the middle, 16 (and
+  // under it 0) on its left, 12 on its right.
+  Tree tree = treeOverChains(chains, 17, false);
+  CHECK(tree.parent[8] == 4);
+  CHECK(tree.parent[16] == 8);
+  CHECK(tree.parent[0] == 16);
+  CHECK(tree.parent[12] == 8);
+
+  CHECK_THROWS_WITH(treeOverChains({{0, 1}, {1, 2}}, 3, false), Catch::Contains("rank 1") && Catch::Contains("two nodes"));
+  CHECK_THROWS_WITH(treeOverChains({{0, 1}, {}}, 2, false), Catch::Contains("no ranks"));
+  CHECK_THROWS_WITH(treeOverChains({{0, 1}}, 3, false), Catch::Contains("2 of 3 ranks"));
+  CHECK_THROWS_WITH(treeOverChains({{0, 3}}, 2, false), Catch::Contains("rank 3"));
+}
+
 TEST_CASE("binary tree positions: odd positions are leaves") {
   for (int n = 1; n <= 64; ++n) {
     std::vector<int> childCount(n + 1, 0);
