@@ -43,28 +43,25 @@ std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n,
 // on the NIC pool at once; they drift apart) is off by up to 28%; it runs only at small sizes.
 double toleranceFor(const std::string& algorithm) { return algorithm == "oneshot" ? 0.30 : algorithm == "tree" ? 0.25 : 0.20; }
 
-// Round figures so that hand computations are easy: 1 GB/s moves 1000 bytes per us.
-sim::Fabric simpleHost(int nranks, int perHost) {
-  sim::Fabric::HostFigures h;
-  h.shm = {1.0, 1.0};
-  h.tcp = {10.0, 0.5};
-  h.stepOverheadUs = 2.0;
-  h.channelGBps = 1.0;
-  h.copyGBps = 4.0;
+// Hosts of `perHost` ranks (the last possibly short) with the given figures.
+using HostFigures = sim::Fabric::HostFigures;
+sim::Fabric hostsWith(int nranks, int perHost, decltype(HostFigures::shm) shm, decltype(HostFigures::tcp) tcp, double stepOverheadUs,
+                      double channelGBps, double copyGBps, int nicsPerHost) {
+  HostFigures h;
+  h.shm = shm;
+  h.tcp = tcp;
+  h.stepOverheadUs = stepOverheadUs;
+  h.channelGBps = channelGBps;
+  h.copyGBps = copyGBps;
+  h.nicsPerHost = nicsPerHost;
   return sim::Fabric::host(nranks, perHost, h);
 }
 
-// Fabric::synthetic's GPU figures on hosts of `perHost` ranks, the last host possibly short.
-sim::Fabric gpuHosts(int nranks, int perHost) {
-  sim::Fabric::HostFigures h;
-  h.shm = {1.5, 450.0};
-  h.tcp = {4.0, 50.0};
-  h.nicsPerHost = 2;
-  h.stepOverheadUs = 0.4;
-  h.channelGBps = 20.0;
-  h.copyGBps = 1500.0;
-  return sim::Fabric::host(nranks, perHost, h);
-}
+// Round figures so that hand computations are easy: 1 GB/s moves 1000 bytes per us.
+sim::Fabric simpleHost(int nranks, int perHost) { return hostsWith(nranks, perHost, {1.0, 1.0}, {10.0, 0.5}, 2.0, 1.0, 4.0, HostFigures{}.nicsPerHost); }
+
+// Fabric::synthetic's GPU figures.
+sim::Fabric gpuHosts(int nranks, int perHost) { return hostsWith(nranks, perHost, {1.5, 450.0}, {4.0, 50.0}, 0.4, 20.0, 1500.0, 2); }
 
 }  // namespace
 
