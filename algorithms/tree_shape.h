@@ -10,6 +10,8 @@ namespace tutti::plan {
 struct TreeShape {
   std::vector<int> parent;                 // per rank, -1 at the root
   std::vector<std::vector<int>> children;  // per rank, in the order it receives from them
+
+  bool operator==(const TreeShape& other) const { return parent == other.parent && children == other.children; }
 };
 
 }  // namespace tutti::plan

@@ -79,10 +79,7 @@ void assignTrees(CommTopology& t, int nchannels) {
       topo::Tree tree = topo::channelTree(t.system, c, mirrored);
       pair.push_back({std::move(tree.parent), std::move(tree.children)});
     }
-    auto same = std::find_if(t.treePairs.begin(), t.treePairs.end(), [&](const std::vector<plan::TreeShape>& p) {
-      return p[0].parent == pair[0].parent && p[0].children == pair[0].children && p[1].parent == pair[1].parent &&
-             p[1].children == pair[1].children;
-    });
+    auto same = std::find(t.treePairs.begin(), t.treePairs.end(), pair);
     t.treeOfChannel.push_back(int(same - t.treePairs.begin()));
     if (same == t.treePairs.end()) t.treePairs.push_back(std::move(pair));
   }
