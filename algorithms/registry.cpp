@@ -74,12 +74,15 @@ void addLibrary(AlgorithmRegistry& r) {
            noPlan("bruck", q.coll);
          }});
   r.add(simple("pairwise", Coll::AlltoAll, false, pairwiseAlltoAll));
-  r.add({"pat", {Coll::AllGather, Coll::ReduceScatter}, false, "built-in", [](const PlanRequest& q) {
+  // PAT and binomial are deterministic for the collectives they reduce in (reduce-scatter, reduce):
+  // each element is summed along trees fixed by the rank count (and root), not by the size, the
+  // channel or the ring order, so TUTTI_DETERMINISTIC has one of each to keep to.
+  r.add({"pat", {Coll::AllGather, Coll::ReduceScatter}, true, "built-in", [](const PlanRequest& q) {
            if (q.coll == Coll::AllGather) return patAllGather(q.rank, q.nranks);
            if (q.coll == Coll::ReduceScatter) return patReduceScatter(q.rank, q.nranks);
            noPlan("pat", q.coll);
          }});
-  r.add({"binomial", {Coll::Broadcast, Coll::Reduce}, false, "built-in", [](const PlanRequest& q) {
+  r.add({"binomial", {Coll::Broadcast, Coll::Reduce}, true, "built-in", [](const PlanRequest& q) {
            if (q.coll == Coll::Broadcast) return binomialBroadcast(q.rank, q.nranks, q.root);
            if (q.coll == Coll::Reduce) return binomialReduce(q.rank, q.nranks, q.root);
            noPlan("binomial", q.coll);

@@ -20,7 +20,7 @@ namespace {
 // the sockets (see context()).
 constexpr size_t kDrivenChannelsUpTo = size_t(32) << 20;
 
-// The size at which TUTTI_DETERMINISTIC picks its one all-reduce algorithm.
+// The size at which TUTTI_DETERMINISTIC picks its one algorithm for a reducing collective.
 constexpr size_t kDeterministicReferenceBytes = 1 << 20;
 
 // The fixed figures (TUTTI_CALIBRATE=0): the model's defaults scaled by the oversubscription
@@ -145,11 +145,11 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
 selector::Context CommSelector::context(plan::Coll coll) const {
   selector::Context ctx{fabric_, comm_->algorithms};
   ctx.algoFilter = algoFilterSet_ ? &algoFilter_ : nullptr;
-  // Only all-reduce needs a restriction for bitwise reproducibility: every other reducing
-  // collective's plans reduce each element in an order fixed by the ranks and their placement
-  // on hosts (reduce-scatter by blocks along the ring order, reduce along a chain or tree over
-  // whole chunks), whatever the size.
-  ctx.deterministicOnly = deterministic_ && coll == plan::Coll::AllReduce;
+  // Every reducing collective keeps to deterministic algorithms: a ring's order follows the
+  // channel's ring, and the choice between ring and PAT (reduce-scatter) or ring and binomial
+  // (reduce) changes with the size, so a prefix of a large result would differ from the small one.
+  ctx.deterministicOnly = deterministic_ && (coll == plan::Coll::AllReduce || coll == plan::Coll::ReduceScatter ||
+                                             coll == plan::Coll::Reduce);
   ctx.channels.min = 1;
   ctx.channels.max = comm_->nchannels;
   // Between hosts, a rank's workers drive its sockets themselves only while each has a core
@@ -175,12 +175,12 @@ Selection CommSelector::select(plan::Coll coll, size_t bytes) {
   if (ctx.deterministicOnly) {
     // Two deterministic algorithms still add in different orders, so one of them serves every
     // size: the one the model prefers at a middling size.
-    if (deterministicAlgorithm_.empty())
-      deterministicAlgorithm_ = selector::choose(coll, kDeterministicReferenceBytes, comm_->nranks, ctx).algorithm;
+    std::string& fixed = deterministicAlgorithm_[size_t(coll)];
+    if (fixed.empty()) fixed = selector::choose(coll, kDeterministicReferenceBytes, comm_->nranks, ctx).algorithm;
     pinned = algoFilter_;
     pinned.perColl[size_t(coll)].set = true;
     pinned.perColl[size_t(coll)].exclude = false;
-    std::string name = deterministicAlgorithm_;
+    std::string name = fixed;
     for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
     pinned.perColl[size_t(coll)].names = {name};
     ctx.algoFilter = &pinned;

@@ -5,6 +5,7 @@
 // the environment, which must agree across ranks, as NCCL requires of NCCL_ALGO).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -48,7 +49,8 @@ class CommSelector {
   selector::NameFilter algoFilter_;
   bool algoFilterSet_ = false;
   bool deterministic_ = false;
-  std::string deterministicAlgorithm_;  // TUTTI_DETERMINISTIC's all-reduce algorithm, once chosen
+  // TUTTI_DETERMINISTIC's algorithm for each reducing collective, once chosen
+  std::array<std::string, selector::kCollCount> deterministicAlgorithm_;
   std::mutex mutex_;
   std::map<std::pair<int, size_t>, Selection> cache_;
 };
