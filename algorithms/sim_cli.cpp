@@ -111,6 +111,7 @@ Options parse(const std::vector<std::string>& args) {
   if (int64_t(o.nodes) * o.gpusPerNode > 10'000'000) bad("too many ranks (at most 10,000,000)");
   if (o.minBytes > o.maxBytes) bad("-b is larger than -e");
   if (o.chunk == 0) bad("--chunk must be positive");
+  if (o.maxChannels > 0 && o.minChannels > o.maxChannels) bad("--min-channels is larger than --max-channels");
   return o;
 }
 

@@ -248,7 +248,12 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   int minChannels = int(params::getInt("NCCL_MIN_NCHANNELS"));
   if (comm->config.maxCTAs) maxChannels = std::min(maxChannels, *comm->config.maxCTAs);
   if (comm->config.minCTAs) minChannels = std::max(minChannels, *comm->config.minCTAs);
+  // NCCL_MIN_NCHANNELS above NCCL_MAX_NCHANNELS: the minimum wins, as the larger request.
+  if (minChannels > maxChannels)
+    TUTTI_WARN("%s: NCCL_MIN_NCHANNELS (or minCTAs) %d is above NCCL_MAX_NCHANNELS (or maxCTAs) %d: using %d channels",
+               comm->where().c_str(), minChannels, maxChannels, std::clamp(minChannels, 1, kMaxChannels));
   me.nchannels = std::clamp(std::max(minChannels, maxChannels), 1, kMaxChannels);
+  me.minChannels = std::clamp(minChannels, 1, me.nchannels);
   me.nsteps = int32_t(params::getInt("TUTTI_NSTEPS"));
   if (me.nsteps < 2 || me.nsteps > int(kern::kMaxFifoSteps))
     throw Error(ErrorCode::InvalidUsage, "TUTTI_NSTEPS=" + std::to_string(me.nsteps) + " is outside 2.." +
@@ -274,6 +279,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->bootstrap->setPeerLostHandler([comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
   const RankInfo& first = comm->peers[0];
   comm->nchannels = first.nchannels;
+  comm->minChannels = first.minChannels;
   comm->nsteps = first.nsteps;
   comm->nworkers = first.nworkers;
   comm->slotBytes = size_t(first.slotBytes);

@@ -55,6 +55,7 @@ struct RankInfo {
   char hostname[64];
   // Settings rank 0 proposes and everyone adopts, so that all ranks tile buffers alike.
   int32_t nchannels;
+  int32_t minChannels;  // the fewest the selector may choose (NCCL_MIN_NCHANNELS), <= nchannels
   int32_t nsteps;
   int32_t nworkers;
   int32_t buffersSet;  // NCCL_BUFFSIZE or TUTTI_NSTEPS was set: the slot stands as they make it
@@ -116,6 +117,7 @@ struct ncclComm {
 
   // Settings agreed at init.
   int nchannels = 1;
+  int minChannels = 1;
   int nsteps = 8;
   int nworkers = 1;
   size_t slotBytes = 512 * 1024;

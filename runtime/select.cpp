@@ -150,7 +150,7 @@ selector::Context CommSelector::context(plan::Coll coll) const {
   // (reduce) changes with the size, so a prefix of a large result would differ from the small one.
   ctx.deterministicOnly = deterministic_ && (coll == plan::Coll::AllReduce || coll == plan::Coll::ReduceScatter ||
                                              coll == plan::Coll::Reduce);
-  ctx.channels.min = 1;
+  ctx.channels.min = comm_->minChannels;
   ctx.channels.max = comm_->nchannels;
   // Between hosts, a rank's workers drive its sockets themselves only while each has a core
   // (comm.cpp, drivingWorkers); past that every slot goes through the proxy thread. On two hosts

@@ -298,6 +298,8 @@ TEST_CASE("selector: tutti-sim prints a table that parses") {
   CHECK_THAT(out3.str(), Catch::Contains("32 ranks on 4 node(s)") && Catch::Contains("NIC(s) per node"));
   CHECK(sim::runSimTool({"--bogus"}, out2, err2) == 1);
   CHECK_THAT(err2.str(), Catch::Contains("unknown argument \"--bogus\""));
+  CHECK(sim::runSimTool({"--min-channels", "4", "--max-channels", "2"}, out2, err2) == 1);
+  CHECK_THAT(err2.str(), Catch::Contains("--min-channels is larger than --max-channels"));
   CHECK(sim::runSimTool({"--algo", "LL"}, out2, err2) == 1);
   CHECK(sim::runSimTool({"--proto", "LL"}, out2, err2) == 1);
   CHECK_THAT(err2.str(), Catch::Contains("not implemented yet"));
