@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -329,4 +330,62 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   INFO(csvReport(r));
   CHECK(csvReport(r).find("\"p2p (threads), shm\"") != std::string::npos);
   CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::Error);
+}
+
+TEST_CASE("perf launchers: the innermost launcher decides, and half a launch is refused") {
+  Options o = parse({});
+  // srun -n1 torchrun --nproc-per-node 2: Slurm's one task runs torchrun, whose two workers are the world.
+  World torch = detectWorld(o, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"RANK", "1"}, {"WORLD_SIZE", "2"},
+                                {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  CHECK(torch.launcher == "torchrun");
+  CHECK(torch.processRank == 1);
+  CHECK(torch.processCount == 2);
+  CHECK(torch.localRank == 1);
+  // torchrun under mpirun too: its variables describe the workers.
+  CHECK(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "4"},
+                        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}})
+            .processCount == 4);
+  // Half of torchrun's pair names the variables.
+  CHECK_THROWS_WITH(detectWorld(o, {{"WORLD_SIZE", "4"}}), Catch::Contains("WORLD_SIZE=4") && Catch::Contains("RANK is not"));
+  CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "1"}}), Catch::Contains("RANK=1") && Catch::Contains("WORLD_SIZE is not"));
+  CHECK(detectWorld(o, {{"WORLD_SIZE", "1"}}).launcher == "single");
+  // MPICH and Intel MPI (Hydra): through MPI in a build with it, else refused unless another way is given.
+  std::map<std::string, std::string> hydra = {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "1"}};
+  if (mpiBuilt()) {
+    CHECK(detectWorld(o, hydra).launcher == "mpi");
+  } else {
+    CHECK_THROWS_WITH(detectWorld(o, hydra), Catch::Contains("this build has no MPI") && Catch::Contains("Refusing"));
+    hydra["NCCL_COMM_ID"] = "127.0.0.1:5000";
+    World pmi = detectWorld(o, hydra);
+    CHECK(pmi.launcher == "pmi");
+    CHECK(pmi.processRank == 1);
+    CHECK(pmi.localRank == 1);
+  }
+  CHECK(detectWorld(o, {{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}}).launcher == (mpiBuilt() ? "mpi" : "pmi"));
+}
+
+TEST_CASE("perf launchers: MPI's world must be the size the launcher declared") {
+  World world;
+  world.launcher = "mpi";
+  World joined = joinMpiWorld(world, {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, 1, 2);
+  CHECK(joined.processRank == 1);
+  CHECK(joined.processCount == 2);
+  // A singleton MPI_Init under another MPI's launcher (or outside mpirun) sees one process.
+  CHECK_THROWS_WITH(joinMpiWorld(world, {{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}}, 0, 1),
+                    Catch::Contains("PMI_SIZE=4") && Catch::Contains("MPI_Comm_size is 1"));
+  CHECK_THROWS_WITH(joinMpiWorld(world, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, 0, 1),
+                    Catch::Contains("OMPI_COMM_WORLD_SIZE=2") && Catch::Contains("MPI_Comm_size is 1"));
+  CHECK(joinMpiWorld(world, {}, 0, 3).processCount == 3);
+}
+
+TEST_CASE("perf launchers: the bootstrap root avoids torchrun's store port, and NCCL_COMM_ID wins") {
+  std::map<std::string, std::string> env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  CHECK(bootstrapAddress({}) == "");
+  CHECK(bootstrapAddress(env) == "127.0.0.1:29500");
+  env["TORCHELASTIC_RUN_ID"] = "none";
+  CHECK(bootstrapAddress(env) == "127.0.0.1:29501");
+  env["NCCL_COMM_ID"] = "127.0.0.1:4000";
+  CHECK(bootstrapAddress(env) == "127.0.0.1:4000");
+  CHECK_THROWS_WITH(bootstrapAddress({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}, {"TORCHELASTIC_RUN_ID", "x"}}),
+                    Catch::Contains("NCCL_COMM_ID"));
 }
