@@ -210,7 +210,7 @@ TEST_CASE("perf table with -I has four per-iteration columns per placement and t
   CHECK(json.find("\"times_us\": [50, 20, 40]") != std::string::npos);
   CHECK(json.find("\"in_place_per_iter\": {\"skipped_iterations\": 0") != std::string::npos);
   CHECK(json.find("per_process_max_times_us") == std::string::npos);  // one process
-  CHECK(readBaseline(json).at({"float", "sum", -1, 64}).first == Approx(30));  // still readable as a baseline
+  CHECK(readBaseline(json).times.at({"float", "sum", -1, 64}).first == Approx(30));  // still readable as a baseline
 }
 
 TEST_CASE("perf element conversions match the IEEE and OCP bit patterns") {
@@ -315,7 +315,7 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
     row.inPlace = {200.0, 1, 1, 0, {}};
     r.rows.push_back(row);
   }
-  auto baseline = readBaseline(jsonReport(r));
+  auto baseline = readBaseline(jsonReport(r)).times;
   REQUIRE(baseline.size() == 2);
   CHECK(baseline.at({"float", "sum", -1, 1024}).first == Approx(100.0));
   CHECK(baseline.at({"float", "sum", -1, 2048}).second == Approx(200.0));
@@ -330,6 +330,40 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   INFO(csvReport(r));
   CHECK(csvReport(r).find("\"p2p (threads), shm\"") != std::string::npos);
   CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::Error);
+}
+
+TEST_CASE("perf baselines: the collective and rank count are read, and a malformed field is named with the file") {
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  r.config["nranks"] = "4";
+  ResultRow row;
+  row.bytes = 1024, row.count = 256, row.type = "float", row.redop = "sum", row.root = 0;
+  r.rows.push_back(row);
+  std::string json = jsonReport(r);
+  Baseline baseline = readBaseline(json, "--compare base.json");
+  CHECK(baseline.collective == "all_reduce");
+  CHECK(baseline.nranks == 4);
+  CHECK(baseline.times.count({"float", "sum", 0, 1024}) == 1);
+  // nccl-tests writes the root as a string: a number in a string is read, anything else is named.
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = json;
+    return text.replace(text.find(from), from.size(), to);
+  };
+  std::string quoted = replaced("\"root\": 0", "\"root\": \"3\"");
+  CHECK(readBaseline(quoted).times.count({"float", "sum", 3, 1024}) == 1);
+  std::string bad = replaced("\"root\": 0", "\"root\": \"x\"");
+  CHECK_THROWS_WITH(readBaseline(bad, "--compare base.json"), Catch::Contains("--compare base.json") && Catch::Contains("results[0].root") &&
+                                                                  Catch::Contains("\"x\", not a number"));
+  std::string badSize = replaced("\"size\": 1024", "\"size\": -5");
+  CHECK_THROWS_WITH(readBaseline(badSize, "b.json"), Catch::Contains("b.json") && Catch::Contains("results[0].size"));
+  CHECK_THROWS_WITH(readBaseline("{\"results\": [ }", "b.json"), Catch::StartsWith("b.json: "));
+  CHECK_THROWS_WITH(readBaseline("{\"results\": [{\"type\": \"\\uzzzz\"}]}", "b.json"), Catch::Contains("escape"));
+}
+
+TEST_CASE("perf options: an unknown -o or -d is refused by the parser") {
+  CHECK_THROWS_WITH(parse({"-o", "bogus"}), Catch::Contains("option -o 'bogus'"));
+  CHECK_THROWS_WITH(parse({"-d", "bogus"}), Catch::Contains("option -d 'bogus'"));
+  CHECK(parse({"-o", "all", "-d", "all"}).op == "all");
 }
 
 TEST_CASE("perf launchers: the innermost launcher decides, and half a launch is refused") {
