@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "perf/sweep/datatypes.h"
 #include "runtime/error.h"
 
 namespace tutti::perf {
@@ -116,6 +117,8 @@ void validate(Options& o) {
   require(o.average >= 0 && o.average <= 3, "-a", o.average, "must be 0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
   require(o.unalign >= 0, "-u", o.unalign, "must not be negative");
   require(o.localRanks >= 0, "--local", o.localRanks, "must not be negative");
+  selectDataTypes(o.datatype);  // an unknown -d or -o is refused here, before any rank starts
+  selectRedOps(o.op);
   if (o.minBytes > o.maxBytes)
     throw Error(ErrorCode::InvalidArgument, "invalid sizes for 'minbytes' and 'maxbytes': " +
                                                 std::to_string(o.minBytes) + " > " + std::to_string(o.maxBytes));
@@ -225,10 +228,11 @@ std::string usageText(const std::string& program) {
          "  [--compare BASELINE.json] [--compare-threshold FRACTION (default 0.10)] mark slower sizes\n"
          "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
          "  [-h,--help]\n"
-         "  Launchers: --local N; Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); torchrun-style\n"
-         "  (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT); OpenMPI's mpirun (OMPI_COMM_WORLD_*).\n"
-         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT or --id-file; under mpirun,\n"
-         "  a build with MPI (OpenMPI's development package present) needs none of them.\n";
+         "  Launchers, innermost first: --local N; torchrun-style (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT);\n"
+         "  OpenMPI's mpirun (OMPI_COMM_WORLD_*); MPICH/Intel MPI (PMI_RANK/PMI_SIZE); Slurm (SLURM_PROCID/SLURM_NTASKS).\n"
+         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT (MASTER_PORT+1 under torchrun,\n"
+         "  whose store owns MASTER_PORT) or --id-file; under mpirun, a build with MPI needs none of them.\n"
+         "  -T bounds init and the warm-up too; a run it stops exits with code 3.\n";
 }
 
 }  // namespace tutti::perf

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <variant>
@@ -108,8 +109,9 @@ class JsonReader {
       if (c == '\\' && pos_ < text_.size()) {
         char e = text_[pos_++];
         if (e == 'u') {
-          if (pos_ + 4 > text_.size()) fail("short \\u escape");
-          out += char(std::stoi(text_.substr(pos_, 4), nullptr, 16));
+          std::string hex = text_.substr(pos_, 4);
+          if (hex.size() != 4 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) fail("bad \\u escape");
+          out += char(std::strtol(hex.c_str(), nullptr, 16));
           pos_ += 4;
         } else {
           out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
@@ -165,15 +167,8 @@ class JsonReader {
   size_t pos_ = 0;
 };
 
-double numberOr(const JsonValue* v, double fallback) {
-  if (!v) return fallback;
-  if (auto* d = std::get_if<double>(&v->value)) return *d;
-  return fallback;
-}
-std::string stringOr(const JsonValue* v, const std::string& fallback) {
-  if (!v) return fallback;
-  if (auto* s = std::get_if<std::string>(&v->value)) return *s;
-  return fallback;
+[[noreturn]] void badField(const std::string& source, const std::string& field, const std::string& why) {
+  throw Error(ErrorCode::InvalidArgument, source + ": field " + field + " " + why);
 }
 
 }  // namespace
@@ -314,20 +309,56 @@ std::string csvReport(const Report& r) {
   return out;
 }
 
-std::map<BaselineKey, std::pair<double, double>> readBaseline(const std::string& jsonText) {
-  JsonValue document = JsonReader(jsonText).document();
+Baseline readBaseline(const std::string& jsonText, const std::string& source) {
+  JsonValue document;
+  try {
+    document = JsonReader(jsonText).document();
+  } catch (const Error& error) {
+    throw Error(ErrorCode::InvalidArgument, source + ": " + error.message());
+  }
+  // A whole number in range, written as a number or (nccl-tests) as a string.
+  auto integer = [&](const JsonValue* v, const std::string& field, double low, double high) -> double {
+    double value = NAN;
+    if (auto* d = std::get_if<double>(&v->value)) value = *d;
+    if (auto* s = std::get_if<std::string>(&v->value)) {
+      char* end = nullptr;
+      value = std::strtod(s->c_str(), &end);
+      if (s->empty() || *end != '\0') badField(source, field, "is \"" + *s + "\", not a number");
+    }
+    if (!(value >= low && value <= high && value == std::floor(value)))
+      badField(source, field, "must be a whole number from " + printf1("%.0f", low) + " to " + printf1("%.0f", high));
+    return value;
+  };
+  auto text = [&](const JsonValue* v, const std::string& field) -> std::string {
+    if (!v) return "";
+    if (auto* s = std::get_if<std::string>(&v->value)) return *s;
+    badField(source, field, "must be a string");
+  };
+  auto time = [&](const JsonValue* placement, const std::string& field) -> double {
+    const JsonValue* t = placement ? placement->member("time") : nullptr;
+    if (!t || std::holds_alternative<std::nullptr_t>(t->value)) return NAN;
+    if (auto* d = std::get_if<double>(&t->value)) return *d;
+    badField(source, field + ".time", "must be a number");
+  };
+  Baseline baseline;
+  baseline.collective = text(document.member("collective"), "\"collective\"");
+  const JsonValue* config = document.member("config");
+  if (const JsonValue* nranks = config ? config->member("nranks") : nullptr)
+    baseline.nranks = int(integer(nranks, "config.nranks", 1, 1 << 24));
+  else if (const JsonValue* devices = document.member("devices"))
+    if (auto* list = std::get_if<std::vector<JsonValue>>(&devices->value)) baseline.nranks = int(list->size());
   const JsonValue* results = document.member("results");
   auto* list = results ? std::get_if<std::vector<JsonValue>>(&results->value) : nullptr;
-  if (!list) throw Error(ErrorCode::InvalidArgument, "reading the baseline JSON: no \"results\" list");
-  std::map<BaselineKey, std::pair<double, double>> baseline;
-  for (const JsonValue& row : *list) {
+  if (!list) throw Error(ErrorCode::InvalidArgument, source + ": no \"results\" list");
+  for (size_t i = 0; i < list->size(); i++) {
+    const JsonValue& row = (*list)[i];
+    std::string where = "results[" + std::to_string(i) + "].";
     const JsonValue* root = row.member("root");
-    int rootValue = root && std::holds_alternative<std::string>(root->value) ? std::stoi(std::get<std::string>(root->value))  // nccl-tests writes a string
-                                                                               : int(numberOr(root, -1));
-    BaselineKey key{stringOr(row.member("type"), ""), stringOr(row.member("redop"), ""), rootValue, size_t(numberOr(row.member("size"), 0))};
-    const JsonValue* outOfPlace = row.member("out_of_place");
-    const JsonValue* inPlace = row.member("in_place");
-    baseline[key] = {numberOr(outOfPlace ? outOfPlace->member("time") : nullptr, NAN), numberOr(inPlace ? inPlace->member("time") : nullptr, NAN)};
+    const JsonValue* size = row.member("size");
+    if (!size) badField(source, where + "size", "is missing");
+    BaselineKey key{text(row.member("type"), where + "type"), text(row.member("redop"), where + "redop"),
+                    root ? int(integer(root, where + "root", -1, 1 << 24)) : -1, size_t(integer(size, where + "size", 0, 1e18))};
+    baseline.times[key] = {time(row.member("out_of_place"), where + "out_of_place"), time(row.member("in_place"), where + "in_place")};
   }
   return baseline;
 }

@@ -89,7 +89,13 @@ struct BaselineKey {
   size_t bytes;
   auto operator<=>(const BaselineKey&) const = default;
 };
-std::map<BaselineKey, std::pair<double, double>> readBaseline(const std::string& jsonText);
+struct Baseline {
+  std::string collective;  // "" when the report does not say
+  int nranks = 0;          // 0 when the report does not say
+  std::map<BaselineKey, std::pair<double, double>> times;
+};
+// Reads a JSON report; source names it in errors, which also name the malformed field (tutti::Error).
+Baseline readBaseline(const std::string& jsonText, const std::string& source = "the baseline");
 
 // "# compare" lines for rows slower than baseline by more than threshold (a fraction); slower counts them.
 std::string compareLines(const std::vector<ResultRow>& rows, const std::map<BaselineKey, std::pair<double, double>>& baseline,

@@ -1,10 +1,12 @@
 // The perf sweep driver: starts the ranks, times and checks each size, aggregates over ranks, prints and writes reports.
 #include "perf/sweep/sweep.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -33,6 +35,13 @@ namespace tutti::perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The exit code of a run that -T stopped, as nccl-tests' timeout; 2 is a usage error, 1 any other failure.
+constexpr int kTimeoutExitCode = 3;
+constexpr int kUsageExitCode = 2;
+// Init's watchdog waits this much longer than -T: the bootstrap's own deadline (-T too) comes first and names the
+// ranks that did not arrive; the watchdog catches what hangs after it.
+constexpr int kInitGraceSeconds = 2;
 
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -89,7 +98,8 @@ struct RankRecord {
   char transports[64];  // how this rank reaches its peers (tuttiCommTransports)
 };
 
-// -T: watches the ranks of this process; one that stays inside an operation too long aborts all.
+// -T: watches the ranks of this process, from init to the last size; one that stays inside a step too long ends the
+// process with kTimeoutExitCode.
 class Watchdog {
  public:
   Watchdog(int ranks, int timeoutSeconds) : slots_(size_t(ranks)), timeoutSeconds_(timeoutSeconds) {
@@ -113,21 +123,27 @@ class Watchdog {
     std::lock_guard lock(mutex_);
     slots_[size_t(index)].comm = nullptr;
   }
-  void busy(int index, std::string what) {
+  // The rank enters a step that must end within limitSeconds (default -T).
+  void busy(int index, std::string what, int limitSeconds = 0) {
     std::lock_guard lock(mutex_);
     slots_[size_t(index)].since = Clock::now();
+    slots_[size_t(index)].limitSeconds = limitSeconds > 0 ? limitSeconds : timeoutSeconds_;
     slots_[size_t(index)].what = std::move(what);
   }
   void idle(int index) {
     std::lock_guard lock(mutex_);
     slots_[size_t(index)].what.clear();
   }
+  // Set once the watchdog has reported a timeout and is ending the process: what fails after it (the aborted
+  // communicators) is its consequence, not news.
+  bool firing() const { return firing_; }
 
  private:
   struct Slot {
     ncclComm_t comm = nullptr;
     int rank = -1;
     Clock::time_point since;
+    int limitSeconds = 0;
     std::string what;
   };
 
@@ -137,16 +153,17 @@ class Watchdog {
       wake_.wait_for(lock, std::chrono::milliseconds(100));
       std::string late;
       for (const Slot& s : slots_)
-        if (!s.what.empty() && secondsSince(s.since) > timeoutSeconds_)
-          late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + "\n";
+        if (!s.what.empty() && secondsSince(s.since) > s.limitSeconds)
+          late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + " within " + std::to_string(s.limitSeconds) + " s\n";
       if (late.empty()) continue;
+      firing_ = true;
       std::printf("# Test timeout (-T %d s) in process %d; aborting its communicators:\n%s", timeoutSeconds_, int(getpid()), late.c_str());
       std::fflush(stdout);
       for (Slot& s : slots_)
         if (s.comm) ncclCommAbort(s.comm);
       // The rank threads may still hold the aborted communicators: leave without unwinding them.
       std::fflush(stderr);
-      std::_Exit(3);
+      std::_Exit(kTimeoutExitCode);
     }
   }
 
@@ -154,6 +171,7 @@ class Watchdog {
   std::condition_variable wake_;
   std::vector<Slot> slots_;
   int timeoutSeconds_;
+  std::atomic<bool> firing_{false};
   bool stopping_ = false;
   std::thread thread_;
 };
@@ -166,9 +184,16 @@ struct SweepContext {
   ncclUniqueId id;
   std::string program;
   std::vector<std::string> arguments;
+  std::optional<Baseline> baseline;  // --compare's, read before the sweep
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
+  std::atomic<bool> timeoutReported{false};
   std::mutex outputMutex;
+
+  // The worst code wins: a timeout over a failure, a failure over success.
+  void fail(int code) {
+    for (int now = exitCode; now < code && !exitCode.compare_exchange_weak(now, code);) {}
+  }
 };
 
 // A buffer from ncclMemAlloc, freed on every path.
@@ -208,8 +233,12 @@ class RankRunner {
       runAll();
     } catch (const std::exception& error) {
       failed_ = true;
-      std::fprintf(stderr, "%s: %s\n", ctx_.program.c_str(), error.what());
-      ctx_.exitCode = 1;
+      if (ctx_.watchdog.firing()) return;  // it reports the timeout and ends the process
+      auto* tuttiError = dynamic_cast<const Error*>(&error);
+      bool timedOut = tuttiError && tuttiError->code() == ErrorCode::Timeout;
+      // One timeout report per process: the other ranks of a process time out the same way.
+      if (!timedOut || !ctx_.timeoutReported.exchange(true)) std::fprintf(stderr, "%s: %s\n", ctx_.program.c_str(), error.what());
+      ctx_.fail(timedOut ? kTimeoutExitCode : 1);
     }
   }
 
@@ -217,12 +246,11 @@ class RankRunner {
   bool printing() const { return rank_ == 0; }
 
   void runAll() {
-    check(ncclCommInitRank(&comm_, nranks_, ctx_.id, rank_), rank_, "ncclCommInitRank");
-    ctx_.watchdog.attach(localIndex_, comm_, rank_);
+    init();
     if (!opt_.streamNull) check(tuttiStreamCreate(&stream_), rank_, "tuttiStreamCreate");
-    if (auto why = coll_.unsupported(nranks_)) throw Error(ErrorCode::InvalidUsage, *why);
-    if (opt_.root >= nranks_) throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(opt_.root) + ": only " + std::to_string(nranks_) + " ranks");
+    ctx_.watchdog.busy(localIndex_, "the first all-gather after init (rank descriptions)");
     describeRanks();
+    ctx_.watchdog.idle(localIndex_);
     size_t bytes = opt_.maxBytes + 8 * size_t(opt_.unalign) + 64;
     sendBuffer_ = std::make_unique<DeviceBuffer>(bytes, rank_);
     recvBuffer_ = std::make_unique<DeviceBuffer>(bytes, rank_);
@@ -240,6 +268,31 @@ class RankRunner {
       for (const RedOpInfo& op : ops)
         for (int root = firstRoot; root <= lastRoot; root++) runTest(type, op, root);
     finish();
+  }
+
+  // ncclCommInitRank under -T: the bootstrap's deadline is -T (runSweep sets it), so a rank that did not come makes
+  // init fail at -T with the bootstrap's list of missing ranks; the watchdog bounds whatever hangs past it.
+  void init() {
+    ctx_.watchdog.busy(localIndex_, "init (ncclCommInitRank)", opt_.timeoutSeconds + kInitGraceSeconds);
+    Clock::time_point start = Clock::now();
+    ncclResult_t result = ncclCommInitRank(&comm_, nranks_, ctx_.id, rank_);
+    if (result != ncclSuccess) {
+      double seconds = secondsSince(start);
+      std::string why = std::string(ncclGetErrorString(result)) + ": " + ncclGetLastError(nullptr);
+      std::string commId = std::getenv("NCCL_COMM_ID") ? std::getenv("NCCL_COMM_ID") : "";
+      if (why.find("(errno " + std::to_string(EADDRINUSE) + ")") != std::string::npos && !commId.empty())
+        throw Error(ErrorCode::InvalidUsage,
+                    "rank " + std::to_string(rank_) + ": ncclCommInitRank: port " + commId.substr(commId.rfind(':') + 1) +
+                        " of the bootstrap root (NCCL_COMM_ID=" + commId + ") is in use by another process. Pick a free port "
+                        "for every process with NCCL_COMM_ID=host:port (under torchrun the tool takes MASTER_PORT+1, as "
+                        "MASTER_PORT is torchrun's store): " + why);
+      if (opt_.timeoutSeconds > 0 && seconds >= opt_.timeoutSeconds)
+        throw Error(ErrorCode::Timeout, "rank " + std::to_string(rank_) + ": timed out in init after " + std::to_string(int(seconds)) +
+                                            " s (-T " + std::to_string(opt_.timeoutSeconds) + "): ncclCommInitRank: " + why);
+      check(result, rank_, "ncclCommInitRank");
+    }
+    ctx_.watchdog.attach(localIndex_, comm_, rank_);
+    ctx_.watchdog.idle(localIndex_);
   }
 
   // The "# Using devices" block and the fingerprint need every rank's description.
@@ -492,13 +545,16 @@ class RankRunner {
   }
 
   void runSizes(const DataTypeInfo& type, const RedOpInfo& opInfo, ncclRedOp_t op, int root) {
+    ctx_.watchdog.busy(localIndex_, std::string("the barrier before the warm-up of ") + coll_.name + " " + type.name);
     barrier();
     // Warm-up over all sizes, doubling, as nccl-tests does.
     for (size_t bytes = opt_.minBytes; bytes <= opt_.maxBytes; bytes = bytes ? bytes * 2 : 1) {
+      ctx_.watchdog.busy(localIndex_, std::string("the warm-up of ") + coll_.name + " " + std::to_string(bytes) + " B " + type.name);
       BufferCounts counts = countsFor(bytes, type);
       for (int i = 0; i < opt_.warmupIters; i++) launch(type, op, root, false, counts);
       synchronize();
     }
+    ctx_.watchdog.idle(localIndex_);
     for (long cycle = 0; opt_.runCycles == 0 || cycle < opt_.runCycles; cycle++) {
       for (size_t bytes = opt_.minBytes; bytes <= opt_.maxBytes;) {
         runSize(type, opInfo, op, root, bytes);
@@ -565,7 +621,7 @@ class RankRunner {
   void finish() {
     synchronize();
     report_.averageBusBw = busBwCount_ ? busBwSum_ / busBwCount_ : 0;
-    if (report_.outOfBounds) ctx_.exitCode = 1;
+    if (report_.outOfBounds) ctx_.fail(1);
     if (!printing()) return;
     std::printf("%s", tableFooter(report_.outOfBounds, report_.averageBusBw, ctx_.program).c_str());
     report_.program = ctx_.program;
@@ -579,13 +635,9 @@ class RankRunner {
     c["aggregated_iterations"] = std::to_string(opt_.aggIters), c["validation"] = std::to_string(opt_.check);
     c["blocking_collectives"] = std::to_string(opt_.blocking), c["average"] = std::to_string(opt_.average);
     c["per_iter_timing"] = opt_.perIterTiming ? "true" : "false", c["per_iter_skip"] = std::to_string(opt_.perIterSkip);
-    if (!opt_.compareFile.empty()) {
-      std::ifstream in(opt_.compareFile);
-      if (!in) throw Error(ErrorCode::InvalidArgument, "--compare " + opt_.compareFile + ": cannot read it");
-      std::stringstream text;
-      text << in.rdbuf();
+    if (ctx_.baseline) {
       int slower = 0;
-      std::printf("%s", compareLines(report_.rows, readBaseline(text.str()), opt_.compareThreshold, &slower).c_str());
+      std::printf("%s", compareLines(report_.rows, ctx_.baseline->times, opt_.compareThreshold, &slower).c_str());
     }
     writeFile(opt_.jsonFile, jsonReport(report_), "JSON");
     writeFile(opt_.csvFile, csvReport(report_), "CSV");
@@ -621,6 +673,58 @@ std::string baseName(const char* path) {
   return slash == std::string::npos ? text : text.substr(slash + 1);
 }
 
+// Options that only the world's size can judge; refused before any rank starts, like the parser's errors.
+void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks) {
+  if (auto why = coll.unsupported(nranks)) throw Error(ErrorCode::InvalidUsage, *why);
+  if (options.root >= nranks)
+    throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " + std::to_string(nranks) + " ranks");
+}
+
+// Whether the report at path could be written, learnt without leaving a file behind: a sweep that cannot write its
+// report at the end would have measured for nothing.
+void requireWritable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
+  if (fd >= 0) {
+    close(fd);
+    unlink(path.c_str());
+    return;
+  }
+  if (errno == EEXIST) fd = open(path.c_str(), O_WRONLY);
+  if (fd >= 0) {
+    close(fd);
+    return;
+  }
+  int err = errno;
+  throw Error(ErrorCode::InvalidArgument, std::string(flag) + " " + path + ": cannot write it: " + std::strerror(err));
+}
+
+// --compare's baseline, read and checked against this run before it starts: a baseline of another collective or
+// another number of ranks would mark every size, or none, for nothing.
+Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks) {
+  const std::string& path = options.compareFile;
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": cannot read it: " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  Baseline baseline = readBaseline(text.str(), "--compare " + path);
+  if (!baseline.collective.empty() && baseline.collective != coll.name)
+    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline measured " + baseline.collective + ", this run " +
+                                                coll.name + "; compare a sweep with one of the same collective");
+  if (baseline.nranks != 0 && baseline.nranks != nranks)
+    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline ran on " + std::to_string(baseline.nranks) +
+                                                " ranks, this run has " + std::to_string(nranks) + "; compare runs of the same size");
+  return baseline;
+}
+
+// -T bounds init too: the bootstrap waits at most that long for the ranks (a longer TUTTI_BOOTSTRAP_TIMEOUT is cut).
+void boundBootstrap(int timeoutSeconds) {
+  if (timeoutSeconds <= 0) return;
+  const char* set = std::getenv("TUTTI_BOOTSTRAP_TIMEOUT");
+  if (set && std::atol(set) > 0 && std::atol(set) <= timeoutSeconds) return;
+  setenv("TUTTI_BOOTSTRAP_TIMEOUT", std::to_string(timeoutSeconds).c_str(), 1);
+}
+
 }  // namespace
 
 int runSweep(const char* collective, int argc, char** argv) {
@@ -631,7 +735,7 @@ int runSweep(const char* collective, int argc, char** argv) {
     options = parseOptions(argc, argv);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
-    return 2;
+    return kUsageExitCode;
   }
   for (const std::string& warning : options.warnings) std::fprintf(stderr, "%s\n", warning.c_str());
   if (options.help) {
@@ -640,28 +744,51 @@ int runSweep(const char* collective, int argc, char** argv) {
   }
   // The CUDA device backend does not exist yet: the sweep runs on host buffers.
   setenv("TUTTI_DEVICE", "host", 0);
+  boundBootstrap(options.timeoutSeconds);
   std::optional<MpiSession> mpi;
+  World world;
   try {
     const Collective& coll = findCollective(collective);
     auto env = processEnvironment();
-    World world = detectWorld(options, env);
+    world = detectWorld(options, env);
     if (world.launcher == "mpi") {
       mpi.emplace(&argc, &argv);
-      world.processRank = mpi->rank();
-      world.processCount = mpi->size();
+      world = joinMpiWorld(world, env, mpi->rank(), mpi->size());
     }
-    ncclUniqueId id = mpi ? mpi->broadcastUniqueId() : shareUniqueId(world, options, env);
-    SweepContext context{coll, options, world, id, program, std::vector<std::string>(argv + 1, argv + argc),
-                         Watchdog(world.ranksPerProcess, options.timeoutSeconds), 0, {}};
+    // Usage errors that need the world: every process finds the same ones, so each stops at once; process 0 says why.
+    std::optional<Baseline> baseline;
+    int usage = 0;
+    try {
+      checkOptionsForWorld(options, coll, world.nranks());
+      if (world.processRank == 0) {
+        requireWritable(options.jsonFile, "--json");
+        requireWritable(options.csvFile, "--csv");
+        if (!options.compareFile.empty()) baseline = readCompareBaseline(options, coll, world.nranks());
+      }
+    } catch (const Error& error) {
+      std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
+      usage = kUsageExitCode;
+    }
+    if (mpi) usage = mpi->agreeExitCode(usage);  // the report checks are process 0's alone
+    if (usage) return usage;
+    ncclUniqueId id = mpi ? mpi->broadcastUniqueId() : shareUniqueId(world, options, env, options.timeoutSeconds > 0 ? options.timeoutSeconds : 120);
+    SweepContext context{coll, options, world, id, program, std::vector<std::string>(argv + 1, argv + argc), std::move(baseline),
+                         Watchdog(world.ranksPerProcess, options.timeoutSeconds), 0, false, {}};
     std::vector<std::thread> threads;
     for (int i = 0; i < world.ranksPerProcess; i++)
       threads.emplace_back([&context, i] { RankRunner(context, i).run(); });
     for (std::thread& t : threads) t.join();
+    // Every rank has its communicator (or gave up): the id file has served, and must not mislead the next run.
+    std::string idFile = uniqueIdFile(world, options, env);
+    if (world.processRank == 0 && !idFile.empty()) std::remove(idFile.c_str());
     return mpi ? mpi->agreeExitCode(context.exitCode) : int(context.exitCode);
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
-    if (mpi) mpi->abort(1);
-    return 1;
+    auto* tuttiError = dynamic_cast<const Error*>(&error);
+    bool timedOut = tuttiError && tuttiError->code() == ErrorCode::Timeout;
+    std::fprintf(stderr, "%s: %s%s\n", program.c_str(), timedOut ? "timed out in init: " : "", error.what());
+    int code = timedOut ? kTimeoutExitCode : 1;
+    if (mpi) mpi->abort(code);
+    return code;
   }
 }
 

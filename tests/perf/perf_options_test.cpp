@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -209,7 +210,7 @@ TEST_CASE("perf table with -I has four per-iteration columns per placement and t
   CHECK(json.find("\"times_us\": [50, 20, 40]") != std::string::npos);
   CHECK(json.find("\"in_place_per_iter\": {\"skipped_iterations\": 0") != std::string::npos);
   CHECK(json.find("per_process_max_times_us") == std::string::npos);  // one process
-  CHECK(readBaseline(json).at({"float", "sum", -1, 64}).first == Approx(30));  // still readable as a baseline
+  CHECK(readBaseline(json).times.at({"float", "sum", -1, 64}).first == Approx(30));  // still readable as a baseline
 }
 
 TEST_CASE("perf element conversions match the IEEE and OCP bit patterns") {
@@ -314,7 +315,7 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
     row.inPlace = {200.0, 1, 1, 0, {}};
     r.rows.push_back(row);
   }
-  auto baseline = readBaseline(jsonReport(r));
+  auto baseline = readBaseline(jsonReport(r)).times;
   REQUIRE(baseline.size() == 2);
   CHECK(baseline.at({"float", "sum", -1, 1024}).first == Approx(100.0));
   CHECK(baseline.at({"float", "sum", -1, 2048}).second == Approx(200.0));
@@ -329,4 +330,96 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   INFO(csvReport(r));
   CHECK(csvReport(r).find("\"p2p (threads), shm\"") != std::string::npos);
   CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::Error);
+}
+
+TEST_CASE("perf baselines: the collective and rank count are read, and a malformed field is named with the file") {
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  r.config["nranks"] = "4";
+  ResultRow row;
+  row.bytes = 1024, row.count = 256, row.type = "float", row.redop = "sum", row.root = 0;
+  r.rows.push_back(row);
+  std::string json = jsonReport(r);
+  Baseline baseline = readBaseline(json, "--compare base.json");
+  CHECK(baseline.collective == "all_reduce");
+  CHECK(baseline.nranks == 4);
+  CHECK(baseline.times.count({"float", "sum", 0, 1024}) == 1);
+  // nccl-tests writes the root as a string: a number in a string is read, anything else is named.
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = json;
+    return text.replace(text.find(from), from.size(), to);
+  };
+  std::string quoted = replaced("\"root\": 0", "\"root\": \"3\"");
+  CHECK(readBaseline(quoted).times.count({"float", "sum", 3, 1024}) == 1);
+  std::string bad = replaced("\"root\": 0", "\"root\": \"x\"");
+  CHECK_THROWS_WITH(readBaseline(bad, "--compare base.json"), Catch::Contains("--compare base.json") && Catch::Contains("results[0].root") &&
+                                                                  Catch::Contains("\"x\", not a number"));
+  std::string badSize = replaced("\"size\": 1024", "\"size\": -5");
+  CHECK_THROWS_WITH(readBaseline(badSize, "b.json"), Catch::Contains("b.json") && Catch::Contains("results[0].size"));
+  CHECK_THROWS_WITH(readBaseline("{\"results\": [ }", "b.json"), Catch::StartsWith("b.json: "));
+  CHECK_THROWS_WITH(readBaseline("{\"results\": [{\"type\": \"\\uzzzz\"}]}", "b.json"), Catch::Contains("escape"));
+}
+
+TEST_CASE("perf options: an unknown -o or -d is refused by the parser") {
+  CHECK_THROWS_WITH(parse({"-o", "bogus"}), Catch::Contains("option -o 'bogus'"));
+  CHECK_THROWS_WITH(parse({"-d", "bogus"}), Catch::Contains("option -d 'bogus'"));
+  CHECK(parse({"-o", "all", "-d", "all"}).op == "all");
+}
+
+TEST_CASE("perf launchers: the innermost launcher decides, and half a launch is refused") {
+  Options o = parse({});
+  // srun -n1 torchrun --nproc-per-node 2: Slurm's one task runs torchrun, whose two workers are the world.
+  World torch = detectWorld(o, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"RANK", "1"}, {"WORLD_SIZE", "2"},
+                                {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  CHECK(torch.launcher == "torchrun");
+  CHECK(torch.processRank == 1);
+  CHECK(torch.processCount == 2);
+  CHECK(torch.localRank == 1);
+  // torchrun under mpirun too: its variables describe the workers.
+  CHECK(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "4"},
+                        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}})
+            .processCount == 4);
+  // Half of torchrun's pair names the variables.
+  CHECK_THROWS_WITH(detectWorld(o, {{"WORLD_SIZE", "4"}}), Catch::Contains("WORLD_SIZE=4") && Catch::Contains("RANK is not"));
+  CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "1"}}), Catch::Contains("RANK=1") && Catch::Contains("WORLD_SIZE is not"));
+  CHECK(detectWorld(o, {{"WORLD_SIZE", "1"}}).launcher == "single");
+  // MPICH and Intel MPI (Hydra): through MPI in a build with it, else refused unless another way is given.
+  std::map<std::string, std::string> hydra = {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "1"}};
+  if (mpiBuilt()) {
+    CHECK(detectWorld(o, hydra).launcher == "mpi");
+  } else {
+    CHECK_THROWS_WITH(detectWorld(o, hydra), Catch::Contains("this build has no MPI") && Catch::Contains("Refusing"));
+    hydra["NCCL_COMM_ID"] = "127.0.0.1:5000";
+    World pmi = detectWorld(o, hydra);
+    CHECK(pmi.launcher == "pmi");
+    CHECK(pmi.processRank == 1);
+    CHECK(pmi.localRank == 1);
+  }
+  CHECK(detectWorld(o, {{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}}).launcher == (mpiBuilt() ? "mpi" : "pmi"));
+}
+
+TEST_CASE("perf launchers: MPI's world must be the size the launcher declared") {
+  World world;
+  world.launcher = "mpi";
+  World joined = joinMpiWorld(world, {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, 1, 2);
+  CHECK(joined.processRank == 1);
+  CHECK(joined.processCount == 2);
+  // A singleton MPI_Init under another MPI's launcher (or outside mpirun) sees one process.
+  CHECK_THROWS_WITH(joinMpiWorld(world, {{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}}, 0, 1),
+                    Catch::Contains("PMI_SIZE=4") && Catch::Contains("MPI_Comm_size is 1"));
+  CHECK_THROWS_WITH(joinMpiWorld(world, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, 0, 1),
+                    Catch::Contains("OMPI_COMM_WORLD_SIZE=2") && Catch::Contains("MPI_Comm_size is 1"));
+  CHECK(joinMpiWorld(world, {}, 0, 3).processCount == 3);
+}
+
+TEST_CASE("perf launchers: the bootstrap root avoids torchrun's store port, and NCCL_COMM_ID wins") {
+  std::map<std::string, std::string> env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  CHECK(bootstrapAddress({}) == "");
+  CHECK(bootstrapAddress(env) == "127.0.0.1:29500");
+  env["TORCHELASTIC_RUN_ID"] = "none";
+  CHECK(bootstrapAddress(env) == "127.0.0.1:29501");
+  env["NCCL_COMM_ID"] = "127.0.0.1:4000";
+  CHECK(bootstrapAddress(env) == "127.0.0.1:4000");
+  CHECK_THROWS_WITH(bootstrapAddress({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}, {"TORCHELASTIC_RUN_ID", "x"}}),
+                    Catch::Contains("NCCL_COMM_ID"));
 }

@@ -1,10 +1,14 @@
 // Runs each *_perf binary as a 2-rank local sweep with checking and reads its output against nccl-tests' format.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -272,4 +276,160 @@ TEST_CASE("perf-plot: two JSON reports make one valid PNG") {
   CHECK(empty.exitCode != 0);
   CHECK(empty.output.find("no out-of-place results") != std::string::npos);
   runShell("rm -f " + base + "*");
+}
+
+namespace {
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) count++;
+  return count;
+}
+
+// A loopback port that some other process (here, this test) listens on, as torchrun's store does; -1 if none.
+class BusyPort {
+ public:
+  explicit BusyPort(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;  // the port may still hold an earlier run's closed connections
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(uint16_t(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || listen(fd_, 4) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~BusyPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Two launched processes of all_reduce_perf, rank 1 in the background; the exit code is rank 0's, or rank 1's if that failed.
+Run runPair(const std::string& environment, const std::string& arguments, const std::string& beforeRank0 = "") {
+  std::string env = "env " + environment + " TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2";
+  std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " " + arguments;
+  return runShell(env + " RANK=1 LOCAL_RANK=1" + tool + " >/dev/null 2>&1 & " + beforeRank0 + env + " RANK=0 LOCAL_RANK=0" + tool +
+                  " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
+}
+
+int testPort(int offset) { return 20000 + int((getpid() * 7 + offset) % 20000); }
+
+}  // namespace
+
+TEST_CASE("perf binaries: option errors that need the world size fail once, before any output, with the parser's code") {
+  struct Case {
+    const char* binary;
+    const char* arguments;
+    const char* error;
+  };
+  for (Case c : {Case{"all_reduce_perf", "--local 2 -o bogus", "option -o 'bogus'"}, Case{"all_reduce_perf", "--local 2 -d bogus", "option -d 'bogus'"},
+                 Case{"broadcast_perf", "--local 2 -r 7", "option -r 7: only 2 ranks"}, Case{"hypercube_perf", "--local 3", "power-of-two number of ranks"}}) {
+    INFO(c.binary << " " << c.arguments);
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", c.binary, std::string(c.arguments) + " -b 8 -e 8");
+    INFO(run.output);
+    CHECK(run.exitCode == 2);
+    CHECK(occurrences(run.output, c.error) == 1);
+    CHECK(run.output.find("# nccl-tests version") == std::string::npos);
+    CHECK(run.output.find("#       size") == std::string::npos);
+  }
+}
+
+TEST_CASE("perf binaries: report paths and the --compare baseline are checked before the sweep") {
+  std::string base = "/tmp/tutti_perf_early_" + std::to_string(getpid());
+  std::string args = "--local 2 -b 8 -e 64 -f 8 -n 1 -c 0 ";
+  Run made = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", args + "--json " + base + ".json");
+  INFO(made.output);
+  REQUIRE(made.exitCode == 0);
+  std::string report = readText(base + ".json");
+  auto expectRefused = [&](const std::string& binary, const std::string& arguments, const std::string& error) {
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", binary, arguments);
+    INFO(binary << " " << arguments);
+    INFO(run.output);
+    CHECK(run.exitCode == 2);
+    CHECK(occurrences(run.output, error) == 1);
+    CHECK(run.output.find("# nccl-tests version") == std::string::npos);
+  };
+  // The same baseline with itself passes; another collective or rank count is refused.
+  CHECK(runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", args + "--compare " + base + ".json").exitCode == 0);
+  expectRefused("all_gather_perf", args + "--compare " + base + ".json", "the baseline measured all_reduce, this run all_gather");
+  expectRefused("all_reduce_perf", "--local 4 -b 8 -e 64 -f 8 -n 1 -c 0 --compare " + base + ".json", "the baseline ran on 2 ranks, this run has 4");
+  // A malformed field names the file and the field.
+  std::string bad = report;
+  bad.replace(bad.find("\"root\": -1"), 10, "\"root\": \"x\"");
+  std::ofstream(base + "-bad.json") << bad;
+  expectRefused("all_reduce_perf", args + "--compare " + base + "-bad.json", "--compare " + base + "-bad.json: field results[0].root");
+  expectRefused("all_reduce_perf", args + "--compare " + base + "-missing.json", "--compare " + base + "-missing.json: cannot read it");
+  expectRefused("all_reduce_perf", args + "--json /nonexistent-dir/out.json", "--json /nonexistent-dir/out.json: cannot write it");
+  expectRefused("all_reduce_perf", args + "--csv /nonexistent-dir/out.csv", "--csv /nonexistent-dir/out.csv: cannot write it");
+  runShell("rm -f " + base + "*");
+}
+
+TEST_CASE("perf binaries: -T bounds init, and a rank that never came is named once, with the timeout's exit code") {
+  // Rank 1 of 2 is never started: without -T the bootstrap would wait 120 s.
+  std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:" + std::to_string(testPort(1));
+  auto start = std::chrono::steady_clock::now();
+  Run run = runShell(env + " timeout 30 " + toolPath("all_reduce_perf") + " -b 8 -e 8 -T 2 2>&1");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(run.output);
+  CHECK(run.exitCode == 3);
+  CHECK(seconds < 15);
+  CHECK(occurrences(run.output, "timed out in init") == 1);
+  CHECK(run.output.find("rank 1 of 2 never arrived") != std::string::npos);
+  CHECK(run.output.find("# nccl-tests version") == std::string::npos);
+}
+
+TEST_CASE("perf binaries: a peer that stops mid-run times out once, without follow-on errors") {
+  // Rank 1 runs forever (-N 0) and is stopped (the tool under its timeout) after a second; rank 0 must report -T's
+  // timeout and nothing after it.
+  std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:" + std::to_string(testPort(2));
+  std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " -b 8 -e 4K -f 8 -n 2 -c 1 -N 0 -T 2";
+  Run run = runShell(env + " RANK=1" + tool + " >/dev/null 2>&1 & peer=$!; " + env + " RANK=0" + tool +
+                     " >/tmp/tutti_perf_stall_$$ 2>&1 & self=$!; sleep 1.5; kill -STOP $(pgrep -P $peer); wait $self; rc=$?; "
+                     "kill -KILL $(pgrep -P $peer); "
+                     "cat /tmp/tutti_perf_stall_$$; rm -f /tmp/tutti_perf_stall_$$; exit $rc");
+  INFO(run.output);
+  CHECK(run.exitCode == 3);
+  CHECK(occurrences(run.output, "# Test timeout (-T 2 s)") + occurrences(run.output, "timed out in init") == 1);
+  CHECK(run.output.find("aborted") == std::string::npos);
+  CHECK(run.output.find("not a live communicator") == std::string::npos);
+}
+
+TEST_CASE("perf binaries: under torchrun's agent the bootstrap root leaves MASTER_PORT to torchrun's store") {
+  int port = testPort(3);
+  BusyPort store(port);  // torchrun's TCPStore
+  REQUIRE(store.ok());
+  std::string env = "TORCHELASTIC_RUN_ID=test MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+  Run run = runPair(env, "-b 8 -e 64 -f 8 -n 1 -c 1 -T 20");
+  INFO(run.output);
+  CHECK(run.exitCode == 0);
+  CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+  // When MASTER_PORT+1 is taken too, rank 0 says which port, that it is in use, and how to choose another.
+  BusyPort next(port + 1);
+  REQUIRE(next.ok());
+  Run taken = runPair(env, "-b 8 -e 64 -f 8 -n 1 -c 1 -T 8");
+  INFO(taken.output);
+  CHECK(taken.exitCode != 0);
+  CHECK(taken.output.find("port " + std::to_string(port + 1) + " of the bootstrap root") != std::string::npos);
+  CHECK(taken.output.find("is in use") != std::string::npos);
+  CHECK(taken.output.find("NCCL_COMM_ID=host:port") != std::string::npos);
+}
+
+TEST_CASE("perf binaries: --id-file ignores a file left by an earlier run, and removes its own") {
+  std::string path = "/tmp/tutti_perf_id_" + std::to_string(getpid());
+  // An earlier run's id, an hour old: a rank that starts before process 0 rewrites it must not take it.
+  std::ofstream(path) << std::string(128, '\x5a');
+  runShell("touch -d '1 hour ago' " + path);
+  Run run = runPair("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT", "-b 8 -e 64 -f 8 -n 1 -c 1 -T 20 --id-file " + path, "sleep 1; ");
+  INFO(run.output);
+  CHECK(run.exitCode == 0);
+  CHECK(run.output.find("2 ranks in 2 processes") != std::string::npos);
+  CHECK(access(path.c_str(), F_OK) != 0);  // a later run cannot read this run's id
+  std::remove(path.c_str());
 }
