@@ -139,22 +139,47 @@ std::vector<int> channelCounts(ChannelLimits limits) {
   return counts;
 }
 
-// The estimate of one algorithm at one channel count: analytic if modelled, else exact.
-std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t bytes, const Context& ctx, int nchannels) {
+bool rooted(Coll coll) { return coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather || coll == Coll::Scatter; }
+
+// The estimate of one algorithm at one channel count: analytic if modelled, else exact. Without
+// one, *why says what stopped it.
+std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t bytes, const Context& ctx, int nchannels,
+                                 std::string* why) {
   sim::Pipeline pipe = ctx.pipeline;
   pipe.nchannels = nchannels;
   pipe.chunkBytes = sim::chunkBytesFor(ctx.pipeline.chunkBytes, bytes);  // as the launch cuts it
   if (contains(sim::modelledAlgorithms(), a.name)) return sim::analyticUs(a.name, coll, bytes, ctx.fabric, pipe);
+  const int n = ctx.fabric.nranks;
   size_t chunks = (bytes + pipe.chunkBytes - 1) / pipe.chunkBytes;
-  if (ctx.fabric.nranks > kExactSimMaxRanks || chunks * size_t(ctx.fabric.nranks) > kExactSimMaxChunks || coll == Coll::Send ||
-      coll == Coll::Recv)
+  if (coll == Coll::Send || coll == Coll::Recv) {
+    *why = "point-to-point plans are not timed";
     return std::nullopt;
+  }
+  if (n > kExactSimMaxRanks || chunks * size_t(n) > kExactSimMaxChunks) {
+    *why = "too large to time step by step (" + std::to_string(n) + " ranks x " + std::to_string(chunks) + " chunks; at most " +
+           std::to_string(kExactSimMaxRanks) + " ranks and " + std::to_string(kExactSimMaxChunks) + " rank-chunks)";
+    return std::nullopt;
+  }
   try {
+    // The cost hardly depends on the root: time the plan at a root it serves (a plan file is
+    // written for one), the first that rank 0's plan accepts.
+    int root = 0;
+    if (rooted(coll))
+      for (int r = 0; r < n; r++) {
+        try {
+          a.build({coll, 0, n, r});
+          root = r;
+          break;
+        } catch (const Error&) {
+          if (r == n - 1) throw;
+        }
+      }
     std::vector<plan::RankPlan> plans;
-    for (int r = 0; r < ctx.fabric.nranks; r++) plans.push_back(a.build({coll, r, ctx.fabric.nranks, 0}));
+    for (int r = 0; r < n; r++) plans.push_back(a.build({coll, r, n, root}));
     return sim::timePlans(plans, coll, bytes, ctx.fabric, pipe).us;
-  } catch (const Error&) {
-    return std::nullopt;  // the plan file does not serve this shape
+  } catch (const Error& e) {
+    *why = e.message();  // the plan file does not serve this shape
+    return std::nullopt;
   }
 }
 
@@ -253,19 +278,22 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
   Choice choice;
   ChannelLimits limits = ctx.channels;
   if (limits.maxUpTo > 0 && bytes <= limits.upToBytes) limits.max = std::max(limits.min, std::min(limits.max, limits.maxUpTo));
+  std::vector<std::string> unestimated;
   for (const plan::Algorithm* a : candidatesFor(coll, ctx)) {
     Estimate best{a->name, 0, 0};
+    std::string why;
     for (int nch : channelCounts(limits)) {
       // Channels cost launch work the model does not see: a channel must bring a real gain.
       if (nch > ctx.channels.min && size_t(nch - 1) * kMinBytesPerChannel >= bytes) break;
-      std::optional<double> us = estimateAt(*a, coll, bytes, ctx, nch);
+      std::optional<double> us = estimateAt(*a, coll, bytes, ctx, nch, &why);
       if (us && (best.nchannels == 0 || *us < best.us * (1 - kChannelGain))) best = {a->name, nch, *us};
     }
     if (best.nchannels > 0) choice.candidates.push_back(best);
+    else unestimated.push_back(a->name + " (" + (why.empty() ? "no model" : why) + ")");
   }
   if (choice.candidates.empty())
     throw Error(ErrorCode::InvalidUsage, std::string("selector: no candidate for ") + plan::collName(coll) + " at " +
-                                             std::to_string(nranks) + " ranks has a cost estimate");
+                                             std::to_string(nranks) + " ranks has a cost estimate: " + joined(unestimated));
   std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
                    [](const Estimate& a, const Estimate& b) { return a.us < b.us; });
   choice.algorithm = choice.candidates[0].algorithm;
