@@ -105,6 +105,14 @@ TEST_CASE("perf options explain the GPU-only flags in host mode") {
   CHECK(graphNoted);
 }
 
+TEST_CASE("perf options explain -V, nccl-tests' CTA count of device-API kernels, in host mode") {
+  Options o = parse({"-V", "8"});
+  REQUIRE(o.notes.size() == 1);
+  CHECK(o.notes[0].find("-V 8") == 0);
+  CHECK(o.notes[0].find("GPU") != std::string::npos);
+  CHECK(parse({}).notes.empty());
+}
+
 TEST_CASE("perf sizes use powers of 1024 like nccl-tests") {
   CHECK(parseSize("8", "-b") == 8);
   CHECK(parseSize("1K", "-b") == 1024);
