@@ -243,6 +243,10 @@ std::string tableRow(const ResultRow& row) {
 
 std::string deviceLine(const RankDescription& rank, const std::string& backend) {
   // Host mode has no PCI device: the bus id is zero and the name says which CPUs the rank may use.
+  // Group is nccl-tests' split colour (process rank & NCCL_TESTS_SPLIT_MASK), the sub-communicator the rank joins,
+  // not the index of the thread that drives it: this tool runs every rank in one communicator, so it is always 0.
+  // (The thread's index is already there: with -t/-g or --local each rank has its own thread, and device is the
+  // rank's index on its node, localRank * ranks per process + that thread's index, as nccl-tests' cudaDev.)
   return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s (CPUs %s)\n", rank.rank, 0, rank.pid,
                  rank.host.c_str(), rank.localIndex, 0, 0, 0, backend.c_str(), rank.affinity.c_str());
 }
