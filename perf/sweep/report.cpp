@@ -251,6 +251,27 @@ std::string deviceLine(const RankDescription& rank, const std::string& backend) 
                  rank.host.c_str(), rank.localIndex, 0, 0, 0, backend.c_str(), rank.affinity.c_str());
 }
 
+std::string buildLine(const Fingerprint& f) {
+  const BuildInfo& b = f.build;
+  return "# Build: " + f.tuttiVersion + ", " + b.buildType + ", " + b.compiler + ", " + (b.mpi ? "with" : "without") + " MPI" +
+         (b.commit.empty() ? std::string() : ", commit " + b.commit) + "\n";
+}
+
+std::string topologyLines(const Fingerprint& f) {
+  std::string out;
+  for (size_t n = 0; n < f.nodes.size(); n++) {
+    const NodeDescription& d = f.nodes[n];
+    out += printf1("# Topology: node %zu %s: %d ranks, %d NUMA nodes, ", n, d.host.c_str(), d.ranks, d.numaNodes) +
+           (d.cpus ? std::to_string(d.cpus) : std::string("?")) + " CPUs, " + std::to_string(d.gpus) + " GPUs, " +
+           std::to_string(d.nics.size()) + " NICs";
+    for (size_t i = 0; i < d.nics.size(); i++)
+      out += (i ? ", " : " (") + d.nics[i].first + " " + (d.nics[i].second ? std::to_string(d.nics[i].second) + " Mb/s" : "speed unknown") +
+             (i + 1 == d.nics.size() ? ")" : "");
+    out += "\n";
+  }
+  return out;
+}
+
 std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program) {
   std::string out = printf1("# %-20s : %d %s\n", "Out of bounds values", outOfBounds, outOfBounds ? "FAILED" : "OK");
   out += printf1("# %-20s : %g \n", "Avg bus bandwidth", averageBusBw);
@@ -269,7 +290,20 @@ std::string jsonReport(const Report& r) {
   out += "},\n  \"fingerprint\": {\"tutti_version\": " + jsonString(f.tuttiVersion) + ", \"nccl_version\": " + jsonString(f.ncclVersion) +
          ", \"device_backend\": " + jsonString(f.backend) + ", \"transports\": " + jsonString(f.transports) +
          ", \"topology\": " + jsonString(f.topology) + ", \"launcher\": " + jsonString(f.launcher) +
-         ", \"host_cpu\": " + jsonString(f.hostCpu) + "},\n  \"devices\": [";
+         ", \"host_cpu\": " + jsonString(f.hostCpu) + ", \"build_type\": " + jsonString(f.build.buildType) +
+         ", \"compiler\": " + jsonString(f.build.compiler) + ", \"mpi\": " + (f.build.mpi ? "true" : "false") +
+         ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) + ", \"nodes\": [";
+  for (size_t n = 0; n < f.nodes.size(); n++) {
+    const NodeDescription& d = f.nodes[n];
+    out += std::string(n ? ", " : "") + "{\"hostname\": " + jsonString(d.host) + ", \"ranks\": " + std::to_string(d.ranks) +
+           ", \"numa_nodes\": " + std::to_string(d.numaNodes) + ", \"cpus\": " + (d.cpus ? std::to_string(d.cpus) : std::string("null")) +
+           ", \"gpus\": " + std::to_string(d.gpus) + ", \"nics\": [";
+    for (size_t i = 0; i < d.nics.size(); i++)
+      out += std::string(i ? ", " : "") + "{\"name\": " + jsonString(d.nics[i].first) + ", \"speed_mbps\": " +
+             (d.nics[i].second ? std::to_string(d.nics[i].second) : std::string("null")) + "}";
+    out += "]}";
+  }
+  out += "]},\n  \"devices\": [";
   for (size_t i = 0; i < f.ranks.size(); i++) {
     const RankDescription& d = f.ranks[i];
     out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"pid\": " + std::to_string(d.pid) +
