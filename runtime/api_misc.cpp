@@ -1,6 +1,7 @@
 // Entry points for errors, versions, memory, registration, user reduction ops, the device API
 // (not supported yet) and tutti's own extensions.
 #define TUTTI_NCCL_DEVICE_API 1
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -309,6 +310,62 @@ TUTTI_API ncclResult_t tuttiCommTransports(ncclComm_t comm, char* names, size_t 
                                                   std::to_string(text.size() + 1) + " bytes, the buffer has " + std::to_string(nameBytes));
     std::memcpy(names, text.c_str(), text.size() + 1);
     *nodes = nodeCount(comm);
+  });
+}
+
+namespace {
+
+// The node of comm's topology that a tuttiCommNode* call names.
+const topo::NodeSystem& topologyNode(const char* operation, const ncclComm* comm, int node) {
+  checkComm(operation, comm);
+  const std::vector<topo::NodeSystem>* nodes = comm->topology ? &comm->topology->system.nodes : nullptr;
+  if (nodes == nullptr || node < 0 || size_t(node) >= nodes->size())
+    throw Error(ErrorCode::InvalidArgument, comm->where() + ": " + operation + ": node " + std::to_string(node) + " is not one of the " +
+                                                std::to_string(nodes ? nodes->size() : 0) + " of the communicator's topology");
+  return (*nodes)[size_t(node)];
+}
+
+// The CPUs a <cpu affinity> mask holds: hex words, comma-separated as hwloc and NCCL write them.
+int cpusInMask(const std::string& mask) {
+  int count = 0;
+  for (unsigned char c : mask)
+    if (std::isxdigit(c)) count += __builtin_popcount(unsigned(std::isdigit(c) ? c - '0' : std::tolower(c) - 'a' + 10));
+  return count;
+}
+
+}  // namespace
+
+TUTTI_API ncclResult_t tuttiCommNodeTopology(ncclComm_t comm, int node, char* hostname, size_t hostnameBytes, int* ranks,
+                                             int* numaNodes, int* cpus, int* gpus, int* nics) {
+  return guard("tuttiCommNodeTopology", [&] {
+    if (hostname == nullptr || hostnameBytes == 0 || ranks == nullptr || numaNodes == nullptr || cpus == nullptr || gpus == nullptr ||
+        nics == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "tuttiCommNodeTopology: an output is NULL or hostnameBytes is 0");
+    const topo::NodeSystem& system = topologyNode("tuttiCommNodeTopology", comm, node);
+    std::snprintf(hostname, hostnameBytes, "%s", system.hostname.c_str());
+    *ranks = 0;
+    for (const topo::RankPlacement& placement : comm->topology->system.ranks) *ranks += placement.node == node;
+    std::vector<int> cpuNodes = system.graph.nodesOf(topo::NodeKind::Cpu);
+    *numaNodes = int(cpuNodes.size());
+    *cpus = 0;
+    for (int cpu : cpuNodes) *cpus += cpusInMask(system.graph.node(cpu).attributeOr("affinity", ""));
+    *gpus = int(system.graph.gpus().size());
+    *nics = int(system.graph.nets().size());
+  });
+}
+
+TUTTI_API ncclResult_t tuttiCommNodeNic(ncclComm_t comm, int node, int nic, char* name, size_t nameBytes, int* speedMbps) {
+  return guard("tuttiCommNodeNic", [&] {
+    if (name == nullptr || nameBytes == 0 || speedMbps == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "tuttiCommNodeNic: name or speedMbps is NULL, or nameBytes is 0");
+    const topo::NodeSystem& system = topologyNode("tuttiCommNodeNic", comm, node);
+    std::vector<int> nets = system.graph.nets();
+    if (nic < 0 || size_t(nic) >= nets.size())
+      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommNodeNic: node " + std::to_string(node) + " has " +
+                                                  std::to_string(nets.size()) + " NIC port(s), not a port " + std::to_string(nic));
+    const topo::Node& port = system.graph.node(nets[size_t(nic)]);
+    std::snprintf(name, nameBytes, "%s", port.name.c_str());
+    *speedMbps = std::atoi(port.attributeOr("speed", "0").c_str());
   });
 }
 

@@ -1,4 +1,4 @@
-/* tutti's C extensions to the NCCL API: host streams, version and device-backend queries. */
+/* tutti's C extensions to the NCCL API: host streams, version, device-backend and topology queries. */
 #ifndef TUTTI_TUTTI_H_
 #define TUTTI_TUTTI_H_
 
@@ -37,6 +37,18 @@ ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name);
  * written NUL-terminated into names (nameBytes; ncclInvalidArgument if too short), and the
  * number of nodes (hosts, told apart by host hash or NCCL_HOSTID) in *nodes. */
 ncclResult_t tuttiCommTransports(ncclComm_t comm, char* names, size_t nameBytes, int* nodes);
+
+/* One node of comm's topology, node from 0 to tuttiCommTransports' *nodes - 1 (every rank sees the
+ * same order): its host name, written NUL-terminated into hostname (hostnameBytes; truncated if
+ * short), and in *ranks, *numaNodes, *cpus, *gpus and *nics the ranks it holds, its NUMA nodes, the
+ * logical CPUs of those NUMA nodes (0 when discovery could not tell), its GPUs and its NIC ports. */
+ncclResult_t tuttiCommNodeTopology(ncclComm_t comm, int node, char* hostname, size_t hostnameBytes, int* ranks,
+                                   int* numaNodes, int* cpus, int* gpus, int* nics);
+
+/* NIC port nic (0 to tuttiCommNodeTopology's *nics - 1, in device order) of one node of comm: its
+ * interface name, written NUL-terminated into name (nameBytes; truncated if short), and its speed in
+ * Mb/s in *speedMbps (0 when unknown). */
+ncclResult_t tuttiCommNodeNic(ncclComm_t comm, int node, int nic, char* name, size_t nameBytes, int* speedMbps);
 
 /* The algorithm (NCCL_ALGO's name for it) and channel count comm would use for one call, as its
  * selector chooses them, without running anything. collective: "allreduce", "allgather",

@@ -140,6 +140,8 @@ void validate(Options& o) {
   if (o.cudaGraph) o.notes.push_back("-G " + std::to_string(o.cudaGraph) + ": CUDA graphs need a GPU; host mode launches each operation directly");
   if (o.ctaPolicy >= 0) o.notes.push_back("-x: CTA policies are a GPU setting; ignored in host mode");
   if (o.deviceImplementation) o.notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
+  if (o.deviceCtaCount >= 0)
+    o.notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
   if (o.localRegister) o.notes.push_back("-R: host memory needs no pinning; buffers are registered with ncclCommRegister, which is a bookkeeping step in host mode");
   if (o.memoryReport) o.notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
   if (o.gpus > 1) o.notes.push_back("-g " + std::to_string(o.gpus) + ": host mode has no GPUs; each thread drives " + std::to_string(o.gpus) + " ranks");

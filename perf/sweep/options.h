@@ -39,7 +39,7 @@ struct Options {
   int memoryReport = 0;             // -M
   int ctaPolicy = -1;               // -x (GPU only)
   int deviceImplementation = 0;     // -D (GPU only)
-  int deviceCtaCount = 16;          // -V (GPU only)
+  int deviceCtaCount = -1;          // -V (GPU only); -1: not given (nccl-tests then uses 16)
   bool help = false;                // -h
   // tutti's own.
   int localRanks = 0;               // --local N: N ranks of this process, ignoring any launcher

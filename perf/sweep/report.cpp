@@ -243,8 +243,33 @@ std::string tableRow(const ResultRow& row) {
 
 std::string deviceLine(const RankDescription& rank, const std::string& backend) {
   // Host mode has no PCI device: the bus id is zero and the name says which CPUs the rank may use.
+  // Group is nccl-tests' split colour (process rank & NCCL_TESTS_SPLIT_MASK), the sub-communicator the rank joins,
+  // not the index of the thread that drives it: this tool runs every rank in one communicator, so it is always 0.
+  // (The thread's index is already there: with -t/-g or --local each rank has its own thread, and device is the
+  // rank's index on its node, localRank * ranks per process + that thread's index, as nccl-tests' cudaDev.)
   return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s (CPUs %s)\n", rank.rank, 0, rank.pid,
                  rank.host.c_str(), rank.localIndex, 0, 0, 0, backend.c_str(), rank.affinity.c_str());
+}
+
+std::string buildLine(const Fingerprint& f) {
+  const BuildInfo& b = f.build;
+  return "# Build: " + f.tuttiVersion + ", " + b.buildType + ", " + b.compiler + ", " + (b.mpi ? "with" : "without") + " MPI" +
+         (b.commit.empty() ? std::string() : ", commit " + b.commit) + "\n";
+}
+
+std::string topologyLines(const Fingerprint& f) {
+  std::string out;
+  for (size_t n = 0; n < f.nodes.size(); n++) {
+    const NodeDescription& d = f.nodes[n];
+    out += printf1("# Topology: node %zu %s: %d ranks, %d NUMA nodes, ", n, d.host.c_str(), d.ranks, d.numaNodes) +
+           (d.cpus ? std::to_string(d.cpus) : std::string("?")) + " CPUs, " + std::to_string(d.gpus) + " GPUs, " +
+           std::to_string(d.nics.size()) + " NICs";
+    for (size_t i = 0; i < d.nics.size(); i++)
+      out += (i ? ", " : " (") + d.nics[i].first + " " + (d.nics[i].second ? std::to_string(d.nics[i].second) + " Mb/s" : "speed unknown") +
+             (i + 1 == d.nics.size() ? ")" : "");
+    out += "\n";
+  }
+  return out;
 }
 
 std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program) {
@@ -265,7 +290,20 @@ std::string jsonReport(const Report& r) {
   out += "},\n  \"fingerprint\": {\"tutti_version\": " + jsonString(f.tuttiVersion) + ", \"nccl_version\": " + jsonString(f.ncclVersion) +
          ", \"device_backend\": " + jsonString(f.backend) + ", \"transports\": " + jsonString(f.transports) +
          ", \"topology\": " + jsonString(f.topology) + ", \"launcher\": " + jsonString(f.launcher) +
-         ", \"host_cpu\": " + jsonString(f.hostCpu) + "},\n  \"devices\": [";
+         ", \"host_cpu\": " + jsonString(f.hostCpu) + ", \"build_type\": " + jsonString(f.build.buildType) +
+         ", \"compiler\": " + jsonString(f.build.compiler) + ", \"mpi\": " + (f.build.mpi ? "true" : "false") +
+         ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) + ", \"nodes\": [";
+  for (size_t n = 0; n < f.nodes.size(); n++) {
+    const NodeDescription& d = f.nodes[n];
+    out += std::string(n ? ", " : "") + "{\"hostname\": " + jsonString(d.host) + ", \"ranks\": " + std::to_string(d.ranks) +
+           ", \"numa_nodes\": " + std::to_string(d.numaNodes) + ", \"cpus\": " + (d.cpus ? std::to_string(d.cpus) : std::string("null")) +
+           ", \"gpus\": " + std::to_string(d.gpus) + ", \"nics\": [";
+    for (size_t i = 0; i < d.nics.size(); i++)
+      out += std::string(i ? ", " : "") + "{\"name\": " + jsonString(d.nics[i].first) + ", \"speed_mbps\": " +
+             (d.nics[i].second ? std::to_string(d.nics[i].second) : std::string("null")) + "}";
+    out += "]}";
+  }
+  out += "]},\n  \"devices\": [";
   for (size_t i = 0; i < f.ranks.size(); i++) {
     const RankDescription& d = f.ranks[i];
     out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"pid\": " + std::to_string(d.pid) +

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "perf/sweep/build_info.h"
+
 namespace tutti::perf {
 
 // -I 1: one placement's per-iteration times, each the maximum over ranks, and their summary.
@@ -62,11 +64,25 @@ std::string deviceLine(const RankDescription& rank, const std::string& backend);
 // The footer: out-of-bounds count, average bus bandwidth, concluded line.
 std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program);
 
+// One node of the communicator's topology (tuttiCommNodeTopology, tuttiCommNodeNic).
+struct NodeDescription {
+  std::string host;
+  int ranks = 0, numaNodes = 0, cpus = 0, gpus = 0;  // cpus: 0 when discovery could not tell
+  std::vector<std::pair<std::string, int>> nics;     // name, speed in Mb/s (0 unknown)
+};
+
 // Key facts about the run that every report carries.
 struct Fingerprint {
   std::string tuttiVersion, ncclVersion, backend, transports, topology, launcher, hostCpu;
+  BuildInfo build;
+  std::vector<NodeDescription> nodes;
   std::vector<RankDescription> ranks;
 };
+
+// The "# Build:" line: tutti's version, build type, compiler, MPI and the commit when known.
+std::string buildLine(const Fingerprint& fingerprint);
+// One "# Topology:" line per node: its ranks, NUMA nodes, CPUs, GPUs and NICs.
+std::string topologyLines(const Fingerprint& fingerprint);
 
 // Everything a JSON or CSV report holds.
 struct Report {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
 #include "perf/sweep/launcher.h"
@@ -317,6 +318,8 @@ class RankRunner {
     f.ncclVersion = std::to_string(version);
     f.launcher = ctx_.world.launcher;
     f.hostCpu = cpuModel() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
+    f.build = thisBuild();
+    if (printing()) f.nodes = describeNodes(nodes);
     std::vector<int> pids;
     std::vector<std::string> transports;  // every rank's, each name once
     for (const RankRecord& r : all) {
@@ -354,10 +357,29 @@ class RankRunner {
                   opt_.perIterSkip ? ("; summary skips first " + std::to_string(opt_.perIterSkip) + " iterations").c_str() : "");
     if (opt_.parallelInit) std::printf("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
     std::printf("# tutti: device backend %s, launcher %s, transports %s, %s\n", backend, f.launcher.c_str(), f.transports.c_str(), f.topology.c_str());
+    std::printf("%s%s", buildLine(f).c_str(), topologyLines(f).c_str());
     if (!coll_.runsInPlace) std::printf("# tutti: an in-place %s is not supported by tutti yet; the in-place columns read 0 and N/A\n", coll_.name);
     for (const std::string& note : opt_.notes) std::printf("# tutti: %s\n", note.c_str());
     std::printf("#\n# Using devices\n");
     for (const RankDescription& d : f.ranks) std::printf("%s", deviceLine(d, backend).c_str());
+  }
+
+  // Every node of the communicator's topology, as the library holds it (the same on every rank).
+  std::vector<NodeDescription> describeNodes(int nodes) {
+    std::vector<NodeDescription> out(size_t(nodes > 0 ? nodes : 0));
+    for (int n = 0; n < nodes; n++) {
+      NodeDescription& d = out[size_t(n)];
+      char host[256] = {}, nic[64] = {};
+      int nics = 0;
+      check(tuttiCommNodeTopology(comm_, n, host, sizeof host, &d.ranks, &d.numaNodes, &d.cpus, &d.gpus, &nics), rank_, "tuttiCommNodeTopology");
+      d.host = host;
+      for (int i = 0; i < nics; i++) {
+        int speed = 0;
+        check(tuttiCommNodeNic(comm_, n, i, nic, sizeof nic, &speed), rank_, "tuttiCommNodeNic");
+        d.nics.emplace_back(nic, speed);
+      }
+    }
+    return out;
   }
 
   void barrier() {

@@ -5,7 +5,8 @@ typedef void (*AnyFunction)(void);
 static const AnyFunction everyExtension[] = {
     (AnyFunction)tuttiStreamCreate, (AnyFunction)tuttiStreamSynchronize, (AnyFunction)tuttiStreamQuery,
     (AnyFunction)tuttiStreamDestroy, (AnyFunction)tuttiVersionString, (AnyFunction)tuttiCommDeviceBackend,
-    (AnyFunction)tuttiCommAlgorithm, (AnyFunction)tuttiCommTransports};
+    (AnyFunction)tuttiCommAlgorithm, (AnyFunction)tuttiCommTransports, (AnyFunction)tuttiCommNodeTopology,
+    (AnyFunction)tuttiCommNodeNic};
 
 int tutti_abi_extension_count(void);
 int tutti_abi_extension_count(void) { return (int)(sizeof everyExtension / sizeof everyExtension[0]); }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
 #include "perf/sweep/launcher.h"
@@ -103,6 +104,45 @@ TEST_CASE("perf options explain the GPU-only flags in host mode") {
   bool graphNoted = false;
   for (const std::string& n : o.notes) graphNoted |= n.find("CUDA graphs") != std::string::npos;
   CHECK(graphNoted);
+}
+
+TEST_CASE("perf options explain -V, nccl-tests' CTA count of device-API kernels, in host mode") {
+  Options o = parse({"-V", "8"});
+  REQUIRE(o.notes.size() == 1);
+  CHECK(o.notes[0].find("-V 8") == 0);
+  CHECK(o.notes[0].find("GPU") != std::string::npos);
+  CHECK(parse({}).notes.empty());
+}
+
+TEST_CASE("perf fingerprints carry the build and every node's topology, in the header lines and the JSON") {
+  BuildInfo build = thisBuild();
+  CHECK(!build.buildType.empty());
+  CHECK(build.compiler.find_first_of("0123456789") != std::string::npos);  // id and version
+  CHECK(build.mpi == mpiBuilt());
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  Fingerprint& f = r.fingerprint;
+  f.tuttiVersion = "tutti 0.1.0";
+  f.build = {"RelWithDebInfo", "GNU 13.2.0", true, "abc1234"};
+  f.nodes.push_back({"alpha", 2, 2, 16, 0, {{"eth0", 25000}, {"lo", 0}}});
+  f.nodes.push_back({"beta", 1, 1, 0, 4, {}});
+  CHECK(buildLine(f) == "# Build: tutti 0.1.0, RelWithDebInfo, GNU 13.2.0, with MPI, commit abc1234\n");
+  CHECK(topologyLines(f) ==
+        "# Topology: node 0 alpha: 2 ranks, 2 NUMA nodes, 16 CPUs, 0 GPUs, 2 NICs (eth0 25000 Mb/s, lo speed unknown)\n"
+        "# Topology: node 1 beta: 1 ranks, 1 NUMA nodes, ? CPUs, 4 GPUs, 0 NICs\n");
+  std::string json = jsonReport(r);
+  INFO(json);
+  CHECK(json.find("\"build_type\": \"RelWithDebInfo\", \"compiler\": \"GNU 13.2.0\", \"mpi\": true, \"git_commit\": \"abc1234\"") !=
+        std::string::npos);
+  CHECK(json.find("{\"hostname\": \"alpha\", \"ranks\": 2, \"numa_nodes\": 2, \"cpus\": 16, \"gpus\": 0, \"nics\": "
+                  "[{\"name\": \"eth0\", \"speed_mbps\": 25000}, {\"name\": \"lo\", \"speed_mbps\": null}]}") != std::string::npos);
+  CHECK(json.find("\"cpus\": null, \"gpus\": 4, \"nics\": []") != std::string::npos);
+  // A tree that was no git checkout has no commit: the line leaves it out and the JSON says null.
+  f.build.commit.clear();
+  f.build.mpi = false;
+  CHECK(buildLine(f) == "# Build: tutti 0.1.0, RelWithDebInfo, GNU 13.2.0, without MPI\n");
+  CHECK(jsonReport(r).find("\"git_commit\": null") != std::string::npos);
+  CHECK(readBaseline(jsonReport(r)).collective == "all_reduce");  // still a report the tool reads back
 }
 
 TEST_CASE("perf sizes use powers of 1024 like nccl-tests") {

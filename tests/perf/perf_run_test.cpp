@@ -215,6 +215,22 @@ TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with t
   CHECK(placements == 2 * 4);
 }
 
+TEST_CASE("perf binaries: the header and the JSON name the build and each node's NUMA nodes, CPUs, GPUs and NICs") {
+  std::string json = "/tmp/tutti_perf_fingerprint_" + std::to_string(getpid()) + ".json";
+  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 8 -e 8 -n 1 -w 0 -c 0 --json " + json);
+  INFO(run.output);
+  REQUIRE(run.exitCode == 0);
+  std::string report = readText(json);
+  std::remove(json.c_str());
+  CHECK(std::regex_search(run.output, std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+)?\n)")));
+  // One host: one node holding both ranks, with at least one NUMA node and the interfaces discovery found.
+  CHECK(std::regex_search(run.output, std::regex(R"(\n# Topology: node 0 \S+: 2 ranks, [1-9]\d* NUMA nodes, (\d+|\?) CPUs, \d+ GPUs, \d+ NICs.*\n)")));
+  CHECK(run.output.find("# Topology: node 1") == std::string::npos);
+  INFO(report);
+  CHECK(std::regex_search(report, std::regex(R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+"|null))")));
+  CHECK(std::regex_search(report, std::regex(R"("nodes": \[\{"hostname": "[^"]+", "ranks": 2, "numa_nodes": [1-9])")));
+}
+
 TEST_CASE("perf binaries: mpirun -np 2 forms one world through MPI, with no NCCL_COMM_ID or MASTER_ADDR") {
 #ifndef TUTTI_PERF_MPI
   WARN("skipped: this build has no MPI (install libopenmpi-dev and openmpi-bin, then re-run cmake)");
