@@ -172,6 +172,29 @@ TEST_CASE("host streams run operations asynchronously and in order", "[comm][str
     check(std::string(names) == "local" && nodes == 1, "tuttiCommTransports: " + std::string(names) + " on " + std::to_string(nodes) + " nodes");
     check(tuttiCommTransports(comm, names, 5, &nodes) == ncclInvalidArgument, "a buffer too short for \"local\" is refused");
     check(tuttiCommTransports(comm, nullptr, sizeof names, &nodes) == ncclInvalidArgument, "a NULL buffer is refused");
+    // Each node's topology: these ranks are threads of one process, so one node holds them all.
+    char host[256];
+    int ranks = -1, numa = -1, cpus = -1, gpus = -1, nics = -1;
+    TUTTI_NCCL_CHECK(tuttiCommNodeTopology(comm, 0, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics));
+    check(ranks == n && numa >= 0 && cpus >= 0 && gpus == 0 && nics >= 0,
+          "tuttiCommNodeTopology: " + std::to_string(ranks) + " ranks, " + std::to_string(numa) + " NUMA nodes, " + std::to_string(cpus) +
+              " CPUs, " + std::to_string(gpus) + " GPUs, " + std::to_string(nics) + " NICs");
+    check(std::string(host).size() > 0, "tuttiCommNodeTopology gave no hostname");
+    check(tuttiCommNodeTopology(comm, 1, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics) == ncclInvalidArgument,
+          "a node past the topology's is refused");
+    check(std::string(ncclGetLastError(comm)).find("node 1 is not one of the 1") != std::string::npos,
+          "the error does not name the node: " + std::string(ncclGetLastError(comm)));
+    check(tuttiCommNodeTopology(comm, 0, host, sizeof host, nullptr, &numa, &cpus, &gpus, &nics) == ncclInvalidArgument,
+          "a NULL output is refused");
+    int speed = -1;
+    for (int nic = 0; nic < nics; nic++) {
+      char name[64] = "";
+      TUTTI_NCCL_CHECK(tuttiCommNodeNic(comm, 0, nic, name, sizeof name, &speed));
+      check(name[0] != '\0' && speed >= 0, "tuttiCommNodeNic " + std::to_string(nic) + ": \"" + name + "\" " + std::to_string(speed));
+    }
+    char name[64];
+    check(tuttiCommNodeNic(comm, 0, nics, name, sizeof name, &speed) == ncclInvalidArgument, "a NIC port past the node's is refused");
+    check(tuttiCommNodeNic(comm, 0, 0, nullptr, sizeof name, &speed) == ncclInvalidArgument, "a NULL name is refused");
   });
   REQUIRE(failures == "");
 }
