@@ -13,6 +13,7 @@
 #include "runtime/params.h"
 #include "topology/discover.h"
 #include "topology/exchange.h"
+#include "topology/xml.h"
 
 namespace tutti {
 namespace {
@@ -38,13 +39,24 @@ topo::NodeSystem thisNode(const ncclComm* comm) {
   bool lowest = true;
   for (int r = 0; r < comm->rank; r++) lowest = lowest && comm->peers[size_t(r)].hostHash != comm->peers[size_t(comm->rank)].hostHash;
   topo::NodeSystem node;
-  try {
-    node = file.empty() ? discoveredNode() : topo::localSystem(file, "");
-    if (!dump.empty() && lowest) topo::localSystem(file, dump);
-  } catch (const Error& e) {
-    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + (file.empty() ? "NCCL_TOPO_DUMP_FILE" : "NCCL_TOPO_FILE") + ": " + e.message());
+  if (file.empty()) {
+    node = discoveredNode();
+  } else {
+    try {
+      node = topo::localSystem(file, "");
+    } catch (const Error& e) {
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": NCCL_TOPO_FILE: " + e.message());
+    }
+    if (lowest) reportTopologyWarnings(comm->where() + ": NCCL_TOPO_FILE", node.warnings);
   }
-  if (!file.empty() && lowest) reportTopologyWarnings(comm->where() + ": NCCL_TOPO_FILE", node.warnings);
+  if (!dump.empty() && lowest) {
+    // As NCCL: a dump that cannot be written costs the dump, not the communicator.
+    try {
+      topo::saveTopologyFile(node, dump);
+    } catch (const Error& e) {
+      TUTTI_WARN("%s: NCCL_TOPO_DUMP_FILE: %s; topology not dumped", comm->where().c_str(), e.message().c_str());
+    }
+  }
   // Nodes are told apart as the communicator tells hosts apart (NCCL_HOSTID may override).
   char id[32];
   std::snprintf(id, sizeof id, "%016llx", (unsigned long long)comm->peers[size_t(comm->rank)].hostHash);

@@ -1,4 +1,5 @@
-// Topology at communicator init: how discovery's and a topology file's warnings are reported.
+// Topology at communicator init: how discovery's and a topology file's warnings and an
+// unwritable NCCL_TOPO_DUMP_FILE are reported.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -19,6 +20,28 @@ std::string initTwoRanks() {
 }
 
 }  // namespace
+
+TEST_CASE("an unwritable NCCL_TOPO_DUMP_FILE is a warning naming the file and the OS error, and init succeeds") {
+  tutti_test::TempDir dir;
+  std::string dump = dir.file("no-such-directory/topo.xml");
+  tutti_test::CapturedLog log("WARN", "ALL");
+  tutti_test::ScopedEnv dumpFile("NCCL_TOPO_DUMP_FILE", dump.c_str());
+  CHECK(initTwoRanks() == "");
+  std::vector<std::string> lines = log.linesWith("NCCL_TOPO_DUMP_FILE");
+  REQUIRE(lines.size() == 1);  // one writer per host
+  CHECK(lines[0].find("NCCL WARN") != std::string::npos);
+  CHECK(lines[0].find(dump) != std::string::npos);
+  CHECK(lines[0].find("No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("a writable NCCL_TOPO_DUMP_FILE receives this node's topology") {
+  tutti_test::TempDir dir;
+  std::string dump = dir.file("topo.xml");
+  tutti_test::ScopedEnv dumpFile("NCCL_TOPO_DUMP_FILE", dump.c_str());
+  CHECK(initTwoRanks() == "");
+  tutti::topo::NodeSystem dumped = tutti::topo::loadTopologyFile(dump);
+  CHECK(!dumped.graph.nodesOf(tutti::topo::NodeKind::Cpu).empty());
+}
 
 TEST_CASE("a topology file's warnings are logged at WARN, once per host") {
   tutti_test::TempDir dir;
