@@ -13,35 +13,50 @@
 #include "runtime/params.h"
 #include "topology/discover.h"
 #include "topology/exchange.h"
+#include "topology/xml.h"
 
 namespace tutti {
 namespace {
 
 // Discovery costs tens of milliseconds (hwloc walks the machine) and its answer does not change
 // while the process runs, so ranks that are threads of one process share it: the one cache of
-// the process, immutable once made.
+// the process, immutable once made. Its warnings (a VM's NIC without speed or PCI device, a
+// container without hwloc's view) are reported here, once per process rather than once per rank
+// and communicator.
 topo::NodeSystem discoveredNode() {
   static std::once_flag once;
   static topo::NodeSystem node;
-  std::call_once(once, [] { node = topo::discoverNode(); });
+  std::call_once(once, [] {
+    node = topo::discoverNode();
+    reportTopologyWarnings("topology discovery", node.warnings);
+  });
   return node;
 }
 
 topo::NodeSystem thisNode(const ncclComm* comm) {
   std::string file = params::getString("NCCL_TOPO_FILE"), dump = params::getString("NCCL_TOPO_DUMP_FILE");
+  // One reporter and writer per node: the lowest rank of this host.
+  bool lowest = true;
+  for (int r = 0; r < comm->rank; r++) lowest = lowest && comm->peers[size_t(r)].hostHash != comm->peers[size_t(comm->rank)].hostHash;
   topo::NodeSystem node;
-  try {
-    node = file.empty() ? discoveredNode() : topo::localSystem(file, "");
-    if (!dump.empty()) {
-      // One writer per node: the lowest rank of this host.
-      bool lowest = true;
-      for (int r = 0; r < comm->rank; r++) lowest = lowest && comm->peers[size_t(r)].hostHash != comm->peers[size_t(comm->rank)].hostHash;
-      if (lowest) topo::localSystem(file, dump);
+  if (file.empty()) {
+    node = discoveredNode();
+  } else {
+    try {
+      node = topo::localSystem(file, "");
+    } catch (const Error& e) {
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": NCCL_TOPO_FILE: " + e.message());
     }
-  } catch (const Error& e) {
-    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + (file.empty() ? "NCCL_TOPO_DUMP_FILE" : "NCCL_TOPO_FILE") + ": " + e.message());
+    if (lowest) reportTopologyWarnings(comm->where() + ": NCCL_TOPO_FILE", node.warnings);
   }
-  for (const std::string& w : node.warnings) TUTTI_INFO(log::Graph, "%s: topology: %s", comm->where().c_str(), w.c_str());
+  if (!dump.empty() && lowest) {
+    // As NCCL: a dump that cannot be written costs the dump, not the communicator.
+    try {
+      topo::saveTopologyFile(node, dump);
+    } catch (const Error& e) {
+      TUTTI_WARN("%s: NCCL_TOPO_DUMP_FILE: %s; topology not dumped", comm->where().c_str(), e.message().c_str());
+    }
+  }
   // Nodes are told apart as the communicator tells hosts apart (NCCL_HOSTID may override).
   char id[32];
   std::snprintf(id, sizeof id, "%016llx", (unsigned long long)comm->peers[size_t(comm->rank)].hostHash);
@@ -102,6 +117,10 @@ void logRings(const ncclComm* comm, const CommTopology& t) {
 }
 
 }  // namespace
+
+void reportTopologyWarnings(const std::string& where, const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) TUTTI_WARN("%s: %s", where.c_str(), w.c_str());
+}
 
 int ringIndexOf(const CommTopology* topology, int channel) {
   if (!topology || topology->ringOfChannel.empty()) return 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "algorithms/tree_shape.h"
@@ -39,9 +40,12 @@ int treeIndexOf(const CommTopology* topology, int channel);
 // The trees of channel `channel`'s tree plans; empty on one node or without a topology.
 const std::vector<plan::TreeShape>& treesOf(const CommTopology* topology, int channel);
 
-// Collective over the communicator's ranks (two bootstrap allgathers). Discovery problems are
-// warnings, never a failed init; a malformed NCCL_TOPO_FILE or an unwritable
-// NCCL_TOPO_DUMP_FILE is an InvalidUsage error naming the file.
+// Logs a topology's warnings (odd sysfs entries, fallbacks taken) at WARN, each prefixed `where`.
+void reportTopologyWarnings(const std::string& where, const std::vector<std::string>& warnings);
+
+// Collective over the communicator's ranks (two bootstrap allgathers). Discovery problems and an
+// unwritable NCCL_TOPO_DUMP_FILE are warnings (WARN), never a failed init; a malformed
+// NCCL_TOPO_FILE is an InvalidUsage error naming the file.
 std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm);
 
 }  // namespace tutti

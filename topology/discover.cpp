@@ -31,16 +31,6 @@ std::string readLine(const fs::path& file) {
 
 // "dddd:bb:dd.f" (domain of 4 to 8 hex digits). Written out rather than with std::regex, which
 // GCC 12 warns about (-Wmaybe-uninitialized) in sanitizer builds.
-bool isBusId(const std::string& text) {
-  size_t colon = text.find(':');
-  if (colon < 4 || colon > 8 || text.size() != colon + 8) return false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char expected = i == colon || i == colon + 3 ? ':' : i == colon + 6 ? '.' : 'x';
-    if (expected == 'x' ? !std::isxdigit(static_cast<unsigned char>(text[i])) : text[i] != expected) return false;
-  }
-  return true;
-}
-
 std::string hex(unsigned value, int digits) {
   char text[16];
   std::snprintf(text, sizeof text, "0x%0*x", digits, value);

@@ -66,6 +66,16 @@ double pciBandwidth(const std::string& linkSpeed, const std::string& linkWidth) 
   return perLane * width;
 }
 
+bool isBusId(const std::string& text) {
+  size_t colon = text.find(':');
+  if (colon < 4 || colon > 8 || text.size() != colon + 8) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char expected = i == colon || i == colon + 3 ? ':' : i == colon + 6 ? '.' : 'x';
+    if (expected == 'x' ? !std::isxdigit(static_cast<unsigned char>(text[i])) : text[i] != expected) return false;
+  }
+  return true;
+}
+
 std::string normalizeBusId(const std::string& busId) {
   std::string out;
   for (char c : busId) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -115,7 +125,7 @@ int Node::sm() const {
 double Node::netBandwidth() const {
   const std::string* speed = attribute("speed");
   double mbps = speed ? std::atof(speed->c_str()) : 0.0;
-  return mbps > 0 ? mbps / 8000.0 : 0.0;
+  return (mbps > 0 ? mbps : kUnknownNetSpeed) / 8000.0;
 }
 
 int TopologyGraph::addNode(Node node) {
@@ -191,7 +201,7 @@ void TopologyGraph::linkToParent(int index, const std::vector<double>& widestPor
   LinkKind kind = LinkKind::Pci;
   if (child.kind == NodeKind::Net) {
     kind = LinkKind::Local;
-    bandwidth = child.netBandwidth() > 0 ? child.netBandwidth() : kDefaultPciBandwidth;
+    bandwidth = child.netBandwidth();
   } else if (child.kind == NodeKind::Nic && child.name.empty()) {
     // A <nic> straight under a <cpu>: no PCI facts, so its ports' speed is the best guess.
     bandwidth = widestPort[index] > 0 ? widestPort[index] : kDefaultPciBandwidth;

@@ -35,6 +35,8 @@ PathType parsePathType(const std::string& name);
 inline constexpr double kLocalBandwidth = 5000.0;
 inline constexpr double kSmpBandwidth = 20.0;         // one UPI/Infinity Fabric hop
 inline constexpr double kDefaultPciBandwidth = 24.0;  // when a file gives no speed/width
+// Mb/s of a port whose speed is unknown (absent, 0, or the -1 some NICs report): NCCL's guess.
+inline constexpr double kUnknownNetSpeed = 10000.0;
 double nvlinkBandwidthPerLink(int sm);
 // From NCCL's attributes: link_speed "16.0 GT/s PCIe" (or "16 GT/s") and link_width "16".
 double pciBandwidth(const std::string& linkSpeed, const std::string& linkWidth);
@@ -57,7 +59,7 @@ struct Node {
   std::string attributeOr(const std::string& key, const std::string& fallback) const;
   int gpuDev() const;           // <gpu dev>, -1 when absent
   int sm() const;               // <gpu sm>, 0 when absent
-  double netBandwidth() const;  // <net speed> in Mb/s, as GB/s
+  double netBandwidth() const;  // <net speed> in Mb/s, as GB/s; kUnknownNetSpeed when unknown
 };
 
 struct Link {
@@ -126,6 +128,8 @@ struct GlobalSystem {
   std::vector<RankPlacement> ranks;
 };
 
+// A PCI bus id as sysfs, NCCL and NVML write it: domain (4 to 8 hex digits):bus:device.function.
+bool isBusId(const std::string& text);
 std::string normalizeBusId(const std::string& busId);
 
 }  // namespace tutti::topo

@@ -2,8 +2,13 @@
 #include "topology/xml.h"
 
 #include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -230,7 +235,48 @@ void write(const XmlElement& element, int depth, std::string& out) {
   out += "</" + element.name + ">\n";
 }
 
-// Builds the graph from NCCL's element tree.
+// A whole decimal integer ("-1", "42"; not "4x", " 4" or "+4"); nullopt otherwise.
+std::optional<long long> parseInteger(const std::string& text) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  auto [at, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || at != end) return std::nullopt;
+  return value;
+}
+
+// A leading number ("16.0" of "16.0 GT/s PCIe"), which must end the text or be followed by a
+// space when `unitsFollow`; nullopt otherwise.
+std::optional<double> parseNumber(const std::string& text, bool unitsFollow) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(value)) return std::nullopt;
+  if (*end != '\0' && !(unitsFollow && *end == ' ')) return std::nullopt;
+  return value;
+}
+
+// A CPU mask as NCCL writes it: 32-bit hex groups separated by commas ("ffffffff,00000000").
+bool isCpuMask(const std::string& text) {
+  if (text.empty() || text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos) return false;
+  for (char c : text) {
+    if (c != ',' && !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+bool startsWithUnknown(const std::string& text) {
+  static const char kUnknown[] = "unknown";
+  if (text.size() < sizeof kUnknown - 1) return false;
+  for (size_t i = 0; i + 1 < sizeof kUnknown; ++i) {
+    if (std::tolower(static_cast<unsigned char>(text[i])) != kUnknown[i]) return false;
+  }
+  return true;
+}
+
+// Builds the graph from NCCL's element tree. Values the importer reads are checked here, each
+// against what NCCL itself writes, so that a file NCCL produced loads and a broken one is an
+// error naming its line, element and attribute rather than a silently wrong graph. Attributes
+// the importer only carries through (vendor, device, guid, gdr, ...) are not checked.
 class TopologyImporter {
  public:
   TopologyImporter(NodeSystem& system, const std::string& source) : system_(system), source_(source) {}
@@ -265,10 +311,56 @@ class TopologyImporter {
     return *value;
   }
 
+  [[noreturn]] void badValue(const XmlElement& element, const char* key, const std::string& what) const {
+    fail(element, "<" + element.name + "> attribute " + key + "=\"" + *element.attribute(key) + "\" " + what);
+  }
+
+  // A whole number of at least `least`; nullopt when the attribute is absent.
+  std::optional<int> integer(const XmlElement& element, const char* key, int least) const {
+    const std::string* text = element.attribute(key);
+    if (!text) return std::nullopt;
+    std::optional<long long> value = parseInteger(*text);
+    if (!value || *value > INT_MAX || *value < INT_MIN) badValue(element, key, "is not a whole number");
+    if (*value < least) {
+      badValue(element, key, least == 0 ? "is negative" : least == 1 ? "is not a positive number" : "is less than " + std::to_string(least));
+    }
+    return static_cast<int>(*value);
+  }
+
+  int requiredInteger(const XmlElement& element, const char* key, int least) {
+    required(element, key);
+    return *integer(element, key, least);
+  }
+
+  const std::string& busId(const XmlElement& element, const char* key) {
+    const std::string& value = required(element, key);
+    if (!isBusId(value)) badValue(element, key, "is not a PCI bus id (domain:bus:device.function, like 0000:07:00.0)");
+    return value;
+  }
+
+  // link_speed and link_width feed the PCI bandwidth. NCCL copies link_speed from sysfs and
+  // falls back to a default for any string it does not know; sysfs says "Unknown" (or nothing)
+  // in VMs, and link_width 0 means unknown too. Those fall back to kDefaultPciBandwidth quietly,
+  // as in NCCL; anything else must read as a rate and a lane count.
+  void pciLink(const XmlElement& element) {
+    if (const std::string* speed = element.attribute("link_speed")) {
+      std::optional<double> rate = speed->empty() || startsWithUnknown(*speed) ? 0.0 : parseNumber(*speed, true);
+      if (!rate) badValue(element, "link_speed", "is not a PCIe rate (like \"16.0 GT/s PCIe\" or \"Unknown\")");
+      if (*rate < 0) badValue(element, "link_speed", "is negative");
+    }
+    integer(element, "link_width", 0);
+  }
+
   void cpu(const XmlElement& element) {
     Node node;
     node.kind = NodeKind::Cpu;
-    node.name = "cpu" + required(element, "numaid");
+    // NCCL writes numaid -1 when the NUMA node is unknown.
+    node.name = "cpu" + std::to_string(requiredInteger(element, "numaid", -1));
+    // Not read here, but checked: a dump written back carries it, and NCCL parses it as a mask.
+    const std::string* affinity = element.attribute("affinity");
+    if (affinity && !affinity->empty() && !isCpuMask(*affinity)) {
+      badValue(element, "affinity", "is not a CPU mask (comma-separated hex digits, like ffffffff,00000000)");
+    }
     node.attributes = element.attributes;
     if (!seen_.insert(node.name).second) fail(element, "two <cpu> elements with numaid " + required(element, "numaid"));
     int index = system_.graph.addNode(std::move(node));
@@ -287,7 +379,8 @@ class TopologyImporter {
 
   void pci(const XmlElement& element, int parent) {
     Node node;
-    node.name = normalizeBusId(required(element, "busid"));
+    node.name = normalizeBusId(busId(element, "busid"));
+    pciLink(element);
     node.attributes = element.attributes;
     node.parent = parent;
     if (!seen_.insert(node.name).second) fail(element, "PCI bus id " + node.name + " appears twice");
@@ -314,6 +407,14 @@ class TopologyImporter {
 
   void gpu(const XmlElement& element, Node node) {
     node.kind = NodeKind::Gpu;
+    // dev orders the GPUs and rank names the process on them: both unique on a node. NCCL
+    // requires sm and rank as well; files written for tests often leave them out.
+    int dev = requiredInteger(element, "dev", 0);
+    if (!gpuDevs_.insert(dev).second) fail(element, "two <gpu> elements with dev " + std::to_string(dev));
+    if (std::optional<int> rank = integer(element, "rank", 0); rank && !gpuRanks_.insert(*rank).second) {
+      fail(element, "two <gpu> elements with rank " + std::to_string(*rank));
+    }
+    integer(element, "sm", 0);
     node.deviceAttributes = element.attributes;
     for (const XmlElement& child : element.children) {
       if (child.name != "nvlink") {
@@ -321,10 +422,9 @@ class TopologyImporter {
         continue;
       }
       NvLinkSpec spec;
-      spec.target = required(child, "target");
-      const std::string* count = child.attribute("count");
-      spec.count = count ? std::atoi(count->c_str()) : 1;
-      if (spec.count <= 0) fail(child, "<nvlink> count \"" + (count ? *count : "") + "\" is not a positive number");
+      spec.count = integer(child, "count", 1).value_or(1);
+      spec.target = busId(child, "target");
+      // tclass is only compared with NVSwitch's class: any other value means "not a switch".
       const std::string* tclass = child.attribute("tclass");
       spec.targetClass = tclass ? *tclass : "";
       node.nvlinks.push_back(spec);
@@ -345,15 +445,34 @@ class TopologyImporter {
       Node net;
       net.kind = NodeKind::Net;
       net.name = required(child, "name");
+      netDevAndSpeed(child);
       net.attributes = child.attributes;
       net.parent = index;
       system_.graph.addNode(std::move(net));
     }
   }
 
+  // dev orders the ports (ring c uses port c mod K), so it is unique on a node. NCCL treats a
+  // speed <= 0 as unknown ("some NICs define speed = -1") and assumes 10 Gb/s; so do we, with a
+  // warning. Other negative speeds are no NCCL marker and are errors.
+  void netDevAndSpeed(const XmlElement& element) {
+    if (std::optional<int> dev = integer(element, "dev", 0); dev && !netDevs_.insert(*dev).second) {
+      fail(element, "two <net> elements with dev " + std::to_string(*dev));
+    }
+    const std::string* speed = element.attribute("speed");
+    std::optional<double> mbps = speed ? parseNumber(*speed, false) : 0.0;
+    if (!mbps) badValue(element, "speed", "is not a number of Mb/s");
+    if (*mbps < 0 && *mbps != -1) badValue(element, "speed", "is negative (only -1, \"unknown\", is allowed)");
+    if (*mbps <= 0) {
+      warn(element, "<net name=\"" + required(element, "name") + "\">: speed " + (speed ? "\"" + *speed + "\" is unknown" : "missing") +
+                        "; assuming " + std::to_string(static_cast<long>(kUnknownNetSpeed)) + " Mb/s");
+    }
+  }
+
   NodeSystem& system_;
   const std::string& source_;
   std::set<std::string> seen_;  // CPU and PCI names, which must be unique
+  std::set<int> gpuDevs_, gpuRanks_, netDevs_;
 };
 
 using ChildLists = std::vector<std::vector<int>>;

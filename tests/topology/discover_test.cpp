@@ -151,3 +151,19 @@ TEST_CASE("tutti-topo --check accepts a good file and rejects a bad one") {
   CHECK(runTool("--topo " + written + " --nodes 2", output) == 0);
   CHECK(output.find("16 rank(s) on 2 node(s)") != std::string::npos);
 }
+
+TEST_CASE("tutti-topo --check rejects a bad attribute value and names its place") {
+  tutti_test::TempDir dir;
+  std::string bad = dir.file("bad.xml");
+  tutti_test::writeFile(bad, "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <nic><net name=\"ib0\" dev=\"0\" speed=\"-5\"/></nic>\n  </cpu>\n</system>\n");
+  std::string output;
+  CHECK(runTool("--check " + bad, output) == 1);
+  CHECK(output.find(bad + ":3: <net> attribute speed=\"-5\" is negative") != std::string::npos);
+
+  std::string unknown = dir.file("unknown.xml");
+  tutti_test::writeFile(unknown, "<system version=\"1\">\n  <cpu numaid=\"-1\">\n    <nic><net name=\"eth0\" dev=\"0\" speed=\"-1\"/></nic>\n  </cpu>\n</system>\n");
+  output.clear();
+  CHECK(runTool("--check " + unknown, output) == 0);
+  CHECK(output.find("1 warning(s)") != std::string::npos);
+  CHECK(output.find("speed \"-1\" is unknown; assuming 10000 Mb/s") != std::string::npos);
+}

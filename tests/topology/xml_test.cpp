@@ -111,13 +111,74 @@ TEST_CASE("topology import rejects missing required parts, naming the line") {
       {"<system><cpu numaid=\"0\"><nic>\n\n<net dev=\"0\"/></nic></cpu></system>", "test.xml:3: <net> has no name attribute"},
       {"<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"><gpu dev=\"0\">\n<nvlink target=\"x\" count=\"0\"/>"
        "</gpu></pci></cpu></system>",
-       "test.xml:2: <nvlink> count \"0\" is not a positive number"},
+       "test.xml:2: <nvlink> attribute count=\"0\" is not a positive number"},
       {"<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"/>\n<pci busid=\"0000:01:00.0\"/></cpu></system>",
        "test.xml:2: PCI bus id 0000:01:00.0 appears twice"},
   };
   for (const Case& c : cases) {
     INFO(c.text);
     CHECK(loadError(c.text) == c.expected);
+  }
+}
+
+TEST_CASE("topology import rejects malformed attribute values, naming the line, element and attribute") {
+  struct Case {
+    std::string body;  // inside <system><cpu numaid="0">, from line 2
+    std::string expected;
+  };
+  const std::string gpu0 = "<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" rank=\"0\"/></pci>";
+  const Case cases[] = {
+      {"<pci busid=\"zz\"/>", "test.xml:2: <pci> attribute busid=\"zz\" is not a PCI bus id"},
+      {"<pci busid=\"0000:01:00.0\" link_speed=\"abc\"/>", "test.xml:2: <pci> attribute link_speed=\"abc\" is not a PCIe rate"},
+      {"<pci busid=\"0000:01:00.0\" link_speed=\"-8 GT/s\"/>", "test.xml:2: <pci> attribute link_speed=\"-8 GT/s\" is negative"},
+      {"<pci busid=\"0000:01:00.0\" link_width=\"-5\"/>", "test.xml:2: <pci> attribute link_width=\"-5\" is negative"},
+      {"<pci busid=\"0000:01:00.0\" link_width=\"16x\"/>", "test.xml:2: <pci> attribute link_width=\"16x\" is not a whole number"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"x\" sm=\"abc\" rank=\"-3\"/></pci>", "test.xml:2: <gpu> attribute dev=\"x\" is not a whole number"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" sm=\"abc\"/></pci>", "test.xml:2: <gpu> attribute sm=\"abc\" is not a whole number"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" rank=\"-3\"/></pci>", "test.xml:2: <gpu> attribute rank=\"-3\" is negative"},
+      {"<pci busid=\"0000:01:00.0\"><gpu/></pci>", "test.xml:2: <gpu> has no dev attribute"},
+      {gpu0 + "\n<pci busid=\"0000:02:00.0\"><gpu dev=\"0\" rank=\"1\"/></pci>", "test.xml:3: two <gpu> elements with dev 0"},
+      {gpu0 + "\n<pci busid=\"0000:02:00.0\"><gpu dev=\"1\" rank=\"0\"/></pci>", "test.xml:3: two <gpu> elements with rank 0"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\"><nvlink target=\"zz\"/></gpu></pci>", "test.xml:2: <nvlink> attribute target=\"zz\" is not a PCI bus id"},
+      {"<nic><net name=\"ib0\" dev=\"0\" speed=\"-5\"/></nic>", "test.xml:2: <net> attribute speed=\"-5\" is negative"},
+      {"<nic><net name=\"ib0\" dev=\"0\" speed=\"fast\"/></nic>", "test.xml:2: <net> attribute speed=\"fast\" is not a number of Mb/s"},
+      {"<nic><net name=\"ib0\" dev=\"-1\"/></nic>", "test.xml:2: <net> attribute dev=\"-1\" is negative"},
+      {"<nic><net name=\"ib0\" dev=\"0\"/></nic>\n<nic><net name=\"ib1\" dev=\"0\"/></nic>", "test.xml:3: two <net> elements with dev 0"},
+  };
+  for (const Case& c : cases) {
+    std::string text = "<system version=\"1\"><cpu numaid=\"0\">\n" + c.body + "</cpu></system>";
+    INFO(text);
+    CHECK_THAT(loadError(text), Catch::StartsWith(c.expected));
+  }
+  CHECK_THAT(loadError("<system>\n<cpu numaid=\"x\"/></system>"), Catch::StartsWith("test.xml:2: <cpu> attribute numaid=\"x\" is not a whole number"));
+  CHECK_THAT(loadError("<system>\n<cpu numaid=\"-2\"/></system>"), Catch::StartsWith("test.xml:2: <cpu> attribute numaid=\"-2\" is less than -1"));
+  CHECK_THAT(loadError("<system>\n<cpu numaid=\"0\" affinity=\"zz\"/></system>"), Catch::StartsWith("test.xml:2: <cpu> attribute affinity=\"zz\" is not a CPU mask"));
+}
+
+TEST_CASE("topology import accepts NCCL's unknown markers, with fallbacks") {
+  // What NCCL writes in VMs and containers: numaid -1, link_speed "Unknown" or empty, link_width
+  // 0, a port speed of -1 or 0; ids in hex and attributes the importer does not read.
+  const std::string text =
+      "<system version=\"1\" host_hash=\"0x1234\">\n"
+      "<cpu numaid=\"-1\" affinity=\"\" arch=\"x86_64\" vendor=\"GenuineIntel\">\n"
+      "<pci busid=\"0000:01:00.0\" class=\"0x020000\" vendor=\"0x15b3\" link_speed=\"Unknown\" link_width=\"0\">\n"
+      "<nic><net name=\"eth0\" dev=\"0\" speed=\"-1\" port=\"1\" latency=\"0.000000\" guid=\"0x0\" maxconn=\"65536\" gdr=\"0\" coll=\"0\"/></nic></pci>\n"
+      "<pci busid=\"00000000:02:00.0\" link_speed=\"\" link_width=\"16\"><nic><net name=\"eth1\" dev=\"1\" speed=\"0\"/></nic></pci>\n"
+      "<pci busid=\"0000:03:00.0\" link_speed=\"8 GT/s\" link_width=\"8\"><gpu dev=\"0\" sm=\"70\" rank=\"0\" gdr=\"1\"/></pci>\n"
+      "</cpu></system>";
+  NodeSystem system = importTopologyXml(parseXml(text, "t.xml"), "t.xml");
+  const TopologyGraph& graph = system.graph;
+  CHECK(graph.find(NodeKind::Cpu, "cpu-1") >= 0);
+  std::vector<int> nets = graph.nets();
+  REQUIRE(nets.size() == 2);
+  for (int net : nets) CHECK(graph.node(net).netBandwidth() == Approx(kUnknownNetSpeed / 8000));
+  std::string all;
+  for (const std::string& w : system.warnings) all += w + "\n";
+  CHECK(all.find("t.xml:4: <net name=\"eth0\">: speed \"-1\" is unknown; assuming 10000 Mb/s") != std::string::npos);
+  CHECK(all.find("t.xml:5: <net name=\"eth1\">: speed \"0\" is unknown") != std::string::npos);
+  for (const Link& link : graph.links()) {
+    if (graph.node(link.from).kind == NodeKind::Net) CHECK(link.bandwidth == Approx(kUnknownNetSpeed / 8000));
+    if (graph.node(link.from).name == "0000:01:00.0" && link.to == graph.node(link.from).parent) CHECK(link.bandwidth == kDefaultPciBandwidth);
   }
 }
 
