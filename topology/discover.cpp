@@ -262,10 +262,8 @@ class Discovery {
     auto get = cuda.symbol<Get>("cuDeviceGet");
     auto busId = cuda.symbol<BusId>("cuDeviceGetPCIBusId");
     auto attribute = cuda.symbol<Attribute>("cuDeviceGetAttribute");
-    if (!cuda.handle) {
-      warn("CUDA driver (libcuda.so.1) not found: no GPUs");
-      return {};
-    }
+    // No driver is the normal state of a CPU-only host (host mode), not an odd entry: no warning.
+    if (!cuda.handle) return {};
     int n = 0;
     if (!init || !count || !get || !busId || !attribute || init(0) != 0 || count(&n) != 0) {
       warn("CUDA driver present but not usable (cuInit failed): no GPUs");
