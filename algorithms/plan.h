@@ -61,6 +61,8 @@ struct Step {
 // The collectives a plan can implement.
 enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send, Recv };
 const char* collName(Coll coll);  // "allreduce", ... (NCCL_ALGO's per-collective prefixes)
+// Broadcast, reduce, gather and scatter: the collectives with a root.
+inline bool rootedColl(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter; }
 
 // Which connections a lane uses. Ring lanes use the channel's ring connections; direct lanes
 // use point-to-point connections. With the lane's tag, a plan can keep two uses of the same

@@ -446,7 +446,7 @@ Algorithm accept(const AlgorithmText& a, const std::string& origin) {
   algorithm.build = [all, nranks, name, origin](const PlanRequest& q) {
     for (const CollPlans& c : *all) {
       if (c.coll != q.coll) continue;
-      bool rooted = q.coll == Coll::Broadcast || q.coll == Coll::Reduce || q.coll == Coll::Gather || q.coll == Coll::Scatter;
+      bool rooted = rootedColl(q.coll);
       if (q.nranks != nranks || (rooted && q.root != c.root))
         invalid("algorithm " + name + " from " + origin + " is written for " + std::to_string(nranks) + " ranks" +
                 (rooted ? " and root " + std::to_string(c.root) : "") + ", not " + std::to_string(q.nranks) + " ranks" +

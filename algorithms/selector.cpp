@@ -139,8 +139,6 @@ std::vector<int> channelCounts(ChannelLimits limits) {
   return counts;
 }
 
-bool rooted(Coll coll) { return coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather || coll == Coll::Scatter; }
-
 // The estimate of one algorithm at one channel count: analytic if modelled, else exact. Without
 // one, *why says what stopped it.
 std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t bytes, const Context& ctx, int nchannels,
@@ -164,7 +162,7 @@ std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t byt
     // The cost hardly depends on the root: time the plan at a root it serves (a plan file is
     // written for one), the first that rank 0's plan accepts.
     int root = 0;
-    if (rooted(coll))
+    if (plan::rootedColl(coll))
       for (int r = 0; r < n; r++) {
         try {
           a.build({coll, 0, n, r});
