@@ -188,15 +188,20 @@ struct Model {
   double stream(const Stream& s) const {
     if (s.tiles.count == 0) return 0;
     bool local = !s.anyNetwork;
+    double localPort = s.localPortBytes * nch / portRate(true);
+    double nicPool = s.nicPoolBytes * nch / portRate(false);
+    return o + std::max({streamLane(s), localPort, nicPool}) + latency(local) + o;
+  }
+  // One stream's own pace over its tiles, with its FIFO, from its first step's overhead on.
+  double streamLane(const Stream& s) const {
+    bool local = !s.anyNetwork;
     double push = o + double(s.tiles.chunk) / capRate(local);
     double lane = overTiles(s.tiles, [&](double c) { return o + c / capRate(local); }) - o;
     if (s.tiles.count > size_t(p.fifoSlots)) {
       double roundTrip = push + o + 2 * latency(local);
       lane = std::max(lane, double((s.tiles.count - 1) / size_t(p.fifoSlots)) * roundTrip + push - o);
     }
-    double localPort = s.localPortBytes * nch / portRate(true);
-    double nicPool = s.nicPoolBytes * nch / portRate(false);
-    return o + std::max({lane, localPort, nicPool}) + latency(local) + o;
+    return lane;
   }
 
   // ---- the algorithms ----
@@ -233,6 +238,38 @@ struct Model {
     }
   }
 
+  // A direct exchange's lanes (one per peer and way, and the copy of the rank's own block) share
+  // the rank's worker, which issues one step at a time (sim_exact.cpp): the busiest rank takes a
+  // step overhead per lane and tile, and its last lane starts only once the worker has issued the
+  // others' first steps. All-to-all and scatter issue the copy and their sends first (a receive
+  // waits for data), so the last send's chunk still has its transfer, latency and receive to go;
+  // a gather's root receives its node's peers while the network's chunks are on their way, then
+  // those one after another.
+  double directWorker(const Stream& s, Coll c) const {
+    const Tiles& t = s.tiles;
+    double tiles = double(t.count), lanes = double(n);  // the copy and n - 1 peers
+    auto tail = [&](bool local) { return double(t.lastChunk) / capRate(local) + latency(local); };
+    double lastLaneStarts = (lanes - 1) * o + o + streamLane(s) + latency(!s.anyNetwork) + o;
+    switch (c) {
+      case Coll::Gather: {
+        long long remote = multiNode() ? n - perNode() : 0;
+        double localPeers = double(n - 1 - remote);
+        // The ports serve transfers in start order, every channel's at once: the last channel's
+        // chunks begin to arrive once the others' have crossed.
+        double before = double(nch - 1) / double(nch), c1 = double(t.count > 1 ? t.chunk : t.lastChunk);
+        auto firstArrival = [&](bool local, double portBytes) {
+          return o + std::max(c1 / capRate(local), (before * portBytes * nch + c1) / portRate(local)) + latency(local);
+        };
+        double done = lanes * tiles * o;
+        if (localPeers > 0) done = std::max(done, firstArrival(true, s.localPortBytes) + localPeers * tiles * o);
+        if (remote > 0) done = std::max(done, firstArrival(false, s.nicPoolBytes) + double(remote) * tiles * o);
+        return done;
+      }
+      case Coll::Scatter: return std::max(lastLaneStarts, lanes * tiles * o + tail(!s.anyNetwork) + o);
+      default: return std::max({lastLaneStarts, (2 * lanes - 1) * tiles * o, lanes * tiles * o + tail(!s.anyNetwork) + o});
+    }
+  }
+
   // Direct: one lane per peer and direction, all concurrent.
   std::optional<double> directAlgo() const {
     Stream s;
@@ -251,7 +288,7 @@ struct Model {
         s.localPortBytes = double(localPeers) * block;
         s.nicPoolBytes = double(remote) * block * (rooted ? 1.0 : double(g));
         double copyLane = overTiles(s.tiles, [&](double c) { return o + copy(c); });
-        return std::max(stream(s), copyLane);
+        return std::max({stream(s), copyLane, directWorker(s, coll)});
       }
       case Coll::Send:
       case Coll::Recv: {

@@ -3,6 +3,10 @@
 // The model, kept simple on purpose so that the analytic model can follow it:
 // - Lanes of one rank and channel that share a connection form one queue and run one after the
 //   other (entire lane, all tiles); queues run concurrently. Steps of a queue run in order.
+// - A rank's queues of one channel share that channel's worker, which issues one step at a time:
+//   a ready step's overhead starts once the worker has finished the previous step's overhead
+//   (its transfer then proceeds on its own). A direct all-to-all at n ranks so pays 2(n - 1)
+//   overheads per tile on each rank, not one.
 // - A step is ready when its queue's previous step has finished, the chunk it receives has
 //   arrived, and the FIFO it sends into has a free slot (the slot's release reaches the sender
 //   one link latency after the receiver consumed it).
@@ -61,6 +65,7 @@ struct LaneRun {
 };
 
 struct Queue {
+  int worker = 0;  // rank * channels + channel
   std::vector<int> lanes;
   size_t lane = 0, tile = 0, step = 0;
   double lastFinish = 0;
@@ -82,6 +87,7 @@ class ExactSim {
       nicOut_.push_back({0, fabric.network.gbps * fabric.nicsPerNode * kBytesPerUsPerGBps});
       nicIn_.push_back({0, fabric.network.gbps * fabric.nicsPerNode * kBytesPerUsPerGBps});
     }
+    workerFree_.assign(size_t(fabric.nranks) * size_t(pipe.nchannels), 0.0);
     for (int c = 0; c < pipe.nchannels; c++)
       for (int r = 0; r < fabric.nranks; r++) addRank(r, c, coll, bytes);
   }
@@ -149,6 +155,7 @@ class ExactSim {
       if (queue < 0) {
         queue = int(queues_.size());
         queues_.emplace_back();
+        queues_.back().worker = rank * pipe_.nchannels + channel;
       }
       for (const auto& conn : conns) queueOfConn.emplace(conn, queue);
       queues_[size_t(queue)].lanes.push_back(int(lanes_.size()));
@@ -216,6 +223,14 @@ class ExactSim {
 
   void execute(int qi, double t0) {
     Queue& q = queues_[size_t(qi)];
+    // The worker is still issuing another queue's step: this one waits for it (events stay in
+    // time order, so ports are still reserved in start order).
+    double& worker = workerFree_[size_t(q.worker)];
+    if (worker > t0) {
+      ready_.emplace(worker, seq_++, qi);
+      return;
+    }
+    worker = t0 + fabric_.stepOverheadUs;
     const LaneRun& lane = lanes_[size_t(q.lanes[q.lane])];
     const plan::Step& step = currentStep(q);
     double bytes = double(lane.tiles.chunkOf(q.tile));
@@ -261,6 +276,7 @@ class ExactSim {
   std::vector<Fifo> fifos_;
   std::vector<LaneRun> lanes_;
   std::vector<Queue> queues_;
+  std::vector<double> workerFree_;  // per rank and channel: when its worker can issue a step
   using Event = std::tuple<double, uint64_t, int>;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> ready_;
   uint64_t seq_ = 0;
