@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "perf/sweep/build_info.h"
+
 namespace {
 
 struct Run {
@@ -34,6 +36,8 @@ Run runShell(const std::string& command) {
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
 }
+
+using tutti::perf::thisBuild;
 
 std::string toolPath(const std::string& binary) { return std::string(TUTTI_PERF_BINARY_DIR) + "/" + binary; }
 
@@ -222,12 +226,15 @@ TEST_CASE("perf binaries: the header and the JSON name the build and each node's
   REQUIRE(run.exitCode == 0);
   std::string report = readText(json);
   std::remove(json.c_str());
-  CHECK(std::regex_search(run.output, std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+)?\n)")));
+  CHECK(std::regex_search(run.output, std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+(-dirty)?)?\n)")));
+  // The binary names the commit this build wrote, the same that this test (built with it) holds.
+  std::string commit = thisBuild().commit;
+  CHECK(run.output.find(commit.empty() ? " MPI\n" : ", commit " + commit + "\n") != std::string::npos);
   // One host: one node holding both ranks, with at least one NUMA node and the interfaces discovery found.
   CHECK(std::regex_search(run.output, std::regex(R"(\n# Topology: node 0 \S+: 2 ranks, [1-9]\d* NUMA nodes, (\d+|\?) CPUs, \d+ GPUs, \d+ NICs.*\n)")));
   CHECK(run.output.find("# Topology: node 1") == std::string::npos);
   INFO(report);
-  CHECK(std::regex_search(report, std::regex(R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+"|null))")));
+  CHECK(std::regex_search(report, std::regex(R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+(-dirty)?"|null))")));
   CHECK(std::regex_search(report, std::regex(R"("nodes": \[\{"hostname": "[^"]+", "ranks": 2, "numa_nodes": [1-9])")));
 }
 
@@ -547,4 +554,46 @@ TEST_CASE("perf binaries: a split variable that is no number, or groups an optio
     CHECK(occurrences(run.output, c.error) == 1);
     CHECK(run.output.find("# nccl-tests version") == std::string::npos);
   }
+}
+
+TEST_CASE("perf build commit: the script the build runs names HEAD, marks a changed tree, rewrites only on change") {
+  if (runShell("command -v git").exitCode != 0) {
+    WARN("skipped: git is not installed");
+    return;
+  }
+  std::string tree = "/tmp/tutti_perf_commit_" + std::to_string(getpid());
+  std::string output = tree + "-built_commit.cpp";
+  auto runScript = [&](const std::string& source) {
+    Run run = runShell(std::string(TUTTI_PERF_CMAKE) + " -DSOURCE_DIR=" + source + " -DOUTPUT=" + output +
+                       " -DGIT_EXECUTABLE=$(command -v git) -P " TUTTI_PERF_COMMIT_SCRIPT " 2>&1");
+    INFO(run.output);
+    REQUIRE(run.exitCode == 0);
+    return readText(output);
+  };
+  auto named = [](const std::string& commit) { return "const char* tutti::perf::builtCommit() { return \"" + commit + "\"; }\n"; };
+  std::string git = "git -C " + tree + " -c user.name=test -c user.email=test@example.com ";
+  REQUIRE(runShell("mkdir -p " + tree + " && echo one > " + tree + "/file && " + git + "init -q && " + git + "add file && " + git +
+                   "commit -q -m one 2>&1").exitCode == 0);
+  std::string head = runShell(git + "rev-parse --short HEAD").output;
+  head.erase(head.find_last_not_of('\n') + 1);
+  CHECK(runScript(tree).find(named(head)) != std::string::npos);
+  // Unchanged: the file is left alone (an hour-old time stays), so nothing that includes it is rebuilt.
+  REQUIRE(runShell("touch -d '1 hour ago' " + output).exitCode == 0);
+  runScript(tree);
+  CHECK(runShell("test -z \"$(find " + output + " -newermt '-10 minutes')\"").exitCode == 0);
+  // A changed tracked file marks the tree dirty; an untracked one does not.
+  runShell("echo stray > " + tree + "/untracked");
+  CHECK(runScript(tree).find(named(head)) != std::string::npos);
+  runShell("echo two > " + tree + "/file");
+  CHECK(runScript(tree).find(named(head + "-dirty")) != std::string::npos);
+  // A new commit is named at the next build, without reconfiguring.
+  REQUIRE(runShell(git + "commit -q -am two 2>&1").exitCode == 0);
+  std::string next = runShell(git + "rev-parse --short HEAD").output;
+  next.erase(next.find_last_not_of('\n') + 1);
+  CHECK(next != head);
+  CHECK(runScript(tree).find(named(next)) != std::string::npos);
+  // A tree that is no git checkout (a tarball) names none.
+  runShell("rm -rf " + tree + "/.git");
+  CHECK(runScript(tree).find(named("")) != std::string::npos);
+  runShell("rm -rf " + tree + " " + output);
 }
