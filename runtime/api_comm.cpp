@@ -164,7 +164,9 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                               throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: " + comm->where() + ": color " + std::to_string(color) +
                                                                           " is negative and not NCCL_SPLIT_NOCOLOR");
                             CommConfig c = config ? readConfig(config, "ncclCommSplit") : comm->config;
-                            // Everyone's (color, key); the new rank 0 of each color makes the new id.
+                            // Everyone's (color, key); the new rank 0 of each color makes the new id, on a root
+                            // of its own even under NCCL_COMM_ID (which names the user's one root, as in NCCL,
+                            // whose split never meets there).
                             struct Entry {
                               int32_t color, key;
                               ncclUniqueId id;
@@ -178,7 +180,7 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             std::stable_sort(members.begin(), members.end(),
                                              [&](int a, int b) { return all[size_t(a)].key < all[size_t(b)].key; });
                             bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == comm->rank;
-                            if (leader) bootstrapGetUniqueId(&all[size_t(comm->rank)].id);
+                            if (leader) bootstrapNewUniqueId(&all[size_t(comm->rank)].id);
                             comm->bootstrap->allGather(all.data(), sizeof(Entry));
                             if (color == NCCL_SPLIT_NOCOLOR) return;
                             int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());

@@ -1519,6 +1519,12 @@ void bootstrapGetUniqueId(ncclUniqueId* id) {
     encodeUniqueId(contents, id);
     return;
   }
+  bootstrapNewUniqueId(id);
+}
+
+void bootstrapNewUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "bootstrap: the unique id to fill is null");
+  UniqueIdContents contents;
   double timeoutSeconds = configuredTimeoutSeconds();
   NetworkInterface interface = findNetworkInterfaces().front();
   Socket listener = Socket::listen(interface.address);

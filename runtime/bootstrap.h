@@ -26,6 +26,10 @@ namespace tutti {
 // Fills id: a fresh root listener in this process, or the one NCCL_COMM_ID names (then the
 // root is started by the rank-0 process at init if the address is local).
 void bootstrapGetUniqueId(ncclUniqueId* id);
+// Fills id with a fresh root listener in this process and a random secret, whatever NCCL_COMM_ID says: for the
+// communicators a library call makes from another one (ncclCommSplit), whose ranks must not meet at the user's fixed
+// root, where every such communicator would share one address and one secret.
+void bootstrapNewUniqueId(ncclUniqueId* id);
 
 struct BootstrapOptions {
   double timeoutSeconds = 0;                     // 0: take TUTTI_BOOTSTRAP_TIMEOUT

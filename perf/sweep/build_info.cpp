@@ -1,5 +1,5 @@
-// The perf sweep tool's build facts, passed from CMake as compile definitions of this file alone, so that a new
-// commit recompiles one file.
+// The perf sweep tool's build facts: the configuration's, passed from CMake as compile definitions of this file alone,
+// and the commit, from the source the build regenerates (git_commit.cmake).
 #include "perf/sweep/build_info.h"
 
 namespace tutti::perf {
@@ -11,7 +11,7 @@ BuildInfo thisBuild() {
 #ifdef TUTTI_PERF_MPI
   info.mpi = true;
 #endif
-  info.commit = TUTTI_PERF_GIT_COMMIT;
+  info.commit = builtCommit();
   return info;
 }
 

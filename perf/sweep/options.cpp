@@ -234,7 +234,9 @@ std::string usageText(const std::string& program) {
          "  OpenMPI's mpirun (OMPI_COMM_WORLD_*); MPICH/Intel MPI (PMI_RANK/PMI_SIZE); Slurm (SLURM_PROCID/SLURM_NTASKS).\n"
          "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT (MASTER_PORT+1 under torchrun,\n"
          "  whose store owns MASTER_PORT) or --id-file; under mpirun, a build with MPI needs none of them.\n"
-         "  -T bounds init and the warm-up too; a run it stops exits with code 3.\n";
+         "  -T bounds init and the warm-up too; a run it stops exits with code 3.\n"
+         "  NCCL_TESTS_SPLIT_MASK=<hex> or NCCL_TESTS_SPLIT=<AND|OR|MOD|DIV><n> split the ranks into groups that run side\n"
+         "  by side, as nccl-tests: colour = process rank (each --local rank a process) combined with n.\n";
 }
 
 }  // namespace tutti::perf

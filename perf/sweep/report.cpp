@@ -243,11 +243,11 @@ std::string tableRow(const ResultRow& row) {
 
 std::string deviceLine(const RankDescription& rank, const std::string& backend) {
   // Host mode has no PCI device: the bus id is zero and the name says which CPUs the rank may use.
-  // Group is nccl-tests' split colour (process rank & NCCL_TESTS_SPLIT_MASK), the sub-communicator the rank joins,
-  // not the index of the thread that drives it: this tool runs every rank in one communicator, so it is always 0.
-  // (The thread's index is already there: with -t/-g or --local each rank has its own thread, and device is the
-  // rank's index on its node, localRank * ranks per process + that thread's index, as nccl-tests' cudaDev.)
-  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s (CPUs %s)\n", rank.rank, 0, rank.pid,
+  // Group is nccl-tests' split colour itself (process rank & NCCL_TESTS_SPLIT_MASK, say), not a count of groups nor
+  // the index of the thread that drives the rank; 0 without a split. (The thread's index is already there: with
+  // -t/-g or --local each rank has its own thread, and device is the rank's index on its node, localRank * ranks per
+  // process + that thread's index, as nccl-tests' cudaDev.)
+  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s (CPUs %s)\n", rank.rank, rank.group, rank.pid,
                  rank.host.c_str(), rank.localIndex, 0, 0, 0, backend.c_str(), rank.affinity.c_str());
 }
 
@@ -272,6 +272,38 @@ std::string topologyLines(const Fingerprint& f) {
   return out;
 }
 
+// Ranks as ranges, "0-3,8,10-11": a group's ranks stay readable at a thousand ranks.
+static std::string rankRanges(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t last = i;
+    while (last + 1 < ranks.size() && ranks[last + 1] == ranks[last] + 1) last++;
+    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (last > i ? "-" + std::to_string(ranks[last]) : "");
+    i = last + 1;
+  }
+  return out;
+}
+
+std::string groupLines(const Fingerprint& f) {
+  if (f.split.empty()) return "";
+  constexpr size_t kListed = 16;  // the JSON report holds them all
+  std::string out = "# Groups: " + f.split + " splits the " + std::to_string(f.ranks.size()) + " ranks into " +
+                    std::to_string(f.groups.size()) + (f.groups.size() == 1 ? " group" : " groups that run side by side") + ":";
+  size_t rank0Group = 0;
+  for (size_t g = 0; g < f.groups.size(); g++) {
+    const GroupDescription& d = f.groups[g];
+    if (!d.ranks.empty() && d.ranks.front() == 0) rank0Group = g;
+    if (g < kListed) out += std::string(g ? ";" : "") + " group " + std::to_string(d.colour) + " ranks " + rankRanges(d.ranks);
+  }
+  if (f.groups.size() > kListed) out += "; and " + std::to_string(f.groups.size() - kListed) + " more";
+  size_t groupRanks = f.groups.empty() ? 0 : f.groups[rank0Group].ranks.size();
+  // As nccl-tests: each group sizes and times its own communicator, rank 0 prints its group's sizes and bandwidths,
+  // and the time, the barriers and the wrong-value counts are over every rank of every group.
+  out += "\n# Groups: sizes and bandwidths are those of rank 0's group (" + std::to_string(groupRanks) + " ranks); times (-a) and #wrong are over all " +
+         std::to_string(f.ranks.size()) + " ranks\n";
+  return out;
+}
+
 std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program) {
   std::string out = printf1("# %-20s : %d %s\n", "Out of bounds values", outOfBounds, outOfBounds ? "FAILED" : "OK");
   out += printf1("# %-20s : %g \n", "Avg bus bandwidth", averageBusBw);
@@ -292,7 +324,19 @@ std::string jsonReport(const Report& r) {
          ", \"topology\": " + jsonString(f.topology) + ", \"launcher\": " + jsonString(f.launcher) +
          ", \"host_cpu\": " + jsonString(f.hostCpu) + ", \"build_type\": " + jsonString(f.build.buildType) +
          ", \"compiler\": " + jsonString(f.build.compiler) + ", \"mpi\": " + (f.build.mpi ? "true" : "false") +
-         ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) + ", \"nodes\": [";
+         ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) + ", \"split\": ";
+  if (f.split.empty()) {
+    out += "null";
+  } else {
+    out += "{\"setting\": " + jsonString(f.split) + ", \"groups\": [";
+    for (size_t g = 0; g < f.groups.size(); g++) {
+      out += std::string(g ? ", " : "") + "{\"group\": " + std::to_string(f.groups[g].colour) + ", \"ranks\": [";
+      for (size_t i = 0; i < f.groups[g].ranks.size(); i++) out += (i ? ", " : "") + std::to_string(f.groups[g].ranks[i]);
+      out += "]}";
+    }
+    out += "]}";
+  }
+  out += ", \"nodes\": [";
   for (size_t n = 0; n < f.nodes.size(); n++) {
     const NodeDescription& d = f.nodes[n];
     out += std::string(n ? ", " : "") + "{\"hostname\": " + jsonString(d.host) + ", \"ranks\": " + std::to_string(d.ranks) +
@@ -306,7 +350,8 @@ std::string jsonReport(const Report& r) {
   out += "]},\n  \"devices\": [";
   for (size_t i = 0; i < f.ranks.size(); i++) {
     const RankDescription& d = f.ranks[i];
-    out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"pid\": " + std::to_string(d.pid) +
+    out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"group\": " + std::to_string(d.group) +
+           ", \"pid\": " + std::to_string(d.pid) +
            ", \"hostname\": " + jsonString(d.host) + ", \"device\": " + std::to_string(d.localIndex) +
            ", \"cpu_affinity\": " + jsonString(d.affinity) + "}";
   }
@@ -334,7 +379,11 @@ static std::string csvField(const std::string& text) {
 std::string csvReport(const Report& r) {
   const Fingerprint& f = r.fingerprint;
   std::string out = "program,collective,size,count,type,redop,root,algorithm,placement,time_us,algbw_gbs,busbw_gbs,wrong,"
-                    "nranks,tutti_version,device_backend,transports,launcher\n";
+                    "nranks,tutti_version,device_backend,transports,launcher,split,group_ranks\n";
+  // With a split, the bandwidths are for rank 0's group: its size is the one they were computed with.
+  size_t groupRanks = f.ranks.size();
+  for (const GroupDescription& g : f.groups)
+    if (!g.ranks.empty() && g.ranks.front() == 0) groupRanks = g.ranks.size();
   for (const ResultRow& row : r.rows)
     for (int placement = 0; placement < 2; placement++) {
       const Measurement& m = placement ? row.inPlace : row.outOfPlace;
@@ -342,7 +391,7 @@ std::string csvReport(const Report& r) {
              row.redop + "," + std::to_string(row.root) + "," + row.algorithm + "," + (placement ? "in-place" : "out-of-place") + "," +
              printf1("%.3f,%.4f,%.4f,", m.timeUs, m.algBw, m.busBw) + (m.wrong < 0 ? std::string("") : std::to_string(m.wrong)) + "," +
              std::to_string(f.ranks.size()) + "," + csvField(f.tuttiVersion) + "," + csvField(f.backend) + "," + csvField(f.transports) + "," +
-             csvField(f.launcher) + "\n";
+             csvField(f.launcher) + "," + csvField(f.split) + "," + std::to_string(groupRanks) + "\n";
     }
   return out;
 }
@@ -385,6 +434,9 @@ Baseline readBaseline(const std::string& jsonText, const std::string& source) {
     baseline.nranks = int(integer(nranks, "config.nranks", 1, 1 << 24));
   else if (const JsonValue* devices = document.member("devices"))
     if (auto* list = std::get_if<std::vector<JsonValue>>(&devices->value)) baseline.nranks = int(list->size());
+  if (const JsonValue* fingerprint = document.member("fingerprint"))
+    if (const JsonValue* split = fingerprint->member("split"); split && !std::holds_alternative<std::nullptr_t>(split->value))
+      baseline.split = text(split->member("setting"), "fingerprint.split.setting");
   const JsonValue* results = document.member("results");
   auto* list = results ? std::get_if<std::vector<JsonValue>>(&results->value) : nullptr;
   if (!list) throw Error(ErrorCode::InvalidArgument, source + ": no \"results\" list");

@@ -50,6 +50,7 @@ struct RankDescription {
   int localIndex = 0;      // index of the rank in its process
   std::string host;
   std::string affinity;    // CPUs the rank's thread may run on, e.g. "0-1"
+  int group = 0;           // nccl-tests' split colour: the group whose communicator the rank runs the sweep on
 };
 
 // nccl-tests' number cell: the most decimals (2, 1, 0, then exponent) that fit width.
@@ -71,18 +72,29 @@ struct NodeDescription {
   std::vector<std::pair<std::string, int>> nics;     // name, speed in Mb/s (0 unknown)
 };
 
+// One group of a split world (NCCL_TESTS_SPLIT_MASK, NCCL_TESTS_SPLIT): its colour and its ranks in the world.
+struct GroupDescription {
+  int colour = 0;
+  std::vector<int> ranks;
+};
+
 // Key facts about the run that every report carries.
 struct Fingerprint {
   std::string tuttiVersion, ncclVersion, backend, transports, topology, launcher, hostCpu;
   BuildInfo build;
   std::vector<NodeDescription> nodes;
   std::vector<RankDescription> ranks;
+  std::string split;                    // the split variable as set (NCCL_TESTS_SPLIT_MASK=0x1), "" when none is
+  std::vector<GroupDescription> groups; // with a split, every group in colour order
 };
 
 // The "# Build:" line: tutti's version, build type, compiler, MPI and the commit when known.
 std::string buildLine(const Fingerprint& fingerprint);
 // One "# Topology:" line per node: its ranks, NUMA nodes, CPUs, GPUs and NICs.
 std::string topologyLines(const Fingerprint& fingerprint);
+// With a split, the "# Groups:" line: the variable, each group's ranks, and whose group the table's sizes and
+// bandwidths are for; "" without one.
+std::string groupLines(const Fingerprint& fingerprint);
 
 // Everything a JSON or CSV report holds.
 struct Report {
@@ -108,6 +120,7 @@ struct BaselineKey {
 struct Baseline {
   std::string collective;  // "" when the report does not say
   int nranks = 0;          // 0 when the report does not say
+  std::string split;       // the split variable the run was made with, "" for none (or a report from before splits)
   std::map<BaselineKey, std::pair<double, double>> times;
 };
 // Reads a JSON report; source names it in errors, which also name the malformed field (tutti::Error).

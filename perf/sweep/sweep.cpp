@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -25,6 +26,7 @@
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
+#include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
@@ -93,10 +95,10 @@ std::string nowString() {
 
 // A rank's self-description travels as a fixed-size record through one all-gather.
 struct RankRecord {
-  int32_t rank, pid, localIndex;
+  int32_t rank, pid, localIndex, colour;
   char host[64];
   char affinity[116];
-  char transports[64];  // how this rank reaches its peers (tuttiCommTransports)
+  char transports[64];  // how this rank reaches the peers of its group (tuttiCommTransports)
 };
 
 // -T: watches the ranks of this process, from init to the last size; one that stays inside a step too long ends the
@@ -114,15 +116,16 @@ class Watchdog {
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
+  // A communicator of the rank's (the world's, then its group's with a split) to abort on a timeout.
   void attach(int index, ncclComm_t comm, int rank) {
     std::lock_guard lock(mutex_);
-    slots_[size_t(index)].comm = comm;
+    slots_[size_t(index)].comms.push_back(comm);
     slots_[size_t(index)].rank = rank;
   }
-  // The comm must not be used by the watchdog any more (it is being destroyed).
+  // The comms must not be used by the watchdog any more (they are being destroyed).
   void detach(int index) {
     std::lock_guard lock(mutex_);
-    slots_[size_t(index)].comm = nullptr;
+    slots_[size_t(index)].comms.clear();
   }
   // The rank enters a step that must end within limitSeconds (default -T).
   void busy(int index, std::string what, int limitSeconds = 0) {
@@ -141,7 +144,7 @@ class Watchdog {
 
  private:
   struct Slot {
-    ncclComm_t comm = nullptr;
+    std::vector<ncclComm_t> comms;
     int rank = -1;
     Clock::time_point since;
     int limitSeconds = 0;
@@ -161,7 +164,7 @@ class Watchdog {
       std::printf("# Test timeout (-T %d s) in process %d; aborting its communicators:\n%s", timeoutSeconds_, int(getpid()), late.c_str());
       std::fflush(stdout);
       for (Slot& s : slots_)
-        if (s.comm) ncclCommAbort(s.comm);
+        for (ncclComm_t comm : s.comms) ncclCommAbort(comm);
       // The rank threads may still hold the aborted communicators: leave without unwinding them.
       std::fflush(stderr);
       std::_Exit(kTimeoutExitCode);
@@ -186,6 +189,8 @@ struct SweepContext {
   std::string program;
   std::vector<std::string> arguments;
   std::optional<Baseline> baseline;  // --compare's, read before the sweep
+  std::optional<GroupSplit> split;   // NCCL_TESTS_SPLIT_MASK or NCCL_TESTS_SPLIT
+  std::vector<int> colours;          // with a split, every world rank's colour
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
   std::atomic<bool> timeoutReported{false};
@@ -226,7 +231,8 @@ class RankRunner {
     registrations_.clear();
     sendBuffer_.reset();
     recvBuffer_.reset();
-    if (comm_) (failed_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_));
+    if (comm_ && comm_ != world_) (failed_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_));
+    if (world_) (failed_ ? ncclCommAbort(world_) : ncclCommDestroy(world_));
   }
 
   void run() {
@@ -264,7 +270,7 @@ class RankRunner {
     if (printing()) std::printf("%s", tableHeader(opt_.reportCpuTime, opt_.reportTimestamps, opt_.perIterTiming).c_str());
     std::vector<RedOpInfo> ops = coll_.usesOp ? selectRedOps(opt_.op) : std::vector<RedOpInfo>{{ncclSum, "none"}};
     int firstRoot = coll_.usesRoot ? (opt_.root == -1 ? 0 : opt_.root) : -1;
-    int lastRoot = coll_.usesRoot ? (opt_.root == -1 ? nranks_ - 1 : opt_.root) : -1;
+    int lastRoot = coll_.usesRoot ? (opt_.root == -1 ? groupRanks_ - 1 : opt_.root) : -1;
     for (const DataTypeInfo& type : selectDataTypes(opt_.datatype))
       for (const RedOpInfo& op : ops)
         for (int root = firstRoot; root <= lastRoot; root++) runTest(type, op, root);
@@ -276,7 +282,7 @@ class RankRunner {
   void init() {
     ctx_.watchdog.busy(localIndex_, "init (ncclCommInitRank)", opt_.timeoutSeconds + kInitGraceSeconds);
     Clock::time_point start = Clock::now();
-    ncclResult_t result = ncclCommInitRank(&comm_, nranks_, ctx_.id, rank_);
+    ncclResult_t result = ncclCommInitRank(&world_, nranks_, ctx_.id, rank_);
     if (result != ncclSuccess) {
       double seconds = secondsSince(start);
       std::string why = std::string(ncclGetErrorString(result)) + ": " + ncclGetLastError(nullptr);
@@ -292,8 +298,28 @@ class RankRunner {
                                             " s (-T " + std::to_string(opt_.timeoutSeconds) + "): ncclCommInitRank: " + why);
       check(result, rank_, "ncclCommInitRank");
     }
-    ctx_.watchdog.attach(localIndex_, comm_, rank_);
+    ctx_.watchdog.attach(localIndex_, world_, rank_);
+    comm_ = world_;
+    if (ctx_.split) splitWorld();
+    check(ncclCommUserRank(comm_, &groupRank_), rank_, "ncclCommUserRank");
+    check(ncclCommCount(comm_, &groupRanks_), rank_, "ncclCommCount");
     ctx_.watchdog.idle(localIndex_);
+  }
+
+  // NCCL_TESTS_SPLIT_MASK, NCCL_TESTS_SPLIT: the sweep runs on the group's communicator, split from the world's with
+  // the world rank as key, so a group's ranks keep their world order (nccl-tests splits MPI_COMM_WORLD the same way,
+  // then gives each group a unique id of its own). The world's communicator stays for what nccl-tests does over
+  // MPI_COMM_WORLD: the barriers that start every group's measurement together, and the statistics over all ranks.
+  void splitWorld() {
+    int colour = ctx_.colours[size_t(rank_)];
+    // A split into one group (a mask of 0, say) is the world itself: no second communicator.
+    if (std::all_of(ctx_.colours.begin(), ctx_.colours.end(), [&](int c) { return c == colour; })) return;
+    ctx_.watchdog.busy(localIndex_, "init (ncclCommSplit)", opt_.timeoutSeconds + kInitGraceSeconds);
+    ncclComm_t group = nullptr;
+    check(ncclCommSplit(world_, colour, rank_, &group, nullptr), rank_,
+          "ncclCommSplit (" + ctx_.split->describe() + ", colour " + std::to_string(colour) + ")");
+    comm_ = group;
+    ctx_.watchdog.attach(localIndex_, comm_, rank_);
   }
 
   // The "# Using devices" block and the fingerprint need every rank's description.
@@ -302,12 +328,18 @@ class RankRunner {
     mine.rank = rank_;
     mine.pid = int(getpid());
     mine.localIndex = ctx_.world.localRank * ctx_.world.ranksPerProcess + localIndex_;
+    mine.colour = ctx_.split ? ctx_.colours[size_t(rank_)] : 0;
     std::snprintf(mine.host, sizeof mine.host, "%s", hostName().c_str());
     std::snprintf(mine.affinity, sizeof mine.affinity, "%s", cpuAffinity().c_str());
+    // The transports are the group's, which the collectives use; the nodes are the world's.
     int nodes = 0;
     check(tuttiCommTransports(comm_, mine.transports, sizeof mine.transports, &nodes), rank_, "tuttiCommTransports");
+    if (comm_ != world_) {
+      char worldTransports[sizeof mine.transports];
+      check(tuttiCommTransports(world_, worldTransports, sizeof worldTransports, &nodes), rank_, "tuttiCommTransports (world)");
+    }
     std::vector<RankRecord> all(static_cast<size_t>(nranks_));
-    check(ncclAllGather(&mine, all.data(), sizeof mine, ncclUint8, comm_, nullptr), rank_, "ncclAllGather (rank descriptions)");
+    check(ncclAllGather(&mine, all.data(), sizeof mine, ncclUint8, world_, nullptr), rank_, "ncclAllGather (rank descriptions)");
     const char* backend = "unknown";
     check(tuttiCommDeviceBackend(comm_, &backend), rank_, "tuttiCommDeviceBackend");
     Fingerprint& f = report_.fingerprint;
@@ -324,7 +356,7 @@ class RankRunner {
     std::vector<std::string> transports;  // every rank's, each name once
     for (const RankRecord& r : all) {
       f.ranks.push_back({r.rank, r.pid, r.localIndex, std::string(r.host, strnlen(r.host, sizeof r.host)),
-                         std::string(r.affinity, strnlen(r.affinity, sizeof r.affinity))});
+                         std::string(r.affinity, strnlen(r.affinity, sizeof r.affinity)), r.colour});
       if (std::find(pids.begin(), pids.end(), r.pid) == pids.end()) pids.push_back(r.pid);
       std::string names(r.transports, strnlen(r.transports, sizeof r.transports));
       for (size_t start = 0; start <= names.size();) {
@@ -342,6 +374,13 @@ class RankRunner {
     for (const std::string& t : transports) f.transports += (f.transports.empty() ? "" : ", ") + t;
     if (f.transports.empty()) f.transports = "none (one rank)";
     f.topology = std::to_string(nranks_) + " ranks in " + std::to_string(pids.size()) + " processes on " + std::to_string(nodes) + " nodes";
+    if (ctx_.split) {
+      // The colours as the ranks had them, so the report shows the groups ncclCommSplit made.
+      f.split = ctx_.split->describe();
+      std::map<int, std::vector<int>> groups;
+      for (const RankRecord& r : all) groups[r.colour].push_back(r.rank);
+      for (auto& [colour, ranks] : groups) f.groups.push_back({colour, std::move(ranks)});
+    }
     if (!printing()) return;
     std::printf("# nccl-tests version 2.19.6 (tutti perf, %s) nccl-headers=%d nccl-library=%d\n", f.tuttiVersion.c_str(), NCCL_VERSION_CODE, version);
     std::printf("# Collective test starting: %s\n", ctx_.program.c_str());
@@ -357,7 +396,9 @@ class RankRunner {
                   opt_.perIterSkip ? ("; summary skips first " + std::to_string(opt_.perIterSkip) + " iterations").c_str() : "");
     if (opt_.parallelInit) std::printf("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
     std::printf("# tutti: device backend %s, launcher %s, transports %s, %s\n", backend, f.launcher.c_str(), f.transports.c_str(), f.topology.c_str());
-    std::printf("%s%s", buildLine(f).c_str(), topologyLines(f).c_str());
+    std::printf("%s%s%s", buildLine(f).c_str(), topologyLines(f).c_str(), groupLines(f).c_str());
+    if (ctx_.split && !ctx_.split->ignored.empty())
+      std::printf("# tutti: %s is ignored: NCCL_TESTS_SPLIT_MASK is set too and wins, as in nccl-tests\n", ctx_.split->ignored.c_str());
     if (!coll_.runsInPlace) std::printf("# tutti: an in-place %s is not supported by tutti yet; the in-place columns read 0 and N/A\n", coll_.name);
     for (const std::string& note : opt_.notes) std::printf("# tutti: %s\n", note.c_str());
     std::printf("#\n# Using devices\n");
@@ -371,31 +412,33 @@ class RankRunner {
       NodeDescription& d = out[size_t(n)];
       char host[256] = {}, nic[64] = {};
       int nics = 0;
-      check(tuttiCommNodeTopology(comm_, n, host, sizeof host, &d.ranks, &d.numaNodes, &d.cpus, &d.gpus, &nics), rank_, "tuttiCommNodeTopology");
+      check(tuttiCommNodeTopology(world_, n, host, sizeof host, &d.ranks, &d.numaNodes, &d.cpus, &d.gpus, &nics), rank_, "tuttiCommNodeTopology");
       d.host = host;
       for (int i = 0; i < nics; i++) {
         int speed = 0;
-        check(tuttiCommNodeNic(comm_, n, i, nic, sizeof nic, &speed), rank_, "tuttiCommNodeNic");
+        check(tuttiCommNodeNic(world_, n, i, nic, sizeof nic, &speed), rank_, "tuttiCommNodeNic");
         d.nics.emplace_back(nic, speed);
       }
     }
     return out;
   }
 
+  // Over the world: with a split, every group starts each measurement at once, as nccl-tests' MPI barrier does.
   void barrier() {
     int32_t one = 1, sum = 0;
-    check(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm_, nullptr), rank_, "ncclAllReduce (barrier)");
+    check(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, world_, nullptr), rank_, "ncclAllReduce (barrier)");
   }
 
   void synchronize() {
     if (stream_) check(tuttiStreamSynchronize(stream_), rank_, "tuttiStreamSynchronize");
   }
 
-  // A value over all ranks: op is ncclSum, ncclMin or ncclMax; -1 means rank 0's value.
+  // A value over all ranks of the world (of every group, as nccl-tests reduces over MPI_COMM_WORLD): op is ncclSum,
+  // ncclMin or ncclMax; -1 means rank 0's value.
   double combine(double value, int op) {
     double out = 0;
-    if (op < 0) check(ncclBroadcast(&value, &out, 1, ncclFloat64, 0, comm_, nullptr), rank_, "ncclBroadcast (rank 0's time)");
-    else check(ncclAllReduce(&value, &out, 1, ncclFloat64, ncclRedOp_t(op), comm_, nullptr), rank_, "ncclAllReduce (statistics)");
+    if (op < 0) check(ncclBroadcast(&value, &out, 1, ncclFloat64, 0, world_, nullptr), rank_, "ncclBroadcast (rank 0's time)");
+    else check(ncclAllReduce(&value, &out, 1, ncclFloat64, ncclRedOp_t(op), world_, nullptr), rank_, "ncclAllReduce (statistics)");
     return out;
   }
   double combineTime(double seconds) {
@@ -416,8 +459,8 @@ class RankRunner {
   void launch(const DataTypeInfo& type, ncclRedOp_t op, int root, bool inPlace, const BufferCounts& counts) {
     char* recv = recvBuffer_->bytes() + size_t(opt_.unalign) * type.size;
     char* send = sendBuffer_->bytes() + size_t(opt_.unalign) * type.size;
-    const void* sendPointer = inPlace ? recv + counts.sendInPlaceOffset * size_t(rank_) * type.size : send;
-    void* recvPointer = inPlace ? recv + counts.recvInPlaceOffset * size_t(rank_) * type.size : recv;
+    const void* sendPointer = inPlace ? recv + counts.sendInPlaceOffset * size_t(groupRank_) * type.size : send;
+    void* recvPointer = inPlace ? recv + counts.recvInPlaceOffset * size_t(groupRank_) * type.size : recv;
     check(coll_.run(sendPointer, recvPointer, counts.param, type.type, op, root, comm_, stream_), rank_, std::string("nccl ") + coll_.name);
   }
 
@@ -456,7 +499,7 @@ class RankRunner {
   IterationStats iterationStatsOverRanks(const std::vector<double>& mySeconds) {
     size_t iters = mySeconds.size();
     std::vector<double> all(iters * size_t(nranks_));
-    check(ncclAllGather(mySeconds.data(), all.data(), iters, ncclFloat64, comm_, nullptr), rank_, "ncclAllGather (iteration times)");
+    check(ncclAllGather(mySeconds.data(), all.data(), iters, ncclFloat64, world_, nullptr), rank_, "ncclAllGather (iteration times)");
     int processes = ctx_.world.processCount;
     std::vector<std::vector<double>> perProcess(size_t(processes), std::vector<double>(iters, 0.0));
     for (int r = 0; r < nranks_; r++)
@@ -480,7 +523,7 @@ class RankRunner {
 
   double reference(size_t index, const RedOpInfo& op, const DataTypeInfo& type) const {
     double acc = inputValue(0, index, op) * (op.op == ncclNumOps ? 2 : 1);
-    for (int k = 1; k < nranks_; k++) {
+    for (int k = 1; k < groupRanks_; k++) {
       double x = inputValue(k, index, op);
       switch (op.op) {
         case ncclProd: acc *= x; break;
@@ -490,7 +533,7 @@ class RankRunner {
         default: acc += x; break;
       }
     }
-    if (op.op == ncclAvg) acc = type.isInteger ? std::trunc(acc / nranks_) : acc / nranks_;
+    if (op.op == ncclAvg) acc = type.isInteger ? std::trunc(acc / groupRanks_) : acc / groupRanks_;
     return acc;
   }
 
@@ -499,13 +542,13 @@ class RankRunner {
                          const BufferCounts& counts, size_t bytes) {
     repetition_++;
     char* recv = recvBuffer_->bytes() + size_t(opt_.unalign) * type.size;
-    char* send = inPlace ? recv + counts.sendInPlaceOffset * size_t(rank_) * type.size : sendBuffer_->bytes() + size_t(opt_.unalign) * type.size;
+    char* send = inPlace ? recv + counts.sendInPlaceOffset * size_t(groupRank_) * type.size : sendBuffer_->bytes() + size_t(opt_.unalign) * type.size;
     std::memset(recv, 0xff, std::max(counts.recv, counts.send) * type.size);  // -1 or NaN: never a right answer
-    for (size_t i = 0; i < counts.send; i++) writeElement(type.type, send, i, inputValue(rank_, i, opInfo));
+    for (size_t i = 0; i < counts.send; i++) writeElement(type.type, send, i, inputValue(groupRank_, i, opInfo));
     launch(type, op, root, inPlace, counts);
     synchronize();
-    char* output = recv + (inPlace ? counts.recvInPlaceOffset * size_t(rank_) * type.size : 0);
-    size_t checked = coll_.checkedCount(counts, rank_, root);
+    char* output = recv + (inPlace ? counts.recvInPlaceOffset * size_t(groupRank_) * type.size : 0);
+    size_t checked = coll_.checkedCount(counts, groupRank_, root);
     injectCorruption(output, checked, type);
     InputValue input = [&](int rank, size_t index) { return inputValue(rank, index, opInfo); };
     ReducedValue reduced = [&](size_t index) { return reference(index, opInfo, type); };
@@ -513,12 +556,12 @@ class RankRunner {
     size_t firstBad = 0;
     double firstExpected = 0, firstGot = 0;
     for (size_t i = 0; i < checked; i++) {
-      double want = coll_.expected(i, rank_, nranks_, root, counts.param, input, reduced);
+      double want = coll_.expected(i, groupRank_, groupRanks_, root, counts.param, input, reduced);
       unsigned char rounded[8];
       writeElement(type.type, rounded, 0, want);
       want = readElement(type.type, rounded, 0);
       double got = readElement(type.type, output, i);
-      double tolerance = type.isInteger ? 0 : 2.0 * nranks_ * type.epsilon * std::fabs(want);
+      double tolerance = type.isInteger ? 0 : 2.0 * groupRanks_ * type.epsilon * std::fabs(want);
       if (!(std::fabs(got - want) <= tolerance)) {
         if (wrong == 0) firstBad = i, firstExpected = want, firstGot = got;
         wrong++;
@@ -563,7 +606,7 @@ class RankRunner {
   }
 
   BufferCounts countsFor(size_t bytes, const DataTypeInfo& type) const {
-    return coll_.counts(bytes / type.size, type.size, nranks_);
+    return coll_.counts(bytes / type.size, type.size, groupRanks_);
   }
 
   void runSizes(const DataTypeInfo& type, const RedOpInfo& opInfo, ncclRedOp_t op, int root) {
@@ -618,7 +661,7 @@ class RankRunner {
       double seconds = timing.seconds;
       Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
       m.timeUs = seconds * 1e6;
-      coll_.bandwidth(counts.param, type.size, seconds, nranks_, &m.algBw, &m.busBw);
+      coll_.bandwidth(counts.param, type.size, seconds, groupRanks_, &m.algBw, &m.busBw);
       if (opt_.check > 0) {
         int64_t wrong = 0;
         for (int pass = 0; pass < opt_.check && wrong == 0; pass++) {
@@ -677,7 +720,12 @@ class RankRunner {
   SweepContext& ctx_;
   const Options& opt_;
   const Collective& coll_;
+  // rank_ and nranks_ are the world's: the rank's name in messages and reports, and the ranks that time and check
+  // together. The collectives run on comm_, the rank's group's communicator with a split (world_ without one), as
+  // groupRank_ of groupRanks_: sizes, offsets, references and bus bandwidth are the group's.
   int localIndex_, rank_, nranks_;
+  int groupRank_ = 0, groupRanks_ = 1;
+  ncclComm_t world_ = nullptr;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<DeviceBuffer> sendBuffer_, recvBuffer_;
@@ -695,11 +743,32 @@ std::string baseName(const char* path) {
   return slash == std::string::npos ? text : text.substr(slash + 1);
 }
 
-// Options that only the world's size can judge; refused before any rank starts, like the parser's errors.
-void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks) {
-  if (auto why = coll.unsupported(nranks)) throw Error(ErrorCode::InvalidUsage, *why);
-  if (options.root >= nranks)
-    throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " + std::to_string(nranks) + " ranks");
+// Options that only the world's size can judge; refused before any rank starts, like the parser's errors. With a
+// split (colours: every world rank's) they are judged for each group, which runs the collective on its own.
+void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split,
+                          const std::vector<int>& colours) {
+  if (!split) {
+    if (auto why = coll.unsupported(nranks)) throw Error(ErrorCode::InvalidUsage, *why);
+    if (options.root >= nranks)
+      throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " + std::to_string(nranks) + " ranks");
+    return;
+  }
+  std::map<int, int> groupRanks;  // colour -> ranks
+  for (int colour : colours) groupRanks[colour]++;
+  std::string where = " (" + split->describe() + ")";
+  for (auto [colour, ranks] : groupRanks) {
+    if (auto why = coll.unsupported(ranks)) throw Error(ErrorCode::InvalidUsage, "group " + std::to_string(colour) + where + ": " + *why);
+    if (options.root >= ranks)
+      throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " + std::to_string(ranks) +
+                                                  " ranks in group " + std::to_string(colour) + where);
+  }
+  // Every root in turn is a different number of rows in groups of different sizes, and the groups keep in step.
+  auto [smallest, largest] = std::minmax_element(groupRanks.begin(), groupRanks.end(),
+                                                 [](auto& a, auto& b) { return a.second < b.second; });
+  if (coll.usesRoot && options.root == -1 && smallest->second != largest->second)
+    throw Error(ErrorCode::InvalidUsage, "option -r -1 (every root) needs groups of one size; " + split->describe() + " makes group " +
+                                             std::to_string(smallest->first) + " of " + std::to_string(smallest->second) + " ranks and group " +
+                                             std::to_string(largest->first) + " of " + std::to_string(largest->second));
 }
 
 // Whether the report at path could be written, learnt without leaving a file behind: a sweep that cannot write its
@@ -721,9 +790,9 @@ void requireWritable(const std::string& path, const char* flag) {
   throw Error(ErrorCode::InvalidArgument, std::string(flag) + " " + path + ": cannot write it: " + std::strerror(err));
 }
 
-// --compare's baseline, read and checked against this run before it starts: a baseline of another collective or
-// another number of ranks would mark every size, or none, for nothing.
-Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks) {
+// --compare's baseline, read and checked against this run before it starts: a baseline of another collective, another
+// number of ranks or another split would mark every size, or none, for nothing.
+Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split) {
   const std::string& path = options.compareFile;
   std::ifstream in(path);
   if (!in) throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": cannot read it: " + std::strerror(errno));
@@ -736,6 +805,11 @@ Baseline readCompareBaseline(const Options& options, const Collective& coll, int
   if (baseline.nranks != 0 && baseline.nranks != nranks)
     throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline ran on " + std::to_string(baseline.nranks) +
                                                 " ranks, this run has " + std::to_string(nranks) + "; compare runs of the same size");
+  std::string mine = split ? split->describe() : "";
+  if (baseline.split != mine)
+    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline ran " +
+                                                (baseline.split.empty() ? "unsplit" : "with " + baseline.split) + ", this run " +
+                                                (mine.empty() ? "unsplit" : "with " + mine) + "; compare runs split into the same groups");
   return baseline;
 }
 
@@ -779,13 +853,17 @@ int runSweep(const char* collective, int argc, char** argv) {
     }
     // Usage errors that need the world: every process finds the same ones, so each stops at once; process 0 says why.
     std::optional<Baseline> baseline;
+    std::optional<GroupSplit> split;
+    std::vector<int> colours;
     int usage = 0;
     try {
-      checkOptionsForWorld(options, coll, world.nranks());
+      split = groupSplitFromEnvironment(env);
+      if (split) colours = groupColours(*split, world);
+      checkOptionsForWorld(options, coll, world.nranks(), split, colours);
       if (world.processRank == 0) {
         requireWritable(options.jsonFile, "--json");
         requireWritable(options.csvFile, "--csv");
-        if (!options.compareFile.empty()) baseline = readCompareBaseline(options, coll, world.nranks());
+        if (!options.compareFile.empty()) baseline = readCompareBaseline(options, coll, world.nranks(), split);
       }
     } catch (const Error& error) {
       std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
@@ -794,8 +872,19 @@ int runSweep(const char* collective, int argc, char** argv) {
     if (mpi) usage = mpi->agreeExitCode(usage);  // the report checks are process 0's alone
     if (usage) return usage;
     ncclUniqueId id = mpi ? mpi->broadcastUniqueId() : shareUniqueId(world, options, env, options.timeoutSeconds > 0 ? options.timeoutSeconds : 120);
-    SweepContext context{coll, options, world, id, program, std::vector<std::string>(argv + 1, argv + argc), std::move(baseline),
-                         Watchdog(world.ranksPerProcess, options.timeoutSeconds), 0, false, {}};
+    SweepContext context{coll,
+                         options,
+                         world,
+                         id,
+                         program,
+                         std::vector<std::string>(argv + 1, argv + argc),
+                         std::move(baseline),
+                         std::move(split),
+                         std::move(colours),
+                         Watchdog(world.ranksPerProcess, options.timeoutSeconds),
+                         0,
+                         false,
+                         {}};
     std::vector<std::thread> threads;
     for (int i = 0; i < world.ranksPerProcess; i++)
       threads.emplace_back([&context, i] { RankRunner(context, i).run(); });

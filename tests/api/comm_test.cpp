@@ -2,6 +2,11 @@
 // groups over several communicators, host streams, PreMulSum ops, point-to-point mixes.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
@@ -9,6 +14,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"
 
@@ -26,6 +32,20 @@ void checkAllReduce(ncclComm_t comm, size_t count = 1000) {
   TUTTI_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), count, ncclFloat64, ncclSum, comm, nullptr));
   for (size_t i = 0; i < count; i++)
     check(out[i] == n * (n + 1) / 2.0, "all-reduce on rank " + std::to_string(rank) + " got " + std::to_string(out[i]));
+}
+
+// A loopback port nobody listens on now: the kernel's pick for a socket bound to port 0.
+int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  if (fd >= 0) close(fd);
+  REQUIRE(ok);
+  return ntohs(address.sin_port);
 }
 
 }  // namespace
@@ -55,6 +75,20 @@ TEST_CASE("split by color and key, NOCOLOR gives NULL", "[comm][split]") {
     int64_t want = 0;
     for (int m : members) want += m;
     check(sum == want, "sum over the split communicator " + std::to_string(sum) + " want " + std::to_string(want));
+    TUTTI_NCCL_CHECK(ncclCommDestroy(sub));
+  });
+  REQUIRE(failures == "");
+}
+
+TEST_CASE("split under NCCL_COMM_ID gives each color a root of its own", "[comm][split]") {
+  // The parent meets at the user's fixed root; the children must not: two colors there would share its address and
+  // secret and mix their ranks. A short bootstrap timeout ends the mixed-up case quickly.
+  tutti_test::ScopedEnv loopback("NCCL_SOCKET_IFNAME", "lo"), timeout("TUTTI_BOOTSTRAP_TIMEOUT", "10"),
+      commId("NCCL_COMM_ID", ("127.0.0.1:" + std::to_string(freeLoopbackPort())).c_str());
+  std::string failures = runThreads(4, [](int rank, int, ncclComm_t comm) {
+    ncclComm_t sub = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommSplit(comm, rank % 2, rank, &sub, nullptr));
+    checkAllReduce(sub);
     TUTTI_NCCL_CHECK(ncclCommDestroy(sub));
   });
   REQUIRE(failures == "");

@@ -1,4 +1,5 @@
-// Tests of the perf sweep's library: flags, sizes, number cells, element conversions, counts, launchers, reports.
+// Tests of the perf sweep's library: flags, sizes, number cells, element conversions, counts, launchers, group splits,
+// reports.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -6,11 +7,13 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
+#include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
@@ -462,4 +465,94 @@ TEST_CASE("perf launchers: the bootstrap root avoids torchrun's store port, and 
   CHECK(bootstrapAddress(env) == "127.0.0.1:4000");
   CHECK_THROWS_WITH(bootstrapAddress({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}, {"TORCHELASTIC_RUN_ID", "x"}}),
                     Catch::Contains("NCCL_COMM_ID"));
+}
+
+TEST_CASE("perf group splits read nccl-tests' NCCL_TESTS_SPLIT_MASK and NCCL_TESTS_SPLIT") {
+  auto split = [](const std::map<std::string, std::string>& env) { return groupSplitFromEnvironment(env); };
+  CHECK(!split({}));
+  CHECK(!split({{"NCCL_TESTS_SPLIT_MASK", ""}, {"NCCL_TESTS_SPLIT", " "}}));  // set but empty: as unset
+  // The mask is hexadecimal with or without 0x, as nccl-tests' strtoul(..., 16) reads it: "10" is 16.
+  auto colours = [](const GroupSplit& s, int processes) {
+    std::vector<int> out;
+    for (int p = 0; p < processes; p++) out.push_back(s.colour(p));
+    return out;
+  };
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT_MASK", "1"}}), 4) == std::vector<int>{0, 1, 0, 1});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT_MASK", "0x2"}}), 4) == std::vector<int>{0, 0, 2, 2});
+  CHECK(split({{"NCCL_TESTS_SPLIT_MASK", "10"}})->operand == 16);
+  CHECK(split({{"NCCL_TESTS_SPLIT_MASK", "0X1f"}})->operand == 31);
+  // Each operation and its symbol, case-insensitive, with the value in decimal, 0x, 0b or (leading 0) octal.
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "AND 0x1"}}), 4) == std::vector<int>{0, 1, 0, 1});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "&0b10"}}), 4) == std::vector<int>{0, 0, 2, 2});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "or 0x7"}}), 10) == std::vector<int>{7, 7, 7, 7, 7, 7, 7, 7, 15, 15});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "|1"}}), 3) == std::vector<int>{1, 1, 3});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "MOD 3"}}), 5) == std::vector<int>{0, 1, 2, 0, 1});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "% 010"}}), 10) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 0, 1});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "Div 2"}}), 5) == std::vector<int>{0, 0, 1, 1, 2});
+  CHECK(colours(*split({{"NCCL_TESTS_SPLIT", "/8"}}), 2) == std::vector<int>{0, 0});
+  // The mask wins when both are set, as in nccl-tests, and the report says the other was ignored.
+  GroupSplit both = *split({{"NCCL_TESTS_SPLIT_MASK", "1"}, {"NCCL_TESTS_SPLIT", "DIV 2"}});
+  CHECK(both.describe() == "NCCL_TESTS_SPLIT_MASK=1");
+  CHECK(both.ignored == "NCCL_TESTS_SPLIT=DIV 2");
+  CHECK(split({{"NCCL_TESTS_SPLIT", "AND 1"}})->describe() == "NCCL_TESTS_SPLIT='AND 1'");
+  // What nccl-tests would silently read as 0 (one group) or divide by is refused, naming the variable and value.
+  for (auto [name, value, why] : {std::tuple{"NCCL_TESTS_SPLIT_MASK", "zz", "not a hexadecimal number"},
+                                  std::tuple{"NCCL_TESTS_SPLIT_MASK", "1z", "not a hexadecimal number"},
+                                  std::tuple{"NCCL_TESTS_SPLIT_MASK", "-1", "not a hexadecimal number"},
+                                  std::tuple{"NCCL_TESTS_SPLIT_MASK", "0x10000000000000000", "not a hexadecimal number"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "XOR 1", "AND, OR, MOD or DIV"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "7", "AND, OR, MOD or DIV"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "AND", "the value after AND is not a number"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "AND 0b12", "the value after AND is not a number"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "AND 08", "a leading 0 is octal"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "MOD 0", "divides by zero"},
+                                  std::tuple{"NCCL_TESTS_SPLIT", "/0x0", "divides by zero"}}) {
+    INFO(name << "=" << value);
+    CHECK_THROWS_WITH(split({{name, value}}), Catch::StartsWith(std::string(name) + "='" + value + "': ") && Catch::Contains(why));
+  }
+  // A colour must fit ncclCommSplit's int.
+  CHECK_THROWS_WITH(split({{"NCCL_TESTS_SPLIT", "OR 0xffffffff"}})->colour(0),
+                    Catch::Contains("NCCL_TESTS_SPLIT='OR 0xffffffff': gives process 0 the colour 4294967295"));
+}
+
+TEST_CASE("perf group splits colour a launched process's ranks alike, and each --local rank as a process") {
+  GroupSplit mask = *groupSplitFromEnvironment({{"NCCL_TESTS_SPLIT_MASK", "1"}});
+  World launched;
+  launched.launcher = "torchrun", launched.processCount = 2, launched.ranksPerProcess = 2;  // -t 2 in each of 2 processes
+  CHECK(groupColours(mask, launched) == std::vector<int>{0, 0, 1, 1});
+  World local;
+  local.launcher = "local", local.ranksPerProcess = 4;
+  CHECK(groupColours(mask, local) == std::vector<int>{0, 1, 0, 1});
+}
+
+TEST_CASE("perf reports show a split: Group column, # Groups lines, the JSON's split and groups, and a baseline's split") {
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  Fingerprint& f = r.fingerprint;
+  CHECK(groupLines(f).empty());
+  CHECK(jsonReport(r).find("\"split\": null") != std::string::npos);
+  CHECK(readBaseline(jsonReport(r)).split.empty());
+  for (int rank = 0; rank < 6; rank++) f.ranks.push_back({rank, 100, rank, "h", "0-1", rank % 2 ? 7 : 0});
+  f.split = "NCCL_TESTS_SPLIT='MOD 2'";
+  f.groups = {{0, {0, 2, 4}}, {7, {1, 3, 5}}};
+  CHECK(deviceLine(f.ranks[1], "host") == "#  Rank  1 Group  7 Pid    100 on          h device  1 [0000:00:00] host (CPUs 0-1)\n");
+  CHECK(groupLines(f) ==
+        "# Groups: NCCL_TESTS_SPLIT='MOD 2' splits the 6 ranks into 2 groups that run side by side: group 0 ranks 0,2,4; group 7 ranks 1,3,5\n"
+        "# Groups: sizes and bandwidths are those of rank 0's group (3 ranks); times (-a) and #wrong are over all 6 ranks\n");
+  f.groups = {{0, {0, 1, 2, 3}}, {1, {4, 5}}};
+  CHECK(groupLines(f).find("group 0 ranks 0-3; group 1 ranks 4-5\n") != std::string::npos);
+  std::string json = jsonReport(r);
+  INFO(json);
+  CHECK(json.find("\"split\": {\"setting\": \"NCCL_TESTS_SPLIT='MOD 2'\", \"groups\": [{\"group\": 0, \"ranks\": [0, 1, 2, 3]}, "
+                  "{\"group\": 1, \"ranks\": [4, 5]}]}") != std::string::npos);
+  CHECK(json.find("{\"rank\": 1, \"group\": 7, \"pid\": 100,") != std::string::npos);
+  CHECK(readBaseline(json).split == "NCCL_TESTS_SPLIT='MOD 2'");
+  // The CSV says which split, and the group size its bandwidths were computed for.
+  ResultRow row;
+  row.bytes = 8, row.count = 2, row.type = "float", row.redop = "sum";
+  r.rows.push_back(row);
+  std::string csv = csvReport(r);
+  INFO(csv);
+  CHECK(csv.find(",launcher,split,group_ranks\n") != std::string::npos);
+  CHECK(csv.find(",NCCL_TESTS_SPLIT='MOD 2',4\n") != std::string::npos);
 }

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "perf/sweep/build_info.h"
+
 namespace {
 
 struct Run {
@@ -34,6 +36,8 @@ Run runShell(const std::string& command) {
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
 }
+
+using tutti::perf::thisBuild;
 
 std::string toolPath(const std::string& binary) { return std::string(TUTTI_PERF_BINARY_DIR) + "/" + binary; }
 
@@ -55,6 +59,19 @@ std::string rtrim(std::string s) {
 
 // The data rows of nccl-tests' table: 5 fixed columns, then time, algbw, busbw, #wrong twice.
 const std::regex kRow(R"(^ {0,11}\d+  +\d+ +\S+ +\S+ +-?\d+(  +[0-9.e+]+  +[0-9.e+]+  +[0-9.e+]+  +(\d+|N/A)){2}$)");
+
+// The fields of every data row in a run's output: size, count, type, redop, root, then time, algbw, busbw, #wrong
+// out-of-place (5-8) and in-place (9-12).
+std::vector<std::vector<std::string>> tableRows(const std::string& output) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : lines(output)) {
+    if (!std::regex_match(line, kRow)) continue;
+    std::istringstream in(line);
+    rows.emplace_back();
+    for (std::string field; in >> field;) rows.back().push_back(field);
+  }
+  return rows;
+}
 
 }  // namespace
 
@@ -222,12 +239,15 @@ TEST_CASE("perf binaries: the header and the JSON name the build and each node's
   REQUIRE(run.exitCode == 0);
   std::string report = readText(json);
   std::remove(json.c_str());
-  CHECK(std::regex_search(run.output, std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+)?\n)")));
+  CHECK(std::regex_search(run.output, std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+(-dirty)?)?\n)")));
+  // The binary names the commit this build wrote, the same that this test (built with it) holds.
+  std::string commit = thisBuild().commit;
+  CHECK(run.output.find(commit.empty() ? " MPI\n" : ", commit " + commit + "\n") != std::string::npos);
   // One host: one node holding both ranks, with at least one NUMA node and the interfaces discovery found.
   CHECK(std::regex_search(run.output, std::regex(R"(\n# Topology: node 0 \S+: 2 ranks, [1-9]\d* NUMA nodes, (\d+|\?) CPUs, \d+ GPUs, \d+ NICs.*\n)")));
   CHECK(run.output.find("# Topology: node 1") == std::string::npos);
   INFO(report);
-  CHECK(std::regex_search(report, std::regex(R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+"|null))")));
+  CHECK(std::regex_search(report, std::regex(R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+(-dirty)?"|null))")));
   CHECK(std::regex_search(report, std::regex(R"("nodes": \[\{"hostname": "[^"]+", "ranks": 2, "numa_nodes": [1-9])")));
 }
 
@@ -250,17 +270,11 @@ TEST_CASE("perf binaries: mpirun -np 2 forms one world through MPI, with no NCCL
   CHECK(run.output.find("launcher mpi,") != std::string::npos);
   CHECK(run.output.find("2 ranks in 2 processes on 1 nodes") != std::string::npos);
   CHECK(run.output.find("transports shm,") != std::string::npos);
-  std::vector<std::string> rows;
-  for (const std::string& line : lines(run.output))
-    if (std::regex_match(line, kRow)) rows.push_back(line);
+  std::vector<std::vector<std::string>> rows = tableRows(run.output);
   CHECK(rows.size() == 6);  // 8 B to 256 KiB by factors of 8
-  for (const std::string& row : rows) {
-    INFO(row);
-    std::istringstream fields(row);
-    std::string bytes, count, type, redop, root, t1, a1, b1, w1, t2, a2, b2, w2;
-    fields >> bytes >> count >> type >> redop >> root >> t1 >> a1 >> b1 >> w1 >> t2 >> a2 >> b2 >> w2;
-    CHECK(w1 == "0");
-    CHECK(w2 == "0");
+  for (const std::vector<std::string>& f : rows) {
+    CHECK(f[8] == "0");
+    CHECK(f[12] == "0");
   }
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
 }
@@ -448,4 +462,139 @@ TEST_CASE("perf binaries: --id-file ignores a file left by an earlier run, and r
   CHECK(run.output.find("2 ranks in 2 processes") != std::string::npos);
   CHECK(access(path.c_str(), F_OK) != 0);  // a later run cannot read this run's id
   std::remove(path.c_str());
+}
+
+namespace {
+
+// A number of a JSON report's row by key, as written (e.g. "\"time\": 12.5"), from position at.
+double jsonNumberAfter(const std::string& text, const std::string& key, size_t at) {
+  size_t found = text.find("\"" + key + "\": ", at);
+  REQUIRE(found != std::string::npos);
+  return std::stod(text.substr(found + key.size() + 4));
+}
+
+}  // namespace
+
+TEST_CASE("perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two groups of 2, as nccl-tests shows and counts them") {
+  std::string json = "/tmp/tutti_perf_split_" + std::to_string(getpid()) + ".json";
+  for (const char* binary : {"all_reduce_perf", "all_gather_perf"}) {
+    INFO(binary);
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo NCCL_TESTS_SPLIT_MASK=1", binary,
+                      "--local 4 -b 8K -e 64K -f 8 -c 1 -n 3 -w 1 --json " + json);
+    INFO(run.output);
+    REQUIRE(run.exitCode == 0);
+    // nccl-tests' device lines: the world rank and its colour, process rank & mask (each --local rank a process).
+    for (int r = 0; r < 4; r++)
+      CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  " + std::to_string(r & 1) + " Pid ")));
+    CHECK(run.output.find("\n# Groups: NCCL_TESTS_SPLIT_MASK=1 splits the 4 ranks into 2 groups that run side by side: group 0 ranks 0,2; "
+                          "group 1 ranks 1,3\n") != std::string::npos);
+    CHECK(run.output.find("\n# Groups: sizes and bandwidths are those of rank 0's group (2 ranks)") != std::string::npos);
+    std::vector<std::vector<std::string>> rows = tableRows(run.output);
+    CHECK(rows.size() == 2);  // 8 KiB, 64 KiB
+    for (const std::vector<std::string>& f : rows) {
+      CHECK(f[8] == "0");
+      CHECK(f[12] == "0");
+      // all_gather's size is its count from each rank of the group: 2 ranks, not the world's 4.
+      if (std::string(binary) == "all_gather_perf") CHECK(std::stoul(f[0]) == std::stoul(f[1]) * 4 * 2);
+    }
+    CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+    // Bandwidths from the printed time, with nccl-tests' factors for a group of 2 (all_reduce 2(n-1)/n = 1, all_gather
+    // (n-1)/n = 1/2), not for the world of 4 (3/2 and 3/4).
+    std::string report = readText(json);
+    INFO(report);
+    CHECK(report.find("\"split\": {\"setting\": \"NCCL_TESTS_SPLIT_MASK=1\", \"groups\": [{\"group\": 0, \"ranks\": [0, 2]}, "
+                      "{\"group\": 1, \"ranks\": [1, 3]}]}") != std::string::npos);
+    CHECK(report.find("{\"rank\": 3, \"group\": 1, ") != std::string::npos);
+    double factor = std::string(binary) == "all_reduce_perf" ? 1.0 : 0.5;
+    size_t measured = 0;
+    for (size_t at = report.find("{\"size\": "); at != std::string::npos; at = report.find("{\"size\": ", at + 1)) {
+      double size = jsonNumberAfter(report, "size", at), time = jsonNumberAfter(report, "time", at);
+      double algBw = jsonNumberAfter(report, "alg_bw", at), busBw = jsonNumberAfter(report, "bus_bw", at);
+      CHECK(algBw == Approx(size / time / 1e3).epsilon(1e-4));  // bytes per µs / 1e3 = GB/s
+      CHECK(busBw == Approx(algBw * factor).epsilon(1e-4));
+      measured++;
+    }
+    CHECK(measured == 2);
+  }
+  // A baseline made with groups is not compared with a run without them.
+  Run unsplit = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_gather_perf", "--local 4 -b 8K -e 64K -f 8 -n 1 --compare " + json);
+  INFO(unsplit.output);
+  CHECK(unsplit.exitCode == 2);
+  CHECK(unsplit.output.find("the baseline ran with NCCL_TESTS_SPLIT_MASK=1, this run unsplit") != std::string::npos);
+  std::remove(json.c_str());
+}
+
+TEST_CASE("perf binaries: under a launcher a process's ranks share its colour, as in nccl-tests' MPI processes") {
+  int port = testPort(4);
+  Run run = runPair("NCCL_TESTS_SPLIT_MASK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port), "-t 2 -b 8 -e 4K -f 8 -n 2 -c 1 -T 30");
+  INFO(run.output);
+  CHECK(run.exitCode == 0);
+  for (int r = 0; r < 4; r++)
+    CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  " + std::to_string(r / 2) + " Pid ")));
+  CHECK(run.output.find("group 0 ranks 0-1; group 1 ranks 2-3\n") != std::string::npos);
+  CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("perf binaries: a split variable that is no number, or groups an option cannot run in, is refused before the sweep") {
+  struct Case {
+    const char* environment;
+    const char* binary;
+    const char* arguments;
+    const char* error;
+  };
+  for (Case c : {Case{"NCCL_TESTS_SPLIT_MASK=zz", "all_reduce_perf", "", "NCCL_TESTS_SPLIT_MASK='zz': not a hexadecimal number"},
+                 Case{"NCCL_TESTS_SPLIT='XOR 1'", "all_reduce_perf", "", "NCCL_TESTS_SPLIT='XOR 1': not an operation and a number"},
+                 Case{"NCCL_TESTS_SPLIT='MOD 0'", "all_reduce_perf", "", "NCCL_TESTS_SPLIT='MOD 0': MOD 0 divides by zero"},
+                 Case{"NCCL_TESTS_SPLIT='DIV 3'", "hypercube_perf", "", "group 0 (NCCL_TESTS_SPLIT='DIV 3'): hypercube needs a power-of-two"},
+                 Case{"NCCL_TESTS_SPLIT_MASK=1", "broadcast_perf", "-r 2", "option -r 2: only 2 ranks in group 0 (NCCL_TESTS_SPLIT_MASK=1)"},
+                 Case{"NCCL_TESTS_SPLIT='DIV 3'", "broadcast_perf", "-r -1", "option -r -1 (every root) needs groups of one size"}}) {
+    INFO(c.environment << " " << c.binary << " " << c.arguments);
+    Run run = runTool(std::string("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo ") + c.environment, c.binary, std::string("--local 4 -b 8 -e 8 ") + c.arguments);
+    INFO(run.output);
+    CHECK(run.exitCode == 2);
+    CHECK(occurrences(run.output, c.error) == 1);
+    CHECK(run.output.find("# nccl-tests version") == std::string::npos);
+  }
+}
+
+TEST_CASE("perf build commit: the script the build runs names HEAD, marks a changed tree, rewrites only on change") {
+  if (runShell("command -v git").exitCode != 0) {
+    WARN("skipped: git is not installed");
+    return;
+  }
+  std::string tree = "/tmp/tutti_perf_commit_" + std::to_string(getpid());
+  std::string output = tree + "-built_commit.cpp";
+  auto runScript = [&](const std::string& source) {
+    Run run = runShell(std::string(TUTTI_PERF_CMAKE) + " -DSOURCE_DIR=" + source + " -DOUTPUT=" + output +
+                       " -DGIT_EXECUTABLE=$(command -v git) -P " TUTTI_PERF_COMMIT_SCRIPT " 2>&1");
+    INFO(run.output);
+    REQUIRE(run.exitCode == 0);
+    return readText(output);
+  };
+  auto named = [](const std::string& commit) { return "const char* tutti::perf::builtCommit() { return \"" + commit + "\"; }\n"; };
+  std::string git = "git -C " + tree + " -c user.name=test -c user.email=test@example.com ";
+  REQUIRE(runShell("mkdir -p " + tree + " && echo one > " + tree + "/file && " + git + "init -q && " + git + "add file && " + git +
+                   "commit -q -m one 2>&1").exitCode == 0);
+  std::string head = runShell(git + "rev-parse --short HEAD").output;
+  head.erase(head.find_last_not_of('\n') + 1);
+  CHECK(runScript(tree).find(named(head)) != std::string::npos);
+  // Unchanged: the file is left alone (an hour-old time stays), so nothing that includes it is rebuilt.
+  REQUIRE(runShell("touch -d '1 hour ago' " + output).exitCode == 0);
+  runScript(tree);
+  CHECK(runShell("test -z \"$(find " + output + " -newermt '-10 minutes')\"").exitCode == 0);
+  // A changed tracked file marks the tree dirty; an untracked one does not.
+  runShell("echo stray > " + tree + "/untracked");
+  CHECK(runScript(tree).find(named(head)) != std::string::npos);
+  runShell("echo two > " + tree + "/file");
+  CHECK(runScript(tree).find(named(head + "-dirty")) != std::string::npos);
+  // A new commit is named at the next build, without reconfiguring.
+  REQUIRE(runShell(git + "commit -q -am two 2>&1").exitCode == 0);
+  std::string next = runShell(git + "rev-parse --short HEAD").output;
+  next.erase(next.find_last_not_of('\n') + 1);
+  CHECK(next != head);
+  CHECK(runScript(tree).find(named(next)) != std::string::npos);
+  // A tree that is no git checkout (a tarball) names none.
+  runShell("rm -rf " + tree + "/.git");
+  CHECK(runScript(tree).find(named("")) != std::string::npos);
+  runShell("rm -rf " + tree + " " + output);
 }
