@@ -200,6 +200,9 @@ struct ncclComm {
   // communicator with a Remote error naming it, and tells the other ranks.
   void failFromPeerLost(int peer, const std::string& reason);
   std::string describePeer(int peer) const;
+  // One line per worker that sleeps in a wait, joined by '\n' ("" when none does): the operation,
+  // step, how long, and the peer it waits for. Safe on any thread while the communicator runs.
+  std::string describeWaits() const;
   std::string where() const;  // "rank 3 of 8 (host:pid)"
 };
 
