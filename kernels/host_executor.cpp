@@ -188,16 +188,29 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
 
 bool laneDone(const Lane& lane) { return lane.tile >= lane.ntiles; }
 
-std::string blockedDescription(const Lane& lane, const ExecutionContext& ctx) {
+// What a blocked lane waits for: its current step's receive FIFO if that is empty, else room in
+// its send FIFO (tryStep looks at them in that order). The FIFOs may have moved since the lane
+// was found blocked: a step that only receives reports its receive FIFO whatever it holds now.
+WaitRecord blockedOn(const Lane& lane, std::chrono::steady_clock::time_point since) {
   const Step& step = lane.spec->steps[lane.step];
-  std::string what;
-  if (stepReceives(step.op) && fifoLoadAcquire(&lane.recvs[step.recvConn].fifo->head) == lane.recvs[step.recvConn].fifo->tail)
-    what = "data from " + ctx.describePeer(lane.recvs[step.recvConn].peer);
-  else
-    what = "free FIFO space at " + ctx.describePeer(lane.sends[step.sendConn].peer);
-  return std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + " on rank " + std::to_string(ctx.rank) +
-         " (channel " + std::to_string(lane.channel) + ", tile " + std::to_string(lane.tile) + "/" +
-         std::to_string(lane.ntiles) + ", step " + plan::opName(step.op) + ") is waiting for " + what;
+  WaitRecord r;
+  const FifoEnd* recv = stepReceives(step.op) ? &lane.recvs[step.recvConn] : nullptr;
+  const FifoEnd* send = stepSends(step.op) ? &lane.sends[step.sendConn] : nullptr;
+  if (recv != nullptr && (send == nullptr || fifoLoadAcquire(&recv->fifo->head) == recv->fifo->tail)) {
+    r.what = WaitFor::Data;
+    r.peer = recv->peer;
+  } else if (send != nullptr) {
+    r.what = WaitFor::Space;
+    r.peer = send->peer;
+  }
+  r.step = step.op;
+  r.channel = lane.channel;
+  r.opName = lane.op->name;
+  r.opSeq = lane.op->seq;
+  r.tile = lane.tile;
+  r.ntiles = lane.ntiles;
+  r.sinceNs = std::chrono::duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
+  return r;
 }
 
 }  // namespace
@@ -295,6 +308,29 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
     }
     ~Driving() { end(Drive::Stop); }
   } driving{ctx};
+  // What this worker waits for, published before each sleep (ctx.waitSlot) and cleared once it
+  // moves again or the operation ends, however it ends; between sleeps only a local flag is
+  // looked at.
+  struct Published {
+    WaitSlot* slot;
+    bool on = false;
+    void set(const WaitRecord& record) {
+      slot->publish(record);
+      on = true;
+    }
+    void clear() {
+      if (on) slot->clear();
+      on = false;
+    }
+    ~Published() { clear(); }
+  } published{ctx.waitSlot};
+  // The first lane still to run: what a blocked worker reports (every unfinished queue is blocked
+  // when a pass made no progress).
+  auto firstWaiting = [&]() -> const Lane* {
+    for (LaneQueue& q : queues)
+      if (q.current < q.lanes.size()) return &q.lanes[q.current];
+    return nullptr;
+  };
   for (;;) {
     const uint32_t seen = ctx.bell->seq.load(std::memory_order_acquire);
     bool progress = false, allDone = true;
@@ -324,6 +360,7 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
       // A driving worker that keeps finding work would hold the slots it fills until it next
       // waits, and the link would idle meanwhile: it passes them on after every round.
       if (driving.on) ctx.pollNetwork(ctx.networkArg);
+      published.clear();
       idle = 0;
       continue;
     }
@@ -340,12 +377,15 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
     if (idlePoll(++idle, ctx)) continue;
     if (idle == ctx.spin + ctx.yields) lastProgress = Clock::now();
     driving.end(Drive::Stop);  // a worker never sleeps holding the sockets
+    // Again before every sleep, not only the first: a step that waited for data may now wait for
+    // room at another peer.
+    if (published.slot) published.set(blockedOn(*firstWaiting(), lastProgress));
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
-      for (LaneQueue& q : queues)
-        if (q.current < q.lanes.size())
-          throw Error(ErrorCode::Timeout, blockedDescription(q.lanes[q.current], ctx) + " and made no progress for " +
-                                              std::to_string(int(ctx.timeoutSeconds)) + " s (TUTTI_TIMEOUT)");
+      WaitRecord blocked = blockedOn(*firstWaiting(), lastProgress);
+      throw Error(ErrorCode::Timeout, describeWaitingOp(blocked, ctx.rank) + " is waiting for " +
+                                          describeWaitedFor(blocked, ctx.describePeer(blocked.peer)) + " and made no progress for " +
+                                          std::to_string(int(ctx.timeoutSeconds)) + " s (TUTTI_TIMEOUT)");
     }
   }
 }

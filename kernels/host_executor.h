@@ -23,6 +23,7 @@
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
 #include "kernels/host_reduce.h"
+#include "kernels/wait_slot.h"
 #include "nccl.h"
 
 namespace tutti::kern {
@@ -84,6 +85,9 @@ struct ExecutionContext {
   std::string (*peerNamer)(const void* arg, int peer) = nullptr;
   const void* peerNamerArg = nullptr;
   std::string describePeer(int peer) const { return peerNamer ? peerNamer(peerNamerArg, peer) : "rank " + std::to_string(peer); }
+  // Where the worker publishes what it waits for while a wait sleeps (and clears it when it moves
+  // on or the operation ends), for readers on other threads. Unset: nothing is published.
+  WaitSlot* waitSlot = nullptr;
   // Set where the worker moves network FIFOs itself while it waits: pollNetwork makes one
   // progress pass of the communicator's net proxy, true if a slot moved (NetProxy::tryProgress);
   // it runs on each busy poll of a wait, never once the wait sleeps. driveNetwork brackets the

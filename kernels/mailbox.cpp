@@ -10,6 +10,17 @@
 namespace tutti::kern {
 namespace {
 
+// What a wait for rank p's input reports (built only once the wait sleeps).
+WaitRecord waitingFor(const MailboxAllReduce& op, int p, std::chrono::steady_clock::time_point since) {
+  WaitRecord r;
+  r.what = WaitFor::MailboxInput;
+  r.peer = p;
+  r.opName = op.name;
+  r.opSeq = op.opSeq;
+  r.sinceNs = std::chrono::duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
+  return r;
+}
+
 // Waits until rank p's mailbox holds operation op.seq.
 void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) {
   using Clock = std::chrono::steady_clock;
@@ -18,11 +29,25 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
   // announcement, against the writer's fence (runMailboxAllReduce).
   auto arrived = [&] { return seq.load(std::memory_order_seq_cst) == op.seq; };
   Clock::time_point sleptSince{};
+  // Published for the length of the sleeping part of the wait (ctx.waitSlot), cleared however
+  // it ends.
+  struct Published {
+    WaitSlot* slot = nullptr;
+    ~Published() {
+      if (slot) slot->clear();
+    }
+  } published;
   for (int idle = 0; !arrived(); idle++) {
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
       throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
     if (idlePoll(idle, ctx)) continue;
-    if (sleptSince == Clock::time_point{}) sleptSince = Clock::now();
+    if (sleptSince == Clock::time_point{}) {
+      sleptSince = Clock::now();
+      if (ctx.waitSlot) {
+        ctx.waitSlot->publish(waitingFor(op, p, sleptSince));
+        published.slot = ctx.waitSlot;
+      }
+    }
     // Announce the sleep, then look again: a writer publishes, later fences and looks for
     // sleepers, so either it sees this one (and rings) or this look sees its input.
     Bell* bell = ctx.bell;
@@ -30,12 +55,12 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
     const uint32_t seen = bell->seq.load(std::memory_order_seq_cst);
     if (!arrived()) sleepOnBell(bell, seen, 100 * 1000 * 1000L);
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds)
-      throw Error(ErrorCode::Timeout, std::string(op.name) + " #" + std::to_string(op.opSeq) + " on rank " + std::to_string(ctx.rank) +
-                                          " (one-shot through shared memory) is waiting for the input of " +
-                                          ctx.describePeer(p) +
-                                          " and made no progress for " + std::to_string(int(ctx.timeoutSeconds)) +
-                                          " s (TUTTI_TIMEOUT)");
+    if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds) {
+      WaitRecord waiting = waitingFor(op, p, sleptSince);
+      throw Error(ErrorCode::Timeout, describeWaitingOp(waiting, ctx.rank) + " is waiting for " +
+                                          describeWaitedFor(waiting, ctx.describePeer(p)) + " and made no progress for " +
+                                          std::to_string(int(ctx.timeoutSeconds)) + " s (TUTTI_TIMEOUT)");
+    }
   }
 }
 

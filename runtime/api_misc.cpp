@@ -376,3 +376,17 @@ TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name
     *name = "host";
   });
 }
+
+TUTTI_API ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t textBytes) {
+  return guard("tuttiCommDescribeWait", [&] {
+    if (text == nullptr || textBytes == 0) throw Error(ErrorCode::InvalidArgument, "tuttiCommDescribeWait: text is NULL or textBytes is 0");
+    text[0] = '\0';
+    // Any live communicator, a failed one too: a watchdog asks just before it aborts.
+    checkComm("tuttiCommDescribeWait", comm);
+    std::string lines = comm->describeWaits();
+    if (lines.size() + 1 > textBytes)
+      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommDescribeWait: the description needs " +
+                                                  std::to_string(lines.size() + 1) + " bytes, the buffer has " + std::to_string(textBytes));
+    std::memcpy(text, lines.c_str(), lines.size() + 1);
+  });
+}

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -611,6 +612,21 @@ std::string ncclComm::describePeer(int peer) const {
   if (peersKnown.load(std::memory_order_acquire) && peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
     s += " (" + std::string(peers[size_t(peer)].hostname) + " pid " + std::to_string(peers[size_t(peer)].pid) + ")";
   return s;
+}
+
+std::string ncclComm::describeWaits() const {
+  const int64_t nowNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::string lines;
+  for (const tutti::kern::WaitSlot& slot : waits) {
+    tutti::kern::WaitRecord r = slot.read();
+    if (r.what == tutti::kern::WaitFor::Nothing) continue;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", double(nowNs - r.sinceNs) / 1e9);
+    lines += (lines.empty() ? "" : "\n") + tutti::kern::describeWaitingOp(r) + " waiting " + seconds + " s for " +
+             tutti::kern::describeWaitedFor(r, describePeer(r.peer));
+  }
+  return lines;
 }
 
 std::string ncclComm::where() const {

@@ -2,6 +2,7 @@
 // (bells, worker threads, connections), user reduction ops, and the error state.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -19,6 +20,7 @@
 #include "kernels/host_executor.h"
 #include "kernels/host_reduce.h"
 #include "kernels/mailbox.h"
+#include "kernels/wait_slot.h"
 #include "nccl.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
@@ -134,6 +136,9 @@ struct ncclComm {
   std::vector<std::unique_ptr<tutti::Segment>> peerControlSegments;  // by rank; empty for self
   std::vector<tutti::ControlBlock*> peerControl;                     // by rank; null: other host
   std::unique_ptr<tutti::kern::HostWorkerPool> workers;
+  // By worker: what it waits for while a wait sleeps (kern::ExecutionContext::waitSlot), read by
+  // describeWaits from any thread.
+  std::array<tutti::kern::WaitSlot, tutti::kMaxWorkers> waits;
   std::map<tutti::ConnKey, tutti::Connection> connections;
   std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
   // One-shot all-reduces through the control blocks' mailboxes, when every rank is on this host.
@@ -195,6 +200,9 @@ struct ncclComm {
   // communicator with a Remote error naming it, and tells the other ranks.
   void failFromPeerLost(int peer, const std::string& reason);
   std::string describePeer(int peer) const;
+  // One line per worker that sleeps in a wait, joined by '\n' ("" when none does): the operation,
+  // step, how long, and the peer it waits for. Safe on any thread while the communicator runs.
+  std::string describeWaits() const;
   std::string where() const;  // "rank 3 of 8 (host:pid)"
 };
 

@@ -401,6 +401,7 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork 
   ctx.rank = comm->rank;
   ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
   ctx.peerNamerArg = comm;
+  ctx.waitSlot = &comm->waits[size_t(worker)];
   if (comm->proxy && driveNetwork) {
     ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
     ctx.networkSendsWaiting = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->sendsWaiting(); };

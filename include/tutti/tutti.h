@@ -1,4 +1,4 @@
-/* tutti's C extensions to the NCCL API: host streams, version, device-backend and topology queries. */
+/* tutti's C extensions to the NCCL API: host streams, version, device-backend and topology queries, waits. */
 #ifndef TUTTI_TUTTI_H_
 #define TUTTI_TUTTI_H_
 
@@ -56,6 +56,14 @@ ncclResult_t tuttiCommNodeNic(ncclComm_t comm, int node, int nic, char* name, si
  * count as the call would name it. The name is written NUL-terminated into name (nameBytes). */
 ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, char* name,
                                 size_t nameBytes, int* nchannels);
+
+/* What comm's executor workers are blocked on, for a watchdog: one line per worker that sleeps in a
+ * wait, naming the operation, channel, tile and step, how long it has waited, and the peer it waits
+ * for (data from it, or free FIFO space at it), e.g. "AllReduce #12 (channel 0, tile 1/4, step
+ * recvReduceSend) waiting 5.0 s for data from rank 3 (hostb pid 1234)"; lines joined by '\n', ""
+ * when no worker waits. Written NUL-terminated into text (textBytes; ncclInvalidArgument if too
+ * short, leaving ""). Safe to call from another thread while comm runs, e.g. before ncclCommAbort. */
+ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t textBytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

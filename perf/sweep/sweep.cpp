@@ -151,14 +151,29 @@ class Watchdog {
     std::string what;
   };
 
+  // What the comm's workers wait for, one "#     waiting: " line each, so that the report names the peer that held the
+  // rank up and not only the rank; "" when it has no comm yet (init) or none of its workers sleeps in a wait.
+  static std::string waitingLines(ncclComm_t comm) {
+    if (comm == nullptr) return "";
+    std::string text(16384, '\0');
+    if (tuttiCommDescribeWait(comm, text.data(), text.size()) != ncclSuccess) return "";
+    text.resize(std::strlen(text.c_str()));
+    std::string lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines += "#     waiting: " + line + "\n";
+    return lines;
+  }
+
   void watch() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(100));
       std::string late;
       for (const Slot& s : slots_)
-        if (!s.what.empty() && secondsSince(s.since) > s.limitSeconds)
+        if (!s.what.empty() && secondsSince(s.since) > s.limitSeconds) {
           late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + " within " + std::to_string(s.limitSeconds) + " s\n";
+          late += waitingLines(s.comm);
+        }
       if (late.empty()) continue;
       firing_ = true;
       std::printf("# Test timeout (-T %d s) in process %d; aborting its communicators:\n%s", timeoutSeconds_, int(getpid()), late.c_str());

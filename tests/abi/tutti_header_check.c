@@ -6,7 +6,7 @@ static const AnyFunction everyExtension[] = {
     (AnyFunction)tuttiStreamCreate, (AnyFunction)tuttiStreamSynchronize, (AnyFunction)tuttiStreamQuery,
     (AnyFunction)tuttiStreamDestroy, (AnyFunction)tuttiVersionString, (AnyFunction)tuttiCommDeviceBackend,
     (AnyFunction)tuttiCommAlgorithm, (AnyFunction)tuttiCommTransports, (AnyFunction)tuttiCommNodeTopology,
-    (AnyFunction)tuttiCommNodeNic};
+    (AnyFunction)tuttiCommNodeNic, (AnyFunction)tuttiCommDescribeWait};
 
 int tutti_abi_extension_count(void);
 int tutti_abi_extension_count(void) { return (int)(sizeof everyExtension / sizeof everyExtension[0]); }

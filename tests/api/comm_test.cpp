@@ -1,5 +1,6 @@
 // Communicator life cycle through the C API: split, nonblocking init, InitAll, InitRankScalable,
-// groups over several communicators, host streams, PreMulSum ops, point-to-point mixes.
+// groups over several communicators, host streams, PreMulSum ops, point-to-point mixes, and
+// tuttiCommDescribeWait on a rank whose peer is late.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -7,9 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
+#include <regex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -19,7 +23,9 @@
 #include "tutti/tutti.h"
 
 using tutti_test::check;
+using tutti_test::initPair;
 using tutti_test::runThreads;
+using tutti_test::secondsSince;
 
 namespace {
 
@@ -285,4 +291,72 @@ TEST_CASE("ranks as a mix of processes and threads", "[comm][mixed]") {
       },
       120, 2);
   REQUIRE(failures == "");
+}
+
+TEST_CASE("tuttiCommDescribeWait names the peer a rank waits for, and nothing once it is done", "[comm][describewait]") {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  initPair(comms);
+  char text[4096] = "x";
+  REQUIRE(tuttiCommDescribeWait(comms[0], text, sizeof text) == ncclSuccess);
+  CHECK(std::string(text) == "");
+  // A one-shot all-reduce through the mailboxes, then one through the FIFOs (too large for them).
+  const size_t counts[] = {4, size_t(1) << 20};
+  auto allReduce = [](ncclComm_t comm, std::vector<float>& in, std::vector<float>& out) {
+    return ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
+  };
+  // What a line says: the operation and where in it, how long, and what it waits for from rank 1.
+  const std::regex line(R"(AllReduce #[0-9]+ \((one-shot through shared memory|channel [0-9]+, tile [0-9]+/[0-9]+, step [a-z-]+)\) )"
+                        R"(waiting [0-9]+\.[0-9] s for (the input of|data from|free FIFO space at) rank 1 \(.* pid [0-9]+\))");
+  for (size_t count : counts) {
+    INFO(count << " elements");
+    std::vector<float> in0(count, 1.0f), out0(count, -1.0f), in1(count, 2.0f), out1(count, -1.0f);
+    // Once with both ranks, so that the connections are made: later, rank 0 waits in the executor, not in their setup.
+    ncclResult_t first = ncclInternalError;
+    std::thread warmUp([&] { first = allReduce(comms[0], in0, out0); });
+    ncclResult_t second = allReduce(comms[1], in1, out1);
+    warmUp.join();
+    REQUIRE((first == ncclSuccess && second == ncclSuccess));
+
+    std::fill(out0.begin(), out0.end(), -1.0f);
+    std::fill(out1.begin(), out1.end(), -1.0f);
+    first = ncclInternalError;
+    std::thread rank0([&] { first = allReduce(comms[0], in0, out0); });
+    // Rank 1 has not joined yet: rank 0's workers sleep waiting for it, and say so.
+    std::string seen;
+    auto start = std::chrono::steady_clock::now();
+    while (seen.find("rank 1") == std::string::npos && secondsSince(start) < 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (tuttiCommDescribeWait(comms[0], text, sizeof text) != ncclSuccess) break;
+      seen = text;
+    }
+    INFO("rank 0's description: \"" << seen << "\"");
+    CHECK(seen.find("rank 1") != std::string::npos);
+    std::istringstream lines(seen);
+    for (std::string l; std::getline(lines, l);) CHECK(std::regex_match(l, line));
+    if (count < 16) CHECK(seen.find("one-shot through shared memory") != std::string::npos);
+    else CHECK(seen.find("one-shot") == std::string::npos);
+    // The peer is idle, not waiting.
+    CHECK(tuttiCommDescribeWait(comms[1], text, sizeof text) == ncclSuccess);
+    CHECK(std::string(text) == "");
+    // Too short for the line: refused, leaving "".
+    char shortText[8] = "x";
+    CHECK(tuttiCommDescribeWait(comms[0], shortText, sizeof shortText) == ncclInvalidArgument);
+    CHECK(std::string(shortText) == "");
+    CHECK(std::string(ncclGetLastError(comms[0])).find("tuttiCommDescribeWait: the description needs") != std::string::npos);
+
+    second = allReduce(comms[1], in1, out1);
+    rank0.join();
+    REQUIRE((first == ncclSuccess && second == ncclSuccess));
+    CHECK(std::count(out0.begin(), out0.end(), 3.0f) == std::ptrdiff_t(count));
+    CHECK(std::count(out1.begin(), out1.end(), 3.0f) == std::ptrdiff_t(count));
+    REQUIRE(tuttiCommDescribeWait(comms[0], text, sizeof text) == ncclSuccess);
+    CHECK(std::string(text) == "");
+  }
+
+  CHECK(tuttiCommDescribeWait(nullptr, text, sizeof text) == ncclInvalidArgument);
+  CHECK(tuttiCommDescribeWait(comms[0], nullptr, sizeof text) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(comms[0])).find("tuttiCommDescribeWait: text is NULL") != std::string::npos);
+  CHECK(tuttiCommDescribeWait(comms[0], text, 0) == ncclInvalidArgument);
+  REQUIRE(ncclCommDestroy(comms[0]) == ncclSuccess);
+  REQUIRE(ncclCommDestroy(comms[1]) == ncclSuccess);
 }

@@ -416,12 +416,15 @@ TEST_CASE("perf binaries: -T bounds init, and a rank that never came is named on
 }
 
 TEST_CASE("perf binaries: a peer that stops mid-run times out once, without follow-on errors") {
-  // Rank 1 runs forever (-N 0) and is stopped (the tool under its timeout) after a second; rank 0 must report -T's
-  // timeout and nothing after it.
+  // Rank 1 runs forever (-N 0) and is stopped (the tool under its timeout) once rank 0 has printed its first row, so
+  // mid-sweep (or after 15 s, whatever rank 0 is doing then); rank 0 must report -T's timeout, name rank 1 as the
+  // peer it waits for, and print nothing after it.
   std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:" + std::to_string(testPort(2));
   std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " -b 8 -e 4K -f 8 -n 2 -c 1 -N 0 -T 2";
   Run run = runShell(env + " RANK=1" + tool + " >/dev/null 2>&1 & peer=$!; " + env + " RANK=0" + tool +
-                     " >/tmp/tutti_perf_stall_$$ 2>&1 & self=$!; sleep 1.5; kill -STOP $(pgrep -P $peer); wait $self; rc=$?; "
+                     " >/tmp/tutti_perf_stall_$$ 2>&1 & self=$!; "
+                     "for i in $(seq 150); do grep -qE '^ +8 +2 ' /tmp/tutti_perf_stall_$$ && break; sleep 0.1; done; "
+                     "kill -STOP $(pgrep -P $peer); wait $self; rc=$?; "
                      "kill -KILL $(pgrep -P $peer); "
                      "cat /tmp/tutti_perf_stall_$$; rm -f /tmp/tutti_perf_stall_$$; exit $rc");
   INFO(run.output);
@@ -429,6 +432,10 @@ TEST_CASE("perf binaries: a peer that stops mid-run times out once, without foll
   CHECK(occurrences(run.output, "# Test timeout (-T 2 s)") + occurrences(run.output, "timed out in init") == 1);
   CHECK(run.output.find("aborted") == std::string::npos);
   CHECK(run.output.find("not a live communicator") == std::string::npos);
+  // Under the late rank's line, what its communicator waits for: data, room or input from rank 1, named with host and pid.
+  CHECK(std::regex_search(run.output, std::regex("#   rank 0 did not finish [^\\n]*\\n"
+                                                 "#     waiting: [^\\n]* waiting [0-9.]+ s for "
+                                                 "(data from|free FIFO space at|the input of) rank 1 \\([^\\n]* pid [0-9]+\\)\\n")));
 }
 
 TEST_CASE("perf binaries: under torchrun's agent the bootstrap root leaves MASTER_PORT to torchrun's store") {
