@@ -152,7 +152,7 @@ class Watchdog {
   };
 
   // What the comm's workers wait for, one "#     waiting: " line each, so that the report names the peer that held the
-  // rank up and not only the rank; "" when it has no comm yet (init) or none of its workers sleeps in a wait.
+  // rank up and not only the rank; "" when none of its workers sleeps in a wait.
   static std::string waitingLines(ncclComm_t comm) {
     if (comm == nullptr) return "";
     std::string text(16384, '\0');
@@ -172,7 +172,7 @@ class Watchdog {
       for (const Slot& s : slots_)
         if (!s.what.empty() && secondsSince(s.since) > s.limitSeconds) {
           late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + " within " + std::to_string(s.limitSeconds) + " s\n";
-          late += waitingLines(s.comm);
+          for (ncclComm_t comm : s.comms) late += waitingLines(comm);
         }
       if (late.empty()) continue;
       firing_ = true;
