@@ -17,11 +17,27 @@ struct LaneSpec {
   Layout layout = Layout::Whole;
   int tileChunks = 0;          // Split: chunks per tile (0: one per rank)
   int scratchChunks = 0;       // chunks of scratch per tile
+  // -1: the lane runs on every channel, over that channel's part of the buffer. >= 0, when the
+  // plan spreads (spreadsOverChannels): the lane runs on channel `spread` mod nchannels only, over
+  // the whole buffer, so that a channel's worker takes a share of a direct exchange's peers
+  // rather than a step for every peer. Both ends of a connection must give the same value.
+  int spread = -1;
   std::vector<Step> steps;     // run in order for every tile
 
   int sendPeer() const { return sendPeers.empty() ? -1 : sendPeers[0]; }
   int recvPeer() const { return recvPeers.empty() ? -1 : recvPeers[0]; }
 };
+
+// Whether the lanes with a spread index run whole on one channel each: only with at least as
+// many peers as channels, so that every channel still has peers to serve.
+inline bool spreadsOverChannels(int nranks, int nchannels) { return nchannels > 1 && nranks - 1 >= nchannels; }
+
+// Whether `lane` runs on `channel`, and if so whether over the whole buffer (*whole) or the
+// channel's part of it.
+inline bool laneRunsOn(const LaneSpec& lane, int channel, int nchannels, int nranks, bool* whole) {
+  *whole = lane.spread >= 0 && spreadsOverChannels(nranks, nchannels);
+  return !*whole || lane.spread % nchannels == channel;
+}
 
 // Everything one rank runs for one operation.
 struct RankPlan {

@@ -245,15 +245,17 @@ struct Model {
   // waits for data), so the last send's chunk still has its transfer, latency and receive to go;
   // a gather's root receives its node's peers while the network's chunks are on their way, then
   // those one after another.
-  double directWorker(const Stream& s, Coll c) const {
+  double directWorker(const Stream& s, Coll c, bool spread) const {
     const Tiles& t = s.tiles;
-    double tiles = double(t.count), lanes = double(n);  // the copy and n - 1 peers
+    // the peers one worker serves: all, or its channel's share of them
+    auto served = [&](long long peers) { return spread ? double((peers + nch - 1) / nch) : double(peers); };
+    double tiles = double(t.count), lanes = 1 + served(n - 1);  // the copy and the peers
     auto tail = [&](bool local) { return double(t.lastChunk) / capRate(local) + latency(local); };
     double lastLaneStarts = (lanes - 1) * o + o + streamLane(s) + latency(!s.anyNetwork) + o;
     switch (c) {
       case Coll::Gather: {
         long long remote = multiNode() ? n - perNode() : 0;
-        double localPeers = double(n - 1 - remote);
+        double localPeers = served(n - 1 - remote), remotePeers = served(remote);
         // The ports serve transfers in start order, every channel's at once: the last channel's
         // chunks begin to arrive once the others' have crossed.
         double before = double(nch - 1) / double(nch), c1 = double(t.count > 1 ? t.chunk : t.lastChunk);
@@ -262,7 +264,7 @@ struct Model {
         };
         double done = lanes * tiles * o;
         if (localPeers > 0) done = std::max(done, firstArrival(true, s.localPortBytes) + localPeers * tiles * o);
-        if (remote > 0) done = std::max(done, firstArrival(false, s.nicPoolBytes) + double(remote) * tiles * o);
+        if (remote > 0) done = std::max(done, firstArrival(false, s.nicPoolBytes) + remotePeers * tiles * o);
         return done;
       }
       case Coll::Scatter: return std::max(lastLaneStarts, lanes * tiles * o + tail(!s.anyNetwork) + o);
@@ -282,13 +284,17 @@ struct Model {
       case Coll::AllGather:
       case Coll::Gather:
       case Coll::Scatter: {
-        s.tiles = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
-        double block = double(range(Layout::Blocks));
+        // Spread lanes (direct.cpp) move whole blocks, each on one channel; a channel's ports
+        // then carry its share of the peers' blocks.
+        bool spread = coll != Coll::AllGather && plan::spreadsOverChannels(n, nch);
+        size_t blockBytes = spread ? channelRange(coll, Layout::Blocks, bytes, n, 1) : range(Layout::Blocks);
+        double block = double(blockBytes) / (spread ? double(nch) : 1.0);
+        s.tiles = tilesOf(blockBytes, p.chunkBytes, 1);
         bool rooted = coll == Coll::Gather || coll == Coll::Scatter;
         s.localPortBytes = double(localPeers) * block;
         s.nicPoolBytes = double(remote) * block * (rooted ? 1.0 : double(g));
         double copyLane = overTiles(s.tiles, [&](double c) { return o + copy(c); });
-        return std::max({stream(s), copyLane, directWorker(s, coll)});
+        return std::max({stream(s), copyLane, directWorker(s, coll, spread)});
       }
       case Coll::Send:
       case Coll::Recv: {

@@ -6,7 +6,8 @@
 // - A rank's queues of one channel share that channel's worker, which issues one step at a time:
 //   a ready step's overhead starts once the worker has finished the previous step's overhead
 //   (its transfer then proceeds on its own). A direct all-to-all at n ranks so pays 2(n - 1)
-//   overheads per tile on each rank, not one.
+//   overheads per tile on each rank, not one, shared among the channels when its lanes spread
+//   over them (LaneSpec::spread).
 // - A step is ready when its queue's previous step has finished, the chunk it receives has
 //   arrived, and the FIFO it sends into has a free slot (the slot's release reaches the sender
 //   one link latency after the receiver consumed it).
@@ -133,11 +134,13 @@ class ExactSim {
     const plan::RankPlan& plan = plans_[size_t(rank)];
     std::map<std::tuple<int, int, int, int>, int> queueOfConn;  // (peer, dir, kind, tag) -> queue
     for (const plan::LaneSpec& spec : plan.lanes) {
+      bool whole = false;
+      if (!plan::laneRunsOn(spec, channel, pipe_.nchannels, fabric_.nranks, &whole)) continue;
       LaneRun lane;
       lane.spec = &spec;
       lane.rank = rank;
       size_t perTile = spec.layout == plan::Layout::Split ? size_t(spec.tileChunks > 0 ? spec.tileChunks : fabric_.nranks) : 1;
-      lane.tiles = tilesOf(channelRange(coll, spec.layout, bytes, fabric_.nranks, pipe_.nchannels), pipe_.chunkBytes, perTile);
+      lane.tiles = tilesOf(channelRange(coll, spec.layout, bytes, fabric_.nranks, whole ? 1 : pipe_.nchannels), pipe_.chunkBytes, perTile);
       if (spec.steps.empty() || lane.tiles.count == 0) continue;
       int queue = -1;
       std::vector<std::tuple<int, int, int, int>> conns;

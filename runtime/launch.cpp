@@ -351,13 +351,15 @@ void bind(CommLaunch& L) {
       int w = workerOfChannel(comm, c);
       if (c > 0) L.plans.push_back(planFor(comm, t, *selection.algorithm, c));  // its channel's ring
       for (const plan::LaneSpec& spec : L.plans.back()->lanes) {
+        bool whole = false;  // a spread lane: on one channel, over the whole buffer
+        if (!plan::laneRunsOn(spec, c, nch, comm->nranks, &whole)) continue;
         BoundLane bound;
         kern::Lane& lane = bound.lane;
         lane.spec = &spec;
         lane.op = &binding;
         lane.channel = c;
-        lane.begin = begin;
-        lane.end = end;
+        lane.begin = whole ? 0 : begin;
+        lane.end = whole ? t.count : end;
         lane.chunkElems = std::max<size_t>(1, chunkBytes / binding.eltSize);
         kern::prepareLane(lane);
         for (int peer : spec.sendPeers) bound.sendKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, true});

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,43 @@ TEST_CASE("sim: a rank's worker issues its lanes' steps one at a time") {
   sim::Fabric big = sim::Fabric::synthetic(12500, 8, 8);
   double us = *sim::analyticUs("direct", Coll::AlltoAll, size_t(1) << 20, big, p);
   CHECK(us >= 2.0 * (big.nranks - 1) * big.stepOverheadUs);
+  // Over channels the exchange's lanes spread (LaneSpec::spread): 4 channels at 9 ranks give each
+  // worker 2 of the 8 peers, so about a quarter of the overheads, in both models.
+  sim::Fabric nine = simpleHost(9, 9);
+  auto nines = plansFor(*plan::builtinAlgorithms().find("direct"), Coll::AlltoAll, 9);
+  p.nchannels = 1;
+  double one = sim::timePlans(nines, Coll::AlltoAll, 9 * 8, nine, p).us;
+  p.nchannels = 4;
+  double four = sim::timePlans(nines, Coll::AlltoAll, 9 * 8, nine, p).us;
+  CHECK(one >= 17 * o);
+  CHECK(four < 5 * o + 3 * o);
+  CHECK(*sim::analyticUs("direct", Coll::AlltoAll, 9 * 8, nine, p) == Approx(four).epsilon(0.2));
+}
+
+TEST_CASE("plans: both ends of a spread lane's connection put it on the same channel") {
+  plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
+  const plan::Algorithm& direct = *registry.find("direct");
+  for (int n : {2, 3, 7, 16})
+    for (Coll coll : {Coll::AlltoAll, Coll::Gather, Coll::Scatter})
+      for (int root : {0, n - 1}) {
+        std::vector<plan::RankPlan> plans;
+        for (int r = 0; r < n; r++) plans.push_back(direct.build({coll, r, n, root}));
+        std::map<std::pair<int, int>, int> sent;  // (from, to) -> spread
+        for (int r = 0; r < n; r++)
+          for (const plan::LaneSpec& lane : plans[size_t(r)].lanes)
+            for (int peer : lane.sendPeers) sent[{r, peer}] = lane.spread;
+        int received = 0;
+        for (int r = 0; r < n; r++)
+          for (const plan::LaneSpec& lane : plans[size_t(r)].lanes)
+            for (int peer : lane.recvPeers) {
+              INFO(plan::collName(coll) << " n=" << n << " root " << root << ": " << peer << " -> " << r);
+              REQUIRE(sent.count({peer, r}) == 1);
+              CHECK(sent[{peer, r}] == lane.spread);
+              CHECK(lane.spread >= 0);
+              received++;
+            }
+        CHECK(received == int(sent.size()));
+      }
 }
 
 TEST_CASE("sim: the exact simulator reports plans that deadlock") {
