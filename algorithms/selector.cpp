@@ -17,6 +17,9 @@ constexpr int kExactSimMaxRanks = 64;
 constexpr size_t kExactSimMaxChunks = size_t(1) << 16;  // rank-chunks the exact simulator may time per estimate
 constexpr size_t kMinBytesPerChannel = 64 * 1024;  // below this a channel is not worth its launch
 constexpr double kChannelGain = 0.01;              // a channel more must gain 1%
+// ... and below kMinBytesPerChannel a quarter: what many channels buy a small operation is the
+// per-peer steps a direct exchange spreads over their workers (LaneSpec::spread), not bandwidth.
+constexpr double kSmallChannelGain = 0.25;
 
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -282,9 +285,11 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
     std::string why;
     for (int nch : channelCounts(limits)) {
       // Channels cost launch work the model does not see: a channel must bring a real gain.
-      if (nch > ctx.channels.min && size_t(nch - 1) * kMinBytesPerChannel >= bytes) break;
+      bool small = nch > ctx.channels.min && size_t(nch - 1) * kMinBytesPerChannel >= bytes;
       std::optional<double> us = estimateAt(*a, coll, bytes, ctx, nch, &why);
-      if (us && (best.nchannels == 0 || *us < best.us * (1 - kChannelGain))) best = {a->name, nch, *us};
+      double gain = small ? kSmallChannelGain : kChannelGain;
+      if (us && (best.nchannels == 0 || *us < best.us * (1 - gain))) best = {a->name, nch, *us};
+      else if (small) break;
     }
     if (best.nchannels > 0) choice.candidates.push_back(best);
     else unestimated.push_back(a->name + " (" + (why.empty() ? "no model" : why) + ")");

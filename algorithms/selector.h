@@ -95,7 +95,7 @@ struct Choice {
 // Picks the fastest candidate for `coll` of `bytes` (sim.h's size convention) among the
 // registry's algorithms that serve it, pass the filter and, if asked, are deterministic.
 // Each candidate gets the channel count in [min, max] (powers of two and the bounds) with its
-// lowest estimate; another channel must gain 1% and carry 64 KiB. Algorithms the analytic model does not know (plan
+// lowest estimate; another channel must gain 1% and carry 64 KiB, or gain a quarter. Algorithms the analytic model does not know (plan
 // files) are timed by the exact simulator when nranks <= 64 and nranks x chunks <= 65536,
 // otherwise left out. Throws
 // tutti::Error (InvalidUsage) when no candidate is left, saying why. As in NCCL, a list without a

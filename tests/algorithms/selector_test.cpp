@@ -179,6 +179,23 @@ TEST_CASE("selector: channels stay within NCCL_MIN/MAX_NCHANNELS") {
   CHECK_THROWS_AS(selector::choose(Coll::AllReduce, 8, 16, ctx), Error);  // not this fabric's size
 }
 
+TEST_CASE("selector: a small all-to-all at many ranks takes the channels its peers spread over") {
+  // 1,024 ranks: a direct all-to-all's worker issues a step per peer unless its lanes spread
+  // over channels, which pays far more than the 64 KiB a channel otherwise has to carry.
+  sim::Fabric f = sim::Fabric::synthetic(128, 8, 8);
+  plan::AlgorithmRegistry r = plan::builtinAlgorithms();
+  selector::Context ctx{f, r};
+  ctx.channels = {1, 32};
+  selector::Choice c = selector::choose(Coll::AlltoAll, 8 * 1024, 1024, ctx);
+  CHECK(c.algorithm == "direct");
+  CHECK(c.nchannels == 32);
+  ctx.channels = {1, 1};
+  CHECK(selector::choose(Coll::AlltoAll, 8 * 1024, 1024, ctx).estimateUs > 16 * c.estimateUs);
+  // A small all-reduce gains nothing like that from channels: one, as before.
+  ctx.channels = {1, 32};
+  CHECK(selector::choose(Coll::AllReduce, 8 * 1024, 1024, ctx).nchannels == 1);
+}
+
 TEST_CASE("selector: a cap on channels up to a size holds there, never below the minimum, and not above it") {
   sim::Fabric f = sim::Fabric::synthetic(1, 8, 8);
   plan::AlgorithmRegistry r = plan::builtinAlgorithms();
