@@ -829,11 +829,16 @@ Baseline readCompareBaseline(const Options& options, const Collective& coll, int
 }
 
 // -T bounds init too: the bootstrap waits at most that long for the ranks (a longer TUTTI_BOOTSTRAP_TIMEOUT is cut).
-void boundBootstrap(int timeoutSeconds) {
-  if (timeoutSeconds <= 0) return;
+// Returns the bootstrap's wait in seconds, which also bounds the wait for --id-file's file.
+int boundBootstrap(int timeoutSeconds) {
+  constexpr long kBootstrapDefaultSeconds = 120;  // TUTTI_BOOTSTRAP_TIMEOUT's default (runtime/params.cpp)
   const char* set = std::getenv("TUTTI_BOOTSTRAP_TIMEOUT");
-  if (set && std::atol(set) > 0 && std::atol(set) <= timeoutSeconds) return;
-  setenv("TUTTI_BOOTSTRAP_TIMEOUT", std::to_string(timeoutSeconds).c_str(), 1);
+  long configured = set ? std::atol(set) : 0;
+  if (timeoutSeconds > 0 && !(configured > 0 && configured <= timeoutSeconds)) {
+    setenv("TUTTI_BOOTSTRAP_TIMEOUT", std::to_string(timeoutSeconds).c_str(), 1);
+    configured = timeoutSeconds;
+  }
+  return int(std::min<long>(configured > 0 ? configured : kBootstrapDefaultSeconds, 1L << 30));
 }
 
 }  // namespace
@@ -855,7 +860,7 @@ int runSweep(const char* collective, int argc, char** argv) {
   }
   // The CUDA device backend does not exist yet: the sweep runs on host buffers.
   setenv("TUTTI_DEVICE", "host", 0);
-  boundBootstrap(options.timeoutSeconds);
+  const int bootstrapSeconds = boundBootstrap(options.timeoutSeconds);
   std::optional<MpiSession> mpi;
   World world;
   try {
@@ -886,7 +891,7 @@ int runSweep(const char* collective, int argc, char** argv) {
     }
     if (mpi) usage = mpi->agreeExitCode(usage);  // the report checks are process 0's alone
     if (usage) return usage;
-    ncclUniqueId id = mpi ? mpi->broadcastUniqueId() : shareUniqueId(world, options, env, options.timeoutSeconds > 0 ? options.timeoutSeconds : 120);
+    ncclUniqueId id = mpi ? mpi->broadcastUniqueId() : shareUniqueId(world, options, env, bootstrapSeconds);
     SweepContext context{coll,
                          options,
                          world,

@@ -471,6 +471,21 @@ TEST_CASE("perf binaries: --id-file ignores a file left by an earlier run, and r
   std::remove(path.c_str());
 }
 
+TEST_CASE("perf binaries: without -T the wait for --id-file's file is the bootstrap's (TUTTI_BOOTSTRAP_TIMEOUT)") {
+  // Process 1 of 2 alone: process 0, which would write the file, never starts.
+  std::string path = "/tmp/tutti_perf_id_absent_" + std::to_string(getpid());
+  std::remove(path.c_str());
+  auto start = std::chrono::steady_clock::now();
+  Run run = runTool("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 RANK=1 "
+                    "LOCAL_RANK=0 TUTTI_BOOTSTRAP_TIMEOUT=2",
+                    "all_reduce_perf", "-b 8 -e 8 --id-file " + path);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(run.output);
+  CHECK(run.exitCode != 0);
+  CHECK(seconds < 20);
+  CHECK(run.output.find("the unique id file " + path + " did not appear within 2 s") != std::string::npos);
+}
+
 namespace {
 
 // A number of a JSON report's row by key, as written (e.g. "\"time\": 12.5"), from position at.
