@@ -474,7 +474,8 @@ void execute(std::span<CommLaunch* const> launches) {
   } giveBack{launches};
   for (CommLaunch* L : launches) takeScratch(*L);
   for (CommLaunch* L : launches)
-    for (const CommLaunch::Copy& c : L->prologue) std::memcpy(c.dst, c.src, c.bytes);
+    for (const CommLaunch::Copy& c : L->prologue)
+      if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);  // a count of 0 may come with null buffers
   for (CommLaunch* L : launches) {
     // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets
     // a previous operation's worker released (NetProxy::releaseDriving).

@@ -86,7 +86,7 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
     INFO(bytes << " bytes, " << nsocks << " sockets per thread, " << nthreads << " threads");
     std::vector<char> out = pattern(bytes, seed++), in(bytes + 64, 'x');
     REQUIRE(exchange(pair, out, in) == bytes);
-    CHECK(std::memcmp(in.data(), out.data(), bytes) == 0);
+    CHECK((bytes == 0 || std::memcmp(in.data(), out.data(), bytes) == 0));
     CHECK(in[bytes] == 'x');  // nothing written past the message
   }
   // Several in flight at once: they complete in order, each intact.
@@ -156,7 +156,7 @@ TEST_CASE("net/socket: small messages sent before their receives are posted arri
       REQUIRE(std::chrono::steady_clock::now() < deadline);
     }
     REQUIRE(got == sizes[k]);
-    CHECK(std::memcmp(in.data(), outs[k].data(), sizes[k]) == 0);
+    CHECK((sizes[k] == 0 || std::memcmp(in.data(), outs[k].data(), sizes[k]) == 0));
     CHECK(in[sizes[k]] == 'x');
   }
   while (std::any_of(sends.begin(), sends.end(), [](NetRequest* s) { return s != nullptr; })) {
