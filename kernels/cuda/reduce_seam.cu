@@ -22,11 +22,21 @@ __global__ void reduceKernel(T* dst, const T* a, const T* b, size_t n, ElementRe
   }
 }
 
+// Runs reduceKernel over device buffers on the default stream; for tests/gpu, whose own
+// translation unit cannot launch a kernel template defined here.
+template <typename T, typename Op, bool kPre, bool kPost>
+cudaError_t launchReduce(T* dst, const T* a, const T* b, size_t n, ElementReducer<T, Op, kPre, kPost> reducer) {
+  reduceKernel<<<264, 256>>>(dst, a, b, n, reducer);
+  return cudaGetLastError();
+}
+
 // Every operation the host executor runs, for every type: sum, prod, max, min, PreMulSum
 // (sum with pre) and SumPostDiv (sum with post).
 #define TUTTI_SEAM_KERNEL(T, Op, kPre, kPost)                                          \
   template __global__ void reduceKernel<T, Op, kPre, kPost>(T*, const T*, const T*, size_t, \
-                                                            ElementReducer<T, Op, kPre, kPost>);
+                                                            ElementReducer<T, Op, kPre, kPost>); \
+  template cudaError_t launchReduce<T, Op, kPre, kPost>(T*, const T*, const T*, size_t,     \
+                                                        ElementReducer<T, Op, kPre, kPost>);
 #define TUTTI_SEAM_ALL_OPS(T)              \
   TUTTI_SEAM_KERNEL(T, OpSum, false, false)  \
   TUTTI_SEAM_KERNEL(T, OpProd, false, false) \
