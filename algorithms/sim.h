@@ -138,7 +138,7 @@ inline size_t chunkBytesFor(size_t slotBytes, size_t bytes) {
 // bytes/capacity of port time, in start order).
 struct ExactResult {
   double us = 0;
-  size_t steps = 0;      // steps run, all ranks and channels
+  size_t steps = 0;      // steps run (a joined run counts once: one message), all ranks and channels
   size_t transfers = 0;  // chunks moved over links
 };
 ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric,
