@@ -1,6 +1,6 @@
 // The analytic cost model: an alpha-beta estimate per algorithm name, pipelined by chunks, in
-// O(log nranks) work (the tree across nodes: O(nodes)) so that 100,000-rank sweeps take
-// milliseconds.
+// O(log nranks) work (the tree across nodes: O(nodes); Bruck and PAT across nodes: O(g log n),
+// or O(n log n) to 4096 ranks) so that 100,000-rank sweeps take milliseconds.
 //
 // Notation: o = step overhead, a = link latency, x(c) = c / rate, the time to push a chunk of c
 // bytes. A flow's rate is the least of the channel's executor rate, the link (one NIC), and its
