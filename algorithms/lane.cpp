@@ -58,7 +58,8 @@ std::string joinProblem(const LaneSpec& lane, size_t* step) {
     const Step& a = steps[s];
     if (!(a.flags & kJoin)) continue;
     *step = s;
-    if (a.op == Op::Copy || a.op == Op::Reduce) return std::string("joins a local ") + opName(a.op) + " (only steps that talk to a peer travel as one message)";
+    if (a.op == Op::Copy || a.op == Op::Reduce)
+      return std::string("joins a local ") + opName(a.op) + " (only steps that talk to a peer travel as one message)";
     if (s + 1 == steps.size()) return "ends the lane with kJoin (a joined run must end with a step without it)";
     const Step& b = steps[s + 1];
     if (b.op != a.op) return std::string("joins a ") + opName(a.op) + " with a " + opName(b.op) + " (a joined run keeps one op)";

@@ -207,10 +207,11 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
       // The chunk was cut so that the run fits (joinedChunkBytes); a plan whose ranks disagree
       // on it must not write past the slot.
       if (send && soff + lane.chunkElems * lane.op->eltSize > sf->slotBytes)
-        throw Error(ErrorCode::InvalidUsage, std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " +
-                                                 std::to_string(ctx.rank) + " joins " + std::to_string(parts) + " steps for " +
-                                                 ctx.describePeer(lane.sends[step.sendConn].peer) + " into a message larger than a FIFO slot (" +
-                                                 std::to_string(sf->slotBytes) + " bytes): the plan's join width and its chunk disagree");
+        throw Error(ErrorCode::InvalidUsage,
+                    std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
+                        " joins " + std::to_string(parts) + " steps for " + ctx.describePeer(lane.sends[step.sendConn].peer) +
+                        " into a message larger than a FIFO slot (" + std::to_string(sf->slotBytes) +
+                        " bytes): the plan's join width and its chunk disagree");
       size_t bytes = moveStep(lane, part, recv ? rslot + roff : nullptr, recv ? &arrived : nullptr, send ? sslot + soff : nullptr, ctx);
       if (send) fifoJoinSizes(sslot)[j] = uint32_t(bytes);
       roff += bytes;
