@@ -1,5 +1,7 @@
-// Readable forms of plans, for logs and test messages.
+// Readable forms of plans, and the rules of joined runs.
 #include "algorithms/lane.h"
+
+#include <algorithm>
 
 namespace tutti::plan {
 
@@ -33,6 +35,42 @@ const char* opName(Op op) {
   return "?";
 }
 
+size_t joinedRunLength(const std::vector<Step>& steps, size_t first) {
+  size_t last = first;
+  while (last + 1 < steps.size() && (steps[last].flags & kJoin)) last++;
+  return last - first + 1;
+}
+
+size_t joinWidth(const RankPlan& plan) {
+  size_t width = 0;
+  for (const LaneSpec& lane : plan.lanes)
+    for (size_t s = 0; s < lane.steps.size();) {
+      size_t run = joinedRunLength(lane.steps, s);
+      width = std::max(width, run);
+      s += run;
+    }
+  return width;
+}
+
+std::string joinProblem(const LaneSpec& lane, size_t* step) {
+  const std::vector<Step>& steps = lane.steps;
+  for (size_t s = 0; s < steps.size(); s++) {
+    const Step& a = steps[s];
+    if (!(a.flags & kJoin)) continue;
+    *step = s;
+    if (a.op == Op::Copy || a.op == Op::Reduce)
+      return std::string("joins a local ") + opName(a.op) + " (only steps that talk to a peer travel as one message)";
+    if (s + 1 == steps.size()) return "ends the lane with kJoin (a joined run must end with a step without it)";
+    const Step& b = steps[s + 1];
+    if (b.op != a.op) return std::string("joins a ") + opName(a.op) + " with a " + opName(b.op) + " (a joined run keeps one op)";
+    bool sends = a.op == Op::Send || a.op == Op::RecvSend || a.op == Op::RecvReduceSend || a.op == Op::RecvReduceCopySend;
+    bool receives = a.op != Op::Send;
+    if ((sends && a.sendConn != b.sendConn) || (receives && a.recvConn != b.recvConn))
+      return "joins steps on different connections (a joined run is one message to one peer)";
+  }
+  return "";
+}
+
 namespace {
 std::string bufName(const BufRef& ref) {
   if (ref.buf == Buf::None) return "-";
@@ -53,7 +91,7 @@ std::string describe(const RankPlan& plan) {
     };
     s += " {send " + peers(lane.sendPeers) + " recv " + peers(lane.recvPeers) + ":";
     for (const Step& step : lane.steps) {
-      s += std::string(" ") + opName(step.op) + "(" + bufName(step.src) + "->" + bufName(step.dst);
+      s += std::string(" ") + opName(step.op) + ((step.flags & kJoin) ? "+" : "") + "(" + bufName(step.src) + "->" + bufName(step.dst);
       if (lane.sendPeers.size() > 1 && step.sendConn) s += " to#" + std::to_string(step.sendConn);
       if (lane.recvPeers.size() > 1 && step.recvConn) s += " from#" + std::to_string(step.recvConn);
       s += ")";

@@ -45,6 +45,17 @@ struct RankPlan {
   std::vector<LaneSpec> lanes;
 };
 
+// Joined runs (plan.h). The steps of the run that starts at steps[first]: 1 for a lone step.
+size_t joinedRunLength(const std::vector<Step>& steps, size_t first);
+// The most steps of any joined run of the plan (1 with none, 0 with no steps): a lane's chunk is
+// cut so that this many fit one FIFO slot (joinedChunkBytes), and the peers' chunks must agree,
+// so every rank of a plan must have the same width (the verifier checks it).
+size_t joinWidth(const RankPlan& plan);
+// Why the lane's joined runs are malformed ("" if they are not): a run must keep one op and its
+// connection(s), join only steps that talk to a peer, and end within the lane. *step is set to
+// the offending step.
+std::string joinProblem(const LaneSpec& lane, size_t* step);
+
 // Human-readable form, for TRACE logs and test failure messages.
 std::string describe(const RankPlan& plan);
 

@@ -6,9 +6,14 @@
 // sends one block far and the last sends about n/2 blocks to the neighbour. Reduce-scatter is
 // the same trees run backwards, summing on the way.
 //
-// Cost with m bytes per block: ceil(log2 n) rounds, (n-1) blocks sent per rank in all:
-// ceil(log2 n) alpha + (n-1) m beta (reduce-scatter adds (n-1) m gamma). Within a round blocks
-// go one by one, so the latency term is (n-1) chunk steps at worst; tiles are small here.
+// A round's blocks to its one peer travel as one message (joined steps, plan.h): the round's
+// sends form one joined run and its receives (reduce-scatter: its RecvReduceCopy steps) another,
+// so a round costs one step overhead each way. A block's chunk is cut so that the widest round
+// (about n/2 blocks) fits one FIFO slot (joinedChunkBytes).
+//
+// Cost with m bytes per block: ceil(log2 n) rounds, one message each way per round, (n-1)
+// blocks sent per rank in all: ceil(log2 n) alpha + (n-1) m beta (reduce-scatter adds
+// (n-1) m gamma).
 #include <vector>
 
 #include "algorithms/builtin.h"
@@ -31,17 +36,20 @@ RankPlan patAllGather(int r, int n) {
   copy(lane, in(), out(r));  // skipped in place
   for (int k = rounds(n) - 1; k >= 0; k--) {
     int d = 1 << k;
-    for (int dist = d; dist < n; dist += 2 * d) {
-      send(lane, mod(r - d, n), out(mod(r + dist - d, n)));
-      recv(lane, mod(r + d, n), out(mod(r + dist, n)));
-    }
+    size_t first = lane.steps.size();
+    for (int dist = d; dist < n; dist += 2 * d) send(lane, mod(r - d, n), out(mod(r + dist - d, n)));
+    joinSince(lane, first);
+    first = lane.steps.size();
+    for (int dist = d; dist < n; dist += 2 * d) recv(lane, mod(r + d, n), out(mod(r + dist, n)));
+    joinSince(lane, first);
   }
   return RankPlan{"pat", {lane}};
 }
 
 // Rank r keeps the partial sum of block r + e (e = 0 in the output, others in scratch slot e);
 // the partial of distance dist leaves for r + 2^k in round k = lowest bit of dist, after the
-// rounds below k have added everything its subtree holds.
+// rounds below k have added everything its subtree holds. A round sends the partials of odd
+// multiples of 2^k and receives into those of even ones, so its sends may all go first.
 RankPlan patReduceScatter(int r, int n) {
   if (n == 1) return localCopy("pat", Layout::Blocks, in(0), out(), kPre | kPost);
   LaneSpec lane = directLane(Layout::Blocks);
@@ -52,13 +60,17 @@ RankPlan patReduceScatter(int r, int n) {
   int K = rounds(n);
   for (int k = 0; k < K; k++) {
     int d = 1 << k;
+    size_t first = lane.steps.size();
+    for (int dist = d; dist < n; dist += 2 * d) send(lane, mod(r + d, n), at(dist), uint8_t(pre(dist)));
+    joinSince(lane, first);
+    first = lane.steps.size();
     for (int dist = d; dist < n; dist += 2 * d) {
       int e = dist - d;
-      send(lane, mod(r + d, n), at(dist), uint8_t(pre(dist)));
       uint8_t flags = uint8_t(pre(e) | (e == 0 && k == K - 1 ? kPost : 0));
       recvReduceCopy(lane, mod(r - d, n), at(e), e == 0 ? out() : scratch(e), flags);
       started[size_t(e)] = true;
     }
+    joinSince(lane, first);
   }
   return RankPlan{"pat", {lane}};
 }

@@ -10,6 +10,7 @@
 // map to elements.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tutti::plan {
@@ -47,6 +48,7 @@ enum class Op : uint8_t {
 enum StepFlags : uint8_t {
   kPre = 1,   // apply the reduction's pre-operation (PreMulSum's scalar) to src
   kPost = 2,  // apply the reduction's post-operation (average's division) to the result
+  kJoin = 4,  // this step and the next travel as one message (see "Joined steps" below)
 };
 
 struct Step {
@@ -57,6 +59,26 @@ struct Step {
   uint8_t sendConn = 0;  // which of the lane's sendPeers a sending step uses
   uint8_t recvConn = 0;  // which of the lane's recvPeers a receiving step uses
 };
+
+// Joined steps. A run of consecutive steps of a lane, each flagged kJoin except the last, is one
+// message: the same op, on the same connection(s); the sender writes each step's chunk into one
+// FIFO slot, one part after the other, and the receiver takes each step's part from that one
+// slot, so a round of an algorithm that moves several blocks to one peer costs one step
+// overhead, not one per block. Receiver and sender must cut a connection's messages alike. The
+// slot holds a table (one 8-byte word: kJoinMagic and the number of parts; then each part's size
+// in bytes, 4 bytes each), padded to kJoinAlign, then the parts back to back (every part is a
+// whole number of elements, so each starts aligned to its element). A lone step (no kJoin on it
+// or before it) is a message of one part with no table, as before. kernels/fifo.h reads and
+// writes the table.
+constexpr uint32_t kJoinMagic = 0x6a6f696eu;  // "join"
+constexpr size_t kJoinAlign = 16;
+constexpr size_t joinTableBytes(size_t parts) { return (8 + 4 * parts + kJoinAlign - 1) / kJoinAlign * kJoinAlign; }
+// The largest chunk (bytes) of which `parts` fit one slot of slotBytes with their table
+// (slotBytes itself for a lone step; 0 if not even one byte each fits).
+constexpr size_t joinedChunkBytes(size_t slotBytes, size_t parts) {
+  if (parts <= 1) return slotBytes;
+  return slotBytes > joinTableBytes(parts) ? (slotBytes - joinTableBytes(parts)) / parts : 0;
+}
 
 // The collectives a plan can implement.
 enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send, Recv };

@@ -28,7 +28,10 @@
 //                               recv-reduce-send, recv-reduce-copy, recv-reduce-copy-send, copy,
 //                               reduce (local: dst = dst (op) src).
 //                               Words: src=<buf>, dst=<buf>, to=<expr> (sendConn, default 0),
-//                               from=<expr> (recvConn, default 0), pre (kPre), post (kPost).
+//                               from=<expr> (recvConn, default 0), pre (kPre), post (kPost),
+//                               join (kJoin: this step and the next travel as one message; a
+//                               joined run keeps one op and connection, ends without join, and
+//                               the receiver must join as many steps as the sender; plan.h).
 //                               <buf> is in, out, in[<expr>], out[<expr>] or scratch[<expr>];
 //                               a bare in/out is chunk -1 (a single-block buffer).
 //

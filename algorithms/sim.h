@@ -138,7 +138,7 @@ inline size_t chunkBytesFor(size_t slotBytes, size_t bytes) {
 // bytes/capacity of port time, in start order).
 struct ExactResult {
   double us = 0;
-  size_t steps = 0;      // steps run, all ranks and channels
+  size_t steps = 0;      // steps run (a joined run counts once: one message), all ranks and channels
   size_t transfers = 0;  // chunks moved over links
 };
 ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric,
@@ -146,7 +146,8 @@ ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll,
 
 // (b) Analytic: the estimate for an algorithm by name ("ring", "tree", ... see ir.md), in
 // microseconds, or nothing if the name is not modelled or the algorithm has no form for `coll`.
-// O(log nranks) work (tree: O(g log n) for g ranks per node). Agrees with timePlans() for every
+// O(log nranks) work (tree, and Bruck and PAT across nodes: O(g log n) for g ranks per node;
+// Bruck and PAT up to 4096 ranks across nodes: O(n log n)). Agrees with timePlans() for every
 // registered algorithm within 20% (tree 25%) on tests/algorithms/sim_test.cpp's grid.
 std::optional<double> analyticUs(const std::string& algorithm, plan::Coll coll, size_t bytes, const Fabric& fabric,
                                  const Pipeline& pipeline);

@@ -1,6 +1,6 @@
 // The analytic cost model: an alpha-beta estimate per algorithm name, pipelined by chunks, in
-// O(log nranks) work (the tree across nodes: O(nodes)) so that 100,000-rank sweeps take
-// milliseconds.
+// O(log nranks) work (the tree across nodes: O(nodes); Bruck and PAT across nodes: O(g log n),
+// or O(n log n) to 4096 ranks) so that 100,000-rank sweeps take milliseconds.
 //
 // Notation: o = step overhead, a = link latency, x(c) = c / rate, the time to push a chunk of c
 // bytes. A flow's rate is the least of the channel's executor rate, the link (one NIC), and its
@@ -386,21 +386,60 @@ struct Model {
     double localChunks = 0;
     double netChunks = 0;
   };
-  // `count` send/receive pairs with partners at distance d (Bruck, PAT), as streamPairs();
-  // adds the chunks to the tile's port loads.
-  double pairRounds(double c, long long count, long long d, Load& load) const {
-    if (count <= 0) return 0;
-    double crossing = multiNode() ? double(std::min({d, n - d, (long long)perNode()})) : 0;
-    double frac = crossing / double(perNode());
-    double local = pairStep(c, true, 1);
-    double net = pairStep(c, false, flowsOf(false, crossing));
-    load.localChunks += double(count) * (1 - frac);
-    load.netChunks += double(count) * crossing;
-    if (frac == 0) return double(count) * local;
-    // pair i waits for the partner's pair i - 1, so the critical chain runs through count
-    // ranks at stride d, crossing a node boundary every g / d of them (at least once)
-    double crossings = std::max(1.0, std::ceil(double(count) * frac - 1e-9));
-    return (double(count) - crossings) * local + (crossings - 1) * pairStep(c, false, 1) + net;
+  // Rounds of joined messages (Bruck, PAT; plan.h): in round i every rank sends one message of
+  // rounds[i].second blocks to the rank `dir` x rounds[i].first on (dir = +1 or -1) and receives
+  // one from the rank as far the other way. A rank's receive finishes once its own send has and
+  // its partner's message has arrived, so a tile's critical path picks, round by round, the
+  // partner or the rank itself, and which rounds it pays across nodes depends on where the ranks
+  // sit in their nodes: the path is followed for every rank (to 4096 ranks), or for every place
+  // in a node of perNode() ranks placed in order (beyond: exact for such fabrics, near for
+  // others). A message across nodes shares the node's NIC pool with every channel's and, as the
+  // ranks drift apart over the rounds, with half of the crossing ranks' on average; node-local
+  // ones are charged no sharing (channels drift apart, as for the other pair algorithms).
+  // Adds the tile's chunks to the port loads.
+  double joinedRounds(double c, const std::vector<std::pair<long long, long long>>& rounds, int dir, Load& load) const {
+    // (on one node every rank's path is the same: one state)
+    const bool byRank = multiNode() && n <= kExactTreeRanks;
+    const long long g = perNode(), states = !multiNode() ? 1 : byRank ? n : g;
+    std::vector<double> t(static_cast<size_t>(states), 0.0), next(static_cast<size_t>(states), 0.0);
+    for (auto [d, count] : rounds) {
+      if (count <= 0) continue;
+      double crossing = multiNode() ? double(std::min({d, n - d, g})) : 0;
+      load.localChunks += double(count) * (1 - crossing / double(g));
+      load.netChunks += double(count) * crossing;
+      const double message = double(count) * c;
+      const double local = o + xfer(message, true, 1), net = o + xfer(message, false, nch * (flowsOf(false, crossing) + 1) / 2);
+      for (long long r = 0; r < states; r++) {
+        long long from = 0, to = 0;
+        bool fromCrosses = false, toCrosses = false;
+        if (!multiNode()) {
+          from = to = r;
+        } else if (byRank) {
+          from = ((r - dir * d) % n + n) % n;
+          to = ((r + dir * d) % n + n) % n;
+          fromCrosses = crosses(from, r);
+          toCrosses = crosses(r, to);
+        } else {
+          // r is a place in a node; a partner d away is on another node unless it stays in this one
+          long long e = d % g;
+          from = ((r - dir * e) % g + g) % g;
+          to = ((r + dir * e) % g + g) % g;
+          fromCrosses = d >= g || (dir > 0 ? r < e : r + e >= g);
+          toCrosses = d >= g || (dir > 0 ? r + e >= g : r < e);
+        }
+        double own = t[size_t(r)] + (toCrosses ? net : local);
+        double arrival = t[size_t(from)] + (fromCrosses ? net + latency(false) : local + latency(true));
+        next[size_t(r)] = std::max(own, arrival) + o;
+      }
+      t.swap(next);
+    }
+    return *std::max_element(t.begin(), t.end());
+  }
+
+  // The tiles of a plan whose widest joined run has `width` steps: its chunk is cut so that they
+  // fit one slot (the exact model's rule).
+  Tiles joinedTiles(Layout layout, size_t width) const {
+    return tilesOf(range(layout), plan::joinedChunkBytes(p.chunkBytes, width), 1);
   }
 
   // Double binary tree all-reduce (tree.cpp): two lanes (one per tree, each kTreeChunks chunks
@@ -728,18 +767,22 @@ struct Model {
     return serialTiles(t, perTile);
   }
 
-  // Bruck (bruck.cpp): a local copy, then rounds at distance 1, 2, 4, ...; all-to-all sends
-  // the blocks whose index has the round's bit, all-gather min(d, n - d) blocks.
+  // Bruck (bruck.cpp): a local copy, then rounds at distance 1, 2, 4, ..., each one joined
+  // message: all-to-all sends the blocks whose index has the round's bit, all-gather
+  // min(d, n - d) blocks.
   std::optional<double> bruckAlgo() const {
     if (coll != Coll::AlltoAll && coll != Coll::AllGather) return std::nullopt;
-    Tiles t = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
+    auto blocks = [&](long long d) { return coll == Coll::AlltoAll ? withBit(d) : std::min<long long>(d, n - d); };
+    long long width = 1;
+    for (long long d = 1; d < n; d <<= 1) width = std::max(width, blocks(d));
+    if (plan::joinedChunkBytes(p.chunkBytes, size_t(width)) == 0) return std::nullopt;  // a round does not fit a slot
+    std::vector<std::pair<long long, long long>> rounds;  // (distance, blocks): to r + d, from r - d (all-gather: the reverse)
+    for (long long d = 1; d < n; d <<= 1) rounds.emplace_back(d, blocks(d));
+    Tiles t = joinedTiles(Layout::Blocks, size_t(width));
     auto perTile = [&](double c, bool first) {
       double time = o + copy(c) + (first ? stagger(c, true) : 0);
       Load load;
-      for (long long d = 1; d < n; d <<= 1) {
-        long long count = coll == Coll::AlltoAll ? withBit(d) : std::min<long long>(d, n - d);
-        time += pairRounds(c, count, d, load);
-      }
+      time += joinedRounds(c, rounds, coll == Coll::AlltoAll ? 1 : -1, load);
       return std::max(time, portFloor(c, load.localChunks, load.netChunks));
     };
     return serialTiles(t, perTile);
@@ -748,15 +791,22 @@ struct Model {
   // How many i in [1, n) have bit d set.
   long long withBit(long long d) const { return (n / (2 * d)) * d + std::max<long long>(0, n % (2 * d) - d); }
 
-  // PAT (pat.cpp): rounds at distance 2^k, sending the ceil((n - d) / 2d) blocks whose distance
-  // has lowest bit k; all-gather starts with a local copy.
+  // PAT (pat.cpp): rounds at distance 2^k, each one joined message of the ceil((n - d) / 2d)
+  // blocks whose distance has lowest bit k; all-gather starts with a local copy.
   std::optional<double> patAlgo() const {
     if (coll != Coll::AllGather && coll != Coll::ReduceScatter) return std::nullopt;
-    Tiles t = tilesOf(range(Layout::Blocks), p.chunkBytes, 1);
+    auto blocks = [&](long long d) { return (n - d + 2 * d - 1) / (2 * d); };
+    const long long width = std::max(1LL, blocks(1));
+    if (plan::joinedChunkBytes(p.chunkBytes, size_t(width)) == 0) return std::nullopt;  // a round does not fit a slot
+    // all-gather from the largest distance down, from r + d to r - d; reduce-scatter the reverse
+    std::vector<std::pair<long long, long long>> rounds;
+    for (long long d = 1; d < n; d <<= 1) rounds.emplace_back(d, blocks(d));
+    if (coll == Coll::AllGather) std::reverse(rounds.begin(), rounds.end());
+    Tiles t = joinedTiles(Layout::Blocks, size_t(width));
     auto perTile = [&](double c, bool first) {
       double time = (coll == Coll::AllGather ? o + copy(c) : 0) + (first ? stagger(c, true) : 0);
       Load load;
-      for (long long d = 1; d < n; d <<= 1) time += pairRounds(c, (n - d + 2 * d - 1) / (2 * d), d, load);
+      time += joinedRounds(c, rounds, coll == Coll::AllGather ? -1 : 1, load);
       return std::max(time, portFloor(c, load.localChunks, load.netChunks));
     };
     return serialTiles(t, perTile);

@@ -19,6 +19,9 @@
 //   slowest of its ports is through. The step finishes when its transfer ends; the chunk reaches
 //   the receiver one link latency later. A Copy step costs bytes / copy bandwidth; receiving
 //   costs only the step overhead.
+// - A joined run of steps (plan.h) is one message: one step overhead, one transfer of all its
+//   parts' bytes (the table is not counted), one FIFO slot. The lane's chunk is cut so that its
+//   plan's widest run fits the slot, taken to be the pipeline's chunk (joinedChunkBytes).
 // Events are processed in time order, so ports are reserved in start order.
 #include <algorithm>
 #include <functional>
@@ -140,7 +143,11 @@ class ExactSim {
       lane.spec = &spec;
       lane.rank = rank;
       size_t perTile = spec.layout == plan::Layout::Split ? size_t(spec.tileChunks > 0 ? spec.tileChunks : fabric_.nranks) : 1;
-      lane.tiles = tilesOf(channelRange(coll, spec.layout, bytes, fabric_.nranks, whole ? 1 : pipe_.nchannels), pipe_.chunkBytes, perTile);
+      const size_t chunk = plan::joinedChunkBytes(pipe_.chunkBytes, plan::joinWidth(plan));
+      if (chunk == 0)
+        throw Error(ErrorCode::InvalidArgument, "sim: " + plan.algorithm + " joins more steps than a chunk of " +
+                                                    std::to_string(pipe_.chunkBytes) + " bytes holds");
+      lane.tiles = tilesOf(channelRange(coll, spec.layout, bytes, fabric_.nranks, whole ? 1 : pipe_.nchannels), chunk, perTile);
       if (spec.steps.empty() || lane.tiles.count == 0) continue;
       int queue = -1;
       std::vector<std::tuple<int, int, int, int>> conns;
@@ -236,7 +243,8 @@ class ExactSim {
     worker = t0 + fabric_.stepOverheadUs;
     const LaneRun& lane = lanes_[size_t(q.lanes[q.lane])];
     const plan::Step& step = currentStep(q);
-    double bytes = double(lane.tiles.chunkOf(q.tile));
+    const size_t parts = plan::joinedRunLength(lane.spec->steps, q.step);
+    double bytes = double(parts * lane.tiles.chunkOf(q.tile));
     double finish = t0 + fabric_.stepOverheadUs;
     if (step.op == Op::Copy || step.op == Op::Reduce) finish += bytes / (fabric_.copyGBps * kBytesPerUsPerGBps);
     if (sends(step.op)) {
@@ -252,7 +260,8 @@ class ExactSim {
     }
     steps_++;
     q.lastFinish = finish;
-    if (++q.step == lane.spec->steps.size()) {
+    q.step += parts;
+    if (q.step == lane.spec->steps.size()) {
       q.step = 0;
       if (++q.tile == lane.tiles.count) {
         q.tile = 0;

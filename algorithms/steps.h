@@ -44,6 +44,12 @@ inline void copy(LaneSpec& lane, BufRef src, BufRef dst, uint8_t flags = 0) {
   lane.steps.push_back({Op::Copy, flags, src, dst, 0, 0});
 }
 
+// Makes the steps appended since `first` one message (kJoin on all but the last; plan.h). They
+// must share op and connection.
+inline void joinSince(LaneSpec& lane, size_t first) {
+  for (size_t s = first; s + 1 < lane.steps.size(); s++) lane.steps[s].flags |= kJoin;
+}
+
 inline LaneSpec directLane(Layout layout, int tileChunks = 0, int tag = 0) {
   LaneSpec lane;
   lane.kind = ConnKind::Direct;

@@ -106,29 +106,44 @@ struct Where {
   int index = 0;
 };
 
-// A bounded queue of values; slots are allocated on the first send (most FIFOs of a large
-// all-to-all are used once).
+// A value in a FIFO. The first value of a message says how many parts (joined steps) it has and
+// which step sent it; the others have parts 0.
+struct Entry {
+  Value value;
+  int parts = 0;
+  int rank = 0, lane = 0;
+  size_t step = 0;
+};
+
+// A queue of values; slots are allocated on the first send (most FIFOs of a large all-to-all are
+// used once), `capacity` of them, more when joined messages need them.
 class Queue {
  public:
   bool empty() const { return count_ == 0; }
   size_t size() const { return count_; }
-  const Value& front() const { return slots_[head_]; }
+  const Entry& front() const { return slots_[head_]; }
   void pop_front() {
     head_ = (head_ + 1) % slots_.size();
     count_--;
   }
-  void push_back(const Value& v, size_t capacity) {
-    if (slots_.empty()) slots_.resize(capacity);
+  void push_back(const Entry& v, size_t capacity) {
+    if (count_ == slots_.size()) {
+      std::vector<Entry> grown(std::max(capacity, 2 * slots_.size()));
+      for (size_t i = 0; i < count_; i++) grown[i] = slots_[(head_ + i) % slots_.size()];
+      slots_ = std::move(grown);
+      head_ = 0;
+    }
     slots_[(head_ + count_++) % slots_.size()] = v;
   }
 
  private:
-  std::vector<Value> slots_;
+  std::vector<Entry> slots_;
   size_t head_ = 0, count_ = 0;
 };
 
 struct Fifo {
   Queue data;
+  int messages = 0;  // in the queue; at most the FIFO's capacity (a joined run is one)
   std::vector<int> waiters;  // lanes to wake when the FIFO changes
   int from, to;
   ConnKind kind;
@@ -159,7 +174,7 @@ class Checker {
     plans_.resize(size_t(n_));
     for (int r = 0; r < n_; r++) plans_[size_t(r)] = q_.planOf(r);
     std::string err;
-    if (!(err = geometry()).empty() || !(err = bindLanes()).empty() || !(err = checkSize()).empty() ||
+    if (!(err = geometry()).empty() || !(err = bindLanes()).empty() || !(err = checkJoinWidths()).empty() || !(err = checkSize()).empty() ||
         !(err = checkConflicts()).empty())
       return err;
     initBuffers();
@@ -243,6 +258,18 @@ class Checker {
     return "";
   }
 
+  // A rank cuts its chunk so that its widest joined run fits one FIFO slot: peers must agree.
+  std::string checkJoinWidths() const {
+    const size_t first = std::max<size_t>(1, joinWidth(plans_[0]));
+    for (int r = 1; r < n_; r++) {
+      size_t mine = std::max<size_t>(1, joinWidth(plans_[size_t(r)]));
+      if (mine != first)
+        return "rank " + std::to_string(r) + "'s widest joined run has " + std::to_string(mine) + " steps and rank 0's " +
+               std::to_string(first) + ": chunks are cut so that the widest run fits one FIFO slot, so every rank's must be as wide";
+    }
+    return "";
+  }
+
   // Symbolic values cost a bit per rank each: refuse what would not fit in memory.
   std::string checkSize() const {
     int64_t cells = int64_t(n_) * std::max(indices(Buf::In), indices(Buf::Out)) * q_.tiles;
@@ -303,8 +330,9 @@ class Checker {
       return "receives on connection " + std::to_string(step.recvConn) + " of a lane with " + std::to_string(lane.recvPeers.size()) +
              " receive peers";
     if (reduces(step.op) && !reducing(q_.coll)) return std::string("reduces, but ") + collName(q_.coll) + " has no reduction";
-    if (step.flags & ~(kPre | kPost)) return "has unknown flags";
-    if (step.flags && !reducing(q_.coll)) return std::string("sets kPre/kPost, but ") + collName(q_.coll) + " has no reduction";
+    if (step.flags & ~(kPre | kPost | kJoin)) return "has unknown flags";
+    if ((step.flags & (kPre | kPost)) && !reducing(q_.coll))
+      return std::string("sets kPre/kPost, but ") + collName(q_.coll) + " has no reduction";
     if ((step.flags & kPre) && !readsSrc(step.op)) return "sets kPre on a step without a source";
     if ((step.flags & kPost) && !appliesPost(step.op)) return "sets kPost, which this op does not apply (it writes no result)";
     std::string err;
@@ -320,7 +348,7 @@ class Checker {
     auto key = std::make_tuple(from, to, int(lane.kind), lane.tag);
     auto it = index.find(key);
     if (it != index.end()) return it->second;
-    fifos_.push_back(Fifo{{}, {}, from, to, lane.kind, lane.tag});
+    fifos_.push_back(Fifo{{}, 0, {}, from, to, lane.kind, lane.tag});
     index[key] = int(fifos_.size() - 1);
     return int(fifos_.size() - 1);
   }
@@ -363,6 +391,8 @@ class Checker {
           err = checkStep(run, s, run.src[s], run.dst[s]);
           if (!err.empty()) return stepName(run, s, false) + ": " + err;
         }
+        size_t bad = 0;
+        if (!(err = joinProblem(lane, &bad)).empty()) return stepName(run, bad, false) + ": " + err;
         run.group = queueOf(r, lane, connGroup);
         groups_[size_t(r)][size_t(run.group)].push_back(int(lanes_.size()));
         lanes_.push_back(std::move(run));
@@ -477,8 +507,9 @@ class Checker {
     return "";
   }
 
-  // Runs one step of the lane's current tile, whose FIFOs have data and room.
-  std::string execute(LaneRun& l) {
+  // Runs one step of the lane's current tile, whose FIFOs have data and room; a send starts a
+  // message of `parts` values, or continues one (0).
+  std::string execute(LaneRun& l, int parts) {
     const Step& step = l.spec->steps[l.step];
     Where sw = l.src[l.step], dw = l.dst[l.step];
     if (step.op == Op::Copy && !step.flags && sw.buf == dw.buf && sw.index == dw.index) return "";  // skipped in place
@@ -498,7 +529,7 @@ class Checker {
     Value result;
     switch (step.op) {
       case Op::Send: case Op::Copy: result = own; break;
-      case Op::Recv: case Op::RecvSend: result = rf->data.front(); break;
+      case Op::Recv: case Op::RecvSend: result = rf->data.front().value; break;
       case Op::Reduce: {
         // the accumulator in dst, then the source: dst = dst (op) src
         const Value acc = at(l, dw);
@@ -508,7 +539,7 @@ class Checker {
         break;
       }
       default: {
-        std::string err = combine(rf->data.front(), own, result);
+        std::string err = combine(rf->data.front().value, own, result);
         if (!err.empty()) return err;
       }
     }
@@ -518,12 +549,14 @@ class Checker {
       result.post = true;
     }
     if (rf) {
+      if (rf->data.front().parts > 0) rf->messages--;
       rf->data.pop_front();
       wake(*rf);
     }
     if (needsSend(step.op)) {
       Fifo& sf = fifos_[size_t(l.sendFifo[step.sendConn])];
-      sf.data.push_back(result, size_t(q_.fifoCapacity));
+      if (parts > 0) sf.messages++;
+      sf.data.push_back(Entry{result, parts, l.rank, l.lane, l.step}, size_t(q_.fifoCapacity));
       wake(sf);
     }
     if (dw.buf != Buf::None) at(l, dw) = result;
@@ -558,18 +591,28 @@ class Checker {
     }
     if (l.scratch.empty() && l.spec->scratchChunks > 0) l.scratch.assign(size_t(l.spec->scratchChunks), Value{});
     for (;;) {
+      // A joined run is one message: it waits for one whole message and one free slot, and runs
+      // whole (as the executor does).
       const Step& step = l.spec->steps[l.step];
+      const size_t parts = joinedRunLength(l.spec->steps, l.step);
       if (needsRecv(step.op)) {
         Fifo& f = fifos_[size_t(l.recvFifo[step.recvConn])];
         if (f.data.empty()) { f.waiters.push_back(id); return ""; }
+        const Entry& m = f.data.front();
+        if (size_t(m.parts) != parts)
+          return stepName(l, l.step, true) + ": receives as " + std::to_string(parts) + " joined step(s) a message of " +
+                 std::to_string(m.parts) + " part(s) that rank " + std::to_string(m.rank) + " lane " + std::to_string(m.lane) +
+                 " step " + std::to_string(m.step) + " sent (message boundaries must match between sender and receiver)";
       }
       if (needsSend(step.op)) {
         Fifo& f = fifos_[size_t(l.sendFifo[step.sendConn])];
-        if (int(f.data.size()) >= q_.fifoCapacity) { f.waiters.push_back(id); return ""; }
+        if (f.messages >= q_.fifoCapacity) { f.waiters.push_back(id); return ""; }
       }
-      std::string err = execute(l);
-      if (!err.empty()) return stepName(l, l.step, true) + ": " + err;
-      if (++l.step < l.spec->steps.size()) continue;
+      for (size_t j = 0; j < parts; j++, l.step++) {
+        std::string err = execute(l, j == 0 ? int(parts) : 0);
+        if (!err.empty()) return stepName(l, l.step, true) + ": " + err;
+      }
+      if (l.step < l.spec->steps.size()) continue;
       l.step = 0;
       l.scratch.assign(l.scratch.size(), Value{});  // scratch does not outlive a tile
       if (++l.tile == q_.tiles) {

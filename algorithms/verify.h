@@ -9,6 +9,9 @@
 // scratch cleared between them, in-place aliasing of each collective, and null buffers where the
 // collective gives a rank none. One channel is modelled: every channel runs the same plan on its
 // own connections.
+// A joined run of steps (plan.h) is one message: it takes one FIFO slot, waits for a whole
+// message and runs whole, and each message must be received as a run of as many steps as sent
+// it. Every rank's widest run must be as wide, since the chunk is cut from it.
 //
 // Where the model is stricter than the executor, it is so on purpose: lanes that share a
 // connection directly or through a third lane form one queue (a bounded-FIFO network with

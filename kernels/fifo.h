@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "algorithms/plan.h"
+
 #if defined(__CUDACC__)
 #define TUTTI_FIFO_HD __host__ __device__
 #else
@@ -51,6 +53,20 @@ TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t s
 TUTTI_FIFO_HD inline char* fifoSlot(FifoHeader* header, uint64_t index) {
   return reinterpret_cast<char*>(header) + header->slotOffset + (index % header->nsteps) * header->slotBytes;
 }
+
+// A joined message's table at the start of its slot (plan.h, "Joined steps"): a word holding
+// kJoinMagic and the number of parts, then each part's size in bytes.
+TUTTI_FIFO_HD inline void fifoJoinStart(char* slot, uint32_t parts) {
+  uint32_t* words = reinterpret_cast<uint32_t*>(slot);
+  words[0] = plan::kJoinMagic;
+  words[1] = parts;
+}
+// The number of parts of the joined message in `slot`, 0 if it holds none (no table).
+TUTTI_FIFO_HD inline uint32_t fifoJoinParts(const char* slot) {
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(slot);
+  return words[0] == plan::kJoinMagic ? words[1] : 0;
+}
+TUTTI_FIFO_HD inline uint32_t* fifoJoinSizes(char* slot) { return reinterpret_cast<uint32_t*>(slot) + 2; }
 
 #if !defined(__CUDA_ARCH__)
 // Host side of the protocol. The counters are plain uint64_t in the shared layout; the host

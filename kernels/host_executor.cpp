@@ -90,26 +90,84 @@ bool opHasPost(const RedOp& op) { return op.kind == RedKind::SumPostDiv; }
                   " (do all ranks make the same calls, with the same count, type and root?)");
 }
 
+[[noreturn]] void partsMismatch(const Lane& lane, const ExecutionContext& ctx, int peer, uint32_t got, size_t expected) {
+  throw Error(ErrorCode::InvalidUsage,
+              std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
+                  " received a message of " + (got == 0 ? std::string("one step (not joined)") : std::to_string(got) + " joined steps") +
+                  " from " + ctx.describePeer(peer) +
+                  " where its plan joins " + std::to_string(expected) +
+                  " steps into one (do all ranks run the same algorithm, with the same count and type?)");
+}
+
 // How many elements a step moves: as many as its user buffer chunk holds; for a step between
-// scratch and FIFOs only, what its scratch source holds, or what arrived.
-size_t stepElems(const Lane& lane, const Step& step, const Span& src, const Span& dst, const FifoHeader* rf, uint64_t rtail,
+// scratch and FIFOs only, what its scratch source holds, or what arrived (`arrived` bytes, for a
+// step that receives).
+size_t stepElems(const Lane& lane, const Step& step, const Span& src, const Span& dst, const uint64_t* arrived,
                  const ExecutionContext& ctx) {
   if (isUserBuffer(step.src.buf)) return src.elems;
   if (isUserBuffer(step.dst.buf)) return dst.elems;
   if (step.src.buf == Buf::Scratch) return src.elems;
-  if (rf != nullptr) {
-    uint64_t got = rf->sizes[rtail % rf->nsteps];
+  if (arrived != nullptr) {
     const size_t elt = lane.op->eltSize;
-    if (got % elt != 0 || got / elt > lane.chunkElems)
-      sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, got, lane.chunkElems * elt);
-    return size_t(got / elt);
+    if (*arrived % elt != 0 || *arrived / elt > lane.chunkElems)
+      sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, *arrived, lane.chunkElems * elt);
+    return size_t(*arrived / elt);
   }
   return lane.spec->layout == Layout::Split ? lane.tileChunk : lane.chunkElems;
 }
 
-// Runs the lane's current step if the FIFOs allow it. Returns false when blocked.
+// Moves one step's data: from `rpart` (what arrived for it, `arrived` bytes; null if the step
+// receives nothing) and into `spart` (null if it sends nothing). Returns the bytes it moved.
+size_t moveStep(Lane& lane, const Step& step, const char* rpart, const uint64_t* arrived, char* spart, const ExecutionContext& ctx) {
+  const OpBinding& op = *lane.op;
+  Span src = resolve(lane, step.src), dst = resolve(lane, step.dst);
+  const size_t elems = stepElems(lane, step, src, dst, arrived, ctx);
+  if (step.dst.buf == Buf::Scratch) lane.scratchElems[size_t(step.dst.chunk)] = elems;
+  const size_t bytes = elems * op.eltSize;
+  const unsigned flags = reduceFlags(step);
+  if (rpart != nullptr && *arrived != bytes) sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, *arrived, bytes);
+
+  switch (step.op) {
+    case Op::Send:
+      if ((flags & kPreOnB) && opHasPre(op.redop)) reduceHost(op.type, op.redop, spart, nullptr, src.ptr, elems, kPreOnB);
+      else std::memcpy(spart, src.ptr, bytes);
+      break;
+    case Op::Recv:
+      std::memcpy(dst.ptr, rpart, bytes);
+      break;
+    case Op::RecvSend:
+      std::memcpy(spart, rpart, bytes);
+      if (dst.ptr) std::memcpy(dst.ptr, rpart, bytes);
+      break;
+    case Op::RecvReduceSend:
+      reduceHost(op.type, op.redop, spart, rpart, src.ptr, elems, flags & kPreOnB);
+      break;
+    case Op::RecvReduceCopy:
+      reduceHost(op.type, op.redop, dst.ptr, rpart, src.ptr, elems, flags);
+      break;
+    case Op::RecvReduceCopySend:
+      reduceHost(op.type, op.redop, dst.ptr, rpart, src.ptr, elems, flags);
+      std::memcpy(spart, dst.ptr, bytes);
+      break;
+    case Op::Copy:
+      if (((flags & kPreOnB) && opHasPre(op.redop)) || ((flags & kPost) && opHasPost(op.redop)))
+        reduceHost(op.type, op.redop, dst.ptr, nullptr, src.ptr, elems, flags);
+      else if (dst.ptr != src.ptr)
+        std::memmove(dst.ptr, src.ptr, bytes);
+      break;
+    case Op::Reduce:
+      reduceHost(op.type, op.redop, dst.ptr, dst.ptr, src.ptr, elems, flags);
+      break;
+  }
+  return bytes;
+}
+
+// Runs the lane's current step, or joined run of steps (one message), if the FIFOs allow it.
+// Returns false when blocked.
 bool tryStep(Lane& lane, const ExecutionContext& ctx) {
-  const Step& step = lane.spec->steps[lane.step];
+  const std::vector<Step>& steps = lane.spec->steps;
+  const Step& step = steps[lane.step];
+  const size_t parts = (step.flags & plan::kJoin) ? plan::joinedRunLength(steps, lane.step) : 1;
   const bool recv = stepReceives(step.op), send = stepSends(step.op);
   FifoHeader* rf = recv ? lane.recvs[step.recvConn].fifo : nullptr;
   FifoHeader* sf = send ? lane.sends[step.sendConn].fifo : nullptr;
@@ -122,51 +180,44 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
     shead = sf->head;  // only we write it
     if (shead - fifoLoadAcquire(&sf->tail) >= sf->nsteps) return false;
   }
-
-  const OpBinding& op = *lane.op;
-  Span src = resolve(lane, step.src), dst = resolve(lane, step.dst);
-  const size_t elems = stepElems(lane, step, src, dst, rf, rtail, ctx);
-  if (step.dst.buf == Buf::Scratch) lane.scratchElems[size_t(step.dst.chunk)] = elems;
-  const size_t bytes = elems * op.eltSize;
-  const unsigned flags = reduceFlags(step);
   char* rslot = recv ? fifoSlot(rf, rtail) : nullptr;
   char* sslot = send ? fifoSlot(sf, shead) : nullptr;
-  if (recv) {
-    uint64_t got = rf->sizes[rtail % rf->nsteps];
-    if (got != bytes) sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, got, bytes);
-  }
+  const uint64_t got = recv ? rf->sizes[rtail % rf->nsteps] : 0;
 
-  switch (step.op) {
-    case Op::Send:
-      if ((flags & kPreOnB) && opHasPre(op.redop)) reduceHost(op.type, op.redop, sslot, nullptr, src.ptr, elems, kPreOnB);
-      else std::memcpy(sslot, src.ptr, bytes);
-      break;
-    case Op::Recv:
-      std::memcpy(dst.ptr, rslot, bytes);
-      break;
-    case Op::RecvSend:
-      std::memcpy(sslot, rslot, bytes);
-      if (dst.ptr) std::memcpy(dst.ptr, rslot, bytes);
-      break;
-    case Op::RecvReduceSend:
-      reduceHost(op.type, op.redop, sslot, rslot, src.ptr, elems, flags & kPreOnB);
-      break;
-    case Op::RecvReduceCopy:
-      reduceHost(op.type, op.redop, dst.ptr, rslot, src.ptr, elems, flags);
-      break;
-    case Op::RecvReduceCopySend:
-      reduceHost(op.type, op.redop, dst.ptr, rslot, src.ptr, elems, flags);
-      std::memcpy(sslot, dst.ptr, bytes);
-      break;
-    case Op::Copy:
-      if (((flags & kPreOnB) && opHasPre(op.redop)) || ((flags & kPost) && opHasPost(op.redop)))
-        reduceHost(op.type, op.redop, dst.ptr, nullptr, src.ptr, elems, flags);
-      else if (dst.ptr != src.ptr)
-        std::memmove(dst.ptr, src.ptr, bytes);
-      break;
-    case Op::Reduce:
-      reduceHost(op.type, op.redop, dst.ptr, dst.ptr, src.ptr, elems, flags);
-      break;
+  uint64_t sent = 0;
+  if (parts == 1) {
+    sent = moveStep(lane, step, rslot, recv ? &got : nullptr, sslot, ctx);
+  } else {
+    // One message: a table of the parts' sizes, then the parts (plan.h, "Joined steps").
+    const size_t table = plan::joinTableBytes(parts);
+    if (recv) {
+      const int peer = lane.recvs[step.recvConn].peer;
+      if (got < table) sizeMismatch(lane, ctx, peer, got, table);
+      if (fifoJoinParts(rslot) != parts) partsMismatch(lane, ctx, peer, fifoJoinParts(rslot), parts);
+    }
+    if (send) fifoJoinStart(sslot, uint32_t(parts));
+    size_t roff = table, soff = table;
+    for (size_t j = 0; j < parts; j++) {
+      const Step& part = steps[lane.step + j];
+      uint64_t arrived = 0;
+      if (recv) {
+        arrived = fifoJoinSizes(rslot)[j];
+        if (roff + arrived > got) sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, got, roff + arrived);
+      }
+      // The chunk was cut so that the run fits (joinedChunkBytes); a plan whose ranks disagree
+      // on it must not write past the slot.
+      if (send && soff + lane.chunkElems * lane.op->eltSize > sf->slotBytes)
+        throw Error(ErrorCode::InvalidUsage,
+                    std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
+                        " joins " + std::to_string(parts) + " steps for " + ctx.describePeer(lane.sends[step.sendConn].peer) +
+                        " into a message larger than a FIFO slot (" + std::to_string(sf->slotBytes) +
+                        " bytes): the plan's join width and its chunk disagree");
+      size_t bytes = moveStep(lane, part, recv ? rslot + roff : nullptr, recv ? &arrived : nullptr, send ? sslot + soff : nullptr, ctx);
+      if (send) fifoJoinSizes(sslot)[j] = uint32_t(bytes);
+      roff += bytes;
+      soff += bytes;
+    }
+    sent = soff;
   }
 
   if (recv) {
@@ -174,11 +225,12 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
     ringBell(lane.recvs[step.recvConn].peerBell);
   }
   if (send) {
-    sf->sizes[shead % sf->nsteps] = bytes;
+    sf->sizes[shead % sf->nsteps] = sent;
     fifoStoreRelease(&sf->head, shead + 1);
     ringBell(lane.sends[step.sendConn].peerBell);
   }
-  if (++lane.step == lane.spec->steps.size()) {
+  lane.step += uint32_t(parts);
+  if (lane.step == steps.size()) {
     lane.step = 0;
     lane.tile++;
     startTile(lane);
@@ -285,6 +337,9 @@ void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
       checkRef(s, step.src, "source");
       checkRef(s, step.dst, "destination");
     }
+    size_t bad = 0;
+    std::string join = plan::joinProblem(lane, &bad);
+    if (!join.empty()) fail(bad, join);
   }
 }
 

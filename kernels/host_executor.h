@@ -5,7 +5,10 @@
 // input or output, else its destination). A step between scratch and FIFOs only moves what its
 // scratch source holds, or, with no source, what arrived; a scratch chunk holds what was last
 // written to it in the tile (at most one chunk, chunkElems elements). So scratch follows the
-// chunks it stages, including the shorter chunks at the end of a range.
+// chunks it stages, including the shorter chunks at the end of a range. A joined run of steps
+// (plan.h) is one message: the executor runs it whole once both FIFOs allow, each step sized as
+// above, what arrived being its part's size from the message's table; the lane's chunk must be
+// cut so that the run fits one slot (runtime/launch.cpp uses plan::joinedChunkBytes).
 #pragma once
 
 #include <atomic>
@@ -55,7 +58,7 @@ struct Lane {
   const OpBinding* op = nullptr;
   int channel = 0;
   size_t begin = 0, end = 0;  // element range (within each block for Blocks)
-  size_t chunkElems = 0;      // elements per chunk (fits one FIFO slot); each scratch chunk holds this many
+  size_t chunkElems = 0;      // elements per chunk (a joined run of them fits one FIFO slot); each scratch chunk holds this many
   std::vector<FifoEnd> sends, recvs;  // by Step::sendConn / Step::recvConn (the spec's peers, in order)
   char* scratch = nullptr;            // spec->scratchChunks chunks of chunkElems elements
   std::vector<size_t> scratchElems;   // elements last written to each scratch chunk

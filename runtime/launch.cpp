@@ -342,8 +342,15 @@ void bind(CommLaunch& L) {
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), binding.name,
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(p).c_str());
-    // Every rank cuts the operation alike: the chunk follows from the count all of them pass.
-    const size_t chunkBytes = sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks));
+    // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
+    // from the plan's widest joined run (the same on every rank), which must fit one slot.
+    const size_t width = plan::joinWidth(p);
+    const size_t chunkBytes = std::min(sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks)),
+                                       plan::joinedChunkBytes(comm->slotBytes, width));
+    if (chunkBytes < binding.eltSize)
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + binding.name + " with algorithm " + p.algorithm + " joins " +
+                                               std::to_string(width) + " steps into one message, more than a FIFO slot of " +
+                                               std::to_string(comm->slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
     size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
     per = (per + 15) / 16 * 16;
     for (int c = 0; c < nch; c++) {

@@ -288,3 +288,52 @@ TEST_CASE("a ring order that is not a permutation of the ranks is refused, sayin
   CHECK(order.positionOf(3) == 2);
   CHECK(RingOrder(3, {}).step(2, 1) == 0);
 }
+
+namespace {
+
+bool sendsData(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
+bool receivesData(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
+
+// Messages a plan sends and receives per tile: a joined run counts once.
+struct Messages {
+  int sent = 0, received = 0;
+};
+Messages messagesOf(const RankPlan& plan) {
+  Messages m;
+  for (const LaneSpec& lane : plan.lanes)
+    for (size_t s = 0; s < lane.steps.size(); s += joinedRunLength(lane.steps, s)) {
+      m.sent += sendsData(lane.steps[s].op);
+      m.received += receivesData(lane.steps[s].op);
+    }
+  return m;
+}
+
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) k++;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("Bruck and PAT send and receive ceil(log2 n) messages per rank, a round's blocks joined", "[library][join]") {
+  struct Generator {
+    const char* name;
+    RankPlan (*build)(int, int);
+  };
+  for (Generator g : {Generator{"bruck alltoall", bruckAlltoAll}, Generator{"bruck allgather", bruckAllGather},
+                      Generator{"pat allgather", patAllGather}, Generator{"pat reducescatter", patReduceScatter}})
+    for (int n = 1; n <= 64; n++)
+      for (int r : {0, n / 2, n - 1}) {
+        INFO(g.name << " at " << n << " ranks, rank " << r);
+        RankPlan plan = g.build(r, n);
+        Messages m = messagesOf(plan);
+        CHECK(m.sent == ceilLog2(n));
+        CHECK(m.received == ceilLog2(n));
+        // and the blocks: all-to-all moves about n/2 per round, the others n - 1 in all
+        size_t blocks = 0;
+        for (const Step& s : plan.lanes[0].steps) blocks += sendsData(s.op);
+        if (std::string(g.name) != "bruck alltoall") CHECK(blocks == size_t(n - 1));
+        CHECK(joinWidth(plan) <= size_t(std::max(1, n / 2)));
+      }
+}

@@ -163,3 +163,22 @@ TEST_CASE("fuzz: mutated and random plan files load or fail cleanly", "[planfile
   CHECK(rejected > 0);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
 }
+
+TEST_CASE("a plan file joins steps into one message with the word join", "[planfile][join]") {
+  // Bruck's all-gather at 4 ranks: the second round's two blocks travel as one message.
+  std::string text =
+      "algorithm joinedag\nranks 4\ncoll allgather\nrank *\n"
+      "lane kind=direct send=(r-1)%n,(r-2)%n recv=(r+1)%n,(r+2)%n layout=blocks\n"
+      "copy src=in dst=out[r]\n"
+      "send src=out[r]\nrecv dst=out[(r+1)%n]\n"
+      "send src=out[r] to=1 join\nsend src=out[(r+1)%n] to=1\n"
+      "recv dst=out[(r+2)%n] from=1 join\nrecv dst=out[(r+3)%n] from=1\n";
+  std::vector<Algorithm> loaded = parsePlanText(text, "t.plan");
+  REQUIRE(loaded.size() == 1);
+  for (int r = 0; r < 4; r++)
+    CHECK(describe(loaded[0].build({Coll::AllGather, r, 4, 0, 0})) == describe(RankPlan{"joinedag", bruckAllGather(r, 4).lanes}));
+  // Receiving the joined pair as two messages is refused with the verifier's reason.
+  std::string split = text;
+  split.replace(split.find("from=1 join"), 11, "from=1");
+  CHECK(has(parseError(split), "message boundaries must match between sender and receiver"));
+}

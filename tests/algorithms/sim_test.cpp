@@ -384,3 +384,28 @@ TEST_CASE("sim: an operation's chunk is its slot, halved down to 512 KiB while i
   // A slot that is not a power of two halves to one that is no smaller than 512 KiB.
   CHECK(sim::chunkBytesFor(1536 * KiB, MiB) == 768 * KiB);
 }
+
+// A Bruck round's blocks travel as one joined message, so at small blocks and many ranks its
+// ceil(log2 n) step overheads beat the n - 1 of pairwise and direct, in both models.
+TEST_CASE("sim: Bruck's all-to-all of 8-byte blocks at 64 ranks beats pairwise and direct", "[sim][join]") {
+  plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
+  const int n = 64;
+  const size_t bytes = size_t(n) * 8;
+  for (const sim::Fabric& f : {sim::Fabric::synthetic(8, 8, 4), sim::Fabric::synthetic(1, n, 1), sim::Fabric::host(n, 8)}) {
+    sim::Pipeline p;
+    std::map<std::string, double> exact, analytic;
+    for (const char* name : {"bruck", "pairwise", "direct"}) {
+      const plan::Algorithm* a = registry.find(name);
+      REQUIRE(a);
+      exact[name] = sim::timePlans(plansFor(*a, Coll::AlltoAll, n, f.ranksPerNode), Coll::AlltoAll, bytes, f, p).us;
+      analytic[name] = sim::analyticUs(name, Coll::AlltoAll, bytes, f, p).value();
+    }
+    INFO(f.name << ": exact bruck " << exact["bruck"] << " pairwise " << exact["pairwise"] << " direct " << exact["direct"]
+                << " us; analytic bruck " << analytic["bruck"] << " pairwise " << analytic["pairwise"] << " direct "
+                << analytic["direct"] << " us");
+    CHECK(exact["bruck"] < exact["pairwise"]);
+    CHECK(exact["bruck"] < exact["direct"]);
+    CHECK(analytic["bruck"] < analytic["pairwise"]);
+    CHECK(analytic["bruck"] < analytic["direct"]);
+  }
+}

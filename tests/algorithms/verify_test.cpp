@@ -271,3 +271,74 @@ TEST_CASE("a local reduce into a buffer nothing wrote, or of a contribution it a
   INFO(err);
   CHECK(has(err, "reduces the contribution of ranks {0} twice"));
 }
+
+// Bruck's all-to-all at 4 ranks: step 0 copies; round 0 sends two blocks to r + 1 as one joined
+// run (steps 1-2) and receives two from r - 1 (steps 3-4); round 1 likewise with r + 2 (5-8).
+TEST_CASE("joined runs whose message boundaries differ between sender and receiver are reported", "[verify][join]") {
+  REQUIRE(run(Coll::AlltoAll, 4, [](int r) { return bruckAlltoAll(r, 4); }) == "");
+  std::string err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 1) p.lanes[0].steps[3].flags &= uint8_t(~kJoin);  // receives the two blocks as two messages
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 1 lane 0 tile 0 step 3 (recv from 0): receives as 1 joined step(s) a message of 2 part(s) that rank 0 lane 0 "
+                 "step 1 sent (message boundaries must match between sender and receiver)"));
+  err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 0) p.lanes[0].steps[1].flags &= uint8_t(~kJoin);  // sends them as two messages
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 1 lane 0 tile 0 step 3 (recv from 0): receives as 2 joined step(s) a message of 1 part(s) that rank 0 lane 0 step 1 sent"));
+}
+
+TEST_CASE("malformed joined runs are reported, naming rank, lane and step", "[verify][join]") {
+  std::string err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 0) p.lanes[0].steps[2].sendConn = 1;  // the run's second block to r + 2
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 0 lane 0 step 1 (send to 1): joins steps on different connections"));
+  err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 2) p.lanes[0].steps.back().flags |= kJoin;
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 2 lane 0 step 8 (recv from 0): ends the lane with kJoin"));
+  err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 3) p.lanes[0].steps[2].flags |= kJoin;  // the sends' run runs on into the receives
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 3 lane 0 step 2 (send to 0): joins a send with a recv"));
+  err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 1) p.lanes[0].steps[0].flags |= kJoin;
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 1 lane 0 step 0 (copy): joins a local copy"));
+  err = run(Coll::AlltoAll, 4, [](int r) {
+    RankPlan p = bruckAlltoAll(r, 4);
+    if (r == 2)
+      for (Step& s : p.lanes[0].steps) s.flags &= uint8_t(~kJoin);
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "rank 2's widest joined run has 1 steps and rank 0's 2"));
+}
+
+TEST_CASE("a joined run takes one FIFO slot however many steps it joins", "[verify][join]") {
+  // Bruck's all-gather at 16 ranks joins 8 blocks in its last round: with one slot per FIFO it
+  // still runs, each round's message filling the slot once.
+  VerifyRequest q;
+  q.coll = Coll::AllGather;
+  q.nranks = 16;
+  q.planOf = [](int r) { return bruckAllGather(r, 16); };
+  q.fifoCapacity = 1;
+  CHECK(verify(q) == "");
+}

@@ -517,6 +517,37 @@ TEST_CASE("plan exec: a plan whose step names a connection the lane lacks is ref
           }) == "");
 }
 
+TEST_CASE("plan exec: a joined message received as another number of steps fails, naming the peer", "[plan-exec][threads][join]") {
+  // Each rank sends its block twice as one message of 2 parts; rank 0 receives it so, rank 1
+  // expects a message of 3.
+  REQUIRE(tutti_test::runThreads(2, [&](int rank, int, ncclComm_t comm) {
+            Algorithm bad{"test-join", {plan::Coll::AllGather}, false, "plan_exec_test", [](const PlanRequest& q) {
+                            LaneSpec lane;
+                            lane.kind = ConnKind::Direct;
+                            lane.layout = Layout::Blocks;
+                            lane.sendPeers = {1 - q.rank};
+                            lane.recvPeers = {1 - q.rank};
+                            const int r = q.rank, parts = r == 0 ? 2 : 3;
+                            lane.steps = {step(Op::Copy, 0, in(), out(r)), step(Op::Send, plan::kJoin, out(r), none()),
+                                          step(Op::Send, 0, out(r), none())};
+                            for (int j = 0; j < parts; j++)
+                              lane.steps.push_back(step(Op::Recv, j + 1 < parts ? plan::kJoin : 0, none(), out(1 - r)));
+                            return RankPlan{"test-join", {lane}};
+                          }};
+            comm->algorithms.add(bad);
+            comm->forcedAlgorithm = "test-join";
+            std::vector<float> x(7, 1.0f), y(14, 0.0f);
+            ncclResult_t result = ncclAllGather(x.data(), y.data(), 7, ncclFloat32, comm, nullptr);
+            std::string message = ncclGetLastError(comm);
+            if (rank == 0) check(result == ncclSuccess, std::string("rank 0's matching message failed: ") + message);
+            if (rank == 1)
+              check(result == ncclInvalidUsage &&
+                        message.find("received a message of 2 joined steps from rank 0") != std::string::npos &&
+                        message.find("joins 3 steps") != std::string::npos,
+                    "the error does not say what arrived from whom: " + message);
+          }) == "");
+}
+
 TEST_CASE("plan exec: a receive that never comes times out, naming the peer of the blocked step", "[plan-exec][threads][faults]") {
   tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "2");
   std::vector<std::string> messages(3);
