@@ -72,7 +72,7 @@ void addLibrary(AlgorithmRegistry& r) {
            if (q.coll == Coll::AlltoAll) return bruckAlltoAll(q.rank, q.nranks);
            if (q.coll == Coll::AllGather) return bruckAllGather(q.rank, q.nranks);
            noPlan("bruck", q.coll);
-         }});
+         }, true});
   r.add(simple("pairwise", Coll::AlltoAll, false, pairwiseAlltoAll));
   // PAT and binomial are deterministic for the collectives they reduce in (reduce-scatter, reduce):
   // each element is summed along trees fixed by the rank count (and root), not by the size, the
@@ -81,7 +81,7 @@ void addLibrary(AlgorithmRegistry& r) {
            if (q.coll == Coll::AllGather) return patAllGather(q.rank, q.nranks);
            if (q.coll == Coll::ReduceScatter) return patReduceScatter(q.rank, q.nranks);
            noPlan("pat", q.coll);
-         }});
+         }, true});
   r.add({"binomial", {Coll::Broadcast, Coll::Reduce}, true, "built-in", [](const PlanRequest& q) {
            if (q.coll == Coll::Broadcast) return binomialBroadcast(q.rank, q.nranks, q.root);
            if (q.coll == Coll::Reduce) return binomialReduce(q.rank, q.nranks, q.root);

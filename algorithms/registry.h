@@ -36,6 +36,9 @@ struct Algorithm {
   // Builds one rank's plan. Throws tutti::Error (InvalidUsage) when it cannot serve the request,
   // for example a plan file written for another number of ranks.
   std::function<RankPlan(const PlanRequest&)> build;
+  // Its rounds move many blocks as one joined message (Bruck, PAT): on the host executor the
+  // selector takes it only for small blocks (selector.cpp, kHostJoinedBlockBytes).
+  bool joinsRounds = false;
 
   bool serves(Coll coll) const;
 };

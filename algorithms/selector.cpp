@@ -20,6 +20,15 @@ constexpr double kChannelGain = 0.01;              // a channel more must gain 1
 // ... and below kMinBytesPerChannel a quarter: what many channels buy a small operation is the
 // per-peer steps a direct exchange spreads over their workers (LaneSpec::spread), not bandwidth.
 constexpr double kSmallChannelGain = 0.25;
+// On the host executor a joined round (Bruck's, PAT's) is written whole into its slot before the
+// receiver copies any of it out, and the next round waits for that copy, where a ring's chunks
+// overlap their copies from hop to hop; the cost models do not see the difference. Measured at 8
+// ranks on 2 cores (perf/RESULTS.md, "Bruck's and PAT's rounds packed"), Bruck's all-gather and
+// PAT's reduce-scatter lose to the ring from 64 KiB per rank (1.12-1.7x) while the models keep
+// them ahead up to 1-2 MiB (all-gather) and 2-8 MiB (reduce-scatter) in all. So on host fabrics
+// they are taken only up to this many bytes per rank, unless nothing else is a candidate
+// (NCCL_ALGO naming them alone).
+constexpr size_t kHostJoinedBlockBytes = 32 * 1024;
 
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -299,6 +308,14 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
                                              std::to_string(nranks) + " ranks has a cost estimate: " + joined(unestimated));
   std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
                    [](const Estimate& a, const Estimate& b) { return a.us < b.us; });
+  if (ctx.fabric.hostExecutor && bytes / size_t(std::max(1, nranks)) > kHostJoinedBlockBytes) {
+    auto joins = [&](const Estimate& e) {
+      const plan::Algorithm* a = ctx.registry.find(e.algorithm);
+      return a != nullptr && a->joinsRounds;
+    };
+    // Past the limit they stay listed with their estimates, behind every other candidate.
+    std::stable_partition(choice.candidates.begin(), choice.candidates.end(), [&](const Estimate& e) { return !joins(e); });
+  }
   choice.algorithm = choice.candidates[0].algorithm;
   choice.nchannels = choice.candidates[0].nchannels;
   choice.estimateUs = choice.candidates[0].us;

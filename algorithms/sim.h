@@ -45,6 +45,7 @@ struct Fabric {
   // channel up to that). 0 cores: executors do not compete for cores (a GPU's blocks).
   int coresPerNode = 0;
   int workersPerRank = 0;      // 0: one per channel, without bound
+  bool hostExecutor = false;   // host mode: CPU threads copy every byte (Fabric::host)
   // Host mode, one node: the largest all-reduce (bytes) whose one-shot form runs through the
   // ranks' shared mailboxes (kernels/mailbox.h) rather than its plan's FIFOs. 0: none.
   size_t mailboxBytes = 0;

@@ -133,6 +133,7 @@ Fabric Fabric::host(int nranks, int ranksPerHost, const HostFigures& figures) {
   setExecutor(f, figures.stepOverheadUs, figures.channelGBps, figures.copyGBps);
   f.coresPerNode = std::max(0, figures.cores);
   f.workersPerRank = std::max(0, figures.workersPerRank);
+  f.hostExecutor = true;
   return f;
 }
 

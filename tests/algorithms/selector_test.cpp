@@ -339,3 +339,45 @@ TEST_CASE("selector: a 100,000-rank sweep of every collective completes") {
   CHECK(text.find("nan") == std::string::npos);
   CHECK(text.find("inf") == std::string::npos);
 }
+
+TEST_CASE("selector: on the host executor Bruck and PAT are taken only for small blocks", "[selector][join]") {
+  sim::Fabric f = sim::Fabric::host(8, 8);
+  plan::AlgorithmRegistry r = plan::builtinAlgorithms();
+  selector::Context ctx{f, r};
+  ctx.channels = {1, 1};
+  // Small blocks: the model's choice, a logarithmic one.
+  for (Coll coll : {Coll::AllGather, Coll::ReduceScatter}) {
+    selector::Choice small = selector::choose(coll, 8 * 4096, 8, ctx);
+    INFO(plan::collName(coll));
+    CHECK((small.algorithm == "bruck" || small.algorithm == "pat"));
+  }
+  // Past 32 KiB per rank the ring runs, also where the model has a logarithmic plan ahead (the
+  // test looks for such a size, so that it keeps exercising the rule).
+  for (Coll coll : {Coll::AllGather, Coll::ReduceScatter}) {
+    INFO(plan::collName(coll));
+    bool modelPrefersJoined = false;
+    for (size_t perRank = 33 * 1024; perRank <= 1024 * 1024; perRank *= 2) {
+      selector::Choice big = selector::choose(coll, 8 * perRank, 8, ctx);
+      double fastestJoined = 0, ring = 0;
+      for (const selector::Estimate& e : big.candidates) {
+        if ((e.algorithm == "bruck" || e.algorithm == "pat") && (fastestJoined == 0 || e.us < fastestJoined)) fastestJoined = e.us;
+        if (e.algorithm == "ring") ring = e.us;
+      }
+      REQUIRE(fastestJoined > 0);
+      REQUIRE(ring > 0);
+      modelPrefersJoined = modelPrefersJoined || fastestJoined < ring;
+      CHECK(big.algorithm == "ring");
+      CHECK(big.estimateUs == ring);
+    }
+    CHECK(modelPrefersJoined);
+  }
+  // Named alone they still run at any size.
+  NameFilter onlyPat = selector::parseAlgoFilter("pat", selector::knownAlgorithms(r));
+  selector::Context forced{f, r, &onlyPat};
+  forced.channels = {1, 1};
+  CHECK(selector::choose(Coll::ReduceScatter, 8 << 20, 8, forced).algorithm == "pat");
+  // GPU fabrics are not concerned: the CUDA executor's copies are not the host's.
+  sim::Fabric gpus = sim::Fabric::synthetic(16, 8, 4);
+  selector::Context gpu{gpus, r};
+  CHECK(selector::choose(Coll::ReduceScatter, size_t(16) << 20, 128, gpu).algorithm == "pat");
+}
