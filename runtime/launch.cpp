@@ -343,10 +343,11 @@ void bind(CommLaunch& L) {
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(p).c_str());
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
-    // from the plan's widest joined run (the same on every rank), which must fit one slot.
+    // from the plan's widest joined run (the same on every rank), which must fit one such chunk,
+    // as both cost models cut it.
     const size_t width = plan::joinWidth(p);
-    const size_t chunkBytes = std::min(sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks)),
-                                       plan::joinedChunkBytes(comm->slotBytes, width));
+    const size_t chunkBytes = plan::joinedChunkBytes(
+        sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks)), width);
     if (chunkBytes < binding.eltSize)
       throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + binding.name + " with algorithm " + p.algorithm + " joins " +
                                                std::to_string(width) + " steps into one message, more than a FIFO slot of " +
