@@ -13,7 +13,7 @@
 
 #include "algorithms/builtin.h"
 #include "algorithms/steps.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::plan {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "algorithms/verify.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::plan {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "algorithms/builtin.h"
 #include "algorithms/ring_order.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/channels.h"
 
 namespace tutti::plan {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::plan {
 

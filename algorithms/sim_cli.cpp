@@ -7,7 +7,7 @@
 #include <map>
 
 #include "algorithms/selector.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/discover.h"
 #include "topology/graph.h"
 

@@ -32,7 +32,7 @@
 
 #include "algorithms/sim.h"
 #include "algorithms/sim_geometry.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::sim {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "algorithms/sim.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::sim {
 namespace {

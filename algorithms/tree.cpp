@@ -23,7 +23,7 @@
 #include "algorithms/ring_order.h"
 #include "algorithms/steps.h"
 #include "algorithms/tree_shape.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::plan {
 

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::plan {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/error.h"
 #include "kernels/reduce.h"
-#include "runtime/error.h"
 
 namespace tutti::kern {
 

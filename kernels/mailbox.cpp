@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::kern {
 namespace {

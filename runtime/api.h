@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "base/error.h"
 #include "nccl.h"
 #include "runtime/comm.h"
-#include "runtime/error.h"
 
 #define TUTTI_API extern "C" __attribute__((visibility("default")))
 // Defines nccl<Name> as a weak alias of pnccl<Name>, as NVIDIA's library does, so profilers

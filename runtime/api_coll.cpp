@@ -1,10 +1,10 @@
 // Entry points of the collectives, point-to-point calls and groups.
 #include <limits>
 
+#include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "runtime/launch.h"
-#include "runtime/log.h"
 
 using namespace tutti;
 

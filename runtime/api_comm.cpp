@@ -6,10 +6,10 @@
 #include <cstring>
 #include <thread>
 
+#include "base/log.h"
+#include "base/params.h"
 #include "runtime/api.h"
 #include "runtime/device_backend.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
 
 using namespace tutti;
 

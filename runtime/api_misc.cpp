@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "runtime/host_stream.h"
 #include "runtime/launch.h"
-#include "runtime/log.h"
 #include "tutti/tutti.h"
 
 using namespace tutti;

@@ -1,11 +1,11 @@
 // The C boundary's shared parts: error mapping, the thread's last error, and argument checks.
 #include <cstring>
 
+#include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "runtime/host_stream.h"
 #include "runtime/launch.h"
-#include "runtime/log.h"
 
 namespace tutti {
 namespace {

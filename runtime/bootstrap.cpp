@@ -42,9 +42,9 @@
 #include <thread>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace tutti {
 

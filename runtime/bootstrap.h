@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "nccl.h"
-#include "runtime/socket.h"
 
 namespace tutti {
 

@@ -10,10 +10,10 @@
 #include <map>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/bell.h"
 #include "kernels/host_reduce.h"
 #include "runtime/comm.h"
-#include "runtime/error.h"
 
 namespace tutti {
 namespace {

@@ -14,9 +14,9 @@
 #include <unordered_set>
 
 #include "algorithms/ring_order.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
-#include "runtime/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transports/net/net.h"
 
 using tutti::ConnKey;

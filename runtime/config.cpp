@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/error.h"
-#include "runtime/params.h"
+#include "base/error.h"
+#include "base/params.h"
 
 namespace tutti {
 

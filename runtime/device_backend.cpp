@@ -6,9 +6,9 @@
 
 #include <mutex>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace tutti {
 

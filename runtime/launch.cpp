@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "algorithms/registry.h"
+#include "base/log.h"
 #include "kernels/dtypes.h"
 #include "runtime/api.h"
 #include "runtime/comm.h"
 #include "runtime/host_stream.h"
-#include "runtime/log.h"
 #include "runtime/select.h"
 
 namespace tutti {

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/error.h"
+#include "base/log.h"
+#include "base/pages.h"
 #include "runtime/comm.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/pages.h"
 
 namespace tutti {
 namespace {

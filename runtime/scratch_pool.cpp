@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti {
 

@@ -7,11 +7,11 @@
 #include <map>
 
 #include "algorithms/plan_file.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "runtime/calibrate.h"
 #include "runtime/comm.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
 
 namespace tutti {
 namespace {

@@ -7,10 +7,10 @@
 #include <mutex>
 #include <utility>
 
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "runtime/comm.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
 #include "topology/discover.h"
 #include "topology/exchange.h"
 #include "topology/xml.h"

@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
+#include "base/params.h"
 #include "nccl.h"
 #include "runtime/device_backend.h"
-#include "runtime/error.h"
-#include "runtime/params.h"
 #include "tutti/tutti.h"
 
 extern char** environ;

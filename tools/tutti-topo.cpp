@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/channels.h"
 #include "topology/discover.h"
 #include "topology/synthetic.h"

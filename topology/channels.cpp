@@ -5,7 +5,7 @@
 #include <cmath>
 #include <tuple>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::topo {
 

@@ -1,7 +1,7 @@
 // Serialising node graphs and merging them into the global system.
 #include "topology/exchange.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/xml.h"
 
 namespace tutti::topo {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <map>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::topo {
 

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::topo {
 

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/graph.h"
 
 namespace tutti::topo {

@@ -1,7 +1,7 @@
 // FIFO connections over local memory or POSIX shared memory.
 #include "transports/fifo_connection.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti {
 

@@ -2,7 +2,7 @@
 //
 // Decisions:
 // - Pages are faulted in when a segment is created or attached (MAP_POPULATE), and then written
-//   once from this process (runtime/pages.h), not on the hot path: on small virtual machines a
+//   once from this process (base/pages.h), not on the hot path: on small virtual machines a
 //   first touch costs far more than the copy it precedes, and MAP_POPULATE alone does not pay it
 //   (each of a 2-rank all-reduce's first 8 calls at 256 KiB ran 0.4 ms slower, one per FIFO slot).
 // - /dev/shm's free space is checked with statvfs and then reserved with fallocate, so a full
@@ -30,9 +30,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/pages.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/pages.h"
 
 namespace tutti {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::perf {
 namespace {

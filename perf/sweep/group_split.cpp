@@ -6,7 +6,7 @@
 #include <climits>
 #include <strings.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::perf {
 namespace {

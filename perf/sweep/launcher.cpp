@@ -13,8 +13,8 @@
 #include <fstream>
 #include <thread>
 
+#include "base/error.h"
 #include "perf/sweep/mpi_session.h"
-#include "runtime/error.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <variant>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::perf {
 namespace {

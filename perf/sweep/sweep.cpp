@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "nccl.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
@@ -31,7 +32,6 @@
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
 #include "perf/sweep/report.h"
-#include "runtime/error.h"
 #include "tutti/tutti.h"
 
 namespace tutti::perf {
@@ -831,7 +831,7 @@ Baseline readCompareBaseline(const Options& options, const Collective& coll, int
 // -T bounds init too: the bootstrap waits at most that long for the ranks (a longer TUTTI_BOOTSTRAP_TIMEOUT is cut).
 // Returns the bootstrap's wait in seconds, which also bounds the wait for --id-file's file.
 int boundBootstrap(int timeoutSeconds) {
-  constexpr long kBootstrapDefaultSeconds = 120;  // TUTTI_BOOTSTRAP_TIMEOUT's default (runtime/params.cpp)
+  constexpr long kBootstrapDefaultSeconds = 120;  // TUTTI_BOOTSTRAP_TIMEOUT's default (base/params.cpp)
   const char* set = std::getenv("TUTTI_BOOTSTRAP_TIMEOUT");
   long configured = set ? std::atol(set) : 0;
   if (timeoutSeconds > 0 && !(configured > 0 && configured <= timeoutSeconds)) {

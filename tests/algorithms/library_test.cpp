@@ -13,7 +13,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/ring_order.h"
 #include "algorithms/verify.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/channels.h"
 
 using namespace tutti::plan;

@@ -9,7 +9,7 @@
 #include "algorithms/builtin.h"
 #include "algorithms/plan_file.h"
 #include "algorithms/verify.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 using namespace tutti::plan;
 

@@ -11,7 +11,7 @@
 
 #include "algorithms/selector.h"
 #include "algorithms/sim_cli.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 using namespace tutti;
 using plan::Coll;

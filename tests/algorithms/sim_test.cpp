@@ -10,7 +10,7 @@
 
 #include "algorithms/registry.h"
 #include "algorithms/sim.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/channels.h"
 
 using namespace tutti;

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
+#include "base/socket.h"
 #include "nccl.h"
 #include "runtime/comm.h"
-#include "runtime/log.h"
-#include "runtime/socket.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
 #include "tests/common/log_support.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace tutti_test {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/host_reduce.h"
-#include "runtime/error.h"
 #include "tests/common/reference_support.h"
 
 namespace {

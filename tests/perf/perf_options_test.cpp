@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/error.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
@@ -18,7 +19,6 @@
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
 #include "perf/sweep/report.h"
-#include "runtime/error.h"
 
 using namespace tutti::perf;
 

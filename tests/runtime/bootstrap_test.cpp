@@ -20,10 +20,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "runtime/bootstrap.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/socket.h"
 
 namespace tutti {
 namespace {

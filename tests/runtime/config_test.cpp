@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base/error.h"
 #include "runtime/config.h"
-#include "runtime/error.h"
 #include "tests/common/env_support.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace fs = std::filesystem;
 

@@ -3,7 +3,7 @@
 
 #include <sys/mman.h>
 
-#include "runtime/pages.h"
+#include "base/pages.h"
 
 namespace {
 

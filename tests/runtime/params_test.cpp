@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
-#include "runtime/error.h"
-#include "runtime/params.h"
+#include "base/error.h"
+#include "base/params.h"
 #include "tests/common/env_support.h"
 
 namespace {

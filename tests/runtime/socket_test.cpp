@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
 
 namespace tutti {
 namespace {

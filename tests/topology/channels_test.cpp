@@ -5,7 +5,7 @@
 #include <numeric>
 #include <set>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "tests/topology/topology_support.h"
 #include "topology/channels.h"
 #include "topology/exchange.h"

@@ -1,7 +1,7 @@
 // Serialising node graphs and merging every rank's view into the global system.
 #include <catch2/catch.hpp>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/exchange.h"
 #include "topology/synthetic.h"
 

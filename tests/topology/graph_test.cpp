@@ -1,7 +1,7 @@
 // Paths and path types on the system graph.
 #include <catch2/catch.hpp>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "topology/graph.h"
 #include "topology/synthetic.h"
 #include "topology/xml.h"

@@ -3,7 +3,7 @@
 
 #include <random>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "tests/topology/topology_support.h"
 #include "topology/graph.h"
 #include "topology/synthetic.h"

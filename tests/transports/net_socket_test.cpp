@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
+#include "tests/common/env_support.h"
 #include "transports/net/net.h"
 #include "transports/net/socket/socket_backend.h"
-#include "tests/common/env_support.h"
 
 namespace tutti::net {
 namespace {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "transports/segment.h"
 
 using tutti::Error;

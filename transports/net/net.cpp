@@ -4,8 +4,8 @@
 #include <mutex>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transports/net/socket/socket_backend.h"
 
 namespace tutti::net {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/socket.h"
+#include "base/socket.h"
 
 namespace tutti::net {
 

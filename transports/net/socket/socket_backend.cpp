@@ -27,9 +27,9 @@
 #include <deque>
 #include <random>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace tutti::net {
 namespace {

@@ -1,4 +1,4 @@
-// The "Socket" net backend: TCP over runtime/socket.h, nonblocking, a message striped over
+// The "Socket" net backend: TCP over base/socket.h, nonblocking, a message striped over
 // several sockets per connection.
 #pragma once
 

@@ -1,5 +1,5 @@
 // First touches at setup (see pages.h).
-#include "runtime/pages.h"
+#include "base/pages.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti {
 

@@ -12,7 +12,7 @@
 //   for NCCL's banner still find a version.
 // - Configuration is process-wide (NCCL's is too, and ncclResetDebugInit resets it); the hot
 //   check enabled() is two relaxed atomic loads once configured.
-#include "runtime/log.h"
+#include "base/log.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,8 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/params.h"
 #include "nccl.h"
-#include "runtime/params.h"
 
 #ifndef TUTTI_VERSION_STRING
 #define TUTTI_VERSION_STRING "0.0.0"
@@ -106,12 +106,12 @@ int currentTid() { return static_cast<int>(syscall(SYS_gettid)); }
 
 // __FILE__ is whatever path the build gave the compiler, often absolute. Every file of the
 // project is compiled the same way, so stripping the prefix that this file's own path has before
-// "runtime/log.cpp" leaves paths like NCCL's "misc/socket.cc:484".
+// "base/log.cpp" leaves paths like NCCL's "misc/socket.cc:484".
 const char* shortFile(const char* file) {
   if (file == nullptr) return "?";
   static const std::string_view root = [] {
     std::string_view self = __FILE__;
-    std::string_view tail = "runtime/log.cpp";
+    std::string_view tail = "base/log.cpp";
     return self.ends_with(tail) ? self.substr(0, self.size() - tail.size()) : std::string_view();
   }();
   std::string_view path = file;

@@ -1,5 +1,5 @@
 // Names of error codes and the errno-carrying helper.
-#include "runtime/error.h"
+#include "base/error.h"
 
 #include <cstring>
 

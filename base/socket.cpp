@@ -1,5 +1,5 @@
 // TCP sockets: addresses, interface discovery and selection, bounded connect/accept/send/recv.
-#include "runtime/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 #include <memory>
 #include <thread>
 
-#include "runtime/error.h"
-#include "runtime/params.h"
+#include "base/error.h"
+#include "base/params.h"
 
 namespace tutti {
 

@@ -1,5 +1,5 @@
 // The parameter registry: one row per tunable, and the accessors that read and parse them.
-#include "runtime/params.h"
+#include "base/params.h"
 
 #include <cctype>
 #include <cerrno>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace tutti::params {
 
@@ -91,7 +91,7 @@ const Param& find(const char* name) {
   for (const Param& param : kParams)
     if (std::strcmp(param.name, name) == 0) return param;
   throw Error(ErrorCode::Internal,
-              std::string("parameter ") + name + " is not in the registry (runtime/params.cpp)");
+              std::string("parameter ") + name + " is not in the registry (base/params.cpp)");
 }
 
 // A numeric variable set to the empty string counts as unset, as in NCCL; for a string the
