@@ -42,9 +42,12 @@
 #include <thread>
 #include <utility>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/network_interface.h"
 #include "base/params.h"
+#include "base/socket.h"
 
 namespace tutti {
 
@@ -200,15 +203,6 @@ double configuredTimeoutSeconds() {
     throw Error(ErrorCode::InvalidUsage,
                 "TUTTI_BOOTSTRAP_TIMEOUT=" + std::to_string(seconds) + ": must be a positive number of seconds");
   return static_cast<double>(seconds);
-}
-
-uint32_t millisecondsUntil(SteadyTime deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
-  return static_cast<uint32_t>(std::clamp<int64_t>(left, 0, UINT32_MAX));
-}
-
-SteadyTime later(SteadyTime time, double seconds) {
-  return time + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // Text that came over the wire, made safe to print.

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "base/socket.h"
+#include "base/socket_address.h"
 #include "nccl.h"
 
 namespace tutti {

@@ -14,9 +14,9 @@
 #include <unordered_set>
 
 #include "algorithms/ring_order.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/params.h"
-#include "base/socket.h"
 #include "transports/net/net.h"
 
 using tutti::ConnKey;
@@ -61,10 +61,6 @@ enum class PeerPath { Local, Shm, Net };
 // identity, so offers for different connections to one peer never cross.
 uint32_t connectionTag(const ConnKey& key) {
   return 1000u + (uint32_t(key.tag) * uint32_t(kMaxChannels) + uint32_t(key.channel)) * 4u + uint32_t(key.kind);
-}
-
-double seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 // How two ranks reach each other. Both ends reach the same verdict: it depends only on the
@@ -224,8 +220,7 @@ int uniformRanksPerNode(const std::vector<RankInfo>& peers) {
 }  // namespace
 
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
-  using Clock = std::chrono::steady_clock;
-  auto start = Clock::now();
+  SteadyTime start = SteadyClock::now();
   comm->rank = rank;
   comm->nranks = nranks;
   comm->device = device;
@@ -235,7 +230,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   options.abortFlag = &comm->abortFlag;
   comm->bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
   comm->bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
-  double bootstrapSeconds = seconds(start);
+  double bootstrapSeconds = secondsSince(start);
 
   // Everyone's identity, and rank 0's settings for all.
   RankInfo me{};
@@ -356,7 +351,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       TUTTI_INFO(log::Tuning, "%s", table.substr(at, end - at).c_str());
     }
   }
-  double exchangeSeconds = seconds(start) - bootstrapSeconds;
+  double exchangeSeconds = secondsSince(start) - bootstrapSeconds;
 
   // Ring connections on every channel, to the neighbours of the channel's ring.
   std::vector<ConnKey> ring;
@@ -372,7 +367,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // while a slower peer is still attaching.
   comm->bootstrap->barrier();
   comm->workers = std::make_unique<kern::HostWorkerPool>(comm->nworkers);
-  comm->initSeconds = seconds(start);
+  comm->initSeconds = secondsSince(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
     std::set<std::string> names;

@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/network_interface.h"
 #include "base/socket.h"
 #include "runtime/bootstrap.h"
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/network_interface.h"
 #include "base/socket.h"
 
 namespace tutti {

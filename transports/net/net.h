@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "base/socket.h"
+#include "base/clock.h"
 
 namespace tutti::net {
 

@@ -29,7 +29,9 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/network_interface.h"
 #include "base/params.h"
+#include "base/socket.h"
 
 namespace tutti::net {
 namespace {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "base/socket_address.h"
 #include "transports/net/net.h"
 
 namespace tutti::net {
