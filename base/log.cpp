@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/host_identity.h"
 #include "base/params.h"
 #include "nccl.h"
 
@@ -94,9 +95,8 @@ std::string_view trimmed(std::string_view text) {
 }
 
 std::string shortHostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
-  std::string host(name);
+  std::string host = hostname();
+  if (host.empty()) return "unknown";
   size_t dot = host.find('.');
   if (dot != std::string::npos) host.resize(dot);
   return host;

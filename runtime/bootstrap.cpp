@@ -44,6 +44,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/host_identity.h"
 #include "base/log.h"
 #include "base/network_interface.h"
 #include "base/params.h"
@@ -174,12 +175,6 @@ std::string secondsText(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g s", seconds);
   return text;
-}
-
-std::string hostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-  return name;
 }
 
 Secret randomSecret() {
@@ -1062,7 +1057,8 @@ class SocketBootstrap final : public Bootstrap {
     ids[0].root.toWire(registration.rootZero);
     registration.rootZeroSecret[0] = ids[0].secret[0];
     registration.rootZeroSecret[1] = ids[0].secret[1];
-    std::string host = hostName();
+    std::string host = hostname();
+    if (host.empty()) host = "unknown-host";
     std::strncpy(registration.host, host.c_str(), sizeof registration.host - 1);
 
     FramePolicy answerPolicy(root.secret);

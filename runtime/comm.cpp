@@ -8,13 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <thread>
 #include <unordered_set>
 
 #include "algorithms/ring_order.h"
 #include "base/clock.h"
+#include "base/host_identity.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "transports/net/net.h"
@@ -25,26 +25,6 @@ using tutti::ErrorCode;
 
 namespace tutti {
 namespace {
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-std::string localHostname() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-// Hosts are told apart by hostname and boot id; NCCL_HOSTID overrides both.
-uint64_t hostHash() {
-  if (params::isSet("NCCL_HOSTID")) return fnv1a("hostid:" + params::getString("NCCL_HOSTID"));
-  std::string bootId;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-  return fnv1a(localHostname() + "/" + bootId);
-}
 
 std::mutex& registryMutex() {
   static std::mutex m;
@@ -238,7 +218,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   me.processToken = processToken();
   me.pid = int32_t(getpid());
   me.device = device;
-  std::string host = localHostname();
+  std::string host = hostname();
   std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
   int maxChannels = int(params::getInt("NCCL_MAX_NCHANNELS"));
   int minChannels = int(params::getInt("NCCL_MIN_NCHANNELS"));
@@ -625,7 +605,5 @@ std::string ncclComm::describeWaits() const {
 }
 
 std::string ncclComm::where() const {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " (" + host + " pid " + std::to_string(getpid()) + ")";
+  return "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " (" + tutti::hostname() + " pid " + std::to_string(getpid()) + ")";
 }

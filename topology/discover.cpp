@@ -16,6 +16,8 @@
 #include <map>
 #include <memory>
 
+#include "base/host_identity.h"
+
 namespace tutti::topo {
 
 namespace {
@@ -64,12 +66,11 @@ class Discovery {
 
  private:
   void identity() {
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+    system_.hostname = hostname();
+    if (system_.hostname.empty()) {
       warn("hostname unavailable; using \"localhost\"");
-      std::snprintf(host, sizeof host, "localhost");
+      system_.hostname = "localhost";
     }
-    system_.hostname = host;
     system_.bootId = readLine(fs::path(options_.procRoot) / "sys/kernel/random/boot_id");
     if (system_.bootId.empty()) {
       warn("no boot id in " + options_.procRoot + "/sys/kernel/random/boot_id; the hostname alone identifies this node");

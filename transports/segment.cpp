@@ -13,9 +13,7 @@
 #include "transports/segment.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -23,7 +21,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -31,8 +28,10 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/host_identity.h"
 #include "base/log.h"
 #include "base/pages.h"
+#include "base/random.h"
 
 namespace tutti {
 
@@ -42,29 +41,6 @@ constexpr uint32_t kKindShm = 1;
 constexpr uint32_t kKindInProcess = 2;
 constexpr const char* kShmDirectory = "/dev/shm";  // where glibc's shm_open puts names
 constexpr const char* kNamePrefix = "/tutti-";
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// A fresh random value from the kernel; if getrandom is unavailable, pid and time still make
-// it differ between processes and runs.
-uint64_t drawRandom() {
-  uint64_t value = 0;
-  if (getrandom(&value, sizeof value, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof value)) {
-    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    value = splitmix64(static_cast<uint64_t>(now) ^ (static_cast<uint64_t>(getpid()) << 32));
-  }
-  return value == 0 ? 1 : value;
-}
-
-constinit std::atomic<uint64_t> gProcessToken{0};
-
-// fork() copies the token into the child, which is another process: draw a new one there.
-void redrawProcessTokenInChild() { gProcessToken.store(drawRandom(), std::memory_order_relaxed); }
 
 // munmap()s on destruction.
 class Mapping {
@@ -331,16 +307,6 @@ std::unique_ptr<Segment> attachSegment(const SegmentDescriptor& descriptor, cons
   }
   throw Error(ErrorCode::Remote, context + ": the peer's segment descriptor has unknown kind " +
                                      std::to_string(descriptor.kind));
-}
-
-uint64_t processToken() {
-  static const bool initialised = [] {
-    gProcessToken.store(drawRandom(), std::memory_order_relaxed);
-    pthread_atfork(nullptr, nullptr, redrawProcessTokenInChild);
-    return true;
-  }();
-  (void)initialised;
-  return gProcessToken.load(std::memory_order_relaxed);
 }
 
 }  // namespace tutti

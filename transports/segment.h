@@ -55,8 +55,4 @@ std::unique_ptr<Segment> attachSegment(const SegmentDescriptor& descriptor, cons
 // createSegment so the message can be tested without filling /dev/shm.
 void checkShmFreeSpace(uint64_t freeBytes, uint64_t neededBytes, const std::string& context);
 
-// A token that differs between processes (and between runs), so two ranks can tell whether
-// they live in the same process.
-uint64_t processToken();
-
 }  // namespace tutti

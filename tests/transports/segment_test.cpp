@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/host_identity.h"
 #include "transports/segment.h"
 
 using tutti::Error;
