@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/text.h"
 
 namespace tutti::selector {
 namespace {
@@ -29,11 +30,6 @@ constexpr double kSmallChannelGain = 0.25;
 // they are taken only up to this many bytes per rank, unless nothing else is a candidate
 // (NCCL_ALGO naming them alone).
 constexpr size_t kHostJoinedBlockBytes = 32 * 1024;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
@@ -91,7 +87,7 @@ NameFilter::Rule parseRule(const std::string& variable, const std::string& value
   }
   bool namedIgnored = false;
   for (const std::string& raw : split(body, ',')) {
-    std::string name = lower(trim(raw));
+    std::string name = toLower(trim(raw));
     if (name.empty()) continue;
     if (contains(vocab.ignored, name)) {
       notes.push_back(variable + ": " + trim(raw) + " " + vocab.ignoredWhy);
@@ -126,7 +122,7 @@ NameFilter parseFilter(const std::string& variable, const std::string& value, co
       f.all = parseRule(variable, value, "", segment, vocab, f.notes);
       continue;
     }
-    std::string prefix = lower(trim(segment.substr(0, colon)));
+    std::string prefix = toLower(trim(segment.substr(0, colon)));
     int coll = collOfPrefix(prefix);
     if (coll < 0)
       throw Error(ErrorCode::InvalidArgument, variable + "=" + value + ": unknown collective \"" + prefix +
@@ -236,19 +232,19 @@ std::string formatBytes(size_t bytes) {
 bool NameFilter::allows(Coll coll, const std::string& name) const {
   const Rule& rule = ruleFor(coll);
   if (!rule.set) return true;
-  return contains(rule.names, lower(name)) != rule.exclude;
+  return contains(rule.names, toLower(name)) != rule.exclude;
 }
 
 std::vector<std::string> knownAlgorithms(const plan::AlgorithmRegistry& registry) {
   std::vector<std::string> names = sim::modelledAlgorithms();
   for (const plan::Algorithm& a : registry.all())
-    if (!contains(names, lower(a.name))) names.push_back(lower(a.name));
+    if (!contains(names, toLower(a.name))) names.push_back(toLower(a.name));
   return names;
 }
 
 NameFilter parseAlgoFilter(const std::string& value, const std::vector<std::string>& known) {
   Vocabulary v;
-  for (const std::string& k : known) v.known.push_back(lower(k));
+  for (const std::string& k : known) v.known.push_back(toLower(k));
   v.ignored = kNcclOnlyAlgorithms;
   v.display = joined(v.known) + " (NCCL's Ring, Tree and PAT are ring, tree and pat; CollnetDirect, CollnetChain, NVLS and "
                                 "NVLSTree are accepted and ignored)";

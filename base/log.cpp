@@ -28,6 +28,7 @@
 
 #include "base/host_identity.h"
 #include "base/params.h"
+#include "base/text.h"
 #include "nccl.h"
 
 #ifndef TUTTI_VERSION_STRING
@@ -83,10 +84,6 @@ Output& output() {
 }
 
 thread_local int tThreadDevice = 0;
-
-bool equalsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
 
 std::string_view trimmed(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);

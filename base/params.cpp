@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "base/text.h"
 
 namespace tutti::params {
 
@@ -110,14 +111,6 @@ std::string_view trimmed(std::string_view text) {
 
 [[noreturn]] void throwBadValue(const Param& param, const char* value, const char* expected) {
   throw Error(ErrorCode::InvalidUsage, std::string(param.name) + "=" + value + ": " + expected);
-}
-
-bool equalsIgnoringCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
 }
 
 // strtoll over the whole text (decimal, or 0x hex as NCCL accepts); false when something is

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/text.h"
 #include "runtime/calibrate.h"
 #include "runtime/comm.h"
 
@@ -180,9 +181,7 @@ Selection CommSelector::select(plan::Coll coll, size_t bytes) {
     pinned = algoFilter_;
     pinned.perColl[size_t(coll)].set = true;
     pinned.perColl[size_t(coll)].exclude = false;
-    std::string name = fixed;
-    for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
-    pinned.perColl[size_t(coll)].names = {name};
+    pinned.perColl[size_t(coll)].names = {toLower(fixed)};
     ctx.algoFilter = &pinned;
   }
   selector::Choice choice = selector::choose(coll, bytes, comm_->nranks, ctx);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "topology/graph.h"
 
 namespace tutti::topo {
@@ -264,15 +265,6 @@ bool isCpuMask(const std::string& text) {
   return true;
 }
 
-bool startsWithUnknown(const std::string& text) {
-  static const char kUnknown[] = "unknown";
-  if (text.size() < sizeof kUnknown - 1) return false;
-  for (size_t i = 0; i + 1 < sizeof kUnknown; ++i) {
-    if (std::tolower(static_cast<unsigned char>(text[i])) != kUnknown[i]) return false;
-  }
-  return true;
-}
-
 // Builds the graph from NCCL's element tree. Values the importer reads are checked here, each
 // against what NCCL itself writes, so that a file NCCL produced loads and a broken one is an
 // error naming its line, element and attribute rather than a silently wrong graph. Attributes
@@ -344,7 +336,7 @@ class TopologyImporter {
   // as in NCCL; anything else must read as a rate and a lane count.
   void pciLink(const XmlElement& element) {
     if (const std::string* speed = element.attribute("link_speed")) {
-      std::optional<double> rate = speed->empty() || startsWithUnknown(*speed) ? 0.0 : parseNumber(*speed, true);
+      std::optional<double> rate = speed->empty() || startsWithIgnoringCase(*speed, "unknown") ? 0.0 : parseNumber(*speed, true);
       if (!rate) badValue(element, "link_speed", "is not a PCIe rate (like \"16.0 GT/s PCIe\" or \"Unknown\")");
       if (*rate < 0) badValue(element, "link_speed", "is negative");
     }

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "transports/net/socket/socket_backend.h"
 
 namespace tutti::net {
@@ -23,20 +24,13 @@ Registry& registry() {
   return r;
 }
 
-bool sameName(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); i++)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
-
 }  // namespace
 
 void registerNetBackend(const std::string& name, NetBackendFactory factory) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   for (auto& [existing, f] : r.backends)
-    if (sameName(existing, name)) {
+    if (equalsIgnoringCase(existing, name)) {
       f = std::move(factory);
       return;
     }
@@ -60,7 +54,7 @@ std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const s
     for (auto& [name, f] : r.backends) known += (known.empty() ? "" : ", ") + name;
     std::string wanted = !required.empty() ? required : requested;
     for (auto& entry : r.backends)
-      if (wanted.empty() || sameName(entry.first, wanted)) candidates.push_back(entry);
+      if (wanted.empty() || equalsIgnoringCase(entry.first, wanted)) candidates.push_back(entry);
     if (!wanted.empty() && candidates.empty())
       throw Error(ErrorCode::InvalidUsage, std::string(!required.empty() ? "TUTTI_NET_REQUIRE" : "NCCL_NET") + "=" + wanted +
                                                ": no such network backend (available: " + known + ")");
