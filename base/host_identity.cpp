@@ -7,8 +7,8 @@
 #include <atomic>
 #include <fstream>
 
-#include "base/params.h"
 #include "base/random.h"
+#include "base/tunables.h"
 
 namespace tutti {
 
@@ -34,7 +34,7 @@ std::string hostname() {
 }
 
 uint64_t hostHash() {
-  if (params::isSet("NCCL_HOSTID")) return fnv1a("hostid:" + params::getString("NCCL_HOSTID"));
+  if (tunables::kHostid.isSet()) return fnv1a("hostid:" + tunables::kHostid.get());
   std::string bootId;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
   return fnv1a(hostname() + "/" + bootId);

@@ -27,8 +27,8 @@
 #include <string_view>
 
 #include "base/host_identity.h"
-#include "base/params.h"
 #include "base/text.h"
+#include "base/tunables.h"
 #include "nccl.h"
 
 #ifndef TUTTI_VERSION_STRING
@@ -227,19 +227,16 @@ void configureLocked() {
   out.hostname = shortHostname();
 
   bool unknownLevel = false;
-  std::string levelText = params::getString("NCCL_DEBUG");
+  std::string levelText = tunables::kDebug.get();
   Level level = parseLevel(levelText, &unknownLevel);
 
-  std::string subsysText = params::getString("NCCL_DEBUG_SUBSYS");
-  if (trimmed(subsysText).empty()) {
-    for (const params::Param& param : params::all())
-      if (std::strcmp(param.name, "NCCL_DEBUG_SUBSYS") == 0) subsysText = param.defaultValue;
-  }
+  std::string subsysText = tunables::kDebugSubsys.get();
+  if (trimmed(subsysText).empty()) subsysText = tunables::kDebugSubsys.defaultText();
   uint64_t mask = parseSubsysMask(subsysText);
 
   std::string failedFile;
   int failedErrno = 0;
-  std::string filePattern = params::getString("NCCL_DEBUG_FILE");
+  std::string filePattern = tunables::kDebugFile.get();
   if (level > Level::None && !filePattern.empty()) {
     std::string fileName = expandDebugFileName(filePattern, out.hostname, static_cast<long>(getpid()));
     // A new file starts empty, but reset() reopening the same file must not erase what this

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "base/error.h"
-#include "base/params.h"
+#include "base/tunables.h"
 
 namespace tutti {
 
@@ -155,8 +155,8 @@ std::vector<NetworkInterface> selectNetworkInterfaces(const std::vector<NetworkI
 }
 
 std::vector<NetworkInterface> findNetworkInterfaces() {
-  std::string spec = params::isSet("NCCL_SOCKET_IFNAME") ? params::getString("NCCL_SOCKET_IFNAME") : "";
-  int family = parseSocketFamily(params::getString("NCCL_SOCKET_FAMILY"));
+  std::string spec = tunables::kSocketIfname.get();
+  int family = parseSocketFamily(tunables::kSocketFamily.get());
   return selectNetworkInterfaces(listNetworkInterfaces(), spec, family);
 }
 
@@ -165,8 +165,8 @@ NetworkInterface findInterfaceToReach(const SocketAddress& remote) {
     if (interface.address.family() != remote.family()) return false;
     return remote.isLoopback() ? interface.loopback : interface.address.sameSubnet(remote, interface.prefixLength);
   };
-  std::string spec = params::isSet("NCCL_SOCKET_IFNAME") ? params::getString("NCCL_SOCKET_IFNAME") : "";
-  int family = parseSocketFamily(params::getString("NCCL_SOCKET_FAMILY"));
+  std::string spec = tunables::kSocketIfname.get();
+  int family = parseSocketFamily(tunables::kSocketFamily.get());
   // Every address of every allowed interface: without NCCL_SOCKET_IFNAME any interface may
   // serve, so the one on the remote's subnet wins over the default choice (as NCCL does for
   // NCCL_COMM_ID).

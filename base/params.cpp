@@ -1,10 +1,11 @@
-// The parameter registry: one row per tunable, and the accessors that read and parse them.
+// The parameter registry and the typed handles: reading, parsing and checking values.
 #include "base/params.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 
 #include "base/error.h"
@@ -14,103 +15,14 @@ namespace tutti::params {
 
 namespace {
 
-// One table, in the order tutti-info --env prints it: NCCL's names first, then ours.
-// Defaults are text so the table reads like the environment a user would write.
-const std::vector<Param> kParams = {
-    {"NCCL_DEBUG", Type::String, "",
-     "log level: VERSION, WARN, INFO, ABORT or TRACE (unset: no output)"},
-    {"NCCL_DEBUG_SUBSYS", Type::String, "INIT,BOOTSTRAP,ENV",
-     "subsystems logged at INFO/TRACE: comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, "
-     "ENV, ALLOC, CALL, PROXY, NVLS, BOOTSTRAP, REG, PROFILE, RAS or ALL; ^ excludes"},
-    {"NCCL_DEBUG_FILE", Type::String, "",
-     "write the log to this file instead of stdout; %h expands to the host name, %p to the pid"},
-    {"NCCL_COMM_ID", Type::String, "",
-     "host:port of a fixed bootstrap root, instead of the one ncclGetUniqueId opens"},
-    {"NCCL_SOCKET_IFNAME", Type::String, "",
-     "network interfaces to use: prefix list, ^ excludes, = matches exactly (unset: automatic)"},
-    {"NCCL_SOCKET_FAMILY", Type::String, "",
-     "address family of sockets: AF_INET or AF_INET6 (unset: either)"},
-    {"NCCL_NET", Type::String, "",
-     "network backend by name: Socket (unset: the first that works)"},
-    {"NCCL_SOCKET_NTHREADS", Type::Int, "1",
-     "Socket backend: helper threads per connection, each driving NCCL_NSOCKS_PERTHREAD sockets "
-     "(1: the proxy thread drives them; sockets at most 64)"},
-    {"NCCL_NSOCKS_PERTHREAD", Type::Int, "1",
-     "Socket backend: sockets per group; a message is striped over all sockets of a connection"},
-    {"NCCL_ALGO", Type::String, "",
-     "algorithms the selector may use: a list (ring, tree, pat, ... or a custom plan file's "
-     "names), ^ to exclude, per collective as 'allreduce:tree,ring;broadcast:ring' (case-insensitive)"},
-    {"NCCL_PROTO", Type::String, "",
-     "protocols the selector may use: Simple (LL and LL128 are not implemented yet); ^ excludes"},
-    {"NCCL_TOPO_FILE", Type::String, "",
-     "an NCCL topology XML file describing this node, used instead of discovery"},
-    {"NCCL_TOPO_DUMP_FILE", Type::String, "",
-     "write this node's topology (as discovered or loaded) to this file, in NCCL's XML format"},
-    {"NCCL_BUFFSIZE", Type::Size, "4194304",
-     "bytes of FIFO per connection (K, M, G suffixes accepted); unset with TUTTI_NSTEPS, a communicator whose "
-     "ranks are each alone on their node uses 4 slots of 1 MiB"},
-    {"NCCL_MIN_NCHANNELS", Type::Int, "1", "fewest channels a communicator uses"},
-    {"NCCL_MAX_NCHANNELS", Type::Int, "2", "most channels a communicator uses (host mode default)"},
-    {"NCCL_SHM_DISABLE", Type::Bool, "0",
-     "1: no shared-memory connections between processes of a node (use the network)"},
-    {"NCCL_P2P_DISABLE", Type::Bool, "0",
-     "1: no direct in-process connections between rank threads (use shared memory or network)"},
-    {"NCCL_COMM_BLOCKING", Type::Bool, "1", "default of ncclConfig_t.blocking"},
-    {"NCCL_HOSTID", Type::String, "",
-     "overrides the host identity that decides which ranks share a node"},
-    {"TUTTI_DEVICE", Type::String, "auto",
-     "device backend: auto (cuda when a device is usable, else host), host or cuda"},
-    {"TUTTI_BOOTSTRAP_TIMEOUT", Type::Int, "120",
-     "seconds the bootstrap waits for every rank before failing"},
-    {"TUTTI_TIMEOUT", Type::Int, "300",
-     "seconds an operation may make no progress before it fails naming the peer it waits for"},
-    {"TUTTI_ALGO_FILE", Type::String, "",
-     "custom algorithms: plan files (':'-separated), verified at init and selectable by name"},
-    {"TUTTI_DETERMINISTIC", Type::Bool, "0",
-     "1: only algorithms with a fixed reduction order, so results are bitwise identical across runs "
-     "and message sizes for a given rank count, type and op (slower: see the README)"},
-    {"TUTTI_NET_LINK_TIMEOUT", Type::Int, "15",
-     "seconds a network connection may leave data unacknowledged (or keepalive probes unanswered) "
-     "before it counts as broken, so a cut link fails in seconds (0: the kernel's defaults)"},
-    {"TUTTI_NET_REQUIRE", Type::String, "",
-     "network backend that must be used: init fails instead of falling back to another"},
-    {"TUTTI_NSTEPS", Type::Int, "8",
-     "FIFO slots per connection; an operation under 32 slots' worth is cut into chunks of half a slot, down to 512 KiB"},
-    {"TUTTI_NTHREADS", Type::Int, "0",
-     "host worker threads per communicator (0: one per channel); never more than the channels"},
-    {"TUTTI_SPIN", Type::Int, "200",
-     "busy-poll iterations before a wait yields (unset: 20 when a host's ranks outnumber its cores)"},
-    {"TUTTI_YIELD", Type::Int, "50",
-     "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps (unset: 50; 0 "
-     "where a communicator spans hosts and its ranks outnumber their cores, so proxy threads carry the network)"},
-    {"TUTTI_CALIBRATE", Type::Bool, "1",
-     "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
-     "the selector's cost model; 0: fixed default figures (every rank takes them when the ranks differ)"},
-};
-
-const Param& find(const char* name) {
-  for (const Param& param : kParams)
-    if (std::strcmp(param.name, name) == 0) return param;
-  throw Error(ErrorCode::Internal,
-              std::string("parameter ") + name + " is not in the registry (base/params.cpp)");
-}
-
-// A numeric variable set to the empty string counts as unset, as in NCCL; for a string the
-// empty value is a value (NCCL_DEBUG= turns logging off).
-const char* environmentValue(const Param& param) {
-  const char* value = std::getenv(param.name);
-  if (value != nullptr && value[0] == '\0' && param.type != Type::String) return nullptr;
-  return value;
-}
-
 std::string_view trimmed(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
   return text;
 }
 
-[[noreturn]] void throwBadValue(const Param& param, const char* value, const char* expected) {
-  throw Error(ErrorCode::InvalidUsage, std::string(param.name) + "=" + value + ": " + expected);
+[[noreturn]] void throwBadValue(const Param& param, const std::string& value, const std::string& expected) {
+  throw Error(ErrorCode::InvalidUsage, std::string(param.name()) + "=" + value + ": " + expected);
 }
 
 // strtoll over the whole text (decimal, or 0x hex as NCCL accepts); false when something is
@@ -127,15 +39,14 @@ bool parseInteger(std::string_view text, int64_t* out, std::string_view* rest) {
   return true;
 }
 
-int64_t parseInt(const Param& param, const char* value) {
+int64_t parseInt(const Param& param, const std::string& value) {
   int64_t result = 0;
   std::string_view rest;
-  if (!parseInteger(trimmed(value), &result, &rest) || !rest.empty())
-    throwBadValue(param, value, "not an integer");
+  if (!parseInteger(trimmed(value), &result, &rest) || !rest.empty()) throwBadValue(param, value, "not an integer");
   return result;
 }
 
-int64_t parseSize(const Param& param, const char* value) {
+int64_t parseSize(const Param& param, const std::string& value) {
   const char* expected = "not a size (expected bytes, optionally with K, M or G)";
   int64_t number = 0;
   std::string_view rest;
@@ -157,41 +68,136 @@ int64_t parseSize(const Param& param, const char* value) {
   return number << shift;
 }
 
-int64_t parseBool(const Param& param, const char* value) {
+bool parseBool(const Param& param, const std::string& value) {
   std::string_view text = trimmed(value);
   for (std::string_view yes : {"1", "true", "yes", "on"})
-    if (equalsIgnoringCase(text, yes)) return 1;
+    if (equalsIgnoringCase(text, yes)) return true;
   for (std::string_view no : {"0", "false", "no", "off"})
-    if (equalsIgnoringCase(text, no)) return 0;
+    if (equalsIgnoringCase(text, no)) return false;
   throwBadValue(param, value, "not a boolean (expected 0, 1, true, false, yes or no)");
+}
+
+// "a, b, c or d".
+std::string listed(const std::vector<std::string>& values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) text += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + values[i];
+  return text;
+}
+
+bool isWellFormedName(std::string_view name) {
+  std::string_view rest;
+  if (name.starts_with("NCCL_"))
+    rest = name.substr(5);
+  else if (name.starts_with("TUTTI_"))
+    rest = name.substr(6);
+  else
+    return false;
+  if (rest.empty()) return false;
+  for (char c : rest)
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+// A handle the catalogue must not have: a bug in tutti, found when the library loads.
+[[noreturn]] void refuse(const std::string& why) {
+  std::fprintf(stderr, "tutti: the parameter catalogue is broken: %s\n", why.c_str());
+  std::abort();
 }
 
 }  // namespace
 
-const std::vector<Param>& all() { return kParams; }
-
-int64_t getInt(const char* name) {
-  const Param& param = find(name);
-  const char* value = environmentValue(param);
-  if (value == nullptr) value = param.defaultValue;
-  switch (param.type) {
-    case Type::Int: return parseInt(param, value);
-    case Type::Size: return parseSize(param, value);
-    case Type::Bool: return parseBool(param, value);
-    case Type::String: break;
+const char* typeName(Type type) {
+  switch (type) {
+    case Type::Int: return "int";
+    case Type::Size: return "size";
+    case Type::Bool: return "bool";
+    case Type::String: return "string";
   }
-  throw Error(ErrorCode::Internal,
-              std::string("parameter ") + name + " is a string; read it with params::getString");
+  return "?";
 }
 
-std::string getString(const char* name) {
-  const Param& param = find(name);
-  const char* value = environmentValue(param);
-  return value != nullptr ? value : param.defaultValue;
+// --- Registry ------------------------------------------------------------------------------------
+
+void Registry::add(const Param& param) {
+  std::string_view name = param.name() != nullptr ? param.name() : "";
+  if (!isWellFormedName(name))
+    throw Error(ErrorCode::Internal, "parameter '" + std::string(name) +
+                                         "': a name must be NCCL_ or TUTTI_ followed by capitals, digits and '_'");
+  if (find(name) != nullptr)
+    throw Error(ErrorCode::Internal, "parameter " + std::string(name) + " is declared twice");
+  params_.push_back(&param);
 }
 
-bool isSet(const char* name) { return environmentValue(find(name)) != nullptr; }
+const Param* Registry::find(std::string_view name) const {
+  for (const Param* param : params_)
+    if (name == param->name()) return param;
+  return nullptr;
+}
 
-const char* source(const char* name) { return isSet(name) ? "environment" : "default"; }
+Registry& registry() {
+  // Never destroyed: handles in other files may still be read while static destructors run.
+  static Registry* processRegistry = new Registry();
+  return *processRegistry;
+}
+
+// --- Param ---------------------------------------------------------------------------------------
+
+Param::Param(const char* name, Type type, std::string defaultText, const char* help, Registry& into)
+    : name_(name), type_(type), defaultText_(std::move(defaultText)), help_(help) {
+  try {
+    into.add(*this);
+  } catch (const Error& error) {
+    refuse(error.what());
+  }
+}
+
+const char* Param::environmentValue() const {
+  const char* value = std::getenv(name_);
+  if (value != nullptr && value[0] == '\0' && emptyMeansUnset_) return nullptr;
+  return value;
+}
+
+bool Param::isSet() const { return environmentValue() != nullptr; }
+
+const char* Param::source() const { return isSet() ? "environment" : "default"; }
+
+std::string Param::text() const {
+  const char* value = environmentValue();
+  return value != nullptr ? std::string(value) : defaultText_;
+}
+
+// --- The typed handles ---------------------------------------------------------------------------
+
+Int::Int(const char* name, int64_t defaultValue, const char* help, Registry& into)
+    : Param(name, Type::Int, std::to_string(defaultValue), help, into) {}
+int64_t Int::get() const { return parseInt(*this, text()); }
+std::string Int::parsedText() const { return std::to_string(get()); }
+
+Size::Size(const char* name, int64_t defaultBytes, const char* help, Registry& into)
+    : Param(name, Type::Size, std::to_string(defaultBytes), help, into) {}
+int64_t Size::get() const { return parseSize(*this, text()); }
+std::string Size::parsedText() const { return std::to_string(get()); }
+
+Bool::Bool(const char* name, bool defaultValue, const char* help, Registry& into)
+    : Param(name, Type::Bool, defaultValue ? "1" : "0", help, into) {}
+bool Bool::get() const { return parseBool(*this, text()); }
+std::string Bool::parsedText() const { return get() ? "1" : "0"; }
+
+String::String(const char* name, const char* defaultValue, const char* help, std::vector<std::string> allowed,
+               Registry& into)
+    : Param(name, Type::String, defaultValue, help, into), allowed_(std::move(allowed)) {
+  emptyMeansUnset_ = !allowed_.empty();
+  if (!allowed_.empty() && std::find(allowed_.begin(), allowed_.end(), defaultText()) == allowed_.end())
+    refuse(std::string("parameter ") + name + ": its default '" + defaultText() + "' is not among its allowed values");
+}
+
+std::string String::get() const {
+  std::string value = text();
+  if (!allowed_.empty() && std::find(allowed_.begin(), allowed_.end(), value) == allowed_.end())
+    throwBadValue(*this, value, "expected " + listed(allowed_));
+  return value;
+}
+
+std::string String::parsedText() const { return get(); }
 
 }  // namespace tutti::params

@@ -1,31 +1,118 @@
-// The one registry of tunables: every NCCL_* variable tutti honours and every TUTTI_* one it
-// adds, with type, default and one line of help. Nothing reads getenv() for a tunable elsewhere.
+// Typed handles on tunables (the NCCL_* variables tutti honours and the TUTTI_* ones it adds) and
+// the registry they join. Each handle is declared once, in base/tunables.h, and read everywhere
+// through it: a misspelt name is a compile error, not a lookup that fails at run time. Nothing
+// reads getenv() for a tunable anywhere else.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tutti::params {
 
 enum class Type { Int, Size, Bool, String };
 
-struct Param {
-  const char* name;
-  Type type;
-  const char* defaultValue;  // as text, as a user would write it
-  const char* help;          // one line
+// "int", "size", "bool", "string".
+const char* typeName(Type type);
+
+class Registry;
+
+// The process's registry: every handle of base/tunables.h, in the catalogue's order (for tutti-info
+// --env and the README). Made on first use, so a handle may join it from any static initialiser.
+Registry& registry();
+
+// What every handle has: a name, a type, a default (as text, as a user would write it) and one line
+// of help. Values are read from the environment at every call, so a test (or ncclResetDebugInit)
+// sees a change at once; a value that does not parse is an InvalidUsage error naming the variable.
+class Param {
+ public:
+  Param(const Param&) = delete;
+  Param& operator=(const Param&) = delete;
+
+  const char* name() const { return name_; }
+  Type type() const { return type_; }
+  const std::string& defaultText() const { return defaultText_; }
+  const char* help() const { return help_; }
+
+  // Set in the environment. A number set to the empty string counts as unset, as in NCCL, and so
+  // does a string with a list of allowed values; for other strings the empty value is a value
+  // (NCCL_DEBUG= turns logging off).
+  bool isSet() const;
+  // Where the value comes from: "environment" or "default".
+  const char* source() const;
+  // The value as the user wrote it: the environment's when set, else the default.
+  std::string text() const;
+  // The value as the code reads it, written back as text ("4M" gives "4194304", "yes" gives "1");
+  // throws as get() does. For tutti-info, which shows both when they differ.
+  virtual std::string parsedText() const = 0;
+
+ protected:
+  // Joins `into`; aborts the process with a message when the registry refuses (a duplicate or
+  // malformed name is a bug in the catalogue, found at load time).
+  Param(const char* name, Type type, std::string defaultText, const char* help, Registry& into);
+  ~Param() = default;
+
+  const char* environmentValue() const;  // nullptr when unset (see isSet)
+  bool emptyMeansUnset_ = true;  // see isSet()
+
+ private:
+  const char* name_;
+  Type type_;
+  std::string defaultText_;
+  const char* help_;
 };
 
-// Every registered parameter, in a stable order (for tutti-info --env and the README).
-const std::vector<Param>& all();
+// An integer: decimal, or 0x hex as NCCL accepts.
+class Int final : public Param {
+ public:
+  Int(const char* name, int64_t defaultValue, const char* help, Registry& into = registry());
+  int64_t get() const;
+  std::string parsedText() const override;
+};
 
-// Values: the environment if set, else the default. An unregistered name is an Internal
-// error; a value that does not parse is an InvalidUsage error naming the variable.
-int64_t getInt(const char* name);    // Int, Size (Size accepts K/M/G suffixes) and Bool (0/1)
-std::string getString(const char* name);
-bool isSet(const char* name);        // set in the environment
-// Where the value came from: "environment" or "default".
-const char* source(const char* name);
+// A byte count: an integer with an optional K, M or G suffix (binary; "4MB" and "4MiB" also mean 4 MiB).
+class Size final : public Param {
+ public:
+  Size(const char* name, int64_t defaultBytes, const char* help, Registry& into = registry());
+  int64_t get() const;
+  std::string parsedText() const override;
+};
+
+// 1, true, yes, on / 0, false, no, off (any case).
+class Bool final : public Param {
+ public:
+  Bool(const char* name, bool defaultValue, const char* help, Registry& into = registry());
+  bool get() const;
+  std::string parsedText() const override;
+};
+
+// Text; with a list of allowed values, get() refuses any other (compared exactly).
+class String final : public Param {
+ public:
+  String(const char* name, const char* defaultValue, const char* help, std::vector<std::string> allowed = {},
+         Registry& into = registry());
+  std::string get() const;
+  std::string parsedText() const override;
+  const std::vector<std::string>& allowed() const { return allowed_; }
+
+ private:
+  std::vector<std::string> allowed_;
+};
+
+// A set of parameters, in the order they joined. The process has one (registry()), which every
+// handle joins unless told otherwise; tests make their own to try what the catalogue must not do.
+class Registry {
+ public:
+  // Adds `param`. Throws Error(Internal) naming it when its name is not NCCL_[A-Z0-9_]+ or
+  // TUTTI_[A-Z0-9_]+, or is already in this registry.
+  void add(const Param& param);
+  const std::vector<const Param*>& all() const { return params_; }
+  // nullptr when no parameter has that name.
+  const Param* find(std::string_view name) const;
+
+ private:
+  std::vector<const Param*> params_;
+};
 
 }  // namespace tutti::params

@@ -47,8 +47,8 @@
 #include "base/host_identity.h"
 #include "base/log.h"
 #include "base/network_interface.h"
-#include "base/params.h"
 #include "base/socket.h"
+#include "base/tunables.h"
 
 namespace tutti {
 
@@ -193,7 +193,7 @@ Secret randomSecret() {
 }
 
 double configuredTimeoutSeconds() {
-  int64_t seconds = params::getInt("TUTTI_BOOTSTRAP_TIMEOUT");
+  int64_t seconds = tunables::kBootstrapTimeout.get();
   if (seconds <= 0)
     throw Error(ErrorCode::InvalidUsage,
                 "TUTTI_BOOTSTRAP_TIMEOUT=" + std::to_string(seconds) + ": must be a positive number of seconds");
@@ -1495,8 +1495,8 @@ class SocketBootstrap final : public Bootstrap {
 void bootstrapGetUniqueId(ncclUniqueId* id) {
   if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetUniqueId: uniqueId is null");
   UniqueIdContents contents;
-  std::string commId = params::getString("NCCL_COMM_ID");
-  if (params::isSet("NCCL_COMM_ID") && !commId.empty()) {
+  std::string commId = tunables::kCommId.get();
+  if (!commId.empty()) {
     try {
       contents.root = SocketAddress::parse(commId);
     } catch (const Error& error) {

@@ -16,7 +16,7 @@
 #include "base/clock.h"
 #include "base/host_identity.h"
 #include "base/log.h"
-#include "base/params.h"
+#include "base/tunables.h"
 #include "transports/net/net.h"
 
 using tutti::ConnKey;
@@ -46,8 +46,8 @@ uint32_t connectionTag(const ConnKey& key) {
 // How two ranks reach each other. Both ends reach the same verdict: it depends only on the
 // pair's identities (and on variables that every rank of a job is expected to share).
 PeerPath pathBetween(const RankInfo& a, const RankInfo& b) {
-  if (a.processToken == b.processToken && !params::getInt("NCCL_P2P_DISABLE")) return PeerPath::Local;
-  if (a.hostHash == b.hostHash && !params::getInt("NCCL_SHM_DISABLE")) return PeerPath::Shm;
+  if (a.processToken == b.processToken && !tunables::kP2pDisable.get()) return PeerPath::Local;
+  if (a.hostHash == b.hostHash && !tunables::kShmDisable.get()) return PeerPath::Shm;
   return PeerPath::Net;
 }
 
@@ -71,8 +71,8 @@ std::string joinNames(const std::set<std::string>& names, const std::string& non
 // TUTTI_NET_REQUIRE).
 void openProxy(ncclComm* comm) {
   if (comm->proxy) return;
-  std::string requested = !comm->config.netName.empty() ? comm->config.netName : params::getString("NCCL_NET");
-  comm->proxy = std::make_unique<NetProxy>(comm, net::openNetBackend(requested, params::getString("TUTTI_NET_REQUIRE")));
+  std::string requested = !comm->config.netName.empty() ? comm->config.netName : tunables::kNet.get();
+  comm->proxy = std::make_unique<NetProxy>(comm, net::openNetBackend(requested, tunables::kNetRequire.get()));
 }
 
 // The network identity a rank shows the others, for rank 0's summary of the job's layout.
@@ -220,8 +220,8 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   me.device = device;
   std::string host = hostname();
   std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
-  int maxChannels = int(params::getInt("NCCL_MAX_NCHANNELS"));
-  int minChannels = int(params::getInt("NCCL_MIN_NCHANNELS"));
+  int maxChannels = int(tunables::kMaxNchannels.get());
+  int minChannels = int(tunables::kMinNchannels.get());
   if (comm->config.maxCTAs) maxChannels = std::min(maxChannels, *comm->config.maxCTAs);
   if (comm->config.minCTAs) minChannels = std::max(minChannels, *comm->config.minCTAs);
   // NCCL_MIN_NCHANNELS above NCCL_MAX_NCHANNELS: the minimum wins, as the larger request.
@@ -230,17 +230,17 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
                comm->where().c_str(), minChannels, maxChannels, std::clamp(minChannels, 1, kMaxChannels));
   me.nchannels = std::clamp(std::max(minChannels, maxChannels), 1, kMaxChannels);
   me.minChannels = std::clamp(minChannels, 1, me.nchannels);
-  me.nsteps = int32_t(params::getInt("TUTTI_NSTEPS"));
+  me.nsteps = int32_t(tunables::kNsteps.get());
   if (me.nsteps < 2 || me.nsteps > int(kern::kMaxFifoSteps))
     throw Error(ErrorCode::InvalidUsage, "TUTTI_NSTEPS=" + std::to_string(me.nsteps) + " is outside 2.." +
                                              std::to_string(kern::kMaxFifoSteps));
-  int64_t buffsize = params::getInt("NCCL_BUFFSIZE");
+  int64_t buffsize = tunables::kBuffsize.get();
   if (buffsize < int64_t(me.nsteps) * 4096)
     throw Error(ErrorCode::InvalidUsage, "NCCL_BUFFSIZE=" + std::to_string(buffsize) + " is too small: it needs at least 4096 bytes for each of the " +
                                              std::to_string(me.nsteps) + " FIFO slots (TUTTI_NSTEPS)");
   me.slotBytes = uint64_t(buffsize / me.nsteps) / 4096 * 4096;
-  me.buffersSet = params::isSet("NCCL_BUFFSIZE") || params::isSet("TUTTI_NSTEPS");
-  int threads = int(params::getInt("TUTTI_NTHREADS"));
+  me.buffersSet = tunables::kBuffsize.isSet() || tunables::kNsteps.isSet();
+  int threads = int(tunables::kNthreads.get());
   me.nworkers = std::clamp(threads <= 0 ? me.nchannels : std::min(threads, me.nchannels), 1, kMaxWorkers);
 
   comm->peers.assign(size_t(nranks), RankInfo{});
@@ -265,10 +265,10 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
     comm->nsteps = kNetworkSlots;
     comm->slotBytes = kNetworkSlotBytes;
   }
-  comm->timeoutSeconds = double(params::getInt("TUTTI_TIMEOUT"));
+  comm->timeoutSeconds = double(tunables::kTimeout.get());
   if (comm->timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
-  comm->spin = int(std::max<int64_t>(1, params::getInt("TUTTI_SPIN")));
-  comm->yields = int(std::max<int64_t>(0, params::getInt("TUTTI_YIELD")));
+  comm->spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
+  comm->yields = int(std::max<int64_t>(0, tunables::kYield.get()));
 
   // Control blocks: plain memory when every rank of this node lives in this process.
   bool allLocalInProcess = true;
@@ -309,7 +309,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   const int coresHere = comm->selector->fabric().coresPerNode;
   int ranksHere = 0;
   for (const RankInfo& p : comm->peers) ranksHere += p.hostHash == me.hostHash ? 1 : 0;
-  if (!params::isSet("TUTTI_SPIN") && coresHere > 0 && ranksHere > coresHere) comm->spin = std::min(comm->spin, kOversubscribedSpin);
+  if (!tunables::kSpin.isSet() && coresHere > 0 && ranksHere > coresHere) comm->spin = std::min(comm->spin, kOversubscribedSpin);
   // Workers waiting for network FIFOs move them themselves (NetProxy::tryProgress) rather than
   // hand each slot to the proxy thread and back, as long as every worker of a launch has a core
   // of this host's to itself (perf/RESULTS.md). Two hosts of one core each: 8 B-32 KiB
@@ -323,7 +323,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // socket just became ready. Two namespaces of two ranks on one core each (perf/RESULTS.md):
   // 128 KiB-1 MiB all-reduces 1.1-1.5x faster, 8 B-32 KiB unchanged. (On one host yielding first
   // is what keeps 4 ranks on 2 cores at 50 us rather than 280 us for 8 bytes.)
-  if (!params::isSet("TUTTI_YIELD") && nodeCount(comm) > 1 && comm->drivingWorkers == 0) comm->yields = 0;
+  if (!tunables::kYield.isSet() && nodeCount(comm) > 1 && comm->drivingWorkers == 0) comm->yields = 0;
   if (comm->rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
     std::string table = comm->selector->tuningTable();
     for (size_t at = 0, end; at < table.size(); at = end + 1) {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "base/params.h"
+#include "base/tunables.h"
 
 namespace tutti {
 
@@ -117,10 +117,7 @@ std::optional<int> readAtLeast(const char* operation, const char* field, std::op
   return value;
 }
 
-bool defaultBlocking() {
-  if (!params::isSet("NCCL_COMM_BLOCKING")) return true;
-  return params::getInt("NCCL_COMM_BLOCKING") != 0;
-}
+bool defaultBlocking() { return tunables::kCommBlocking.get(); }
 
 }  // namespace
 

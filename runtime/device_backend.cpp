@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "base/params.h"
+#include "base/tunables.h"
 
 namespace tutti {
 
@@ -28,13 +28,19 @@ int cudaDeviceCount() {
 }
 
 std::string chooseDeviceBackend(const char* operation) {
-  std::string wanted = params::getString("TUTTI_DEVICE");
+  std::string wanted;
+  try {
+    wanted = tunables::kDevice.get();
+  } catch (const Error& error) {
+    throw Error(error.code(), std::string(operation) + ": " + error.message());
+  }
   if (wanted == "host") return "host";
   if (wanted == "cuda")
     throw Error(ErrorCode::InvalidUsage, std::string(operation) +
                                              ": TUTTI_DEVICE=cuda: the CUDA device backend is not implemented yet; TUTTI_DEVICE=host runs on host buffers");
-  if (wanted != "auto" && !wanted.empty())
-    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": TUTTI_DEVICE=" + wanted + ": expected auto, host or cuda");
+  if (wanted == "emulated")
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) +
+                                             ": TUTTI_DEVICE=emulated: the emulated device backend is not implemented yet; TUTTI_DEVICE=host runs on host buffers");
   if (cudaDeviceCount() > 0)
     throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": this machine has " + std::to_string(cudaDeviceCount()) +
                                              " CUDA device(s) but the CUDA device backend is not implemented yet; set TUTTI_DEVICE=host to run "

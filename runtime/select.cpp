@@ -9,8 +9,8 @@
 #include "algorithms/plan_file.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "base/params.h"
 #include "base/text.h"
+#include "base/tunables.h"
 #include "runtime/calibrate.h"
 #include "runtime/comm.h"
 
@@ -60,7 +60,7 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   }
   int most = 1;
   for (auto& [node, n] : ranksOnNode) most = std::max(most, n);
-  HostCalibration calibration = calibrateHost(comm, params::getInt("TUTTI_CALIBRATE") != 0);
+  HostCalibration calibration = calibrateHost(comm, tunables::kCalibrate.get());
   sim::Fabric::HostFigures base;
   base.cores = calibration.host.cores;
   base.workersPerRank = comm->nworkers;
@@ -92,7 +92,7 @@ sim::Fabric hostFabric(const ncclComm* comm) {
 }  // namespace
 
 void loadCustomAlgorithms(ncclComm* comm) {
-  std::string files = params::getString("TUTTI_ALGO_FILE");
+  std::string files = tunables::kAlgoFile.get();
   if (files.empty()) return;
   std::vector<plan::Algorithm> custom;
   try {
@@ -120,7 +120,7 @@ size_t modelBytes(plan::Coll coll, size_t count, size_t eltSize, int nranks) {
 }
 
 CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabric(comm)) {
-  std::string algo = params::getString("NCCL_ALGO");
+  std::string algo = tunables::kAlgo.get();
   if (!algo.empty()) {
     try {
       algoFilter_ = selector::parseAlgoFilter(algo, selector::knownAlgorithms(comm->algorithms));
@@ -130,7 +130,7 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
     algoFilterSet_ = true;
     for (const std::string& note : algoFilter_.notes) TUTTI_WARN("%s: %s", comm->where().c_str(), note.c_str());
   }
-  std::string proto = params::getString("NCCL_PROTO");
+  std::string proto = tunables::kProto.get();
   if (!proto.empty()) {
     selector::NameFilter protocols;
     try {
@@ -140,7 +140,7 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
     }
     for (const std::string& note : protocols.notes) TUTTI_WARN("%s: %s", comm->where().c_str(), note.c_str());
   }
-  deterministic_ = params::getInt("TUTTI_DETERMINISTIC") != 0;
+  deterministic_ = tunables::kDeterministic.get();
 }
 
 selector::Context CommSelector::context(plan::Coll coll) const {

@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "base/params.h"
+#include "base/tunables.h"
 #include "runtime/comm.h"
 #include "topology/discover.h"
 #include "topology/exchange.h"
@@ -34,7 +34,7 @@ topo::NodeSystem discoveredNode() {
 }
 
 topo::NodeSystem thisNode(const ncclComm* comm) {
-  std::string file = params::getString("NCCL_TOPO_FILE"), dump = params::getString("NCCL_TOPO_DUMP_FILE");
+  std::string file = tunables::kTopoFile.get(), dump = tunables::kTopoDumpFile.get();
   // One reporter and writer per node: the lowest rank of this host.
   bool lowest = true;
   for (int r = 0; r < comm->rank; r++) lowest = lowest && comm->peers[size_t(r)].hostHash != comm->peers[size_t(comm->rank)].hostHash;

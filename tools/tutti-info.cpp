@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/params.h"
+#include "base/tunables.h"
 #include "nccl.h"
 #include "runtime/device_backend.h"
 #include "tutti/tutti.h"
@@ -26,16 +27,6 @@ void printUsage(FILE* out) {
                "  --env        every parameter tutti reads (NCCL_* and TUTTI_* variables): its value,\n"
                "               whether that came from the environment or the default, and what it does\n"
                "  --help       this text\n");
-}
-
-const char* typeName(params::Type type) {
-  switch (type) {
-    case params::Type::Int: return "int";
-    case params::Type::Size: return "size";
-    case params::Type::Bool: return "bool";
-    case params::Type::String: return "string";
-  }
-  return "?";
 }
 
 int printVersion() {
@@ -57,7 +48,7 @@ int printVersion() {
   else
     std::printf("  cuda  not available: no CUDA driver or device found (%s)\n", built);
 
-  std::string wanted = params::getString("TUTTI_DEVICE");
+  std::string wanted = tutti::tunables::kDevice.text();
   try {
     std::printf("\nTUTTI_DEVICE=%s selects: %s\n", wanted.c_str(), tutti::chooseDeviceBackend("tutti-info").c_str());
   } catch (const tutti::Error& error) {
@@ -76,19 +67,17 @@ struct Row {
 int printEnvironment() {
   std::vector<Row> rows;
   int status = 0;
-  for (const params::Param& param : params::all()) {
-    Row row{param.name, params::getString(param.name), params::source(param.name),
-            std::string("(") + typeName(param.type) + ") " + param.help};
-    if (param.type != params::Type::String) {
-      try {
-        int64_t value = params::getInt(param.name);
-        // Show what a suffix or a word meant: "4M = 4194304", "yes = 1".
-        if (row.value != std::to_string(value)) row.value += " = " + std::to_string(value);
-      } catch (const tutti::Error& error) {
-        row.value += "  INVALID";
-        row.help = error.what();
-        status = 1;
-      }
+  for (const params::Param* param : params::registry().all()) {
+    Row row{param->name(), param->text(), param->source(),
+            std::string("(") + params::typeName(param->type()) + ") " + param->help()};
+    try {
+      // Show what a suffix or a word meant: "4M = 4194304", "yes = 1".
+      std::string parsed = param->parsedText();
+      if (row.value != parsed) row.value += " = " + parsed;
+    } catch (const tutti::Error& error) {
+      row.value += "  INVALID";
+      row.help = error.what();
+      status = 1;
     }
     if (row.value.empty()) row.value = "\"\"";
     rows.push_back(row);
@@ -98,9 +87,7 @@ int printEnvironment() {
     std::string_view text = *entry;
     if (!text.starts_with("NCCL_") && !text.starts_with("TUTTI_")) continue;
     std::string name(text.substr(0, text.find('=')));
-    bool known = std::any_of(params::all().begin(), params::all().end(),
-                             [&](const params::Param& param) { return name == param.name; });
-    if (!known)
+    if (params::registry().find(name) == nullptr)
       rows.push_back({name, std::string(text.substr(std::min(text.size(), name.size() + 1))), "environment",
                       "not a parameter tutti reads: ignored"});
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/tunables.h"
 #include "topology/channels.h"
 #include "topology/discover.h"
 #include "topology/synthetic.h"
@@ -49,7 +50,7 @@ bool parsePair(const char* text, int& first, int& second) {
 
 // Returns false on a usage error (already reported).
 bool parseOptions(int argc, char** argv, Options& options) {
-  if (const char* file = std::getenv("NCCL_TOPO_FILE")) options.topoFile = file;
+  options.topoFile = tutti::tunables::kTopoFile.get();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : nullptr;

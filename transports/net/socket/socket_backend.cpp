@@ -30,8 +30,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/network_interface.h"
-#include "base/params.h"
 #include "base/socket.h"
+#include "base/tunables.h"
 
 namespace tutti::net {
 namespace {
@@ -57,7 +57,7 @@ struct HandleLayout {
 };
 static_assert(sizeof(HandleLayout) <= kNetHandleBytes);
 
-int linkTimeoutSeconds() { return int(std::clamp<int64_t>(params::getInt("TUTTI_NET_LINK_TIMEOUT"), 0, 24 * 3600)); }
+int linkTimeoutSeconds() { return int(std::clamp<int64_t>(tunables::kNetLinkTimeout.get(), 0, 24 * 3600)); }
 
 uint64_t randomNonce() {
   std::random_device device;
@@ -90,7 +90,7 @@ size_t chunkBytesFor(size_t size, int nsocks) {
 }
 
 int helperThreadsFor(int nsocks) {
-  return int(std::clamp<int64_t>(params::getInt("NCCL_SOCKET_NTHREADS"), 1, int64_t(nsocks)));
+  return int(std::clamp<int64_t>(tunables::kSocketNthreads.get(), 1, int64_t(nsocks)));
 }
 
 // An eventfd: a counter that poll() sees as readable while non-zero.
@@ -644,7 +644,7 @@ SocketHandleContents readSocketHandle(const NetHandle& handle) {
 }
 
 int socketsPerConnection() {
-  int64_t threads = params::getInt("NCCL_SOCKET_NTHREADS"), perThread = params::getInt("NCCL_NSOCKS_PERTHREAD");
+  int64_t threads = tunables::kSocketNthreads.get(), perThread = tunables::kNsocksPerthread.get();
   return int(std::clamp<int64_t>(std::max<int64_t>(threads, 1) * std::max<int64_t>(perThread, 1), 1, kMaxSockets));
 }
 

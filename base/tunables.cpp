@@ -1,0 +1,80 @@
+// The catalogue of tunables, one definition each. The order of definition is the order of
+// registration, and so of tutti-info --env and the README's table: NCCL's names first, then ours.
+#include "base/tunables.h"
+
+namespace tutti::tunables {
+
+using params::Bool;
+using params::Int;
+using params::Size;
+using params::String;
+
+const String kDebug{"NCCL_DEBUG", "", "log level: VERSION, WARN, INFO, ABORT or TRACE (unset: no output)"};
+const String kDebugSubsys{"NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV",
+                          "subsystems logged at INFO/TRACE: comma list of INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, "
+                          "ENV, ALLOC, CALL, PROXY, NVLS, BOOTSTRAP, REG, PROFILE, RAS or ALL; ^ excludes"};
+const String kDebugFile{"NCCL_DEBUG_FILE", "",
+                        "write the log to this file instead of stdout; %h expands to the host name, %p to the pid"};
+const String kCommId{"NCCL_COMM_ID", "", "host:port of a fixed bootstrap root, instead of the one ncclGetUniqueId opens"};
+const String kSocketIfname{"NCCL_SOCKET_IFNAME", "",
+                           "network interfaces to use: prefix list, ^ excludes, = matches exactly (unset: automatic)"};
+const String kSocketFamily{"NCCL_SOCKET_FAMILY", "", "address family of sockets: AF_INET or AF_INET6 (unset: either)"};
+const String kNet{"NCCL_NET", "", "network backend by name: Socket (unset: the first that works)"};
+const Int kSocketNthreads{"NCCL_SOCKET_NTHREADS", 1,
+                          "Socket backend: helper threads per connection, each driving NCCL_NSOCKS_PERTHREAD sockets "
+                          "(1: the proxy thread drives them; sockets at most 64)"};
+const Int kNsocksPerthread{"NCCL_NSOCKS_PERTHREAD", 1,
+                           "Socket backend: sockets per group; a message is striped over all sockets of a connection"};
+const String kAlgo{"NCCL_ALGO", "",
+                   "algorithms the selector may use: a list (ring, tree, pat, ... or a custom plan file's "
+                   "names), ^ to exclude, per collective as 'allreduce:tree,ring;broadcast:ring' (case-insensitive)"};
+const String kProto{"NCCL_PROTO", "",
+                    "protocols the selector may use: Simple (LL and LL128 are not implemented yet); ^ excludes"};
+const String kTopoFile{"NCCL_TOPO_FILE", "", "an NCCL topology XML file describing this node, used instead of discovery"};
+const String kTopoDumpFile{"NCCL_TOPO_DUMP_FILE", "",
+                           "write this node's topology (as discovered or loaded) to this file, in NCCL's XML format"};
+const Size kBuffsize{"NCCL_BUFFSIZE", 4 << 20,
+                     "bytes of FIFO per connection (K, M, G suffixes accepted); unset with TUTTI_NSTEPS, a communicator "
+                     "whose ranks are each alone on their node uses 4 slots of 1 MiB"};
+const Int kMinNchannels{"NCCL_MIN_NCHANNELS", 1, "fewest channels a communicator uses"};
+const Int kMaxNchannels{"NCCL_MAX_NCHANNELS", 2, "most channels a communicator uses (host mode default)"};
+const Bool kShmDisable{"NCCL_SHM_DISABLE", false,
+                       "1: no shared-memory connections between processes of a node (use the network)"};
+const Bool kP2pDisable{"NCCL_P2P_DISABLE", false,
+                       "1: no direct in-process connections between rank threads (use shared memory or network)"};
+const Bool kCommBlocking{"NCCL_COMM_BLOCKING", true, "default of ncclConfig_t.blocking"};
+const String kHostid{"NCCL_HOSTID", "", "overrides the host identity that decides which ranks share a node"};
+
+const String kDevice{"TUTTI_DEVICE", "auto",
+                     "device backend: auto (cuda when a device is usable, else host), host, cuda, or emulated "
+                     "(emulated: the CUDA executor's device code run on host threads, buffers in host memory)",
+                     {"auto", "host", "cuda", "emulated"}};
+const Int kBootstrapTimeout{"TUTTI_BOOTSTRAP_TIMEOUT", 120, "seconds the bootstrap waits for every rank before failing"};
+const Int kTimeout{"TUTTI_TIMEOUT", 300,
+                   "seconds an operation may make no progress before it fails naming the peer it waits for"};
+const String kAlgoFile{"TUTTI_ALGO_FILE", "",
+                       "custom algorithms: plan files (':'-separated), verified at init and selectable by name"};
+const Bool kDeterministic{"TUTTI_DETERMINISTIC", false,
+                          "1: only algorithms with a fixed reduction order, so results are bitwise identical across runs "
+                          "and message sizes for a given rank count, type and op (slower: see the README)"};
+const Int kNetLinkTimeout{"TUTTI_NET_LINK_TIMEOUT", 15,
+                          "seconds a network connection may leave data unacknowledged (or keepalive probes unanswered) "
+                          "before it counts as broken, so a cut link fails in seconds (0: the kernel's defaults)"};
+const String kNetRequire{"TUTTI_NET_REQUIRE", "",
+                         "network backend that must be used: init fails instead of falling back to another"};
+const Int kNsteps{"TUTTI_NSTEPS", 8,
+                  "FIFO slots per connection; an operation under 32 slots' worth is cut into chunks of half a slot, "
+                  "down to 512 KiB"};
+const Int kNthreads{"TUTTI_NTHREADS", 0,
+                    "host worker threads per communicator (0: one per channel); never more than the channels"};
+const Int kSpin{"TUTTI_SPIN", 200,
+                "busy-poll iterations before a wait yields (unset: 20 when a host's ranks outnumber its cores)"};
+const Int kYield{"TUTTI_YIELD", 50,
+                 "polls that yield the CPU (sched_yield) after the busy polls, before a wait sleeps (unset: 50; 0 "
+                 "where a communicator spans hosts and its ranks outnumber their cores, so proxy threads carry the "
+                 "network)"};
+const Bool kCalibrate{"TUTTI_CALIBRATE", true,
+                      "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
+                      "the selector's cost model; 0: fixed default figures (every rank takes them when the ranks differ)"};
+
+}  // namespace tutti::tunables

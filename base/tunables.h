@@ -1,0 +1,46 @@
+// The catalogue of tunables: every NCCL_* variable tutti honours and every TUTTI_* one it adds,
+// each a typed handle (base/params.h) declared here once and read everywhere through it, e.g.
+// tunables::kNsteps.get(). Defined in base/tunables.cpp in the order tutti-info --env lists them.
+#pragma once
+
+#include "base/params.h"
+
+namespace tutti::tunables {
+
+// NCCL's names.
+extern const params::String kDebug;             // NCCL_DEBUG
+extern const params::String kDebugSubsys;       // NCCL_DEBUG_SUBSYS
+extern const params::String kDebugFile;         // NCCL_DEBUG_FILE
+extern const params::String kCommId;            // NCCL_COMM_ID
+extern const params::String kSocketIfname;      // NCCL_SOCKET_IFNAME
+extern const params::String kSocketFamily;      // NCCL_SOCKET_FAMILY
+extern const params::String kNet;               // NCCL_NET
+extern const params::Int kSocketNthreads;       // NCCL_SOCKET_NTHREADS
+extern const params::Int kNsocksPerthread;      // NCCL_NSOCKS_PERTHREAD
+extern const params::String kAlgo;              // NCCL_ALGO
+extern const params::String kProto;             // NCCL_PROTO
+extern const params::String kTopoFile;          // NCCL_TOPO_FILE
+extern const params::String kTopoDumpFile;      // NCCL_TOPO_DUMP_FILE
+extern const params::Size kBuffsize;            // NCCL_BUFFSIZE
+extern const params::Int kMinNchannels;         // NCCL_MIN_NCHANNELS
+extern const params::Int kMaxNchannels;         // NCCL_MAX_NCHANNELS
+extern const params::Bool kShmDisable;          // NCCL_SHM_DISABLE
+extern const params::Bool kP2pDisable;          // NCCL_P2P_DISABLE
+extern const params::Bool kCommBlocking;        // NCCL_COMM_BLOCKING
+extern const params::String kHostid;            // NCCL_HOSTID
+
+// Ours.
+extern const params::String kDevice;            // TUTTI_DEVICE
+extern const params::Int kBootstrapTimeout;     // TUTTI_BOOTSTRAP_TIMEOUT
+extern const params::Int kTimeout;              // TUTTI_TIMEOUT
+extern const params::String kAlgoFile;          // TUTTI_ALGO_FILE
+extern const params::Bool kDeterministic;       // TUTTI_DETERMINISTIC
+extern const params::Int kNetLinkTimeout;       // TUTTI_NET_LINK_TIMEOUT
+extern const params::String kNetRequire;        // TUTTI_NET_REQUIRE
+extern const params::Int kNsteps;               // TUTTI_NSTEPS
+extern const params::Int kNthreads;             // TUTTI_NTHREADS
+extern const params::Int kSpin;                 // TUTTI_SPIN
+extern const params::Int kYield;                // TUTTI_YIELD
+extern const params::Bool kCalibrate;           // TUTTI_CALIBRATE
+
+}  // namespace tutti::tunables
