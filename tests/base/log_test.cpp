@@ -150,7 +150,7 @@ TEST_CASE("log: INFO and WARN lines have NCCL's shape and go to the expanded fil
   REQUIRE(lines.size() == 3);
   CHECK(lines[0] == head + " NCCL INFO hello 42");
   CHECK(lines[1] == head + " NCCL INFO net line");
-  CHECK(lines[2] == head + " tests/runtime/log_test.cpp:" + std::to_string(warnLine) + " NCCL WARN warned loudly");
+  CHECK(lines[2] == head + " tests/base/log_test.cpp:" + std::to_string(warnLine) + " NCCL WARN warned loudly");
   // The shape NCCL's log tooling parses.
   std::regex shape(R"(^[^:.\s]+:\d+:\d+ \[\d+\] (\S+:\d+ )?NCCL (INFO|WARN) .*$)");
   for (const std::string& line : lines) CHECK(std::regex_match(line, shape));
@@ -170,7 +170,7 @@ TEST_CASE("log: ^ excludes subsystems, TRACE and CALL lines", "[log]") {
   std::string head = linePrefix(0);
   CHECK(lines[0] == head + " NCCL INFO coll info");
   CHECK(std::regex_match(lines[1], std::regex("^" + head.substr(0, head.size() - 4) +
-                                              R"( \[0\] \d+\.\d{6} tests/runtime/log_test\.cpp:\d+ NCCL TRACE proxy trace 7$)")));
+                                              R"( \[0\] \d+\.\d{6} tests/base/log_test\.cpp:\d+ NCCL TRACE proxy trace 7$)")));
   std::string callHead = shortHostname() + ":" + std::to_string(getpid()) + ":" + std::to_string(syscall(SYS_gettid));
   CHECK(lines[2] == callHead + " NCCL CALL ncclAllReduce(1)");
 }
