@@ -230,10 +230,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
                comm->where().c_str(), minChannels, maxChannels, std::clamp(minChannels, 1, kMaxChannels));
   me.nchannels = std::clamp(std::max(minChannels, maxChannels), 1, kMaxChannels);
   me.minChannels = std::clamp(minChannels, 1, me.nchannels);
-  me.nsteps = int32_t(tunables::kNsteps.get());
-  if (me.nsteps < 2 || me.nsteps > int(kern::kMaxFifoSteps))
-    throw Error(ErrorCode::InvalidUsage, "TUTTI_NSTEPS=" + std::to_string(me.nsteps) + " is outside 2.." +
-                                             std::to_string(kern::kMaxFifoSteps));
+  int64_t nsteps = tunables::kNsteps.get();
+  checkFifoSteps(nsteps, "");
+  me.nsteps = int32_t(nsteps);
   int64_t buffsize = tunables::kBuffsize.get();
   if (buffsize < int64_t(me.nsteps) * 4096)
     throw Error(ErrorCode::InvalidUsage, "NCCL_BUFFSIZE=" + std::to_string(buffsize) + " is too small: it needs at least 4096 bytes for each of the " +

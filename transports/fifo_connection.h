@@ -16,6 +16,11 @@ namespace tutti {
 enum class Transport : uint8_t { Local, Shm };
 const char* transportName(Transport transport);
 
+// The one check of TUTTI_NSTEPS's range, 2..kern::kMaxFifoSteps: communicator init runs it on the
+// value it reads, createReceiver on the value the ranks agreed. Throws InvalidUsage, prefixed with
+// "<context>: " unless context is empty.
+void checkFifoSteps(int64_t nsteps, const std::string& context);
+
 class FifoConnection {
  public:
   static std::unique_ptr<FifoConnection> createReceiver(Transport transport, uint32_t nsteps, size_t slotBytes,
