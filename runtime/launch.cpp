@@ -14,6 +14,7 @@
 #include "algorithms/registry.h"
 #include "base/log.h"
 #include "kernels/dtypes.h"
+#include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "runtime/comm.h"
 #include "runtime/host_stream.h"
@@ -44,11 +45,6 @@ double scalarAsDouble(ncclDataType_t type, uint64_t bits) {
   }
 }
 
-bool isFloating(ncclDataType_t t) {
-  return t == ncclFloat16 || t == ncclBfloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclFloat8e4m3 ||
-         t == ncclFloat8e5m2;
-}
-
 // The executor's form of a reduction, resolved when the operation runs (a device-resident
 // PreMulSum scalar is read then).
 kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op) {
@@ -59,7 +55,7 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op) {
     case ncclMax: r.kind = kern::RedKind::Max; return r;
     case ncclMin: r.kind = kern::RedKind::Min; return r;
     case ncclAvg:
-      if (isFloating(type)) {
+      if (kern::dtypeIsFloating(type)) {
         r.kind = kern::RedKind::PreMulSum;
         r.floatScalar = 1.0 / comm->nranks;
       } else {
@@ -80,7 +76,7 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op) {
     std::memcpy(&bits, user.pointer, kern::dtypeSize(type));
   }
   r.kind = kern::RedKind::PreMulSum;
-  if (isFloating(type)) r.floatScalar = scalarAsDouble(type, bits);
+  if (kern::dtypeIsFloating(type)) r.floatScalar = scalarAsDouble(type, bits);
   else r.intScalar = bits;
   return r;
 }
