@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "base/error.h"
+#include "perf/sweep/error.h"
 
 namespace tutti::perf {
 namespace {

@@ -45,7 +45,7 @@ struct Collective {
   std::optional<std::string> (*unsupported)(int nranks);
 };
 
-// The collective of a binary name ("all_reduce", "hypercube", ...); throws tutti::Error if unknown.
+// The collective of a binary name ("all_reduce", "hypercube", ...); throws perf::Error if unknown.
 const Collective& findCollective(const std::string& name);
 
 }  // namespace tutti::perf

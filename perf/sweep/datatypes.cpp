@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "base/error.h"
+#include "perf/sweep/error.h"
 
 namespace tutti::perf {
 namespace {

@@ -26,7 +26,7 @@ struct RedOpInfo {
 const std::vector<DataTypeInfo>& allDataTypes();
 const std::vector<RedOpInfo>& allRedOps();
 
-// The selection a -d / -o value means; throws tutti::Error on an unknown name.
+// The selection a -d / -o value means; throws perf::Error on an unknown name.
 std::vector<DataTypeInfo> selectDataTypes(const std::string& name);
 std::vector<RedOpInfo> selectRedOps(const std::string& name);
 

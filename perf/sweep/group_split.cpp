@@ -6,7 +6,7 @@
 #include <climits>
 #include <strings.h>
 
-#include "base/error.h"
+#include "perf/sweep/error.h"
 
 namespace tutti::perf {
 namespace {

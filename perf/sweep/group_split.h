@@ -20,7 +20,7 @@ struct GroupSplit {
   uint64_t operand = 0;
   std::string ignored;   // NCCL_TESTS_SPLIT when NCCL_TESTS_SPLIT_MASK is set too (the mask wins, as in nccl-tests)
 
-  // The colour of a process: its rank combined with the operand. Throws tutti::Error when it does not fit
+  // The colour of a process: its rank combined with the operand. Throws perf::Error when it does not fit
   // ncclCommSplit's int colour.
   int colour(int processRank) const;
   // The variable as the reports name it: NCCL_TESTS_SPLIT_MASK=0x1, NCCL_TESTS_SPLIT='AND 0x1'.
@@ -28,7 +28,7 @@ struct GroupSplit {
 };
 
 // The split the environment asks for (env: name -> value), nullopt when neither variable is set (or both are
-// empty). Throws tutti::Error (InvalidArgument), naming the variable and its value, when the value is not one that
+// empty). Throws perf::Error (InvalidArgument), naming the variable and its value, when the value is not one that
 // nccl-tests documents: NCCL_TESTS_SPLIT_MASK a hexadecimal number; NCCL_TESTS_SPLIT an operation (AND, OR, MOD,
 // DIV or &, |, %, /) and a number (decimal, 0x hexadecimal, 0b binary; a leading 0 is octal, as nccl-tests' strtoul
 // reads it), not MOD or DIV by 0.

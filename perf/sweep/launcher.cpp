@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "base/error.h"
+#include "perf/sweep/error.h"
 #include "perf/sweep/mpi_session.h"
 
 extern char** environ;

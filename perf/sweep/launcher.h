@@ -21,10 +21,10 @@ struct World {
 
 // The world this process belongs to, from the options and the environment (env: name -> value). The innermost
 // launcher decides: torchrun-style variables, then OpenMPI's, then MPICH/Hydra's PMI_*, then Slurm's. Throws
-// tutti::Error when a launcher names a larger world that this process could not join, or its variables are half set.
+// perf::Error when a launcher names a larger world that this process could not join, or its variables are half set.
 World detectWorld(const Options& options, const std::map<std::string, std::string>& env);
 
-// The world of the "mpi" launcher once MPI_Init has run: MPI's rank and size, refused (tutti::Error) when the size
+// The world of the "mpi" launcher once MPI_Init has run: MPI's rank and size, refused (perf::Error) when the size
 // differs from the one the launcher declared in env (OMPI_COMM_WORLD_SIZE or PMI_SIZE), as a singleton MPI_Init
 // under another MPI's launcher would.
 World joinMpiWorld(World world, const std::map<std::string, std::string>& env, int mpiRank, int mpiSize);
@@ -38,7 +38,7 @@ std::map<std::string, std::string> processEnvironment();
 
 // The unique id every process of world shares: made here for a one-process world; through NCCL_COMM_ID
 // (also set from bootstrapAddress) or the id file otherwise, waiting at most waitSeconds for the file.
-// Throws tutti::Error if none works (ErrorCode::Timeout when the file did not come).
+// Throws perf::Error if none works (ErrorCode::Timeout when the file did not come).
 ncclUniqueId shareUniqueId(const World& world, const Options& options, const std::map<std::string, std::string>& env,
                            int waitSeconds = 120);
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "base/error.h"
+#include "perf/sweep/error.h"
 
 #ifdef TUTTI_PERF_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings need libraries we do not link

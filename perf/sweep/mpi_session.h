@@ -10,7 +10,7 @@ namespace tutti::perf {
 bool mpiBuilt();
 
 // One MPI session: MPI_Init when made, MPI_Finalize when destroyed. Only the main thread calls MPI; the rank threads
-// agree among themselves through their communicator. Throws tutti::Error in a build without MPI.
+// agree among themselves through their communicator. Throws perf::Error in a build without MPI.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);

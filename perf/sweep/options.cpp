@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <functional>
 
-#include "base/error.h"
 #include "perf/sweep/datatypes.h"
+#include "perf/sweep/error.h"
 
 namespace tutti::perf {
 namespace {

@@ -51,7 +51,7 @@ struct Options {
   std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 
-// Parses argv into options; throws tutti::Error (InvalidArgument) naming the flag on bad input.
+// Parses argv into options; throws perf::Error (InvalidArgument) naming the flag on bad input.
 Options parseOptions(int argc, char** argv);
 
 // nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).

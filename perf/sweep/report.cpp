@@ -10,7 +10,7 @@
 #include <memory>
 #include <variant>
 
-#include "base/error.h"
+#include "perf/sweep/error.h"
 
 namespace tutti::perf {
 namespace {

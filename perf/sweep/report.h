@@ -123,7 +123,7 @@ struct Baseline {
   std::string split;       // the split variable the run was made with, "" for none (or a report from before splits)
   std::map<BaselineKey, std::pair<double, double>> times;
 };
-// Reads a JSON report; source names it in errors, which also name the malformed field (tutti::Error).
+// Reads a JSON report; source names it in errors, which also name the malformed field (perf::Error).
 Baseline readBaseline(const std::string& jsonText, const std::string& source = "the baseline");
 
 // "# compare" lines for rows slower than baseline by more than threshold (a fraction); slower counts them.

@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "base/error.h"
 #include "nccl.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
+#include "perf/sweep/error.h"
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/mpi_session.h"
@@ -256,8 +256,8 @@ class RankRunner {
     } catch (const std::exception& error) {
       failed_ = true;
       if (ctx_.watchdog.firing()) return;  // it reports the timeout and ends the process
-      auto* tuttiError = dynamic_cast<const Error*>(&error);
-      bool timedOut = tuttiError && tuttiError->code() == ErrorCode::Timeout;
+      auto* perfError = dynamic_cast<const Error*>(&error);
+      bool timedOut = perfError && perfError->code() == ErrorCode::Timeout;
       // One timeout report per process: the other ranks of a process time out the same way.
       if (!timedOut || !ctx_.timeoutReported.exchange(true)) std::fprintf(stderr, "%s: %s\n", ctx_.program.c_str(), error.what());
       ctx_.fail(timedOut ? kTimeoutExitCode : 1);
@@ -914,8 +914,8 @@ int runSweep(const char* collective, int argc, char** argv) {
     if (world.processRank == 0 && !idFile.empty()) std::remove(idFile.c_str());
     return mpi ? mpi->agreeExitCode(context.exitCode) : int(context.exitCode);
   } catch (const std::exception& error) {
-    auto* tuttiError = dynamic_cast<const Error*>(&error);
-    bool timedOut = tuttiError && tuttiError->code() == ErrorCode::Timeout;
+    auto* perfError = dynamic_cast<const Error*>(&error);
+    bool timedOut = perfError && perfError->code() == ErrorCode::Timeout;
     std::fprintf(stderr, "%s: %s%s\n", program.c_str(), timedOut ? "timed out in init: " : "", error.what());
     int code = timedOut ? kTimeoutExitCode : 1;
     if (mpi) mpi->abort(code);

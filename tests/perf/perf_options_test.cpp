@@ -10,10 +10,10 @@
 #include <tuple>
 #include <vector>
 
-#include "base/error.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
+#include "perf/sweep/error.h"
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/mpi_session.h"
@@ -97,8 +97,8 @@ TEST_CASE("perf options reject bad input naming the flag") {
   CHECK_THROWS_WITH(parse({"-b", "2M", "-e", "1M"}), Catch::Contains("minbytes"));
   CHECK_THROWS_WITH(parse({"-b", "12Q"}), Catch::Contains("suffix"));
   CHECK_THROWS_WITH(parse({"-a", "7"}), Catch::Contains("-a"));
-  CHECK_THROWS_AS(selectDataTypes("float128"), tutti::Error);
-  CHECK_THROWS_AS(selectRedOps("xor"), tutti::Error);
+  CHECK_THROWS_AS(selectDataTypes("float128"), tutti::perf::Error);
+  CHECK_THROWS_AS(selectRedOps("xor"), tutti::perf::Error);
 }
 
 TEST_CASE("perf options explain the GPU-only flags in host mode") {
@@ -313,7 +313,7 @@ TEST_CASE("perf counts and bus bandwidth factors are nccl-tests'") {
   }
   CHECK(findCollective("hypercube").unsupported(3).has_value());
   CHECK_FALSE(findCollective("hypercube").unsupported(4).has_value());
-  CHECK_THROWS_AS(findCollective("allreduce"), tutti::Error);
+  CHECK_THROWS_AS(findCollective("allreduce"), tutti::perf::Error);
 }
 
 TEST_CASE("perf launchers: local, Slurm, torchrun and OpenMPI environments") {
@@ -372,7 +372,7 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   CHECK(lines.find("2048 B") == std::string::npos);
   INFO(csvReport(r));
   CHECK(csvReport(r).find("\"p2p (threads), shm\"") != std::string::npos);
-  CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::Error);
+  CHECK_THROWS_AS(readBaseline("{\"results\": [ }"), tutti::perf::Error);
 }
 
 TEST_CASE("perf baselines: the collective and rank count are read, and a malformed field is named with the file") {

@@ -1,4 +1,5 @@
-// A benchmark of reduceHost beside memcpy (perf/, not a test). Built as build/perf/reduce_bench.
+// A benchmark of reduceHost beside memcpy (not a test; it measures an internal function, so it is a tool that
+// links the static library). Built as build/tools/reduce_bench.
 // Prints GB/s of bytes moved (two inputs read and one output written per element) beside memcpy.
 #include <chrono>
 #include <cstdio>
