@@ -1,0 +1,3 @@
+// Fixture: base/ reaching up into runtime/ (refused).
+#pragma once
+#include "runtime/comm.h"

@@ -1,0 +1,2 @@
+// A public header of the fixture tree.
+#pragma once

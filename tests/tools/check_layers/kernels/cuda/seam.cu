@@ -1,0 +1,3 @@
+// Fixture: CUDA source of kernels/ including algorithms/ (allowed) and transports/ (refused).
+#include "algorithms/plan.h"
+#include "transports/connection.h"

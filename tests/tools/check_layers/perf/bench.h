@@ -1,0 +1,2 @@
+// Fixture: a perf header.
+#pragma once

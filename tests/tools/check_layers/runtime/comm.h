@@ -1,0 +1,4 @@
+// Fixture: runtime/ may include every layer.
+#pragma once
+#include "base/ok.h"
+#include "transports/connection.h"

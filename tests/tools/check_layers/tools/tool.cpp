@@ -1,0 +1,2 @@
+// Fixture: tools/ may include any layer.
+#include "runtime/comm.h"

@@ -1,0 +1,2 @@
+// Fixture: a layer header.
+#pragma once
