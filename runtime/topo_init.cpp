@@ -20,7 +20,7 @@ namespace {
 
 // Discovery costs tens of milliseconds (hwloc walks the machine) and its answer does not change
 // while the process runs, so ranks that are threads of one process share it: the one cache of
-// the process, immutable once made. Its warnings (a VM's NIC without speed or PCI device, a
+// the process, immutable once made. Its findings (a VM's NIC without speed or PCI device, a
 // container without hwloc's view) are reported here, once per process rather than once per rank
 // and communicator.
 topo::NodeSystem discoveredNode() {
@@ -28,7 +28,7 @@ topo::NodeSystem discoveredNode() {
   static topo::NodeSystem node;
   std::call_once(once, [] {
     node = topo::discoverNode();
-    reportTopologyWarnings("topology discovery", node.warnings);
+    reportTopologyFindings("topology discovery", node);
   });
   return node;
 }
@@ -47,7 +47,7 @@ topo::NodeSystem thisNode(const ncclComm* comm) {
     } catch (const Error& e) {
       throw Error(ErrorCode::InvalidUsage, comm->where() + ": NCCL_TOPO_FILE: " + e.message());
     }
-    if (lowest) reportTopologyWarnings(comm->where() + ": NCCL_TOPO_FILE", node.warnings);
+    if (lowest) reportTopologyFindings(comm->where() + ": NCCL_TOPO_FILE", node);
   }
   if (!dump.empty() && lowest) {
     // As NCCL: a dump that cannot be written costs the dump, not the communicator.
@@ -118,8 +118,9 @@ void logRings(const ncclComm* comm, const CommTopology& t) {
 
 }  // namespace
 
-void reportTopologyWarnings(const std::string& where, const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) TUTTI_WARN("%s: %s", where.c_str(), w.c_str());
+void reportTopologyFindings(const std::string& where, const topo::NodeSystem& node) {
+  for (const std::string& w : node.warnings) TUTTI_WARN("%s: %s", where.c_str(), w.c_str());
+  for (const std::string& n : node.notes) TUTTI_INFO(log::Graph, "%s: %s", where.c_str(), n.c_str());
 }
 
 int ringIndexOf(const CommTopology* topology, int channel) {

@@ -40,11 +40,12 @@ int treeIndexOf(const CommTopology* topology, int channel);
 // The trees of channel `channel`'s tree plans; empty on one node or without a topology.
 const std::vector<plan::TreeShape>& treesOf(const CommTopology* topology, int channel);
 
-// Logs a topology's warnings (odd sysfs entries, fallbacks taken) at WARN, each prefixed `where`.
-void reportTopologyWarnings(const std::string& where, const std::vector<std::string>& warnings);
+// Logs a node's findings, each prefixed `where`: its warnings (what the user should act on) at
+// WARN, its notes (fallbacks that need nothing, such as a VM's NIC without a speed) at INFO GRAPH.
+void reportTopologyFindings(const std::string& where, const topo::NodeSystem& node);
 
 // Collective over the communicator's ranks (two bootstrap allgathers). Discovery problems and an
-// unwritable NCCL_TOPO_DUMP_FILE are warnings (WARN), never a failed init; a malformed
+// unwritable NCCL_TOPO_DUMP_FILE are logged (WARN or INFO), never a failed init; a malformed
 // NCCL_TOPO_FILE is an InvalidUsage error naming the file.
 std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm);
 

@@ -21,7 +21,7 @@ void printUsage(FILE* out) {
   std::fprintf(out,
                "Usage: tutti-topo [--topo FILE | --synthetic G,K] [--nodes N] [--channels MIN,MAX] [--xml [FILE]]\n"
                "       tutti-topo --check FILE\n"
-               "  (no option)        discover this node; print devices, links, warnings, the path-type matrix,\n"
+               "  (no option)        discover this node; print devices, links, warnings and notes, the path-type matrix,\n"
                "                     and the rings and trees tutti would build\n"
                "  --topo FILE        read an NCCL topology XML file instead of discovering (default: NCCL_TOPO_FILE)\n"
                "  --synthetic G,K    a synthetic DGX-like node with G GPUs and K NICs\n"
@@ -110,6 +110,8 @@ void printDevices(const topo::NodeSystem& system) {
   }
   std::printf("\nWarnings:%s\n", system.warnings.empty() ? " none" : "");
   for (const std::string& warning : system.warnings) std::printf("  %s\n", warning.c_str());
+  std::printf("\nNotes:%s\n", system.notes.empty() ? " none" : "");
+  for (const std::string& note : system.notes) std::printf("  %s\n", note.c_str());
 }
 
 void printPathMatrix(const topo::TopologyGraph& graph) {

@@ -55,6 +55,7 @@ class Discovery {
   }
 
   void warn(const std::string& text) { system_.warnings.push_back(text); }
+  void note(const std::string& text) { system_.notes.push_back(text); }
   TopologyGraph& graph() { return system_.graph; }
 
   void identityOnly(NodeSystem& system) {
@@ -62,6 +63,7 @@ class Discovery {
     system.hostname = system_.hostname;
     system.bootId = system_.bootId;
     system.warnings.insert(system.warnings.end(), system_.warnings.begin(), system_.warnings.end());
+    system.notes.insert(system.notes.end(), system_.notes.begin(), system_.notes.end());
   }
 
  private:
@@ -106,7 +108,7 @@ class Discovery {
       numaSets_.push_back(numa->cpuset);
     }
     if (count == 0) {
-      if (hwloc_) warn("hwloc found no NUMA node; assuming one CPU");
+      if (hwloc_) note("hwloc found no NUMA node; assuming one CPU");
       addCpu(0, "");
     }
   }
@@ -371,7 +373,7 @@ class Discovery {
     std::string text = readLine(interface / "speed");
     long speed = text.empty() ? -1 : std::atol(text.c_str());
     if (speed <= 0) {
-      warn("interface " + name + ": speed " + (text.empty() ? "unreadable" : text) + " in sysfs; assuming 10000 Mb/s");
+      note("interface " + name + ": speed " + (text.empty() ? "unreadable" : text) + " in sysfs; assuming 10000 Mb/s");
       return 10000;
     }
     return static_cast<double>(speed);
@@ -398,14 +400,14 @@ class Discovery {
     std::string busId = interfaceBusId(interface);
     int nic = busId.empty() ? -1 : graph().find(NodeKind::Nic, normalizeBusId(busId));
     if (busId.empty()) {
-      warn("interface " + name + ": no PCI device in sysfs (virtual?); placed under CPU " + graph().node(cpuForNuma(-1)).name);
+      note("interface " + name + ": no PCI device in sysfs (virtual?); placed under CPU " + graph().node(cpuForNuma(-1)).name);
       Node node;
       node.kind = NodeKind::Nic;
       node.parent = cpuForNuma(-1);
       nic = graph().addNode(std::move(node));
     } else if (nic < 0) {
       int numa = sysfsNuma(interface / "device");
-      if (numa < 0 && cpuByNuma_.size() > 1) warn("interface " + name + ": no numa_node in sysfs; placed by hwloc or under CPU 0");
+      if (numa < 0 && cpuByNuma_.size() > 1) note("interface " + name + ": no numa_node in sysfs; placed by hwloc or under CPU 0");
       nic = graph().addNode(pciNode(NodeKind::Nic, busId, placeDevice(busId, numa)));
     }
     Node net;

@@ -16,8 +16,9 @@ struct DiscoveryOptions {
   bool useCuda = true;  // dlopen libcuda.so.1 and libnvidia-ml.so.1
 };
 
-// Never fails for a missing or odd source: each becomes a warning on the result and a fallback
-// (one CPU, a default NIC speed, the NIC under CPU 0, no GPUs).
+// Never fails for a missing or odd source: each becomes a fallback (one CPU, a default NIC speed,
+// the NIC under CPU 0, no GPUs) and a line on the result, a warning where the user should act
+// (hwloc, CUDA or NVML unusable) and a note where nothing needs doing (a VM's virtual NIC).
 NodeSystem discoverNode(const DiscoveryOptions& options = {});
 
 // This node as communicator init sees it: the file `topoFile` names (NCCL_TOPO_FILE) in place

@@ -10,7 +10,9 @@ std::string serializeSystem(const NodeSystem& system) { return writeXml(exportTo
 
 NodeSystem deserializeSystem(const std::string& text, const std::string& source) {
   NodeSystem system = importTopologyXml(parseXml(text, source), source);
-  system.warnings.clear();  // the sender has already reported its own
+  // The sender has already reported its own.
+  system.warnings.clear();
+  system.notes.clear();
   return system;
 }
 

@@ -114,7 +114,12 @@ struct NodeSystem {
   std::string hostname;
   std::string bootId;
   TopologyGraph graph;
+  // What went wrong in a way the user should act on (hwloc or the CUDA driver unusable, a malformed
+  // topology file): logged at WARN.
   std::vector<std::string> warnings;
+  // Findings and the fallbacks taken for them that need nothing from the user (a VM's NIC without
+  // a speed or a PCI device): logged at INFO, as NCCL does.
+  std::vector<std::string> notes;
 };
 
 // Several nodes' graphs, and where each rank lives: the view rings and trees are built from.
