@@ -365,11 +365,3 @@ TEST_CASE("segment: too little free space in /dev/shm is an error with the remed
         "enlarge /dev/shm (e.g. `mount -o remount,size=... /dev/shm`, or `--shm-size` for docker) or set "
         "NCCL_SHM_DISABLE=1");
 }
-
-TEST_CASE("segment: the process token is stable across threads", "[segment]") {
-  uint64_t token = tutti::processToken();
-  CHECK(token != 0);
-  uint64_t seen = 0;
-  std::thread([&] { seen = tutti::processToken(); }).join();
-  CHECK(seen == token);
-}
