@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "base/log.h"
-#include "base/params.h"
 #include "runtime/api.h"
 #include "runtime/device_backend.h"
 
