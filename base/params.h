@@ -1,7 +1,7 @@
 // Typed handles on tunables (the NCCL_* variables tutti honours and the TUTTI_* ones it adds) and
 // the registry they join. Each handle is declared once, in base/tunables.h, and read everywhere
-// through it: a misspelt name is a compile error, not a lookup that fails at run time. Nothing
-// reads getenv() for a tunable anywhere else.
+// through it: a misspelt name is a compile error, not a lookup that fails at run time. Nothing in
+// the library reads getenv() for a tunable any other way.
 #pragma once
 
 #include <cstdint>
