@@ -21,6 +21,22 @@ const char* collName(Coll coll) {
   return "?";
 }
 
+const char* collTitle(Coll coll) {
+  switch (coll) {
+    case Coll::AllReduce: return "AllReduce";
+    case Coll::AllGather: return "AllGather";
+    case Coll::ReduceScatter: return "ReduceScatter";
+    case Coll::Broadcast: return "Broadcast";
+    case Coll::Reduce: return "Reduce";
+    case Coll::AlltoAll: return "AlltoAll";
+    case Coll::Gather: return "Gather";
+    case Coll::Scatter: return "Scatter";
+    case Coll::Send: return "Send";
+    case Coll::Recv: return "Recv";
+  }
+  return "?";
+}
+
 const char* opName(Op op) {
   switch (op) {
     case Op::Send: return "send";

@@ -13,6 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define TUTTI_PLAN_HD __host__ __device__
+#else
+#define TUTTI_PLAN_HD
+#endif
+
 namespace tutti::plan {
 
 // How a tile's chunks map onto a buffer.
@@ -72,17 +78,18 @@ struct Step {
 // writes the table.
 constexpr uint32_t kJoinMagic = 0x6a6f696eu;  // "join"
 constexpr size_t kJoinAlign = 16;
-constexpr size_t joinTableBytes(size_t parts) { return (8 + 4 * parts + kJoinAlign - 1) / kJoinAlign * kJoinAlign; }
+TUTTI_PLAN_HD constexpr size_t joinTableBytes(size_t parts) { return (8 + 4 * parts + kJoinAlign - 1) / kJoinAlign * kJoinAlign; }
 // The largest chunk (bytes) of which `parts` fit one slot of slotBytes with their table
 // (slotBytes itself for a lone step; 0 if not even one byte each fits).
-constexpr size_t joinedChunkBytes(size_t slotBytes, size_t parts) {
+TUTTI_PLAN_HD constexpr size_t joinedChunkBytes(size_t slotBytes, size_t parts) {
   if (parts <= 1) return slotBytes;
   return slotBytes > joinTableBytes(parts) ? (slotBytes - joinTableBytes(parts)) / parts : 0;
 }
 
 // The collectives a plan can implement.
 enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send, Recv };
-const char* collName(Coll coll);  // "allreduce", ... (NCCL_ALGO's per-collective prefixes)
+const char* collName(Coll coll);   // "allreduce", ... (NCCL_ALGO's per-collective prefixes)
+const char* collTitle(Coll coll);  // "AllReduce", ... (as NCCL's logs and errors name them)
 // Broadcast, reduce, gather and scatter: the collectives with a root.
 inline bool rootedColl(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter; }
 
