@@ -1,0 +1,57 @@
+// The words for an executor's fault (exec_fault.h).
+#include "kernels/exec_fault.h"
+
+#include "kernels/wait_slot.h"
+
+namespace tutti::kern {
+
+std::string describeFault(const ExecFault& f, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds) {
+  const std::string op = std::string(plan::collTitle(plan::Coll(f.coll))) + " #" + std::to_string(f.opSeq);
+  const std::string me = "rank " + std::to_string(rank);
+  switch (Fault(f.fault)) {
+    case Fault::None: return op + ": no fault";
+    case Fault::SizeMismatch:
+      return op + ": " + me + " received " + std::to_string(f.got) + " bytes from " + peerName(f.peer) + " where it expected " +
+             std::to_string(f.expected) + " (do all ranks make the same calls, with the same count, type and root?)";
+    case Fault::PartsMismatch:
+      return op + ": " + me + " received a message of " +
+             (f.got == 0 ? std::string("one step (not joined)") : std::to_string(f.got) + " joined steps") + " from " + peerName(f.peer) +
+             " where its plan joins " + std::to_string(f.expected) +
+             " steps into one (do all ranks run the same algorithm, with the same count and type?)";
+    case Fault::SlotOverflow:
+      return op + ": " + me + " joins steps for " + peerName(f.peer) + " into a message of " + std::to_string(f.got) +
+             " bytes, larger than a FIFO slot (" + std::to_string(f.expected) + " bytes): the plan's join width and its chunk disagree";
+    case Fault::Timeout:
+    case Fault::Aborted: {
+      WaitRecord r;
+      r.what = f.peer < 0 ? WaitFor::Nothing : f.waitingForData ? WaitFor::Data : WaitFor::Space;
+      r.peer = f.peer;
+      r.step = plan::Op(f.step);
+      r.channel = f.channel;
+      r.opName = plan::collTitle(plan::Coll(f.coll));
+      r.opSeq = f.opSeq;
+      r.tile = f.tile;
+      r.ntiles = f.ntiles;
+      if (Fault(f.fault) == Fault::Aborted)
+        return me + ": operation aborted (ncclCommAbort or an earlier fatal error)" +
+               (f.peer >= 0 ? "; " + describeWaitingOp(r) + " was waiting for " + describeWaitedFor(r, peerName(f.peer)) : std::string());
+      return describeWaitingOp(r, rank) + " is waiting for " + describeWaitedFor(r, peerName(f.peer)) + " and made no progress for " +
+             std::to_string(int(timeoutSeconds)) + " s (TUTTI_TIMEOUT)";
+    }
+    case Fault::BadReduction:
+      return op + ": " + me + ": reduction kind " + std::to_string(f.got) + " with count " + std::to_string(f.expected) +
+             " cannot be applied";
+  }
+  return op + ": fault " + std::to_string(f.fault);
+}
+
+ErrorCode faultCode(const ExecFault& f) {
+  switch (Fault(f.fault)) {
+    case Fault::Timeout: return ErrorCode::Timeout;
+    case Fault::Aborted: return ErrorCode::Aborted;
+    case Fault::BadReduction: return ErrorCode::InvalidArgument;
+    default: return ErrorCode::InvalidUsage;
+  }
+}
+
+}  // namespace tutti::kern

@@ -1,0 +1,22 @@
+// The words for why an executor stopped an operation (kernels/work.h, ExecFault): the same
+// message whichever executor stopped it, the host's on a worker thread or a kernel through its
+// fault record.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "base/error.h"
+#include "kernels/work.h"
+
+namespace tutti::kern {
+
+// "AllReduce #12: rank 3 received 64 bytes from rank 2 (host pid) where it expected 128 (...)".
+// peerName(peer) names a peer ("rank 2 (host pid 1234)"); timeoutSeconds is quoted by timeouts.
+std::string describeFault(const ExecFault& fault, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds);
+
+// The error code a fault maps to: Timeout, Aborted, InvalidUsage (the ranks' calls disagree) or
+// InvalidArgument (a reduction that cannot be applied).
+ErrorCode faultCode(const ExecFault& fault);
+
+}  // namespace tutti::kern

@@ -1,0 +1,144 @@
+// Work descriptors: what a launch asks an executor to run, as plain data that the host
+// executor reads in host memory and a CUDA kernel reads in device memory. A launch is one arena
+// (LaunchWork, then its arrays at byte offsets): the operations' arguments, the lanes (a compiled
+// plan's lane bound to a range, connections and scratch), the queues that group lanes, and the
+// workers (host threads, or thread blocks) that run the queues; then the mutable state the
+// executor keeps while it runs, reset at the start of every run. Pointers in it (buffers, FIFOs,
+// plans, scratch) are addresses in the executor's space. Read by both compilers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "algorithms/flat_plan.h"
+#include "kernels/fifo.h"
+#include "kernels/redop.h"
+
+namespace tutti::kern {
+
+// One operation's arguments, bound at launch.
+struct OpWork {
+  const void* in;
+  void* out;
+  uint64_t count;       // elements of the whole range (Split, Whole) or of one block (Blocks)
+  uint64_t seq;         // the operation's number on its communicator (errors name it)
+  RedOp redop;
+  const void* scalar;   // PreMulSum's scalar in the executor's memory, read when the operation
+                        // runs (ncclScalarDevice); null: redop's own scalar
+  int32_t nranks;
+  uint8_t dtype;        // kern::Dtype
+  uint8_t eltSize;
+  uint8_t coll;         // plan::Coll
+  uint8_t pad;
+};
+
+// One end of one connection: the FIFO the lane reads (receive) or fills (send).
+struct ConnEnd {
+  FifoHeader* fifo;  // owned by the receiving rank
+  void* bell;        // host executor: the kern::Bell to ring after moving the FIFO; null: the other
+                     // side polls (a GPU rings no futex)
+  int32_t peer;
+  uint32_t pad;
+};
+
+// One lane of one operation on one channel.
+struct LaneWork {
+  const plan::FlatPlan* plan;  // the compiled plan the lane belongs to
+  uint64_t begin, end;         // element range (within each block for Blocks)
+  uint64_t chunkElems;         // elements per chunk (a joined run of them fits one slot); each
+                               // scratch chunk holds this many
+  uint64_t scratch;            // byte offset of the lane's scratch in the launch's scratch block
+  uint32_t lane;               // index of the lane in its plan
+  uint32_t op;                 // index in the launch's ops
+  uint32_t sends, recvs;       // index of the lane's first send / receive ConnEnd (in the plan
+                               // lane's peer order)
+  uint32_t extents;            // index of the lane's first scratch extent (one per scratch chunk)
+  int32_t channel;
+};
+
+// Lanes that share a connection run one after another, in order; queues run side by side.
+struct QueueWork {
+  uint32_t firstLane, nlanes;
+};
+// A worker (a host thread, or a thread block) runs its queues side by side.
+struct WorkerWork {
+  uint32_t firstQueue, nqueues;
+};
+
+// A lane's progress, reset when a run starts (prepareLane, lane_engine.h).
+struct LaneState {
+  uint64_t tile, ntiles;
+  uint64_t tileChunk;   // Split: elements per chunk in the current tile
+  uint32_t step;        // the next step of the tile
+  uint32_t tileChunks;  // chunks per tile (Split: the plan lane's, 0 meaning nranks; else 1)
+};
+struct QueueState {
+  uint32_t current;  // the queue's lane running now (nlanes: done)
+  uint32_t pad;
+};
+
+constexpr uint32_t kLaunchWorkMagic = 0x776f726bu;  // "work"
+
+// The arena's header. Read-only parts first, then the state; every array 8-byte aligned.
+struct LaunchWork {
+  uint32_t magic;
+  uint32_t bytes;
+  uint32_t nworkers, nqueues, nlanes, nops, nconns, nextents;
+  uint32_t workersOffset, queuesOffset, lanesOffset, opsOffset, connsOffset;
+  uint32_t laneStatesOffset, queueStatesOffset, extentsOffset;  // the state
+  uint32_t stateOffset;  // where the state starts (the bytes up to it never change in a run)
+  uint32_t pad;
+  char* scratch;         // the launch's scratch block (null: none needed)
+
+#define TUTTI_WORK_ARRAY(Type, name, offset)                                                     \
+  TUTTI_FLAT_HD Type* name() { return reinterpret_cast<Type*>(reinterpret_cast<char*>(this) + offset); } \
+  TUTTI_FLAT_HD const Type* name() const {                                                       \
+    return reinterpret_cast<const Type*>(reinterpret_cast<const char*>(this) + offset);          \
+  }
+  TUTTI_WORK_ARRAY(WorkerWork, workers, workersOffset)
+  TUTTI_WORK_ARRAY(QueueWork, queues, queuesOffset)
+  TUTTI_WORK_ARRAY(LaneWork, lanes, lanesOffset)
+  TUTTI_WORK_ARRAY(OpWork, ops, opsOffset)
+  TUTTI_WORK_ARRAY(ConnEnd, conns, connsOffset)
+  TUTTI_WORK_ARRAY(LaneState, laneStates, laneStatesOffset)
+  TUTTI_WORK_ARRAY(QueueState, queueStates, queueStatesOffset)
+  TUTTI_WORK_ARRAY(uint64_t, extents, extentsOffset)  // elements last written to each scratch chunk
+#undef TUTTI_WORK_ARRAY
+};
+
+static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 72, "OpWork layout");
+static_assert(std::is_trivially_copyable_v<ConnEnd> && sizeof(ConnEnd) == 24, "ConnEnd layout");
+static_assert(std::is_trivially_copyable_v<LaneWork> && sizeof(LaneWork) == 64, "LaneWork layout");
+static_assert(std::is_trivially_copyable_v<LaneState> && sizeof(LaneState) == 32, "LaneState layout");
+static_assert(std::is_trivially_copyable_v<LaunchWork> && sizeof(LaunchWork) == 80, "LaunchWork layout");
+static_assert(std::is_trivially_copyable_v<RedOp> && sizeof(RedOp) == 24, "RedOp layout");
+
+// Why an executor stopped an operation. Written by the executor (a kernel writes it into memory
+// the host maps), turned into words by describeFault (host only), the same words for every
+// executor.
+enum class Fault : uint32_t {
+  None = 0,
+  SizeMismatch,   // a message of `got` bytes where the plan expects `expected`
+  PartsMismatch,  // a message of `got` joined parts (0: not joined) where the plan joins `expected`
+  SlotOverflow,   // a joined run larger than a FIFO slot (`got` bytes, slot `expected`)
+  Timeout,        // no progress for the timeout: waiting for data from `peer` (waitingForData) or space at it
+  Aborted,        // the abort word was set
+  BadReduction,   // a reduction the executor cannot apply (`got`: RedKind, `expected`: its count)
+};
+
+struct ExecFault {
+  uint32_t fault;       // Fault
+  int32_t peer;         // -1: none
+  int32_t channel;
+  uint32_t coll;        // plan::Coll
+  uint64_t opSeq;
+  uint64_t got, expected;
+  uint64_t tile, ntiles;
+  uint32_t step;        // plan::Op of the step
+  uint32_t waitingForData;  // Timeout: 1 data from peer, 0 space at peer
+  uint64_t waitedNs;        // Timeout: how long
+};
+static_assert(std::is_trivially_copyable_v<ExecFault> && sizeof(ExecFault) == 72, "ExecFault layout");
+
+}  // namespace tutti::kern
