@@ -1,0 +1,157 @@
+// The device executor's body: one thread block runs one worker of a launch (kernels/work.h),
+// its queues side by side, with the lane engine (kernels/lane_engine.h). The block's first thread
+// decides: it polls the FIFOs of each queue's current lane in turn, and when one can run, locates
+// each part of its step; every thread then moves the part's bytes (block_mover.h); the first
+// thread publishes. A wait is bounded: with no progress for the timeout, or once the host sets
+// the abort word, or once another block has failed, the block records why in the launch's fault
+// record (first writer wins) and returns. Built by nvcc as a kernel (cuda_executor.cu) and by g++
+// for the emulated device (emulated_device.cpp), from this one source.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device/block_mover.h"
+#include "kernels/device/shim.h"
+#include "kernels/lane_engine.h"
+#include "kernels/work.h"
+
+namespace tutti::kern::dev {
+
+// What a launch's blocks share with the host: the abort word the host sets, the fault record the
+// blocks fill, and the wait bound.
+struct ExecControl {
+  const uint32_t* abortWord;  // nonzero: stop (ncclCommAbort)
+  ExecFault* fault;           // fault->fault != 0: a block failed; the others stop too
+  uint64_t timeoutNs;         // a block with no progress for this long fails
+};
+
+// The decisions the first thread shares with the block, in shared memory. The action alternates
+// between two words, so that the first thread can decide the next round while slower threads
+// still read this one's (every thread passes a barrier between two rounds of the same parity).
+struct BlockShared {
+  enum Action : uint32_t { Idle, Step, Done, Stop };
+  uint32_t action[2];
+  uint32_t stop;  // a part failed its checks
+  uint32_t lane;  // the launch's lane index that runs
+  engine::Run run;
+  engine::Part part;
+};
+
+// The sync policy of the lane engine on a device: peers poll, so nothing is rung.
+struct DeviceSync {
+  TUTTI_DEVICE uint64_t loadAcquire(const uint64_t* p) const { return dev::loadAcquire(p); }
+  TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) const { dev::storeRelease(p, v); }
+  TUTTI_DEVICE void notify(const ConnEnd&) const {}
+};
+
+// The fault word while its record is being written.
+constexpr uint32_t kFaultBeingWritten = 0xffffffffu;
+
+// Records the block's fault unless another block recorded one first: the fault word is claimed,
+// the record written, then the fault published.
+TUTTI_DEVICE void recordFault(const ExecControl& ctl, ExecFault f) {
+  if (!claim(&ctl.fault->fault, kFaultBeingWritten)) return;
+  const uint32_t kind = f.fault;
+  f.fault = kFaultBeingWritten;
+  *ctl.fault = f;
+  storeRelease32(&ctl.fault->fault, kind);
+}
+
+// Which lane of the worker's queues a stopped worker was waiting on, as a fault of `kind`.
+TUTTI_DEVICE ExecFault waitingFault(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, Fault kind, const DeviceSync& sync) {
+  ExecFault f{};
+  f.peer = -1;
+  for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
+    const uint32_t current = w.queueStates()[q].current;
+    if (current < w.queues()[q].nlanes) {
+      engine::blockedOn(engine::laneRef(w, w.queues()[q].firstLane + current, ops), f, sync);
+      break;
+    }
+  }
+  f.fault = uint32_t(kind);
+  return f;
+}
+
+// Runs worker `worker` of the launch with the calling block. ops: the launch's operations.
+TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const ExecControl& ctl, BlockShared& sh) {
+  const WorkerWork ww = w.workers()[worker];
+  const bool lead = threadId() == 0;
+  const DeviceSync sync;
+  if (lead) {
+    sh.stop = 0;
+    for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
+      const QueueWork& qw = w.queues()[q];
+      w.queueStates()[q].current = 0;
+      for (uint32_t i = 0; i < qw.nlanes; i++) engine::prepareLane(engine::laneRef(w, qw.firstLane + i, ops));
+    }
+  }
+  uint64_t lastProgress = lead ? nowNs() : 0;
+  uint32_t polls = 0, next = 0;
+  for (uint32_t round = 0;; round++) {
+    uint32_t& action = sh.action[round & 1];
+    if (lead) {
+      // The queues in turn from the one that ran last, so that no queue starves.
+      action = BlockShared::Done;
+      for (uint32_t k = 0; k < ww.nqueues && action != BlockShared::Step; k++) {
+        const uint32_t qi = (next + k) % ww.nqueues;
+        const uint32_t q = ww.firstQueue + qi;
+        const QueueWork& qw = w.queues()[q];
+        QueueState& qs = w.queueStates()[q];
+        while (qs.current < qw.nlanes && engine::laneDone(engine::laneRef(w, qw.firstLane + qs.current, ops))) qs.current++;
+        if (qs.current == qw.nlanes) continue;
+        action = BlockShared::Idle;
+        const uint32_t lane = qw.firstLane + qs.current;
+        if (engine::tryBegin(engine::laneRef(w, lane, ops), sh.run, sync)) {
+          action = BlockShared::Step;
+          sh.lane = lane;
+          next = qi;
+        }
+      }
+      if (action == BlockShared::Idle && (++polls & 63) == 0) {
+        const uint32_t failed = loadVolatile32(&ctl.fault->fault);
+        if (failed != 0) {
+          action = BlockShared::Stop;  // another block failed and said why
+        } else if (loadVolatile32(ctl.abortWord) != 0) {
+          action = BlockShared::Stop;
+          recordFault(ctl, waitingFault(w, ops, ww, Fault::Aborted, sync));
+        } else if (nowNs() - lastProgress > ctl.timeoutNs) {
+          action = BlockShared::Stop;
+          ExecFault f = waitingFault(w, ops, ww, Fault::Timeout, sync);
+          f.waitedNs = nowNs() - lastProgress;
+          recordFault(ctl, f);
+        }
+      }
+      if (action == BlockShared::Idle) pause();
+    }
+    barrier();
+    const uint32_t decided = action;
+    if (decided == BlockShared::Done || decided == BlockShared::Stop) return;
+    if (decided == BlockShared::Idle) continue;
+
+    const engine::LaneRef l = engine::laneRef(w, sh.lane, ops);
+    const BlockMover mover{l.op, engine::resolvedRedOp(*l.op)};
+    const uint32_t parts = sh.run.parts;
+    for (uint32_t j = 0; j < parts; j++) {
+      if (lead) {
+        ExecFault f{};
+        if (!engine::partGeometry(l, sh.run, j, sh.part, f)) {
+          recordFault(ctl, f);
+          sh.stop = 1;
+        }
+      }
+      barrier();
+      if (sh.stop) return;
+      const engine::Part part = sh.part;
+      engine::moveData(mover, *l.op, part);
+      barrier();
+      if (lead) engine::endPart(sh.run, j, part);
+    }
+    if (lead) {
+      engine::finishRun(l, sh.run, sync);
+      lastProgress = nowNs();
+      polls = 0;
+    }
+  }
+}
+
+}  // namespace tutti::kern::dev

@@ -1,0 +1,75 @@
+// The emulated backend (kernels/backend.h): the device executor's own code on host threads, a
+// block of a few threads per worker (emulated_device.h), host memory standing in for device
+// memory, host streams for asynchronous work. It runs every collective through the GPU's logic on
+// machines without a GPU; TUTTI_DEVICE=emulated selects it for any program.
+#include <cstring>
+#include <vector>
+
+#include "kernels/device/emulated_device.h"
+#include "kernels/exec_fault.h"
+#include "kernels/host_backend.h"
+#include "base/error.h"
+
+namespace tutti::kern {
+
+namespace {
+
+class EmulatedBackend final : public HostMemoryBackend {
+ public:
+  explicit EmulatedBackend(const BackendOptions& options) : HostMemoryBackend(options) {}
+  const char* name() const override { return "emulated"; }
+  void abort() override { __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE); }
+  ExecFault fault() const override {
+    ExecFault f;
+    std::memcpy(&f, &fault_, sizeof f);
+    if (__atomic_load_n(&fault_.fault, __ATOMIC_ACQUIRE) == dev::kFaultBeingWritten) f.fault = uint32_t(Fault::Aborted);
+    return f;
+  }
+
+ protected:
+  void run(std::span<Launch* const> launches) override {
+    struct AfterRun {
+      std::span<Launch* const> launches;
+      ~AfterRun() {
+        for (Launch* L : launches) L->afterRun();
+      }
+    } afterRun{launches};
+    for (Launch* L : launches) L->beforeRun();
+    for (Launch* L : launches)
+      for (const Launch::Copy& c : L->prologue())
+        if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
+    std::vector<dev::EmulatedLaunch> runs;
+    for (Launch* L : launches) {
+      if (L->alone()) throw Error(ErrorCode::Internal, "the emulated device cannot run a launch without workers");
+      auto& backend = static_cast<EmulatedBackend&>(L->backend());
+      dev::ExecControl control{&backend.abortWord_, &backend.fault_, uint64_t(backend.options_.timeoutSeconds * 1e9)};
+      runs.push_back(dev::EmulatedLaunch{&L->work(), L->work().ops(), control});
+    }
+    dev::runEmulatedLaunches(runs, options_.emulatedThreads);
+    Launch* firstLaunch = nullptr;
+    Error first(ErrorCode::Internal, "");
+    for (Launch* L : launches) {
+      auto& backend = static_cast<EmulatedBackend&>(L->backend());
+      const ExecFault f = backend.fault();
+      if (f.fault == uint32_t(Fault::None)) continue;
+      ExecutionContext ctx = L->context(0);
+      Error e(faultCode(f), describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, backend.options_.timeoutSeconds));
+      L->failed(e);
+      if (firstLaunch == nullptr) {
+        firstLaunch = L;
+        first = e;
+      }
+    }
+    if (firstLaunch != nullptr) firstLaunch->raise(first);
+  }
+
+ private:
+  uint32_t abortWord_ = 0;
+  ExecFault fault_{};
+};
+
+}  // namespace
+
+std::unique_ptr<ExecutorBackend> makeEmulatedBackend(const BackendOptions& options) { return std::make_unique<EmulatedBackend>(options); }
+
+}  // namespace tutti::kern
