@@ -1,0 +1,299 @@
+// The cuda executor backend (kernels/backend.h): device memory for FIFOs and scratch, the user's
+// CUDA streams, and the device executor's kernel (executor_kernel.cu) loaded from the fat binary
+// built into the library, all through the driver API loaded at run time (cuda_driver.h).
+//
+// A communicator's backend holds the CUDA context that was current when it was made (as NCCL
+// takes the current device at ncclCommInitRank), and one small block of host memory mapped for the
+// device: the abort word the host sets and the fault record a kernel that gives up writes. Each
+// launch keeps a device copy of its arena (kernels/work.h), made on its first run and reused by
+// every later call of the same shape; the operations of a call travel with the kernel's
+// parameters, so such a call uploads nothing.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "kernels/cuda/cuda_driver.h"
+#include "kernels/cuda/executor_params.h"
+#include "kernels/host_stream.h"
+#include "base/error.h"
+
+extern "C" const unsigned char tuttiExecutorFatbin[];
+extern "C" const size_t tuttiExecutorFatbinBytes;
+
+namespace tutti::kern::cuda {
+
+namespace {
+
+// What the host and the kernels share: mapped host memory.
+struct alignas(64) ControlWords {
+  uint32_t abortWord;
+  uint32_t pad[15];
+  ExecFault fault;
+};
+
+// The executor's kernel in a context: its module is loaded once per context and process.
+CUfunction executorFunction(const Driver& d, CUcontext ctx, const std::string& context) {
+  static std::mutex mutex;
+  static std::map<CUcontext, CUfunction> functions;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = functions.find(ctx);
+  if (it != functions.end()) return it->second;
+  if (tuttiExecutorFatbinBytes == 0)
+    throw Error(ErrorCode::InvalidUsage, context + ": this library was built without the CUDA executor's kernels");
+  CUmodule module = nullptr;
+  check(d, d.cuModuleLoadData(&module, tuttiExecutorFatbin), "cuModuleLoadData (the executor's kernels)", context);
+  CUfunction fn = nullptr;
+  check(d, d.cuModuleGetFunction(&fn, module, "tuttiRunLaunches"), "cuModuleGetFunction", context);
+  functions[ctx] = fn;  // modules stay loaded for the process: kernels may be queued on any stream
+  return fn;
+}
+
+// A launch's device copy of its arena and its scratch, given back to its backend with the launch.
+struct DeviceArena {
+  ExecutorBackend* backend = nullptr;
+  CUdeviceptr arena = 0;
+  CUdeviceptr scratch = 0;
+  ~DeviceArena() {
+    if (backend == nullptr) return;
+    backend->release(reinterpret_cast<void*>(arena));
+    backend->release(reinterpret_cast<void*>(scratch));
+  }
+};
+
+class CudaBackend final : public ExecutorBackend {
+ public:
+  CudaBackend(const BackendOptions& options, const std::string& operation) : options_(options) {
+    std::string why;
+    d_ = driver(&why);
+    if (d_ == nullptr) throw Error(ErrorCode::InvalidUsage, operation + ": the cuda device backend cannot start: " + why);
+    const std::string where = operation + " (CUDA device " + std::to_string(options.device) + ")";
+    CUcontext current = nullptr;
+    d_->cuCtxGetCurrent(&current);
+    CUdevice device = 0;
+    check(*d_, d_->cuDeviceGet(&device, options.device), "cuDeviceGet", where);
+    if (current != nullptr) {
+      CUdevice currentDevice = -1;
+      d_->cuCtxGetDevice(&currentDevice);
+      if (currentDevice != device) current = nullptr;
+    }
+    if (current == nullptr) {
+      check(*d_, d_->cuDevicePrimaryCtxRetain(&current, device), "cuDevicePrimaryCtxRetain", where);
+      retainedDevice_ = device;
+      check(*d_, d_->cuCtxSetCurrent(current), "cuCtxSetCurrent", where);
+    }
+    ctx_ = current;
+    function_ = executorFunction(*d_, ctx_, where);
+    void* host = nullptr;
+    check(*d_, d_->cuMemHostAlloc(&host, sizeof(ControlWords), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+          "cuMemHostAlloc (abort word and fault record)", where);
+    control_ = static_cast<ControlWords*>(host);
+    std::memset(control_, 0, sizeof *control_);
+    check(*d_, d_->cuMemHostGetDevicePointer(&controlDevice_, host, 0), "cuMemHostGetDevicePointer", where);
+    check(*d_, d_->cuStreamCreate(&copies_, CU_STREAM_NON_BLOCKING), "cuStreamCreate (the backend's copies)", where);
+  }
+
+  ~CudaBackend() override {
+    d_->cuCtxSetCurrent(ctx_);
+    // The communicator is done: whatever it queued has run or been abandoned by its owner.
+    for (CUdeviceptr p : freed_) d_->cuMemFree(p);
+    if (copies_) d_->cuStreamDestroy(copies_);
+    if (control_) d_->cuMemFreeHost(control_);
+    if (retainedDevice_ >= 0) d_->cuDevicePrimaryCtxRelease(retainedDevice_);
+  }
+
+  const char* name() const override { return "cuda"; }
+  MemorySpace memorySpace() const override { return MemorySpace::Device; }
+  int workers() const override { return options_.workers; }
+
+  // Copies and clears run on the backend's own non-blocking stream, never on the legacy default
+  // stream: that one waits for every blocking stream's work, and the kernels of ranks sharing the
+  // GPU may be waiting for this very thread.
+  void* allocate(size_t bytes, const std::string& what) override {
+    makeCurrent();
+    CUdeviceptr p = 0;
+    bytes = std::max<size_t>(bytes, 1);
+    check(*d_, d_->cuMemAlloc(&p, bytes), "cuMemAlloc", what);
+    check(*d_, d_->cuMemsetD8Async(p, 0, bytes, copies_), "cuMemsetD8Async", what);
+    check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", what);
+    return reinterpret_cast<void*>(p);
+  }
+  // Freed with the backend: cuMemFree waits for the whole device, where other ranks' kernels may
+  // wait for this thread's next launch.
+  void release(void* p) override {
+    if (p == nullptr) return;
+    std::lock_guard<std::mutex> lock(freedMutex_);
+    freed_.push_back(reinterpret_cast<CUdeviceptr>(p));
+  }
+  void copyIn(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    makeCurrent();
+    check(*d_, d_->cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes, copies_), "cuMemcpyHtoDAsync", "copying to the device");
+    check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying to the device");
+  }
+  void copyOut(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    makeCurrent();
+    check(*d_, d_->cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyDtoHAsync", "copying from the device");
+    check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying from the device");
+  }
+
+  std::string streamProblem(cudaStream_t stream) const override {
+    if (stream != nullptr && HostStream::fromHandle(stream) != nullptr)
+      return "the stream is a host stream from tuttiStreamCreate; the cuda device backend runs on CUDA streams";
+    return "";
+  }
+
+  std::string bufferProblem(const void* buffer, size_t bytes) const override {
+    makeCurrent();
+    unsigned int type = 0;
+    const CUresult r = d_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(buffer));
+    if (r != CUDA_SUCCESS)
+      return "is not memory the GPU can reach (pageable host memory?): the cuda device backend needs device memory "
+             "(cudaMalloc, ncclMemAlloc) or host memory registered with CUDA";
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (d_->cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(buffer)) == CUDA_SUCCESS &&
+        reinterpret_cast<CUdeviceptr>(buffer) + bytes > base + size)
+      return "ends " + std::to_string(reinterpret_cast<CUdeviceptr>(buffer) + bytes - (base + size)) +
+             " bytes past the end of its allocation (" + std::to_string(size) + " bytes)";
+    return "";
+  }
+
+  void synchronize(cudaStream_t stream) override {
+    makeCurrent();
+    check(*d_, d_->cuStreamSynchronize(reinterpret_cast<CUstream>(stream)), "cuStreamSynchronize", "synchronising a stream");
+  }
+
+  void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override {
+    // Once queued (or failed to queue), the stream's order protects the launches: `done` runs now.
+    struct Done {
+      std::function<void()> done;
+      ~Done() {
+        if (done) done();
+      }
+    } whenQueued{std::move(done)};
+    makeCurrent();
+    CUstream s = reinterpret_cast<CUstream>(stream);
+    dev::ExecutorParams params{};
+    uint32_t blocks = 0;
+    auto flush = [&] {
+      if (params.nlaunches == 0) return;
+      check(*d_, launchKernel(params, blocks, s), "cuLaunchKernel (the executor)", "launching a collective");
+      params = dev::ExecutorParams{};
+      blocks = 0;
+    };
+    for (Launch* L : launches) {
+      LaunchWork& w = L->work();
+      DeviceArena& arena = deviceArena(*L);
+      for (const Launch::Copy& c : L->prologue())
+        if (c.bytes > 0)
+          check(*d_, d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(c.dst), reinterpret_cast<CUdeviceptr>(c.src), c.bytes, s),
+                "cuMemcpyAsync", "copying an operation's input");
+      if (w.nworkers == 0) continue;
+      if (params.nlaunches == dev::kParamLaunches) flush();
+      dev::ParamLaunch& p = params.launches[params.nlaunches];
+      p.work = reinterpret_cast<LaunchWork*>(arena.arena);
+      p.control.abortWord = &reinterpret_cast<ControlWords*>(controlDevice_)->abortWord;
+      p.control.fault = &reinterpret_cast<ControlWords*>(controlDevice_)->fault;
+      p.control.timeoutNs = uint64_t(options_.timeoutSeconds * 1e9);
+      p.firstBlock = blocks;
+      const uint32_t used = opsUsed(params);
+      if (used + w.nops <= dev::kParamOps) {
+        p.ops = nullptr;
+        p.opsFirst = used;
+        std::memcpy(params.ops + used, w.ops(), w.nops * sizeof(OpWork));
+        opsCount_[params.nlaunches] = w.nops;
+      } else {
+        // Too many operations to pass by value: they go to the arena's own copy, in stream order.
+        check(*d_, d_->cuMemcpyHtoDAsync(arena.arena + w.opsOffset, w.ops(), w.nops * sizeof(OpWork), s), "cuMemcpyHtoDAsync",
+              "uploading a group's operations");
+        p.ops = reinterpret_cast<const OpWork*>(arena.arena + w.opsOffset);
+        opsCount_[params.nlaunches] = 0;
+      }
+      params.nlaunches++;
+      blocks += w.nworkers;
+    }
+    flush();
+  }
+
+  ExecFault fault() const override {
+    uint32_t kind = __atomic_load_n(&control_->fault.fault, __ATOMIC_ACQUIRE);
+    if (kind == 0) return ExecFault{};
+    // A kernel may be writing the record right now: it takes a few stores.
+    for (int i = 0; kind == dev::kFaultBeingWritten && i < 1000000; i++) kind = __atomic_load_n(&control_->fault.fault, __ATOMIC_ACQUIRE);
+    ExecFault f;
+    std::memcpy(&f, &control_->fault, sizeof f);
+    f.fault = kind == dev::kFaultBeingWritten ? uint32_t(Fault::Aborted) : kind;
+    return f;
+  }
+
+  void abort() override { __atomic_store_n(&control_->abortWord, 1u, __ATOMIC_SEQ_CST); }
+
+ private:
+  void makeCurrent() const {
+    CUcontext current = nullptr;
+    d_->cuCtxGetCurrent(&current);
+    if (current != ctx_) d_->cuCtxSetCurrent(ctx_);
+  }
+
+  uint32_t opsUsed(const dev::ExecutorParams& params) const {
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < params.nlaunches; i++) used += opsCount_[i];
+    return used;
+  }
+
+  CUresult launchKernel(dev::ExecutorParams& params, uint32_t blocks, CUstream stream) const {
+    size_t size = sizeof params;
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    return d_->cuLaunchKernel(function_, blocks, 1, 1, dev::kExecutorThreads, 1, 1, 0, stream, nullptr, extra);
+  }
+
+  // The launch's device arena: made and uploaded on its first run (its scratch too), reused after.
+  DeviceArena& deviceArena(Launch& L) {
+    if (L.backendState) return *static_cast<DeviceArena*>(L.backendState.get());
+    auto arena = std::make_shared<DeviceArena>();
+    arena->backend = this;
+    LaunchWork& w = L.work();
+    const std::string what = "a collective's work descriptors (" + std::to_string(w.bytes) + " bytes)";
+    arena->arena = reinterpret_cast<CUdeviceptr>(allocate(w.bytes, what));
+    if (L.scratchBytes() > 0)
+      arena->scratch = reinterpret_cast<CUdeviceptr>(allocate(L.scratchBytes(), "a collective's scratch (" + std::to_string(L.scratchBytes()) + " bytes)"));
+    char* const hostScratch = w.scratch;
+    w.scratch = reinterpret_cast<char*>(arena->scratch);
+    copyIn(reinterpret_cast<void*>(arena->arena), &w, w.stateOffset);
+    w.scratch = hostScratch;
+    L.backendState = arena;
+    return *arena;
+  }
+
+  BackendOptions options_;
+  const Driver* d_ = nullptr;
+  CUcontext ctx_ = nullptr;
+  CUdevice retainedDevice_ = -1;
+  CUfunction function_ = nullptr;
+  ControlWords* control_ = nullptr;
+  CUdeviceptr controlDevice_ = 0;
+  uint32_t opsCount_[dev::kParamLaunches] = {};
+  CUstream copies_ = nullptr;
+  std::mutex freedMutex_;
+  std::vector<CUdeviceptr> freed_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExecutorBackend> makeCudaBackend(const BackendOptions& options, const std::string& operation) {
+  return std::make_unique<CudaBackend>(options, operation);
+}
+
+int deviceCount() {
+  const Driver* d = driver();
+  int n = 0;
+  if (d == nullptr || d->cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+  return n;
+}
+
+}  // namespace tutti::kern::cuda

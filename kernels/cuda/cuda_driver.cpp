@@ -1,0 +1,82 @@
+// Loading the CUDA driver at run time (cuda_driver.h).
+#include "kernels/cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "base/error.h"
+
+namespace tutti::kern::cuda {
+
+namespace {
+
+// The ABI version asked of cuGetProcAddress: CUDA 12.0's, which every driver from then on serves.
+constexpr int kDriverAbi = 12000;
+
+struct Loaded {
+  Driver driver;
+  bool ok = false;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded l;
+  // The driver stays loaded for the process's lifetime: unloading it under a CUDA application
+  // is unsafe.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = dlerror();
+    l.why = std::string("no CUDA driver (libcuda.so.1: ") + (err ? err : "not found") + ")";
+    return l;
+  }
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto getProc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+  if (getProc == nullptr) {
+    l.why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
+    return l;
+  }
+  std::string missing;
+  auto entry = [&](const char* name, void** fn) {
+    CUdriverProcAddressQueryResult status{};
+    if (getProc(name, fn, kDriverAbi, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || *fn == nullptr)
+      missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+#define TUTTI_CUDA_ENTRY(name) entry(#name, reinterpret_cast<void**>(&l.driver.name));
+#include "kernels/cuda/cuda_entries.h"
+#undef TUTTI_CUDA_ENTRY
+  if (!missing.empty()) {
+    l.why = "the CUDA driver lacks " + missing;
+    return l;
+  }
+  CUresult r = l.driver.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    l.why = "cuInit failed: " + describe(l.driver, r, "cuInit");
+    return l;
+  }
+  l.driver.cuDriverGetVersion(&l.driver.version);
+  l.ok = true;
+  return l;
+}
+
+}  // namespace
+
+const Driver* driver(std::string* why) {
+  static const Loaded loaded = load();
+  if (why != nullptr) *why = loaded.why;
+  return loaded.ok ? &loaded.driver : nullptr;
+}
+
+std::string describe(const Driver& d, CUresult result, const char* call) {
+  const char* text = nullptr;
+  const char* name = nullptr;
+  if (d.cuGetErrorString) d.cuGetErrorString(result, &text);
+  if (d.cuGetErrorName) d.cuGetErrorName(result, &name);
+  return std::string(call) + ": " + (text ? text : "unknown error") + " (" + (name ? name : "CUresult " + std::to_string(int(result))) + ")";
+}
+
+void check(const Driver& d, CUresult result, const char* call, const std::string& context) {
+  if (result != CUDA_SUCCESS) throw Error(ErrorCode::System, context + ": " + describe(d, result, call));
+}
+
+}  // namespace tutti::kern::cuda
