@@ -49,6 +49,11 @@ const String kDevice{"TUTTI_DEVICE", "auto",
                      "device backend: auto (cuda when a device is usable, else host), host, cuda, or emulated "
                      "(emulated: the CUDA executor's device code run on host threads, buffers in host memory)",
                      {"auto", "host", "cuda", "emulated"}};
+const Int kEmulatedThreads{"TUTTI_EMULATED_THREADS", 4,
+                           "emulated device backend: host threads per emulated thread block (1 to 64)"};
+const Bool kAllowSharedGpu{"TUTTI_ALLOW_SHARED_GPU", false,
+                           "cuda backend: 1 lets several ranks use one GPU (ranks as threads of one process, or "
+                           "processes under CUDA MPS); 0 refuses, naming both ranks, the host and the device"};
 const Int kBootstrapTimeout{"TUTTI_BOOTSTRAP_TIMEOUT", 120, "seconds the bootstrap waits for every rank before failing"};
 const Int kTimeout{"TUTTI_TIMEOUT", 300,
                    "seconds an operation may make no progress before it fails naming the peer it waits for"};

@@ -1,5 +1,6 @@
-// The host executor: lanes as non-blocking state machines, tiles mapped onto user buffers, and
-// a wait that spins briefly, then sleeps on the worker's bell with a bounded timeout.
+// The host executor: the lane engine on host threads, with host copies and reductions, bells
+// rung after each FIFO move, and a wait that spins briefly, then sleeps on the worker's bell with
+// a bounded timeout.
 #include "kernels/host_executor.h"
 
 #include <sched.h>
@@ -7,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "kernels/exec_fault.h"
+#include "kernels/lane_engine.h"
 #include "base/error.h"
 
 namespace tutti::kern {
@@ -19,248 +22,62 @@ using plan::Step;
 
 namespace {
 
-size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
-
-struct Span {
-  char* ptr = nullptr;
-  size_t elems = 0;
+// The lane engine's sync policy on the host: GCC atomics, and the peer's bell rung after each move.
+struct HostSync {
+  uint64_t loadAcquire(const uint64_t* p) const { return fifoLoadAcquire(p); }
+  void storeRelease(uint64_t* p, uint64_t v) const { fifoStoreRelease(p, v); }
+  void notify(const ConnEnd& end) const { ringBell(static_cast<Bell*>(end.bell)); }
 };
 
-bool isUserBuffer(Buf buf) { return buf == Buf::In || buf == Buf::Out; }
-
-// Where a buffer reference of the current tile lies. A scratch chunk's extent is what was last
-// written to it in this tile.
-Span resolve(const Lane& lane, const BufRef& ref) {
-  const OpBinding& op = *lane.op;
-  const size_t C = lane.chunkElems;
-  switch (ref.buf) {
-    case Buf::None: return {};
-    case Buf::Scratch:
-      return {lane.scratch + size_t(ref.chunk) * C * op.eltSize, lane.scratchElems[size_t(ref.chunk)]};
-    case Buf::In:
-    case Buf::Out: break;
+// The lane engine's mover on the host: one thread, memcpy and the vectorised reduction loops.
+struct HostMover {
+  ncclDataType_t type;
+  RedOp redop;
+  size_t eltSize;
+  void copy(char* dst, const char* src, uint64_t bytes) const { std::memcpy(dst, src, bytes); }
+  void move(char* dst, const char* src, uint64_t bytes) const { std::memmove(dst, src, bytes); }
+  void copy2(char* dst, char* dst2, const char* src, uint64_t bytes) const {
+    std::memcpy(dst, src, bytes);
+    std::memcpy(dst2, src, bytes);
   }
-  char* base = ref.buf == Buf::In ? const_cast<char*>(static_cast<const char*>(op.in)) : static_cast<char*>(op.out);
-  size_t offset = 0, elems = 0;
-  switch (lane.spec->layout) {
-    case Layout::Split: {
-      size_t tileStart = lane.begin + lane.tile * lane.tileChunks * C;
-      offset = tileStart + size_t(ref.chunk) * lane.tileChunk;
-      elems = offset >= lane.end ? 0 : std::min(lane.tileChunk, lane.end - offset);
-      break;
-    }
-    case Layout::Blocks: {
-      size_t start = lane.begin + lane.tile * C;
-      elems = std::min(C, lane.end - start);
-      offset = ref.chunk >= 0 ? size_t(ref.chunk) * op.count + start : start;
-      break;
-    }
-    case Layout::Whole: {
-      offset = lane.begin + lane.tile * C;
-      elems = std::min(C, lane.end - offset);
-      break;
-    }
+  void reduce(char* dst, char* dst2, const char* a, const char* b, uint64_t n, unsigned flags) const {
+    reduceHost(type, redop, dst, a, b, n, flags);
+    if (dst2 != nullptr) std::memcpy(dst2, dst, n * eltSize);
   }
-  return {base + offset * op.eltSize, elems};
-}
-
-// Split tiles shrink their chunks at the end of the range so that every chunk of the last tile
-// gets a share.
-void startTile(Lane& lane) {
-  if (lane.spec->layout != Layout::Split || lane.tile >= lane.ntiles) return;
-  size_t tileStart = lane.begin + lane.tile * lane.tileChunks * lane.chunkElems;
-  lane.tileChunk = std::min(lane.chunkElems, ceilDiv(lane.end - tileStart, lane.tileChunks));
-}
-
-unsigned reduceFlags(const Step& step) {
-  unsigned flags = 0;
-  if (step.flags & plan::kPre) flags |= kPreOnB;
-  if (step.flags & plan::kPost) flags |= kPost;
-  return flags;
-}
-
-bool opHasPre(const RedOp& op) { return op.kind == RedKind::PreMulSum; }
-bool opHasPost(const RedOp& op) { return op.kind == RedKind::SumPostDiv; }
-
-[[noreturn]] void sizeMismatch(const Lane& lane, const ExecutionContext& ctx, int peer, uint64_t got, uint64_t expected) {
-  throw Error(ErrorCode::InvalidUsage,
-              std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
-                  " received " + std::to_string(got) + " bytes from " + ctx.describePeer(peer) +
-                  " where it expected " + std::to_string(expected) +
-                  " (do all ranks make the same calls, with the same count, type and root?)");
-}
-
-[[noreturn]] void partsMismatch(const Lane& lane, const ExecutionContext& ctx, int peer, uint32_t got, size_t expected) {
-  throw Error(ErrorCode::InvalidUsage,
-              std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
-                  " received a message of " + (got == 0 ? std::string("one step (not joined)") : std::to_string(got) + " joined steps") +
-                  " from " + ctx.describePeer(peer) +
-                  " where its plan joins " + std::to_string(expected) +
-                  " steps into one (do all ranks run the same algorithm, with the same count and type?)");
-}
-
-// How many elements a step moves: as many as its user buffer chunk holds; for a step between
-// scratch and FIFOs only, what its scratch source holds, or what arrived (`arrived` bytes, for a
-// step that receives).
-size_t stepElems(const Lane& lane, const Step& step, const Span& src, const Span& dst, const uint64_t* arrived,
-                 const ExecutionContext& ctx) {
-  if (isUserBuffer(step.src.buf)) return src.elems;
-  if (isUserBuffer(step.dst.buf)) return dst.elems;
-  if (step.src.buf == Buf::Scratch) return src.elems;
-  if (arrived != nullptr) {
-    const size_t elt = lane.op->eltSize;
-    if (*arrived % elt != 0 || *arrived / elt > lane.chunkElems)
-      sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, *arrived, lane.chunkElems * elt);
-    return size_t(*arrived / elt);
-  }
-  return lane.spec->layout == Layout::Split ? lane.tileChunk : lane.chunkElems;
-}
-
-// Moves one step's data: from `rpart` (what arrived for it, `arrived` bytes; null if the step
-// receives nothing) and into `spart` (null if it sends nothing). Returns the bytes it moved.
-size_t moveStep(Lane& lane, const Step& step, const char* rpart, const uint64_t* arrived, char* spart, const ExecutionContext& ctx) {
-  const OpBinding& op = *lane.op;
-  Span src = resolve(lane, step.src), dst = resolve(lane, step.dst);
-  const size_t elems = stepElems(lane, step, src, dst, arrived, ctx);
-  if (step.dst.buf == Buf::Scratch) lane.scratchElems[size_t(step.dst.chunk)] = elems;
-  const size_t bytes = elems * op.eltSize;
-  const unsigned flags = reduceFlags(step);
-  if (rpart != nullptr && *arrived != bytes) sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, *arrived, bytes);
-
-  switch (step.op) {
-    case Op::Send:
-      if ((flags & kPreOnB) && opHasPre(op.redop)) reduceHost(op.type, op.redop, spart, nullptr, src.ptr, elems, kPreOnB);
-      else std::memcpy(spart, src.ptr, bytes);
-      break;
-    case Op::Recv:
-      std::memcpy(dst.ptr, rpart, bytes);
-      break;
-    case Op::RecvSend:
-      std::memcpy(spart, rpart, bytes);
-      if (dst.ptr) std::memcpy(dst.ptr, rpart, bytes);
-      break;
-    case Op::RecvReduceSend:
-      reduceHost(op.type, op.redop, spart, rpart, src.ptr, elems, flags & kPreOnB);
-      break;
-    case Op::RecvReduceCopy:
-      reduceHost(op.type, op.redop, dst.ptr, rpart, src.ptr, elems, flags);
-      break;
-    case Op::RecvReduceCopySend:
-      reduceHost(op.type, op.redop, dst.ptr, rpart, src.ptr, elems, flags);
-      std::memcpy(spart, dst.ptr, bytes);
-      break;
-    case Op::Copy:
-      if (((flags & kPreOnB) && opHasPre(op.redop)) || ((flags & kPost) && opHasPost(op.redop)))
-        reduceHost(op.type, op.redop, dst.ptr, nullptr, src.ptr, elems, flags);
-      else if (dst.ptr != src.ptr)
-        std::memmove(dst.ptr, src.ptr, bytes);
-      break;
-    case Op::Reduce:
-      reduceHost(op.type, op.redop, dst.ptr, dst.ptr, src.ptr, elems, flags);
-      break;
-  }
-  return bytes;
-}
+};
 
 // Runs the lane's current step, or joined run of steps (one message), if the FIFOs allow it.
 // Returns false when blocked.
-bool tryStep(Lane& lane, const ExecutionContext& ctx) {
-  const std::vector<Step>& steps = lane.spec->steps;
-  const Step& step = steps[lane.step];
-  const size_t parts = (step.flags & plan::kJoin) ? plan::joinedRunLength(steps, lane.step) : 1;
-  const bool recv = stepReceives(step.op), send = stepSends(step.op);
-  FifoHeader* rf = recv ? lane.recvs[step.recvConn].fifo : nullptr;
-  FifoHeader* sf = send ? lane.sends[step.sendConn].fifo : nullptr;
-  uint64_t rtail = 0, shead = 0;
-  if (recv) {
-    rtail = rf->tail;  // only we write it
-    if (fifoLoadAcquire(&rf->head) == rtail) return false;
+bool tryStep(const engine::LaneRef& l, const ExecutionContext& ctx) {
+  const HostSync sync;
+  engine::Run run;
+  if (!engine::tryBegin(l, run, sync)) return false;
+  const HostMover mover{ncclDataType_t(l.op->dtype), engine::resolvedRedOp(*l.op), l.op->eltSize};
+  for (uint32_t j = 0; j < run.parts; j++) {
+    engine::Part part;
+    ExecFault fault{};
+    if (!engine::partGeometry(l, run, j, part, fault))
+      throw Error(ErrorCode::InvalidUsage, describeFault(fault, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
+    engine::moveData(mover, *l.op, part);
+    engine::endPart(run, j, part);
   }
-  if (send) {
-    shead = sf->head;  // only we write it
-    if (shead - fifoLoadAcquire(&sf->tail) >= sf->nsteps) return false;
-  }
-  char* rslot = recv ? fifoSlot(rf, rtail) : nullptr;
-  char* sslot = send ? fifoSlot(sf, shead) : nullptr;
-  const uint64_t got = recv ? rf->sizes[rtail % rf->nsteps] : 0;
-
-  uint64_t sent = 0;
-  if (parts == 1) {
-    sent = moveStep(lane, step, rslot, recv ? &got : nullptr, sslot, ctx);
-  } else {
-    // One message: a table of the parts' sizes, then the parts (plan.h, "Joined steps").
-    const size_t table = plan::joinTableBytes(parts);
-    if (recv) {
-      const int peer = lane.recvs[step.recvConn].peer;
-      if (got < table) sizeMismatch(lane, ctx, peer, got, table);
-      if (fifoJoinParts(rslot) != parts) partsMismatch(lane, ctx, peer, fifoJoinParts(rslot), parts);
-    }
-    if (send) fifoJoinStart(sslot, uint32_t(parts));
-    size_t roff = table, soff = table;
-    for (size_t j = 0; j < parts; j++) {
-      const Step& part = steps[lane.step + j];
-      uint64_t arrived = 0;
-      if (recv) {
-        arrived = fifoJoinSizes(rslot)[j];
-        if (roff + arrived > got) sizeMismatch(lane, ctx, lane.recvs[step.recvConn].peer, got, roff + arrived);
-      }
-      // The chunk was cut so that the run fits (joinedChunkBytes); a plan whose ranks disagree
-      // on it must not write past the slot.
-      if (send && soff + lane.chunkElems * lane.op->eltSize > sf->slotBytes)
-        throw Error(ErrorCode::InvalidUsage,
-                    std::string(lane.op->name) + " #" + std::to_string(lane.op->seq) + ": rank " + std::to_string(ctx.rank) +
-                        " joins " + std::to_string(parts) + " steps for " + ctx.describePeer(lane.sends[step.sendConn].peer) +
-                        " into a message larger than a FIFO slot (" + std::to_string(sf->slotBytes) +
-                        " bytes): the plan's join width and its chunk disagree");
-      size_t bytes = moveStep(lane, part, recv ? rslot + roff : nullptr, recv ? &arrived : nullptr, send ? sslot + soff : nullptr, ctx);
-      if (send) fifoJoinSizes(sslot)[j] = uint32_t(bytes);
-      roff += bytes;
-      soff += bytes;
-    }
-    sent = soff;
-  }
-
-  if (recv) {
-    fifoStoreRelease(&rf->tail, rtail + 1);
-    ringBell(lane.recvs[step.recvConn].peerBell);
-  }
-  if (send) {
-    sf->sizes[shead % sf->nsteps] = sent;
-    fifoStoreRelease(&sf->head, shead + 1);
-    ringBell(lane.sends[step.sendConn].peerBell);
-  }
-  lane.step += uint32_t(parts);
-  if (lane.step == steps.size()) {
-    lane.step = 0;
-    lane.tile++;
-    startTile(lane);
-  }
+  engine::finishRun(l, run, sync);
   return true;
 }
 
-bool laneDone(const Lane& lane) { return lane.tile >= lane.ntiles; }
-
-// What a blocked lane waits for: its current step's receive FIFO if that is empty, else room in
-// its send FIFO (tryStep looks at them in that order). The FIFOs may have moved since the lane
-// was found blocked: a step that only receives reports its receive FIFO whatever it holds now.
-WaitRecord blockedOn(const Lane& lane, std::chrono::steady_clock::time_point since) {
-  const Step& step = lane.spec->steps[lane.step];
+// What a blocked lane waits for, as a wait record for readers on other threads.
+WaitRecord blockedOn(const engine::LaneRef& l, std::chrono::steady_clock::time_point since) {
+  ExecFault f{};
+  engine::blockedOn(l, f, HostSync{});
   WaitRecord r;
-  const FifoEnd* recv = stepReceives(step.op) ? &lane.recvs[step.recvConn] : nullptr;
-  const FifoEnd* send = stepSends(step.op) ? &lane.sends[step.sendConn] : nullptr;
-  if (recv != nullptr && (send == nullptr || fifoLoadAcquire(&recv->fifo->head) == recv->fifo->tail)) {
-    r.what = WaitFor::Data;
-    r.peer = recv->peer;
-  } else if (send != nullptr) {
-    r.what = WaitFor::Space;
-    r.peer = send->peer;
-  }
-  r.step = step.op;
-  r.channel = lane.channel;
-  r.opName = lane.op->name;
-  r.opSeq = lane.op->seq;
-  r.tile = lane.tile;
-  r.ntiles = lane.ntiles;
+  r.what = f.peer < 0 ? WaitFor::Nothing : f.waitingForData ? WaitFor::Data : WaitFor::Space;
+  r.peer = f.peer;
+  r.step = plan::Op(f.step);
+  r.channel = f.channel;
+  r.opName = plan::collTitle(plan::Coll(f.coll));
+  r.opSeq = f.opSeq;
+  r.tile = f.tile;
+  r.ntiles = f.ntiles;
   r.sinceNs = std::chrono::duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
   return r;
 }
@@ -279,21 +96,6 @@ bool idlePoll(int idle, const ExecutionContext& ctx) {
     return true;
   }
   return false;
-}
-
-bool stepReceives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
-bool stepSends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
-
-void prepareLane(Lane& lane) {
-  const plan::LaneSpec& spec = *lane.spec;
-  lane.tileChunks = 1;
-  if (spec.layout == Layout::Split) lane.tileChunks = spec.tileChunks > 0 ? size_t(spec.tileChunks) : size_t(lane.op->nranks);
-  size_t range = lane.end > lane.begin ? lane.end - lane.begin : 0;
-  lane.ntiles = range == 0 || spec.steps.empty() ? 0 : ceilDiv(range, lane.chunkElems * lane.tileChunks);
-  lane.scratchElems.assign(size_t(spec.scratchChunks), 0);
-  lane.tile = 0;
-  lane.step = 0;
-  startTile(lane);
 }
 
 void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
@@ -322,10 +124,10 @@ void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
     };
     for (size_t s = 0; s < lane.steps.size(); s++) {
       const Step& step = lane.steps[s];
-      if (stepReceives(step.op) && step.recvConn >= lane.recvPeers.size())
+      if (plan::stepReceives(step.op) && step.recvConn >= lane.recvPeers.size())
         fail(s, std::string(plan::opName(step.op)) + " uses receive connection " + std::to_string(step.recvConn) + " of " +
                     std::to_string(lane.recvPeers.size()));
-      if (stepSends(step.op) && step.sendConn >= lane.sendPeers.size())
+      if (plan::stepSends(step.op) && step.sendConn >= lane.sendPeers.size())
         fail(s, std::string(plan::opName(step.op)) + " uses send connection " + std::to_string(step.sendConn) + " of " +
                     std::to_string(lane.sendPeers.size()));
       bool needsSrc = step.op == Op::Send || step.op == Op::Copy || step.op == Op::RecvReduceSend ||
@@ -343,7 +145,13 @@ void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
   }
 }
 
-void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
+void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const ExecutionContext& ctx) {
+  const WorkerWork ww = w.workers()[worker];
+  for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
+    const QueueWork& qw = w.queues()[q];
+    w.queueStates()[q].current = 0;
+    for (uint32_t i = 0; i < qw.nlanes; i++) engine::prepareLane(engine::laneRef(w, qw.firstLane + i, ops));
+  }
   using Clock = std::chrono::steady_clock;
   auto lastProgress = Clock::now();
   int idle = 0;
@@ -381,22 +189,25 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
   } published{ctx.waitSlot};
   // The first lane still to run: what a blocked worker reports (every unfinished queue is blocked
   // when a pass made no progress).
-  auto firstWaiting = [&]() -> const Lane* {
-    for (LaneQueue& q : queues)
-      if (q.current < q.lanes.size()) return &q.lanes[q.current];
-    return nullptr;
+  auto firstWaiting = [&]() {
+    for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++)
+      if (w.queueStates()[q].current < w.queues()[q].nlanes)
+        return engine::laneRef(w, w.queues()[q].firstLane + w.queueStates()[q].current, ops);
+    return engine::laneRef(w, 0, ops);  // not reached: called only while a queue is unfinished
   };
   for (;;) {
     const uint32_t seen = ctx.bell->seq.load(std::memory_order_acquire);
     bool progress = false, allDone = true;
-    for (LaneQueue& q : queues) {
-      while (q.current < q.lanes.size()) {
-        Lane& lane = q.lanes[q.current];
-        for (int burst = 0; !laneDone(lane) && burst < 64 && tryStep(lane, ctx); burst++) progress = true;
-        if (!laneDone(lane)) break;
-        q.current++;
+    for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
+      const QueueWork& qw = w.queues()[q];
+      QueueState& qs = w.queueStates()[q];
+      while (qs.current < qw.nlanes) {
+        const engine::LaneRef lane = engine::laneRef(w, qw.firstLane + qs.current, ops);
+        for (int burst = 0; !engine::laneDone(lane) && burst < 64 && tryStep(lane, ctx); burst++) progress = true;
+        if (!engine::laneDone(lane)) break;
+        qs.current++;
       }
-      if (q.current < q.lanes.size()) allDone = false;
+      if (qs.current < qw.nlanes) allDone = false;
     }
     if (allDone) {
       // Slots published since the last pass (often the last round's sends; all of an
@@ -434,13 +245,12 @@ void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& ctx) {
     driving.end(Drive::Stop);  // a worker never sleeps holding the sockets
     // Again before every sleep, not only the first: a step that waited for data may now wait for
     // room at another peer.
-    if (published.slot) published.set(blockedOn(*firstWaiting(), lastProgress));
+    if (published.slot) published.set(blockedOn(firstWaiting(), lastProgress));
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
-      WaitRecord blocked = blockedOn(*firstWaiting(), lastProgress);
-      throw Error(ErrorCode::Timeout, describeWaitingOp(blocked, ctx.rank) + " is waiting for " +
-                                          describeWaitedFor(blocked, ctx.describePeer(blocked.peer)) + " and made no progress for " +
-                                          std::to_string(int(ctx.timeoutSeconds)) + " s (TUTTI_TIMEOUT)");
+      ExecFault f{};
+      engine::blockedOn(firstWaiting(), f, HostSync{});
+      throw Error(ErrorCode::Timeout, describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
     }
   }
 }

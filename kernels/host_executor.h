@@ -1,14 +1,9 @@
-// The host executor: runs the lanes of one or more operations on host threads, moving bytes
-// through FIFOs with the Simple protocol and reducing with the shared functors.
-//
-// How a step is sized: by the chunk of the user buffer it names (its source if that is the
-// input or output, else its destination). A step between scratch and FIFOs only moves what its
-// scratch source holds, or, with no source, what arrived; a scratch chunk holds what was last
-// written to it in the tile (at most one chunk, chunkElems elements). So scratch follows the
-// chunks it stages, including the shorter chunks at the end of a range. A joined run of steps
-// (plan.h) is one message: the executor runs it whole once both FIFOs allow, each step sized as
-// above, what arrived being its part's size from the message's table; the lane's chunk must be
-// cut so that the run fits one slot (runtime/launch.cpp uses plan::joinedChunkBytes).
+// The host executor: runs the workers of a launch (kernels/work.h) on host threads, each lane
+// through the lane engine (kernels/lane_engine.h) with host copies and the host reduction loops,
+// moving bytes through FIFOs with the Simple protocol. A wait spins briefly, yields, then sleeps
+// on the worker's bell with a bounded timeout. See lane_engine.h for how steps are sized and
+// joined runs moved; the lane's chunk must be cut so that its widest joined run fits one slot
+// (plan::joinedChunkBytes).
 #pragma once
 
 #include <atomic>
@@ -27,54 +22,10 @@
 #include "kernels/fifo.h"
 #include "kernels/host_reduce.h"
 #include "kernels/wait_slot.h"
+#include "kernels/work.h"
 #include "nccl.h"
 
 namespace tutti::kern {
-
-// One end of one connection, as the executor sees it.
-struct FifoEnd {
-  FifoHeader* fifo = nullptr;  // the FIFO (owned by the receiving rank)
-  Bell* peerBell = nullptr;    // rung after publishing (send side) or freeing (receive side)
-  int peer = -1;
-};
-
-// An operation's arguments, bound at launch.
-struct OpBinding {
-  const char* name = "";     // "AllReduce", ...
-  uint64_t seq = 0;          // the operation's number on its communicator
-  const void* in = nullptr;
-  void* out = nullptr;
-  size_t count = 0;          // elements of the whole range (Split, Whole) or of one block (Blocks)
-  ncclDataType_t type = ncclFloat32;
-  size_t eltSize = 4;
-  RedOp redop;
-  int nranks = 1;
-};
-
-// One lane of one operation on one channel: a plan lane bound to a range, connections and
-// scratch memory.
-struct Lane {
-  const plan::LaneSpec* spec = nullptr;
-  const OpBinding* op = nullptr;
-  int channel = 0;
-  size_t begin = 0, end = 0;  // element range (within each block for Blocks)
-  size_t chunkElems = 0;      // elements per chunk (a joined run of them fits one FIFO slot); each scratch chunk holds this many
-  std::vector<FifoEnd> sends, recvs;  // by Step::sendConn / Step::recvConn (the spec's peers, in order)
-  char* scratch = nullptr;            // spec->scratchChunks chunks of chunkElems elements
-  std::vector<size_t> scratchElems;   // elements last written to each scratch chunk
-  // Set by prepareLane.
-  size_t tileChunks = 1;  // chunks per tile (Split: the spec's, 0 meaning nranks; else 1)
-  size_t tileChunk = 0;   // Split: elements per chunk in the current tile
-  // Progress.
-  uint64_t tile = 0, ntiles = 0;
-  uint32_t step = 0;
-};
-
-// Lanes that share connections run one after another; queues run concurrently.
-struct LaneQueue {
-  std::vector<Lane> lanes;
-  size_t current = 0;
-};
 
 struct ExecutionContext {
   Bell* bell = nullptr;                        // this worker's bell
@@ -113,21 +64,16 @@ struct ExecutionContext {
 // the wait should sleep.
 bool idlePoll(int idle, const ExecutionContext& ctx);
 
-// Whether a step of this kind takes a slot from the receive FIFO / fills one of the send FIFO.
-bool stepReceives(plan::Op op);
-bool stepSends(plan::Op op);
-
 // Checks that every index a plan's steps use is in range (connections, chunks, blocks, scratch
 // chunks) and that each step names the buffers it needs, so the executor can trust them.
 // Throws tutti::Error (InvalidUsage) naming the algorithm, lane and step.
 void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks);
 
-// Sets ntiles (and resets progress) from the lane's range, layout and chunk size.
-void prepareLane(Lane& lane);
-
-// Runs every queue to completion. Throws tutti::Error on a timeout (naming the peer waited
-// for), an abort, or a size mismatch between the ranks' calls.
-void runQueues(std::vector<LaneQueue>& queues, const ExecutionContext& context);
+// Runs worker `worker` of the launch (kernels/work.h) to completion on this thread: its queues
+// side by side, each lane through the lane engine. ops: the launch's operations. Throws
+// tutti::Error on a timeout (naming the peer waited for), an abort, or a size mismatch between
+// the ranks' calls (describeFault's words).
+void runWorker(LaunchWork& work, const OpWork* ops, uint32_t worker, const ExecutionContext& context);
 
 // Persistent worker threads of one communicator: worker i > 0 runs on its own thread; worker 0
 // is run by whoever launches (the caller, or a host stream's thread).

@@ -33,7 +33,9 @@ void checkUsableComm(const char* operation, ncclComm* comm);       // also initi
 void checkType(const char* operation, const ncclComm* comm, ncclDataType_t type);
 void checkOp(const char* operation, ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
 void checkRank(const char* operation, const ncclComm* comm, int rank, const char* what);
-void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, const char* what);
+// A buffer of `count` elements of eltSize bytes: not null when count > 0, and usable by the
+// communicator's backend (device memory for the cuda backend).
+void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, size_t eltSize, const char* what);
 void checkStream(const char* operation, const ncclComm* comm, cudaStream_t stream);
 
 template <typename Body>

@@ -4,7 +4,7 @@
 #include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
-#include "runtime/launch.h"
+#include "runtime/group.h"
 
 using namespace tutti;
 
@@ -18,40 +18,40 @@ struct BufferUse {
   size_t outCount;
 };
 
-BufferUse bufferUse(CollKind kind, size_t count, int nranks, bool isRoot) {
+BufferUse bufferUse(plan::Coll kind, size_t count, int nranks, bool isRoot) {
   size_t n = size_t(nranks);
   switch (kind) {
-    case CollKind::AllReduce: return {true, true, count, count};
-    case CollKind::AllGather: return {true, true, count, count * n};
-    case CollKind::ReduceScatter: return {true, true, count * n, count};
-    case CollKind::Broadcast: return {isRoot, true, count, count};
-    case CollKind::Reduce: return {true, isRoot, count, count};
-    case CollKind::AlltoAll: return {true, true, count * n, count * n};
-    case CollKind::Gather: return {true, isRoot, count, count * n};
-    case CollKind::Scatter: return {isRoot, true, count * n, count};
-    case CollKind::Send: return {true, false, count, 0};
-    case CollKind::Recv: return {false, true, 0, count};
+    case plan::Coll::AllReduce: return {true, true, count, count};
+    case plan::Coll::AllGather: return {true, true, count, count * n};
+    case plan::Coll::ReduceScatter: return {true, true, count * n, count};
+    case plan::Coll::Broadcast: return {isRoot, true, count, count};
+    case plan::Coll::Reduce: return {true, isRoot, count, count};
+    case plan::Coll::AlltoAll: return {true, true, count * n, count * n};
+    case plan::Coll::Gather: return {true, isRoot, count, count * n};
+    case plan::Coll::Scatter: return {isRoot, true, count * n, count};
+    case plan::Coll::Send: return {true, false, count, 0};
+    case plan::Coll::Recv: return {false, true, 0, count};
   }
   return {};
 }
 
-ncclResult_t submit(const char* operation, CollKind kind, const void* in, void* out, size_t count, ncclDataType_t type,
+ncclResult_t submit(const char* operation, plan::Coll kind, const void* in, void* out, size_t count, ncclDataType_t type,
                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guard(operation, [&] {
     checkUsableComm(operation, comm);
     log::setThreadDevice(comm->device);
     checkType(operation, comm, type);
-    bool reducing = kind == CollKind::AllReduce || kind == CollKind::ReduceScatter || kind == CollKind::Reduce;
+    bool reducing = kind == plan::Coll::AllReduce || kind == plan::Coll::ReduceScatter || kind == plan::Coll::Reduce;
     if (reducing) checkOp(operation, comm, op, type);
-    bool rooted = kind == CollKind::Broadcast || kind == CollKind::Reduce || kind == CollKind::Gather || kind == CollKind::Scatter;
+    bool rooted = kind == plan::Coll::Broadcast || kind == plan::Coll::Reduce || kind == plan::Coll::Gather || kind == plan::Coll::Scatter;
     if (rooted) checkRank(operation, comm, root, "root");
-    if (kind == CollKind::Send || kind == CollKind::Recv) checkRank(operation, comm, root, "peer");
+    if (kind == plan::Coll::Send || kind == plan::Coll::Recv) checkRank(operation, comm, root, "peer");
     if (count > std::numeric_limits<size_t>::max() / kern::dtypeSize(type) / size_t(comm->nranks))
       throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": count " + std::to_string(count) +
                                                   " overflows the address space");
     BufferUse use = bufferUse(kind, count, comm->nranks, root == comm->rank);
-    if (use.readsIn) checkBuffer(operation, comm, in, use.inCount, kind == CollKind::Send ? "sendbuff" : "sendbuff");
-    if (use.writesOut) checkBuffer(operation, comm, out, use.outCount, "recvbuff");
+    if (use.readsIn) checkBuffer(operation, comm, in, use.inCount, kern::dtypeSize(type), "sendbuff");
+    if (use.writesOut) checkBuffer(operation, comm, out, use.outCount, kern::dtypeSize(type), "recvbuff");
     checkStream(operation, comm, stream);
     TUTTI_INFO(log::Coll, "%s: opCount %llx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
                operation, (unsigned long long)comm->opSeq, in, static_cast<void*>(out), count, int(type), int(op), root,
@@ -64,66 +64,66 @@ ncclResult_t submit(const char* operation, CollKind kind, const void* in, void* 
 
 TUTTI_API ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclAllReduce", CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+  return submit("ncclAllReduce", plan::Coll::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclAllReduce)
 
 TUTTI_API ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                                       ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclAllGather", CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+  return submit("ncclAllGather", plan::Coll::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclAllGather)
 
 TUTTI_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclReduceScatter", CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+  return submit("ncclReduceScatter", plan::Coll::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclReduceScatter)
 
 TUTTI_API ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                                       ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclBroadcast", CollKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  return submit("ncclBroadcast", plan::Coll::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclBroadcast)
 
 TUTTI_API ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclBcast", CollKind::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
+  return submit("ncclBcast", plan::Coll::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclBcast)
 
 TUTTI_API ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                                    int root, ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclReduce", CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  return submit("ncclReduce", plan::Coll::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclReduce)
 
 TUTTI_API ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclAlltoAll", CollKind::AlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
+  return submit("ncclAlltoAll", plan::Coll::AlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclAlltoAll)
 
 TUTTI_API ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                                    ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclGather", CollKind::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  return submit("ncclGather", plan::Coll::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclGather)
 
 TUTTI_API ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                                     ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclScatter", CollKind::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  return submit("ncclScatter", plan::Coll::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclScatter)
 
 TUTTI_API ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                  cudaStream_t stream) {
-  return submit("ncclSend", CollKind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
+  return submit("ncclSend", plan::Coll::Send, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclSend)
 
 TUTTI_API ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                  cudaStream_t stream) {
-  return submit("ncclRecv", CollKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+  return submit("ncclRecv", plan::Coll::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclRecv)
 

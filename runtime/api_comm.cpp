@@ -24,8 +24,8 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
   if (rank < 0 || rank >= nranks)
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": rank " + std::to_string(rank) + " is out of range (0.." +
                                                 std::to_string(nranks - 1) + ")");
-  chooseDeviceBackend(operation);
   auto comm = std::make_unique<ncclComm>();
+  comm->backendName = chooseDeviceBackend(operation);
   comm->config = config;
   comm->rank = rank;
   comm->nranks = nranks;

@@ -9,8 +9,8 @@
 #include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
-#include "runtime/host_stream.h"
-#include "runtime/launch.h"
+#include "kernels/host_stream.h"
+#include "runtime/group.h"
 #include "tutti/tutti.h"
 
 using namespace tutti;
@@ -88,7 +88,7 @@ TUTTI_API ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size
   return guard("ncclCommRegister", [&] {
     checkUsableComm("ncclCommRegister", comm);
     if (handle == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommRegister: handle is NULL");
-    checkBuffer("ncclCommRegister", comm, buff, size, "buff");
+    checkBuffer("ncclCommRegister", comm, buff, size, 1, "buff");
     *handle = new HostRegistration{0x7265676973747231ull, buff, size};
   });
 }
@@ -244,14 +244,14 @@ TUTTI_NCCL_ALIAS(ncclTeamRankToLsa)
 TUTTI_API ncclResult_t tuttiStreamCreate(cudaStream_t* stream) {
   return guard("tuttiStreamCreate", [&] {
     if (stream == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiStreamCreate: stream is NULL");
-    *stream = (new HostStream())->handle();
+    *stream = (new kern::HostStream())->handle();
   });
 }
 
 TUTTI_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream) {
   return guard("tuttiStreamSynchronize", [&] {
     if (stream == nullptr) return;  // the NULL stream completes every call before it returns
-    HostStream* hs = HostStream::fromHandle(stream);
+    kern::HostStream* hs = kern::HostStream::fromHandle(stream);
     if (!hs) throw Error(ErrorCode::InvalidArgument, "tuttiStreamSynchronize: not a host stream");
     hs->synchronize();
   });
@@ -259,14 +259,14 @@ TUTTI_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream) {
 
 TUTTI_API ncclResult_t tuttiStreamQuery(cudaStream_t stream) {
   if (stream == nullptr) return ncclSuccess;
-  HostStream* hs = HostStream::fromHandle(stream);
+  kern::HostStream* hs = kern::HostStream::fromHandle(stream);
   if (!hs) return guard("tuttiStreamQuery", [] { throw Error(ErrorCode::InvalidArgument, "tuttiStreamQuery: not a host stream"); });
   return hs->idle() ? ncclSuccess : ncclInProgress;
 }
 
 TUTTI_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream) {
   return guard("tuttiStreamDestroy", [&] {
-    HostStream* hs = HostStream::fromHandle(stream);
+    kern::HostStream* hs = kern::HostStream::fromHandle(stream);
     if (!hs) throw Error(ErrorCode::InvalidArgument, "tuttiStreamDestroy: not a host stream");
     delete hs;
   });
@@ -280,12 +280,12 @@ TUTTI_API ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collectiv
     checkComm("tuttiCommAlgorithm", comm);
     if (collective == nullptr || name == nullptr || nameBytes == 0 || nchannels == nullptr)
       throw Error(ErrorCode::InvalidArgument, "tuttiCommAlgorithm: collective, name and nchannels must not be NULL, nameBytes not 0");
-    static const std::pair<const char*, CollKind> kinds[] = {
-        {"allreduce", CollKind::AllReduce}, {"allgather", CollKind::AllGather}, {"reducescatter", CollKind::ReduceScatter},
-        {"broadcast", CollKind::Broadcast}, {"reduce", CollKind::Reduce},       {"alltoall", CollKind::AlltoAll},
-        {"gather", CollKind::Gather},       {"scatter", CollKind::Scatter},     {"send", CollKind::Send},
-        {"recv", CollKind::Recv}};
-    const CollKind* kind = nullptr;
+    static const std::pair<const char*, plan::Coll> kinds[] = {
+        {"allreduce", plan::Coll::AllReduce}, {"allgather", plan::Coll::AllGather}, {"reducescatter", plan::Coll::ReduceScatter},
+        {"broadcast", plan::Coll::Broadcast}, {"reduce", plan::Coll::Reduce},       {"alltoall", plan::Coll::AlltoAll},
+        {"gather", plan::Coll::Gather},       {"scatter", plan::Coll::Scatter},     {"send", plan::Coll::Send},
+        {"recv", plan::Coll::Recv}};
+    const plan::Coll* kind = nullptr;
     for (auto& [text, k] : kinds)
       if (std::string(collective) == text) kind = &k;
     if (kind == nullptr)
@@ -373,7 +373,7 @@ TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name
   return guard("tuttiCommDeviceBackend", [&] {
     checkComm("tuttiCommDeviceBackend", comm);
     if (name == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommDeviceBackend: name is NULL");
-    *name = "host";
+    *name = comm->backend ? comm->backend->name() : "host";
   });
 }
 

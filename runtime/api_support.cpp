@@ -4,8 +4,7 @@
 #include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
-#include "runtime/host_stream.h"
-#include "runtime/launch.h"
+#include "runtime/group.h"
 
 namespace tutti {
 namespace {
@@ -88,15 +87,18 @@ void checkRank(const char* operation, const ncclComm* comm, int rank, const char
                                                 " is out of range (0.." + std::to_string(comm->nranks - 1) + ")");
 }
 
-void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, const char* what) {
+void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, size_t eltSize, const char* what) {
   if (buffer == nullptr && count > 0)
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " is NULL with count " + std::to_string(count));
+  const size_t bytes = count * eltSize;
+  if (bytes == 0) return;
+  std::string problem = comm->backend->bufferProblem(buffer, bytes);
+  if (!problem.empty()) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " " + problem);
 }
 
 void checkStream(const char* operation, const ncclComm* comm, cudaStream_t stream) {
-  if (stream != nullptr && HostStream::fromHandle(stream) == nullptr)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() +
-                                                ": the stream is neither NULL nor a host stream from tuttiStreamCreate (the host device backend cannot run on CUDA streams)");
+  std::string problem = comm->backend->streamProblem(stream);
+  if (!problem.empty()) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + problem);
 }
 
 }  // namespace tutti

@@ -269,6 +269,14 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
   comm->yields = int(std::max<int64_t>(0, tunables::kYield.get()));
 
+  // The executor backend, before any FIFO is made: device backends keep FIFOs in their memory.
+  kern::BackendOptions backendOptions;
+  backendOptions.device = device;
+  backendOptions.workers = comm->nworkers;
+  backendOptions.timeoutSeconds = comm->timeoutSeconds;
+  backendOptions.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
+  comm->backend = kern::makeExecutorBackend(comm->backendName, backendOptions, comm->where());
+
   // Control blocks: plain memory when every rank of this node lives in this process.
   bool allLocalInProcess = true;
   for (const RankInfo& p : comm->peers)
@@ -289,7 +297,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       comm->peerControl[size_t(p)] = static_cast<ControlBlock*>(comm->peerControlSegments[size_t(p)]->base());
     }
   }
-  comm->mailboxesMapped = std::all_of(comm->peerControl.begin(), comm->peerControl.end(), [](ControlBlock* b) { return b != nullptr; });
+  // One-shot all-reduces through the mailboxes are a host executor's path.
+  comm->mailboxesMapped = comm->backendName == "host" &&
+                          std::all_of(comm->peerControl.begin(), comm->peerControl.end(), [](ControlBlock* b) { return b != nullptr; });
   if (comm->mailboxesMapped)
     for (ControlBlock* block : comm->peerControl) {
       for (int k = 0; k < 2; k++) comm->mailboxes[k].push_back(&block->mailboxes[k]);
@@ -345,7 +355,6 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // this barrier a rank could finish init, destroy its communicator and take the FIFO with it
   // while a slower peer is still attaching.
   comm->bootstrap->barrier();
-  comm->workers = std::make_unique<kern::HostWorkerPool>(comm->nworkers);
   comm->initSeconds = secondsSince(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
@@ -353,9 +362,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
     for (auto& [key, conn] : comm->connections) names.insert(conn.transport);
     std::string transports = joinNames(names, "none");
     TUTTI_INFO(log::Init,
-               "comm %p rank %d nranks %d nodes %d device host: %d channels, %d workers, FIFO %d x %zu KiB, "
+               "comm %p rank %d nranks %d nodes %d device %s: %d channels, %d workers, FIFO %d x %zu KiB, "
                "ring transports %s; init %.3f s (bootstrap %.3f s, exchange %.3f s, connect %.3f s)%s%s",
-               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->nchannels, comm->nworkers, comm->nsteps,
+               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->backendName.c_str(), comm->nchannels, comm->nworkers, comm->nsteps,
                comm->slotBytes / 1024, transports.c_str(), comm->initSeconds, bootstrapSeconds, exchangeSeconds,
                comm->initSeconds - bootstrapSeconds - exchangeSeconds, comm->config.commName.empty() ? "" : ", name ",
                comm->config.commName.c_str());
@@ -525,9 +534,12 @@ ncclComm::~ncclComm() {
     bootstrap->setNoticeHandler(nullptr);
     bootstrap->setPeerLostHandler(nullptr);
   }
-  workers.reset();
+  // Launches, plans and connections hold the backend's memory: they go first.
+  launchCache.reset();
+  planCache.clear();
   proxy.reset();
   connections.clear();
+  backend.reset();
   peerControlSegments.clear();
   controlSegment.reset();
   bootstrap.reset();

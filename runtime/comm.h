@@ -17,6 +17,7 @@
 #include "algorithms/plan.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
+#include "kernels/backend.h"
 #include "kernels/bell.h"
 #include "kernels/host_executor.h"
 #include "kernels/host_reduce.h"
@@ -34,7 +35,8 @@
 
 namespace tutti {
 
-struct LaunchCache;  // runtime/launch.cpp
+struct LaunchCache;    // runtime/launch_cache.h
+struct CompiledPlan;  // runtime/comm_launch.h
 
 constexpr int kMaxWorkers = 32;
 constexpr int kMaxChannels = 32;
@@ -110,6 +112,7 @@ struct ncclComm {
   int rank = 0;
   int nranks = 1;
   int device = 0;
+  std::string backendName = "host";  // the executor backend: host, emulated or cuda
   tutti::CommConfig config;
   std::vector<tutti::RankInfo> peers;
   // Set once peers holds every rank's identity: a failure notice can arrive (on the bootstrap's
@@ -135,7 +138,8 @@ struct ncclComm {
   tutti::ControlBlock* control = nullptr;
   std::vector<std::unique_ptr<tutti::Segment>> peerControlSegments;  // by rank; empty for self
   std::vector<tutti::ControlBlock*> peerControl;                     // by rank; null: other host
-  std::unique_ptr<tutti::kern::HostWorkerPool> workers;
+  // Where launches run and FIFOs and scratch live: host, emulated or cuda (kernels/backend.h).
+  std::unique_ptr<tutti::kern::ExecutorBackend> backend;
   // By worker: what it waits for while a wait sleeps (kern::ExecutionContext::waitSlot), read by
   // describeWaits from any thread.
   std::array<tutti::kern::WaitSlot, tutti::kMaxWorkers> waits;
@@ -167,7 +171,7 @@ struct ncclComm {
   int ranksPerNode = 0;
   // Plans by (algorithm, collective, root or peer, ring and tree index of runtime/topo_init.h):
   // built once, then reused; shared with launches still queued on host streams.
-  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
+  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const tutti::CompiledPlan>> planCache;
   // Bound launches of single operations, kept for the next call of the same shape, which then
   // only points them at its buffers (runtime/launch.cpp).
   std::shared_ptr<tutti::LaunchCache> launchCache;

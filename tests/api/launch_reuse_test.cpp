@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/host_stream.h"
+#include "kernels/host_stream.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"
 
@@ -138,7 +138,7 @@ TEST_CASE("a loop of identical calls allocates nothing per call", "[launch][reus
   // flight; each needs its own launch, so the warm-up makes every rank reach that depth once:
   // its first call is running (waiting for the peer) before the rest fill the queue, and the
   // other rank holds back until the filling call is waiting for room.
-  constexpr int kDepth = int(tutti::HostStream::kCapacity) + 1;
+  constexpr int kDepth = int(tutti::kern::HostStream::kCapacity) + 1;
   std::barrier sync(kRanks);
   std::atomic<int> enqueued[kRanks] = {};
   std::string failures = tutti_test::runThreads(kRanks, [&](int rank, int n, ncclComm_t comm) {
@@ -146,7 +146,7 @@ TEST_CASE("a loop of identical calls allocates nothing per call", "[launch][reus
     TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream));
     std::vector<float> x(16), y(16);
     fill(x, rank, 0);
-    tutti::HostStream* queue = tutti::HostStream::fromHandle(stream);
+    tutti::kern::HostStream* queue = tutti::kern::HostStream::fromHandle(stream);
     auto loop = [&](int calls) {
       for (int c = 0; c < calls; c++) {
         TUTTI_NCCL_CHECK(ncclAllReduce(x.data(), y.data(), x.size(), ncclFloat32, ncclSum, comm, stream));

@@ -16,6 +16,7 @@
 
 #include "nccl.h"
 #include "runtime/comm.h"
+#include "runtime/comm_launch.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/hosts_support.h"
@@ -647,7 +648,7 @@ TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interle
                                    std::to_string(crossing) + " times, not once");
           std::set<int> expected(shape.children[size_t(rank)].begin(), shape.children[size_t(rank)].end());
           if (shape.parent[size_t(rank)] >= 0) expected.insert(shape.parent[size_t(rank)]);
-          const auto& lane = plan->lanes[t];
+          const auto& lane = plan->plan.lanes[t];
           std::set<int> peers(lane.sendPeers.begin(), lane.sendPeers.end());
           peers.insert(lane.recvPeers.begin(), lane.recvPeers.end());
           check(peers == expected, "rank " + std::to_string(rank) + "'s tree plan on channel " + std::to_string(channel) +

@@ -117,7 +117,7 @@ std::string describe(const Case& c, int rank, int nranks) {
 }
 
 // Runs one case on this rank and checks its output.
-void runCase(const Case& c, int rank, int nranks, ncclComm_t comm) {
+void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* buffers, std::vector<char>* output) {
   const size_t elt = tutti_test::elementBytes(c.type), n = size_t(nranks), count = c.count;
   const ncclDataType_t t = c.type;
   size_t inCount = count, outCount = count;
@@ -158,24 +158,63 @@ void runCase(const Case& c, int rank, int nranks, ncclComm_t comm) {
     }
   }
   std::string where = describe(c, rank, nranks);
+  // With device buffers the same layout is mirrored there: staging -> device, call, device ->
+  // staging, then the same checks.
+  cudaStream_t stream = nullptr;
+  char* dSend = nullptr;
+  char* dRecv = nullptr;
+  auto onDevice = [&](const void* p) -> char* {
+    const char* q = static_cast<const char*>(p);
+    if (q >= sendBuf.data() && q <= sendBuf.data() + sendBuf.size()) return dSend + (q - sendBuf.data());
+    return dRecv + (q - recvBuf.data());
+  };
+  if (buffers != nullptr) {
+    dSend = static_cast<char*>(buffers->allocate(sendBuf.size()));
+    dRecv = static_cast<char*>(buffers->allocate(recvBuf.size()));
+    buffers->upload(dSend, sendBuf.data(), sendBuf.size());
+    buffers->upload(dRecv, recvBuf.data(), recvBuf.size());
+    sendArg = onDevice(sendArg);
+    recv = onDevice(recv);
+    stream = buffers->stream();
+  }
+  struct Release {
+    CaseBuffers* buffers;
+    char* a;
+    char* b;
+    ~Release() {
+      if (buffers) {
+        buffers->release(a);
+        buffers->release(b);
+      }
+    }
+  } release{buffers, dSend, dRecv};
   switch (c.coll) {
-    case Coll::AllReduce: TUTTI_NCCL_CHECK(ncclAllReduce(sendArg, recv, count, t, c.op, comm, nullptr)); break;
-    case Coll::AllGather: TUTTI_NCCL_CHECK(ncclAllGather(sendArg, recv, count, t, comm, nullptr)); break;
-    case Coll::ReduceScatter: TUTTI_NCCL_CHECK(ncclReduceScatter(sendArg, recv, count, t, c.op, comm, nullptr)); break;
-    case Coll::Broadcast: TUTTI_NCCL_CHECK(ncclBroadcast(sendArg, recv, count, t, c.root, comm, nullptr)); break;
-    case Coll::Reduce: TUTTI_NCCL_CHECK(ncclReduce(sendArg, recv, count, t, c.op, c.root, comm, nullptr)); break;
-    case Coll::AlltoAll: TUTTI_NCCL_CHECK(ncclAlltoAll(sendArg, recv, count, t, comm, nullptr)); break;
-    case Coll::Gather: TUTTI_NCCL_CHECK(ncclGather(sendArg, recv, count, t, c.root, comm, nullptr)); break;
-    case Coll::Scatter: TUTTI_NCCL_CHECK(ncclScatter(sendArg, recv, count, t, c.root, comm, nullptr)); break;
+    case Coll::AllReduce: TUTTI_NCCL_CHECK(ncclAllReduce(sendArg, recv, count, t, c.op, comm, stream)); break;
+    case Coll::AllGather: TUTTI_NCCL_CHECK(ncclAllGather(sendArg, recv, count, t, comm, stream)); break;
+    case Coll::ReduceScatter: TUTTI_NCCL_CHECK(ncclReduceScatter(sendArg, recv, count, t, c.op, comm, stream)); break;
+    case Coll::Broadcast: TUTTI_NCCL_CHECK(ncclBroadcast(sendArg, recv, count, t, c.root, comm, stream)); break;
+    case Coll::Reduce: TUTTI_NCCL_CHECK(ncclReduce(sendArg, recv, count, t, c.op, c.root, comm, stream)); break;
+    case Coll::AlltoAll: TUTTI_NCCL_CHECK(ncclAlltoAll(sendArg, recv, count, t, comm, stream)); break;
+    case Coll::Gather: TUTTI_NCCL_CHECK(ncclGather(sendArg, recv, count, t, c.root, comm, stream)); break;
+    case Coll::Scatter: TUTTI_NCCL_CHECK(ncclScatter(sendArg, recv, count, t, c.root, comm, stream)); break;
     case Coll::SendRecv: {
       // A ring exchange: send to the next rank, receive from the previous, in one group.
       TUTTI_NCCL_CHECK(ncclGroupStart());
-      TUTTI_NCCL_CHECK(ncclSend(sendArg, count, t, (rank + 1) % nranks, comm, nullptr));
-      TUTTI_NCCL_CHECK(ncclRecv(recv, count, t, (rank + nranks - 1) % nranks, comm, nullptr));
+      TUTTI_NCCL_CHECK(ncclSend(sendArg, count, t, (rank + 1) % nranks, comm, stream));
+      TUTTI_NCCL_CHECK(ncclRecv(recv, count, t, (rank + nranks - 1) % nranks, comm, stream));
       TUTTI_NCCL_CHECK(ncclGroupEnd());
       break;
     }
   }
+  if (buffers != nullptr) {
+    buffers->synchronize();
+    ncclResult_t async = ncclSuccess;
+    TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess) throw RankFailure(where + ": ncclCommGetAsyncError: " + ncclGetLastError(comm));
+    buffers->download(recvBuf.data(), dRecv, recvBuf.size());
+    recv = recvBuf.data() + (recv - dRecv);
+  }
+  if (output != nullptr) output->assign(recv, recv + outCount * elt);
 
   auto got = [&](size_t j) { return tutti_test::toDouble(t, recv, j); };
   auto exact = [&](double g, double w, size_t j) {
@@ -241,8 +280,8 @@ std::vector<Case> allCases(const std::vector<size_t>& counts, int nranks) {
   return cases;
 }
 
-void runAll(const std::vector<Case>& cases, int rank, int nranks, ncclComm_t comm) {
-  for (const Case& c : cases) runCase(c, rank, nranks, comm);
+void runAll(const std::vector<Case>& cases, int rank, int nranks, ncclComm_t comm, CaseBuffers* buffers) {
+  for (const Case& c : cases) runCase(c, rank, nranks, comm, buffers);
 }
 
 

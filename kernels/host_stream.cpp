@@ -1,11 +1,11 @@
 // Host streams and the registry that recognises their handles.
-#include "runtime/host_stream.h"
+#include "kernels/host_stream.h"
 
 #include <sched.h>
 
 #include <unordered_set>
 
-namespace tutti {
+namespace tutti::kern {
 namespace {
 std::mutex& registryMutex() {
   static std::mutex m;
@@ -136,4 +136,4 @@ void HostStream::loop() {
   }
 }
 
-}  // namespace tutti
+}  // namespace tutti::kern

@@ -13,7 +13,7 @@
 
 #include "nccl.h"
 
-namespace tutti {
+namespace tutti::kern {
 
 class HostStream {
  public:
@@ -64,4 +64,4 @@ class HostStream {
   std::thread thread_;
 };
 
-}  // namespace tutti
+}  // namespace tutti::kern

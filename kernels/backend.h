@@ -1,0 +1,122 @@
+// The executor backend: where a communicator's launches run and where its buffers live. Launch
+// (runtime/launch_*.cpp) talks only to this interface; each backend is its own files and one line
+// of the registry (kernels/backend_registry.cpp):
+//   host      host buffers, host streams, the host executor on worker threads;
+//   emulated  the device executor's code on host threads (a block per worker), host buffers
+//             standing in for device memory: the device logic on machines without a GPU;
+//   cuda      device buffers, the user's CUDA streams, the device executor as a kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/host_executor.h"
+#include "kernels/work.h"
+#include "nccl.h"
+
+namespace tutti::kern {
+
+// One communicator's share of a launch, bound and ready to run: its work arena (host memory), the
+// scratch it needs, and what the host executor asks of the communicator while it runs.
+class ExecutorBackend;
+
+class Launch {
+ public:
+  virtual ~Launch() = default;
+  // The backend of the launch's communicator (a group's launches all have backends of one kind).
+  virtual ExecutorBackend& backend() = 0;
+  // The arena (WorkBuilder); its ops are the current call's.
+  virtual LaunchWork& work() = 0;
+  virtual size_t scratchBytes() const = 0;
+  // Host-memory backends, around a run: takes the communicator's scratch for the arena (before),
+  // gives it back (after).
+  virtual void beforeRun() {}
+  virtual void afterRun() {}
+  // Host executors: the context of worker `worker` (bells, waits, network driving, timeout).
+  virtual ExecutionContext context(int worker) = 0;
+  // Copies the launch needs before its workers, in stream order (an in-place all-to-all's input),
+  // in the backend's memory.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  virtual std::span<const Copy> prologue() const = 0;
+  // A launch that runs without workers (a one-shot all-reduce through the mailboxes, on host
+  // backends): alone() is true and runAlone() runs it on the thread of worker 0.
+  virtual bool alone() const { return false; }
+  virtual void runAlone() {}
+  // A run of the launch failed: records it on the communicator (called once per error).
+  virtual void failed(const Error& error) = 0;
+  // Throws the error a failed run reports to its caller: the communicator's recorded cause where
+  // the run only saw an abort.
+  [[noreturn]] virtual void raise(const Error& error) { throw error; }
+
+  // What the backend keeps for this launch between calls (a device copy of its arena), owned here
+  // so that it lives and dies with the launch.
+  std::shared_ptr<void> backendState;
+  // Where a backend keeps the submission's `done` while the launch waits on a stream.
+  std::function<void()> whenDone;
+};
+
+// Where an executor's memory is.
+enum class MemorySpace : uint8_t { Host, Device };
+
+class ExecutorBackend {
+ public:
+  virtual ~ExecutorBackend() = default;
+  virtual const char* name() const = 0;
+  // Where user buffers, FIFOs and scratch live for this backend.
+  virtual MemorySpace memorySpace() const = 0;
+  // Threads (workers) a launch's worker runs on: the host executor's pool size.
+  virtual int workers() const = 0;
+
+  // Memory for FIFOs and scratch, zero-filled: device memory on device backends. Throws Error
+  // (System) naming `what`.
+  virtual void* allocate(size_t bytes, const std::string& what) = 0;
+  virtual void release(void* p) = 0;
+  // Synchronous copies between host memory and this backend's memory.
+  virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+
+  // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
+  // when they can, else why not (the caller names the operation and rank).
+  virtual std::string streamProblem(cudaStream_t stream) const = 0;
+  virtual std::string bufferProblem(const void* buffer, size_t bytes) const { return ""; }
+
+  // Runs the launches (one per communicator of a group, every launch's backend of this one's
+  // kind) in order on `stream`: a null stream on a host backend means before returning; otherwise
+  // they are queued and the call returns. `done` runs once the backend no longer needs the
+  // launches (after they ran on host backends; once queued on device backends, whose stream
+  // order protects them). The error of a run that happens here is thrown (Launch::raise); that of
+  // a queued run is recorded (Launch::failed) and reported by the stream's synchronisation.
+  virtual void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) = 0;
+  // Waits until everything queued on the stream has run (host streams; device backends leave
+  // this to the user's CUDA calls).
+  virtual void synchronize(cudaStream_t stream) = 0;
+  // Why the backend stopped a launch, if it did (device backends: read from the fault record the
+  // kernel writes; None while nothing failed).
+  virtual ExecFault fault() const { return ExecFault{}; }
+  // Makes every running or queued launch stop soon (ncclCommAbort): sets the abort word.
+  virtual void abort() = 0;
+};
+
+struct BackendOptions {
+  int device = 0;               // the CUDA device (cuda)
+  int workers = 1;              // workers (host threads, thread blocks) a launch may use
+  double timeoutSeconds = 300;  // a device wait without progress fails after this long
+  int emulatedThreads = 4;      // host threads per emulated thread block
+};
+
+// Makes the backend a communicator runs on: "host", "emulated" or "cuda". Throws Error
+// (InvalidUsage) naming `operation` when it cannot be served (no driver, no device).
+std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options,
+                                                     const std::string& operation);
+
+}  // namespace tutti::kern

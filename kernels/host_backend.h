@@ -1,0 +1,39 @@
+// The backends whose memory is the host's (kernels/backend.h): plain memory for FIFOs and
+// scratch, host streams for asynchronous work. The host backend runs the host executor on its
+// worker threads; the emulated backend (kernels/device/emulated_backend.cpp) runs the device
+// executor's code on host threads.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "kernels/backend.h"
+
+namespace tutti::kern {
+
+class HostMemoryBackend : public ExecutorBackend {
+ public:
+  explicit HostMemoryBackend(const BackendOptions& options) : options_(options) {}
+  MemorySpace memorySpace() const override { return MemorySpace::Host; }
+  int workers() const override { return options_.workers; }
+  void* allocate(size_t bytes, const std::string& what) override;
+  void release(void* p) override;
+  void copyIn(void* dst, const void* src, size_t bytes) override;
+  void copyOut(void* dst, const void* src, size_t bytes) override;
+  std::string streamProblem(cudaStream_t stream) const override;
+  void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override;
+  void synchronize(cudaStream_t stream) override;
+
+ protected:
+  // Runs the launches to completion on the calling thread (and the backend's workers); throws the
+  // first failure through its launch's raise().
+  virtual void run(std::span<Launch* const> launches) = 0;
+  BackendOptions options_;
+};
+
+// Host buffers and the host executor (kernels/host_executor.h) on a pool of worker threads.
+std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options);
+// The device executor's code on host threads, over host memory (kernels/device/emulated_backend.cpp).
+std::unique_ptr<ExecutorBackend> makeEmulatedBackend(const BackendOptions& options);
+
+}  // namespace tutti::kern

@@ -1,0 +1,356 @@
+// Binding one communicator's tasks into a work arena (comm_launch.h): algorithm choice, compiled
+// plans, the tiling of each operation over channels (algorithms/tiling.h), lanes, connections,
+// queues and scratch.
+#include "runtime/comm_launch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "algorithms/registry.h"
+#include "algorithms/tiling.h"
+#include "kernels/dtypes.h"
+#include "kernels/host_reduce.h"
+#include "base/log.h"
+#include "runtime/mailbox_path.h"
+#include "runtime/proxy.h"
+#include "runtime/redop.h"
+
+namespace tutti {
+namespace {
+
+// Below this many bytes per channel, fewer channels are used (each costs a lap of latency).
+constexpr size_t kMinBytesPerChannel = 256 * 1024;
+
+// The default when nothing else decides: rings for the reducing and gathering collectives,
+// direct exchanges for the rest, and a channel per kMinBytesPerChannel.
+Selection defaultSelection(ncclComm* comm, const Task& t) {
+  const plan::Coll coll = t.coll;
+  bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
+              coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
+  Selection s;
+  s.algorithm = comm->algorithms.find(ring ? "ring" : "direct");
+  if (!s.algorithm) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + plan::collTitle(t.coll));
+  size_t bytes = t.count * kern::dtypeSize(t.type);
+  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->nchannels)));
+  return s;
+}
+
+// The compiled plan of a task on this rank for one channel, from the communicator's cache (plans
+// depend only on the algorithm, the collective, its root or peer, and the ring and trees the
+// channel follows).
+std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm, int channel = 0) {
+  auto key = std::make_tuple(algorithm.name, int(t.coll), t.root, ringIndexOf(comm->topology.get(), channel),
+                             treeIndexOf(comm->topology.get(), channel));
+  auto cached = comm->planCache.find(key);
+  if (cached == comm->planCache.end()) {
+    plan::PlanRequest request{t.coll, comm->rank, comm->nranks, t.root};
+    request.ranksPerNode = comm->ranksPerNode;
+    request.ring = ringOrderOf(comm->topology.get(), channel);
+    request.trees = treesOf(comm->topology.get(), channel);
+    auto made = std::make_shared<CompiledPlan>();
+    made->plan = algorithm.build(request);
+    kern::checkPlanBounds(made->plan, comm->rank, comm->nranks);
+    made->flat = plan::compilePlan(made->plan);
+    made->resident = &plan::flatPlanOf(made->flat);
+    kern::ExecutorBackend* backend = comm->backend.get();
+    if (backend->memorySpace() == kern::MemorySpace::Device) {
+      const size_t bytes = made->flat.size() * sizeof(uint64_t);
+      void* copy = backend->allocate(bytes, comm->where() + ": the " + algorithm.name + " plan (" + std::to_string(bytes) + " bytes)");
+      made->residentCopy = std::shared_ptr<void>(copy, [backend](void* p) { backend->release(p); });
+      backend->copyIn(copy, made->flat.data(), bytes);
+      made->resident = static_cast<const plan::FlatPlan*>(copy);
+    }
+    cached = comm->planCache.emplace(key, std::move(made)).first;
+  }
+  return cached->second;
+}
+
+// Groups one worker's lanes into queues: lanes that share a connection (directly or through
+// other lanes) form one queue, in plan order; the queues are ordered by their first lane.
+// Returns each queue's lanes (indices into `lanes`).
+template <typename Lane>
+std::vector<std::vector<size_t>> formQueues(const std::vector<Lane>& lanes) {
+  std::vector<size_t> parent(lanes.size());
+  for (size_t i = 0; i < lanes.size(); i++) parent[i] = i;
+  auto find = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::map<ConnKey, size_t> user;  // a lane using each connection
+  for (size_t i = 0; i < lanes.size(); i++)
+    for (const auto* keys : {&lanes[i].sendKeys, &lanes[i].recvKeys})
+      for (const ConnKey& k : *keys) {
+        auto [it, fresh] = user.try_emplace(k, i);
+        if (!fresh) {
+          size_t a = find(it->second), b = find(i);
+          // The smaller index stays the root, so a queue's root is its first lane.
+          if (a != b) parent[std::max(a, b)] = std::min(a, b);
+        }
+      }
+  std::vector<std::vector<size_t>> queues;
+  std::vector<size_t> queueOfRoot(lanes.size(), size_t(-1));
+  for (size_t i = 0; i < lanes.size(); i++) {
+    size_t root = find(i);
+    if (queueOfRoot[root] == size_t(-1)) {
+      queueOfRoot[root] = queues.size();
+      queues.emplace_back();
+    }
+    queues[queueOfRoot[root]].push_back(i);
+  }
+  return queues;
+}
+
+// A self send and its receive become one local copy.
+void pairSelfSends(ncclComm* comm, std::vector<Task>& tasks) {
+  std::vector<Task> kept;
+  std::vector<size_t> sends, recvs;
+  for (size_t i = 0; i < tasks.size(); i++) {
+    const Task& t = tasks[i];
+    if (t.coll == plan::Coll::Send && t.root == comm->rank) sends.push_back(i);
+    else if (t.coll == plan::Coll::Recv && t.root == comm->rank) recvs.push_back(i);
+  }
+  if (sends.size() != recvs.size())
+    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + std::to_string(sends.size()) + " ncclSend and " +
+                                             std::to_string(recvs.size()) +
+                                             " ncclRecv to/from itself in one group; each self send needs its receive in the same group");
+  for (size_t k = 0; k < sends.size(); k++) {
+    Task& s = tasks[sends[k]];
+    const Task& r = tasks[recvs[k]];
+    if (s.count != r.count || s.type != r.type)
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": a self ncclSend of " + std::to_string(s.count) +
+                                               " elements is paired with a self ncclRecv of " + std::to_string(r.count));
+    s.out = r.out;  // the send's plan is then a local copy into the receive buffer
+  }
+  for (size_t i = 0; i < tasks.size(); i++)
+    if (std::find(recvs.begin(), recvs.end(), i) == recvs.end()) kept.push_back(tasks[i]);
+  tasks = std::move(kept);
+}
+
+}  // namespace
+
+Selection chooseAlgorithm(ncclComm* comm, const Task& t) {
+  if (!comm->forcedAlgorithm.empty()) {
+    const plan::Algorithm* forced = comm->algorithms.find(comm->forcedAlgorithm);
+    if (forced && forced->serves(t.coll)) {
+      Selection s = defaultSelection(comm, t);
+      s.algorithm = forced;
+      return s;
+    }
+  }
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv || !comm->selector) return defaultSelection(comm, t);
+  return comm->selector->select(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), comm->nranks));
+}
+
+bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection) {
+  return t.coll == plan::Coll::AllReduce && comm->mailboxesMapped && selection.algorithm->name == "oneshot" &&
+         t.count * kern::dtypeSize(t.type) <= kern::kMailboxBytes;
+}
+
+void throwRecordedCause(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  if (comm->asyncError.load() != ncclSuccess && comm->asyncErrorCode != ErrorCode::Aborted)
+    throw Error(comm->asyncErrorCode, comm->asyncErrorMessage);
+}
+
+kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork) {
+  kern::ExecutionContext ctx;
+  ctx.bell = &comm->control->bells[worker];
+  ctx.abortFlag = &comm->abortFlag;
+  ctx.timeoutSeconds = comm->timeoutSeconds;
+  ctx.spin = comm->spin;
+  ctx.yields = comm->yields;
+  ctx.rank = comm->rank;
+  ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
+  ctx.peerNamerArg = comm;
+  ctx.waitSlot = &comm->waits[size_t(worker)];
+  if (comm->proxy && driveNetwork) {
+    ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
+    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->sendsWaiting(); };
+    ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
+      auto* p = static_cast<tutti::NetProxy*>(proxy);
+      switch (change) {
+        case kern::ExecutionContext::Drive::Start: p->startDriving(); break;
+        case kern::ExecutionContext::Drive::Stop: p->stopDriving(); break;
+        case kern::ExecutionContext::Drive::Release: p->releaseDriving(); break;
+      }
+    };
+    ctx.networkArg = comm->proxy.get();
+  }
+  return ctx;
+}
+
+CommLaunch::~CommLaunch() {
+  for (void* p : inputCopies_) comm->backend->release(p);
+}
+
+kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
+  kern::OpWork op{};
+  op.in = t.in;
+  op.out = t.out;
+  op.count = t.count;
+  op.seq = seq;
+  op.nranks = comm->nranks;
+  op.dtype = uint8_t(t.type);
+  op.eltSize = uint8_t(kern::dtypeSize(t.type));
+  op.coll = uint8_t(t.coll);
+  if (reduces(t.coll)) op.redop = resolveRedOp(comm, t.type, t.op, &op.scalar);
+  return op;
+}
+
+void CommLaunch::bind() {
+  pairSelfSends(comm, tasks);
+  lanes_.assign(size_t(comm->nworkers), {});
+
+  if (tasks.size() == 1) {
+    const Task& t = tasks.front();
+    Selection chosen = selection ? *selection : chooseAlgorithm(comm, t);
+    if (viaMailbox(comm, t, chosen)) {
+      selection = chosen;
+      mailbox = true;
+      builder_.addOp(opFor(t, comm->opSeq++));
+      TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
+                  plan::collTitle(t.coll), (unsigned long long)(comm->opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op));
+      return;
+    }
+  }
+
+  for (const Task& t : tasks) {
+    Selection chosen = selection ? *selection : chooseAlgorithm(comm, t);
+    std::shared_ptr<const CompiledPlan> first;
+    try {
+      first = planFor(comm, t, *chosen.algorithm);
+    } catch (const Error& e) {
+      // A plan file's algorithm serves only the rank count and root it was written for; the
+      // selector estimated it for root 0. Every rank fails alike, so every rank falls back.
+      if (chosen.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->forcedAlgorithm.empty()) throw;
+      chosen = defaultSelection(comm, t);
+      TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), chosen.algorithm->name.c_str());
+      first = planFor(comm, t, *chosen.algorithm);
+    }
+    plans.push_back(first);
+    Task bound = t;
+    const size_t eltSize = kern::dtypeSize(t.type);
+    if (t.coll == plan::Coll::AlltoAll && t.in != nullptr && t.in == t.out) {
+      // Every block is both sent and overwritten: the launch reads its input from a copy, taken
+      // when it runs (in stream order).
+      const size_t bytes = t.count * eltSize * size_t(comm->nranks);
+      void* copy = comm->backend->allocate(bytes, comm->where() + ": a copy of an in-place all-to-all's input");
+      inputCopies_.push_back(copy);
+      prologue_.push_back(Copy{copy, t.in, bytes});
+      bound.in = copy;
+    }
+    const uint32_t opIndex = builder_.addOp(opFor(bound, comm->opSeq++));
+    const int nch = std::clamp(chosen.nchannels, 1, comm->nchannels);
+    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), plan::collTitle(t.coll),
+                (unsigned long long)(comm->opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
+                plan::describe(first->plan).c_str());
+    // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
+    // from the plan's widest joined run (the same on every rank), which must fit one such chunk,
+    // as both cost models cut it.
+    const size_t width = first->flat.empty() ? 1 : plan::flatPlanOf(first->flat).joinWidth;
+    const size_t chunkBytes =
+        plan::joinedChunkBytes(tiling::chunkBytesFor(comm->slotBytes, modelBytes(t.coll, t.count, eltSize, comm->nranks)), width);
+    if (chunkBytes < eltSize)
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + plan::collTitle(t.coll) + " with algorithm " + first->plan.algorithm +
+                                               " joins " + std::to_string(width) + " steps into one message, more than a FIFO slot of " +
+                                               std::to_string(comm->slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
+    for (int c = 0; c < nch; c++) {
+      const tiling::Range range = tiling::channelRange(t.count, nch, c);
+      const int w = workerOfChannel(comm, c);
+      std::shared_ptr<const CompiledPlan> compiled = c == 0 ? first : planFor(comm, t, *chosen.algorithm, c);  // its channel's ring
+      if (c > 0) plans.push_back(compiled);
+      for (size_t l = 0; l < compiled->plan.lanes.size(); l++) {
+        const plan::LaneSpec& spec = compiled->plan.lanes[l];
+        bool whole = false;  // a spread lane: on one channel, over the whole buffer
+        if (!plan::laneRunsOn(spec, c, nch, comm->nranks, &whole)) continue;
+        BoundLane bound;
+        kern::LaneWork& lane = bound.work;
+        lane.plan = compiled->resident;
+        lane.lane = uint32_t(l);
+        lane.op = opIndex;
+        lane.channel = c;
+        lane.begin = whole ? 0 : range.begin;
+        lane.end = whole ? t.count : range.end;
+        lane.chunkElems = std::max<size_t>(1, chunkBytes / eltSize);
+        for (int peer : spec.sendPeers) bound.sendKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, true});
+        for (int peer : spec.recvPeers) bound.recvKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, false});
+        keys_.insert(keys_.end(), bound.sendKeys.begin(), bound.sendKeys.end());
+        keys_.insert(keys_.end(), bound.recvKeys.begin(), bound.recvKeys.end());
+        lanes_[size_t(w)].push_back(std::move(bound));
+      }
+    }
+  }
+}
+
+void CommLaunch::connect() {
+  const bool bells = comm->backend->name() == std::string("host");  // other executors poll
+  for (int w = 0; w < comm->nworkers && !mailbox; w++) {
+    builder_.beginWorker();
+    const std::vector<BoundLane>& lanes = lanes_[size_t(w)];
+    for (const std::vector<size_t>& queue : formQueues(lanes)) {
+      builder_.beginQueue();
+      for (size_t i : queue) {
+        auto end = [&](const ConnKey& k) {
+          const Connection& conn = comm->connections.at(k);
+          // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
+          return kern::ConnEnd{conn.fifo, bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, 0};
+        };
+        std::vector<kern::ConnEnd> sends, recvs;
+        for (const ConnKey& k : lanes[i].sendKeys) sends.push_back(end(k));
+        for (const ConnKey& k : lanes[i].recvKeys) recvs.push_back(end(k));
+        builder_.addLane(lanes[i].work, sends, recvs);
+      }
+    }
+  }
+  lanes_.clear();
+  scratchBytes_ = builder_.layOutScratch();
+  arena_ = builder_.build();
+}
+
+void CommLaunch::rebind(const Task& t) {
+  tasks.front() = t;
+  kern::OpWork& op = work().ops()[0];
+  op = opFor(t, comm->opSeq++);
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s (bound before)", comm->where().c_str(),
+              plan::collTitle(t.coll), (unsigned long long)op.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root,
+              std::clamp(selection->nchannels, 1, comm->nchannels),
+              mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str());
+}
+
+void CommLaunch::beforeRun() {
+  // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets a
+  // previous operation's worker released (NetProxy::releaseDriving).
+  if (comm->proxy && !workersDriveNetwork()) comm->proxy->wake();
+  // Taken when the launch runs, not when it binds, so that launches queued on a stream hold none.
+  if (scratchBytes_ == 0) return;
+  scratch_ = comm->scratch->take(scratchBytes_);
+  work().scratch = scratch_.data();
+}
+
+void CommLaunch::afterRun() {
+  scratch_.release();
+  work().scratch = nullptr;
+}
+
+bool CommLaunch::workersDriveNetwork() const {
+  // When each of the launch's workers has a core to itself (comm->drivingWorkers, set at init).
+  int active = 0;
+  const kern::LaunchWork& w = const_cast<CommLaunch*>(this)->work();
+  for (uint32_t i = 0; i < w.nworkers; i++) active += w.workers()[i].nqueues > 0 ? 1 : 0;
+  return active <= comm->drivingWorkers;
+}
+
+kern::ExecutionContext CommLaunch::context(int worker) { return contextFor(comm, worker, workersDriveNetwork()); }
+
+void CommLaunch::runAlone() {
+  const kern::OpWork& op = work().ops()[0];
+  runMailboxAllReduce(comm, tasks.front(), op.redop, plan::collTitle(tasks.front().coll), op.seq);
+}
+
+void CommLaunch::raise(const Error& error) {
+  if (error.code() == ErrorCode::Aborted) throwRecordedCause(comm);
+  throw error;
+}
+
+}  // namespace tutti

@@ -1,0 +1,105 @@
+// The mailbox path (mailbox_path.h).
+#include "runtime/mailbox_path.h"
+
+#include "kernels/dtypes.h"
+#include "kernels/host_reduce.h"
+#include "kernels/host_stream.h"
+#include "kernels/mailbox.h"
+#include "runtime/comm_launch.h"
+#include "runtime/launch_cache.h"
+#include "base/log.h"
+#include "runtime/redop.h"
+
+namespace tutti {
+
+namespace {
+
+// Whether the selector sends this call through the mailboxes (remembered per size).
+bool mailboxChosen(ncclComm* comm, const Task& t) {
+  const size_t bytes = t.count * kern::dtypeSize(t.type);
+  if (t.coll != plan::Coll::AllReduce || !comm->mailboxesMapped || bytes > kern::kMailboxBytes) return false;
+  if (!comm->forcedAlgorithm.empty()) return viaMailbox(comm, t, chooseAlgorithm(comm, t));
+  if (comm->mailboxChoiceBytes != bytes) {
+    comm->mailboxChoice = viaMailbox(comm, t, chooseAlgorithm(comm, t));
+    comm->mailboxChoiceBytes = bytes;
+  }
+  return comm->mailboxChoice;
+}
+
+// Records a mailbox operation's failure on its communicator and throws its cause.
+[[noreturn]] void failMailbox(ncclComm* comm, const Error& e) {
+  comm->fail(e);
+  if (e.code() == ErrorCode::Aborted) throwRecordedCause(comm);
+  throw e;
+}
+
+kern::RedOp hostRedOp(ncclComm* comm, const Task& t) {
+  const void* deviceScalar = nullptr;
+  return resolveRedOp(comm, t.type, t.op, &deviceScalar);  // the host backend: read now
+}
+
+}  // namespace
+
+void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq) {
+  kern::MailboxAllReduce op;
+  op.seq = ++comm->mailboxSeq;
+  op.rank = comm->rank;
+  op.nranks = comm->nranks;
+  op.boxes = comm->mailboxes[op.seq % 2].data();
+  op.bells = comm->mailboxBells.data();
+  op.in = t.in;
+  op.out = t.out;
+  op.count = t.count;
+  op.type = t.type;
+  op.redop = redop;
+  op.name = name;
+  op.opSeq = opSeq;
+  kern::runMailboxAllReduce(op, contextFor(comm, 0));
+}
+
+bool mailboxNow(ncclComm* comm, const Task& t) {
+  if (!mailboxChosen(comm, t)) return false;
+  const uint64_t opSeq = comm->opSeq++;
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
+              plan::collTitle(t.coll), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
+  try {
+    runMailboxAllReduce(comm, t, hostRedOp(comm, t), plan::collTitle(t.coll), opSeq);
+  } catch (const Error& e) {
+    failMailbox(comm, e);
+  }
+  return true;
+}
+
+bool queueMailbox(ncclComm* comm, const Task& t) {
+  if (!mailboxChosen(comm, t)) return false;
+  LaunchCache& cache = launchCacheOf(comm);
+  LaunchCache::MailboxJob& job = cache.mailboxJobs[cache.mailboxJobsTaken % LaunchCache::kMailboxSlots];
+  if (job.busy.load(std::memory_order_acquire)) return false;
+  job.task = t;
+  job.redop = hostRedOp(comm, t);
+  job.opSeq = comm->opSeq++;
+  job.busy.store(true, std::memory_order_relaxed);
+  cache.mailboxJobsTaken++;
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),
+              plan::collTitle(t.coll), (unsigned long long)job.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
+  comm->pendingStreamJobs++;
+  LaunchCache::MailboxJob* slot = &job;
+  kern::HostStream::fromHandle(t.stream)->enqueue([comm, slot] {
+    struct Done {
+      ncclComm* comm;
+      LaunchCache::MailboxJob* slot;
+      ~Done() {
+        slot->busy.store(false, std::memory_order_release);
+        comm->pendingStreamJobs--;
+      }
+    } done{comm, slot};
+    try {
+      runMailboxAllReduce(comm, slot->task, slot->redop, plan::collTitle(slot->task.coll), slot->opSeq);
+    } catch (const Error& e) {
+      failMailbox(comm, e);
+    }
+  });
+  return true;
+}
+
+}  // namespace tutti
