@@ -10,6 +10,10 @@
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "kernels/host_stream.h"
+#include "runtime/device_backend.h"
+#if defined(TUTTI_HAVE_CUDA)
+#include "kernels/cuda/cuda_memory.h"
+#endif
 #include "runtime/group.h"
 #include "tutti/tutti.h"
 
@@ -69,8 +73,15 @@ TUTTI_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   return guard("ncclMemAlloc", [&] {
     if (ptr == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclMemAlloc: ptr is NULL");
     *ptr = nullptr;
-    // Host backend: page-aligned host memory, as a device allocation would be.
     if (size == 0) return;
+#if defined(TUTTI_HAVE_CUDA)
+    // Where communicators would run: device memory for the cuda backend, as NCCL gives.
+    if (chooseDeviceBackend("ncclMemAlloc") == "cuda") {
+      *ptr = kern::cuda::allocateShareable(size);
+      return;
+    }
+#endif
+    // Host and emulated backends: page-aligned host memory, as a device allocation would be.
     void* p = nullptr;
     if (int err = posix_memalign(&p, 4096, size)) throwSystemError("ncclMemAlloc: " + std::to_string(size) + " bytes", err);
     *ptr = p;
@@ -79,6 +90,9 @@ TUTTI_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
 TUTTI_NCCL_ALIAS(ncclMemAlloc)
 
 TUTTI_API ncclResult_t pncclMemFree(void* ptr) {
+#if defined(TUTTI_HAVE_CUDA)
+  if (ptr != nullptr && kern::cuda::freeShareable(ptr)) return ncclSuccess;
+#endif
   std::free(ptr);
   return ncclSuccess;
 }
