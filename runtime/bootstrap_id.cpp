@@ -1,9 +1,18 @@
-// ncclUniqueId's byte layout.
+// ncclUniqueId: making one (a fresh root and a random secret, or NCCL_COMM_ID's fixed root), and
+// its byte layout.
 #include "runtime/bootstrap_id.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
+#include "base/network_interface.h"
+#include "base/socket.h"
+#include "base/tunables.h"
+#include "runtime/bootstrap.h"
+#include "runtime/bootstrap_root.h"
 
 namespace tutti {
 
@@ -50,5 +59,58 @@ void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id) {
 }
 
 }  // namespace bootstrap_wire
+
+namespace {
+
+using namespace bootstrap_wire;
+
+Secret randomSecret() {
+  Secret secret{};
+  uint8_t* bytes = reinterpret_cast<uint8_t*>(secret.data());
+  size_t filled = 0;
+  while (filled < sizeof secret) {
+    ssize_t count = getrandom(bytes + filled, sizeof secret - filled, 0);
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      throwSystemError("ncclGetUniqueId: getrandom for the bootstrap secret", errno);
+    }
+    filled += static_cast<size_t>(count);
+  }
+  return secret;
+}
+
+}  // namespace
+
+void bootstrapGetUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetUniqueId: uniqueId is null");
+  UniqueIdContents contents;
+  std::string commId = tunables::kCommId.get();
+  if (!commId.empty()) {
+    try {
+      contents.root = SocketAddress::parse(commId);
+    } catch (const Error& error) {
+      throw Error(ErrorCode::InvalidUsage, "NCCL_COMM_ID=" + commId + ": " + error.message());
+    }
+    if (contents.root.port() == 0)
+      throw Error(ErrorCode::InvalidUsage, "NCCL_COMM_ID=" + commId + ": the port must not be 0");
+    contents.secret = kCommIdSecret;
+    contents.fromCommId = true;
+    encodeUniqueId(contents, id);
+    return;
+  }
+  bootstrapNewUniqueId(id);
+}
+
+void bootstrapNewUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "bootstrap: the unique id to fill is null");
+  UniqueIdContents contents;
+  double timeoutSeconds = configuredTimeoutSeconds();
+  NetworkInterface interface = findNetworkInterfaces().front();
+  Socket listener = Socket::listen(interface.address);
+  contents.root = listener.localAddress();
+  contents.secret = randomSecret();
+  bootstrap_detail::startRoot(std::move(listener), contents.secret, timeoutSeconds);
+  encodeUniqueId(contents, id);
+}
 
 }  // namespace tutti
