@@ -1,5 +1,5 @@
 // The bootstrap's rank side: joining through a root, then a socket network between the ranks with
-// allGather, barrier and tagged point-to-point messages, goodbyes and failure notices.
+// allGather, barrier and tagged point-to-point messages.
 //
 // - Each rank runs one listener thread, an event loop that accepts peers and sorts incoming
 //   frames into per-(peer, tag) queues; recv waits on its queue. send connects to the peer on
@@ -8,7 +8,7 @@
 // - Deadlines: a rank gives up at its deadline (plus a grace period while waiting for the root's
 //   answer, so that the root's better error can arrive).
 // - An orderly close says goodbye on every connection it made, so that a peer can tell it from a
-//   process that died.
+//   process that died; failure notices (bootstrap_notices.h) ride on the same messages.
 #include "runtime/bootstrap.h"
 
 #include <unistd.h>
@@ -30,6 +30,7 @@
 #include "base/socket.h"
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_loop.h"
+#include "runtime/bootstrap_notices.h"
 #include "runtime/bootstrap_root.h"
 #include "runtime/bootstrap_wire.h"
 
@@ -45,15 +46,12 @@ constexpr uint32_t kTagAllGather = 100;
 constexpr uint32_t kTagBarrier = 200;
 constexpr uint32_t kTagNotice = 900;  // a failure notice (broadcastNotice)
 constexpr uint32_t kFirstUserTag = 1000;
-// A failure notice gets this long per peer, and a destroy waits this long for notices to leave.
-constexpr double kNoticeSecondsPerPeer = 2.0;
-constexpr std::chrono::seconds kNoticeGrace{3};
 // All goodbyes of one close share this deadline; each is one small frame, normally sent at once.
 constexpr double kGoodbyeSeconds = 1.0;
 // Messages larger than this travel as several frames.
 constexpr size_t kDataChunkBytes = 4u << 20;
 
-class SocketBootstrap final : public Bootstrap {
+class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
  public:
   SocketBootstrap(int rank, int nranks, double timeoutSeconds, const std::atomic<bool>* abortFlag,
                   const Secret& secret)
@@ -63,14 +61,11 @@ class SocketBootstrap final : public Bootstrap {
         abortFlag_(abortFlag),
         secret_(secret),
         peerGone_(nranks),
-        links_(nranks) {}
+        links_(nranks),
+        notices_(rank, nranks, context(), *this) {}
 
   ~SocketBootstrap() override {
-    // A notice still being sent gets a moment to reach the peers: destroy right after a
-    // failure is the usual way out, and the notice is what stops the other ranks quickly.
-    flushNotices();
-    noticeStop_.store(true, std::memory_order_release);
-    if (noticeThread_.joinable()) noticeThread_.join();
+    notices_.stop();  // a notice still being sent goes out first, over the links
     // From here the peers' connections closing is their answer to our close, not a death.
     stopping_.store(true, std::memory_order_release);
     sayGoodbye();
@@ -166,29 +161,17 @@ class SocketBootstrap final : public Bootstrap {
   int nranks() const override { return nranks_; }
 
   void broadcastNotice(const std::string& text) override {
-    std::lock_guard<std::mutex> lock(noticeMutex_);
-    if (noticeThread_.joinable() || peers_.empty()) return;
-    std::string message = text.substr(0, kMaxErrorBytes);
-    try {
-      noticeThread_ = std::thread([this, message] { sendNotices(message); });
-    } catch (const std::system_error& error) {
-      TUTTI_WARN("%s: cannot start the thread that tells the other ranks of a failure: %s", context().c_str(), error.what());
-    }
+    if (!peers_.empty()) notices_.broadcast(text);  // not joined: no peer to tell
   }
 
-  void flushNotices() override {
-    std::unique_lock<std::mutex> lock(noticeMutex_);
-    if (noticeThread_.joinable()) noticeDoneChanged_.wait_for(lock, kNoticeGrace, [this] { return noticeDone_; });
-  }
+  void flushNotices() override { notices_.flush(); }
 
   void setNoticeHandler(std::function<void(int sender, const std::string& text)> handler) override {
-    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-    noticeHandler_ = std::move(handler);
+    notices_.setNoticeHandler(std::move(handler));
   }
 
   void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) override {
-    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-    peerLostHandler_ = std::move(handler);
+    notices_.setPeerLostHandler(std::move(handler));
   }
 
   std::string peerAddress(int peer) const override {
@@ -264,7 +247,7 @@ class SocketBootstrap final : public Bootstrap {
     return "bootstrap rank " + std::to_string(rank_) + " of " + std::to_string(nranks_);
   }
 
-  std::string describePeer(int peer) const {
+  std::string describePeer(int peer) const override {
     return "rank " + std::to_string(peer) + " (" + (peers_.empty() ? std::string("?") : peers_[peer].toString()) + ")";
   }
 
@@ -303,25 +286,13 @@ class SocketBootstrap final : public Bootstrap {
     }
   }
 
-  // Runs on the notice thread: one short attempt per peer, in rank order from ours.
-  void sendNotices(const std::string& message) {
-    for (int i = 1; i < nranks_ && !noticeStop_.load(std::memory_order_acquire); ++i) {
-      int peer = (rank_ + i) % nranks_;
-      {
-        std::lock_guard<std::mutex> lock(inboxMutex_);
-        if (!peerGone_[peer].empty()) continue;  // its connection to us ended: likely the one that died
-      }
-      try {
-        sendMessage(peer, kTagNotice, message.data(), message.size(), deadlineAfter(kNoticeSecondsPerPeer), "notice",
-                    &noticeStop_);
-      } catch (const Error& error) {
-        TUTTI_INFO(log::Bootstrap, "%s: could not tell %s of the failure: %s", context().c_str(), describePeer(peer).c_str(),
-                   error.what());
-      }
-    }
-    std::lock_guard<std::mutex> lock(noticeMutex_);
-    noticeDone_ = true;
-    noticeDoneChanged_.notify_all();
+  bool peerGone(int peer) override {
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    return !peerGone_[peer].empty();
+  }
+
+  void sendNotice(int peer, const std::string& text, SteadyTime deadline, const std::atomic<bool>* stop) override {
+    sendMessage(peer, kTagNotice, text.data(), text.size(), deadline, "notice", stop);
   }
 
   void sendMessage(int peer, uint32_t tag, const void* data, size_t size, SteadyTime deadline,
@@ -401,10 +372,7 @@ class SocketBootstrap final : public Bootstrap {
 
   void deliver(int sender, uint32_t tag, std::vector<uint8_t>&& message) {
     if (tag == kTagNotice && sender != rank_) {
-      std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-      std::string text(message.begin(), message.end());
-      TUTTI_INFO(log::Bootstrap, "%s: %s reports a failure: %s", context().c_str(), describePeer(sender).c_str(), text.c_str());
-      if (noticeHandler_) noticeHandler_(sender, text);
+      notices_.deliver(sender, std::string(message.begin(), message.end()));
       return;
     }
     {
@@ -483,18 +451,13 @@ class SocketBootstrap final : public Bootstrap {
     markPeerGone(peer.sender, "the connection from rank " + std::to_string(peer.sender) + " ended: " + why);
     // A stall is a live but stuck peer: TUTTI_TIMEOUT is the bound for those.
     if (peer.saidGoodbye || kind == DropKind::Stalled || stopping_.load(std::memory_order_acquire)) return;
-    if (kind == DropKind::Refused) reportPeerLost(peer.sender, "its bootstrap connection failed: " + why);
+    if (kind == DropKind::Refused)
+      notices_.reportPeerLost(peer.sender, "its bootstrap connection failed: " + why);
     else if (peer.connection.closeError() != 0)
-      reportPeerLost(peer.sender, "its process ended: the bootstrap connection was reset without a goodbye (" +
-                                      errnoText(peer.connection.closeError()) + ")");
+      notices_.reportPeerLost(peer.sender, "its process ended: the bootstrap connection was reset without a goodbye (" +
+                                               errnoText(peer.connection.closeError()) + ")");
     else
-      reportPeerLost(peer.sender, "its process ended: the bootstrap connection closed without a goodbye");
-  }
-
-  void reportPeerLost(int peer, const std::string& reason) {
-    TUTTI_INFO(log::Bootstrap, "%s: %s is gone: %s", context().c_str(), describePeer(peer).c_str(), reason.c_str());
-    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-    if (peerLostHandler_) peerLostHandler_(peer, reason);
+      notices_.reportPeerLost(peer.sender, "its process ended: the bootstrap connection closed without a goodbye");
   }
 
   void serveListener() {
@@ -531,14 +494,7 @@ class SocketBootstrap final : public Bootstrap {
 
   std::vector<Link> links_;  // by peer
 
-  std::mutex noticeHandlerMutex_;
-  std::function<void(int, const std::string&)> noticeHandler_;
-  std::function<void(int, const std::string&)> peerLostHandler_;  // under noticeHandlerMutex_
-  std::mutex noticeMutex_;
-  std::condition_variable noticeDoneChanged_;
-  bool noticeDone_ = false;
-  std::atomic<bool> noticeStop_{false};
-  std::thread noticeThread_;
+  FailureNotices notices_;  // stopped first: its thread sends through the links
 
   std::unique_ptr<WakeupEvent> wakeup_;
   std::atomic<bool> stopping_{false};
