@@ -1,44 +1,24 @@
-// The bootstrap: root rendezvous servers, framed messages, and the per-rank socket network with
+// The bootstrap's rank side: joining through a root, then a socket network between the ranks with
 // allGather, barrier and tagged point-to-point messages.
 //
-// Design, in short:
-// - A root serves one rendezvous and exits. It is an event loop (poll) over its listener and
-//   the connections it accepted, so a silent or malicious connection never stalls the real ranks.
-//   Each rank registers (rank, nranks, its listener address, host, pid) and keeps the connection
-//   open; once its whole block is there, the root sends every rank the table of listener
-//   addresses, or, at the deadline, an error frame that names the ranks that never came.
-// - With nIds > 1 roots (ncclCommInitRankScalable) every root gathers its block of ranks; roots
-//   1..nIds-1 then send their block to root 0 (whose address and secret every registration
-//   carries), root 0 answers each with the full table, and each root hands it to its ranks. A
-//   block that times out tells root 0 why, so every rank's error names the missing ranks.
 // - Each rank runs one listener thread, an event loop that accepts peers and sorts incoming
 //   frames into per-(peer, tag) queues; recv waits on its queue. send connects to the peer on
 //   first use and keeps the connection: one connection per ordered pair, so messages of one
 //   pair and tag arrive in order. Messages larger than a frame travel as several frames.
-// - Every frame starts with {magic, type, tag, sender, length, secret}. A connection whose frame
-//   has a bad magic, a wrong secret, a type or length not allowed there, or that goes silent in
-//   the middle of a frame (or before its first one) is dropped and logged; nothing is allocated
-//   for a length that was not checked first.
 // - Deadlines: a rank gives up at its deadline (plus a grace period while waiting for the root's
-//   answer, so that the root's better error can arrive). The root's deadline is the earliest of
-//   its ranks' deadlines (each registration carries the time its rank has left).
+//   answer, so that the root's better error can arrive).
+// - An orderly close says goodbye on every connection it made, so that a peer can tell it from a
+//   process that died; failure notices (bootstrap_notices.h) ride on the same messages.
 #include "runtime/bootstrap.h"
 
-#include <sys/eventfd.h>
-#include <sys/random.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
-#include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -48,957 +28,30 @@
 #include "base/log.h"
 #include "base/network_interface.h"
 #include "base/socket.h"
-#include "base/tunables.h"
+#include "runtime/bootstrap_id.h"
+#include "runtime/bootstrap_loop.h"
+#include "runtime/bootstrap_notices.h"
+#include "runtime/bootstrap_root.h"
+#include "runtime/bootstrap_wire.h"
 
 namespace tutti {
-
-using bootstrap_wire::FrameHeader;
-using Secret = std::array<uint64_t, 2>;
-using WireAddress = std::array<uint8_t, SocketAddress::kWireBytes>;
-
-namespace bootstrap_wire {
-
-namespace {
-
-struct UniqueIdLayout {
-  uint64_t magic;
-  uint64_t secret[2];
-  uint32_t flags;
-  uint32_t reserved;
-  uint8_t root[SocketAddress::kWireBytes];
-};
-static_assert(sizeof(UniqueIdLayout) <= sizeof(ncclUniqueId));
-constexpr uint32_t kFlagFromCommId = 1;
-
-}  // namespace
-
-UniqueIdContents decodeUniqueId(const ncclUniqueId& id) {
-  UniqueIdLayout layout;
-  std::memcpy(&layout, &id, sizeof layout);
-  if (layout.magic != kUniqueIdMagic)
-    throw Error(ErrorCode::InvalidArgument,
-                "ncclUniqueId was not made by ncclGetUniqueId (bad magic); was it copied to every rank?");
-  UniqueIdContents contents;
-  contents.root = SocketAddress::fromWire(layout.root);
-  if (contents.root.empty() || contents.root.port() == 0)
-    throw Error(ErrorCode::InvalidArgument, "ncclUniqueId holds no bootstrap root address");
-  contents.secret = {layout.secret[0], layout.secret[1]};
-  contents.fromCommId = (layout.flags & kFlagFromCommId) != 0;
-  return contents;
-}
-
-void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id) {
-  UniqueIdLayout layout{};
-  layout.magic = kUniqueIdMagic;
-  layout.secret[0] = contents.secret[0];
-  layout.secret[1] = contents.secret[1];
-  layout.flags = contents.fromCommId ? kFlagFromCommId : 0;
-  contents.root.toWire(layout.root);
-  std::memset(id, 0, sizeof *id);
-  std::memcpy(id, &layout, sizeof layout);
-}
-
-std::string formatRankList(const std::vector<int>& ranks) {
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  constexpr size_t kMaxRanges = 16;
-  std::string text;
-  size_t ranges = 0;
-  size_t i = 0;
-  while (i < sorted.size()) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (ranges == kMaxRanges) {
-      text += ", ... and " + std::to_string(sorted.size() - i) + " more";
-      break;
-    }
-    if (!text.empty()) text += ", ";
-    text += std::to_string(sorted[i]);
-    if (j > i) text += "-" + std::to_string(sorted[j]);
-    ++ranges;
-    i = j + 1;
-  }
-  return text;
-}
-
-int blockOfRank(int rank, int nranks, int nIds) {
-  int base = nranks / nIds;
-  int larger = nranks % nIds;  // the first `larger` blocks hold base + 1 ranks
-  int inLarger = larger * (base + 1);
-  return rank < inLarger ? rank / (base + 1) : larger + (rank - inLarger) / base;
-}
-
-int firstRankOfBlock(int block, int nranks, int nIds) {
-  int base = nranks / nIds;
-  int larger = nranks % nIds;
-  return block * base + std::min(block, larger);
-}
-
-int blockSize(int block, int nranks, int nIds) {
-  return nranks / nIds + (block < nranks % nIds ? 1 : 0);
-}
-
-}  // namespace bootstrap_wire
 
 namespace {
 
 using namespace bootstrap_wire;
+using namespace bootstrap_detail;
 
 // Tags below 1000 are ours; a collective's round is added to its base.
 constexpr uint32_t kTagAllGather = 100;
 constexpr uint32_t kTagBarrier = 200;
 constexpr uint32_t kTagNotice = 900;  // a failure notice (broadcastNotice)
 constexpr uint32_t kFirstUserTag = 1000;
-// A failure notice gets this long per peer, and a destroy waits this long for notices to leave.
-constexpr double kNoticeSecondsPerPeer = 2.0;
-constexpr std::chrono::seconds kNoticeGrace{3};
 // All goodbyes of one close share this deadline; each is one small frame, normally sent at once.
 constexpr double kGoodbyeSeconds = 1.0;
-
-// A rank waits this much past its deadline for the root's answer, so that the root's error
-// (which it sends at the earliest rank's deadline) arrives before the rank gives up on it.
-constexpr double kRootAnswerGraceSeconds = 3;
-// Root 0 waits this much past its deadline for the other roots' blocks; a block root waits this
-// much for root 0's answer. Both are below kRootAnswerGraceSeconds, so ranks hear the outcome.
-constexpr double kBlockReportGraceSeconds = 1;
-constexpr double kRootZeroAnswerGraceSeconds = 2;
 // Messages larger than this travel as several frames.
 constexpr size_t kDataChunkBytes = 4u << 20;
-// Small frames go out in one send.
-constexpr size_t kCoalesceBytes = 4096;
 
-// How long a connection may stay silent before its first frame, or in the middle of one.
-double handshakeSeconds(double timeoutSeconds) { return std::clamp(timeoutSeconds / 4, 1.0, 10.0); }
-
-std::string secondsText(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g s", seconds);
-  return text;
-}
-
-Secret randomSecret() {
-  Secret secret{};
-  uint8_t* bytes = reinterpret_cast<uint8_t*>(secret.data());
-  size_t filled = 0;
-  while (filled < sizeof secret) {
-    ssize_t count = getrandom(bytes + filled, sizeof secret - filled, 0);
-    if (count < 0) {
-      if (errno == EINTR) continue;
-      throwSystemError("ncclGetUniqueId: getrandom for the bootstrap secret", errno);
-    }
-    filled += static_cast<size_t>(count);
-  }
-  return secret;
-}
-
-double configuredTimeoutSeconds() {
-  int64_t seconds = tunables::kBootstrapTimeout.get();
-  if (seconds <= 0)
-    throw Error(ErrorCode::InvalidUsage,
-                "TUTTI_BOOTSTRAP_TIMEOUT=" + std::to_string(seconds) + ": must be a positive number of seconds");
-  return static_cast<double>(seconds);
-}
-
-// Text that came over the wire, made safe to print.
-std::string printable(const uint8_t* bytes, size_t size) {
-  std::string text(reinterpret_cast<const char*>(bytes), size);
-  for (char& c : text)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f) c = '?';
-  return text;
-}
-
-[[noreturn]] void rethrowWithContext(const Error& error, const std::string& context) {
-  throw Error(error.code(), context + ": " + error.message());
-}
-
-// ---------------------------------------------------------------------------------------------
-// Frames
-
-struct Frame {
-  FrameHeader header{};
-  std::vector<uint8_t> payload;
-};
-
-// Which frame types a connection may carry, and how large each may be.
-struct FramePolicy {
-  explicit FramePolicy(const Secret& expectedSecret) : secret(expectedSecret) { maxPayload.fill(-1); }
-  FramePolicy& allow(uint32_t type, uint64_t maxBytes) {
-    maxPayload.at(type) = static_cast<int64_t>(maxBytes);
-    return *this;
-  }
-  Secret secret;
-  std::array<int64_t, 8> maxPayload{};  // by type; negative: not accepted here
-};
-
-// Empty when the header is acceptable, else why not.
-std::string checkFrameHeader(const FrameHeader& header, const FramePolicy& policy) {
-  if (header.magic != kFrameMagic) {
-    char text[64];
-    std::snprintf(text, sizeof text, "bad magic 0x%016llx", static_cast<unsigned long long>(header.magic));
-    return text;
-  }
-  // Compared without an early exit, so timing tells nothing about the secret.
-  uint64_t difference = (header.secret[0] ^ policy.secret[0]) | (header.secret[1] ^ policy.secret[1]);
-  if (difference != 0) return "wrong secret";
-  if (header.type >= policy.maxPayload.size() || policy.maxPayload[header.type] < 0)
-    return "frame type " + std::to_string(header.type) + " is not expected here";
-  if (header.payloadBytes > static_cast<uint64_t>(policy.maxPayload[header.type]))
-    return "frame of type " + std::to_string(header.type) + " announces " + std::to_string(header.payloadBytes) +
-           " bytes, more than the " + std::to_string(policy.maxPayload[header.type]) + " allowed";
-  return {};
-}
-
-void sendFrame(Socket& socket, uint32_t type, uint32_t tag, int32_t sender, const Secret& secret,
-               const void* payload, size_t size, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
-  FrameHeader header{};
-  header.magic = kFrameMagic;
-  header.type = type;
-  header.tag = tag;
-  header.senderRank = sender;
-  header.payloadBytes = size;
-  header.secret[0] = secret[0];
-  header.secret[1] = secret[1];
-  if (size <= kCoalesceBytes) {
-    uint8_t buffer[sizeof(FrameHeader) + kCoalesceBytes];
-    std::memcpy(buffer, &header, sizeof header);
-    if (size > 0) std::memcpy(buffer + sizeof header, payload, size);
-    socket.sendAll(buffer, sizeof header + size, deadline, abortFlag);
-  } else {
-    socket.sendAll(&header, sizeof header, deadline, abortFlag);
-    socket.sendAll(payload, size, deadline, abortFlag);
-  }
-}
-
-// Reads one whole frame, waiting until the deadline. A frame the policy refuses is a Remote error.
-Frame readFrame(Socket& socket, const FramePolicy& policy, SteadyTime deadline,
-                const std::atomic<bool>* abortFlag) {
-  Frame frame;
-  socket.recvAll(&frame.header, sizeof frame.header, deadline, abortFlag);
-  std::string problem = checkFrameHeader(frame.header, policy);
-  if (!problem.empty())
-    throw Error(ErrorCode::Remote, "bad frame from " + socket.peerAddress().toString() + ": " + problem);
-  frame.payload.resize(frame.header.payloadBytes);
-  socket.recvAll(frame.payload.data(), frame.payload.size(), deadline, abortFlag);
-  return frame;
-}
-
-std::vector<uint8_t> errorPayload(ErrorCode code, const std::string& message) {
-  std::string text = message.substr(0, kMaxErrorBytes - sizeof(uint32_t));
-  std::vector<uint8_t> payload(sizeof(uint32_t) + text.size());
-  uint32_t codeValue = static_cast<uint32_t>(code);
-  std::memcpy(payload.data(), &codeValue, sizeof codeValue);
-  std::memcpy(payload.data() + sizeof codeValue, text.data(), text.size());
-  return payload;
-}
-
-Error errorFromPayload(const std::vector<uint8_t>& payload, const SocketAddress& from) {
-  if (payload.size() < sizeof(uint32_t))
-    return Error(ErrorCode::Remote, "malformed error frame from " + from.toString());
-  uint32_t codeValue = 0;
-  std::memcpy(&codeValue, payload.data(), sizeof codeValue);
-  ErrorCode code = codeValue <= static_cast<uint32_t>(ErrorCode::Aborted) ? static_cast<ErrorCode>(codeValue)
-                                                                          : ErrorCode::Remote;
-  return Error(code, printable(payload.data() + sizeof codeValue, payload.size() - sizeof codeValue));
-}
-
-std::vector<uint8_t> tablePayload(const std::vector<WireAddress>& table) {
-  std::vector<uint8_t> payload(8 + table.size() * SocketAddress::kWireBytes);
-  int32_t count = static_cast<int32_t>(table.size());
-  std::memcpy(payload.data(), &count, sizeof count);
-  for (size_t i = 0; i < table.size(); ++i)
-    std::memcpy(payload.data() + 8 + i * SocketAddress::kWireBytes, table[i].data(), SocketAddress::kWireBytes);
-  return payload;
-}
-
-uint64_t tablePayloadBytes(int nranks) { return 8 + static_cast<uint64_t>(nranks) * SocketAddress::kWireBytes; }
-
-// A connection read without blocking by an event loop, one frame at a time.
-class IncomingConnection {
- public:
-  enum class Status { Open, Closed, Rejected };
-
-  IncomingConnection(Socket socket, double handshakeSeconds)
-      : socket_(std::move(socket)),
-        handshakeSeconds_(handshakeSeconds),
-        progressDeadline_(later(SteadyClock::now(), handshakeSeconds)) {}
-
-  // Reads what has arrived and appends every completed frame to `frames`. Closed: the peer closed
-  // between frames. Rejected: `reason` says why the connection must go.
-  Status pump(const FramePolicy& policy, std::vector<Frame>& frames, std::string& reason) {
-    size_t budget = 8u << 20;  // then let the other connections have a turn
-    for (;;) {
-      uint8_t* target = nullptr;
-      size_t wanted = 0;
-      if (!inPayload_) {
-        target = reinterpret_cast<uint8_t*>(&current_.header) + headerBytes_;
-        wanted = sizeof(FrameHeader) - headerBytes_;
-      } else {
-        target = current_.payload.data() + payloadBytes_;
-        wanted = current_.payload.size() - payloadBytes_;
-      }
-      if (wanted > 0) {
-        Socket::ReadResult read = socket_.readSome(target, wanted);
-        if (read.bytes == 0) {
-          if (!read.closed) return Status::Open;
-          closeError_ = read.error;
-          if (!midFrame()) return Status::Closed;
-          reason = "connection closed in the middle of a frame";
-          return Status::Rejected;
-        }
-        progressDeadline_ = later(SteadyClock::now(), handshakeSeconds_);
-        if (!inPayload_) headerBytes_ += read.bytes;
-        else payloadBytes_ += read.bytes;
-        budget -= std::min(budget, read.bytes);
-        if (!inPayload_ && headerBytes_ < sizeof(FrameHeader)) continue;
-        if (inPayload_ && payloadBytes_ < current_.payload.size()) {
-          if (budget == 0) return Status::Open;
-          continue;
-        }
-      }
-      if (!inPayload_) {
-        reason = checkFrameHeader(current_.header, policy);
-        if (!reason.empty()) return Status::Rejected;
-        current_.payload.resize(current_.header.payloadBytes);  // bounded by the policy
-        inPayload_ = true;
-        payloadBytes_ = 0;
-        if (!current_.payload.empty()) continue;
-      }
-      frames.push_back(std::move(current_));
-      current_ = Frame();
-      headerBytes_ = 0;
-      payloadBytes_ = 0;
-      inPayload_ = false;
-      framesSeen_ = true;
-      if (budget == 0) return Status::Open;
-    }
-  }
-
-  // Silent before the first frame, or in the middle of one, for too long.
-  bool stalled(SteadyTime now) const { return (!framesSeen_ || midFrame()) && now >= progressDeadline_; }
-  std::string stallReason() const {
-    return (framesSeen_ || midFrame() ? "truncated frame: no progress for " : "no frame within ") +
-           secondsText(handshakeSeconds_);
-  }
-
-  Socket& socket() { return socket_; }
-  const SocketAddress& remote() const { return socket_.peerAddress(); }
-  // The errno that ended the connection (a reset), or 0 when the peer closed it.
-  int closeError() const { return closeError_; }
-
- private:
-  bool midFrame() const { return headerBytes_ > 0 || inPayload_; }
-
-  Socket socket_;
-  double handshakeSeconds_;
-  SteadyTime progressDeadline_;
-  Frame current_;
-  size_t headerBytes_ = 0;
-  size_t payloadBytes_ = 0;
-  bool inPayload_ = false;
-  bool framesSeen_ = false;
-  int closeError_ = 0;
-};
-
-// Wakes an event loop from another thread.
-class WakeupEvent {
- public:
-  WakeupEvent() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-    if (fd_ < 0) throwSystemError("bootstrap: eventfd", errno);
-  }
-  ~WakeupEvent() { ::close(fd_); }
-  WakeupEvent(const WakeupEvent&) = delete;
-  WakeupEvent& operator=(const WakeupEvent&) = delete;
-  void signal() {
-    uint64_t one = 1;
-    (void)!::write(fd_, &one, sizeof one);
-  }
-  void drain() {
-    uint64_t value = 0;
-    (void)!::read(fd_, &value, sizeof value);
-  }
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-enum class DropKind { Refused, Closed, Stalled };
-
-// What one turn of the event loop below works in, kept by its caller across turns so that an idle
-// turn allocates nothing (the listener of a rank stays up for the communicator's whole life).
-struct ServeScratch {
-  std::vector<pollfd> pollSet;
-  std::vector<char> dropped;
-  std::vector<Frame> frames;
-  std::string reason;
-};
-
-// One turn of an event loop over a listener and the connections it accepted (each Entry holds an
-// IncomingConnection named `connection`): waits up to one poll slice, reads what arrived, hands
-// every complete frame to onFrame (which returns why the connection must go, or empty), drops
-// refused, closed and stalled connections after telling onDrop, and accepts new connections.
-template <typename Entry, typename OnFrame, typename OnDrop>
-void serveConnectionsOnce(Socket& listener, WakeupEvent* wakeup, std::vector<std::unique_ptr<Entry>>& entries,
-                          const FramePolicy& policy, double handshakeSeconds, const std::string& who,
-                          ServeScratch& scratch, OnFrame&& onFrame, OnDrop&& onDrop) {
-  std::vector<pollfd>& pollSet = scratch.pollSet;
-  pollSet.clear();
-  pollSet.push_back({listener.fd(), POLLIN, 0});
-  pollSet.push_back({wakeup != nullptr ? wakeup->fd() : -1, POLLIN, 0});  // poll skips fd -1
-  constexpr size_t kFirstEntry = 2;
-  for (const auto& entry : entries) pollSet.push_back({entry->connection.socket().fd(), POLLIN, 0});
-  int ready = ::poll(pollSet.data(), pollSet.size(), static_cast<int>(kPollSlice.count()));
-  if (ready < 0 && errno != EINTR) throwSystemError(who + ": poll", errno);
-  if (ready <= 0) ready = 0;
-  if (wakeup != nullptr && pollSet[1].revents != 0) wakeup->drain();
-
-  std::vector<char>& dropped = scratch.dropped;
-  dropped.assign(entries.size(), 0);
-  for (size_t i = 0; ready > 0 && i < entries.size(); ++i) {
-    if (pollSet[kFirstEntry + i].revents == 0) continue;
-    Entry& entry = *entries[i];
-    scratch.frames.clear();
-    scratch.reason.clear();
-    IncomingConnection::Status status = entry.connection.pump(policy, scratch.frames, scratch.reason);
-    // Frames that arrived whole before any bad bytes still count.
-    for (Frame& frame : scratch.frames) {
-      std::string problem = onFrame(entry, frame);
-      if (!problem.empty()) {
-        status = IncomingConnection::Status::Rejected;
-        scratch.reason = problem;
-        break;
-      }
-    }
-    if (status == IncomingConnection::Status::Rejected) onDrop(entry, DropKind::Refused, scratch.reason);
-    if (status == IncomingConnection::Status::Closed) onDrop(entry, DropKind::Closed, std::string());
-    dropped[i] = status != IncomingConnection::Status::Open;
-  }
-  SteadyTime now = SteadyClock::now();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (dropped[i] || !entries[i]->connection.stalled(now)) continue;
-    onDrop(*entries[i], DropKind::Stalled, entries[i]->connection.stallReason());
-    dropped[i] = true;
-  }
-  for (size_t i = entries.size(); i-- > 0;)
-    if (dropped[i]) entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
-
-  if (pollSet[0].revents != 0)
-    for (Socket accepted = listener.tryAccept(); accepted.valid(); accepted = listener.tryAccept())
-      entries.push_back(std::make_unique<Entry>(std::move(accepted), handshakeSeconds));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Roots
-
-// The root servers running in this process. Never destroyed: detached root threads may still
-// look at it while the process exits.
-struct RootRegistry {
-  std::mutex mutex;
-  std::set<std::string> running;     // listener addresses
-  std::atomic<bool> exiting{false};  // set at exit: roots stop quietly
-};
-
-RootRegistry& rootRegistry() {
-  static RootRegistry* registry = new RootRegistry();
-  return *registry;
-}
-
-void markProcessExiting() { rootRegistry().exiting.store(true, std::memory_order_release); }
-
-class RootServer {
- public:
-  RootServer(Socket listener, const Secret& secret, double unusedTimeoutSeconds)
-      : listener_(std::move(listener)),
-        address_(listener_.localAddress()),
-        secret_(secret),
-        unusedDeadline_(deadlineAfter(unusedTimeoutSeconds)),
-        handshakeSeconds_(handshakeSeconds(unusedTimeoutSeconds)) {}
-
-  const SocketAddress& address() const { return address_; }
-
-  // The thread body: serves one rendezvous, or gives up at the deadline, then returns.
-  void run() noexcept {
-    try {
-      serve();
-    } catch (const std::exception& error) {
-      TUTTI_WARN("bootstrap root %s: %s", address_.toString().c_str(), error.what());
-      failEveryone(ErrorCode::Internal, std::string("bootstrap root ") + address_.toString() +
-                                            " failed: " + error.what());
-    }
-    RootRegistry& registry = rootRegistry();
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    registry.running.erase(address_.toString());
-  }
-
- private:
-  enum class Role { Unknown, Rank, BlockRoot, Done };
-
-  struct Peer {
-    Peer(Socket socket, double handshakeSeconds) : connection(std::move(socket), handshakeSeconds) {}
-    IncomingConnection connection;
-    Role role = Role::Unknown;
-    int id = -1;  // the rank, or the block of a block root
-    std::string host;
-    uint32_t pid = 0;
-  };
-
-  // The job this root serves, fixed by the first registration or block report.
-  struct Shape {
-    int nranks = 0;
-    int nIds = 0;
-    int block = 0;
-    int firstRank = 0;
-    int count = 0;
-    uint32_t timeoutMs = 0;
-  };
-
-  bool exiting() const { return rootRegistry().exiting.load(std::memory_order_acquire); }
-  std::string who() const { return "bootstrap root " + address_.toString(); }
-  std::string timeoutText() const { return secondsText(shape_ ? shape_->timeoutMs / 1000.0 : 0); }
-  std::string blockText(int block) const {
-    return "bootstrap root " + std::to_string(block) + " of " + std::to_string(shape_->nIds);
-  }
-
-  FramePolicy policy() const {
-    FramePolicy policy(secret_);
-    policy.allow(kRegister, sizeof(RegistrationPayload));
-    policy.allow(kBlockReport, kMaxDataFrameBytes);
-    policy.allow(kBlockFailed, kMaxErrorBytes);
-    return policy;
-  }
-
-  bool ownBlockComplete() const {
-    return shape_ && std::all_of(rankPeers_.begin(), rankPeers_.end(), [](Peer* peer) { return peer != nullptr; });
-  }
-  // The earliest deadline of the ranks (and block roots) heard from so far.
-  SteadyTime deadline() const { return haveDeadline_ ? deadline_ : unusedDeadline_; }
-
-  void serve() {
-    FramePolicy framePolicy = policy();
-    const std::string name = who();
-    ServeScratch scratch;
-    for (;;) {
-      if (exiting()) return;
-      SteadyTime now = SteadyClock::now();
-      if (!shape_) {
-        if (now >= unusedDeadline_) {
-          TUTTI_INFO(log::Bootstrap, "%s: nobody registered before the timeout; exiting", who().c_str());
-          return;
-        }
-      } else if (shape_->nIds == 1 || shape_->block > 0) {
-        if (ownBlockComplete()) {
-          if (shape_->nIds == 1) sendToRanks(kTable, tablePayload(entries_));
-          else forwardThroughRootZero();
-          return;
-        }
-        if (now >= deadline()) {
-          failOwnBlockTimeout();
-          return;
-        }
-      } else {  // root 0 of several
-        bool everyBlockReported = true;
-        bool everyBlockAnswered = true;  // reported, or said why it cannot
-        for (size_t block = 1; block < blockPeers_.size(); ++block) {
-          everyBlockReported = everyBlockReported && blockPeers_[block] != nullptr;
-          everyBlockAnswered = everyBlockAnswered && (blockPeers_[block] != nullptr || !blockFailures_[block].empty());
-        }
-        if (ownBlockComplete() && everyBlockReported) {
-          completeAsRootZero();
-          return;
-        }
-        bool ownLate = !ownBlockComplete() && now >= deadline();
-        bool reportsLate = now >= later(deadline(), kBlockReportGraceSeconds);
-        if (ownLate || reportsLate || (ownBlockComplete() && everyBlockAnswered)) {
-          failAsRootZero();
-          return;
-        }
-      }
-
-      serveConnectionsOnce(listener_, nullptr, peers_, framePolicy, handshakeSeconds_, name, scratch,
-                           [this](Peer& peer, Frame& frame) { return handleFrame(peer, frame); },
-                           [this](Peer& peer, DropKind kind, const std::string& reason) {
-                             if (kind == DropKind::Closed)
-                               noteClosed(peer);
-                             else
-                               TUTTI_WARN("%s: dropped connection from %s: %s", who().c_str(),
-                                          peer.connection.remote().toString().c_str(), reason.c_str());
-                             forgetPeer(&peer);
-                           });
-    }
-  }
-
-  void noteClosed(Peer& peer) {
-    if (peer.role == Role::Rank || peer.role == Role::BlockRoot)
-      TUTTI_WARN("%s: %s closed its connection before the rendezvous completed", who().c_str(),
-                 describe(peer).c_str());
-    else if (peer.role == Role::Unknown)
-      TUTTI_INFO(log::Bootstrap, "%s: %s closed its connection without sending anything", who().c_str(),
-                 peer.connection.remote().toString().c_str());
-  }
-
-  // A connection about to be closed no longer stands for a rank or a block root.
-  void forgetPeer(Peer* peer) {
-    std::replace(rankPeers_.begin(), rankPeers_.end(), peer, static_cast<Peer*>(nullptr));
-    std::replace(blockPeers_.begin(), blockPeers_.end(), peer, static_cast<Peer*>(nullptr));
-  }
-
-  // Tells one peer why it is refused (best effort) and returns the reason it is dropped.
-  std::string refuse(Peer& peer, ErrorCode code, const std::string& message) {
-    answer(peer, kError, errorPayload(code, message));
-    return message;
-  }
-
-  // Checks a job description against the one this root already serves (or adopts it). Empty
-  // when it agrees.
-  std::string adoptShape(int nranks, int nIds, int block, uint32_t timeoutMs, const std::string& sender) {
-    if (nranks < 1 || nIds < 1 || nIds > nranks || block < 0 || block >= nIds)
-      return sender + " describes an impossible job: nranks " + std::to_string(nranks) + ", " +
-             std::to_string(nIds) + " ids, root " + std::to_string(block);
-    if (!shape_) {
-      Shape shape;
-      shape.nranks = nranks;
-      shape.nIds = nIds;
-      shape.block = block;
-      shape.firstRank = firstRankOfBlock(block, nranks, nIds);
-      shape.count = blockSize(block, nranks, nIds);
-      shape.timeoutMs = timeoutMs;
-      shape_ = shape;
-      rankPeers_.assign(shape.count, nullptr);
-      entries_.assign(shape.count, WireAddress{});
-      if (block == 0) {
-        blockPeers_.assign(nIds, nullptr);
-        blockEntries_.assign(nIds, {});
-        blockFailures_.assign(nIds, std::string());
-      }
-      return {};
-    }
-    if (shape_->nranks != nranks || shape_->nIds != nIds || shape_->block != block)
-      return sender + " joins a job of " + std::to_string(nranks) + " ranks with " + std::to_string(nIds) +
-             " ids as root " + std::to_string(block) + ", but this root serves a job of " +
-             std::to_string(shape_->nranks) + " ranks with " + std::to_string(shape_->nIds) + " ids as root " +
-             std::to_string(shape_->block) + " (was the same ncclUniqueId used for two communicators?)";
-    return {};
-  }
-
-  void tightenDeadline(uint32_t remainingMs) {
-    SteadyTime candidate = SteadyClock::now() + std::chrono::milliseconds(remainingMs);
-    deadline_ = haveDeadline_ ? std::min(deadline_, candidate) : candidate;
-    haveDeadline_ = true;
-  }
-
-  // Returns why the connection must be dropped, or empty.
-  std::string handleFrame(Peer& peer, Frame& frame) {
-    if (peer.role != Role::Unknown)
-      return refuse(peer, ErrorCode::Remote, "a second frame after the first one; the protocol allows one");
-    switch (frame.header.type) {
-      case kRegister: return handleRegistration(peer, frame);
-      case kBlockReport: return handleBlockReport(peer, frame);
-      case kBlockFailed: return handleBlockFailed(peer, frame);
-      default: return "frame type " + std::to_string(frame.header.type) + " is not expected here";
-    }
-  }
-
-  std::string handleRegistration(Peer& peer, Frame& frame) {
-    if (frame.payload.size() != sizeof(RegistrationPayload))
-      return "registration of " + std::to_string(frame.payload.size()) + " bytes, expected " +
-             std::to_string(sizeof(RegistrationPayload));
-    RegistrationPayload registration;
-    std::memcpy(&registration, frame.payload.data(), sizeof registration);
-    std::string host = printable(reinterpret_cast<const uint8_t*>(registration.host),
-                                 strnlen(registration.host, sizeof registration.host));
-    std::string sender = "rank " + std::to_string(registration.rank) + " (host " + host + ", pid " +
-                         std::to_string(registration.pid) + ")";
-    std::string problem = adoptShape(registration.nranks, registration.nIds, registration.block,
-                                     registration.timeoutMs, sender);
-    if (!problem.empty()) return refuse(peer, ErrorCode::InvalidUsage, problem);
-    int rank = registration.rank;
-    if (rank < shape_->firstRank || rank >= shape_->firstRank + shape_->count)
-      return refuse(peer, ErrorCode::InvalidUsage,
-                    sender + " registered with " + who() + ", which serves ranks " +
-                        formatRankList({shape_->firstRank, shape_->firstRank + shape_->count - 1}));
-    int slot = rank - shape_->firstRank;
-    if (rankPeers_[slot] != nullptr)
-      return refuse(peer, ErrorCode::InvalidUsage,
-                    sender + " joined twice; rank " + std::to_string(rank) + " already came from host " +
-                        rankPeers_[slot]->host + ", pid " + std::to_string(rankPeers_[slot]->pid));
-    try {
-      SocketAddress listener = SocketAddress::fromWire(registration.listener);
-      if (listener.empty() || listener.port() == 0) return refuse(peer, ErrorCode::InvalidUsage, sender + " sent no listener address");
-      if (shape_->block > 0) {
-        rootZero_ = SocketAddress::fromWire(registration.rootZero);
-        rootZeroSecret_ = {registration.rootZeroSecret[0], registration.rootZeroSecret[1]};
-      }
-    } catch (const Error& error) {
-      return refuse(peer, ErrorCode::InvalidUsage, sender + ": " + error.message());
-    }
-    std::memcpy(entries_[slot].data(), registration.listener, SocketAddress::kWireBytes);
-    peer.role = Role::Rank;
-    peer.id = rank;
-    peer.host = host;
-    peer.pid = registration.pid;
-    rankPeers_[slot] = &peer;
-    tightenDeadline(registration.remainingMs);
-    TUTTI_INFO(log::Bootstrap, "%s: %s registered (%d of %d here)", who().c_str(), sender.c_str(),
-               static_cast<int>(std::count_if(rankPeers_.begin(), rankPeers_.end(), [](Peer* p) { return p != nullptr; })),
-               shape_->count);
-    return {};
-  }
-
-  std::string handleBlockReport(Peer& peer, Frame& frame) {
-    if (frame.payload.size() < sizeof(BlockReportHeader)) return "block report too short";
-    BlockReportHeader report;
-    std::memcpy(&report, frame.payload.data(), sizeof report);
-    std::string sender = "bootstrap root " + std::to_string(report.block) + " at " + peer.connection.remote().host();
-    if (report.block == 0) return refuse(peer, ErrorCode::InvalidUsage, sender + " claims to be root 0");
-    std::string problem = adoptShape(report.nranks, report.nIds, 0, report.timeoutMs, sender);
-    if (!problem.empty()) return refuse(peer, ErrorCode::InvalidUsage, problem);
-    if (report.count != blockSize(report.block, report.nranks, report.nIds) ||
-        frame.payload.size() != sizeof report + static_cast<size_t>(report.count) * SocketAddress::kWireBytes)
-      return refuse(peer, ErrorCode::InvalidUsage, sender + " sent a block report of the wrong size");
-    if (blockPeers_[report.block] != nullptr)
-      return refuse(peer, ErrorCode::InvalidUsage, sender + " reported twice");
-    std::vector<WireAddress>& entries = blockEntries_[report.block];
-    entries.assign(report.count, WireAddress{});
-    for (int i = 0; i < report.count; ++i)
-      std::memcpy(entries[i].data(), frame.payload.data() + sizeof report + i * SocketAddress::kWireBytes,
-                  SocketAddress::kWireBytes);
-    peer.role = Role::BlockRoot;
-    peer.id = report.block;
-    blockPeers_[report.block] = &peer;
-    tightenDeadline(report.remainingMs);
-    TUTTI_INFO(log::Bootstrap, "%s: %s reported its %d ranks", who().c_str(), sender.c_str(), report.count);
-    return {};
-  }
-
-  std::string handleBlockFailed(Peer& peer, Frame& frame) {
-    int block = static_cast<int>(frame.header.tag);
-    Error failure = errorFromPayload(frame.payload, peer.connection.remote());
-    if (shape_ && shape_->block == 0 && block > 0 && block < shape_->nIds)
-      blockFailures_[block] = failure.message();
-    else
-      earlyFailures_.push_back(failure.message());
-    peer.role = Role::Done;  // nothing more comes on this connection
-    return {};
-  }
-
-  std::string describe(const Peer& peer) const {
-    if (peer.role == Role::Rank)
-      return "rank " + std::to_string(peer.id) + " (host " + peer.host + ", pid " + std::to_string(peer.pid) + ")";
-    if (peer.role == Role::BlockRoot) return blockText(peer.id);
-    return peer.connection.remote().toString();
-  }
-
-  // Best effort: a peer that cannot be answered is logged, and the others still are.
-  void answer(Peer& peer, uint32_t type, const std::vector<uint8_t>& payload) {
-    try {
-      sendFrame(peer.connection.socket(), type, 0, -1, secret_, payload.data(), payload.size(),
-                deadlineAfter(handshakeSeconds_), &rootRegistry().exiting);
-    } catch (const Error& error) {
-      TUTTI_WARN("%s: could not answer %s: %s", who().c_str(), describe(peer).c_str(), error.what());
-    }
-  }
-
-  void sendToRanks(uint32_t type, const std::vector<uint8_t>& payload) {
-    for (Peer* peer : rankPeers_)
-      if (peer != nullptr) answer(*peer, type, payload);
-  }
-
-  void failEveryone(ErrorCode code, const std::string& message) {
-    std::vector<uint8_t> payload = errorPayload(code, message);
-    sendToRanks(kError, payload);
-    for (Peer* peer : blockPeers_)
-      if (peer != nullptr) answer(*peer, kError, payload);
-  }
-
-  std::vector<int> missingRanks() const {
-    std::vector<int> missing;
-    for (size_t i = 0; i < rankPeers_.size(); ++i)
-      if (rankPeers_[i] == nullptr) missing.push_back(shape_->firstRank + static_cast<int>(i));
-    return missing;
-  }
-
-  std::string neverArrivedText(const std::vector<int>& missing) const {
-    return (missing.size() == 1 ? "rank " : "ranks ") + formatRankList(missing) + " of " +
-           std::to_string(shape_->nranks) + " never arrived at the bootstrap root " + address_.toString() +
-           " within " + timeoutText();
-  }
-
-  // A lone root, or a block root, whose own ranks did not all come.
-  void failOwnBlockTimeout() {
-    std::string message = neverArrivedText(missingRanks());
-    TUTTI_WARN("bootstrap: %s", message.c_str());
-    failEveryone(ErrorCode::Timeout, message);
-    if (shape_->block > 0 && !rootZero_.empty()) {
-      // Let root 0 tell its ranks which ranks are missing, instead of a vaguer timeout.
-      try {
-        SteadyTime until = deadlineAfter(std::min(1.0, handshakeSeconds_));
-        Socket socket = Socket::connect(rootZero_, until, &rootRegistry().exiting);
-        std::vector<uint8_t> payload = errorPayload(ErrorCode::Timeout, blockText(shape_->block) + ": " + message);
-        sendFrame(socket, kBlockFailed, static_cast<uint32_t>(shape_->block), -1, rootZeroSecret_, payload.data(),
-                  payload.size(), until, &rootRegistry().exiting);
-      } catch (const Error& error) {
-        TUTTI_INFO(log::Bootstrap, "%s: could not tell root 0 at %s: %s", who().c_str(),
-                   rootZero_.toString().c_str(), error.what());
-      }
-    }
-  }
-
-  // A block root with all its ranks: trade the block for the full table with root 0.
-  void forwardThroughRootZero() {
-    SteadyTime until = later(deadline(), kRootZeroAnswerGraceSeconds);
-    try {
-      Socket socket = Socket::connect(rootZero_, until, &rootRegistry().exiting);
-      BlockReportHeader report{};
-      report.block = shape_->block;
-      report.nranks = shape_->nranks;
-      report.nIds = shape_->nIds;
-      report.count = shape_->count;
-      report.remainingMs = millisecondsUntil(deadline());
-      report.timeoutMs = shape_->timeoutMs;
-      std::vector<uint8_t> payload(sizeof report + entries_.size() * SocketAddress::kWireBytes);
-      std::memcpy(payload.data(), &report, sizeof report);
-      for (size_t i = 0; i < entries_.size(); ++i)
-        std::memcpy(payload.data() + sizeof report + i * SocketAddress::kWireBytes, entries_[i].data(),
-                    SocketAddress::kWireBytes);
-      sendFrame(socket, kBlockReport, static_cast<uint32_t>(shape_->block), -1, rootZeroSecret_, payload.data(),
-                payload.size(), until, &rootRegistry().exiting);
-      FramePolicy answerPolicy(rootZeroSecret_);
-      answerPolicy.allow(kTable, tablePayloadBytes(shape_->nranks)).allow(kError, kMaxErrorBytes);
-      Frame answer = readFrame(socket, answerPolicy, until, &rootRegistry().exiting);
-      if (answer.header.type == kError) {
-        Error error = errorFromPayload(answer.payload, rootZero_);
-        failEveryone(error.code(), error.message());
-        return;
-      }
-      if (answer.payload.size() != tablePayloadBytes(shape_->nranks))
-        throw Error(ErrorCode::Remote, "its table has " + std::to_string(answer.payload.size()) + " bytes, expected " +
-                                           std::to_string(tablePayloadBytes(shape_->nranks)));
-      sendToRanks(kTable, answer.payload);
-    } catch (const Error& error) {
-      std::string message = blockText(shape_->block) + " at " + address_.toString() +
-                            " could not get the other ranks' addresses from bootstrap root 0 at " +
-                            rootZero_.toString() + ": " + error.message();
-      TUTTI_WARN("%s", message.c_str());
-      failEveryone(error.code() == ErrorCode::Timeout ? ErrorCode::Timeout : ErrorCode::Remote, message);
-    }
-  }
-
-  void completeAsRootZero() {
-    std::vector<WireAddress> table;
-    table.reserve(shape_->nranks);
-    table.insert(table.end(), entries_.begin(), entries_.end());
-    for (int block = 1; block < shape_->nIds; ++block)
-      table.insert(table.end(), blockEntries_[block].begin(), blockEntries_[block].end());
-    std::vector<uint8_t> payload = tablePayload(table);
-    sendToRanks(kTable, payload);
-    for (int block = 1; block < shape_->nIds; ++block) answer(*blockPeers_[block], kTable, payload);
-  }
-
-  void failAsRootZero() {
-    std::vector<std::string> parts;
-    std::vector<int> missing = missingRanks();
-    if (!missing.empty()) parts.push_back(neverArrivedText(missing));
-    for (int block = 1; block < shape_->nIds; ++block) {
-      if (!blockFailures_[block].empty()) {
-        parts.push_back(blockFailures_[block]);
-      } else if (blockPeers_[block] == nullptr) {
-        int first = firstRankOfBlock(block, shape_->nranks, shape_->nIds);
-        std::vector<int> ranks;
-        for (int r = first; r < first + blockSize(block, shape_->nranks, shape_->nIds); ++r) ranks.push_back(r);
-        parts.push_back((ranks.size() == 1 ? "rank " : "ranks ") + formatRankList(ranks) + " of " +
-                        std::to_string(shape_->nranks) + " (served by " + blockText(block) +
-                        ") never reported to bootstrap root 0 at " + address_.toString() + " within " +
-                        timeoutText());
-      }
-    }
-    for (const std::string& early : earlyFailures_) parts.push_back(early);
-    std::string message;
-    for (const std::string& part : parts) message += (message.empty() ? "" : "; ") + part;
-    TUTTI_WARN("bootstrap root 0 at %s: %s", address_.toString().c_str(), message.c_str());
-    failEveryone(ErrorCode::Timeout, message);
-  }
-
-  Socket listener_;
-  SocketAddress address_;
-  Secret secret_;
-  SteadyTime unusedDeadline_;
-  double handshakeSeconds_;
-
-  std::vector<std::unique_ptr<Peer>> peers_;
-  std::optional<Shape> shape_;
-  SteadyTime deadline_{};
-  bool haveDeadline_ = false;
-  std::vector<Peer*> rankPeers_;   // by rank - firstRank; null: not (or no longer) here
-  std::vector<WireAddress> entries_;
-  SocketAddress rootZero_;         // block roots: where to send the block
-  Secret rootZeroSecret_{};
-  std::vector<Peer*> blockPeers_;  // root 0: the block roots that reported, by block
-  std::vector<std::vector<WireAddress>> blockEntries_;
-  std::vector<std::string> blockFailures_;
-  std::vector<std::string> earlyFailures_;  // block failures that came before the job's shape
-};
-
-// Starts a root thread on an open listener and detaches it: it ends by itself after one
-// rendezvous or its timeout, and must not keep the process from exiting.
-void startRoot(Socket listener, const Secret& secret, double timeoutSeconds) {
-  static std::once_flag atExitOnce;
-  std::call_once(atExitOnce, [] { std::atexit(markProcessExiting); });
-  auto server = std::make_shared<RootServer>(std::move(listener), secret, timeoutSeconds);
-  std::string address = server->address().toString();
-  RootRegistry& registry = rootRegistry();
-  {
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    registry.running.insert(address);
-  }
-  try {
-    std::thread([server] { server->run(); }).detach();
-  } catch (const std::system_error& error) {
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    registry.running.erase(address);
-    throw Error(ErrorCode::System, "starting the bootstrap root thread on " + address + ": " + error.what());
-  }
-  TUTTI_INFO(log::Bootstrap, "bootstrap root listening on %s", address.c_str());
-}
-
-// Whether a System error (throwSystemError's "... (errno N)") came from this errno.
-bool mentionsErrno(const Error& error, int err) {
-  return error.code() == ErrorCode::System &&
-         error.message().find("(errno " + std::to_string(err) + ")") != std::string::npos;
-}
-
-// NCCL_COMM_ID: the first rank of the block starts the root on the fixed address, unless this
-// process already runs one there. The previous job's root may still be closing its listener.
-void ensureCommIdRoot(const UniqueIdContents& id, double timeoutSeconds, SteadyTime deadline) {
-  std::string address = id.root.toString();
-  {
-    RootRegistry& registry = rootRegistry();
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    if (registry.running.count(address) != 0) return;
-  }
-  SteadyTime bindDeadline = std::min(deadline, deadlineAfter(5));
-  for (;;) {
-    try {
-      startRoot(Socket::listen(id.root), id.secret, timeoutSeconds);
-      return;
-    } catch (const Error& error) {
-      bool inUse = mentionsErrno(error, EADDRINUSE);
-      if (!inUse || SteadyClock::now() >= bindDeadline) {
-        if (mentionsErrno(error, EADDRNOTAVAIL))
-          throw Error(ErrorCode::InvalidUsage, "NCCL_COMM_ID=" + address +
-                                                   " is not an address of this host, so the first rank cannot "
-                                                   "start the bootstrap root there: " + error.message());
-        rethrowWithContext(error, "starting the bootstrap root for NCCL_COMM_ID=" + address);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The rank side
-
-class SocketBootstrap final : public Bootstrap {
+class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
  public:
   SocketBootstrap(int rank, int nranks, double timeoutSeconds, const std::atomic<bool>* abortFlag,
                   const Secret& secret)
@@ -1008,14 +61,11 @@ class SocketBootstrap final : public Bootstrap {
         abortFlag_(abortFlag),
         secret_(secret),
         peerGone_(nranks),
-        links_(nranks) {}
+        links_(nranks),
+        notices_(rank, nranks, context(), *this) {}
 
   ~SocketBootstrap() override {
-    // A notice still being sent gets a moment to reach the peers: destroy right after a
-    // failure is the usual way out, and the notice is what stops the other ranks quickly.
-    flushNotices();
-    noticeStop_.store(true, std::memory_order_release);
-    if (noticeThread_.joinable()) noticeThread_.join();
+    notices_.stop();  // a notice still being sent goes out first, over the links
     // From here the peers' connections closing is their answer to our close, not a death.
     stopping_.store(true, std::memory_order_release);
     sayGoodbye();
@@ -1111,29 +161,17 @@ class SocketBootstrap final : public Bootstrap {
   int nranks() const override { return nranks_; }
 
   void broadcastNotice(const std::string& text) override {
-    std::lock_guard<std::mutex> lock(noticeMutex_);
-    if (noticeThread_.joinable() || peers_.empty()) return;
-    std::string message = text.substr(0, kMaxErrorBytes);
-    try {
-      noticeThread_ = std::thread([this, message] { sendNotices(message); });
-    } catch (const std::system_error& error) {
-      TUTTI_WARN("%s: cannot start the thread that tells the other ranks of a failure: %s", context().c_str(), error.what());
-    }
+    if (!peers_.empty()) notices_.broadcast(text);  // not joined: no peer to tell
   }
 
-  void flushNotices() override {
-    std::unique_lock<std::mutex> lock(noticeMutex_);
-    if (noticeThread_.joinable()) noticeDoneChanged_.wait_for(lock, kNoticeGrace, [this] { return noticeDone_; });
-  }
+  void flushNotices() override { notices_.flush(); }
 
   void setNoticeHandler(std::function<void(int sender, const std::string& text)> handler) override {
-    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-    noticeHandler_ = std::move(handler);
+    notices_.setNoticeHandler(std::move(handler));
   }
 
   void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) override {
-    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-    peerLostHandler_ = std::move(handler);
+    notices_.setPeerLostHandler(std::move(handler));
   }
 
   std::string peerAddress(int peer) const override {
@@ -1209,7 +247,7 @@ class SocketBootstrap final : public Bootstrap {
     return "bootstrap rank " + std::to_string(rank_) + " of " + std::to_string(nranks_);
   }
 
-  std::string describePeer(int peer) const {
+  std::string describePeer(int peer) const override {
     return "rank " + std::to_string(peer) + " (" + (peers_.empty() ? std::string("?") : peers_[peer].toString()) + ")";
   }
 
@@ -1248,25 +286,13 @@ class SocketBootstrap final : public Bootstrap {
     }
   }
 
-  // Runs on the notice thread: one short attempt per peer, in rank order from ours.
-  void sendNotices(const std::string& message) {
-    for (int i = 1; i < nranks_ && !noticeStop_.load(std::memory_order_acquire); ++i) {
-      int peer = (rank_ + i) % nranks_;
-      {
-        std::lock_guard<std::mutex> lock(inboxMutex_);
-        if (!peerGone_[peer].empty()) continue;  // its connection to us ended: likely the one that died
-      }
-      try {
-        sendMessage(peer, kTagNotice, message.data(), message.size(), deadlineAfter(kNoticeSecondsPerPeer), "notice",
-                    &noticeStop_);
-      } catch (const Error& error) {
-        TUTTI_INFO(log::Bootstrap, "%s: could not tell %s of the failure: %s", context().c_str(), describePeer(peer).c_str(),
-                   error.what());
-      }
-    }
-    std::lock_guard<std::mutex> lock(noticeMutex_);
-    noticeDone_ = true;
-    noticeDoneChanged_.notify_all();
+  bool peerGone(int peer) override {
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    return !peerGone_[peer].empty();
+  }
+
+  void sendNotice(int peer, const std::string& text, SteadyTime deadline, const std::atomic<bool>* stop) override {
+    sendMessage(peer, kTagNotice, text.data(), text.size(), deadline, "notice", stop);
   }
 
   void sendMessage(int peer, uint32_t tag, const void* data, size_t size, SteadyTime deadline,
@@ -1346,10 +372,7 @@ class SocketBootstrap final : public Bootstrap {
 
   void deliver(int sender, uint32_t tag, std::vector<uint8_t>&& message) {
     if (tag == kTagNotice && sender != rank_) {
-      std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-      std::string text(message.begin(), message.end());
-      TUTTI_INFO(log::Bootstrap, "%s: %s reports a failure: %s", context().c_str(), describePeer(sender).c_str(), text.c_str());
-      if (noticeHandler_) noticeHandler_(sender, text);
+      notices_.deliver(sender, std::string(message.begin(), message.end()));
       return;
     }
     {
@@ -1428,18 +451,13 @@ class SocketBootstrap final : public Bootstrap {
     markPeerGone(peer.sender, "the connection from rank " + std::to_string(peer.sender) + " ended: " + why);
     // A stall is a live but stuck peer: TUTTI_TIMEOUT is the bound for those.
     if (peer.saidGoodbye || kind == DropKind::Stalled || stopping_.load(std::memory_order_acquire)) return;
-    if (kind == DropKind::Refused) reportPeerLost(peer.sender, "its bootstrap connection failed: " + why);
+    if (kind == DropKind::Refused)
+      notices_.reportPeerLost(peer.sender, "its bootstrap connection failed: " + why);
     else if (peer.connection.closeError() != 0)
-      reportPeerLost(peer.sender, "its process ended: the bootstrap connection was reset without a goodbye (" +
-                                      errnoText(peer.connection.closeError()) + ")");
+      notices_.reportPeerLost(peer.sender, "its process ended: the bootstrap connection was reset without a goodbye (" +
+                                               errnoText(peer.connection.closeError()) + ")");
     else
-      reportPeerLost(peer.sender, "its process ended: the bootstrap connection closed without a goodbye");
-  }
-
-  void reportPeerLost(int peer, const std::string& reason) {
-    TUTTI_INFO(log::Bootstrap, "%s: %s is gone: %s", context().c_str(), describePeer(peer).c_str(), reason.c_str());
-    std::lock_guard<std::mutex> lock(noticeHandlerMutex_);
-    if (peerLostHandler_) peerLostHandler_(peer, reason);
+      notices_.reportPeerLost(peer.sender, "its process ended: the bootstrap connection closed without a goodbye");
   }
 
   void serveListener() {
@@ -1476,14 +494,7 @@ class SocketBootstrap final : public Bootstrap {
 
   std::vector<Link> links_;  // by peer
 
-  std::mutex noticeHandlerMutex_;
-  std::function<void(int, const std::string&)> noticeHandler_;
-  std::function<void(int, const std::string&)> peerLostHandler_;  // under noticeHandlerMutex_
-  std::mutex noticeMutex_;
-  std::condition_variable noticeDoneChanged_;
-  bool noticeDone_ = false;
-  std::atomic<bool> noticeStop_{false};
-  std::thread noticeThread_;
+  FailureNotices notices_;  // stopped first: its thread sends through the links
 
   std::unique_ptr<WakeupEvent> wakeup_;
   std::atomic<bool> stopping_{false};
@@ -1491,38 +502,6 @@ class SocketBootstrap final : public Bootstrap {
 };
 
 }  // namespace
-
-void bootstrapGetUniqueId(ncclUniqueId* id) {
-  if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetUniqueId: uniqueId is null");
-  UniqueIdContents contents;
-  std::string commId = tunables::kCommId.get();
-  if (!commId.empty()) {
-    try {
-      contents.root = SocketAddress::parse(commId);
-    } catch (const Error& error) {
-      throw Error(ErrorCode::InvalidUsage, "NCCL_COMM_ID=" + commId + ": " + error.message());
-    }
-    if (contents.root.port() == 0)
-      throw Error(ErrorCode::InvalidUsage, "NCCL_COMM_ID=" + commId + ": the port must not be 0");
-    contents.secret = kCommIdSecret;
-    contents.fromCommId = true;
-    encodeUniqueId(contents, id);
-    return;
-  }
-  bootstrapNewUniqueId(id);
-}
-
-void bootstrapNewUniqueId(ncclUniqueId* id) {
-  if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "bootstrap: the unique id to fill is null");
-  UniqueIdContents contents;
-  double timeoutSeconds = configuredTimeoutSeconds();
-  NetworkInterface interface = findNetworkInterfaces().front();
-  Socket listener = Socket::listen(interface.address);
-  contents.root = listener.localAddress();
-  contents.secret = randomSecret();
-  startRoot(std::move(listener), contents.secret, timeoutSeconds);
-  encodeUniqueId(contents, id);
-}
 
 std::unique_ptr<Bootstrap> Bootstrap::create(const ncclUniqueId* ids, int nIds, int rank, int nranks,
                                              const BootstrapOptions& options) {

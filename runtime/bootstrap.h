@@ -6,19 +6,17 @@
 // registers its own listener, and learns every other rank's listener address; after that, ranks
 // talk to each other directly. Every message is framed (magic, type, tag, length, secret) and
 // bounded in size; a connection without the secret is dropped and logged. Every wait has a
-// deadline (TUTTI_BOOTSTRAP_TIMEOUT) and polls an abort flag.
+// deadline (TUTTI_BOOTSTRAP_TIMEOUT) and polls an abort flag. The wire format is in
+// bootstrap_wire.h and bootstrap_id.h.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "base/socket_address.h"
 #include "nccl.h"
 
 namespace tutti {
@@ -83,89 +81,5 @@ class Bootstrap {
   // have run. Setting an empty handler waits for a running call to finish.
   virtual void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) = 0;
 };
-
-// The bootstrap's wire format, public so that tests and fuzzers can speak it. Integers are in the
-// host's byte order (all supported hosts are little-endian); addresses use SocketAddress's wire form.
-namespace bootstrap_wire {
-
-inline constexpr uint64_t kUniqueIdMagic = 0x3144494954545554ull;  // "TUTTIID1"
-inline constexpr uint64_t kFrameMagic = 0x314d524654545554ull;     // "TUTTFRM1"
-
-// The secret carried by ids made from NCCL_COMM_ID. A fixed address has no channel to hand out a
-// random secret, so such jobs run with this well-known value: frames are still checked for shape
-// and size, but anyone who can reach the root can join. Use ncclGetUniqueId for a real secret.
-inline constexpr std::array<uint64_t, 2> kCommIdSecret = {0x4e4f2d5345435245ull, 0x542d434f4d4d4944ull};
-
-enum FrameType : uint32_t {
-  kRegister = 1,     // rank -> its root: RegistrationPayload
-  kTable = 2,        // root -> rank, root 0 -> root b: int32 nranks, int32 0, nranks wire addresses
-  kError = 3,        // root -> rank, root 0 -> root b: uint32 ErrorCode, then the message text
-  kBlockReport = 4,  // root b -> root 0: BlockReportHeader, then count wire addresses
-  kBlockFailed = 5,  // root b -> root 0: like kError, why block b cannot complete
-  kData = 6,         // rank -> rank: the last (or only) piece of one message, tag in the header
-  kDataPart = 7,     // rank -> rank: a piece of a message that continues in the next frame
-};
-
-struct FrameHeader {
-  uint64_t magic;
-  uint32_t type;
-  uint32_t tag;
-  int32_t senderRank;  // -1 for a root
-  uint32_t reserved;
-  uint64_t payloadBytes;
-  uint64_t secret[2];
-};
-static_assert(sizeof(FrameHeader) == 48);
-
-struct RegistrationPayload {
-  int32_t rank;
-  int32_t nranks;
-  int32_t nIds;
-  int32_t block;        // which root this is: ranks go to roots in contiguous blocks
-  uint32_t remainingMs;  // of the rank's deadline when it sent this
-  uint32_t timeoutMs;    // the whole bootstrap timeout, for messages
-  uint32_t pid;
-  uint32_t reserved;
-  uint8_t listener[SocketAddress::kWireBytes];
-  uint8_t rootZero[SocketAddress::kWireBytes];  // where block roots send their block (nIds > 1)
-  uint64_t rootZeroSecret[2];
-  char host[64];
-};
-
-struct BlockReportHeader {
-  int32_t block;
-  int32_t nranks;
-  int32_t nIds;
-  int32_t count;
-  uint32_t remainingMs;
-  uint32_t timeoutMs;
-};
-
-// The tag of the empty kData frame that an orderly close sends on each of its connections.
-inline constexpr uint32_t kTagGoodbye = 901;
-
-// Largest payloads accepted, checked before anything is allocated.
-inline constexpr uint64_t kMaxDataFrameBytes = 64ull << 20;
-inline constexpr uint64_t kMaxErrorBytes = 16ull << 10;
-
-// What an ncclUniqueId made by bootstrapGetUniqueId holds. Throws InvalidArgument when the bytes
-// are not such an id.
-struct UniqueIdContents {
-  SocketAddress root;
-  std::array<uint64_t, 2> secret{};
-  bool fromCommId = false;  // made from NCCL_COMM_ID: rank 0's process starts the root
-};
-UniqueIdContents decodeUniqueId(const ncclUniqueId& id);
-void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id);
-
-// "3, 7-12" (long lists end in "... and N more"): for "ranks ... never arrived" messages.
-std::string formatRankList(const std::vector<int>& ranks);
-
-// Ranks are spread over nIds roots in contiguous blocks, the first nranks % nIds one larger.
-int blockOfRank(int rank, int nranks, int nIds);
-int firstRankOfBlock(int block, int nranks, int nIds);
-int blockSize(int block, int nranks, int nIds);
-
-}  // namespace bootstrap_wire
 
 }  // namespace tutti

@@ -25,12 +25,13 @@
 #include "base/network_interface.h"
 #include "base/socket.h"
 #include "runtime/bootstrap.h"
+#include "runtime/bootstrap_id.h"
+#include "runtime/bootstrap_wire.h"
 
 namespace tutti {
 namespace {
 
 using namespace bootstrap_wire;
-using Secret = std::array<uint64_t, 2>;
 
 // Every test runs on loopback with a short bootstrap timeout, so failure cases end quickly.
 void useLoopback(int timeoutSeconds = 3) {
@@ -329,14 +330,7 @@ class RawClient {
   void send(const void* data, size_t size) { socket_.sendAll(data, size, deadlineAfter(10), nullptr); }
 
   void sendHeader(uint32_t type, uint64_t payloadBytes, const Secret& secret, int32_t sender = 0, uint32_t tag = 1000) {
-    FrameHeader header{};
-    header.magic = kFrameMagic;
-    header.type = type;
-    header.tag = tag;
-    header.senderRank = sender;
-    header.payloadBytes = payloadBytes;
-    header.secret[0] = secret[0];
-    header.secret[1] = secret[1];
+    FrameHeader header = makeFrameHeader(type, tag, sender, secret, payloadBytes);
     send(&header, sizeof header);
   }
 
@@ -475,14 +469,10 @@ std::string fuzz(const SocketAddress& target, const Secret& realSecret, const st
                  uint64_t maxAllowed, int connections, uint64_t seed) {
   std::mt19937_64 random(seed);
   for (int i = 0; i < connections; ++i) {
-    FrameHeader header{};
-    header.magic = kFrameMagic;
-    header.type = allowedTypes[random() % allowedTypes.size()];
-    header.tag = static_cast<uint32_t>(random());
-    header.senderRank = static_cast<int32_t>(random());
-    header.payloadBytes = random() % 64;
-    header.secret[0] = realSecret[0];
-    header.secret[1] = realSecret[1];
+    uint32_t type = allowedTypes[random() % allowedTypes.size()];
+    uint32_t tag = static_cast<uint32_t>(random());
+    int32_t sender = static_cast<int32_t>(random());
+    FrameHeader header = makeFrameHeader(type, tag, sender, realSecret, random() % 64);
     switch (random() % 5) {
       case 0: header.magic ^= 1ull << (random() % 64); break;
       case 1: header.secret[random() % 2] ^= 1ull << (random() % 64); break;
