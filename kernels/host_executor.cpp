@@ -222,12 +222,12 @@ bool tryStep(Lane& lane, const ExecutionContext& ctx) {
 
   if (recv) {
     fifoStoreRelease(&rf->tail, rtail + 1);
-    ringBell(lane.recvs[step.recvConn].peerBell);
+    if (Bell* bell = lane.recvs[step.recvConn].peerBell) ringBell(bell);
   }
   if (send) {
     sf->sizes[shead % sf->nsteps] = sent;
     fifoStoreRelease(&sf->head, shead + 1);
-    ringBell(lane.sends[step.sendConn].peerBell);
+    if (Bell* bell = lane.sends[step.sendConn].peerBell) ringBell(bell);
   }
   lane.step += uint32_t(parts);
   if (lane.step == steps.size()) {

@@ -34,7 +34,7 @@ namespace tutti::kern {
 // One end of one connection, as the executor sees it.
 struct FifoEnd {
   FifoHeader* fifo = nullptr;  // the FIFO (owned by the receiving rank)
-  Bell* peerBell = nullptr;    // rung after publishing (send side) or freeing (receive side)
+  Bell* peerBell = nullptr;    // rung after publishing (send side) or freeing (receive side); null: the peer polls
   int peer = -1;
 };
 

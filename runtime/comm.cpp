@@ -17,7 +17,8 @@
 #include "base/host_identity.h"
 #include "base/log.h"
 #include "base/tunables.h"
-#include "transports/net/net.h"
+#include "transports/fifo_setup.h"
+#include "transports/registry.h"
 
 using tutti::ConnKey;
 using tutti::Error;
@@ -35,29 +36,29 @@ std::unordered_set<const ncclComm*>& registry() {
   return r;
 }
 
-enum class PeerPath { Local, Shm, Net };
-
 // The bootstrap tag of a connection's handshake: both ends derive it from the connection's
 // identity, so offers for different connections to one peer never cross.
 uint32_t connectionTag(const ConnKey& key) {
   return 1000u + (uint32_t(key.tag) * uint32_t(kMaxChannels) + uint32_t(key.channel)) * 4u + uint32_t(key.kind);
 }
 
-// How two ranks reach each other. Both ends reach the same verdict: it depends only on the
-// pair's identities (and on variables that every rank of a job is expected to share).
-PeerPath pathBetween(const RankInfo& a, const RankInfo& b) {
-  if (a.processToken == b.processToken && !tunables::kP2pDisable.get()) return PeerPath::Local;
-  if (a.hostHash == b.hostHash && !tunables::kShmDisable.get()) return PeerPath::Shm;
-  return PeerPath::Net;
+// Where two ranks are relative to each other. Both ends see the same: it depends only on the
+// pair's identities.
+Locality localityBetween(const RankInfo& a, const RankInfo& b) {
+  if (a.processToken == b.processToken) return Locality::SameProcess;
+  if (a.hostHash == b.hostHash) return Locality::SameHost;
+  return Locality::OtherHost;
 }
 
-std::string pathName(const ncclComm* comm, PeerPath path) {
-  switch (path) {
-    case PeerPath::Local: return "local";
-    case PeerPath::Shm: return "shm";
-    case PeerPath::Net: return comm->proxy ? std::string("net/") + comm->proxy->backend().name() : "net";
-  }
-  return "?";
+// The transport that connects this rank with `peer`: the registry's first that can. Both ends
+// choose alike (transports decide on the pair and on variables every rank of a job shares).
+Transport& transportTo(const ncclComm* comm, int peer) {
+  std::string whyNot;
+  Transport* transport =
+      chooseTransport(comm->transports, localityBetween(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)]), &whyNot);
+  if (transport == nullptr)
+    throw Error(ErrorCode::InvalidUsage, "no transport can connect " + comm->where() + " and " + comm->describePeer(peer) + ": " + whyNot);
+  return *transport;
 }
 
 // Transport names as the logs and tuttiCommTransports give them: joined by '+', `none` if empty.
@@ -67,15 +68,8 @@ std::string joinNames(const std::set<std::string>& names, const std::string& non
   return text.empty() ? none : text;
 }
 
-// The proxy and its backend, opened once per communicator (NCCL_NET, ncclConfig_t.netName,
-// TUTTI_NET_REQUIRE).
-void openProxy(ncclComm* comm) {
-  if (comm->proxy) return;
-  std::string requested = !comm->config.netName.empty() ? comm->config.netName : tunables::kNet.get();
-  comm->proxy = std::make_unique<NetProxy>(comm, net::openNetBackend(requested, tunables::kNetRequire.get()));
-}
-
-// The network identity a rank shows the others, for rank 0's summary of the job's layout.
+// Where peers on other hosts reach a rank, as it shows the others for rank 0's summary of the
+// job's layout.
 struct NetIdentity {
   char interfaceName[32];
   char address[64];
@@ -93,13 +87,15 @@ void describeLayout(ncclComm* comm) {
     ranksOfHost[hash].push_back(r);
   }
   std::vector<NetIdentity> identities;
+  Transport* between = nullptr;  // the transport between nodes
   if (hostOrder.size() > 1) {
     // Every rank agrees that the job spans nodes, so every rank takes part in this gather.
-    openProxy(comm);
-    net::NetProperties nic = comm->proxy->backend().properties(0);
+    uint64_t myHost = comm->peers[size_t(comm->rank)].hostHash;
+    between = &transportTo(comm, ranksOfHost[hostOrder[hostOrder[0] == myHost ? 1 : 0]].front());
+    Endpoint nic = between->endpoint();
     identities.assign(size_t(comm->nranks), NetIdentity{});
     NetIdentity& mine = identities[size_t(comm->rank)];
-    std::strncpy(mine.interfaceName, nic.name.c_str(), sizeof mine.interfaceName - 1);
+    std::strncpy(mine.interfaceName, nic.interfaceName.c_str(), sizeof mine.interfaceName - 1);
     std::strncpy(mine.address, nic.address.c_str(), sizeof mine.address - 1);
     comm->bootstrap->allGather(identities.data(), sizeof(NetIdentity));
   }
@@ -107,13 +103,20 @@ void describeLayout(ncclComm* comm) {
 
   // Ranks of one node talk as their neighbours in rank order do; several kinds show up when a
   // node mixes processes and threads.
-  std::set<PeerPath> intraPaths;
+  std::set<Transport*> intraTransports;
+  std::string whyNot;
   for (auto& [hash, ranks] : ranksOfHost)
-    for (size_t i = 1; i < ranks.size(); i++) intraPaths.insert(pathBetween(comm->peers[size_t(ranks[i - 1])], comm->peers[size_t(ranks[i])]));
-  // Ring neighbours are such pairs, so the network is needed anyway; open it now to name it.
-  if (intraPaths.count(PeerPath::Net)) openProxy(comm);
+    for (size_t i = 1; i < ranks.size(); i++)
+      if (Transport* t = chooseTransport(comm->transports,
+                                         localityBetween(comm->peers[size_t(ranks[i - 1])], comm->peers[size_t(ranks[i])]), &whyNot))
+        intraTransports.insert(t);
+  // Ring neighbours are such pairs, so each of these is needed anyway: open it now to name it (the
+  // net transport names its backend once open).
   std::set<std::string> intra;
-  for (PeerPath path : intraPaths) intra.insert(pathName(comm, path));
+  for (Transport* t : intraTransports) {
+    t->open();
+    intra.insert(t->name());
+  }
   std::string intraText = joinNames(intra, "");
   std::string nodesText;
   for (size_t n = 0; n < hostOrder.size(); n++) {
@@ -128,7 +131,7 @@ void describeLayout(ncclComm* comm) {
   }
   TUTTI_INFO(log::Init, "comm %p layout: %d ranks on %zu %s, intra-node %s, inter-node %s%s", static_cast<void*>(comm), comm->nranks,
              hostOrder.size(), hostOrder.size() == 1 ? "node" : "nodes", intraText.empty() ? "none" : intraText.c_str(),
-             hostOrder.size() > 1 ? pathName(comm, PeerPath::Net).c_str() : "none", nodesText.c_str());
+             between != nullptr ? between->name().c_str() : "none", nodesText.c_str());
 }
 
 }  // namespace
@@ -166,7 +169,7 @@ int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->
 std::string peerTransports(const ncclComm* comm) {
   std::set<std::string> names;
   for (int peer = 0; peer < comm->nranks; peer++)
-    if (peer != comm->rank) names.insert(pathName(comm, pathBetween(comm->peers[size_t(comm->rank)], comm->peers[size_t(peer)])));
+    if (peer != comm->rank) names.insert(transportTo(comm, peer).name());
   return joinNames(names, "none");
 }
 
@@ -268,6 +271,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   if (comm->timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
   comm->spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
   comm->yields = int(std::max<int64_t>(0, tunables::kYield.get()));
+  makeCommTransports(comm);
 
   // Control blocks: plain memory when every rank of this node lives in this process.
   bool allLocalInProcess = true;
@@ -350,7 +354,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
     std::set<std::string> names;
-    for (auto& [key, conn] : comm->connections) names.insert(conn.transport);
+    for (auto& [key, conn] : comm->connections) names.insert(conn->transport());
     std::string transports = joinNames(names, "none");
     TUTTI_INFO(log::Init,
                "comm %p rank %d nranks %d nodes %d device host: %d channels, %d workers, FIFO %d x %zu KiB, "
@@ -365,10 +369,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
 namespace {
 
 // One communicator's share of a connection setup, in the three phases ensureConnections runs
-// across every communicator of a group: receivers offer (a shm segment or a net listener's
-// handle, over the bootstrap), senders attach or connect, receivers accept. A TCP connect
-// completes in the listener's backlog, so no phase waits for a later one of any rank; a single
-// thread can therefore drive several communicators of one job (ncclCommInitAll, one group).
+// across every communicator of a group (transports/transport.h): receivers offer, senders
+// attach, receivers complete. No phase waits for a later one of any rank, so a single thread can
+// drive several communicators of one job (ncclCommInitAll, one group).
 class ConnectionSetup {
  public:
   ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted) : comm_(comm), deadline_(deadlineAfter(comm->timeoutSeconds)) {
@@ -381,84 +384,52 @@ class ConnectionSetup {
         throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) + " on channel " +
                                                  std::to_string(k.channel) + " has tag " + std::to_string(k.tag) + ", outside 0.." +
                                                  std::to_string(kMaxConnectionTags - 1));
-    bool needNet = false;
-    for (const ConnKey& k : keys_) needNet = needNet || pathTo(k.peer) == PeerPath::Net;
-    if (needNet) openProxy(comm);
+    for (const ConnKey& k : keys_) transports_.push_back(&transportTo(comm, k.peer));
+    for (Transport* t : transports_) t->open();
   }
 
   void offer() {
-    for (const ConnKey& k : keys_) {
+    for (size_t i = 0; i < keys_.size(); i++) {
+      const ConnKey& k = keys_[i];
       if (k.send) continue;
-      Offer offer{};
-      if (pathTo(k.peer) == PeerPath::Net) {
-        listening_.emplace_back(k, comm_->proxy->backend().listen(0, &offer.handle));
-      } else {
-        Transport transport = pathTo(k.peer) == PeerPath::Local ? Transport::Local : Transport::Shm;
-        made_.emplace_back(k, sharedConnection(FifoConnection::createReceiver(transport, uint32_t(comm_->nsteps), comm_->slotBytes,
-                                                                              &offer.segment, "FIFO of the " + describe(k)),
-                                               k.peer));
-      }
+      ConnectionOffer offer{};
+      pending_.emplace_back(k, transports_[i]->offer(request(k), &offer));
       comm_->bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
     }
   }
 
   void attach() {
-    for (const ConnKey& k : keys_) {
+    for (size_t i = 0; i < keys_.size(); i++) {
+      const ConnKey& k = keys_[i];
       if (!k.send) continue;
-      Offer offer{};
+      ConnectionOffer offer{};
       try {
         comm_->bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer, secondsLeft());
-        if (pathTo(k.peer) == PeerPath::Net) {
-          auto sendComm = comm_->proxy->backend().connect(0, offer.handle, deadline_, &comm_->abortFlag);
-          made_.emplace_back(k, netConnection(comm_->proxy->addSend(std::move(sendComm), k.peer, k.channel, k.tag, workerBell(k))));
-        } else {
-          made_.emplace_back(k, sharedConnection(FifoConnection::attachSender(offer.segment, "FIFO of the " + describe(k)), k.peer));
-          kern::fifoStoreRelease(&made_.back().second.fifo->attached, 1);
-        }
+        made_.emplace_back(k, transports_[i]->attach(request(k), offer, deadline_));
       } catch (const Error& e) {
         throw Error(e.code(), setupFailed(k, e));
       }
     }
   }
 
-  void accept() {
-    for (auto& [k, listener] : listening_) {
+  void complete() {
+    for (auto& [k, pending] : pending_) {
       try {
-        auto recvComm = listener->accept(deadline_, &comm_->abortFlag);
-        made_.emplace_back(k, netConnection(comm_->proxy->addRecv(std::move(recvComm), k.peer, k.channel, k.tag, workerBell(k))));
+        made_.emplace_back(k, pending->complete(deadline_));
       } catch (const Error& e) {
         throw Error(e.code(), setupFailed(k, e));
       }
     }
-    // The receiver's side of a memory connection must outlive the sender's attach: a rank whose
-    // operation ends at once (count 0) could otherwise destroy it under a slow peer.
-    for (auto& [k, conn] : made_) {
-      if (k.send || conn.shared == nullptr) continue;
-      while (kern::fifoLoadAcquire(&conn.fifo->attached) == 0) {
-        if (comm_->abortFlag.load()) throw Error(ErrorCode::Aborted, "setting up the " + describe(k) + ": aborted");
-        if (SteadyClock::now() >= deadline_)
-          throw Error(ErrorCode::Remote, "setting up the " + describe(k) + ": " + comm_->describePeer(k.peer) +
-                                             " did not attach within TUTTI_TIMEOUT (" + std::to_string(int(comm_->timeoutSeconds)) + " s)");
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-    }
+    pending_.clear();
     for (auto& [k, conn] : made_) {
       TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(), k.send ? "to" : "from",
-                  k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn.transport.c_str());
+                  k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn->transport().c_str());
       comm_->connections[k] = std::move(conn);
     }
     made_.clear();
   }
 
  private:
-  // What the receiving side sends the sending side: a shm segment or a net listener's handle.
-  union Offer {
-    SegmentDescriptor segment;
-    net::NetHandle handle;
-  };
-  static_assert(sizeof(SegmentDescriptor) == sizeof(net::NetHandle));
-
-  PeerPath pathTo(int peer) const { return pathBetween(comm_->peers[size_t(comm_->rank)], comm_->peers[size_t(peer)]); }
   double secondsLeft() const {
     return std::max(0.001, std::chrono::duration<double>(deadline_ - SteadyClock::now()).count());
   }
@@ -475,38 +446,60 @@ class ConnectionSetup {
            " make the same call?)";
     return s;
   }
-  kern::Bell* workerBell(const ConnKey& k) const { return &comm_->control->bells[workerOfChannel(comm_, k.channel)]; }
-  Connection sharedConnection(std::unique_ptr<FifoConnection> shared, int peer) const {
-    Connection c;
-    c.fifo = shared->fifo();
-    c.transport = transportName(shared->transport());
-    c.peerBells = comm_->peerControl[size_t(peer)]->bells;
-    c.shared = std::move(shared);
-    return c;
-  }
-  Connection netConnection(kern::FifoHeader* fifo) const {
-    Connection c;
-    c.fifo = fifo;
-    c.proxyBell = comm_->proxy->bell();
-    c.transport = std::string("net/") + comm_->proxy->backend().name();
-    return c;
+  ConnectionRequest request(const ConnKey& k) const {
+    ConnectionRequest r;
+    r.peer = k.peer;
+    r.channel = k.channel;
+    r.tag = k.tag;
+    r.description = describe(k);
+    r.workerBell = &comm_->control->bells[workerOfChannel(comm_, k.channel)];
+    ControlBlock* peerControl = comm_->peerControl[size_t(k.peer)];
+    r.peerBells = peerControl != nullptr ? peerControl->bells : nullptr;
+    return r;
   }
 
   ncclComm* comm_;
   SteadyTime deadline_;
   std::vector<ConnKey> keys_;
-  std::vector<std::pair<ConnKey, Connection>> made_;
-  std::vector<std::pair<ConnKey, std::unique_ptr<net::NetListenComm>>> listening_;
+  std::vector<Transport*> transports_;  // by keys_
+  std::vector<std::pair<ConnKey, std::unique_ptr<PendingReceive>>> pending_;
+  std::vector<std::pair<ConnKey, std::unique_ptr<Connection>>> made_;
+};
+
+// The communicator as its transports see it.
+class CommTransportContext final : public TransportContext {
+ public:
+  explicit CommTransportContext(ncclComm* comm) : comm_(comm) {}
+  std::string where() const override { return comm_->where(); }
+  std::string describePeer(int peer) const override { return comm_->describePeer(peer); }
+  int device() const override { return comm_->device; }
+  const std::atomic<bool>& abortFlag() const override { return comm_->abortFlag; }
+  double timeoutSeconds() const override { return comm_->timeoutSeconds; }
+  int spin() const override { return comm_->spin; }
+  // A nonblocking init's ncclInProgress counts: nothing may be reported over it.
+  bool failed() const override { return comm_->asyncError.load() != ncclSuccess; }
+  void fail(const Error& error, int peer) override { comm_->fail(error, true, peer); }
+  FifoShape fifoShape() const override { return FifoShape{uint32_t(comm_->nsteps), comm_->slotBytes}; }
+  std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->fifoMemory; }
+  std::string netName() const override { return comm_->config.netName; }
+
+ private:
+  ncclComm* comm_;
 };
 
 }  // namespace
+
+void makeCommTransports(ncclComm* comm) {
+  comm->transportContext = std::make_unique<CommTransportContext>(comm);
+  comm->transports = makeTransports(*comm->transportContext);
+}
 
 void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted) {
   std::vector<ConnectionSetup> setups;
   for (auto& [comm, keys] : wanted) setups.emplace_back(comm, keys);
   for (ConnectionSetup& s : setups) s.offer();
   for (ConnectionSetup& s : setups) s.attach();
-  for (ConnectionSetup& s : setups) s.accept();
+  for (ConnectionSetup& s : setups) s.complete();
 }
 
 void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys) { ensureConnections({{comm, keys}}); }
@@ -515,7 +508,7 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys) { ensur
 
 ncclComm::~ncclComm() {
   // A healthy communicator may still have our last sends queued in the proxy: let them leave.
-  if (proxy && !abortFlag.load() && asyncError.load() == ncclSuccess) proxy->drain(timeoutSeconds);
+  if (tutti::TransportProxy* p = proxy(); p != nullptr && !abortFlag.load() && asyncError.load() == ncclSuccess) p->drain(timeoutSeconds);
   abortFlag.store(true);
   if (initThread.joinable()) initThread.join();
   if (bootstrap) {
@@ -526,11 +519,18 @@ ncclComm::~ncclComm() {
     bootstrap->setPeerLostHandler(nullptr);
   }
   workers.reset();
-  proxy.reset();
+  transports.clear();  // the net proxy stops before the bells it rings go
   connections.clear();
   peerControlSegments.clear();
   controlSegment.reset();
   bootstrap.reset();
+  transportContext.reset();
+}
+
+tutti::TransportProxy* ncclComm::proxy() const {
+  for (const auto& transport : transports)
+    if (tutti::TransportProxy* p = transport->proxy()) return p;
+  return nullptr;
 }
 
 void ncclComm::failFromNotice(int sender, const std::string& text) {

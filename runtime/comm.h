@@ -25,12 +25,12 @@
 #include "nccl.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
-#include "runtime/proxy.h"
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
 #include "runtime/topo_init.h"
-#include "transports/fifo_connection.h"
+#include "transports/fifo_memory.h"
 #include "transports/segment.h"
+#include "transports/transport.h"
 
 namespace tutti {
 
@@ -75,18 +75,6 @@ struct ConnKey {
   auto tie() const { return std::tuple(peer, channel, int(kind), tag, send); }
   bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
   bool operator==(const ConnKey& o) const { return tie() == o.tie(); }
-};
-
-// One direction of one connection as the executor uses it: the FIFO it reads or writes, and the
-// bell to ring after moving it. For local/shm that is the peer worker's bell in the peer's
-// control block; for net it is the proxy's bell (the proxy owns the net side and the FIFO).
-struct Connection {
-  std::unique_ptr<FifoConnection> shared;  // local/shm: memory both ranks reach
-  kern::FifoHeader* fifo = nullptr;
-  kern::Bell* peerBells = nullptr;  // local/shm: one per worker
-  kern::Bell* proxyBell = nullptr;  // net
-  std::string transport;            // "local", "shm", "net/Socket"
-  kern::Bell* bellFor(int worker) const { return proxyBell != nullptr ? proxyBell : &peerBells[worker]; }
 };
 
 // A reduction op made by ncclRedOpCreatePreMulSum.
@@ -139,8 +127,16 @@ struct ncclComm {
   // By worker: what it waits for while a wait sleeps (kern::ExecutionContext::waitSlot), read by
   // describeWaits from any thread.
   std::array<tutti::kern::WaitSlot, tutti::kMaxWorkers> waits;
-  std::map<tutti::ConnKey, tutti::Connection> connections;
-  std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
+  // Where the FIFOs live: host memory for now. The hook a device executor backend points at its
+  // own memory, before init makes the first connections.
+  std::shared_ptr<tutti::FifoMemory> fifoMemory = tutti::hostFifoMemory();
+  // The communicator as its transports see it, and its transports in the registry's order
+  // (transports/registry.h), made at init.
+  std::unique_ptr<tutti::TransportContext> transportContext;
+  std::vector<std::unique_ptr<tutti::Transport>> transports;
+  std::map<tutti::ConnKey, std::unique_ptr<tutti::Connection>> connections;
+  // The proxy that moves the network connections, once the net transport has opened; else null.
+  tutti::TransportProxy* proxy() const;
   // One-shot all-reduces through the control blocks' mailboxes, when every rank is on this host.
   bool mailboxesMapped = false;
   std::vector<tutti::kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
@@ -210,6 +206,10 @@ namespace tutti {
 
 // Joins the job and builds the communicator's resources. Throws on failure.
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device);
+
+// Makes the communicator's transports (transports/registry.h) and the context they see it
+// through; init does, once the settings are agreed.
+void makeCommTransports(ncclComm* comm);
 
 // Connections this rank needs, created (receive side) or attached (send side), with the
 // descriptors carried over the bootstrap. Collective over the ranks named in the keys.

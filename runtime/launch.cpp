@@ -282,9 +282,9 @@ kern::OpBinding bindingFor(CommLaunch& L, const Task& t) {
 // Points a lane's FIFO ends at its connections.
 void connectLane(ncclComm* comm, int worker, BoundLane& bound) {
   auto end = [&](const ConnKey& k) {
-    const Connection& conn = comm->connections.at(k);
+    const Connection& conn = *comm->connections.at(k);
     // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
-    return kern::FifoEnd{conn.fifo, conn.bellFor(worker), k.peer};
+    return kern::FifoEnd{conn.fifo(), conn.bellFor(worker), k.peer};
   };
   for (const ConnKey& k : bound.sendKeys) bound.lane.sends.push_back(end(k));
   for (const ConnKey& k : bound.recvKeys) bound.lane.recvs.push_back(end(k));
@@ -408,18 +408,18 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork 
   ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
   ctx.peerNamerArg = comm;
   ctx.waitSlot = &comm->waits[size_t(worker)];
-  if (comm->proxy && driveNetwork) {
-    ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
-    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->sendsWaiting(); };
+  if (comm->proxy() && driveNetwork) {
+    ctx.pollNetwork = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->tryProgress(); };
+    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->sendsWaiting(); };
     ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
-      auto* p = static_cast<tutti::NetProxy*>(proxy);
+      auto* p = static_cast<TransportProxy*>(proxy);
       switch (change) {
         case kern::ExecutionContext::Drive::Start: p->startDriving(); break;
         case kern::ExecutionContext::Drive::Stop: p->stopDriving(); break;
         case kern::ExecutionContext::Drive::Release: p->releaseDriving(); break;
       }
     };
-    ctx.networkArg = comm->proxy.get();
+    ctx.networkArg = comm->proxy();
   }
   return ctx;
 }
@@ -483,7 +483,7 @@ void execute(std::span<CommLaunch* const> launches) {
   for (CommLaunch* L : launches) {
     // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets
     // a previous operation's worker released (NetProxy::releaseDriving).
-    if (L->comm->proxy && !workersDriveNetwork(*L)) L->comm->proxy->wake();
+    if (TransportProxy* proxy = L->comm->proxy(); proxy != nullptr && !workersDriveNetwork(*L)) proxy->wake();
     if (L->mailbox && !inlineFirst) L->comm->workers->start(0, [L] { runMailbox(*L); });
     for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
       if (!L->queues[size_t(w)].empty())

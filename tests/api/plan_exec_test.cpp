@@ -431,7 +431,7 @@ TEST_CASE("plan exec: every test algorithm over TCP between 4 rank processes", "
       runWith(name, cases, rank, nranks, comm);
     }
     for (auto& [key, conn] : comm->connections)
-      check(conn.transport.rfind("net/", 0) == 0, "a connection to rank " + std::to_string(key.peer) + " uses " + conn.transport);
+      check(conn->transport().rfind("net/", 0) == 0, "a connection to rank " + std::to_string(key.peer) + " uses " + conn->transport());
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }

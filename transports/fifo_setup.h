@@ -1,0 +1,35 @@
+// What the memory transports (local, shm; next p2p) share when they set up a FIFO: the check of
+// its number of slots, its header written through the FIFO memory, the check of a peer's header,
+// and the receiver's wait for its sender.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/clock.h"
+#include "transports/fifo_memory.h"
+#include "transports/transport.h"
+
+namespace tutti {
+
+// The one check of TUTTI_NSTEPS's range, 2..kern::kMaxFifoSteps: communicator init runs it on the
+// value it reads, each offer on the value the ranks agreed. Throws InvalidUsage, prefixed with
+// "<context>: " unless context is empty.
+void checkFifoSteps(int64_t nsteps, const std::string& context);
+
+// Writes a fresh header for `shape` at `fifo`, built on the host and copied in: the memory may be
+// out of the host's reach.
+void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape);
+
+// Checks the header of a peer's FIFO of `bytes` (copied out of `memory`): throws Remote
+// "<context>: the peer's FIFO segment is malformed" unless it is one.
+void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context);
+
+// The receiver's side of phase 3: waits until `attached` says the sender has the FIFO, until
+// `deadline` or an abort. Throws Aborted ("aborted") or Remote (the peer "did not attach within
+// TUTTI_TIMEOUT").
+void waitForSender(const std::function<bool()>& attached, const TransportContext& context, int peer, SteadyTime deadline);
+
+}  // namespace tutti
