@@ -25,6 +25,8 @@
 #include "nccl.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
+#include "runtime/connection_setup.h"
+#include "runtime/control_block.h"
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
 #include "runtime/topo_init.h"
@@ -36,17 +38,7 @@ namespace tutti {
 
 struct LaunchCache;  // runtime/launch.cpp
 
-constexpr int kMaxWorkers = 32;
 constexpr int kMaxChannels = 32;
-constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-1 (bootstrap tags stay within 32 bits)
-
-// A rank's control block: the bells of its executor workers, and its mailboxes for one-shot
-// all-reduces (kernels/mailbox.h). Peers on the same node map it so that they can wake the
-// worker that waits on a FIFO they just moved, and read the rank's mailboxes.
-struct ControlBlock {
-  kern::Bell bells[kMaxWorkers];
-  kern::Mailbox mailboxes[2];
-};
 
 // What every rank tells every other at init.
 struct RankInfo {
@@ -62,19 +54,6 @@ struct RankInfo {
   int32_t nworkers;
   int32_t buffersSet;  // NCCL_BUFFSIZE or TUTTI_NSTEPS was set: the slot stands as they make it
   uint64_t slotBytes;
-};
-
-// Identifies one direction of one connection to a peer. Both ends name it alike (with `send`
-// flipped), and both agree on it through the bootstrap tag of its handshake.
-struct ConnKey {
-  int peer;
-  int channel;
-  plan::ConnKind kind;
-  int tag;    // the lane's tag: separate FIFOs for separate uses of one peer
-  bool send;  // true: we send to peer; false: we receive from peer
-  auto tie() const { return std::tuple(peer, channel, int(kind), tag, send); }
-  bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
-  bool operator==(const ConnKey& o) const { return tie() == o.tie(); }
 };
 
 // A reduction op made by ncclRedOpCreatePreMulSum.
@@ -207,23 +186,14 @@ namespace tutti {
 // Joins the job and builds the communicator's resources. Throws on failure.
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device);
 
-// Makes the communicator's transports (transports/registry.h) and the context they see it
-// through; init does, once the settings are agreed.
-void makeCommTransports(ncclComm* comm);
-
-// Connections this rank needs, created (receive side) or attached (send side), with the
-// descriptors carried over the bootstrap. Collective over the ranks named in the keys.
-void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys);
-// The same for several communicators at once, phase by phase, so that one thread can set up the
-// connections of several ranks of one job (ncclCommInitAll and a group over its comms).
-void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted);
-
 int workerOfChannel(const ncclComm* comm, int channel);
 
-// How this rank reaches its peers, as the transport choice decides it for each pair (whether or
-// not a connection has been made yet): the distinct names joined by '+' ("local", "shm",
-// "net/Socket"), "none" for a communicator of one rank.
-std::string peerTransports(const ncclComm* comm);
+// Settings at init (runtime/comm_settings.cpp): this rank's proposal, the adoption of rank 0's
+// by every rank, and the waits fitted to the host's cores once the selector knows them.
+void proposeSettings(const ncclComm* comm, RankInfo* me);
+void adoptSettings(ncclComm* comm);
+void fitWaitsToHost(ncclComm* comm);
+
 // The communicator's nodes: hosts as their host hashes tell them apart (NCCL_HOSTID).
 int nodeCount(const ncclComm* comm);
 

@@ -1,0 +1,26 @@
+// A rank's control block: the bells of its executor workers and its mailboxes, which every peer
+// on its host maps.
+#pragma once
+
+#include "kernels/bell.h"
+#include "kernels/mailbox.h"
+
+struct ncclComm;
+
+namespace tutti {
+
+constexpr int kMaxWorkers = 32;
+
+// Peers on the same node map it so that they can wake the worker that waits on a FIFO they just
+// moved, and read the rank's mailboxes (one-shot all-reduces, kernels/mailbox.h).
+struct ControlBlock {
+  kern::Bell bells[kMaxWorkers];
+  kern::Mailbox mailboxes[2];
+};
+
+// Creates this rank's control block, maps those of the peers on its host, and, when every rank is
+// on this host, the mailboxes of all. Collective: a gather of the blocks' descriptors, then a
+// barrier once every peer has mapped ours, after which ours can no longer be attached.
+void mapControlBlocks(ncclComm* comm);
+
+}  // namespace tutti
