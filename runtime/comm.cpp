@@ -5,11 +5,11 @@
 
 namespace tutti {
 
-int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->nworkers; }
+int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->settings.nworkers; }
 
 int nodeCount(const ncclComm* comm) {
   std::set<uint64_t> hosts;
-  for (const RankInfo& p : comm->peers) hosts.insert(p.hostHash);
+  for (const RankInfo& p : comm->identity.peers) hosts.insert(p.hostHash);
   return int(hosts.size());
 }
 
@@ -17,27 +17,32 @@ int nodeCount(const ncclComm* comm) {
 
 ncclComm::~ncclComm() {
   // A healthy communicator may still have our last sends queued in the proxy: let them leave.
-  if (tutti::TransportProxy* p = proxy(); p != nullptr && !abortFlag.load() && asyncError.load() == ncclSuccess) p->drain(timeoutSeconds);
-  abortFlag.store(true);
-  if (initThread.joinable()) initThread.join();
-  if (bootstrap) {
+  if (tutti::TransportProxy* p = links.proxy(); p != nullptr && !error.abortFlag.load() && error.asyncError.load() == ncclSuccess)
+    p->drain(settings.timeoutSeconds);
+  error.abortFlag.store(true);
+  if (lifecycle.initThread.joinable()) lifecycle.initThread.join();
+  if (identity.bootstrap) {
     // Our failure notice leaves before our connections close, so peers learn the cause rather
     // than just "connection closed"; then no notice may reach a comm being torn down.
-    bootstrap->flushNotices();
-    bootstrap->setNoticeHandler(nullptr);
-    bootstrap->setPeerLostHandler(nullptr);
+    identity.bootstrap->flushNotices();
+    identity.bootstrap->setNoticeHandler(nullptr);
+    identity.bootstrap->setPeerLostHandler(nullptr);
   }
-  workers.reset();
-  transports.clear();  // the net proxy stops before the bells it rings go
-  connections.clear();
-  peerControlSegments.clear();
-  controlSegment.reset();
-  bootstrap.reset();
-  transportContext.reset();
+  executor.workers.reset();
+  links.transports.clear();  // the net proxy stops before the bells it rings go
+  links.connections.clear();
+  control.peerSegments.clear();
+  control.ownSegment.reset();
+  identity.bootstrap.reset();
+  links.transportContext.reset();
 }
 
-tutti::TransportProxy* ncclComm::proxy() const {
+namespace tutti {
+
+TransportProxy* CommLinks::proxy() const {
   for (const auto& transport : transports)
-    if (tutti::TransportProxy* p = transport->proxy()) return p;
+    if (TransportProxy* p = transport->proxy()) return p;
   return nullptr;
 }
+
+}  // namespace tutti

@@ -1,5 +1,5 @@
-// The communicator: identity, peers, settings agreed at init, the host executor's resources
-// (bells, worker threads, connections), user reduction ops, and the error state.
+// The communicator, its state grouped by concern: identity and peers, settings agreed at init,
+// control blocks, executor resources, connections, planning, user reduction ops, error state.
 #pragma once
 
 #include <array>
@@ -65,26 +65,22 @@ struct UserRedOp {
   const void* pointer = nullptr; // device residence: read when the operation runs
 };
 
-}  // namespace tutti
-
-// The C handle (nccl.h's `struct ncclComm`).
-struct ncclComm {
-  ncclComm() = default;
-  ncclComm(const ncclComm&) = delete;
-  ncclComm& operator=(const ncclComm&) = delete;
-  ~ncclComm();
-
+// Who this rank is among its peers, and how it reaches them before any transport exists.
+struct CommIdentity {
   int rank = 0;
   int nranks = 1;
   int device = 0;
-  tutti::CommConfig config;
-  std::vector<tutti::RankInfo> peers;
+  CommConfig config;
+  std::vector<RankInfo> peers;  // by rank
   // Set once peers holds every rank's identity: a failure notice can arrive (on the bootstrap's
   // listener thread) while init is still filling it in.
   std::atomic<bool> peersKnown{false};
-  std::unique_ptr<tutti::Bootstrap> bootstrap;
+  std::unique_ptr<Bootstrap> bootstrap;
+};
 
-  // Settings agreed at init.
+// Settings agreed at init (runtime/comm_settings.cpp): the same on every rank, so that all ranks
+// cut buffers alike, apart from the waits' own, which fit this host's cores.
+struct CommSettings {
   int nchannels = 1;
   int minChannels = 1;
   int nsteps = 8;
@@ -94,80 +90,109 @@ struct ncclComm {
   int spin = 200;
   int yields = 50;
   // Executors move the network FIFOs themselves while they wait in launches of at most this many
-  // workers (see comm.cpp).
+  // workers (see fitWaitsToHost).
   int drivingWorkers = 1 << 30;
+};
 
-  // Executor resources.
-  std::unique_ptr<tutti::Segment> controlSegment;
-  tutti::ControlBlock* control = nullptr;
-  std::vector<std::unique_ptr<tutti::Segment>> peerControlSegments;  // by rank; empty for self
-  std::vector<tutti::ControlBlock*> peerControl;                     // by rank; null: other host
-  std::unique_ptr<tutti::kern::HostWorkerPool> workers;
+// What the executor runs operations with, and the operations in flight.
+struct ExecutorResources {
+  std::unique_ptr<kern::HostWorkerPool> workers;
   // By worker: what it waits for while a wait sleeps (kern::ExecutionContext::waitSlot), read by
   // describeWaits from any thread.
-  std::array<tutti::kern::WaitSlot, tutti::kMaxWorkers> waits;
+  std::array<kern::WaitSlot, kMaxWorkers> waits;
+  // Scratch memory of the plans' lanes, taken by each launch while it runs.
+  std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
+  // Bound launches of single operations, kept for the next call of the same shape, which then
+  // only points them at its buffers (runtime/launch.cpp).
+  std::shared_ptr<LaunchCache> launchCache;
+  uint64_t opSeq = 0;                     // operations started so far
+  uint64_t mailboxSeq = 0;                // mailbox operations run so far
+  std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
+  std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
+};
+
+// How this rank reaches its peers (runtime/connection_setup.h).
+struct CommLinks {
   // Where the FIFOs live: host memory for now. The hook a device executor backend points at its
   // own memory, before init makes the first connections.
-  std::shared_ptr<tutti::FifoMemory> fifoMemory = tutti::hostFifoMemory();
+  std::shared_ptr<FifoMemory> fifoMemory = hostFifoMemory();
   // The communicator as its transports see it, and its transports in the registry's order
   // (transports/registry.h), made at init.
-  std::unique_ptr<tutti::TransportContext> transportContext;
-  std::vector<std::unique_ptr<tutti::Transport>> transports;
-  std::map<tutti::ConnKey, std::unique_ptr<tutti::Connection>> connections;
+  std::unique_ptr<TransportContext> transportContext;
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::map<ConnKey, std::unique_ptr<Connection>> connections;
   // The proxy that moves the network connections, once the net transport has opened; else null.
-  tutti::TransportProxy* proxy() const;
-  // One-shot all-reduces through the control blocks' mailboxes, when every rank is on this host.
-  bool mailboxesMapped = false;
-  std::vector<tutti::kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
-  std::vector<tutti::kern::Bell*> mailboxBells;     // [rank]: its worker 0's bell
-  uint64_t mailboxSeq = 0;                          // mailbox operations run so far
-  // The selector's last answer for an all-reduce of mailboxChoiceBytes: mailboxes or not.
-  size_t mailboxChoiceBytes = SIZE_MAX;
-  bool mailboxChoice = false;
+  TransportProxy* proxy() const;
+};
 
-  // Scratch memory of the plans' lanes, taken by each launch while it runs.
-  std::shared_ptr<tutti::ScratchPool> scratch = std::make_shared<tutti::ScratchPool>();
-
+// What chooses and builds the plans an operation runs.
+struct CommPlanning {
   // The algorithms this communicator can run (built-ins, then custom plan files).
-  tutti::plan::AlgorithmRegistry algorithms = tutti::plan::builtinAlgorithms();
+  plan::AlgorithmRegistry algorithms = plan::builtinAlgorithms();
   // When set (tests), the algorithm used for every collective it serves; the selector's choice
   // for the others. Users steer the selector with NCCL_ALGO instead.
   std::string forcedAlgorithm;
   // Chooses algorithm and channels per operation (runtime/select.h).
-  std::unique_ptr<tutti::CommSelector> selector;
+  std::unique_ptr<CommSelector> selector;
   // Every node's graph and the channels' rings and trees (runtime/topo_init.h).
-  std::unique_ptr<tutti::CommTopology> topology;
+  std::unique_ptr<CommTopology> topology;
   // Ranks per node when every node holds a contiguous block of ranks of one size, else 0
   // (hierarchical plans need it).
   int ranksPerNode = 0;
   // Plans by (algorithm, collective, root or peer, ring and tree index of runtime/topo_init.h):
   // built once, then reused; shared with launches still queued on host streams.
-  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const tutti::plan::RankPlan>> planCache;
-  // Bound launches of single operations, kept for the next call of the same shape, which then
-  // only points them at its buffers (runtime/launch.cpp).
-  std::shared_ptr<tutti::LaunchCache> launchCache;
+  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const plan::RankPlan>> planCache;
+  // The selector's last answer for an all-reduce of mailboxChoiceBytes: mailboxes or not.
+  size_t mailboxChoiceBytes = SIZE_MAX;
+  bool mailboxChoice = false;
+};
 
-  std::mutex redopMutex;
-  std::vector<tutti::UserRedOp> redops;  // ncclRedOp_t(ncclNumOps + i)
+// The reduction ops made by ncclRedOpCreatePreMulSum.
+struct UserRedOps {
+  std::mutex mutex;
+  std::vector<UserRedOp> ops;  // ncclRedOp_t(ncclNumOps + i)
+};
 
-  uint64_t opSeq = 0;
-  std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
-  std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
+// The communicator's error: once set it is unusable (only destroy or abort), and every wait ends.
+struct CommErrorState {
   std::atomic<bool> abortFlag{false};
-  std::atomic<int> asyncError{ncclSuccess};
-  tutti::ErrorCode asyncErrorCode = tutti::ErrorCode::Internal;  // of the recorded error, under errorMutex
-  std::mutex errorMutex;
-  std::string asyncErrorMessage;
-  int asyncErrorPeer = -1;          // under errorMutex: the peer whose connection failed, if any
-  bool destroyed = false;
-  bool finalized = false;
+  std::atomic<int> asyncError{ncclSuccess};  // ncclResult_t: what ncclCommGetAsyncError returns
+  std::mutex mutex;                          // the recorded error's details:
+  ErrorCode code = ErrorCode::Internal;
+  std::string message;
+  int peer = -1;  // the peer whose connection failed, if that is the cause
+};
+
+// Init and end of the handle's life.
+struct CommLifecycle {
   std::thread initThread;  // nonblocking init
   double initSeconds = 0;
+  bool finalized = false;
+};
+
+}  // namespace tutti
+
+// The C handle (nccl.h's `struct ncclComm`): its state by concern.
+struct ncclComm {
+  ncclComm() = default;
+  ncclComm(const ncclComm&) = delete;
+  ncclComm& operator=(const ncclComm&) = delete;
+  ~ncclComm();
+
+  tutti::CommIdentity identity;
+  tutti::CommSettings settings;
+  tutti::ControlBlocks control;  // this rank's and its host's peers' (runtime/control_block.h)
+  tutti::ExecutorResources executor;
+  tutti::CommLinks links;
+  tutti::CommPlanning planning;
+  tutti::UserRedOps redops;
+  tutti::CommErrorState error;
+  tutti::CommLifecycle lifecycle;
 
   // Records a fatal error: the communicator is unusable from now on (only destroy/abort). The
   // first error is also sent to the other ranks (a failure notice) unless tellPeers is false.
   // peer: the rank whose connection failed, when that is the cause.
-  void fail(const tutti::Error& error, bool tellPeers = true, int peer = -1);
+  void fail(const tutti::Error& cause, bool tellPeers = true, int peer = -1);
   // A failure notice from another rank. When our own error was that rank's connection closing
   // (it tore its connections down after failing), its notice says why, and replaces it.
   void failFromNotice(int sender, const std::string& text);

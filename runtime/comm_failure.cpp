@@ -15,11 +15,11 @@ using tutti::ErrorCode;
 void ncclComm::failFromNotice(int sender, const std::string& text) {
   std::string message = where() + ": " + describePeer(sender) + " failed: " + text;
   {
-    std::lock_guard<std::mutex> lock(errorMutex);
-    if (asyncError.load() != ncclSuccess) {
-      if (asyncErrorPeer == sender && asyncErrorCode == ErrorCode::Remote) {
-        asyncErrorMessage = message;
-        asyncErrorPeer = -1;
+    std::lock_guard<std::mutex> lock(error.mutex);
+    if (error.asyncError.load() != ncclSuccess) {
+      if (error.peer == sender && error.code == ErrorCode::Remote) {
+        error.message = message;
+        error.peer = -1;
       }
       return;
     }
@@ -31,38 +31,39 @@ void ncclComm::failFromPeerLost(int peer, const std::string& reason) {
   std::string message = where() + ": " + describePeer(peer) + " is gone: " + reason;
   // A process that ends without destroying its communicator at job end is common and harmless
   // when nothing is running; an operation in flight is what this stops (unless a notice did first).
-  bool busy = activeLaunches.load() > 0 || pendingStreamJobs.load() > 0;
-  if (busy && asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
+  bool busy = executor.activeLaunches.load() > 0 || executor.pendingStreamJobs.load() > 0;
+  if (busy && error.asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
   else TUTTI_INFO(tutti::log::Init, "%s", message.c_str());
   fail(Error(ErrorCode::Remote, message), true, peer);
 }
 
-void ncclComm::fail(const Error& error, bool tellPeers, int peer) {
+void ncclComm::fail(const Error& cause, bool tellPeers, int peer) {
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(errorMutex);
+    std::lock_guard<std::mutex> lock(error.mutex);
     int expected = ncclSuccess;
-    ncclResult_t code = error.code() == ErrorCode::Remote || error.code() == ErrorCode::Timeout ? ncclRemoteError
-                        : error.code() == ErrorCode::InvalidUsage                             ? ncclInvalidUsage
+    ncclResult_t code = cause.code() == ErrorCode::Remote || cause.code() == ErrorCode::Timeout ? ncclRemoteError
+                        : cause.code() == ErrorCode::InvalidUsage                             ? ncclInvalidUsage
                                                                                               : ncclSystemError;
-    if (asyncError.compare_exchange_strong(expected, code)) {
-      asyncErrorMessage = error.message();
-      asyncErrorCode = error.code();
-      asyncErrorPeer = peer;
+    if (error.asyncError.compare_exchange_strong(expected, code)) {
+      error.message = cause.message();
+      error.code = cause.code();
+      error.peer = peer;
       first = true;
     }
   }
   // The other ranks learn the cause now rather than by their own timeout: some of them never
   // talk to the peer at fault. An abort (ours or the user's) is not news to them.
-  if (first && tellPeers && error.code() != ErrorCode::Aborted && bootstrap) bootstrap->broadcastNotice(error.message());
-  abortFlag.store(true);
-  if (control)
-    for (auto& bell : control->bells) tutti::kern::ringBell(&bell);
+  if (first && tellPeers && cause.code() != ErrorCode::Aborted && identity.bootstrap) identity.bootstrap->broadcastNotice(cause.message());
+  error.abortFlag.store(true);
+  if (control.own)
+    for (auto& bell : control.own->bells) tutti::kern::ringBell(&bell);
 }
 
 std::string ncclComm::describePeer(int peer) const {
   std::string s = "rank " + std::to_string(peer);
-  if (peersKnown.load(std::memory_order_acquire) && peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
+  const std::vector<tutti::RankInfo>& peers = identity.peers;
+  if (identity.peersKnown.load(std::memory_order_acquire) && peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
     s += " (" + std::string(peers[size_t(peer)].hostname) + " pid " + std::to_string(peers[size_t(peer)].pid) + ")";
   return s;
 }
@@ -71,7 +72,7 @@ std::string ncclComm::describeWaits() const {
   const int64_t nowNs =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   std::string lines;
-  for (const tutti::kern::WaitSlot& slot : waits) {
+  for (const tutti::kern::WaitSlot& slot : executor.waits) {
     tutti::kern::WaitRecord r = slot.read();
     if (r.what == tutti::kern::WaitFor::Nothing) continue;
     char seconds[32];
@@ -83,5 +84,5 @@ std::string ncclComm::describeWaits() const {
 }
 
 std::string ncclComm::where() const {
-  return "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " (" + tutti::hostname() + " pid " + std::to_string(getpid()) + ")";
+  return "rank " + std::to_string(identity.rank) + " of " + std::to_string(identity.nranks) + " (" + tutti::hostname() + " pid " + std::to_string(getpid()) + ")";
 }

@@ -31,8 +31,8 @@ struct NetIdentity {
 void describeLayout(ncclComm* comm) {
   std::map<uint64_t, std::vector<int>> ranksOfHost;
   std::vector<uint64_t> hostOrder;  // by first rank, so node numbers follow rank order
-  for (int r = 0; r < comm->nranks; r++) {
-    uint64_t hash = comm->peers[size_t(r)].hostHash;
+  for (int r = 0; r < comm->identity.nranks; r++) {
+    uint64_t hash = comm->identity.peers[size_t(r)].hostHash;
     if (ranksOfHost[hash].empty()) hostOrder.push_back(hash);
     ranksOfHost[hash].push_back(r);
   }
@@ -40,16 +40,16 @@ void describeLayout(ncclComm* comm) {
   Transport* between = nullptr;  // the transport between nodes
   if (hostOrder.size() > 1) {
     // Every rank agrees that the job spans nodes, so every rank takes part in this gather.
-    uint64_t myHost = comm->peers[size_t(comm->rank)].hostHash;
+    uint64_t myHost = comm->identity.peers[size_t(comm->identity.rank)].hostHash;
     between = &transportTo(comm, ranksOfHost[hostOrder[hostOrder[0] == myHost ? 1 : 0]].front());
     Endpoint nic = between->endpoint();
-    identities.assign(size_t(comm->nranks), NetIdentity{});
-    NetIdentity& mine = identities[size_t(comm->rank)];
+    identities.assign(size_t(comm->identity.nranks), NetIdentity{});
+    NetIdentity& mine = identities[size_t(comm->identity.rank)];
     std::strncpy(mine.interfaceName, nic.interfaceName.c_str(), sizeof mine.interfaceName - 1);
     std::strncpy(mine.address, nic.address.c_str(), sizeof mine.address - 1);
-    comm->bootstrap->allGather(identities.data(), sizeof(NetIdentity));
+    comm->identity.bootstrap->allGather(identities.data(), sizeof(NetIdentity));
   }
-  if (comm->rank != 0 || !log::enabled(log::Level::Info, log::Init)) return;
+  if (comm->identity.rank != 0 || !log::enabled(log::Level::Info, log::Init)) return;
 
   // Ranks of one node talk as their neighbours in rank order do; several kinds show up when a
   // node mixes processes and threads.
@@ -64,7 +64,7 @@ void describeLayout(ncclComm* comm) {
   std::string nodesText;
   for (size_t n = 0; n < hostOrder.size(); n++) {
     const std::vector<int>& ranks = ranksOfHost[hostOrder[n]];
-    nodesText += "; node " + std::to_string(n) + " " + comm->peers[size_t(ranks[0])].hostname + " (" + std::to_string(ranks.size()) +
+    nodesText += "; node " + std::to_string(n) + " " + comm->identity.peers[size_t(ranks[0])].hostname + " (" + std::to_string(ranks.size()) +
                  (ranks.size() == 1 ? " rank" : " ranks");
     if (!identities.empty()) {
       const NetIdentity& id = identities[size_t(ranks[0])];
@@ -72,7 +72,7 @@ void describeLayout(ncclComm* comm) {
     }
     nodesText += ")";
   }
-  TUTTI_INFO(log::Init, "comm %p layout: %d ranks on %zu %s, intra-node %s, inter-node %s%s", static_cast<void*>(comm), comm->nranks,
+  TUTTI_INFO(log::Init, "comm %p layout: %d ranks on %zu %s, intra-node %s, inter-node %s%s", static_cast<void*>(comm), comm->identity.nranks,
              hostOrder.size(), hostOrder.size() == 1 ? "node" : "nodes", intraText.empty() ? "none" : intraText.c_str(),
              between != nullptr ? between->name().c_str() : "none", nodesText.c_str());
 }
@@ -92,15 +92,15 @@ int uniformRanksPerNode(const std::vector<RankInfo>& peers) {
 
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
   SteadyTime start = SteadyClock::now();
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->device = device;
+  comm->identity.rank = rank;
+  comm->identity.nranks = nranks;
+  comm->identity.device = device;
   log::setThreadDevice(device);
 
   BootstrapOptions options;
-  options.abortFlag = &comm->abortFlag;
-  comm->bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
-  comm->bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
+  options.abortFlag = &comm->error.abortFlag;
+  comm->identity.bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
+  comm->identity.bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
   double bootstrapSeconds = secondsSince(start);
 
   // Everyone's identity, and rank 0's settings for all.
@@ -113,28 +113,28 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
   proposeSettings(comm, &me);
 
-  comm->peers.assign(size_t(nranks), RankInfo{});
-  comm->peers[size_t(rank)] = me;
-  comm->bootstrap->allGather(comm->peers.data(), sizeof(RankInfo));
-  comm->peersKnown.store(true, std::memory_order_release);
+  comm->identity.peers.assign(size_t(nranks), RankInfo{});
+  comm->identity.peers[size_t(rank)] = me;
+  comm->identity.bootstrap->allGather(comm->identity.peers.data(), sizeof(RankInfo));
+  comm->identity.peersKnown.store(true, std::memory_order_release);
   // Same-host peers move data through shared memory, which says nothing when a peer dies; the
   // bootstrap connections it held open do. That allGather and the barriers below leave each rank's
   // ring neighbours holding one from it, so at least they see it go, and their notice tells the
   // rest. Installed only now, when describePeer can name the peer's host and pid; a death before
   // fails the bootstrap's own exchanges.
-  comm->bootstrap->setPeerLostHandler([comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
+  comm->identity.bootstrap->setPeerLostHandler([comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
   adoptSettings(comm);
   makeCommTransports(comm);
 
   mapControlBlocks(comm);
   describeLayout(comm);
-  comm->ranksPerNode = uniformRanksPerNode(comm->peers);
-  comm->topology = exchangeTopology(comm);
+  comm->planning.ranksPerNode = uniformRanksPerNode(comm->identity.peers);
+  comm->planning.topology = exchangeTopology(comm);
   loadCustomAlgorithms(comm);
-  comm->selector = std::make_unique<CommSelector>(comm);
+  comm->planning.selector = std::make_unique<CommSelector>(comm);
   fitWaitsToHost(comm);
-  if (comm->rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
-    std::string table = comm->selector->tuningTable();
+  if (comm->identity.rank == 0 && log::enabled(log::Level::Info, log::Tuning)) {
+    std::string table = comm->planning.selector->tuningTable();
     for (size_t at = 0, end; at < table.size(); at = end + 1) {
       end = std::min(table.find('\n', at), table.size());
       TUTTI_INFO(log::Tuning, "%s", table.substr(at, end - at).c_str());
@@ -145,8 +145,8 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // Ring connections on every channel, to the neighbours of the channel's ring.
   std::vector<ConnKey> ring;
   if (nranks > 1)
-    for (int c = 0; c < comm->nchannels; c++) {
-      plan::RingOrder order(nranks, ringOrderOf(comm->topology.get(), c));
+    for (int c = 0; c < comm->settings.nchannels; c++) {
+      plan::RingOrder order(nranks, ringOrderOf(comm->planning.topology.get(), c));
       ring.push_back(ConnKey{order.step(rank, 1), c, plan::ConnKind::Ring, 0, true});
       ring.push_back(ConnKey{order.step(rank, -1), c, plan::ConnKind::Ring, 0, false});
     }
@@ -154,19 +154,19 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // A receiver's side of a local connection is ready before its sender has attached: without
   // this barrier a rank could finish init, destroy its communicator and take the FIFO with it
   // while a slower peer is still attaching.
-  comm->bootstrap->barrier();
-  comm->workers = std::make_unique<kern::HostWorkerPool>(comm->nworkers);
-  comm->initSeconds = secondsSince(start);
+  comm->identity.bootstrap->barrier();
+  comm->executor.workers = std::make_unique<kern::HostWorkerPool>(comm->settings.nworkers);
+  comm->lifecycle.initSeconds = secondsSince(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
     std::string transports = connectionTransports(comm);
     TUTTI_INFO(log::Init,
                "comm %p rank %d nranks %d nodes %d device host: %d channels, %d workers, FIFO %d x %zu KiB, "
                "ring transports %s; init %.3f s (bootstrap %.3f s, exchange %.3f s, connect %.3f s)%s%s",
-               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->nchannels, comm->nworkers, comm->nsteps,
-               comm->slotBytes / 1024, transports.c_str(), comm->initSeconds, bootstrapSeconds, exchangeSeconds,
-               comm->initSeconds - bootstrapSeconds - exchangeSeconds, comm->config.commName.empty() ? "" : ", name ",
-               comm->config.commName.c_str());
+               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->settings.nchannels, comm->settings.nworkers, comm->settings.nsteps,
+               comm->settings.slotBytes / 1024, transports.c_str(), comm->lifecycle.initSeconds, bootstrapSeconds, exchangeSeconds,
+               comm->lifecycle.initSeconds - bootstrapSeconds - exchangeSeconds, comm->identity.config.commName.empty() ? "" : ", name ",
+               comm->identity.config.commName.c_str());
   }
 }
 

@@ -26,8 +26,8 @@ constexpr int kOversubscribedSpin = 20;
 void proposeSettings(const ncclComm* comm, RankInfo* me) {
   int maxChannels = int(tunables::kMaxNchannels.get());
   int minChannels = int(tunables::kMinNchannels.get());
-  if (comm->config.maxCTAs) maxChannels = std::min(maxChannels, *comm->config.maxCTAs);
-  if (comm->config.minCTAs) minChannels = std::max(minChannels, *comm->config.minCTAs);
+  if (comm->identity.config.maxCTAs) maxChannels = std::min(maxChannels, *comm->identity.config.maxCTAs);
+  if (comm->identity.config.minCTAs) minChannels = std::max(minChannels, *comm->identity.config.minCTAs);
   // NCCL_MIN_NCHANNELS above NCCL_MAX_NCHANNELS: the minimum wins, as the larger request.
   if (minChannels > maxChannels)
     TUTTI_WARN("%s: NCCL_MIN_NCHANNELS (or minCTAs) %d is above NCCL_MAX_NCHANNELS (or maxCTAs) %d: using %d channels",
@@ -48,33 +48,34 @@ void proposeSettings(const ncclComm* comm, RankInfo* me) {
 }
 
 void adoptSettings(ncclComm* comm) {
-  const RankInfo& first = comm->peers[0];
-  comm->nchannels = first.nchannels;
-  comm->minChannels = first.minChannels;
-  comm->nsteps = first.nsteps;
-  comm->nworkers = first.nworkers;
-  comm->slotBytes = size_t(first.slotBytes);
-  if (!first.buffersSet && comm->nranks > 1 && nodeCount(comm) == comm->nranks) {
+  const RankInfo& first = comm->identity.peers[0];
+  comm->settings.nchannels = first.nchannels;
+  comm->settings.minChannels = first.minChannels;
+  comm->settings.nsteps = first.nsteps;
+  comm->settings.nworkers = first.nworkers;
+  comm->settings.slotBytes = size_t(first.slotBytes);
+  if (!first.buffersSet && comm->identity.nranks > 1 && nodeCount(comm) == comm->identity.nranks) {
     // Every rank alone on its node, so every connection crosses the network: larger slots, which
     // operations from 32 MiB use whole (sim::chunkBytesFor), in the same memory per connection.
-    comm->nsteps = kNetworkSlots;
-    comm->slotBytes = kNetworkSlotBytes;
+    comm->settings.nsteps = kNetworkSlots;
+    comm->settings.slotBytes = kNetworkSlotBytes;
   }
-  comm->timeoutSeconds = double(tunables::kTimeout.get());
-  if (comm->timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
-  comm->spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
-  comm->yields = int(std::max<int64_t>(0, tunables::kYield.get()));
+  comm->settings.timeoutSeconds = double(tunables::kTimeout.get());
+  if (comm->settings.timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
+  comm->settings.spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
+  comm->settings.yields = int(std::max<int64_t>(0, tunables::kYield.get()));
 }
 
 void fitWaitsToHost(ncclComm* comm) {
   // When this host's ranks outnumber its cores, the rank a wait needs is often not running: a
   // long busy poll only delays it. Measured with 4 and 8 ranks on 2 cores, 8-byte all-reduce
   // (perf/RESULTS.md): 20 polls before yielding instead of 200 halves the latency.
-  const RankInfo& me = comm->peers[size_t(comm->rank)];
-  const int coresHere = comm->selector->fabric().coresPerNode;
+  const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
+  const int coresHere = comm->planning.selector->fabric().coresPerNode;
   int ranksHere = 0;
-  for (const RankInfo& p : comm->peers) ranksHere += p.hostHash == me.hostHash ? 1 : 0;
-  if (!tunables::kSpin.isSet() && coresHere > 0 && ranksHere > coresHere) comm->spin = std::min(comm->spin, kOversubscribedSpin);
+  for (const RankInfo& p : comm->identity.peers) ranksHere += p.hostHash == me.hostHash ? 1 : 0;
+  if (!tunables::kSpin.isSet() && coresHere > 0 && ranksHere > coresHere)
+    comm->settings.spin = std::min(comm->settings.spin, kOversubscribedSpin);
   // Workers waiting for network FIFOs move them themselves (NetProxy::tryProgress) rather than
   // hand each slot to the proxy thread and back, as long as every worker of a launch has a core
   // of this host's to itself (perf/RESULTS.md). Two hosts of one core each: 8 B-32 KiB
@@ -82,13 +83,13 @@ void fitWaitsToHost(ncclComm* comm) {
   // 1.2-1.8x faster. Each poll is a system call per connection, and where a launch's workers
   // outnumber the cores that polling takes the core the awaited thread needs: two ranks per core,
   // 260 us became 450 us; two channels' workers on one core, 1.3-2x slower.
-  if (coresHere > 0) comm->drivingWorkers = coresHere / std::max(1, ranksHere);
+  if (coresHere > 0) comm->settings.drivingWorkers = coresHere / std::max(1, ranksHere);
   // Where the proxy threads carry the network, a wait sleeps after its busy polls rather than
   // yield first: a yielding waiter stays runnable and shares the core with the proxy thread whose
   // socket just became ready. Two namespaces of two ranks on one core each (perf/RESULTS.md):
   // 128 KiB-1 MiB all-reduces 1.1-1.5x faster, 8 B-32 KiB unchanged. (On one host yielding first
   // is what keeps 4 ranks on 2 cores at 50 us rather than 280 us for 8 bytes.)
-  if (!tunables::kYield.isSet() && nodeCount(comm) > 1 && comm->drivingWorkers == 0) comm->yields = 0;
+  if (!tunables::kYield.isSet() && nodeCount(comm) > 1 && comm->settings.drivingWorkers == 0) comm->settings.yields = 0;
 }
 
 }  // namespace tutti

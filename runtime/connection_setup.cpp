@@ -24,9 +24,9 @@ uint32_t connectionTag(const ConnKey& key) {
 // drive several communicators of one job (ncclCommInitAll, one group).
 class ConnectionSetup {
  public:
-  ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted) : comm_(comm), deadline_(deadlineAfter(comm->timeoutSeconds)) {
+  ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted) : comm_(comm), deadline_(deadlineAfter(comm->settings.timeoutSeconds)) {
     for (const ConnKey& k : wanted)
-      if (!comm->connections.count(k)) keys_.push_back(k);
+      if (!comm->links.connections.count(k)) keys_.push_back(k);
     std::sort(keys_.begin(), keys_.end());
     keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
     for (const ConnKey& k : keys_)
@@ -44,7 +44,7 @@ class ConnectionSetup {
       if (k.send) continue;
       ConnectionOffer offer{};
       pending_.emplace_back(k, transports_[i]->offer(request(k), &offer));
-      comm_->bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
+      comm_->identity.bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
     }
   }
 
@@ -54,7 +54,7 @@ class ConnectionSetup {
       if (!k.send) continue;
       ConnectionOffer offer{};
       try {
-        comm_->bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer, secondsLeft());
+        comm_->identity.bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer, secondsLeft());
         made_.emplace_back(k, transports_[i]->attach(request(k), offer, deadline_));
       } catch (const Error& e) {
         throw Error(e.code(), setupFailed(k, e));
@@ -74,7 +74,7 @@ class ConnectionSetup {
     for (auto& [k, conn] : made_) {
       TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(), k.send ? "to" : "from",
                   k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn->transport().c_str());
-      comm_->connections[k] = std::move(conn);
+      comm_->links.connections[k] = std::move(conn);
     }
     made_.clear();
   }
@@ -92,7 +92,7 @@ class ConnectionSetup {
   std::string setupFailed(const ConnKey& k, const Error& e) const {
     std::string s = "setting up the " + describe(k) + ": " + e.message();
     if (e.code() == ErrorCode::Timeout)
-      s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->timeoutSeconds)) + " s: did " + comm_->describePeer(k.peer) +
+      s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->settings.timeoutSeconds)) + " s: did " + comm_->describePeer(k.peer) +
            " make the same call?)";
     return s;
   }
@@ -102,8 +102,8 @@ class ConnectionSetup {
     r.channel = k.channel;
     r.tag = k.tag;
     r.description = describe(k);
-    r.workerBell = &comm_->control->bells[workerOfChannel(comm_, k.channel)];
-    ControlBlock* peerControl = comm_->peerControl[size_t(k.peer)];
+    r.workerBell = &comm_->control.own->bells[workerOfChannel(comm_, k.channel)];
+    ControlBlock* peerControl = comm_->control.ofRank[size_t(k.peer)];
     r.peerBells = peerControl != nullptr ? peerControl->bells : nullptr;
     return r;
   }
@@ -122,16 +122,16 @@ class CommTransportContext final : public TransportContext {
   explicit CommTransportContext(ncclComm* comm) : comm_(comm) {}
   std::string where() const override { return comm_->where(); }
   std::string describePeer(int peer) const override { return comm_->describePeer(peer); }
-  int device() const override { return comm_->device; }
-  const std::atomic<bool>& abortFlag() const override { return comm_->abortFlag; }
-  double timeoutSeconds() const override { return comm_->timeoutSeconds; }
-  int spin() const override { return comm_->spin; }
+  int device() const override { return comm_->identity.device; }
+  const std::atomic<bool>& abortFlag() const override { return comm_->error.abortFlag; }
+  double timeoutSeconds() const override { return comm_->settings.timeoutSeconds; }
+  int spin() const override { return comm_->settings.spin; }
   // A nonblocking init's ncclInProgress counts: nothing may be reported over it.
-  bool failed() const override { return comm_->asyncError.load() != ncclSuccess; }
+  bool failed() const override { return comm_->error.asyncError.load() != ncclSuccess; }
   void fail(const Error& error, int peer) override { comm_->fail(error, true, peer); }
-  FifoShape fifoShape() const override { return FifoShape{uint32_t(comm_->nsteps), comm_->slotBytes}; }
-  std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->fifoMemory; }
-  std::string netName() const override { return comm_->config.netName; }
+  FifoShape fifoShape() const override { return FifoShape{uint32_t(comm_->settings.nsteps), comm_->settings.slotBytes}; }
+  std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
+  std::string netName() const override { return comm_->identity.config.netName; }
 
  private:
   ncclComm* comm_;
@@ -147,8 +147,8 @@ std::string joinNames(const std::set<std::string>& names, const std::string& non
 }  // namespace
 
 Locality localityBetween(const ncclComm* comm, int a, int b) {
-  const RankInfo& first = comm->peers[size_t(a)];
-  const RankInfo& second = comm->peers[size_t(b)];
+  const RankInfo& first = comm->identity.peers[size_t(a)];
+  const RankInfo& second = comm->identity.peers[size_t(b)];
   if (first.processToken == second.processToken) return Locality::SameProcess;
   if (first.hostHash == second.hostHash) return Locality::SameHost;
   return Locality::OtherHost;
@@ -156,22 +156,22 @@ Locality localityBetween(const ncclComm* comm, int a, int b) {
 
 Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot) {
   std::string reasons;
-  Transport* transport = chooseTransport(comm->transports, localityBetween(comm, a, b), &reasons);
+  Transport* transport = chooseTransport(comm->links.transports, localityBetween(comm, a, b), &reasons);
   if (whyNot != nullptr) *whyNot = reasons;
   return transport;
 }
 
 Transport& transportTo(const ncclComm* comm, int peer) {
   std::string whyNot;
-  Transport* transport = transportBetween(comm, comm->rank, peer, &whyNot);
+  Transport* transport = transportBetween(comm, comm->identity.rank, peer, &whyNot);
   if (transport == nullptr)
     throw Error(ErrorCode::InvalidUsage, "no transport can connect " + comm->where() + " and " + comm->describePeer(peer) + ": " + whyNot);
   return *transport;
 }
 
 void makeCommTransports(ncclComm* comm) {
-  comm->transportContext = std::make_unique<CommTransportContext>(comm);
-  comm->transports = makeTransports(*comm->transportContext);
+  comm->links.transportContext = std::make_unique<CommTransportContext>(comm);
+  comm->links.transports = makeTransports(*comm->links.transportContext);
 }
 
 void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted) {
@@ -186,14 +186,14 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys) { ensur
 
 std::string peerTransports(const ncclComm* comm) {
   std::set<std::string> names;
-  for (int peer = 0; peer < comm->nranks; peer++)
-    if (peer != comm->rank) names.insert(transportTo(comm, peer).name());
+  for (int peer = 0; peer < comm->identity.nranks; peer++)
+    if (peer != comm->identity.rank) names.insert(transportTo(comm, peer).name());
   return joinNames(names, "none");
 }
 
 std::string connectionTransports(const ncclComm* comm) {
   std::set<std::string> names;
-  for (auto& [key, conn] : comm->connections) names.insert(conn->transport());
+  for (auto& [key, conn] : comm->links.connections) names.insert(conn->transport());
   return joinNames(names, "none");
 }
 

@@ -2,8 +2,12 @@
 // on its host maps.
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include "kernels/bell.h"
 #include "kernels/mailbox.h"
+#include "transports/segment.h"
 
 struct ncclComm;
 
@@ -16,6 +20,18 @@ constexpr int kMaxWorkers = 32;
 struct ControlBlock {
   kern::Bell bells[kMaxWorkers];
   kern::Mailbox mailboxes[2];
+};
+
+// This rank's control block and those it maps.
+struct ControlBlocks {
+  std::unique_ptr<Segment> ownSegment;
+  ControlBlock* own = nullptr;
+  std::vector<std::unique_ptr<Segment>> peerSegments;  // by rank; empty for self
+  std::vector<ControlBlock*> ofRank;                   // by rank (own included); null: other host
+  // One-shot all-reduces through the blocks' mailboxes, when every rank is on this host.
+  bool mailboxesMapped = false;
+  std::vector<kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
+  std::vector<kern::Bell*> mailboxBells;     // [rank]: its worker 0's bell
 };
 
 // Creates this rank's control block, maps those of the peers on its host, and, when every rank is

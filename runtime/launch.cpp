@@ -57,18 +57,18 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op) {
     case ncclAvg:
       if (kern::dtypeIsFloating(type)) {
         r.kind = kern::RedKind::PreMulSum;
-        r.floatScalar = 1.0 / comm->nranks;
+        r.floatScalar = 1.0 / comm->identity.nranks;
       } else {
         r.kind = kern::RedKind::SumPostDiv;
-        r.intScalar = uint64_t(comm->nranks);
+        r.intScalar = uint64_t(comm->identity.nranks);
       }
       return r;
     default: break;
   }
   UserRedOp user;
   {
-    std::lock_guard<std::mutex> lock(comm->redopMutex);
-    user = comm->redops.at(size_t(op) - ncclNumOps);
+    std::lock_guard<std::mutex> lock(comm->redops.mutex);
+    user = comm->redops.ops.at(size_t(op) - ncclNumOps);
   }
   uint64_t bits = user.hostValue;
   if (user.residence == ncclScalarDevice) {
@@ -96,10 +96,10 @@ Selection defaultSelection(ncclComm* comm, const Task& t) {
   bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
               coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
   Selection s;
-  s.algorithm = comm->algorithms.find(ring ? "ring" : "direct");
+  s.algorithm = comm->planning.algorithms.find(ring ? "ring" : "direct");
   if (!s.algorithm) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + collName(t.kind));
   size_t bytes = t.count * kern::dtypeSize(t.type);
-  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->nchannels)));
+  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->settings.nchannels)));
   return s;
 }
 
@@ -108,16 +108,16 @@ Selection defaultSelection(ncclComm* comm, const Task& t) {
 // are always direct.
 Selection chooseAlgorithm(ncclComm* comm, const Task& t) {
   plan::Coll coll = toColl(t.kind);
-  if (!comm->forcedAlgorithm.empty()) {
-    const plan::Algorithm* forced = comm->algorithms.find(comm->forcedAlgorithm);
+  if (!comm->planning.forcedAlgorithm.empty()) {
+    const plan::Algorithm* forced = comm->planning.algorithms.find(comm->planning.forcedAlgorithm);
     if (forced && forced->serves(coll)) {
       Selection s = defaultSelection(comm, t);
       s.algorithm = forced;
       return s;
     }
   }
-  if (coll == plan::Coll::Send || coll == plan::Coll::Recv || !comm->selector) return defaultSelection(comm, t);
-  return comm->selector->select(coll, modelBytes(coll, t.count, kern::dtypeSize(t.type), comm->nranks));
+  if (coll == plan::Coll::Send || coll == plan::Coll::Recv || !comm->planning.selector) return defaultSelection(comm, t);
+  return comm->planning.selector->select(coll, modelBytes(coll, t.count, kern::dtypeSize(t.type), comm->identity.nranks));
 }
 
 struct BoundLane {
@@ -218,8 +218,8 @@ void pairSelfSends(CommLaunch& L) {
   std::vector<size_t> sends, recvs;
   for (size_t i = 0; i < L.tasks.size(); i++) {
     const Task& t = L.tasks[i];
-    if (t.kind == CollKind::Send && t.root == L.comm->rank) sends.push_back(i);
-    else if (t.kind == CollKind::Recv && t.root == L.comm->rank) recvs.push_back(i);
+    if (t.kind == CollKind::Send && t.root == L.comm->identity.rank) sends.push_back(i);
+    else if (t.kind == CollKind::Recv && t.root == L.comm->identity.rank) recvs.push_back(i);
   }
   if (sends.size() != recvs.size())
     throw Error(ErrorCode::InvalidUsage, L.comm->where() + ": " + std::to_string(sends.size()) + " ncclSend and " +
@@ -242,17 +242,17 @@ void pairSelfSends(CommLaunch& L) {
 // only on the algorithm, the collective, its root or peer, and the ring and trees the channel
 // follows).
 std::shared_ptr<const plan::RankPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm, int channel = 0) {
-  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root, ringIndexOf(comm->topology.get(), channel),
-                             treeIndexOf(comm->topology.get(), channel));
-  auto cached = comm->planCache.find(key);
-  if (cached == comm->planCache.end()) {
-    plan::PlanRequest request{toColl(t.kind), comm->rank, comm->nranks, t.root};
-    request.ranksPerNode = comm->ranksPerNode;
-    request.ring = ringOrderOf(comm->topology.get(), channel);
-    request.trees = treesOf(comm->topology.get(), channel);
+  auto key = std::make_tuple(algorithm.name, int(t.kind), t.root, ringIndexOf(comm->planning.topology.get(), channel),
+                             treeIndexOf(comm->planning.topology.get(), channel));
+  auto cached = comm->planning.planCache.find(key);
+  if (cached == comm->planning.planCache.end()) {
+    plan::PlanRequest request{toColl(t.kind), comm->identity.rank, comm->identity.nranks, t.root};
+    request.ranksPerNode = comm->planning.ranksPerNode;
+    request.ring = ringOrderOf(comm->planning.topology.get(), channel);
+    request.trees = treesOf(comm->planning.topology.get(), channel);
     auto made = std::make_shared<const plan::RankPlan>(algorithm.build(request));
-    kern::checkPlanBounds(*made, comm->rank, comm->nranks);
-    cached = comm->planCache.emplace(key, std::move(made)).first;
+    kern::checkPlanBounds(*made, comm->identity.rank, comm->identity.nranks);
+    cached = comm->planning.planCache.emplace(key, std::move(made)).first;
   }
   return cached->second;
 }
@@ -261,10 +261,10 @@ kern::OpBinding bindingFor(CommLaunch& L, const Task& t) {
   ncclComm* comm = L.comm;
   kern::OpBinding b;
   b.name = collName(t.kind);
-  b.seq = comm->opSeq++;
+  b.seq = comm->executor.opSeq++;
   b.in = t.in;
   if (t.kind == CollKind::AlltoAll && t.in != nullptr && t.in == t.out) {
-    size_t bytes = t.count * kern::dtypeSize(t.type) * size_t(comm->nranks);
+    size_t bytes = t.count * kern::dtypeSize(t.type) * size_t(comm->identity.nranks);
     L.inputCopies.emplace_back(bytes);
     L.prologue.push_back({L.inputCopies.back().data(), t.in, bytes});
     b.in = L.inputCopies.back().data();
@@ -273,7 +273,7 @@ kern::OpBinding bindingFor(CommLaunch& L, const Task& t) {
   b.count = t.count;
   b.type = t.type;
   b.eltSize = kern::dtypeSize(t.type);
-  b.nranks = comm->nranks;
+  b.nranks = comm->identity.nranks;
   bool reducing = t.kind == CollKind::AllReduce || t.kind == CollKind::ReduceScatter || t.kind == CollKind::Reduce;
   if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
   return b;
@@ -282,7 +282,7 @@ kern::OpBinding bindingFor(CommLaunch& L, const Task& t) {
 // Points a lane's FIFO ends at its connections.
 void connectLane(ncclComm* comm, int worker, BoundLane& bound) {
   auto end = [&](const ConnKey& k) {
-    const Connection& conn = *comm->connections.at(k);
+    const Connection& conn = *comm->links.connections.at(k);
     // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
     return kern::FifoEnd{conn.fifo(), conn.bellFor(worker), k.peer};
   };
@@ -293,7 +293,7 @@ void connectLane(ncclComm* comm, int worker, BoundLane& bound) {
 // Whether a launch of this one task runs through the mailboxes: a one-shot all-reduce that
 // fits them, with every rank on this host.
 bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection) {
-  return t.kind == CollKind::AllReduce && comm->mailboxesMapped && selection.algorithm->name == "oneshot" &&
+  return t.kind == CollKind::AllReduce && comm->control.mailboxesMapped && selection.algorithm->name == "oneshot" &&
          t.count * kern::dtypeSize(t.type) <= kern::kMailboxBytes;
 }
 
@@ -304,7 +304,7 @@ void bind(CommLaunch& L) {
   pairSelfSends(L);
   std::vector<std::vector<BoundLane>>& lanes = L.lanes;
   std::vector<ConnKey>& keys = L.keys;
-  lanes.assign(size_t(comm->nworkers), {});
+  lanes.assign(size_t(comm->settings.nworkers), {});
 
   if (L.tasks.size() == 1) {
     const Task& t = L.tasks.front();
@@ -326,7 +326,7 @@ void bind(CommLaunch& L) {
     } catch (const Error& e) {
       // A plan file's algorithm serves only the rank count and root it was written for; the
       // selector estimated it for root 0. Every rank fails alike, so every rank falls back.
-      if (selection.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->forcedAlgorithm.empty()) throw;
+      if (selection.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->planning.forcedAlgorithm.empty()) throw;
       selection = defaultSelection(comm, t);
       TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), selection.algorithm->name.c_str());
       L.plans.push_back(planFor(comm, t, *selection.algorithm));
@@ -334,7 +334,7 @@ void bind(CommLaunch& L) {
     const plan::RankPlan& p = *L.plans.back();
     L.bindings.push_back(bindingFor(L, t));
     const kern::OpBinding& binding = L.bindings.back();
-    const int nch = std::clamp(selection.nchannels, 1, comm->nchannels);
+    const int nch = std::clamp(selection.nchannels, 1, comm->settings.nchannels);
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), binding.name,
                 (unsigned long long)binding.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(p).c_str());
@@ -343,11 +343,11 @@ void bind(CommLaunch& L) {
     // as both cost models cut it.
     const size_t width = plan::joinWidth(p);
     const size_t chunkBytes = plan::joinedChunkBytes(
-        sim::chunkBytesFor(comm->slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->nranks)), width);
+        sim::chunkBytesFor(comm->settings.slotBytes, modelBytes(toColl(t.kind), t.count, binding.eltSize, comm->identity.nranks)), width);
     if (chunkBytes < binding.eltSize)
       throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + binding.name + " with algorithm " + p.algorithm + " joins " +
                                                std::to_string(width) + " steps into one message, more than a FIFO slot of " +
-                                               std::to_string(comm->slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
+                                               std::to_string(comm->settings.slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
     size_t per = (t.count + size_t(nch) - 1) / size_t(nch);
     per = (per + 15) / 16 * 16;
     for (int c = 0; c < nch; c++) {
@@ -356,7 +356,7 @@ void bind(CommLaunch& L) {
       if (c > 0) L.plans.push_back(planFor(comm, t, *selection.algorithm, c));  // its channel's ring
       for (const plan::LaneSpec& spec : L.plans.back()->lanes) {
         bool whole = false;  // a spread lane: on one channel, over the whole buffer
-        if (!plan::laneRunsOn(spec, c, nch, comm->nranks, &whole)) continue;
+        if (!plan::laneRunsOn(spec, c, nch, comm->identity.nranks, &whole)) continue;
         BoundLane bound;
         kern::Lane& lane = bound.lane;
         lane.spec = &spec;
@@ -380,8 +380,8 @@ void bind(CommLaunch& L) {
 // Points the lanes at their connections and forms the queues.
 void connect(CommLaunch& L) {
   ncclComm* comm = L.comm;
-  L.queues.assign(size_t(comm->nworkers), {});
-  for (int w = 0; w < comm->nworkers; w++) {
+  L.queues.assign(size_t(comm->settings.nworkers), {});
+  for (int w = 0; w < comm->settings.nworkers; w++) {
     for (BoundLane& bound : L.lanes[size_t(w)]) connectLane(comm, w, bound);
     L.queues[size_t(w)] = formQueues(L.lanes[size_t(w)]);
   }
@@ -392,23 +392,23 @@ void connect(CommLaunch& L) {
 // Takes the launch's scratch and points its lanes at their parts.
 void takeScratch(CommLaunch& L) {
   if (L.scratchBytes == 0) return;
-  L.scratch = L.comm->scratch->take(L.scratchBytes);
+  L.scratch = L.comm->executor.scratch->take(L.scratchBytes);
   for (const CommLaunch::ScratchUse& u : L.scratchUses)
     L.queues[size_t(u.worker)][u.queue].lanes[u.lane].scratch = L.scratch.data() + u.offset;
 }
 
 kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork = false) {
   kern::ExecutionContext ctx;
-  ctx.bell = &comm->control->bells[worker];
-  ctx.abortFlag = &comm->abortFlag;
-  ctx.timeoutSeconds = comm->timeoutSeconds;
-  ctx.spin = comm->spin;
-  ctx.yields = comm->yields;
-  ctx.rank = comm->rank;
+  ctx.bell = &comm->control.own->bells[worker];
+  ctx.abortFlag = &comm->error.abortFlag;
+  ctx.timeoutSeconds = comm->settings.timeoutSeconds;
+  ctx.spin = comm->settings.spin;
+  ctx.yields = comm->settings.yields;
+  ctx.rank = comm->identity.rank;
   ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
   ctx.peerNamerArg = comm;
-  ctx.waitSlot = &comm->waits[size_t(worker)];
-  if (comm->proxy() && driveNetwork) {
+  ctx.waitSlot = &comm->executor.waits[size_t(worker)];
+  if (comm->links.proxy() && driveNetwork) {
     ctx.pollNetwork = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->tryProgress(); };
     ctx.networkSendsWaiting = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->sendsWaiting(); };
     ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
@@ -419,38 +419,38 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork 
         case kern::ExecutionContext::Drive::Release: p->releaseDriving(); break;
       }
     };
-    ctx.networkArg = comm->proxy();
+    ctx.networkArg = comm->links.proxy();
   }
   return ctx;
 }
 
 // Whether the launch's workers move the network FIFOs themselves while they wait (see
 // NetProxy::tryProgress) rather than leave them to the proxy thread: when each has a core to
-// itself (comm->drivingWorkers, set at init).
+// itself (comm->settings.drivingWorkers, set at init).
 bool workersDriveNetwork(const CommLaunch& L) {
   int active = 0;
   for (const auto& queues : L.queues) active += queues.empty() ? 0 : 1;
-  return active <= L.comm->drivingWorkers;
+  return active <= L.comm->settings.drivingWorkers;
 }
 
 // A worker that stopped because the communicator failed elsewhere (the proxy saw the peer die)
 // reports Aborted; the caller should get the cause instead: throws the communicator's recorded
 // error if it is another.
 void throwRecordedCause(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(comm->errorMutex);
-  if (comm->asyncError.load() != ncclSuccess && comm->asyncErrorCode != ErrorCode::Aborted)
-    throw Error(comm->asyncErrorCode, comm->asyncErrorMessage);
+  std::lock_guard<std::mutex> lock(comm->error.mutex);
+  if (comm->error.asyncError.load() != ncclSuccess && comm->error.code != ErrorCode::Aborted)
+    throw Error(comm->error.code, comm->error.message);
 }
 
 // Runs one all-reduce through the mailboxes on this thread, which must be the one of the
 // communicator's worker 0 (it sleeps on that worker's bell). Takes the next mailbox number.
 void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq) {
   kern::MailboxAllReduce op;
-  op.seq = ++comm->mailboxSeq;
-  op.rank = comm->rank;
-  op.nranks = comm->nranks;
-  op.boxes = comm->mailboxes[op.seq % 2].data();
-  op.bells = comm->mailboxBells.data();
+  op.seq = ++comm->executor.mailboxSeq;
+  op.rank = comm->identity.rank;
+  op.nranks = comm->identity.nranks;
+  op.boxes = comm->control.mailboxes[op.seq % 2].data();
+  op.bells = comm->control.mailboxBells.data();
   op.in = t.in;
   op.out = t.out;
   op.count = t.count;
@@ -483,11 +483,11 @@ void execute(std::span<CommLaunch* const> launches) {
   for (CommLaunch* L : launches) {
     // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets
     // a previous operation's worker released (NetProxy::releaseDriving).
-    if (TransportProxy* proxy = L->comm->proxy(); proxy != nullptr && !workersDriveNetwork(*L)) proxy->wake();
-    if (L->mailbox && !inlineFirst) L->comm->workers->start(0, [L] { runMailbox(*L); });
-    for (int w = inlineFirst ? 1 : 0; w < L->comm->nworkers; w++)
+    if (TransportProxy* proxy = L->comm->links.proxy(); proxy != nullptr && !workersDriveNetwork(*L)) proxy->wake();
+    if (L->mailbox && !inlineFirst) L->comm->executor.workers->start(0, [L] { runMailbox(*L); });
+    for (int w = inlineFirst ? 1 : 0; w < L->comm->settings.nworkers; w++)
       if (!L->queues[size_t(w)].empty())
-        L->comm->workers->start(w, [L, w] { kern::runQueues(L->queues[size_t(w)], contextFor(L->comm, w, workersDriveNetwork(*L))); });
+        L->comm->executor.workers->start(w, [L, w] { kern::runQueues(L->queues[size_t(w)], contextFor(L->comm, w, workersDriveNetwork(*L))); });
   }
   std::exception_ptr first;
   if (inlineFirst) {
@@ -501,7 +501,7 @@ void execute(std::span<CommLaunch* const> launches) {
   }
   for (CommLaunch* L : launches) {
     try {
-      L->comm->workers->wait();
+      L->comm->executor.workers->wait();
     } catch (const Error& e) {
       L->comm->fail(e);
       if (!first) first = std::current_exception();
@@ -538,10 +538,10 @@ void launchGroup(std::vector<Task> tasks) {
   struct Active {
     const std::vector<std::shared_ptr<CommLaunch>>& launches;
     explicit Active(const std::vector<std::shared_ptr<CommLaunch>>& l) : launches(l) {
-      for (auto& L : launches) L->comm->activeLaunches++;
+      for (auto& L : launches) L->comm->executor.activeLaunches++;
     }
     ~Active() {
-      for (auto& L : launches) L->comm->activeLaunches--;
+      for (auto& L : launches) L->comm->executor.activeLaunches--;
     }
   } active(launches);
   std::vector<std::pair<ncclComm*, std::vector<ConnKey>>> wanted;
@@ -567,14 +567,14 @@ void launchGroup(std::vector<Task> tasks) {
   for (auto& [stream, group] : byStream) {
     if (stream == nullptr) continue;
     HostStream* hs = HostStream::fromHandle(stream);
-    for (auto& L : group) L->comm->pendingStreamJobs++;
+    for (auto& L : group) L->comm->executor.pendingStreamJobs++;
     hs->enqueue([group] {
       std::vector<CommLaunch*> raw;
       for (auto& L : group) raw.push_back(L.get());
       struct Done {
         const std::vector<std::shared_ptr<CommLaunch>>& group;
         ~Done() {
-          for (auto& L : group) L->comm->pendingStreamJobs--;
+          for (auto& L : group) L->comm->executor.pendingStreamJobs--;
         }
       } done{group};
       execute(raw);
@@ -635,11 +635,11 @@ namespace {
 
 LaunchCache& launchCacheOf(ncclComm* comm) {
   // Made by the caller's thread on the first launch, before any stream job can use it.
-  if (!comm->launchCache) {
-    comm->launchCache = std::make_shared<LaunchCache>();
-    comm->launchCache->idle.reserve(LaunchCache::kMaxIdle + 1);
+  if (!comm->executor.launchCache) {
+    comm->executor.launchCache = std::make_shared<LaunchCache>();
+    comm->executor.launchCache->idle.reserve(LaunchCache::kMaxIdle + 1);
   }
-  return *comm->launchCache;
+  return *comm->executor.launchCache;
 }
 
 std::unique_ptr<CommLaunch> takeIdleLaunch(ncclComm* comm, const LaunchShape& shape) {
@@ -655,7 +655,7 @@ std::unique_ptr<CommLaunch> takeIdleLaunch(ncclComm* comm, const LaunchShape& sh
 }
 
 void giveBackLaunch(ncclComm* comm, const LaunchShape& shape, std::unique_ptr<CommLaunch> L) {
-  LaunchCache& cache = *comm->launchCache;
+  LaunchCache& cache = *comm->executor.launchCache;
   std::lock_guard<std::mutex> lock(cache.mutex);
   if (cache.idle.size() == LaunchCache::kMaxIdle) cache.idle.erase(cache.idle.begin());  // the oldest
   cache.idle.push_back({shape, std::move(L)});
@@ -666,13 +666,13 @@ void rebind(CommLaunch& L, const Task& t) {
   ncclComm* comm = L.comm;
   L.tasks.front() = t;
   kern::OpBinding& b = L.bindings.front();
-  b.seq = comm->opSeq++;
+  b.seq = comm->executor.opSeq++;
   b.in = t.in;
   b.out = t.out;
   bool reducing = t.kind == CollKind::AllReduce || t.kind == CollKind::ReduceScatter || t.kind == CollKind::Reduce;
   if (reducing) b.redop = resolveRedOp(comm, t.type, t.op);
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s (bound before)", comm->where().c_str(),
-              b.name, (unsigned long long)b.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, std::clamp(L.selection->nchannels, 1, comm->nchannels),
+              b.name, (unsigned long long)b.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root, std::clamp(L.selection->nchannels, 1, comm->settings.nchannels),
               L.mailbox ? "oneshot through the mailboxes" : plan::describe(*L.plans.front()).c_str());
   for (std::vector<kern::LaneQueue>& queues : L.queues)
     for (kern::LaneQueue& q : queues) {
@@ -684,13 +684,13 @@ void rebind(CommLaunch& L, const Task& t) {
 // Whether the selector sends this call through the mailboxes (remembered per size).
 bool mailboxChosen(ncclComm* comm, const Task& t) {
   const size_t bytes = t.count * kern::dtypeSize(t.type);
-  if (t.kind != CollKind::AllReduce || !comm->mailboxesMapped || bytes > kern::kMailboxBytes) return false;
-  if (!comm->forcedAlgorithm.empty()) return viaMailbox(comm, t, chooseAlgorithm(comm, t));
-  if (comm->mailboxChoiceBytes != bytes) {
-    comm->mailboxChoice = viaMailbox(comm, t, chooseAlgorithm(comm, t));
-    comm->mailboxChoiceBytes = bytes;
+  if (t.kind != CollKind::AllReduce || !comm->control.mailboxesMapped || bytes > kern::kMailboxBytes) return false;
+  if (!comm->planning.forcedAlgorithm.empty()) return viaMailbox(comm, t, chooseAlgorithm(comm, t));
+  if (comm->planning.mailboxChoiceBytes != bytes) {
+    comm->planning.mailboxChoice = viaMailbox(comm, t, chooseAlgorithm(comm, t));
+    comm->planning.mailboxChoiceBytes = bytes;
   }
-  return comm->mailboxChoice;
+  return comm->planning.mailboxChoice;
 }
 
 // Records a mailbox operation's failure on its communicator and throws its cause.
@@ -705,7 +705,7 @@ bool mailboxChosen(ncclComm* comm, const Task& t) {
 // call is not one.
 bool mailboxNow(ncclComm* comm, const Task& t) {
   if (!mailboxChosen(comm, t)) return false;
-  const uint64_t opSeq = comm->opSeq++;
+  const uint64_t opSeq = comm->executor.opSeq++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
               collName(t.kind), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
   try {
@@ -725,12 +725,12 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
   if (job.busy.load(std::memory_order_acquire)) return false;
   job.task = t;
   job.redop = resolveRedOp(comm, t.type, t.op);
-  job.opSeq = comm->opSeq++;
+  job.opSeq = comm->executor.opSeq++;
   job.busy.store(true, std::memory_order_relaxed);
   cache.mailboxJobsTaken++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),
               collName(t.kind), (unsigned long long)job.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
-  comm->pendingStreamJobs++;
+  comm->executor.pendingStreamJobs++;
   LaunchCache::MailboxJob* slot = &job;
   HostStream::fromHandle(t.stream)->enqueue([comm, slot] {
     struct Done {
@@ -738,7 +738,7 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
       LaunchCache::MailboxJob* slot;
       ~Done() {
         slot->busy.store(false, std::memory_order_release);
-        comm->pendingStreamJobs--;
+        comm->executor.pendingStreamJobs--;
       }
     } done{comm, slot};
     try {
@@ -763,8 +763,8 @@ void launchSingle(const Task& t, bool checked) {
   if (!checked) checkUsableComm("ncclGroupEnd", comm);
   struct Active {
     ncclComm* comm;
-    explicit Active(ncclComm* c) : comm(c) { comm->activeLaunches++; }
-    ~Active() { comm->activeLaunches--; }
+    explicit Active(ncclComm* c) : comm(c) { comm->executor.activeLaunches++; }
+    ~Active() { comm->executor.activeLaunches--; }
   } active(comm);
   if (t.stream == nullptr ? mailboxNow(comm, t) : queueMailbox(comm, t)) return;
   Selection selection = chooseAlgorithm(comm, t);
@@ -796,13 +796,13 @@ void launchSingle(const Task& t, bool checked) {
     return;
   }
   // The job captures one pointer, which std::function keeps without allocating.
-  comm->pendingStreamJobs++;
+  comm->executor.pendingStreamJobs++;
   CommLaunch* raw = L.release();
   HostStream::fromHandle(t.stream)->enqueue([raw] {
     ncclComm* owner = raw->comm;
     struct Done {
       ncclComm* comm;
-      ~Done() { comm->pendingStreamJobs--; }
+      ~Done() { comm->executor.pendingStreamJobs--; }
     } done{owner};
     std::unique_ptr<CommLaunch> own(raw);
     CommLaunch* one[] = {raw};
@@ -834,7 +834,7 @@ const char* collName(CollKind kind) {
 
 std::pair<std::string, int> algorithmFor(const Task& task) {
   Selection s = chooseAlgorithm(task.comm, task);
-  return {s.algorithm->name, std::clamp(s.nchannels, 1, task.comm->nchannels)};
+  return {s.algorithm->name, std::clamp(s.nchannels, 1, task.comm->settings.nchannels)};
 }
 
 void enqueueTask(const Task& task) {
@@ -881,7 +881,7 @@ double groupSimulateEnd() {
   for (const Task& t : tasks) {
     checkUsableComm("ncclGroupSimulateEnd", t.comm);
     plan::Coll coll = toColl(t.kind);
-    perComm[t.comm] += t.comm->selector->estimate(coll, modelBytes(coll, t.count, kern::dtypeSize(t.type), t.comm->nranks));
+    perComm[t.comm] += t.comm->planning.selector->estimate(coll, modelBytes(coll, t.count, kern::dtypeSize(t.type), t.comm->identity.nranks));
   }
   double longest = 0;
   for (auto& [comm, us] : perComm) longest = std::max(longest, us);
