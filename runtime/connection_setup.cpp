@@ -24,7 +24,8 @@ uint32_t connectionTag(const ConnKey& key) {
 // drive several communicators of one job (ncclCommInitAll, one group).
 class ConnectionSetup {
  public:
-  ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted) : comm_(comm), deadline_(deadlineAfter(comm->settings.timeoutSeconds)) {
+  ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted)
+      : comm_(comm), deadline_(deadlineAfter(comm->settings.timeoutSeconds)) {
     for (const ConnKey& k : wanted)
       if (!comm->links.connections.count(k)) keys_.push_back(k);
     std::sort(keys_.begin(), keys_.end());
@@ -35,7 +36,7 @@ class ConnectionSetup {
                                                  std::to_string(k.channel) + " has tag " + std::to_string(k.tag) + ", outside 0.." +
                                                  std::to_string(kMaxConnectionTags - 1));
     for (const ConnKey& k : keys_) transports_.push_back(&transportTo(comm, k.peer));
-    for (Transport* t : transports_) t->open();
+    for (Transport* t : transports_) t->open();  // before any offer: net starts its proxy once
   }
 
   void offer() {

@@ -29,14 +29,15 @@ void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std
     throw Error(ErrorCode::Remote, context + ": the peer's FIFO segment is malformed");
 }
 
-void waitForSender(const std::function<bool()>& attached, const TransportContext& context, int peer, SteadyTime deadline) {
-  while (!attached()) {
-    if (context.abortFlag().load()) throw Error(ErrorCode::Aborted, "aborted");
+std::unique_ptr<Connection> PendingMemoryReceive::complete(SteadyTime deadline) {
+  while (!attached_()) {
+    if (context_.abortFlag().load()) throw Error(ErrorCode::Aborted, "aborted");
     if (SteadyClock::now() >= deadline)
-      throw Error(ErrorCode::Remote, context.describePeer(peer) + " did not attach within TUTTI_TIMEOUT (" +
-                                         std::to_string(int(context.timeoutSeconds())) + " s)");
+      throw Error(ErrorCode::Remote, context_.describePeer(peer_) + " did not attach within TUTTI_TIMEOUT (" +
+                                         std::to_string(int(context_.timeoutSeconds())) + " s)");
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  return std::move(connection_);
 }
 
 }  // namespace tutti

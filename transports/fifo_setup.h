@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "base/clock.h"
@@ -27,9 +28,21 @@ void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape);
 // "<context>: the peer's FIFO segment is malformed" unless it is one.
 void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context);
 
-// The receiver's side of phase 3: waits until `attached` says the sender has the FIFO, until
-// `deadline` or an abort. Throws Aborted ("aborted") or Remote (the peer "did not attach within
-// TUTTI_TIMEOUT").
-void waitForSender(const std::function<bool()>& attached, const TransportContext& context, int peer, SteadyTime deadline);
+// A memory transport's receiver between offer and complete: its connection is made at the offer;
+// complete waits until `attached` says the sender has the FIFO, until the deadline or an abort,
+// and throws Aborted ("aborted") or Remote (the peer "did not attach within TUTTI_TIMEOUT").
+class PendingMemoryReceive final : public PendingReceive {
+ public:
+  PendingMemoryReceive(const TransportContext& context, int peer, std::unique_ptr<Connection> connection,
+                       std::function<bool()> attached)
+      : context_(context), peer_(peer), connection_(std::move(connection)), attached_(std::move(attached)) {}
+  std::unique_ptr<Connection> complete(SteadyTime deadline) override;
+
+ private:
+  const TransportContext& context_;
+  int peer_;
+  std::unique_ptr<Connection> connection_;
+  std::function<bool()> attached_;
+};
 
 }  // namespace tutti

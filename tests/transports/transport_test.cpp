@@ -61,6 +61,17 @@ Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std
   throw;
 }
 
+// A connection to `peer` as setup asks for it; the peer's worker bells are `peerBells`.
+ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell* peerBells, kern::Bell* workerBell = nullptr) {
+  ConnectionRequest r;
+  r.peer = peer;
+  r.channel = 0;
+  r.description = description;
+  r.workerBell = workerBell;
+  r.peerBells = peerBells;
+  return r;
+}
+
 // Rank 0 sends to rank 1 through one transport, each rank with its own context, transports,
 // worker bells and control-block bells, as two communicators of one job would.
 struct TransportPair {
@@ -83,13 +94,7 @@ struct TransportPair {
   }
 
   ConnectionRequest request(int rank, int peer) {
-    ConnectionRequest r;
-    r.peer = peer;
-    r.channel = 0;
-    r.description = "test connection of rank " + std::to_string(rank);
-    r.workerBell = &bells[rank][0];
-    r.peerBells = bells[peer];
-    return r;
+    return requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
   }
 
   // Rank 0 writes slot n and publishes it; rank 1 waits for it (at most 10 s), checks and frees
@@ -202,12 +207,8 @@ TEST_CASE("transport: a receiver whose sender never attaches times out naming th
       tutti_test::TestTransportContext context(1, 2, kShape);
       auto transports = makeTransports(context);
       kern::Bell bells[2];
-      ConnectionRequest request;
-      request.peer = 0;
-      request.description = "test connection";
-      request.peerBells = bells;
       ConnectionOffer offer{};
-      auto pending = byName(transports, name).offer(request, &offer);
+      auto pending = byName(transports, name).offer(requestTo(0, "test connection", bells), &offer);
       try {
         pending->complete(deadlineAfter(0.05));
         FAIL("complete returned without a sender");
@@ -230,15 +231,10 @@ TEST_CASE("transport: a local offer whose receiver is gone cannot be attached", 
   tutti_test::TestTransportContext receiver(1, 2, kShape), sender(0, 2, kShape);
   auto receiving = makeTransports(receiver), sending = makeTransports(sender);
   kern::Bell bells[2];
-  ConnectionRequest request;
-  request.peer = 0;
-  request.description = "connection from rank 0 to rank 1";
-  request.peerBells = bells;
   ConnectionOffer offer{};
-  byName(receiving, "local").offer(request, &offer).reset();
-  request.peer = 1;
+  byName(receiving, "local").offer(requestTo(0, "connection from rank 0 to rank 1", bells), &offer).reset();
   try {
-    byName(sending, "local").attach(request, offer, deadlineAfter(1));
+    byName(sending, "local").attach(requestTo(1, "connection from rank 0 to rank 1", bells), offer, deadlineAfter(1));
     FAIL("attached to a FIFO whose receiver is gone");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Remote);

@@ -13,12 +13,11 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 
 #include "base/log.h"
 #include "base/tunables.h"
 #include "transports/fifo_setup.h"
+#include "transports/token_table.h"
 
 namespace tutti {
 namespace {
@@ -33,39 +32,8 @@ struct LocalFifo {
   ~LocalFifo() { memory->release(base); }
 };
 
-// Offered FIFOs by token, until their sender takes them (or their receiver is destroyed). Never
-// destroyed, so communicators that outlive main() can still be torn down.
-class LocalFifoTable {
- public:
-  static LocalFifoTable& instance() {
-    static auto* table = new LocalFifoTable();
-    return *table;
-  }
-  uint64_t insert(std::shared_ptr<LocalFifo> fifo) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t token = ++lastToken_;
-    entries_.emplace(token, std::move(fifo));
-    return token;
-  }
-  // The FIFO under `token`, out of the table; null when absent.
-  std::shared_ptr<LocalFifo> take(uint64_t token) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = entries_.find(token);
-    if (found == entries_.end()) return nullptr;
-    std::shared_ptr<LocalFifo> fifo = std::move(found->second);
-    entries_.erase(found);
-    return fifo;
-  }
-  void remove(uint64_t token) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.erase(token);
-  }
-
- private:
-  std::mutex mutex_;
-  uint64_t lastToken_ = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<LocalFifo>> entries_;
-};
+// Offered FIFOs by token, until their sender takes them (or their receiver is destroyed).
+using LocalFifoTable = TokenTable<LocalFifo>;
 
 // The offer's bytes: which table entry, checked against the process that made it.
 struct LocalOffer {
@@ -88,24 +56,6 @@ class LocalConnection final : public Connection {
  private:
   std::shared_ptr<LocalFifo> fifo_;
   uint64_t ownedToken_;
-};
-
-class LocalPendingReceive final : public PendingReceive {
- public:
-  LocalPendingReceive(const TransportContext& context, int peer, std::unique_ptr<LocalConnection> connection,
-                      std::shared_ptr<LocalFifo> fifo)
-      : context_(context), peer_(peer), connection_(std::move(connection)), fifo_(std::move(fifo)) {}
-
-  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
-    waitForSender([this] { return fifo_->attached.load(std::memory_order_acquire); }, context_, peer_, deadline);
-    return std::move(connection_);
-  }
-
- private:
-  const TransportContext& context_;
-  int peer_;
-  std::unique_ptr<LocalConnection> connection_;
-  std::shared_ptr<LocalFifo> fifo_;
 };
 
 class LocalTransport final : public Transport {
@@ -141,7 +91,8 @@ class LocalTransport final : public Transport {
     std::memcpy(offer->bytes, &local, sizeof local);
     TUTTI_TRACE(log::Shm, "%s: in-process segment %llu, %zu bytes", what.c_str(), static_cast<unsigned long long>(token), fifo->bytes);
     auto connection = std::make_unique<LocalConnection>(fifo, token, request.peerBells);
-    return std::make_unique<LocalPendingReceive>(context_, request.peer, std::move(connection), std::move(fifo));
+    return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
+                                                  [fifo] { return fifo->attached.load(std::memory_order_acquire); });
   }
 
   std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {

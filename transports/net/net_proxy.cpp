@@ -69,7 +69,11 @@ NetProxy::~NetProxy() {
       if (c->send) c->send->closeGracefully();
 }
 
-kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
+kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int channel, int tag, kern::Bell* workerBell) {
+  c->peer = peer;
+  c->channel = channel;
+  c->tag = tag;
+  c->workerBell = workerBell;
   // Page-aligned and touched once here, by the kernel and by this process (recv() and sendmsg()
   // copy through the slots, the workers write and read them): FIFOs are reused for the
   // communicator's life.
@@ -99,21 +103,13 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
 kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->send = std::move(comm);
-  c->peer = peer;
-  c->channel = channel;
-  c->tag = tag;
-  c->workerBell = workerBell;
-  return add(std::move(c));
+  return add(std::move(c), peer, channel, tag, workerBell);
 }
 
 kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->recv = std::move(comm);
-  c->peer = peer;
-  c->channel = channel;
-  c->tag = tag;
-  c->workerBell = workerBell;
-  return add(std::move(c));
+  return add(std::move(c), peer, channel, tag, workerBell);
 }
 
 bool NetProxy::progress(Connection& c) {

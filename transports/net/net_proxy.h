@@ -100,7 +100,7 @@ class NetProxy final : public TransportProxy {
   void reportFailure(const Failure& f);
   void waitForWork(uint32_t seen, bool inFlight);
   bool spinOnBell(uint32_t seen);
-  kern::FifoHeader* add(std::unique_ptr<Connection> connection);
+  kern::FifoHeader* add(std::unique_ptr<Connection> connection, int peer, int channel, int tag, kern::Bell* workerBell);
 
   TransportContext& context_;
   std::unique_ptr<net::NetBackend> backend_;

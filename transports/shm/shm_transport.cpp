@@ -27,23 +27,6 @@ class ShmConnection final : public Connection {
   std::unique_ptr<Segment> segment_;
 };
 
-class ShmPendingReceive final : public PendingReceive {
- public:
-  ShmPendingReceive(const TransportContext& context, int peer, std::unique_ptr<ShmConnection> connection)
-      : context_(context), peer_(peer), connection_(std::move(connection)) {}
-
-  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
-    kern::FifoHeader* fifo = connection_->fifo();
-    waitForSender([fifo] { return kern::fifoLoadAcquire(&fifo->attached) != 0; }, context_, peer_, deadline);
-    return std::move(connection_);
-  }
-
- private:
-  const TransportContext& context_;
-  int peer_;
-  std::unique_ptr<ShmConnection> connection_;
-};
-
 class ShmTransport final : public Transport {
  public:
   explicit ShmTransport(TransportContext& context) : context_(context) {}
@@ -76,7 +59,9 @@ class ShmTransport final : public Transport {
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &descriptor, sizeof descriptor);
     auto connection = std::make_unique<ShmConnection>(std::move(segment), request.peerBells);
-    return std::make_unique<ShmPendingReceive>(context_, request.peer, std::move(connection));
+    kern::FifoHeader* fifo = connection->fifo();  // lives as long as the connection
+    return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
+                                                  [fifo] { return kern::fifoLoadAcquire(&fifo->attached) != 0; });
   }
 
   std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {
