@@ -15,6 +15,14 @@ void checkFifoSteps(int64_t nsteps, const std::string& context) {
                                            " is outside 2.." + std::to_string(kern::kMaxFifoSteps));
 }
 
+std::string fifoWhat(const ConnectionRequest& request) { return "FIFO of the " + request.description; }
+
+FifoShape checkedFifoShape(const TransportContext& context, const std::string& what) {
+  const FifoShape shape = context.fifoShape();
+  checkFifoSteps(shape.nsteps, what);
+  return shape;
+}
+
 void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape) {
   kern::FifoHeader header{};
   kern::fifoInit(&header, shape.nsteps, shape.slotBytes);

@@ -20,6 +20,11 @@ namespace tutti {
 // "<context>: " unless context is empty.
 void checkFifoSteps(int64_t nsteps, const std::string& context);
 
+// How errors about a connection's FIFO begin: "FIFO of the <request's description>".
+std::string fifoWhat(const ConnectionRequest& request);
+// The communicator's FIFO shape, its slot count checked (checkFifoSteps) for a FIFO about to be made.
+FifoShape checkedFifoShape(const TransportContext& context, const std::string& what);
+
 // Writes a fresh header for `shape` at `fifo`, built on the host and copied in: the memory may be
 // out of the host's reach.
 void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape);

@@ -77,9 +77,8 @@ class LocalTransport final : public Transport {
   }
 
   std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
-    const std::string what = "FIFO of the " + request.description;
-    const FifoShape shape = context_.fifoShape();
-    checkFifoSteps(shape.nsteps, what);
+    const std::string what = fifoWhat(request);
+    const FifoShape shape = checkedFifoShape(context_, what);
     auto fifo = std::make_shared<LocalFifo>();
     fifo->memory = context_.fifoMemory();
     fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes);
@@ -96,7 +95,7 @@ class LocalTransport final : public Transport {
   }
 
   std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {
-    const std::string what = "FIFO of the " + request.description;
+    const std::string what = fifoWhat(request);
     LocalOffer local;
     std::memcpy(&local, offer.bytes, sizeof local);
     if (local.ownerPid != uint64_t(getpid()))

@@ -50,9 +50,8 @@ class ShmTransport final : public Transport {
   }
 
   std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
-    const std::string what = "FIFO of the " + request.description;
-    const FifoShape shape = context_.fifoShape();
-    checkFifoSteps(shape.nsteps, what);
+    const std::string what = fifoWhat(request);
+    const FifoShape shape = checkedFifoShape(context_, what);
     SegmentDescriptor descriptor{};
     auto segment = createSegment(kern::fifoBytes(shape.nsteps, shape.slotBytes), false, &descriptor, what);
     kern::fifoInit(static_cast<kern::FifoHeader*>(segment->base()), shape.nsteps, shape.slotBytes);
@@ -65,7 +64,7 @@ class ShmTransport final : public Transport {
   }
 
   std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {
-    const std::string what = "FIFO of the " + request.description;
+    const std::string what = fifoWhat(request);
     SegmentDescriptor descriptor;
     std::memcpy(&descriptor, offer.bytes, sizeof descriptor);
     auto segment = attachSegment(descriptor, what);
