@@ -89,6 +89,9 @@ class ExecutorBackend {
   // when they can, else why not (the caller names the operation and rank).
   virtual std::string streamProblem(cudaStream_t stream) const = 0;
   virtual std::string bufferProblem(const void* buffer, size_t bytes) const { return ""; }
+  // Why an operation may not be enqueued on `stream` as it is now ("" when it may): a stream
+  // being captured into a CUDA graph, where this backend cannot replay what it records.
+  virtual std::string captureProblem(cudaStream_t stream) const { return ""; }
 
   // Runs the launches (one per communicator of a group, every launch's backend of this one's
   // kind) in order on `stream`: a null stream on a host backend means before returning; otherwise

@@ -26,7 +26,9 @@ namespace {
 struct HostSync {
   uint64_t loadAcquire(const uint64_t* p) const { return fifoLoadAcquire(p); }
   void storeRelease(uint64_t* p, uint64_t v) const { fifoStoreRelease(p, v); }
-  void notify(const ConnEnd& end) const { ringBell(static_cast<Bell*>(end.bell)); }
+  void notify(const ConnEnd& end) const {
+    if (end.bell != nullptr) ringBell(static_cast<Bell*>(end.bell));
+  }
 };
 
 // The lane engine's mover on the host: one thread, memcpy and the vectorised reduction loops.

@@ -3,29 +3,10 @@
 
 #include <sched.h>
 
-#include <unordered_set>
+#include "base/live_handles.h"
 
 namespace tutti::kern {
 namespace {
-std::mutex& registryMutex() {
-  static std::mutex m;
-  return m;
-}
-std::unordered_set<HostStream*>& registry() {
-  static std::unordered_set<HostStream*> r;
-  return r;
-}
-
-// Bumped by every stream's destruction: a thread's last recognised handle stays valid while it is
-// unchanged, so that a loop of calls on one stream does not pass the registry's lock between the
-// cores of ranks that are threads of one process.
-std::atomic<uint64_t> registryGeneration{0};
-struct LastStream {
-  HostStream* stream = nullptr;
-  uint64_t generation = 0;
-};
-thread_local LastStream tLastStream;
-
 // Busy polls, then polls that yield the core (ranks often outnumber cores: the thread we wait
 // for may need this one), as the executor's waits do.
 constexpr int kSpinPolls = 200;
@@ -47,17 +28,10 @@ bool HostStream::pollFor(Pred pred) {
   return pred();
 }
 
-HostStream::HostStream() : ring_(kCapacity), thread_([this] { loop(); }) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  registry().insert(this);
-}
+HostStream::HostStream() : ring_(kCapacity), thread_([this] { loop(); }) { LiveHandles<HostStream>::instance().insert(this); }
 
 HostStream::~HostStream() {
-  {
-    std::lock_guard<std::mutex> lock(registryMutex());
-    registry().erase(this);
-    registryGeneration.fetch_add(1, std::memory_order_release);
-  }
+  LiveHandles<HostStream>::instance().erase(this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -68,12 +42,7 @@ HostStream::~HostStream() {
 
 HostStream* HostStream::fromHandle(cudaStream_t stream) {
   auto* candidate = reinterpret_cast<HostStream*>(stream);
-  const uint64_t generation = registryGeneration.load(std::memory_order_acquire);
-  if (candidate != nullptr && tLastStream.stream == candidate && tLastStream.generation == generation) return candidate;
-  std::lock_guard<std::mutex> lock(registryMutex());
-  if (registry().count(candidate) == 0) return nullptr;
-  tLastStream = {candidate, registryGeneration.load(std::memory_order_relaxed)};
-  return candidate;
+  return LiveHandles<HostStream>::instance().contains(candidate) ? candidate : nullptr;
 }
 
 void HostStream::enqueue(std::function<void()> job) {

@@ -39,23 +39,23 @@ ncclResult_t submit(const char* operation, plan::Coll kind, const void* in, void
                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guard(operation, [&] {
     checkUsableComm(operation, comm);
-    log::setThreadDevice(comm->device);
+    log::setThreadDevice(comm->identity.device);
     checkType(operation, comm, type);
     bool reducing = kind == plan::Coll::AllReduce || kind == plan::Coll::ReduceScatter || kind == plan::Coll::Reduce;
     if (reducing) checkOp(operation, comm, op, type);
     bool rooted = kind == plan::Coll::Broadcast || kind == plan::Coll::Reduce || kind == plan::Coll::Gather || kind == plan::Coll::Scatter;
     if (rooted) checkRank(operation, comm, root, "root");
     if (kind == plan::Coll::Send || kind == plan::Coll::Recv) checkRank(operation, comm, root, "peer");
-    if (count > std::numeric_limits<size_t>::max() / kern::dtypeSize(type) / size_t(comm->nranks))
+    if (count > std::numeric_limits<size_t>::max() / kern::dtypeSize(type) / size_t(comm->identity.nranks))
       throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": count " + std::to_string(count) +
                                                   " overflows the address space");
-    BufferUse use = bufferUse(kind, count, comm->nranks, root == comm->rank);
+    BufferUse use = bufferUse(kind, count, comm->identity.nranks, root == comm->identity.rank);
     if (use.readsIn) checkBuffer(operation, comm, in, use.inCount, kern::dtypeSize(type), "sendbuff");
     if (use.writesOut) checkBuffer(operation, comm, out, use.outCount, kern::dtypeSize(type), "recvbuff");
     checkStream(operation, comm, stream);
     TUTTI_INFO(log::Coll, "%s: opCount %llx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
-               operation, (unsigned long long)comm->opSeq, in, static_cast<void*>(out), count, int(type), int(op), root,
-               static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
+               operation, (unsigned long long)comm->executor.opSeq, in, static_cast<void*>(out), count, int(type), int(op), root,
+               static_cast<void*>(comm), comm->identity.nranks, static_cast<void*>(stream));
     enqueueTask(Task{kind, use.readsIn ? in : nullptr, use.writesOut ? out : nullptr, count, type, op, root, comm, stream});
   });
 }

@@ -25,11 +25,11 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": rank " + std::to_string(rank) + " is out of range (0.." +
                                                 std::to_string(nranks - 1) + ")");
   auto comm = std::make_unique<ncclComm>();
-  comm->backendName = chooseDeviceBackend(operation);
-  comm->config = config;
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->device = device;
+  comm->identity.backendName = chooseDeviceBackend(operation);
+  comm->identity.config = config;
+  comm->identity.rank = rank;
+  comm->identity.nranks = nranks;
+  comm->identity.device = device;
   std::vector<ncclUniqueId> idCopy(ids, ids + nIds);
   if (config.blocking) {
     initCommunicator(comm.get(), idCopy.data(), nIds, rank, nranks, device);
@@ -37,19 +37,19 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
     *out = comm.release();
     return;
   }
-  comm->asyncError.store(ncclInProgress);
+  comm->error.asyncError.store(ncclInProgress);
   ncclComm* raw = comm.get();
   registerComm(raw);
-  raw->initThread = std::thread([raw, idCopy, nIds, rank, nranks, device] {
+  raw->lifecycle.initThread = std::thread([raw, idCopy, nIds, rank, nranks, device] {
     try {
       initCommunicator(raw, idCopy.data(), nIds, rank, nranks, device);
-      raw->asyncError.store(ncclSuccess);
+      raw->error.asyncError.store(ncclSuccess);
     } catch (const Error& e) {
-      raw->asyncError.store(ncclSuccess);  // let fail() record this error
+      raw->error.asyncError.store(ncclSuccess);  // let fail() record this error
       raw->fail(e);
       TUTTI_WARN("%s: nonblocking init failed: %s", raw->where().c_str(), e.what());
     } catch (const std::exception& e) {
-      raw->asyncError.store(ncclSuccess);
+      raw->error.asyncError.store(ncclSuccess);
       raw->fail(Error(ErrorCode::Internal, e.what()));
     }
   });
@@ -59,8 +59,8 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
 // Waits for a nonblocking init and for work queued on host streams to finish with this
 // communicator. Stream work is bounded by TUTTI_TIMEOUT and ends at once after an abort.
 void quiesce(ncclComm* comm) {
-  if (comm->initThread.joinable()) comm->initThread.join();
-  while (comm->pendingStreamJobs.load() > 0 || comm->activeLaunches.load() > 0)
+  if (comm->lifecycle.initThread.joinable()) comm->lifecycle.initThread.join();
+  while (comm->executor.pendingStreamJobs.load() > 0 || comm->executor.activeLaunches.load() > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
@@ -76,7 +76,7 @@ TUTTI_NCCL_ALIAS(ncclGetUniqueId)
 
 // Nonblocking communicators report ncclInProgress until their init has finished.
 static ncclResult_t initResult(ncclResult_t result, ncclComm_t* comm) {
-  if (result == ncclSuccess && comm && *comm && !(*comm)->config.blocking) return ncclInProgress;
+  if (result == ncclSuccess && comm && *comm && !(*comm)->identity.config.blocking) return ncclInProgress;
   return result;
 }
 
@@ -162,7 +162,7 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
                               throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: " + comm->where() + ": color " + std::to_string(color) +
                                                                           " is negative and not NCCL_SPLIT_NOCOLOR");
-                            CommConfig c = config ? readConfig(config, "ncclCommSplit") : comm->config;
+                            CommConfig c = config ? readConfig(config, "ncclCommSplit") : comm->identity.config;
                             // Everyone's (color, key); the new rank 0 of each color makes the new id, on a root
                             // of its own even under NCCL_COMM_ID (which names the user's one root, as in NCCL,
                             // whose split never meets there).
@@ -170,21 +170,21 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                               int32_t color, key;
                               ncclUniqueId id;
                             };
-                            std::vector<Entry> all(size_t(comm->nranks));
-                            all[size_t(comm->rank)] = Entry{color, key, {}};
-                            comm->bootstrap->allGather(all.data(), sizeof(Entry));
+                            std::vector<Entry> all(size_t(comm->identity.nranks));
+                            all[size_t(comm->identity.rank)] = Entry{color, key, {}};
+                            comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
                             std::vector<int> members;
-                            for (int r = 0; r < comm->nranks; r++)
+                            for (int r = 0; r < comm->identity.nranks; r++)
                               if (all[size_t(r)].color == color) members.push_back(r);
                             std::stable_sort(members.begin(), members.end(),
                                              [&](int a, int b) { return all[size_t(a)].key < all[size_t(b)].key; });
-                            bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == comm->rank;
-                            if (leader) bootstrapNewUniqueId(&all[size_t(comm->rank)].id);
-                            comm->bootstrap->allGather(all.data(), sizeof(Entry));
+                            bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == comm->identity.rank;
+                            if (leader) bootstrapNewUniqueId(&all[size_t(comm->identity.rank)].id);
+                            comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
                             if (color == NCCL_SPLIT_NOCOLOR) return;
-                            int newRank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+                            int newRank = int(std::find(members.begin(), members.end(), comm->identity.rank) - members.begin());
                             createComm("ncclCommSplit", newcomm, &all[size_t(members.front())].id, 1, int(members.size()), newRank,
-                                       comm->device, c);
+                                       comm->identity.device, c);
                           }),
                     newcomm);
 }
@@ -211,7 +211,7 @@ TUTTI_API ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   return guard("ncclCommFinalize", [&] {
     checkComm("ncclCommFinalize", comm);
     quiesce(comm);
-    comm->finalized = true;
+    comm->lifecycle.finalized = true;
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommFinalize)
@@ -243,10 +243,11 @@ TUTTI_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asy
   return guard("ncclCommGetAsyncError", [&] {
     checkComm("ncclCommGetAsyncError", comm);
     if (asyncError == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-    *asyncError = ncclResult_t(comm->asyncError.load());
+    if (comm->error.asyncError.load() == ncclSuccess) comm->noticeExecutorFault();
+    *asyncError = ncclResult_t(comm->error.asyncError.load());
     if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) {
-      std::lock_guard<std::mutex> lock(comm->errorMutex);
-      setLastError(comm->asyncErrorMessage);
+      std::lock_guard<std::mutex> lock(comm->error.mutex);
+      setLastError(comm->error.message);
     }
   });
 }
@@ -256,7 +257,7 @@ TUTTI_API ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   return guard("ncclCommCount", [&] {
     checkComm("ncclCommCount", comm);
     if (count == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommCount: count is NULL");
-    *count = comm->nranks;
+    *count = comm->identity.nranks;
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommCount)
@@ -265,7 +266,7 @@ TUTTI_API ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
   return guard("ncclCommCuDevice", [&] {
     checkComm("ncclCommCuDevice", comm);
     if (device == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommCuDevice: device is NULL");
-    *device = comm->device;
+    *device = comm->identity.device;
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommCuDevice)
@@ -274,7 +275,7 @@ TUTTI_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   return guard("ncclCommUserRank", [&] {
     checkComm("ncclCommUserRank", comm);
     if (rank == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommUserRank: rank is NULL");
-    *rank = comm->rank;
+    *rank = comm->identity.rank;
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommUserRank)

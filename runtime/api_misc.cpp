@@ -152,15 +152,15 @@ TUTTI_API ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, 
     user.residence = residence;
     if (residence == ncclScalarHostImmediate) std::memcpy(&user.hostValue, scalar, kern::dtypeSize(datatype));
     else user.pointer = scalar;  // host backend: "device" memory is host memory, read at each use
-    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    std::lock_guard<std::mutex> lock(comm->redops.mutex);
     size_t slot = 0;
-    while (slot < comm->redops.size() && comm->redops[slot].live) slot++;
-    if (slot == comm->redops.size()) {
+    while (slot < comm->redops.ops.size() && comm->redops.ops[slot].live) slot++;
+    if (slot == comm->redops.ops.size()) {
       if (slot + ncclNumOps >= size_t(ncclMaxRedOp))
         throw Error(ErrorCode::InvalidUsage, "ncclRedOpCreatePreMulSum: " + comm->where() + ": too many live reduction ops");
-      comm->redops.push_back(user);
+      comm->redops.ops.push_back(user);
     } else {
-      comm->redops[slot] = user;
+      comm->redops.ops[slot] = user;
     }
     *op = ncclRedOp_t(ncclNumOps + int(slot));
   });
@@ -173,12 +173,12 @@ TUTTI_API ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     if (int(op) < ncclNumOps)
       throw Error(ErrorCode::InvalidArgument, "ncclRedOpDestroy: " + comm->where() + ": op " + std::to_string(int(op)) +
                                                   " is a built-in reduction, not one from ncclRedOpCreatePreMulSum");
-    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    std::lock_guard<std::mutex> lock(comm->redops.mutex);
     size_t slot = size_t(op) - ncclNumOps;
-    if (slot >= comm->redops.size() || !comm->redops[slot].live)
+    if (slot >= comm->redops.ops.size() || !comm->redops.ops[slot].live)
       throw Error(ErrorCode::InvalidArgument, "ncclRedOpDestroy: " + comm->where() + ": op " + std::to_string(int(op)) +
                                                   " is not a live reduction op of this communicator");
-    comm->redops[slot].live = false;
+    comm->redops.ops[slot].live = false;
   });
 }
 TUTTI_NCCL_ALIAS(ncclRedOpDestroy)
@@ -224,7 +224,7 @@ TUTTI_NCCL_ALIAS(ncclLLA2ACalcSlots)
 // device memory with another on the host backend.
 TUTTI_API ncclTeam_t pncclTeamWorld(ncclComm_t comm) {
   if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
-  return ncclTeam_t{comm->nranks, comm->rank, 1};
+  return ncclTeam_t{comm->identity.nranks, comm->identity.rank, 1};
 }
 TUTTI_NCCL_ALIAS(ncclTeamWorld)
 
@@ -236,20 +236,20 @@ TUTTI_NCCL_ALIAS(ncclTeamLsa)
 
 TUTTI_API ncclTeam_t pncclTeamRail(ncclComm_t comm) {
   if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
-  return ncclTeam_t{comm->nranks, comm->rank, 1};
+  return ncclTeam_t{comm->identity.nranks, comm->identity.rank, 1};
 }
 TUTTI_NCCL_ALIAS(ncclTeamRail)
 
 TUTTI_API int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
   if (!comm || !isLiveComm(comm)) return -1;
-  return comm->rank + (rank - team.rank) * team.stride;
+  return comm->identity.rank + (rank - team.rank) * team.stride;
 }
 TUTTI_NCCL_ALIAS(ncclTeamRankToWorld)
 
 TUTTI_API int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
   if (!comm || !isLiveComm(comm)) return -1;
-  int world = comm->rank + (rank - team.rank) * team.stride;
-  return world == comm->rank ? 0 : -1;
+  int world = comm->identity.rank + (rank - team.rank) * team.stride;
+  return world == comm->identity.rank ? 0 : -1;
 }
 TUTTI_NCCL_ALIAS(ncclTeamRankToLsa)
 
@@ -332,7 +332,7 @@ namespace {
 // The node of comm's topology that a tuttiCommNode* call names.
 const topo::NodeSystem& topologyNode(const char* operation, const ncclComm* comm, int node) {
   checkComm(operation, comm);
-  const std::vector<topo::NodeSystem>* nodes = comm->topology ? &comm->topology->system.nodes : nullptr;
+  const std::vector<topo::NodeSystem>* nodes = comm->planning.topology ? &comm->planning.topology->system.nodes : nullptr;
   if (nodes == nullptr || node < 0 || size_t(node) >= nodes->size())
     throw Error(ErrorCode::InvalidArgument, comm->where() + ": " + operation + ": node " + std::to_string(node) + " is not one of the " +
                                                 std::to_string(nodes ? nodes->size() : 0) + " of the communicator's topology");
@@ -358,7 +358,7 @@ TUTTI_API ncclResult_t tuttiCommNodeTopology(ncclComm_t comm, int node, char* ho
     const topo::NodeSystem& system = topologyNode("tuttiCommNodeTopology", comm, node);
     std::snprintf(hostname, hostnameBytes, "%s", system.hostname.c_str());
     *ranks = 0;
-    for (const topo::RankPlacement& placement : comm->topology->system.ranks) *ranks += placement.node == node;
+    for (const topo::RankPlacement& placement : comm->planning.topology->system.ranks) *ranks += placement.node == node;
     std::vector<int> cpuNodes = system.graph.nodesOf(topo::NodeKind::Cpu);
     *numaNodes = int(cpuNodes.size());
     *cpus = 0;
@@ -387,7 +387,7 @@ TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name
   return guard("tuttiCommDeviceBackend", [&] {
     checkComm("tuttiCommDeviceBackend", comm);
     if (name == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommDeviceBackend: name is NULL");
-    *name = comm->backend ? comm->backend->name() : "host";
+    *name = comm->executor.backend ? comm->executor.backend->name() : "host";
   });
 }
 

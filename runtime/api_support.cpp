@@ -46,7 +46,8 @@ void checkComm(const char* operation, const ncclComm* comm) {
 
 void checkUsableComm(const char* operation, ncclComm* comm) {
   checkComm(operation, comm);
-  int err = comm->asyncError.load();
+  comm->noticeExecutorFault();
+  int err = comm->error.asyncError.load();
   if (err == ncclInProgress)
     throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
                                              ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
@@ -55,9 +56,9 @@ void checkUsableComm(const char* operation, ncclComm* comm) {
     // next call just after a failure notice arrived sees the same ncclRemoteError as one that
     // was inside the call.
     ErrorCode code = err == ncclRemoteError ? ErrorCode::Remote : ErrorCode::InvalidUsage;
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    std::lock_guard<std::mutex> lock(comm->error.mutex);
     throw Error(code, std::string(operation) + ": " + comm->where() + " has failed and must be destroyed or aborted: " +
-                          comm->asyncErrorMessage);
+                          comm->error.message);
   }
 }
 
@@ -69,12 +70,12 @@ void checkType(const char* operation, const ncclComm* comm, ncclDataType_t type)
 void checkOp(const char* operation, ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
   if (int(op) >= 0 && int(op) < ncclNumOps) return;
   if (int(op) >= ncclNumOps) {
-    std::lock_guard<std::mutex> lock(comm->redopMutex);
+    std::lock_guard<std::mutex> lock(comm->redops.mutex);
     size_t index = size_t(op) - ncclNumOps;
-    if (index < comm->redops.size() && comm->redops[index].live) {
-      if (comm->redops[index].type != type)
+    if (index < comm->redops.ops.size() && comm->redops.ops[index].live) {
+      if (comm->redops.ops[index].type != type)
         throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": reduction op " + std::to_string(int(op)) +
-                                                    " was made for " + kern::dtypeName(comm->redops[index].type) + ", not " + kern::dtypeName(type));
+                                                    " was made for " + kern::dtypeName(comm->redops.ops[index].type) + ", not " + kern::dtypeName(type));
       return;
     }
   }
@@ -82,9 +83,9 @@ void checkOp(const char* operation, ncclComm* comm, ncclRedOp_t op, ncclDataType
 }
 
 void checkRank(const char* operation, const ncclComm* comm, int rank, const char* what) {
-  if (rank < 0 || rank >= comm->nranks)
+  if (rank < 0 || rank >= comm->identity.nranks)
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " " + std::to_string(rank) +
-                                                " is out of range (0.." + std::to_string(comm->nranks - 1) + ")");
+                                                " is out of range (0.." + std::to_string(comm->identity.nranks - 1) + ")");
 }
 
 void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, size_t eltSize, const char* what) {
@@ -92,13 +93,15 @@ void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " is NULL with count " + std::to_string(count));
   const size_t bytes = count * eltSize;
   if (bytes == 0) return;
-  std::string problem = comm->backend->bufferProblem(buffer, bytes);
+  std::string problem = comm->executor.backend->bufferProblem(buffer, bytes);
   if (!problem.empty()) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + " " + problem);
 }
 
 void checkStream(const char* operation, const ncclComm* comm, cudaStream_t stream) {
-  std::string problem = comm->backend->streamProblem(stream);
+  std::string problem = comm->executor.backend->streamProblem(stream);
   if (!problem.empty()) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + problem);
+  problem = comm->executor.backend->captureProblem(stream);
+  if (!problem.empty()) throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() + ": " + problem);
 }
 
 }  // namespace tutti

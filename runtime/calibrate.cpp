@@ -34,7 +34,7 @@ constexpr int kCalibrationBell = kMaxWorkers - 1;
 constexpr int kNetWarmupTrips = 8;
 constexpr int kNetTimedTrips = 32;
 constexpr double kNetWaitSeconds = 2.0;
-// The bootstrap tag of the round trips: far above the connection handshakes' tags (comm.cpp).
+// The bootstrap tag of the round trips: far above the connection handshakes' tags (connection_setup.cpp).
 constexpr uint32_t kNetCalibrationTag = 0x7CA1B000u;
 
 // What one rank contributes (the allgather's slot).
@@ -70,8 +70,8 @@ double median(std::vector<double> v) {
 // moves past `seen`; false when the deadline passes first.
 bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time_point deadline) {
   kern::ExecutionContext polls;
-  polls.spin = comm->spin;
-  polls.yields = comm->yields;
+  polls.spin = comm->settings.spin;
+  polls.yields = comm->settings.yields;
   for (int idle = 0;; idle++) {
     if (bell->seq.load(std::memory_order_acquire) != seen) return true;
     if (kern::idlePoll(idle, polls)) continue;
@@ -92,8 +92,8 @@ bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time
 // on 2 cores it reported 0.05 us, which made the model pick ring at 8-32 KiB where recursive
 // doubling and oneshot were 1.6-2x faster.)
 double tokenLapHopUs(const ncclComm* comm, int next, int ranksInRing, bool first, uint32_t seen) {
-  kern::Bell* mine = &comm->control->bells[kCalibrationBell];
-  kern::Bell* theirs = &comm->peerControl[size_t(next)]->bells[kCalibrationBell];
+  kern::Bell* mine = &comm->control.own->bells[kCalibrationBell];
+  kern::Bell* theirs = &comm->control.ofRank[size_t(next)]->bells[kCalibrationBell];
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWaitSeconds));
   std::vector<double> laps;
   laps.reserve(kTimedRounds);
@@ -151,12 +151,13 @@ struct HostRing {
 };
 HostRing ringOnHost(const ncclComm* comm) {
   std::vector<int> local;
-  for (int r = 0; r < comm->nranks; r++)
-    if (comm->peers[size_t(r)].hostHash == comm->peers[size_t(comm->rank)].hostHash && comm->peerControl[size_t(r)] != nullptr)
+  for (int r = 0; r < comm->identity.nranks; r++)
+    if (comm->identity.peers[size_t(r)].hostHash == comm->identity.peers[size_t(comm->identity.rank)].hostHash &&
+        comm->control.ofRank[size_t(r)] != nullptr)
       local.push_back(r);
   HostRing ring;
   if (local.size() < 2) return ring;
-  size_t me = size_t(std::find(local.begin(), local.end(), comm->rank) - local.begin());
+  size_t me = size_t(std::find(local.begin(), local.end(), comm->identity.rank) - local.begin());
   ring.next = local[(me + 1) % local.size()];
   ring.size = int(local.size());
   ring.first = me == 0;
@@ -170,16 +171,16 @@ HostRing ringOnHost(const ncclComm* comm) {
 // thread polling the socket wakes and hands the message to the thread waiting for it. (Its
 // sending side has none: the caller sends; a worker hands its slot to the proxy thread.)
 double networkOneWayUs(const ncclComm* comm, int partner) {
-  bool first = comm->rank < partner;
+  bool first = comm->identity.rank < partner;
   uint64_t token = 0;
   std::vector<double> trips;
   trips.reserve(kNetTimedTrips);
   try {
     for (int i = 0; i < kNetWarmupTrips + kNetTimedTrips; i++) {
       Clock::time_point start = Clock::now();
-      if (first) comm->bootstrap->send(partner, kNetCalibrationTag, &token, sizeof token);
-      comm->bootstrap->recv(partner, kNetCalibrationTag, &token, sizeof token, kNetWaitSeconds);
-      if (!first) comm->bootstrap->send(partner, kNetCalibrationTag, &token, sizeof token);
+      if (first) comm->identity.bootstrap->send(partner, kNetCalibrationTag, &token, sizeof token);
+      comm->identity.bootstrap->recv(partner, kNetCalibrationTag, &token, sizeof token, kNetWaitSeconds);
+      if (!first) comm->identity.bootstrap->send(partner, kNetCalibrationTag, &token, sizeof token);
       if (first && i >= kNetWarmupTrips) trips.push_back(microsecondsSince(start));
     }
   } catch (const Error& e) {
@@ -247,25 +248,25 @@ HostCalibration calibrateHost(const ncclComm* comm, bool measure) {
   // Every rank takes part in the barrier and the allgather, measuring or not, so that a rank
   // whose TUTTI_CALIBRATE differs still follows the same bootstrap sequence.
   const HostRing ring = ringOnHost(comm);
-  uint32_t seen = comm->control->bells[kCalibrationBell].seq.load(std::memory_order_acquire);
-  comm->bootstrap->barrier();  // the host's ranks start together, loading the cores as a collective does
+  uint32_t seen = comm->control.own->bells[kCalibrationBell].seq.load(std::memory_order_acquire);
+  comm->identity.bootstrap->barrier();  // the host's ranks start together, loading the cores as a collective does
   if (measure) {
     if (ring.next >= 0) mine.hopUs = tokenLapHopUs(comm, ring.next, ring.size, ring.first, seen);
     measureBandwidth(kBandwidthBytes, &mine.copyGBps, &mine.reduceGBps);
   }
-  std::vector<Sample> samples(size_t(comm->nranks));
-  samples[size_t(comm->rank)] = mine;
-  comm->bootstrap->allGather(samples.data(), sizeof(Sample));
-  HostCalibration out = agree(samples, comm->peers);
+  std::vector<Sample> samples(size_t(comm->identity.nranks));
+  samples[size_t(comm->identity.rank)] = mine;
+  comm->identity.bootstrap->allGather(samples.data(), sizeof(Sample));
+  HostCalibration out = agree(samples, comm->identity.peers);
   // The network, once every rank agreed to measure: all cross-host pairs at once, then the
   // median of the pairs' figures, agreed through a second allgather.
   if (out.measured && out.nodes > 1) {
     std::vector<uint64_t> hostOfRank;
-    for (const RankInfo& p : comm->peers) hostOfRank.push_back(p.hostHash);
-    int partner = networkPartner(hostOfRank, comm->rank);
-    std::vector<double> oneWay(size_t(comm->nranks), 0.0);
-    if (partner >= 0) oneWay[size_t(comm->rank)] = networkOneWayUs(comm, partner);
-    comm->bootstrap->allGather(oneWay.data(), sizeof(double));
+    for (const RankInfo& p : comm->identity.peers) hostOfRank.push_back(p.hostHash);
+    int partner = networkPartner(hostOfRank, comm->identity.rank);
+    std::vector<double> oneWay(size_t(comm->identity.nranks), 0.0);
+    if (partner >= 0) oneWay[size_t(comm->identity.rank)] = networkOneWayUs(comm, partner);
+    comm->identity.bootstrap->allGather(oneWay.data(), sizeof(double));
     std::vector<double> measured;
     for (double us : oneWay)
       if (us > 0) measured.push_back(us);

@@ -1,5 +1,5 @@
-// The communicator: identity, peers, settings agreed at init, the host executor's resources
-// (bells, worker threads, connections), user reduction ops, and the error state.
+// The communicator, its state grouped by concern: identity and peers, settings agreed at init,
+// control blocks, executor resources, connections, planning, user reduction ops, error state.
 #pragma once
 
 #include <array>
@@ -26,29 +26,21 @@
 #include "nccl.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
-#include "runtime/proxy.h"
+#include "runtime/connection_setup.h"
+#include "runtime/control_block.h"
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
 #include "runtime/topo_init.h"
-#include "transports/fifo_connection.h"
+#include "transports/fifo_memory.h"
 #include "transports/segment.h"
+#include "transports/transport.h"
 
 namespace tutti {
 
 struct LaunchCache;    // runtime/launch_cache.h
-struct CompiledPlan;  // runtime/comm_launch.h
+struct CompiledPlan;   // runtime/comm_launch.h
 
-constexpr int kMaxWorkers = 32;
 constexpr int kMaxChannels = 32;
-constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-1 (bootstrap tags stay within 32 bits)
-
-// A rank's control block: the bells of its executor workers, and its mailboxes for one-shot
-// all-reduces (kernels/mailbox.h). Peers on the same node map it so that they can wake the
-// worker that waits on a FIFO they just moved, and read the rank's mailboxes.
-struct ControlBlock {
-  kern::Bell bells[kMaxWorkers];
-  kern::Mailbox mailboxes[2];
-};
 
 // What every rank tells every other at init.
 struct RankInfo {
@@ -66,31 +58,6 @@ struct RankInfo {
   uint64_t slotBytes;
 };
 
-// Identifies one direction of one connection to a peer. Both ends name it alike (with `send`
-// flipped), and both agree on it through the bootstrap tag of its handshake.
-struct ConnKey {
-  int peer;
-  int channel;
-  plan::ConnKind kind;
-  int tag;    // the lane's tag: separate FIFOs for separate uses of one peer
-  bool send;  // true: we send to peer; false: we receive from peer
-  auto tie() const { return std::tuple(peer, channel, int(kind), tag, send); }
-  bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
-  bool operator==(const ConnKey& o) const { return tie() == o.tie(); }
-};
-
-// One direction of one connection as the executor uses it: the FIFO it reads or writes, and the
-// bell to ring after moving it. For local/shm that is the peer worker's bell in the peer's
-// control block; for net it is the proxy's bell (the proxy owns the net side and the FIFO).
-struct Connection {
-  std::unique_ptr<FifoConnection> shared;  // local/shm: memory both ranks reach
-  kern::FifoHeader* fifo = nullptr;
-  kern::Bell* peerBells = nullptr;  // local/shm: one per worker
-  kern::Bell* proxyBell = nullptr;  // net
-  std::string transport;            // "local", "shm", "net/Socket"
-  kern::Bell* bellFor(int worker) const { return proxyBell != nullptr ? proxyBell : &peerBells[worker]; }
-};
-
 // A reduction op made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
   bool live = false;
@@ -100,27 +67,23 @@ struct UserRedOp {
   const void* pointer = nullptr; // device residence: read when the operation runs
 };
 
-}  // namespace tutti
-
-// The C handle (nccl.h's `struct ncclComm`).
-struct ncclComm {
-  ncclComm() = default;
-  ncclComm(const ncclComm&) = delete;
-  ncclComm& operator=(const ncclComm&) = delete;
-  ~ncclComm();
-
+// Who this rank is among its peers, and how it reaches them before any transport exists.
+struct CommIdentity {
   int rank = 0;
   int nranks = 1;
   int device = 0;
-  std::string backendName = "host";  // the executor backend: host, emulated or cuda
-  tutti::CommConfig config;
-  std::vector<tutti::RankInfo> peers;
+  std::string backendName = "host";  // the executor backend: host, emulated or cuda (kernels/backend.h)
+  CommConfig config;
+  std::vector<RankInfo> peers;  // by rank
   // Set once peers holds every rank's identity: a failure notice can arrive (on the bootstrap's
   // listener thread) while init is still filling it in.
   std::atomic<bool> peersKnown{false};
-  std::unique_ptr<tutti::Bootstrap> bootstrap;
+  std::unique_ptr<Bootstrap> bootstrap;
+};
 
-  // Settings agreed at init.
+// Settings agreed at init (runtime/comm_settings.cpp): the same on every rank, so that all ranks
+// cut buffers alike, apart from the waits' own, which fit this host's cores.
+struct CommSettings {
   int nchannels = 1;
   int minChannels = 1;
   int nsteps = 8;
@@ -130,79 +93,123 @@ struct ncclComm {
   int spin = 200;
   int yields = 50;
   // Executors move the network FIFOs themselves while they wait in launches of at most this many
-  // workers (see comm.cpp).
+  // workers (see fitWaitsToHost).
   int drivingWorkers = 1 << 30;
+};
 
-  // Executor resources.
-  std::unique_ptr<tutti::Segment> controlSegment;
-  tutti::ControlBlock* control = nullptr;
-  std::vector<std::unique_ptr<tutti::Segment>> peerControlSegments;  // by rank; empty for self
-  std::vector<tutti::ControlBlock*> peerControl;                     // by rank; null: other host
-  // Where launches run and FIFOs and scratch live: host, emulated or cuda (kernels/backend.h).
-  std::unique_ptr<tutti::kern::ExecutorBackend> backend;
+// What the executor runs operations with, and the operations in flight.
+struct ExecutorResources {
+  // Where launches run, and where FIFOs and scratch live (kernels/backend.h): made at init.
+  std::unique_ptr<kern::ExecutorBackend> backend;
+  // The backend once made, until the communicator's teardown: what fail() aborts, from any thread
+  // (a failure notice can arrive while init is still making the backend).
+  std::atomic<kern::ExecutorBackend*> abortable{nullptr};
   // By worker: what it waits for while a wait sleeps (kern::ExecutionContext::waitSlot), read by
   // describeWaits from any thread.
-  std::array<tutti::kern::WaitSlot, tutti::kMaxWorkers> waits;
-  std::map<tutti::ConnKey, tutti::Connection> connections;
-  std::unique_ptr<tutti::NetProxy> proxy;  // started with the first network connection
-  // One-shot all-reduces through the control blocks' mailboxes, when every rank is on this host.
-  bool mailboxesMapped = false;
-  std::vector<tutti::kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]
-  std::vector<tutti::kern::Bell*> mailboxBells;     // [rank]: its worker 0's bell
-  uint64_t mailboxSeq = 0;                          // mailbox operations run so far
-  // The selector's last answer for an all-reduce of mailboxChoiceBytes: mailboxes or not.
-  size_t mailboxChoiceBytes = SIZE_MAX;
-  bool mailboxChoice = false;
-
+  std::array<kern::WaitSlot, kMaxWorkers> waits;
   // Scratch memory of the plans' lanes, taken by each launch while it runs.
-  std::shared_ptr<tutti::ScratchPool> scratch = std::make_shared<tutti::ScratchPool>();
+  std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
+  // Bound launches of single operations, kept for the next call of the same shape, which then
+  // only points them at its buffers (runtime/launch.cpp).
+  std::shared_ptr<LaunchCache> launchCache;
+  uint64_t opSeq = 0;                     // operations started so far
+  uint64_t mailboxSeq = 0;                // mailbox operations run so far
+  std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
+  std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
+};
 
+// How this rank reaches its peers (runtime/connection_setup.h).
+struct CommLinks {
+  // Where the FIFOs live: host memory for now. The hook a device executor backend points at its
+  // own memory, before init makes the first connections.
+  std::shared_ptr<FifoMemory> fifoMemory = hostFifoMemory();
+  // The communicator as its transports see it, and its transports in the registry's order
+  // (transports/registry.h), made at init.
+  std::unique_ptr<TransportContext> transportContext;
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::map<ConnKey, std::unique_ptr<Connection>> connections;
+  // The proxy that moves the network connections, once the net transport has opened; else null.
+  TransportProxy* proxy() const;
+};
+
+// What chooses and builds the plans an operation runs.
+struct CommPlanning {
   // The algorithms this communicator can run (built-ins, then custom plan files).
-  tutti::plan::AlgorithmRegistry algorithms = tutti::plan::builtinAlgorithms();
+  plan::AlgorithmRegistry algorithms = plan::builtinAlgorithms();
   // When set (tests), the algorithm used for every collective it serves; the selector's choice
   // for the others. Users steer the selector with NCCL_ALGO instead.
   std::string forcedAlgorithm;
   // Chooses algorithm and channels per operation (runtime/select.h).
-  std::unique_ptr<tutti::CommSelector> selector;
+  std::unique_ptr<CommSelector> selector;
   // Every node's graph and the channels' rings and trees (runtime/topo_init.h).
-  std::unique_ptr<tutti::CommTopology> topology;
+  std::unique_ptr<CommTopology> topology;
   // Ranks per node when every node holds a contiguous block of ranks of one size, else 0
   // (hierarchical plans need it).
   int ranksPerNode = 0;
   // Plans by (algorithm, collective, root or peer, ring and tree index of runtime/topo_init.h):
   // built once, then reused; shared with launches still queued on host streams.
-  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const tutti::CompiledPlan>> planCache;
-  // Bound launches of single operations, kept for the next call of the same shape, which then
-  // only points them at its buffers (runtime/launch.cpp).
-  std::shared_ptr<tutti::LaunchCache> launchCache;
+  std::map<std::tuple<std::string, int, int, int, int>, std::shared_ptr<const CompiledPlan>> planCache;
+  // The selector's last answer for an all-reduce of mailboxChoiceBytes: mailboxes or not.
+  size_t mailboxChoiceBytes = SIZE_MAX;
+  bool mailboxChoice = false;
+};
 
-  std::mutex redopMutex;
-  std::vector<tutti::UserRedOp> redops;  // ncclRedOp_t(ncclNumOps + i)
+// The reduction ops made by ncclRedOpCreatePreMulSum.
+struct UserRedOps {
+  std::mutex mutex;
+  std::vector<UserRedOp> ops;  // ncclRedOp_t(ncclNumOps + i)
+};
 
-  uint64_t opSeq = 0;
-  std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
-  std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
+// The communicator's error: once set it is unusable (only destroy or abort), and every wait ends.
+struct CommErrorState {
   std::atomic<bool> abortFlag{false};
-  std::atomic<int> asyncError{ncclSuccess};
-  tutti::ErrorCode asyncErrorCode = tutti::ErrorCode::Internal;  // of the recorded error, under errorMutex
-  std::mutex errorMutex;
-  std::string asyncErrorMessage;
-  int asyncErrorPeer = -1;          // under errorMutex: the peer whose connection failed, if any
-  bool destroyed = false;
-  bool finalized = false;
+  std::atomic<int> asyncError{ncclSuccess};  // ncclResult_t: what ncclCommGetAsyncError returns
+  std::mutex mutex;                          // the recorded error's details:
+  ErrorCode code = ErrorCode::Internal;
+  std::string message;
+  int peer = -1;  // the peer whose connection failed, if that is the cause
+};
+
+// Init and end of the handle's life.
+struct CommLifecycle {
   std::thread initThread;  // nonblocking init
   double initSeconds = 0;
+  bool finalized = false;
+};
+
+}  // namespace tutti
+
+// The C handle (nccl.h's `struct ncclComm`): its state by concern.
+struct ncclComm {
+  ncclComm() = default;
+  ncclComm(const ncclComm&) = delete;
+  ncclComm& operator=(const ncclComm&) = delete;
+  ~ncclComm();
+
+  tutti::CommIdentity identity;
+  tutti::CommSettings settings;
+  tutti::ControlBlocks control;  // this rank's and its host's peers' (runtime/control_block.h)
+  tutti::ExecutorResources executor;
+  tutti::CommLinks links;
+  tutti::CommPlanning planning;
+  tutti::UserRedOps redops;
+  tutti::CommErrorState error;
+  tutti::CommLifecycle lifecycle;
 
   // Records a fatal error: the communicator is unusable from now on (only destroy/abort). The
   // first error is also sent to the other ranks (a failure notice) unless tellPeers is false.
   // peer: the rank whose connection failed, when that is the cause.
-  void fail(const tutti::Error& error, bool tellPeers = true, int peer = -1);
+  void fail(const tutti::Error& cause, bool tellPeers = true, int peer = -1);
   // A failure notice from another rank. When our own error was that rank's connection closing
   // (it tore its connections down after failing), its notice says why, and replaces it.
   void failFromNotice(int sender, const std::string& text);
   // The bootstrap saw peer's process end (its connection closed without a goodbye): fails the
   // communicator with a Remote error naming it, and tells the other ranks.
   void failFromPeerLost(int peer, const std::string& reason);
+  // An executor that runs apart from the caller's threads (a kernel) records why it stopped an
+  // operation in its fault record: fails the communicator with those words, the same as a host
+  // worker's. Called wherever the communicator's state is read (ncclCommGetAsyncError, every call).
+  void noticeExecutorFault();
   std::string describePeer(int peer) const;
   // One line per worker that sleeps in a wait, joined by '\n' ("" when none does): the operation,
   // step, how long, and the peer it waits for. Safe on any thread while the communicator runs.
@@ -215,19 +222,14 @@ namespace tutti {
 // Joins the job and builds the communicator's resources. Throws on failure.
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device);
 
-// Connections this rank needs, created (receive side) or attached (send side), with the
-// descriptors carried over the bootstrap. Collective over the ranks named in the keys.
-void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys);
-// The same for several communicators at once, phase by phase, so that one thread can set up the
-// connections of several ranks of one job (ncclCommInitAll and a group over its comms).
-void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted);
-
 int workerOfChannel(const ncclComm* comm, int channel);
 
-// How this rank reaches its peers, as the transport choice decides it for each pair (whether or
-// not a connection has been made yet): the distinct names joined by '+' ("local", "shm",
-// "net/Socket"), "none" for a communicator of one rank.
-std::string peerTransports(const ncclComm* comm);
+// Settings at init (runtime/comm_settings.cpp): this rank's proposal, the adoption of rank 0's
+// by every rank, and the waits fitted to the host's cores once the selector knows them.
+void proposeSettings(const ncclComm* comm, RankInfo* me);
+void adoptSettings(ncclComm* comm);
+void fitWaitsToHost(ncclComm* comm);
+
 // The communicator's nodes: hosts as their host hashes tell them apart (NCCL_HOSTID).
 int nodeCount(const ncclComm* comm);
 

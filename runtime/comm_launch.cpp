@@ -13,7 +13,6 @@
 #include "kernels/host_reduce.h"
 #include "base/log.h"
 #include "runtime/mailbox_path.h"
-#include "runtime/proxy.h"
 #include "runtime/redop.h"
 
 namespace tutti {
@@ -29,10 +28,10 @@ Selection defaultSelection(ncclComm* comm, const Task& t) {
   bool ring = coll == plan::Coll::AllReduce || coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter ||
               coll == plan::Coll::Broadcast || coll == plan::Coll::Reduce;
   Selection s;
-  s.algorithm = comm->algorithms.find(ring ? "ring" : "direct");
+  s.algorithm = comm->planning.algorithms.find(ring ? "ring" : "direct");
   if (!s.algorithm) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + plan::collTitle(t.coll));
   size_t bytes = t.count * kern::dtypeSize(t.type);
-  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->nchannels)));
+  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->settings.nchannels)));
   return s;
 }
 
@@ -40,20 +39,20 @@ Selection defaultSelection(ncclComm* comm, const Task& t) {
 // depend only on the algorithm, the collective, its root or peer, and the ring and trees the
 // channel follows).
 std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm, int channel = 0) {
-  auto key = std::make_tuple(algorithm.name, int(t.coll), t.root, ringIndexOf(comm->topology.get(), channel),
-                             treeIndexOf(comm->topology.get(), channel));
-  auto cached = comm->planCache.find(key);
-  if (cached == comm->planCache.end()) {
-    plan::PlanRequest request{t.coll, comm->rank, comm->nranks, t.root};
-    request.ranksPerNode = comm->ranksPerNode;
-    request.ring = ringOrderOf(comm->topology.get(), channel);
-    request.trees = treesOf(comm->topology.get(), channel);
+  auto key = std::make_tuple(algorithm.name, int(t.coll), t.root, ringIndexOf(comm->planning.topology.get(), channel),
+                             treeIndexOf(comm->planning.topology.get(), channel));
+  auto cached = comm->planning.planCache.find(key);
+  if (cached == comm->planning.planCache.end()) {
+    plan::PlanRequest request{t.coll, comm->identity.rank, comm->identity.nranks, t.root};
+    request.ranksPerNode = comm->planning.ranksPerNode;
+    request.ring = ringOrderOf(comm->planning.topology.get(), channel);
+    request.trees = treesOf(comm->planning.topology.get(), channel);
     auto made = std::make_shared<CompiledPlan>();
     made->plan = algorithm.build(request);
-    kern::checkPlanBounds(made->plan, comm->rank, comm->nranks);
+    kern::checkPlanBounds(made->plan, comm->identity.rank, comm->identity.nranks);
     made->flat = plan::compilePlan(made->plan);
     made->resident = &plan::flatPlanOf(made->flat);
-    kern::ExecutorBackend* backend = comm->backend.get();
+    kern::ExecutorBackend* backend = comm->executor.backend.get();
     if (backend->memorySpace() == kern::MemorySpace::Device) {
       const size_t bytes = made->flat.size() * sizeof(uint64_t);
       void* copy = backend->allocate(bytes, comm->where() + ": the " + algorithm.name + " plan (" + std::to_string(bytes) + " bytes)");
@@ -61,7 +60,7 @@ std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const
       backend->copyIn(copy, made->flat.data(), bytes);
       made->resident = static_cast<const plan::FlatPlan*>(copy);
     }
-    cached = comm->planCache.emplace(key, std::move(made)).first;
+    cached = comm->planning.planCache.emplace(key, std::move(made)).first;
   }
   return cached->second;
 }
@@ -107,8 +106,8 @@ void pairSelfSends(ncclComm* comm, std::vector<Task>& tasks) {
   std::vector<size_t> sends, recvs;
   for (size_t i = 0; i < tasks.size(); i++) {
     const Task& t = tasks[i];
-    if (t.coll == plan::Coll::Send && t.root == comm->rank) sends.push_back(i);
-    else if (t.coll == plan::Coll::Recv && t.root == comm->rank) recvs.push_back(i);
+    if (t.coll == plan::Coll::Send && t.root == comm->identity.rank) sends.push_back(i);
+    else if (t.coll == plan::Coll::Recv && t.root == comm->identity.rank) recvs.push_back(i);
   }
   if (sends.size() != recvs.size())
     throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + std::to_string(sends.size()) + " ncclSend and " +
@@ -130,58 +129,58 @@ void pairSelfSends(ncclComm* comm, std::vector<Task>& tasks) {
 }  // namespace
 
 Selection chooseAlgorithm(ncclComm* comm, const Task& t) {
-  if (!comm->forcedAlgorithm.empty()) {
-    const plan::Algorithm* forced = comm->algorithms.find(comm->forcedAlgorithm);
+  if (!comm->planning.forcedAlgorithm.empty()) {
+    const plan::Algorithm* forced = comm->planning.algorithms.find(comm->planning.forcedAlgorithm);
     if (forced && forced->serves(t.coll)) {
       Selection s = defaultSelection(comm, t);
       s.algorithm = forced;
       return s;
     }
   }
-  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv || !comm->selector) return defaultSelection(comm, t);
-  return comm->selector->select(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), comm->nranks));
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv || !comm->planning.selector) return defaultSelection(comm, t);
+  return comm->planning.selector->select(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), comm->identity.nranks));
 }
 
 bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection) {
-  return t.coll == plan::Coll::AllReduce && comm->mailboxesMapped && selection.algorithm->name == "oneshot" &&
+  return t.coll == plan::Coll::AllReduce && comm->control.mailboxesMapped && selection.algorithm->name == "oneshot" &&
          t.count * kern::dtypeSize(t.type) <= kern::kMailboxBytes;
 }
 
 void throwRecordedCause(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(comm->errorMutex);
-  if (comm->asyncError.load() != ncclSuccess && comm->asyncErrorCode != ErrorCode::Aborted)
-    throw Error(comm->asyncErrorCode, comm->asyncErrorMessage);
+  std::lock_guard<std::mutex> lock(comm->error.mutex);
+  if (comm->error.asyncError.load() != ncclSuccess && comm->error.code != ErrorCode::Aborted)
+    throw Error(comm->error.code, comm->error.message);
 }
 
 kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork) {
   kern::ExecutionContext ctx;
-  ctx.bell = &comm->control->bells[worker];
-  ctx.abortFlag = &comm->abortFlag;
-  ctx.timeoutSeconds = comm->timeoutSeconds;
-  ctx.spin = comm->spin;
-  ctx.yields = comm->yields;
-  ctx.rank = comm->rank;
+  ctx.bell = &comm->control.own->bells[worker];
+  ctx.abortFlag = &comm->error.abortFlag;
+  ctx.timeoutSeconds = comm->settings.timeoutSeconds;
+  ctx.spin = comm->settings.spin;
+  ctx.yields = comm->settings.yields;
+  ctx.rank = comm->identity.rank;
   ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
   ctx.peerNamerArg = comm;
-  ctx.waitSlot = &comm->waits[size_t(worker)];
-  if (comm->proxy && driveNetwork) {
-    ctx.pollNetwork = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->tryProgress(); };
-    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<tutti::NetProxy*>(proxy)->sendsWaiting(); };
+  ctx.waitSlot = &comm->executor.waits[size_t(worker)];
+  if (comm->links.proxy() && driveNetwork) {
+    ctx.pollNetwork = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->tryProgress(); };
+    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->sendsWaiting(); };
     ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
-      auto* p = static_cast<tutti::NetProxy*>(proxy);
+      auto* p = static_cast<TransportProxy*>(proxy);
       switch (change) {
         case kern::ExecutionContext::Drive::Start: p->startDriving(); break;
         case kern::ExecutionContext::Drive::Stop: p->stopDriving(); break;
         case kern::ExecutionContext::Drive::Release: p->releaseDriving(); break;
       }
     };
-    ctx.networkArg = comm->proxy.get();
+    ctx.networkArg = comm->links.proxy();
   }
   return ctx;
 }
 
 CommLaunch::~CommLaunch() {
-  for (void* p : inputCopies_) comm->backend->release(p);
+  for (void* p : inputCopies_) comm->executor.backend->release(p);
 }
 
 kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
@@ -190,7 +189,7 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
   op.out = t.out;
   op.count = t.count;
   op.seq = seq;
-  op.nranks = comm->nranks;
+  op.nranks = comm->identity.nranks;
   op.dtype = uint8_t(t.type);
   op.eltSize = uint8_t(kern::dtypeSize(t.type));
   op.coll = uint8_t(t.coll);
@@ -200,7 +199,7 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
 
 void CommLaunch::bind() {
   pairSelfSends(comm, tasks);
-  lanes_.assign(size_t(comm->nworkers), {});
+  lanes_.assign(size_t(comm->settings.nworkers), {});
 
   if (tasks.size() == 1) {
     const Task& t = tasks.front();
@@ -208,9 +207,9 @@ void CommLaunch::bind() {
     if (viaMailbox(comm, t, chosen)) {
       selection = chosen;
       mailbox = true;
-      builder_.addOp(opFor(t, comm->opSeq++));
+      builder_.addOp(opFor(t, comm->executor.opSeq++));
       TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
-                  plan::collTitle(t.coll), (unsigned long long)(comm->opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op));
+                  plan::collTitle(t.coll), (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op));
       return;
     }
   }
@@ -223,7 +222,7 @@ void CommLaunch::bind() {
     } catch (const Error& e) {
       // A plan file's algorithm serves only the rank count and root it was written for; the
       // selector estimated it for root 0. Every rank fails alike, so every rank falls back.
-      if (chosen.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->forcedAlgorithm.empty()) throw;
+      if (chosen.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->planning.forcedAlgorithm.empty()) throw;
       chosen = defaultSelection(comm, t);
       TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), chosen.algorithm->name.c_str());
       first = planFor(comm, t, *chosen.algorithm);
@@ -234,27 +233,27 @@ void CommLaunch::bind() {
     if (t.coll == plan::Coll::AlltoAll && t.in != nullptr && t.in == t.out) {
       // Every block is both sent and overwritten: the launch reads its input from a copy, taken
       // when it runs (in stream order).
-      const size_t bytes = t.count * eltSize * size_t(comm->nranks);
-      void* copy = comm->backend->allocate(bytes, comm->where() + ": a copy of an in-place all-to-all's input");
+      const size_t bytes = t.count * eltSize * size_t(comm->identity.nranks);
+      void* copy = comm->executor.backend->allocate(bytes, comm->where() + ": a copy of an in-place all-to-all's input");
       inputCopies_.push_back(copy);
       prologue_.push_back(Copy{copy, t.in, bytes});
       bound.in = copy;
     }
-    const uint32_t opIndex = builder_.addOp(opFor(bound, comm->opSeq++));
-    const int nch = std::clamp(chosen.nchannels, 1, comm->nchannels);
+    const uint32_t opIndex = builder_.addOp(opFor(bound, comm->executor.opSeq++));
+    const int nch = std::clamp(chosen.nchannels, 1, comm->settings.nchannels);
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), plan::collTitle(t.coll),
-                (unsigned long long)(comm->opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
+                (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(first->plan).c_str());
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
     // from the plan's widest joined run (the same on every rank), which must fit one such chunk,
     // as both cost models cut it.
     const size_t width = first->flat.empty() ? 1 : plan::flatPlanOf(first->flat).joinWidth;
     const size_t chunkBytes =
-        plan::joinedChunkBytes(tiling::chunkBytesFor(comm->slotBytes, modelBytes(t.coll, t.count, eltSize, comm->nranks)), width);
+        plan::joinedChunkBytes(tiling::chunkBytesFor(comm->settings.slotBytes, modelBytes(t.coll, t.count, eltSize, comm->identity.nranks)), width);
     if (chunkBytes < eltSize)
       throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + plan::collTitle(t.coll) + " with algorithm " + first->plan.algorithm +
                                                " joins " + std::to_string(width) + " steps into one message, more than a FIFO slot of " +
-                                               std::to_string(comm->slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
+                                               std::to_string(comm->settings.slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
     for (int c = 0; c < nch; c++) {
       const tiling::Range range = tiling::channelRange(t.count, nch, c);
       const int w = workerOfChannel(comm, c);
@@ -263,7 +262,7 @@ void CommLaunch::bind() {
       for (size_t l = 0; l < compiled->plan.lanes.size(); l++) {
         const plan::LaneSpec& spec = compiled->plan.lanes[l];
         bool whole = false;  // a spread lane: on one channel, over the whole buffer
-        if (!plan::laneRunsOn(spec, c, nch, comm->nranks, &whole)) continue;
+        if (!plan::laneRunsOn(spec, c, nch, comm->identity.nranks, &whole)) continue;
         BoundLane bound;
         kern::LaneWork& lane = bound.work;
         lane.plan = compiled->resident;
@@ -284,17 +283,17 @@ void CommLaunch::bind() {
 }
 
 void CommLaunch::connect() {
-  const bool bells = comm->backend->name() == std::string("host");  // other executors poll
-  for (int w = 0; w < comm->nworkers && !mailbox; w++) {
+  const bool bells = comm->executor.backend->name() == std::string("host");  // other executors poll
+  for (int w = 0; w < comm->settings.nworkers && !mailbox; w++) {
     builder_.beginWorker();
     const std::vector<BoundLane>& lanes = lanes_[size_t(w)];
     for (const std::vector<size_t>& queue : formQueues(lanes)) {
       builder_.beginQueue();
       for (size_t i : queue) {
         auto end = [&](const ConnKey& k) {
-          const Connection& conn = comm->connections.at(k);
+          const Connection& conn = *comm->links.connections.at(k);
           // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
-          return kern::ConnEnd{conn.fifo, bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, 0};
+          return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, 0};
         };
         std::vector<kern::ConnEnd> sends, recvs;
         for (const ConnKey& k : lanes[i].sendKeys) sends.push_back(end(k));
@@ -311,20 +310,20 @@ void CommLaunch::connect() {
 void CommLaunch::rebind(const Task& t) {
   tasks.front() = t;
   kern::OpWork& op = work().ops()[0];
-  op = opFor(t, comm->opSeq++);
+  op = opFor(t, comm->executor.opSeq++);
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s (bound before)", comm->where().c_str(),
               plan::collTitle(t.coll), (unsigned long long)op.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root,
-              std::clamp(selection->nchannels, 1, comm->nchannels),
+              std::clamp(selection->nchannels, 1, comm->settings.nchannels),
               mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str());
 }
 
 void CommLaunch::beforeRun() {
   // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets a
-  // previous operation's worker released (NetProxy::releaseDriving).
-  if (comm->proxy && !workersDriveNetwork()) comm->proxy->wake();
+  // previous operation's worker released (TransportProxy::releaseDriving).
+  if (TransportProxy* proxy = comm->links.proxy(); proxy && !workersDriveNetwork()) proxy->wake();
   // Taken when the launch runs, not when it binds, so that launches queued on a stream hold none.
   if (scratchBytes_ == 0) return;
-  scratch_ = comm->scratch->take(scratchBytes_);
+  scratch_ = comm->executor.scratch->take(scratchBytes_);
   work().scratch = scratch_.data();
 }
 
@@ -334,11 +333,11 @@ void CommLaunch::afterRun() {
 }
 
 bool CommLaunch::workersDriveNetwork() const {
-  // When each of the launch's workers has a core to itself (comm->drivingWorkers, set at init).
+  // When each of the launch's workers has a core to itself (comm->settings.drivingWorkers, set at init).
   int active = 0;
   const kern::LaunchWork& w = const_cast<CommLaunch*>(this)->work();
   for (uint32_t i = 0; i < w.nworkers; i++) active += w.workers()[i].nqueues > 0 ? 1 : 0;
-  return active <= comm->drivingWorkers;
+  return active <= comm->settings.drivingWorkers;
 }
 
 kern::ExecutionContext CommLaunch::context(int worker) { return contextFor(comm, worker, workersDriveNetwork()); }

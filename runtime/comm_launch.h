@@ -52,7 +52,7 @@ class CommLaunch final : public kern::Launch {
   void rebind(const Task& t);
 
   // kern::Launch
-  kern::ExecutorBackend& backend() override { return *comm->backend; }
+  kern::ExecutorBackend& backend() override { return *comm->executor.backend; }
   kern::LaunchWork& work() override { return kern::launchWorkOf(arena_); }
   size_t scratchBytes() const override { return scratchBytes_; }
   void beforeRun() override;

@@ -34,7 +34,7 @@ std::vector<Task> takeTasks(int* error) {
 
 std::pair<std::string, int> algorithmFor(const Task& task) {
   Selection s = chooseAlgorithm(task.comm, task);
-  return {s.algorithm->name, std::clamp(s.nchannels, 1, task.comm->nchannels)};
+  return {s.algorithm->name, std::clamp(s.nchannels, 1, task.comm->settings.nchannels)};
 }
 
 void enqueueTask(const Task& task) {
@@ -76,7 +76,7 @@ double groupSimulateEnd() {
   std::map<ncclComm*, double> perComm;
   for (const Task& t : tasks) {
     checkUsableComm("ncclGroupSimulateEnd", t.comm);
-    perComm[t.comm] += t.comm->selector->estimate(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), t.comm->nranks));
+    perComm[t.comm] += t.comm->planning.selector->estimate(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), t.comm->identity.nranks));
   }
   double longest = 0;
   for (auto& [comm, us] : perComm) longest = std::max(longest, us);

@@ -20,10 +20,10 @@ namespace {
 struct Active {
   std::span<ncclComm* const> comms;
   explicit Active(std::span<ncclComm* const> c) : comms(c) {
-    for (ncclComm* comm : comms) comm->activeLaunches++;
+    for (ncclComm* comm : comms) comm->executor.activeLaunches++;
   }
   ~Active() {
-    for (ncclComm* comm : comms) comm->activeLaunches--;
+    for (ncclComm* comm : comms) comm->executor.activeLaunches--;
   }
 };
 
@@ -71,14 +71,14 @@ void launchGroup(std::vector<Task> tasks) {
   connectAll(raw);
   // Each stream's launches go to their backend together: one host job, or one kernel.
   std::map<std::pair<cudaStream_t, std::string>, std::vector<std::shared_ptr<CommLaunch>>> byStream;
-  for (auto& L : launches) byStream[{L->stream, L->comm->backend->name()}].push_back(L);
+  for (auto& L : launches) byStream[{L->stream, L->comm->executor.backend->name()}].push_back(L);
   for (auto& [key, group] : byStream) {
-    for (auto& L : group) L->comm->pendingStreamJobs++;
+    for (auto& L : group) L->comm->executor.pendingStreamJobs++;
     std::vector<kern::Launch*> submitted;
     for (auto& L : group) submitted.push_back(L.get());
     // `done` owns the launches until the backend no longer needs them.
-    group.front()->comm->backend->submit(submitted, key.first, [group] {
-      for (auto& L : group) L->comm->pendingStreamJobs--;
+    group.front()->comm->executor.backend->submit(submitted, key.first, [group] {
+      for (auto& L : group) L->comm->executor.pendingStreamJobs--;
     });
   }
 }
@@ -105,19 +105,19 @@ void launchSingle(const Task& t, bool checked) {
     L->bind();
     connectAll({L.get()});
   }
-  comm->pendingStreamJobs++;
+  comm->executor.pendingStreamJobs++;
   // The job's `done` gives the launch back; it captures one pointer, which std::function keeps
   // without allocating.
   CommLaunch* raw = L.release();
   kern::Launch* launch[] = {raw};
-  comm->backend->submit(launch, t.stream, [raw] {
+  comm->executor.backend->submit(launch, t.stream, [raw] {
     std::unique_ptr<CommLaunch> own(raw);
     ncclComm* owner = own->comm;
     const Task& task = own->tasks.front();
     const LaunchShape shape{task.coll, task.count, task.type, task.op, task.root, task.stream, own->selection->algorithm,
                             own->selection->nchannels};
     giveBackLaunch(owner, shape, std::move(own));
-    owner->pendingStreamJobs--;
+    owner->executor.pendingStreamJobs--;
   });
 }
 

@@ -9,11 +9,11 @@ namespace tutti {
 LaunchCache::~LaunchCache() = default;
 
 LaunchCache& launchCacheOf(ncclComm* comm) {
-  if (!comm->launchCache) {
-    comm->launchCache = std::make_shared<LaunchCache>();
-    comm->launchCache->idle.reserve(LaunchCache::kMaxIdle + 1);
+  if (!comm->executor.launchCache) {
+    comm->executor.launchCache = std::make_shared<LaunchCache>();
+    comm->executor.launchCache->idle.reserve(LaunchCache::kMaxIdle + 1);
   }
-  return *comm->launchCache;
+  return *comm->executor.launchCache;
 }
 
 std::unique_ptr<CommLaunch> takeIdleLaunch(ncclComm* comm, const LaunchShape& shape) {
@@ -29,7 +29,7 @@ std::unique_ptr<CommLaunch> takeIdleLaunch(ncclComm* comm, const LaunchShape& sh
 }
 
 void giveBackLaunch(ncclComm* comm, const LaunchShape& shape, std::unique_ptr<CommLaunch> L) {
-  LaunchCache& cache = *comm->launchCache;
+  LaunchCache& cache = *comm->executor.launchCache;
   std::lock_guard<std::mutex> lock(cache.mutex);
   if (cache.idle.size() == LaunchCache::kMaxIdle) cache.idle.erase(cache.idle.begin());  // the oldest
   cache.idle.push_back({shape, std::move(L)});

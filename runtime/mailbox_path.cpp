@@ -17,13 +17,13 @@ namespace {
 // Whether the selector sends this call through the mailboxes (remembered per size).
 bool mailboxChosen(ncclComm* comm, const Task& t) {
   const size_t bytes = t.count * kern::dtypeSize(t.type);
-  if (t.coll != plan::Coll::AllReduce || !comm->mailboxesMapped || bytes > kern::kMailboxBytes) return false;
-  if (!comm->forcedAlgorithm.empty()) return viaMailbox(comm, t, chooseAlgorithm(comm, t));
-  if (comm->mailboxChoiceBytes != bytes) {
-    comm->mailboxChoice = viaMailbox(comm, t, chooseAlgorithm(comm, t));
-    comm->mailboxChoiceBytes = bytes;
+  if (t.coll != plan::Coll::AllReduce || !comm->control.mailboxesMapped || bytes > kern::kMailboxBytes) return false;
+  if (!comm->planning.forcedAlgorithm.empty()) return viaMailbox(comm, t, chooseAlgorithm(comm, t));
+  if (comm->planning.mailboxChoiceBytes != bytes) {
+    comm->planning.mailboxChoice = viaMailbox(comm, t, chooseAlgorithm(comm, t));
+    comm->planning.mailboxChoiceBytes = bytes;
   }
-  return comm->mailboxChoice;
+  return comm->planning.mailboxChoice;
 }
 
 // Records a mailbox operation's failure on its communicator and throws its cause.
@@ -42,11 +42,11 @@ kern::RedOp hostRedOp(ncclComm* comm, const Task& t) {
 
 void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq) {
   kern::MailboxAllReduce op;
-  op.seq = ++comm->mailboxSeq;
-  op.rank = comm->rank;
-  op.nranks = comm->nranks;
-  op.boxes = comm->mailboxes[op.seq % 2].data();
-  op.bells = comm->mailboxBells.data();
+  op.seq = ++comm->executor.mailboxSeq;
+  op.rank = comm->identity.rank;
+  op.nranks = comm->identity.nranks;
+  op.boxes = comm->control.mailboxes[op.seq % 2].data();
+  op.bells = comm->control.mailboxBells.data();
   op.in = t.in;
   op.out = t.out;
   op.count = t.count;
@@ -59,7 +59,7 @@ void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop
 
 bool mailboxNow(ncclComm* comm, const Task& t) {
   if (!mailboxChosen(comm, t)) return false;
-  const uint64_t opSeq = comm->opSeq++;
+  const uint64_t opSeq = comm->executor.opSeq++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
               plan::collTitle(t.coll), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
   try {
@@ -77,12 +77,12 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
   if (job.busy.load(std::memory_order_acquire)) return false;
   job.task = t;
   job.redop = hostRedOp(comm, t);
-  job.opSeq = comm->opSeq++;
+  job.opSeq = comm->executor.opSeq++;
   job.busy.store(true, std::memory_order_relaxed);
   cache.mailboxJobsTaken++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),
               plan::collTitle(t.coll), (unsigned long long)job.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
-  comm->pendingStreamJobs++;
+  comm->executor.pendingStreamJobs++;
   LaunchCache::MailboxJob* slot = &job;
   kern::HostStream::fromHandle(t.stream)->enqueue([comm, slot] {
     struct Done {
@@ -90,7 +90,7 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
       LaunchCache::MailboxJob* slot;
       ~Done() {
         slot->busy.store(false, std::memory_order_release);
-        comm->pendingStreamJobs--;
+        comm->executor.pendingStreamJobs--;
       }
     } done{comm, slot};
     try {

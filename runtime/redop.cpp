@@ -38,23 +38,23 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op, co
     case ncclAvg:
       if (floating) {
         r.kind = kern::RedKind::PreMulSum;
-        r.floatScalar = 1.0 / comm->nranks;
+        r.floatScalar = 1.0 / comm->identity.nranks;
       } else {
         r.kind = kern::RedKind::SumPostDiv;
-        r.intScalar = uint64_t(comm->nranks);
+        r.intScalar = uint64_t(comm->identity.nranks);
       }
       return r;
     default: break;
   }
   UserRedOp user;
   {
-    std::lock_guard<std::mutex> lock(comm->redopMutex);
-    user = comm->redops.at(size_t(op) - ncclNumOps);
+    std::lock_guard<std::mutex> lock(comm->redops.mutex);
+    user = comm->redops.ops.at(size_t(op) - ncclNumOps);
   }
   r.kind = kern::RedKind::PreMulSum;
   uint64_t bits = user.hostValue;
   if (user.residence == ncclScalarDevice) {
-    if (comm->backend->memorySpace() != kern::MemorySpace::Host || comm->backend->name() != std::string("host")) {
+    if (comm->executor.backend->memorySpace() != kern::MemorySpace::Host || comm->executor.backend->name() != std::string("host")) {
       // Read by the executor when the operation runs, in stream order, as NCCL does.
       *deviceScalar = user.pointer;
       return r;

@@ -53,7 +53,7 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   std::map<uint64_t, int> nodeOfHost;
   std::vector<int> nodeOfRank;
   std::map<int, int> ranksOnNode;
-  for (const RankInfo& p : comm->peers) {
+  for (const RankInfo& p : comm->identity.peers) {
     auto [it, fresh] = nodeOfHost.try_emplace(p.hostHash, int(nodeOfHost.size()));
     nodeOfRank.push_back(it->second);
     ranksOnNode[it->second]++;
@@ -63,15 +63,15 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   HostCalibration calibration = calibrateHost(comm, tunables::kCalibrate.get());
   sim::Fabric::HostFigures base;
   base.cores = calibration.host.cores;
-  base.workersPerRank = comm->nworkers;
+  base.workersPerRank = comm->settings.nworkers;
   if (calibration.networkUs > 0) base.tcp.latencyUs = calibration.networkUs;
   sim::Fabric::HostFigures figures =
       calibration.measured ? measuredFigures(calibration.host, most, base) : defaultFigures(most, base);
-  sim::Fabric fabric = sim::Fabric::host(comm->nranks, most, figures);
+  sim::Fabric fabric = sim::Fabric::host(comm->identity.nranks, most, figures);
   fabric.nodes = int(nodeOfHost.size());
   fabric.nodeOfRank = std::move(nodeOfRank);
-  if (comm->mailboxesMapped) fabric.mailboxBytes = kern::kMailboxBytes;
-  if (comm->rank == 0) {
+  if (comm->control.mailboxesMapped) fabric.mailboxBytes = kern::kMailboxBytes;
+  if (comm->identity.rank == 0) {
     const sim::HostMeasurements& m = calibration.host;
     if (calibration.measured) {
       char network[96] = "";
@@ -99,7 +99,7 @@ void loadCustomAlgorithms(ncclComm* comm) {
     custom = plan::loadPlanFiles(files);
     for (plan::Algorithm& a : custom) {
       std::string name = a.name, origin = a.origin;
-      comm->algorithms.add(std::move(a));
+      comm->planning.algorithms.add(std::move(a));
       TUTTI_INFO(log::Tuning, "%s: custom algorithm %s from %s", comm->where().c_str(), name.c_str(), origin.c_str());
     }
   } catch (const Error& e) {
@@ -123,7 +123,7 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
   std::string algo = tunables::kAlgo.get();
   if (!algo.empty()) {
     try {
-      algoFilter_ = selector::parseAlgoFilter(algo, selector::knownAlgorithms(comm->algorithms));
+      algoFilter_ = selector::parseAlgoFilter(algo, selector::knownAlgorithms(comm->planning.algorithms));
     } catch (const Error& e) {
       throw Error(ErrorCode::InvalidArgument, comm->where() + ": " + e.message());
     }
@@ -144,17 +144,17 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
 }
 
 selector::Context CommSelector::context(plan::Coll coll) const {
-  selector::Context ctx{fabric_, comm_->algorithms};
+  selector::Context ctx{fabric_, comm_->planning.algorithms};
   ctx.algoFilter = algoFilterSet_ ? &algoFilter_ : nullptr;
   // Every reducing collective keeps to deterministic algorithms: a ring's order follows the
   // channel's ring, and the choice between ring and PAT (reduce-scatter) or ring and binomial
   // (reduce) changes with the size, so a prefix of a large result would differ from the small one.
   ctx.deterministicOnly = deterministic_ && (coll == plan::Coll::AllReduce || coll == plan::Coll::ReduceScatter ||
                                              coll == plan::Coll::Reduce);
-  ctx.channels.min = comm_->minChannels;
-  ctx.channels.max = comm_->nchannels;
+  ctx.channels.min = comm_->settings.minChannels;
+  ctx.channels.max = comm_->settings.nchannels;
   // Between hosts, a rank's workers drive its sockets themselves only while each has a core
-  // (comm.cpp, drivingWorkers); past that every slot goes through the proxy thread. On two hosts
+  // (comm_settings.cpp, drivingWorkers); past that every slot goes through the proxy thread. On two hosts
   // of one core each, one channel so was 1.2-2x faster than two from 256 KiB to 32 MiB, and
   // behind two from 64 MiB (128 MiB: 1.9-2.05 against 2.05-2.25 GB/s; perf/RESULTS.md). The
   // model does not know the proxy's hand-offs.
@@ -162,8 +162,8 @@ selector::Context CommSelector::context(plan::Coll coll) const {
     ctx.channels.maxUpTo = std::max(1, fabric_.coresPerNode / std::max(1, fabric_.ranksPerNode));
     ctx.channels.upToBytes = kDrivenChannelsUpTo;
   }
-  ctx.pipeline.chunkBytes = comm_->slotBytes;
-  ctx.pipeline.fifoSlots = comm_->nsteps;
+  ctx.pipeline.chunkBytes = comm_->settings.slotBytes;
+  ctx.pipeline.fifoSlots = comm_->settings.nsteps;
   return ctx;
 }
 
@@ -177,15 +177,15 @@ Selection CommSelector::select(plan::Coll coll, size_t bytes) {
     // Two deterministic algorithms still add in different orders, so one of them serves every
     // size: the one the model prefers at a middling size.
     std::string& fixed = deterministicAlgorithm_[size_t(coll)];
-    if (fixed.empty()) fixed = selector::choose(coll, kDeterministicReferenceBytes, comm_->nranks, ctx).algorithm;
+    if (fixed.empty()) fixed = selector::choose(coll, kDeterministicReferenceBytes, comm_->identity.nranks, ctx).algorithm;
     pinned = algoFilter_;
     pinned.perColl[size_t(coll)].set = true;
     pinned.perColl[size_t(coll)].exclude = false;
     pinned.perColl[size_t(coll)].names = {toLower(fixed)};
     ctx.algoFilter = &pinned;
   }
-  selector::Choice choice = selector::choose(coll, bytes, comm_->nranks, ctx);
-  Selection s{comm_->algorithms.find(choice.algorithm), std::clamp(choice.nchannels, 1, comm_->nchannels), choice.estimateUs};
+  selector::Choice choice = selector::choose(coll, bytes, comm_->identity.nranks, ctx);
+  Selection s{comm_->planning.algorithms.find(choice.algorithm), std::clamp(choice.nchannels, 1, comm_->settings.nchannels), choice.estimateUs};
   if (s.algorithm == nullptr)
     throw Error(ErrorCode::Internal, comm_->where() + ": the selector chose \"" + choice.algorithm + "\", which is not registered");
   if (cache_.size() >= 4096) cache_.clear();  // bounded: a program sweeping every size

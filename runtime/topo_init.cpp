@@ -37,7 +37,8 @@ topo::NodeSystem thisNode(const ncclComm* comm) {
   std::string file = tunables::kTopoFile.get(), dump = tunables::kTopoDumpFile.get();
   // One reporter and writer per node: the lowest rank of this host.
   bool lowest = true;
-  for (int r = 0; r < comm->rank; r++) lowest = lowest && comm->peers[size_t(r)].hostHash != comm->peers[size_t(comm->rank)].hostHash;
+  const uint64_t myHost = comm->identity.peers[size_t(comm->identity.rank)].hostHash;
+  for (int r = 0; r < comm->identity.rank; r++) lowest = lowest && comm->identity.peers[size_t(r)].hostHash != myHost;
   topo::NodeSystem node;
   if (file.empty()) {
     node = discoveredNode();
@@ -59,7 +60,7 @@ topo::NodeSystem thisNode(const ncclComm* comm) {
   }
   // Nodes are told apart as the communicator tells hosts apart (NCCL_HOSTID may override).
   char id[32];
-  std::snprintf(id, sizeof id, "%016llx", (unsigned long long)comm->peers[size_t(comm->rank)].hostHash);
+  std::snprintf(id, sizeof id, "%016llx", (unsigned long long)comm->identity.peers[size_t(comm->identity.rank)].hostHash);
   node.bootId = id;
   return node;
 }
@@ -148,26 +149,26 @@ const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel) {
 std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   std::string mine = topo::serializeSystem(thisNode(comm));
   // Sizes first, then every rank's text in slots of the largest size.
-  std::vector<uint64_t> sizes(size_t(comm->nranks));
-  sizes[size_t(comm->rank)] = mine.size();
-  comm->bootstrap->allGather(sizes.data(), sizeof(uint64_t));
+  std::vector<uint64_t> sizes(size_t(comm->identity.nranks));
+  sizes[size_t(comm->identity.rank)] = mine.size();
+  comm->identity.bootstrap->allGather(sizes.data(), sizeof(uint64_t));
   size_t slot = size_t(*std::max_element(sizes.begin(), sizes.end()));
-  std::vector<char> texts(slot * size_t(comm->nranks));
-  std::memcpy(texts.data() + slot * size_t(comm->rank), mine.data(), mine.size());
-  comm->bootstrap->allGather(texts.data(), slot);
+  std::vector<char> texts(slot * size_t(comm->identity.nranks));
+  std::memcpy(texts.data() + slot * size_t(comm->identity.rank), mine.data(), mine.size());
+  comm->identity.bootstrap->allGather(texts.data(), slot);
 
-  std::vector<topo::RankTopology> ranks(size_t(comm->nranks));
-  for (int r = 0; r < comm->nranks; r++) ranks[size_t(r)].topology.assign(texts.data() + slot * size_t(r), size_t(sizes[size_t(r)]));
+  std::vector<topo::RankTopology> ranks(size_t(comm->identity.nranks));
+  for (int r = 0; r < comm->identity.nranks; r++) ranks[size_t(r)].topology.assign(texts.data() + slot * size_t(r), size_t(sizes[size_t(r)]));
   auto result = std::make_unique<CommTopology>();
   try {
     result->system = topo::mergeSystems(ranks);
-    result->channels = topo::buildChannels(result->system, 1, comm->nchannels);
-    assignRings(*result, comm->nchannels);
-    assignTrees(*result, comm->nchannels);
+    result->channels = topo::buildChannels(result->system, 1, comm->settings.nchannels);
+    assignRings(*result, comm->settings.nchannels);
+    assignTrees(*result, comm->settings.nchannels);
   } catch (const Error& e) {
     throw Error(e.code(), comm->where() + ": topology of the communicator: " + e.message());
   }
-  if (comm->rank == 0 || log::enabled(log::Level::Trace, log::Graph)) {
+  if (comm->identity.rank == 0 || log::enabled(log::Level::Trace, log::Graph)) {
     TUTTI_INFO(log::Graph, "%s: topology: %zu node(s); %d channel(s) (%s)", comm->where().c_str(), result->system.nodes.size(),
                result->channels.channels, result->channels.reason.c_str());
     for (size_t c = 0; c < result->channels.rings.size(); c++)

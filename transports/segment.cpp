@@ -23,8 +23,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 #include <utility>
 
 #include "base/error.h"
@@ -32,6 +30,7 @@
 #include "base/log.h"
 #include "base/pages.h"
 #include "base/random.h"
+#include "transports/token_table.h"
 
 namespace tutti {
 
@@ -115,38 +114,8 @@ class ShmSegment final : public Segment {
 };
 
 // The in-process table: token -> memory, until the (single) attacher or the creator's seal()
-// takes the entry out. Never destroyed, so segments outliving main() stay valid.
-class SegmentTable {
- public:
-  static SegmentTable& instance() {
-    static SegmentTable* table = new SegmentTable();
-    return *table;
-  }
-  uint64_t insert(std::shared_ptr<Mapping> memory) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t token = ++lastToken_;
-    entries_.emplace(token, std::move(memory));
-    return token;
-  }
-  // The memory under `token`, removed from the table unless `keep`; null when absent.
-  std::shared_ptr<Mapping> take(uint64_t token, bool keep) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = entries_.find(token);
-    if (found == entries_.end()) return nullptr;
-    std::shared_ptr<Mapping> memory = found->second;
-    if (!keep) entries_.erase(found);
-    return memory;
-  }
-  void remove(uint64_t token) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.erase(token);
-  }
-
- private:
-  std::mutex mutex_;
-  uint64_t lastToken_ = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<Mapping>> entries_;
-};
+// takes the entry out.
+using SegmentTable = TokenTable<Mapping>;
 
 class InProcessSegment final : public Segment {
  public:

@@ -147,6 +147,16 @@ class CudaBackend final : public ExecutorBackend {
     return "";
   }
 
+  std::string captureProblem(cudaStream_t stream) const override {
+    makeCurrent();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d_->cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE)
+      return "";
+    return "the stream is being captured into a CUDA graph, and the cuda backend does not run collectives inside a graph "
+           "capture yet (its kernels' FIFO sequence numbers are set at enqueue, so a replay would not line up with the peers): "
+           "enqueue collectives outside the capture";
+  }
+
   std::string bufferProblem(const void* buffer, size_t bytes) const override {
     makeCurrent();
     unsigned int type = 0;

@@ -41,10 +41,10 @@ std::vector<Case> casesFor(Coll coll, int nranks, const std::vector<size_t>& cou
 // Runs every algorithm's collectives on this rank.
 void runEveryAlgorithm(int rank, int nranks, ncclComm_t comm, const std::vector<size_t>& counts) {
   std::vector<std::string> names;
-  for (const tutti::plan::Algorithm& a : comm->algorithms.all()) names.push_back(a.name);
+  for (const tutti::plan::Algorithm& a : comm->planning.algorithms.all()) names.push_back(a.name);
   for (const std::string& name : names) {
-    const tutti::plan::Algorithm* a = comm->algorithms.find(name);
-    comm->forcedAlgorithm = name;
+    const tutti::plan::Algorithm* a = comm->planning.algorithms.find(name);
+    comm->planning.forcedAlgorithm = name;
     for (tutti::plan::Coll pc : a->colls) {
       Coll coll;
       if (!tutti_test::fromPlanColl(pc, &coll)) continue;
@@ -57,7 +57,7 @@ void runEveryAlgorithm(int rank, int nranks, ncclComm_t comm, const std::vector<
       }
     }
   }
-  comm->forcedAlgorithm.clear();
+  comm->planning.forcedAlgorithm.clear();
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace {
 
 // The rank's fabric and its choice for every collective at sizes 8 B to 64 MiB, as text.
 std::string choicesOf(ncclComm_t comm) {
-  std::string text = comm->selector->fabric().describe();
+  std::string text = comm->planning.selector->fabric().describe();
   for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"})
     for (size_t count = 2; count <= (size_t(16) << 20); count *= 8) {
       char name[64];
@@ -42,18 +42,18 @@ void checkAllAgree(int rank, int nranks, ncclComm_t comm) {
   std::string mine = choicesOf(comm);
   std::vector<uint64_t> digests(size_t(nranks), 0);
   digests[size_t(rank)] = fnv1a(mine);
-  comm->bootstrap->allGather(digests.data(), sizeof(uint64_t));
+  comm->identity.bootstrap->allGather(digests.data(), sizeof(uint64_t));
   for (int r = 0; r < nranks; r++)
     tutti_test::check(digests[size_t(r)] == digests[0], "rank " + std::to_string(r) + " chose differently from rank 0; rank " +
                                                             std::to_string(rank) + " has " + mine);
-  const tutti::sim::Fabric& f = comm->selector->fabric();
+  const tutti::sim::Fabric& f = comm->planning.selector->fabric();
   tutti_test::check(f.coresPerNode >= 1, "no cores counted: " + f.describe());
-  tutti_test::check(f.workersPerRank == comm->nworkers, "workers per rank not the communicator's: " + f.describe());
+  tutti_test::check(f.workersPerRank == comm->settings.nworkers, "workers per rank not the communicator's: " + f.describe());
 }
 
 // The fixed figures (sim.h: 2 us a step, 1 us of latency) scaled by ranks per core.
 void checkFixedFigures(int nranks, ncclComm_t comm) {
-  const tutti::sim::Fabric& f = comm->selector->fabric();
+  const tutti::sim::Fabric& f = comm->planning.selector->fabric();
   double over = std::max(1.0, double(nranks) / f.coresPerNode);
   tutti_test::check(std::abs(f.stepOverheadUs - 2.0 * over) < 1e-9 && std::abs(f.local.latencyUs - (1 + 2 * (over - 1))) < 1e-9,
                     "not the fixed figures: " + f.describe());

@@ -26,7 +26,7 @@ TEST_CASE("channels: the selector keeps to NCCL_MIN_NCHANNELS and NCCL_MAX_NCHAN
   REQUIRE(tutti_test::runThreads(3, [&](int rank, int nranks, ncclComm_t comm) {
             for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
               for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(16) << 20}) {
-                const int nch = comm->selector->select(coll, bytes).nchannels;
+                const int nch = comm->planning.selector->select(coll, bytes).nchannels;
                 tutti_test::check(nch >= s.low && nch <= s.high,
                                   "rank " + std::to_string(rank) + ": " + tutti::plan::collName(coll) + " of " + std::to_string(bytes) +
                                       " bytes chose " + std::to_string(nch) + " channel(s), outside " + std::to_string(s.low) + ".." +

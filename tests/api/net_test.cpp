@@ -248,10 +248,10 @@ TEST_CASE("net: the network's one-way time is measured at init, agreed by every 
       layout.environment = {kLoopback, {"TUTTI_CALIBRATE", calibrate}};
       auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
         // Every rank's model must hold the same figure, or their choices (and collectives) part.
-        double mine = comm->selector->fabric().network.latencyUs;
+        double mine = comm->planning.selector->fabric().network.latencyUs;
         std::vector<double> all(size_t(n), 0.0);
         all[size_t(rank)] = mine;
-        comm->bootstrap->allGather(all.data(), sizeof(double));
+        comm->identity.bootstrap->allGather(all.data(), sizeof(double));
         for (int r = 0; r < n; r++)
           check(all[size_t(r)] == mine, "rank " + std::to_string(r) + " has a network latency of " + std::to_string(all[size_t(r)]) +
                                             " us, rank " + std::to_string(rank) + " " + std::to_string(mine));
@@ -296,10 +296,10 @@ TEST_CASE("net: waits sleep without yielding where proxy threads carry the netwo
       layout.environment = {kLoopback};
       if (*e.yield) layout.environment.push_back({"TUTTI_YIELD", e.yield});
       auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
-        check(comm->yields == e.yields && comm->drivingWorkers == e.drivingWorkers,
-              "rank " + std::to_string(rank) + ": " + std::to_string(comm->yields) + " yields, " + std::to_string(comm->drivingWorkers) +
+        check(comm->settings.yields == e.yields && comm->settings.drivingWorkers == e.drivingWorkers,
+              "rank " + std::to_string(rank) + ": " + std::to_string(comm->settings.yields) + " yields, " + std::to_string(comm->settings.drivingWorkers) +
                   " driving workers");
-        runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 17) + 5, false, 0}}, rank, comm->nranks, comm);
+        runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 17) + 5, false, 0}}, rank, comm->identity.nranks, comm);
       });
       REQUIRE(tutti_test::failuresOf(outcomes) == "");
     }

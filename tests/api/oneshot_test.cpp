@@ -32,11 +32,11 @@ std::vector<float> inputOf(int rank, size_t count) {
 }
 
 std::vector<float> allReduce(ncclComm_t comm, const std::string& algorithm, const std::vector<float>& in, bool inPlace) {
-  comm->forcedAlgorithm = algorithm;
+  comm->planning.forcedAlgorithm = algorithm;
   std::vector<float> out(in.size(), -7.0f);
   if (inPlace) out = in;
   TUTTI_NCCL_CHECK(ncclAllReduce(inPlace ? out.data() : in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr));
-  comm->forcedAlgorithm.clear();
+  comm->planning.forcedAlgorithm.clear();
   return out;
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("oneshot through the mailboxes gives chain's bits on every rank, in an
   std::mutex mutex;
   std::vector<std::vector<float>> results(static_cast<size_t>(nranks));
   std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
-    check(comm->mailboxesMapped, "every rank is in this process, so the mailboxes are mapped");
+    check(comm->control.mailboxesMapped, "every rank is in this process, so the mailboxes are mapped");
     std::vector<float> in = inputOf(rank, count);
     // The float64 reference, as a sanity check of the fold itself.
     std::vector<double> reference(count, 0.0);
@@ -97,10 +97,10 @@ TEST_CASE("the selector runs small all-reduces on one host through the mailboxes
   int nranks = GENERATE(2, 4);
   std::string failures = tutti_test::runThreads(nranks, [&](int, int, ncclComm_t comm) {
     for (size_t bytes : {size_t(4), size_t(8), size_t(256)})
-      check(comm->selector->select(tutti::plan::Coll::AllReduce, bytes).algorithm->name == "oneshot",
+      check(comm->planning.selector->select(tutti::plan::Coll::AllReduce, bytes).algorithm->name == "oneshot",
             std::to_string(bytes) + " bytes: the selector chose " +
-                comm->selector->select(tutti::plan::Coll::AllReduce, bytes).algorithm->name);
-    const std::string large = comm->selector->select(tutti::plan::Coll::AllReduce, size_t(16) << 20).algorithm->name;
+                comm->planning.selector->select(tutti::plan::Coll::AllReduce, bytes).algorithm->name);
+    const std::string large = comm->planning.selector->select(tutti::plan::Coll::AllReduce, size_t(16) << 20).algorithm->name;
     check(large != "oneshot", "16 MiB: the selector chose oneshot");
   });
   REQUIRE(failures == "");
@@ -111,8 +111,8 @@ TEST_CASE("mailbox waits that sleep are woken by the last writer", "[oneshot][th
   // others. Every rank also lags in turn.
   const int nranks = 3;
   std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
-    comm->spin = 1;
-    comm->yields = 0;
+    comm->settings.spin = 1;
+    comm->settings.yields = 0;
     for (int iter = 0; iter < 200; iter++) {
       if (iter % 50 == 0 && iter / 50 % n == rank) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       int32_t x[3] = {rank + iter, 1, -rank}, y[3] = {0, 0, 0};

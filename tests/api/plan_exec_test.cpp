@@ -302,9 +302,9 @@ std::vector<Algorithm> testAlgorithms() {
 
 // Registers the test algorithms on this rank's communicator and forces `name`.
 void force(ncclComm_t comm, const std::string& name) {
-  if (!comm->algorithms.find(name))
-    for (Algorithm& a : testAlgorithms()) comm->algorithms.add(a);
-  comm->forcedAlgorithm = name;
+  if (!comm->planning.algorithms.find(name))
+    for (Algorithm& a : testAlgorithms()) comm->planning.algorithms.add(a);
+  comm->planning.forcedAlgorithm = name;
 }
 
 const std::vector<size_t> kSmallCounts = {0, 1, 7, 1023};
@@ -397,11 +397,11 @@ TEST_CASE("plan exec: every test algorithm across 4 channels and many tiles", "[
       cases.push_back(Case{Coll::AllReduce, ncclInt32, ncclAvg, 262147, inPlace, 0});
     }
     REQUIRE(tutti_test::runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
-              check(comm->nchannels == 4, "the communicator has " + std::to_string(comm->nchannels) + " channels, not 4");
+              check(comm->settings.nchannels == 4, "the communicator has " + std::to_string(comm->settings.nchannels) + " channels, not 4");
               runWith(name, cases, rank, nranks, comm);
               // The connections the lanes used exist on every channel, with the lanes' tags.
               std::set<std::pair<int, int>> channelTags;
-              for (auto& [key, conn] : comm->connections)
+              for (auto& [key, conn] : comm->links.connections)
                 if (key.kind != tutti::plan::ConnKind::Ring || std::string(name).find("ring") != std::string::npos)
                   channelTags.insert({key.channel, key.tag});
               size_t expected = std::string(name) == "test-halfrings" ? 8 : 4;
@@ -431,8 +431,8 @@ TEST_CASE("plan exec: every test algorithm over TCP between 4 rank processes", "
         if (c.op == ncclSum && (c.count < kLarge || c.type == ncclFloat32)) cases.push_back(c);
       runWith(name, cases, rank, nranks, comm);
     }
-    for (auto& [key, conn] : comm->connections)
-      check(conn.transport.rfind("net/", 0) == 0, "a connection to rank " + std::to_string(key.peer) + " uses " + conn.transport);
+    for (auto& [key, conn] : comm->links.connections)
+      check(conn->transport().rfind("net/", 0) == 0, "a connection to rank " + std::to_string(key.peer) + " uses " + conn->transport());
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
@@ -444,10 +444,10 @@ TEST_CASE("plan exec: scratch is taken from one block per communicator and reuse
                                              Case{Coll::AllReduce, ncclFloat64, ncclMax, 5000, true, 0}};
             runWith("test-binomial", cases, rank, nranks, comm);
             runWith("test-recdoubling-scratch", cases, rank, nranks, comm);
-            const size_t blocks = comm->scratch->blocks(), bytes = comm->scratch->totalBytes();
+            const size_t blocks = comm->executor.scratch->blocks(), bytes = comm->executor.scratch->totalBytes();
             check(blocks == 1, "scratch pool holds " + std::to_string(blocks) + " blocks after serial launches");
             runWith("test-binomial", cases, rank, nranks, comm);
-            check(comm->scratch->totalBytes() == bytes, "scratch grew on a repeated launch");
+            check(comm->executor.scratch->totalBytes() == bytes, "scratch grew on a repeated launch");
 
             // Launches bound now and run later on a stream's thread, one after another.
             cudaStream_t stream = nullptr;
@@ -470,7 +470,7 @@ TEST_CASE("plan exec: scratch is taken from one block per communicator and reuse
                   throw tutti_test::RankFailure("stream launch " + std::to_string(b) + " element " + std::to_string(i) + " is " +
                                                 std::to_string(bufs[b][i]) + ", want " + std::to_string(want));
               }
-            check(comm->scratch->blocks() == 1, "scratch pool holds " + std::to_string(comm->scratch->blocks()) +
+            check(comm->executor.scratch->blocks() == 1, "scratch pool holds " + std::to_string(comm->executor.scratch->blocks()) +
                                                     " blocks after stream launches");
           }) == "");
 }
@@ -481,13 +481,13 @@ TEST_CASE("plan exec: an algorithm that does not serve the collective falls back
             tutti_test::runAll({Case{Coll::AllGather, ncclInt32, ncclSum, 1000, false, 0},
                                 Case{Coll::ReduceScatter, ncclFloat32, ncclSum, 1000, true, 0}},
                                rank, nranks, comm);
-            comm->forcedAlgorithm = "no-such-algorithm";
+            comm->planning.forcedAlgorithm = "no-such-algorithm";
             // (larger than the mailboxes, where a small all-reduce would run without a plan)
             tutti_test::runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, 4000, false, 0}}, rank, nranks, comm);
             std::set<std::pair<std::string, int>> used;
-            for (auto& [key, plan] : comm->planCache) used.insert({std::get<0>(key), std::get<1>(key)});
+            for (auto& [key, plan] : comm->planning.planCache) used.insert({std::get<0>(key), std::get<1>(key)});
             // The default is the selector's choice for each call.
-            auto chosen = [&](plan::Coll coll, size_t bytes) { return comm->selector->select(coll, bytes).algorithm->name; };
+            auto chosen = [&](plan::Coll coll, size_t bytes) { return comm->planning.selector->select(coll, bytes).algorithm->name; };
             const std::set<std::pair<std::string, int>> expected = {
                 {chosen(plan::Coll::AllGather, 1000 * 4 * size_t(nranks)), int(plan::Coll::AllGather)},
                 {chosen(plan::Coll::ReduceScatter, 1000 * 4 * size_t(nranks)), int(plan::Coll::ReduceScatter)},
@@ -507,8 +507,8 @@ TEST_CASE("plan exec: a plan whose step names a connection the lane lacks is ref
                             lane.steps = {step(Op::Send, 0, in(), none(), 1, 0)};
                             return RankPlan{"test-bad", {lane}};
                           }};
-            comm->algorithms.add(bad);
-            comm->forcedAlgorithm = "test-bad";
+            comm->planning.algorithms.add(bad);
+            comm->planning.forcedAlgorithm = "test-bad";
             float x = 1;
             ncclResult_t result = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, nullptr);
             std::string message = ncclGetLastError(comm);
@@ -535,8 +535,8 @@ TEST_CASE("plan exec: a joined message received as another number of steps fails
                               lane.steps.push_back(step(Op::Recv, j + 1 < parts ? plan::kJoin : 0, none(), out(1 - r)));
                             return RankPlan{"test-join", {lane}};
                           }};
-            comm->algorithms.add(bad);
-            comm->forcedAlgorithm = "test-join";
+            comm->planning.algorithms.add(bad);
+            comm->planning.forcedAlgorithm = "test-join";
             std::vector<float> x(7, 1.0f), y(14, 0.0f);
             ncclResult_t result = ncclAllGather(x.data(), y.data(), 7, ncclFloat32, comm, nullptr);
             std::string message = ncclGetLastError(comm);
@@ -597,7 +597,7 @@ std::string orderText(const std::vector<int>& order) {
 int crossingsOf(ncclComm_t comm, const std::vector<int>& order) {
   int count = 0;
   for (size_t i = 0; i < order.size(); i++)
-    count += comm->peers[size_t(order[i])].hostHash != comm->peers[size_t(order[(i + 1) % order.size()])].hostHash;
+    count += comm->identity.peers[size_t(order[i])].hostHash != comm->identity.peers[size_t(order[(i + 1) % order.size()])].hostHash;
   return count;
 }
 
@@ -623,7 +623,7 @@ TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interle
   layout.interleaved = true;  // ranks 0, 2, 4 on one host, 1, 3, 5 on the other
   layout.environment = {{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_MIN_NCHANNELS", "2"}};
   auto outcomes = tutti_test::runOnHosts(layout, [&](int rank, int nranks, ncclComm_t comm) {
-    comm->forcedAlgorithm = "tree";
+    comm->planning.forcedAlgorithm = "tree";
     std::vector<Case> cases;
     for (size_t count : {size_t(1), size_t(1023), size_t(300001)})
       for (ncclDataType_t type : {ncclFloat32, ncclInt64, ncclFloat64})
@@ -631,19 +631,20 @@ TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interle
     cases.push_back(Case{Coll::AllReduce, ncclFloat32, ncclMax, 4099, false, 0});
     tutti_test::runAll(cases, rank, nranks, comm);
     // Each channel's two trees join the hosts' heads by one edge; the plans that ran are theirs.
-    check(comm->nchannels == 2, "expected 2 channels, got " + std::to_string(comm->nchannels));
-    for (int channel = 0; channel < comm->nchannels; channel++) {
-      const std::vector<tutti::plan::TreeShape>& trees = tutti::treesOf(comm->topology.get(), channel);
+    check(comm->settings.nchannels == 2, "expected 2 channels, got " + std::to_string(comm->settings.nchannels));
+    for (int channel = 0; channel < comm->settings.nchannels; channel++) {
+      const std::vector<tutti::plan::TreeShape>& trees = tutti::treesOf(comm->planning.topology.get(), channel);
       check(trees.size() == 2, "channel " + std::to_string(channel) + " has no node trees");
       int plans = 0;
-      for (const auto& [key, plan] : comm->planCache) {
-        if (std::get<0>(key) != "tree" || std::get<4>(key) != tutti::treeIndexOf(comm->topology.get(), channel)) continue;
+      for (const auto& [key, plan] : comm->planning.planCache) {
+        if (std::get<0>(key) != "tree" || std::get<4>(key) != tutti::treeIndexOf(comm->planning.topology.get(), channel)) continue;
         plans++;
         for (size_t t = 0; t < 2; t++) {
           const tutti::plan::TreeShape& shape = trees[t];
           int crossing = 0;
           for (int r = 0; r < nranks; r++)
-            if (shape.parent[size_t(r)] >= 0) crossing += comm->peers[size_t(r)].hostHash != comm->peers[size_t(shape.parent[size_t(r)])].hostHash;
+            if (shape.parent[size_t(r)] >= 0)
+              crossing += comm->identity.peers[size_t(r)].hostHash != comm->identity.peers[size_t(shape.parent[size_t(r)])].hostHash;
           check(crossing == 1, "tree " + std::to_string(t) + " of channel " + std::to_string(channel) + " crosses between the hosts " +
                                    std::to_string(crossing) + " times, not once");
           std::set<int> expected(shape.children[size_t(rank)].begin(), shape.children[size_t(rank)].end());
@@ -672,11 +673,11 @@ TEST_CASE("plan exec: on interleaved hosts the ring follows the topology and cro
     std::vector<int> rankOrder(static_cast<size_t>(nranks));
     std::iota(rankOrder.begin(), rankOrder.end(), 0);
     check(crossingsOf(comm, rankOrder) == 4, "rank order should cross between the hosts 4 times");
-    const std::vector<int>& order = tutti::ringOrderOf(comm->topology.get(), 0);
+    const std::vector<int>& order = tutti::ringOrderOf(comm->planning.topology.get(), 0);
     check(order.size() == size_t(nranks), "the communicator has no ring order from its topology");
     check(crossingsOf(comm, order) == 2, "the topology's ring crosses between the hosts " + std::to_string(crossingsOf(comm, order)) +
                                              " times, not 2");
-    comm->forcedAlgorithm = "ring";
+    comm->planning.forcedAlgorithm = "ring";
     std::vector<Case> cases;
     for (const Case& c : ringCases(nranks, {1023}, true))
       if (c.op == ncclSum && (c.type == ncclFloat32 || c.type == ncclInt8 || c.type == ncclFloat64)) cases.push_back(c);
@@ -685,7 +686,7 @@ TEST_CASE("plan exec: on interleaved hosts the ring follows the topology and cro
     // cross hosts in the whole ring, not four.
     auto at = std::find(order.begin(), order.end(), rank) - order.begin();
     std::set<int> neighbours = {order[size_t((at + 1) % nranks)], order[size_t((at + nranks - 1) % nranks)]};
-    for (auto& [key, conn] : comm->connections)
+    for (auto& [key, conn] : comm->links.connections)
       if (key.kind == tutti::plan::ConnKind::Ring)
         check(neighbours.count(key.peer) == 1, "a ring connection to rank " + std::to_string(key.peer) + ", which is not next to rank " +
                                                    std::to_string(rank) + " in the ring");

@@ -25,7 +25,7 @@ TEST_CASE("plan file: a loaded plan is chosen by NCCL_ALGO and runs, all-reduce 
             const std::string me = "rank " + std::to_string(rank) + ": ";
             const size_t count = 100003;
             for (tutti::plan::Coll coll : {tutti::plan::Coll::AllReduce, tutti::plan::Coll::Broadcast}) {
-              const std::string name = comm->selector->select(coll, count * sizeof(double)).algorithm->name;
+              const std::string name = comm->planning.selector->select(coll, count * sizeof(double)).algorithm->name;
               tutti_test::check(name == "myring", me + tutti::plan::collName(coll) + " chose " + name + ", not the plan file's myring");
             }
             std::vector<double> sum(count), data(count);

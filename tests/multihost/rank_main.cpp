@@ -45,10 +45,10 @@ int faultLoop(int rank, int nranks) {
 // order), on every collective it serves.
 std::vector<std::string> runEveryAlgorithm(int rank, int nranks, ncclComm_t comm) {
   std::vector<std::string> names;
-  for (const tutti::plan::Algorithm& a : comm->algorithms.all()) names.push_back(a.name);
+  for (const tutti::plan::Algorithm& a : comm->planning.algorithms.all()) names.push_back(a.name);
   for (const std::string& name : names) {
-    comm->forcedAlgorithm = name;
-    for (tutti::plan::Coll pc : comm->algorithms.find(name)->colls) {
+    comm->planning.forcedAlgorithm = name;
+    for (tutti::plan::Coll pc : comm->planning.algorithms.find(name)->colls) {
       tutti_test::Coll coll;
       if (!tutti_test::fromPlanColl(pc, &coll)) continue;
       for (size_t count : {size_t(7), size_t(1023), size_t((1u << 20) + 3)})
@@ -63,7 +63,7 @@ std::vector<std::string> runEveryAlgorithm(int rank, int nranks, ncclComm_t comm
           }
     }
   }
-  comm->forcedAlgorithm.clear();
+  comm->planning.forcedAlgorithm.clear();
   return names;
 }
 

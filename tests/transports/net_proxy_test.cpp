@@ -8,15 +8,14 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/common/transport_context_support.h"
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
-#include "runtime/comm.h"
-#include "runtime/proxy.h"
+#include "transports/net/net_proxy.h"
 #include "transports/net/socket/socket_backend.h"
 
 namespace tutti {
@@ -25,29 +24,15 @@ namespace {
 // Two one-rank halves of a 2-rank communicator in this process: rank 0 sends, rank 1 receives,
 // each through its own proxy, over one loopback TCP connection.
 struct ProxyPair {
-  ncclComm comms[2];
+  tutti_test::TestTransportContext comms[2] = {{0, 2, FifoShape{4, 4096}}, {1, 2, FifoShape{4, 4096}}};
   std::unique_ptr<NetProxy> sender, receiver;
   kern::FifoHeader* out = nullptr;  // rank 0's send FIFO
   kern::FifoHeader* in = nullptr;   // rank 1's receive FIFO
   kern::Bell workerBells[2];
 
   ProxyPair() {
-    for (int r = 0; r < 2; r++) {
-      ncclComm& c = comms[r];
-      c.rank = r;
-      c.nranks = 2;
-      c.nsteps = 4;
-      c.slotBytes = 4096;
-      c.peers.resize(2);
-      for (int p = 0; p < 2; p++) {
-        c.peers[size_t(p)] = RankInfo{};
-        c.peers[size_t(p)].pid = 1000 + p;
-        std::snprintf(c.peers[size_t(p)].hostname, sizeof c.peers[size_t(p)].hostname, "host%d", p);
-      }
-      c.peersKnown.store(true);
-    }
-    sender = std::make_unique<NetProxy>(&comms[0], net::makeSocketBackend());
-    receiver = std::make_unique<NetProxy>(&comms[1], net::makeSocketBackend());
+    sender = std::make_unique<NetProxy>(comms[0], net::makeSocketBackend());
+    receiver = std::make_unique<NetProxy>(comms[1], net::makeSocketBackend());
     net::NetHandle handle{};
     auto listener = receiver->backend().listen(0, &handle);
     std::atomic<bool> abort{false};
@@ -107,8 +92,8 @@ TEST_CASE("net proxy: a driving worker's passes move the slots, the proxy thread
     pair.publish(n);
     pair.receive(n, false);  // the thread again
   }
-  CHECK(pair.comms[0].asyncError.load() == ncclSuccess);
-  CHECK(pair.comms[1].asyncError.load() == ncclSuccess);
+  CHECK_FALSE(pair.comms[0].failed());
+  CHECK_FALSE(pair.comms[1].failed());
 }
 
 TEST_CASE("net proxy: sockets released at the end of operations go back to the thread", "[net][proxy]") {
@@ -143,8 +128,8 @@ TEST_CASE("net proxy: sockets released at the end of operations go back to the t
   while (pair.sender->sendsWaiting() && std::chrono::steady_clock::now() < deadline) pair.sender->tryProgress();
   CHECK_FALSE(pair.sender->sendsWaiting());
   pair.sender->releaseDriving();
-  CHECK(pair.comms[0].asyncError.load() == ncclSuccess);
-  CHECK(pair.comms[1].asyncError.load() == ncclSuccess);
+  CHECK_FALSE(pair.comms[0].failed());
+  CHECK_FALSE(pair.comms[1].failed());
 }
 
 TEST_CASE("net proxy: a failure met in a worker's pass is reported by the proxy thread, naming the peer", "[net][proxy][faults]") {
@@ -156,23 +141,19 @@ TEST_CASE("net proxy: a failure met in a worker's pass is reported by the proxy 
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   // Sends into a closed connection fail on the first or a later one (TCP learns of the close
   // from the peer's reset).
-  for (uint64_t next = 1; pair.comms[0].asyncError.load() == ncclSuccess;) {
+  for (uint64_t next = 1; !pair.comms[0].failed();) {
     if (std::chrono::steady_clock::now() > deadline) FAIL("no failure within 10 s of the peer closing");
     if (next - kern::fifoLoadAcquire(&pair.out->tail) < pair.out->nsteps) pair.publish(next++);
     pair.sender->tryProgress();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   pair.sender->stopDriving();
-  CHECK(pair.comms[0].asyncError.load() == ncclRemoteError);
-  std::string message;
-  {
-    std::lock_guard<std::mutex> lock(pair.comms[0].errorMutex);  // fail() writes it under the lock
-    message = pair.comms[0].asyncErrorMessage;
-  }
+  std::string message = pair.comms[0].firstFailure();
   INFO(message);
+  CHECK(pair.comms[0].firstFailureCode() == ErrorCode::Remote);
   CHECK(message.find("network connection to rank 1") != std::string::npos);
   CHECK(message.find("host1") != std::string::npos);
-  CHECK(pair.comms[0].abortFlag.load());
+  CHECK(pair.comms[0].abort.load());
   CHECK_FALSE(pair.sender->tryProgress());  // nothing more moves after a failure
 }
 

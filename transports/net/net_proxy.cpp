@@ -1,5 +1,5 @@
-// The proxy thread: FIFO slots to isend, irecv to FIFO slots, bells both ways (see proxy.h).
-#include "runtime/proxy.h"
+// The net proxy thread: FIFO slots to isend, irecv to FIFO slots, bells both ways (see net_proxy.h).
+#include "transports/net/net_proxy.h"
 
 #include <poll.h>
 
@@ -11,7 +11,6 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/pages.h"
-#include "runtime/comm.h"
 
 namespace tutti {
 namespace {
@@ -55,8 +54,8 @@ struct NetProxy::Failure {
   const Connection* connection;
 };
 
-NetProxy::NetProxy(ncclComm* comm, std::unique_ptr<net::NetBackend> backend)
-    : comm_(comm), backend_(std::move(backend)), pollSliceNs_(kMinPollSliceNs) {
+NetProxy::NetProxy(TransportContext& context, std::unique_ptr<net::NetBackend> backend)
+    : context_(context), backend_(std::move(backend)), pollSliceNs_(kMinPollSliceNs) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -70,20 +69,25 @@ NetProxy::~NetProxy() {
       if (c->send) c->send->closeGracefully();
 }
 
-kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
+kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int channel, int tag, kern::Bell* workerBell) {
+  c->peer = peer;
+  c->channel = channel;
+  c->tag = tag;
+  c->workerBell = workerBell;
   // Page-aligned and touched once here, by the kernel and by this process (recv() and sendmsg()
   // copy through the slots, the workers write and read them): FIFOs are reused for the
   // communicator's life.
-  size_t bytes = kern::fifoBytes(uint32_t(comm_->nsteps), comm_->slotBytes);
+  const FifoShape shape = context_.fifoShape();
+  size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes);
   void* memory = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
-  if (memory == nullptr) throwSystemError(comm_->where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
+  if (memory == nullptr) throwSystemError(context_.where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
   c->memory.reset(memory);
   zeroPagesForKernel(memory, bytes,
-                     (comm_->where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
+                     (context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
                       std::to_string(c->peer) + " on channel " + std::to_string(c->channel))
                          .c_str());
   c->fifo = static_cast<kern::FifoHeader*>(memory);
-  kern::fifoInit(c->fifo, uint32_t(comm_->nsteps), comm_->slotBytes);
+  kern::fifoInit(c->fifo, shape.nsteps, shape.slotBytes);
   if (c->send) c->registration = c->send->registerMemory(memory, bytes);
   if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
   kern::FifoHeader* fifo = c->fifo;
@@ -99,21 +103,13 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c) {
 kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->send = std::move(comm);
-  c->peer = peer;
-  c->channel = channel;
-  c->tag = tag;
-  c->workerBell = workerBell;
-  return add(std::move(c));
+  return add(std::move(c), peer, channel, tag, workerBell);
 }
 
 kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->recv = std::move(comm);
-  c->peer = peer;
-  c->channel = channel;
-  c->tag = tag;
-  c->workerBell = workerBell;
-  return add(std::move(c));
+  return add(std::move(c), peer, channel, tag, workerBell);
 }
 
 bool NetProxy::progress(Connection& c) {
@@ -196,13 +192,13 @@ void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
   pollSliceNs_ = std::min(2 * pollSliceNs_, kMaxPollSliceNs);
 }
 
-// After a pass that moved nothing: true if an executor rang within comm->spin busy polls. Only the
+// After a pass that moved nothing: true if an executor rang within the communicator's spin busy polls. Only the
 // bell is watched here, not the sockets: a pass costs a syscall per socket, nearly all of them
 // EAGAIN, and on a machine short of cores that spin takes the core the peer's sender and the
 // kernel's TCP processing need (the proxy was 70% of an all-reduce's CPU time, 95% of its recv
 // calls empty).
 bool NetProxy::spinOnBell(uint32_t seen) {
-  for (int i = 0; i < comm_->spin; i++) {
+  for (int i = 0, spin = context_.spin(); i < spin; i++) {
     if (bell_.seq.load(std::memory_order_acquire) != seen) return true;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
@@ -242,7 +238,7 @@ void NetProxy::adoptAdded() {
 }
 
 bool NetProxy::tryProgress() {
-  if (failed_.load(std::memory_order_acquire) || comm_->abortFlag.load(std::memory_order_relaxed)) return false;
+  if (failed_.load(std::memory_order_acquire) || context_.abortFlag().load(std::memory_order_relaxed)) return false;
   std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   adoptAdded();  // a launch's new connections, which the proxy thread may not have taken yet
@@ -266,20 +262,20 @@ bool NetProxy::sendsWaiting() {
 void NetProxy::reportFailure(const Failure& f) {
   const Connection& c = *f.connection;
   ErrorCode code = f.error.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
-  std::string message = comm_->where() + ": network connection " + (c.send ? "to " : "from ") + comm_->describePeer(c.peer) +
+  std::string message = context_.where() + ": network connection " + (c.send ? "to " : "from ") + context_.describePeer(c.peer) +
                         " on channel " + std::to_string(c.channel) + (c.tag != 0 ? " tag " + std::to_string(c.tag) : std::string()) +
                         " failed: " + f.error.message();
   // A rank that fails tells everyone why and then closes its connections: give that notice a
   // moment to arrive, so the cause is reported rather than its closing.
   for (auto until = std::chrono::steady_clock::now() + kNoticeWait;
-       std::chrono::steady_clock::now() < until && comm_->asyncError.load() == ncclSuccess && !stop_.load();)
+       std::chrono::steady_clock::now() < until && !context_.failed() && !stop_.load();)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (comm_->asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
-  comm_->fail(Error(code, message), true, c.peer);
+  if (!context_.failed()) TUTTI_WARN("%s", message.c_str());
+  context_.fail(Error(code, message), c.peer);
 }
 
 void NetProxy::run() {
-  log::setThreadDevice(comm_->device);
+  log::setThreadDevice(context_.device());
   while (!stop_.load(std::memory_order_acquire)) {
     const uint32_t seen = bell_.seq.load(std::memory_order_acquire);
     const uint32_t handoverSeen = handover_.seq.load(std::memory_order_seq_cst);
@@ -298,14 +294,14 @@ void NetProxy::run() {
         continue;
       }
       adoptAdded();
-      if (!failed_.load(std::memory_order_acquire) && !comm_->abortFlag.load(std::memory_order_relaxed)) moved = pass(&inFlight);
+      if (!failed_.load(std::memory_order_acquire) && !context_.abortFlag().load(std::memory_order_relaxed)) moved = pass(&inFlight);
       failure = std::move(failure_);
     }
     if (failure) {
       reportFailure(*failure);
       continue;
     }
-    if (failed_.load(std::memory_order_acquire) || comm_->abortFlag.load(std::memory_order_relaxed)) {
+    if (failed_.load(std::memory_order_acquire) || context_.abortFlag().load(std::memory_order_relaxed)) {
       // Nothing more moves after an abort or a failure; wait to be stopped.
       kern::waitBell(&bell_, seen, 100 * 1000 * 1000L);
       continue;
@@ -321,7 +317,7 @@ void NetProxy::run() {
 void NetProxy::drain(double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t start = passes_.load(std::memory_order_acquire);
-  while (std::chrono::steady_clock::now() < deadline && !comm_->abortFlag.load()) {
+  while (std::chrono::steady_clock::now() < deadline && !context_.abortFlag().load()) {
     kern::ringBell(&bell_);
     kern::ringBell(&handover_);
     if (passes_.load(std::memory_order_acquire) > start + 1 && unsent_.load(std::memory_order_acquire) == 0 && !hasAdded_.load()) {

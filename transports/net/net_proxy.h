@@ -1,4 +1,4 @@
-// The proxy: one progress thread per communicator that moves the executor's FIFOs of network
+// The net proxy: one progress thread per communicator that moves the executor's FIFOs of network
 // connections to and from the net backend, so the executor treats every connection alike.
 //
 // Send side: the executor writes a slot of the local FIFO, publishes `head` and rings the proxy's
@@ -15,8 +15,9 @@
 // ends (releaseDriving).
 //
 // Fault handling, in order of precedence:
-//  1. A backend error (peer closed or reset, unreachable) fails the communicator through
-//     ncclComm::fail() with the peer's rank, host, pid and the OS error; the executors then stop.
+//  1. A backend error (peer closed or reset, unreachable) fails the communicator through its
+//     TransportContext::fail() with the peer's rank, host, pid and the OS error; the executors
+//     then stop.
 //  2. Every wait of the thread is a poll or a bell wait of at most 100 ms, so an abort (or
 //     destroy) is seen within that time; the thread never blocks in the backend.
 //  3. A silent peer is caught by the executor's own TUTTI_TIMEOUT, not here.
@@ -35,15 +36,15 @@
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
 #include "transports/net/net.h"
-
-struct ncclComm;
+#include "transports/transport.h"
 
 namespace tutti {
 
-class NetProxy {
+class NetProxy final : public TransportProxy {
  public:
-  NetProxy(ncclComm* comm, std::unique_ptr<net::NetBackend> backend);
-  ~NetProxy();  // stops and joins the thread (within ~100 ms)
+  // context: the communicator's, which outlives the proxy.
+  NetProxy(TransportContext& context, std::unique_ptr<net::NetBackend> backend);
+  ~NetProxy() override;  // stops and joins the thread (within ~100 ms)
   NetProxy(const NetProxy&) = delete;
   NetProxy& operator=(const NetProxy&) = delete;
 
@@ -53,23 +54,23 @@ class NetProxy {
 
   // Hands a connected comm to the proxy, with a fresh local FIFO for the executor (returned).
   // workerBell: the bell of the worker that runs the connection's channel.
-  // peer, channel, tag: the connection's identity (see ConnKey), for error messages.
+  // peer, channel, tag: the connection's identity (the runtime's ConnKey), for error messages.
   kern::FifoHeader* addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell);
   kern::FifoHeader* addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell);
 
   // Waits until every published send slot has left, or the deadline / an abort. Best effort;
   // once drained, the connections close gracefully when the proxy is destroyed.
-  void drain(double seconds);
+  void drain(double seconds) override;
 
   // One progress pass over every connection on the calling thread (an executor worker waiting
   // on a network FIFO), if no other thread is making one: true if a slot moved. A worker that
   // drives the sockets itself saves the two hand-offs to and from this thread per step, which on
-  // a core shared by a rank's threads cost more than the network (see proxy.cpp). A failure is
+  // a core shared by a rank's threads cost more than the network (see net_proxy.cpp). A failure is
   // left to the proxy thread to report.
-  bool tryProgress();
+  bool tryProgress() override;
   // Whether a send FIFO holds published slots the backend has not finished (no system call).
   // False while another thread makes a pass: that one moves them.
-  bool sendsWaiting();
+  bool sendsWaiting() override;
   // Brackets a stretch in which a worker calls tryProgress (a wait, or a small operation's run):
   // meanwhile this thread stays off the sockets, so that it neither wakes at every arrival to
   // find the worker there first nor takes turns with it on the worker's core.
@@ -78,16 +79,16 @@ class NetProxy {
   // is left to send: the thread takes them within kReleasedGraceNs unless a worker starts
   // driving first, which in a loop of small operations it does, sparing a switch to this thread
   // and back per operation. A launch whose workers do not drive wakes the thread (wake()).
-  void startDriving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
-  void stopDriving() {
+  void startDriving() override { drivers_.fetch_add(1, std::memory_order_seq_cst); }
+  void stopDriving() override {
     drivers_.fetch_sub(1, std::memory_order_seq_cst);
     kern::ringBell(&handover_);
   }
-  void releaseDriving() {
+  void releaseDriving() override {
     drivers_.fetch_sub(1, std::memory_order_seq_cst);
     if (unsent_.load(std::memory_order_acquire) != 0) kern::ringBell(&handover_);
   }
-  void wake() { kern::ringBell(&handover_); }
+  void wake() override { kern::ringBell(&handover_); }
 
  private:
   struct Connection;
@@ -99,9 +100,9 @@ class NetProxy {
   void reportFailure(const Failure& f);
   void waitForWork(uint32_t seen, bool inFlight);
   bool spinOnBell(uint32_t seen);
-  kern::FifoHeader* add(std::unique_ptr<Connection> connection);
+  kern::FifoHeader* add(std::unique_ptr<Connection> connection, int peer, int channel, int tag, kern::Bell* workerBell);
 
-  ncclComm* comm_;
+  TransportContext& context_;
   std::unique_ptr<net::NetBackend> backend_;
   kern::Bell bell_;
   std::mutex mutex_;

@@ -1,0 +1,247 @@
+// The transport interface, run over every transport: a pair of ranks in this process connects
+// through offer / attach / complete and moves slots through the FIFO as executors do. Then the
+// registry's choice per locality and variable, and FIFOs in memory the host may not touch.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/bell.h"
+#include "kernels/fifo.h"
+#include "tests/common/env_support.h"
+#include "tests/common/transport_context_support.h"
+#include "transports/registry.h"
+
+namespace tutti {
+namespace {
+
+constexpr FifoShape kShape{4, 4096};
+
+// Memory the host pretends not to reach: plain memory underneath, but every header write and read
+// the transports make goes through copyIn / copyOut, which count.
+class FakeDeviceMemory final : public FifoMemory {
+ public:
+  const char* name() const override { return "fake-device"; }
+  bool hostAccessible() const override { return false; }
+  void* allocate(size_t bytes, const std::string&) override {
+    void* p = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
+    std::memset(p, 0, bytes);
+    std::lock_guard<std::mutex> lock(mutex);
+    live++;
+    return p;
+  }
+  void release(void* memory) override {
+    std::free(memory);
+    std::lock_guard<std::mutex> lock(mutex);
+    live--;
+  }
+  void copyIn(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    copiesIn++;
+  }
+  void copyOut(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    copiesOut++;
+  }
+  std::mutex mutex;
+  int live = 0;
+  std::atomic<int> copiesIn{0}, copiesOut{0};
+};
+
+Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std::string& name) {
+  for (auto& t : transports)
+    if (t->name().rfind(name, 0) == 0) return *t;
+  FAIL("no transport named " << name);
+  throw;
+}
+
+// A connection to `peer` as setup asks for it; the peer's worker bells are `peerBells`.
+ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell* peerBells, kern::Bell* workerBell = nullptr) {
+  ConnectionRequest r;
+  r.peer = peer;
+  r.channel = 0;
+  r.description = description;
+  r.workerBell = workerBell;
+  r.peerBells = peerBells;
+  return r;
+}
+
+// Rank 0 sends to rank 1 through one transport, each rank with its own context, transports,
+// worker bells and control-block bells, as two communicators of one job would.
+struct TransportPair {
+  tutti_test::TestTransportContext contexts[2];
+  kern::Bell bells[2][2];  // [rank][worker]: each rank's control block, which outlives its proxy
+  std::vector<std::unique_ptr<Transport>> transports[2];
+  std::unique_ptr<Connection> send, recv;
+
+  TransportPair(const std::string& name, std::shared_ptr<FifoMemory> memory = hostFifoMemory())
+      : contexts{{0, 2, kShape, memory}, {1, 2, kShape, memory}} {
+    for (int r = 0; r < 2; r++) transports[r] = makeTransports(contexts[r]);
+    Transport& sender = byName(transports[0], name);
+    Transport& receiver = byName(transports[1], name);
+    receiver.open();
+    sender.open();
+    ConnectionOffer offer{};
+    auto pending = receiver.offer(request(1, 0), &offer);
+    send = sender.attach(request(0, 1), offer, deadlineAfter(10));
+    recv = pending->complete(deadlineAfter(10));
+  }
+
+  ConnectionRequest request(int rank, int peer) {
+    return requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
+  }
+
+  // Rank 0 writes slot n and publishes it; rank 1 waits for it (at most 10 s), checks and frees
+  // it; rank 0 waits until it is free again.
+  void move(uint64_t n) {
+    kern::FifoHeader* out = send->fifo();
+    kern::FifoHeader* in = recv->fifo();
+    auto* slot = reinterpret_cast<unsigned char*>(kern::fifoSlot(out, n));
+    std::memset(slot, int(n & 0xff), 100 + size_t(n));
+    out->sizes[n % out->nsteps] = 100 + n;
+    kern::fifoStoreRelease(&out->head, n + 1);
+    if (kern::Bell* bell = send->bellFor(0)) kern::ringBell(bell);
+    waitUntil([&] { return kern::fifoLoadAcquire(&in->head) > n; }, "slot " + std::to_string(n) + " to arrive");
+    REQUIRE(in->sizes[n % in->nsteps] == 100 + n);
+    const auto* got = reinterpret_cast<const unsigned char*>(kern::fifoSlot(in, n));
+    for (size_t i = 0; i < 100 + n; i++) REQUIRE(got[i] == (n & 0xff));
+    kern::fifoStoreRelease(&in->tail, n + 1);
+    if (kern::Bell* bell = recv->bellFor(0)) kern::ringBell(bell);
+    waitUntil([&] { return kern::fifoLoadAcquire(&out->tail) > n; }, "slot " + std::to_string(n) + " to be freed");
+  }
+
+  template <typename Condition>
+  static void waitUntil(Condition done, const std::string& what) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) FAIL("waited 10 s for " << what);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+};
+
+TEST_CASE("transport: every transport connects a pair and moves slots through its FIFO", "[transport]") {
+  for (const char* name : {"local", "shm", "net"}) {
+    SECTION(name) {
+      TransportPair pair(name);
+      CHECK(pair.send->transport().rfind(name, 0) == 0);
+      CHECK(pair.recv->transport() == pair.send->transport());
+      for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+      // Memory transports wake the peer's worker; the network's, its proxy.
+      if (std::string(name) == "net") {
+        CHECK(pair.send->bellFor(1) == pair.send->bellFor(0));
+        CHECK(byName(pair.transports[0], "net").proxy() != nullptr);
+      } else {
+        CHECK(pair.send->bellFor(1) == &pair.bells[1][1]);
+        CHECK(pair.recv->bellFor(0) == &pair.bells[0][0]);
+      }
+      CHECK_FALSE(pair.contexts[0].failed());
+      CHECK_FALSE(pair.contexts[1].failed());
+    }
+  }
+}
+
+TEST_CASE("transport: the registry picks the nearest transport each locality and variable allow", "[transport]") {
+  tutti_test::TestTransportContext context(0, 2, kShape);
+  auto transports = makeTransports(context);
+  auto chosen = [&](Locality locality) {
+    std::string whyNot;
+    Transport* t = chooseTransport(transports, locality, &whyNot);
+    return t != nullptr ? t->name() : "none: " + whyNot;
+  };
+  CHECK(chosen(Locality::SameProcess) == "local");
+  CHECK(chosen(Locality::SameHost) == "shm");
+  CHECK(chosen(Locality::OtherHost) == "net");
+  {
+    tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
+    CHECK(chosen(Locality::SameProcess) == "shm");
+    tutti_test::ScopedEnv shm("NCCL_SHM_DISABLE", "1");
+    CHECK(chosen(Locality::SameProcess) == "net");
+    CHECK(chosen(Locality::SameHost) == "net");
+  }
+}
+
+TEST_CASE("transport: FIFOs the host cannot touch connect locally only, and say why not otherwise", "[transport]") {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  tutti_test::TestTransportContext context(0, 2, kShape, memory);
+  auto transports = makeTransports(context);
+  std::string whyNot;
+  CHECK(chooseTransport(transports, Locality::SameProcess, &whyNot) != nullptr);
+  CHECK(chooseTransport(transports, Locality::SameHost, &whyNot) == nullptr);
+  INFO(whyNot);
+  CHECK(whyNot.find("local: the peer is on this host, not in this process") != std::string::npos);
+  CHECK(whyNot.find("shm: the FIFOs are in fake-device memory") != std::string::npos);
+  CHECK(whyNot.find("net: the FIFOs are in fake-device memory") != std::string::npos);
+  tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
+  CHECK(chooseTransport(transports, Locality::SameProcess, &whyNot) == nullptr);
+  CHECK(whyNot.find("local: NCCL_P2P_DISABLE is set") != std::string::npos);
+}
+
+TEST_CASE("transport: a local FIFO in memory the host cannot touch is set up by copies, the handshake kept apart", "[transport]") {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  {
+    TransportPair pair("local", memory);
+    // The receiver wrote the header by one copy in; the sender checked it by one copy out.
+    CHECK(memory->copiesIn.load() == 1);
+    CHECK(memory->copiesOut.load() == 1);
+    CHECK(pair.send->fifo() == pair.recv->fifo());
+    CHECK(pair.recv->fifo()->magic == kern::kFifoMagic);
+    // "The sender attached" is not in the FIFO, where a host could not read it.
+    CHECK(pair.recv->fifo()->attached == 0);
+    CHECK(memory->live == 1);
+    pair.recv.reset();  // either side may go first: the FIFO stays while the other holds it
+    CHECK(memory->live == 1);
+  }
+  CHECK(memory->live == 0);
+}
+
+TEST_CASE("transport: a receiver whose sender never attaches times out naming the peer, or ends on abort", "[transport][faults]") {
+  for (const char* name : {"local", "shm"}) {
+    SECTION(name) {
+      tutti_test::TestTransportContext context(1, 2, kShape);
+      auto transports = makeTransports(context);
+      kern::Bell bells[2];
+      ConnectionOffer offer{};
+      auto pending = byName(transports, name).offer(requestTo(0, "test connection", bells), &offer);
+      try {
+        pending->complete(deadlineAfter(0.05));
+        FAIL("complete returned without a sender");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::Remote);
+        CHECK(std::string(e.what()) == "rank 0 (host0 pid 1000) did not attach within TUTTI_TIMEOUT (10 s)");
+      }
+      context.abort.store(true);
+      try {
+        pending->complete(deadlineAfter(10));
+        FAIL("complete returned after an abort");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::Aborted);
+      }
+    }
+  }
+}
+
+TEST_CASE("transport: a local offer whose receiver is gone cannot be attached", "[transport][faults]") {
+  tutti_test::TestTransportContext receiver(1, 2, kShape), sender(0, 2, kShape);
+  auto receiving = makeTransports(receiver), sending = makeTransports(sender);
+  kern::Bell bells[2];
+  ConnectionOffer offer{};
+  byName(receiving, "local").offer(requestTo(0, "connection from rank 0 to rank 1", bells), &offer).reset();
+  try {
+    byName(sending, "local").attach(requestTo(1, "connection from rank 0 to rank 1", bells), offer, deadlineAfter(1));
+    FAIL("attached to a FIFO whose receiver is gone");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Remote);
+    CHECK(std::string(e.what()).find("FIFO of the connection from rank 0 to rank 1: in-process segment") == 0);
+    CHECK(std::string(e.what()).find("is gone") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tutti

@@ -1,0 +1,51 @@
+// FIFO set-up shared by the memory transports: slot count check, header, peer check, wait.
+#include "transports/fifo_setup.h"
+
+#include <chrono>
+#include <thread>
+
+#include "base/error.h"
+#include "kernels/fifo.h"
+
+namespace tutti {
+
+void checkFifoSteps(int64_t nsteps, const std::string& context) {
+  if (nsteps >= 2 && nsteps <= int64_t(kern::kMaxFifoSteps)) return;
+  throw Error(ErrorCode::InvalidUsage, (context.empty() ? "" : context + ": ") + "TUTTI_NSTEPS=" + std::to_string(nsteps) +
+                                           " is outside 2.." + std::to_string(kern::kMaxFifoSteps));
+}
+
+std::string fifoWhat(const ConnectionRequest& request) { return "FIFO of the " + request.description; }
+
+FifoShape checkedFifoShape(const TransportContext& context, const std::string& what) {
+  const FifoShape shape = context.fifoShape();
+  checkFifoSteps(shape.nsteps, what);
+  return shape;
+}
+
+void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape) {
+  kern::FifoHeader header{};
+  kern::fifoInit(&header, shape.nsteps, shape.slotBytes);
+  memory.copyIn(fifo, &header, sizeof header);
+}
+
+void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context) {
+  kern::FifoHeader header{};
+  if (bytes >= sizeof header) memory.copyOut(&header, fifo, sizeof header);
+  if (bytes < sizeof header || header.magic != kern::kFifoMagic || header.nsteps == 0 || header.nsteps > kern::kMaxFifoSteps ||
+      kern::fifoBytes(header.nsteps, header.slotBytes) > bytes)
+    throw Error(ErrorCode::Remote, context + ": the peer's FIFO segment is malformed");
+}
+
+std::unique_ptr<Connection> PendingMemoryReceive::complete(SteadyTime deadline) {
+  while (!attached_()) {
+    if (context_.abortFlag().load()) throw Error(ErrorCode::Aborted, "aborted");
+    if (SteadyClock::now() >= deadline)
+      throw Error(ErrorCode::Remote, context_.describePeer(peer_) + " did not attach within TUTTI_TIMEOUT (" +
+                                         std::to_string(int(context_.timeoutSeconds())) + " s)");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return std::move(connection_);
+}
+
+}  // namespace tutti

@@ -1,0 +1,53 @@
+// What the memory transports (local, shm; next p2p) share when they set up a FIFO: the check of
+// its number of slots, its header written through the FIFO memory, the check of a peer's header,
+// and the receiver's wait for its sender.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "transports/fifo_memory.h"
+#include "transports/transport.h"
+
+namespace tutti {
+
+// The one check of TUTTI_NSTEPS's range, 2..kern::kMaxFifoSteps: communicator init runs it on the
+// value it reads, each offer on the value the ranks agreed. Throws InvalidUsage, prefixed with
+// "<context>: " unless context is empty.
+void checkFifoSteps(int64_t nsteps, const std::string& context);
+
+// How errors about a connection's FIFO begin: "FIFO of the <request's description>".
+std::string fifoWhat(const ConnectionRequest& request);
+// The communicator's FIFO shape, its slot count checked (checkFifoSteps) for a FIFO about to be made.
+FifoShape checkedFifoShape(const TransportContext& context, const std::string& what);
+
+// Writes a fresh header for `shape` at `fifo`, built on the host and copied in: the memory may be
+// out of the host's reach.
+void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape);
+
+// Checks the header of a peer's FIFO of `bytes` (copied out of `memory`): throws Remote
+// "<context>: the peer's FIFO segment is malformed" unless it is one.
+void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context);
+
+// A memory transport's receiver between offer and complete: its connection is made at the offer;
+// complete waits until `attached` says the sender has the FIFO, until the deadline or an abort,
+// and throws Aborted ("aborted") or Remote (the peer "did not attach within TUTTI_TIMEOUT").
+class PendingMemoryReceive final : public PendingReceive {
+ public:
+  PendingMemoryReceive(const TransportContext& context, int peer, std::unique_ptr<Connection> connection,
+                       std::function<bool()> attached)
+      : context_(context), peer_(peer), connection_(std::move(connection)), attached_(std::move(attached)) {}
+  std::unique_ptr<Connection> complete(SteadyTime deadline) override;
+
+ private:
+  const TransportContext& context_;
+  int peer_;
+  std::unique_ptr<Connection> connection_;
+  std::function<bool()> attached_;
+};
+
+}  // namespace tutti

@@ -1,0 +1,124 @@
+// The local transport: FIFOs in the communicator's FIFO memory, handed from the receiving rank
+// thread to the sending one through a process-wide table.
+//
+// Decisions:
+// - The FIFO may be in device memory, which the host cannot touch: its header is written and
+//   checked through the FIFO memory's copies, and "the sender has attached" lives in the table
+//   entry, in host memory, never in the FIFO.
+// - Both sides hold the entry: whichever rank destroys its communicator last releases the FIFO,
+//   so either may go first. An entry that no sender took leaves the table with its receiver.
+#include "transports/local/local_transport.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/tunables.h"
+#include "transports/fifo_setup.h"
+#include "transports/token_table.h"
+
+namespace tutti {
+namespace {
+
+// One FIFO, from its receiver's offer until both ends are gone.
+struct LocalFifo {
+  std::shared_ptr<FifoMemory> memory;
+  void* base = nullptr;
+  size_t bytes = 0;
+  std::atomic<bool> attached{false};  // set by the sender; in host memory, unlike the FIFO
+
+  ~LocalFifo() { memory->release(base); }
+};
+
+// Offered FIFOs by token, until their sender takes them (or their receiver is destroyed).
+using LocalFifoTable = TokenTable<LocalFifo>;
+
+// The offer's bytes: which table entry, checked against the process that made it.
+struct LocalOffer {
+  uint64_t ownerPid;
+  uint64_t token;
+  uint64_t bytes;
+};
+static_assert(sizeof(LocalOffer) <= kConnectionOfferBytes);
+
+class LocalConnection final : public Connection {
+ public:
+  // ownedToken: the receiver's table entry, removed with it if no sender took it; 0 for a sender.
+  LocalConnection(std::shared_ptr<LocalFifo> fifo, uint64_t ownedToken, kern::Bell* peerBells)
+      : Connection(static_cast<kern::FifoHeader*>(fifo->base), WakeTarget::peerWorkers(peerBells), "local"),
+        fifo_(std::move(fifo)), ownedToken_(ownedToken) {}
+  ~LocalConnection() override {
+    if (ownedToken_ != 0) LocalFifoTable::instance().remove(ownedToken_);
+  }
+
+ private:
+  std::shared_ptr<LocalFifo> fifo_;
+  uint64_t ownedToken_;
+};
+
+class LocalTransport final : public Transport {
+ public:
+  explicit LocalTransport(TransportContext& context) : context_(context) {}
+
+  std::string name() const override { return "local"; }
+
+  bool canConnect(Locality locality, std::string* whyNot) const override {
+    if (locality != Locality::SameProcess) {
+      *whyNot = std::string("the peer is ") + localityName(locality) + ", not in this process";
+      return false;
+    }
+    if (tunables::kP2pDisable.get()) {
+      *whyNot = "NCCL_P2P_DISABLE is set";
+      return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
+    const std::string what = fifoWhat(request);
+    const FifoShape shape = checkedFifoShape(context_, what);
+    auto fifo = std::make_shared<LocalFifo>();
+    fifo->memory = context_.fifoMemory();
+    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes);
+    fifo->base = fifo->memory->allocate(fifo->bytes, what);
+    writeFifoHeader(*fifo->memory, fifo->base, shape);
+    const uint64_t token = LocalFifoTable::instance().insert(fifo);
+    LocalOffer local{uint64_t(getpid()), token, fifo->bytes};
+    std::memset(offer, 0, sizeof *offer);
+    std::memcpy(offer->bytes, &local, sizeof local);
+    TUTTI_TRACE(log::Shm, "%s: in-process segment %llu, %zu bytes", what.c_str(), static_cast<unsigned long long>(token), fifo->bytes);
+    auto connection = std::make_unique<LocalConnection>(fifo, token, request.peerBells);
+    return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
+                                                  [fifo] { return fifo->attached.load(std::memory_order_acquire); });
+  }
+
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {
+    const std::string what = fifoWhat(request);
+    LocalOffer local;
+    std::memcpy(&local, offer.bytes, sizeof local);
+    if (local.ownerPid != uint64_t(getpid()))
+      throw Error(ErrorCode::Internal, what + ": in-process segment " + std::to_string(local.token) + " belongs to process " +
+                                           std::to_string(local.ownerPid) + ", not to this one (" + std::to_string(getpid()) + ")");
+    std::shared_ptr<LocalFifo> fifo = LocalFifoTable::instance().take(local.token);
+    if (fifo == nullptr)
+      throw Error(ErrorCode::Remote, what + ": in-process segment " + std::to_string(local.token) +
+                                         " is gone (already attached, sealed, or its creator was destroyed)");
+    if (fifo->bytes != local.bytes)
+      throw Error(ErrorCode::Remote, what + ": in-process segment " + std::to_string(local.token) + " has " +
+                                         std::to_string(fifo->bytes) + " bytes, the descriptor says " + std::to_string(local.bytes));
+    checkPeerFifo(*fifo->memory, fifo->base, fifo->bytes, what);
+    fifo->attached.store(true, std::memory_order_release);
+    return std::make_unique<LocalConnection>(std::move(fifo), 0, request.peerBells);
+  }
+
+ private:
+  TransportContext& context_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeLocalTransport(TransportContext& context) { return std::make_unique<LocalTransport>(context); }
+
+}  // namespace tutti

@@ -1,0 +1,102 @@
+// The net transport: the receiver listens and offers the listener's handle, the sender connects,
+// the receiver accepts; each side then hands its end to the proxy, which owns the FIFO.
+//
+// It connects any pair (the fallback when nothing closer is allowed), as long as the host can
+// reach the FIFOs: the proxy sends from them and receives into them.
+#include "transports/net/net_transport.h"
+
+#include <cstring>
+
+#include "base/tunables.h"
+#include "transports/net/net.h"
+#include "transports/net/net_proxy.h"
+
+namespace tutti {
+namespace {
+
+static_assert(sizeof(net::NetHandle) <= kConnectionOfferBytes);
+
+// The proxy owns the FIFO and the backend's comm; the connection only points at them.
+class NetConnection final : public Connection {
+ public:
+  NetConnection(kern::FifoHeader* fifo, NetProxy& proxy)
+      : Connection(fifo, WakeTarget::proxy(proxy.bell()), std::string("net/") + proxy.backend().name()) {}
+};
+
+class NetPendingReceive final : public PendingReceive {
+ public:
+  NetPendingReceive(TransportContext& context, NetProxy& proxy, const ConnectionRequest& request,
+                    std::unique_ptr<net::NetListenComm> listener)
+      : context_(context), proxy_(proxy), request_(request), listener_(std::move(listener)) {}
+
+  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
+    auto recvComm = listener_->accept(deadline, &context_.abortFlag());
+    kern::FifoHeader* fifo = proxy_.addRecv(std::move(recvComm), request_.peer, request_.channel, request_.tag, request_.workerBell);
+    return std::make_unique<NetConnection>(fifo, proxy_);
+  }
+
+ private:
+  TransportContext& context_;
+  NetProxy& proxy_;
+  ConnectionRequest request_;
+  std::unique_ptr<net::NetListenComm> listener_;
+};
+
+class NetTransport final : public Transport {
+ public:
+  explicit NetTransport(TransportContext& context) : context_(context) {}
+
+  std::string name() const override { return proxy_ ? std::string("net/") + proxy_->backend().name() : "net"; }
+
+  bool canConnect(Locality, std::string* whyNot) const override {
+    if (!context_.fifoMemory()->hostAccessible()) {
+      *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() + " memory, and the proxy moves host memory";
+      return false;
+    }
+    return true;
+  }
+
+  // The backend and the proxy, once per communicator (NCCL_NET, ncclConfig_t.netName, TUTTI_NET_REQUIRE).
+  void open() override {
+    if (proxy_) return;
+    std::string requested = context_.netName();
+    if (requested.empty()) requested = tunables::kNet.get();
+    proxy_ = std::make_unique<NetProxy>(context_, net::openNetBackend(requested, tunables::kNetRequire.get()));
+  }
+
+  std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
+    open();
+    net::NetHandle handle{};
+    auto listener = proxy_->backend().listen(0, &handle);
+    std::memset(offer, 0, sizeof *offer);
+    std::memcpy(offer->bytes, &handle, sizeof handle);
+    return std::make_unique<NetPendingReceive>(context_, *proxy_, request, std::move(listener));
+  }
+
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime deadline) override {
+    open();
+    net::NetHandle handle;
+    std::memcpy(&handle, offer.bytes, sizeof handle);
+    auto sendComm = proxy_->backend().connect(0, handle, deadline, &context_.abortFlag());
+    kern::FifoHeader* fifo = proxy_->addSend(std::move(sendComm), request.peer, request.channel, request.tag, request.workerBell);
+    return std::make_unique<NetConnection>(fifo, *proxy_);
+  }
+
+  TransportProxy* proxy() override { return proxy_.get(); }
+
+  Endpoint endpoint() override {
+    open();
+    net::NetProperties nic = proxy_->backend().properties(0);
+    return Endpoint{nic.name, nic.address};
+  }
+
+ private:
+  TransportContext& context_;
+  std::unique_ptr<NetProxy> proxy_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeNetTransport(TransportContext& context) { return std::make_unique<NetTransport>(context); }
+
+}  // namespace tutti

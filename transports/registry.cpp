@@ -1,0 +1,40 @@
+// The registry of transports: the one list of them, nearest first. A new transport (next: CUDA
+// P2P, transports/p2p/) is its folder and one line in kTransports.
+#include "transports/registry.h"
+
+#include "transports/local/local_transport.h"
+#include "transports/net/net_transport.h"
+#include "transports/shm/shm_transport.h"
+
+namespace tutti {
+namespace {
+
+using TransportFactory = std::unique_ptr<Transport> (*)(TransportContext&);
+
+// Connection setup takes the first that can connect a pair.
+constexpr TransportFactory kTransports[] = {
+    makeLocalTransport,  // rank threads of one process
+    makeShmTransport,    // processes of one node
+    makeNetTransport,    // anything else, and whatever the variables above turn off
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context) {
+  std::vector<std::unique_ptr<Transport>> made;
+  for (TransportFactory make : kTransports) made.push_back(make(context));
+  return made;
+}
+
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality, std::string* whyNot) {
+  std::string reasons;
+  for (const auto& transport : transports) {
+    std::string reason;
+    if (transport->canConnect(locality, &reason)) return transport.get();
+    reasons += (reasons.empty() ? "" : "; ") + transport->name() + ": " + reason;
+  }
+  *whyNot = reasons;
+  return nullptr;
+}
+
+}  // namespace tutti

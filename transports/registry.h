@@ -1,0 +1,21 @@
+// The transports a communicator can use, in order of preference, and the choice among them for
+// one pair of ranks.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace tutti {
+
+// One of each transport, made for a communicator (each may keep per-communicator state, such as
+// the net proxy), in the registry's order: the nearest first.
+std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context);
+
+// The first of `transports` that can connect a peer at `locality`; null when none can, with
+// *whyNot listing each one's reason ("local: ...; shm: ...; net: ...").
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality, std::string* whyNot);
+
+}  // namespace tutti

@@ -1,0 +1,206 @@
+// The transport interface: how two ranks get a connection, and what the executor then needs of it.
+//
+// A connection is one direction between two ranks on one channel: the receiver owns a FIFO
+// (kernels/fifo.h), the sender writes into it. Every transport answers the same few calls, as
+// NCCL's transport tables and Gloo's transport/pair.h do, and each lives in its own folder
+// (local/, shm/, net/; next p2p/) with the same file names. transports/registry.cpp lists them in
+// order of preference; connection setup (runtime/connection_setup.cpp) takes the first that can
+// connect a pair, so adding a transport is adding its files and one line there.
+//
+// Setup runs in three phases, each over every connection of one or more communicators, so that
+// one thread can drive several ranks of a job (ncclCommInitAll, a group over its communicators):
+//   1. offer: every receiver makes its FIFO and fills an opaque ConnectionOffer, which the runtime
+//      carries to the sender over the bootstrap;
+//   2. attach: every sender attaches from the offer it received;
+//   3. complete: every receiver finishes (net: accepts; memory transports: wait until the sender
+//      attached, so that a receiver whose operation ends at once cannot free the FIFO under it).
+// No phase of one rank waits for a later phase of another (a TCP connect completes in the
+// listener's backlog), which is what lets a single thread run them for several ranks.
+//
+// What a transport may use: base/, the FIFO layout and bells of kernels/, and what the
+// communicator hands it through TransportContext; never runtime/ (the layers point down).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "kernels/bell.h"
+#include "kernels/fifo.h"
+#include "transports/fifo_memory.h"
+
+namespace tutti {
+
+// Where a peer is, seen from this rank. Both ends of a pair see the same.
+enum class Locality : uint8_t {
+  SameProcess,  // rank threads of one process
+  SameHost,     // processes of one node
+  OtherHost,    // across the network
+};
+const char* localityName(Locality locality);  // "in this process", "on this host", "on another host"
+
+// The FIFOs every connection of a communicator gets: agreed by its ranks at init.
+struct FifoShape {
+  uint32_t nsteps = 0;
+  size_t slotBytes = 0;
+};
+
+// What the receiver hands the sender, out of band: a shm segment's name, a net listener's
+// handle... Fixed size, so that the bootstrap carries every transport's offer alike; each
+// transport static_asserts that its own fits.
+constexpr size_t kConnectionOfferBytes = 128;
+struct ConnectionOffer {
+  alignas(8) uint8_t bytes[kConnectionOfferBytes];
+};
+
+// The communicator as its transports see it: what they may read and call, without knowing the
+// runtime's ncclComm. The runtime implements it; tests implement it to run a transport alone.
+class TransportContext {
+ public:
+  virtual ~TransportContext() = default;
+  // This rank and a peer as messages name them: "rank 3 of 8 (host pid 12)", "rank 5 (host pid 34)".
+  virtual std::string where() const = 0;
+  virtual std::string describePeer(int peer) const = 0;
+  virtual int device() const = 0;  // the "[dev]" of the log lines of a transport's own threads
+  // Set by an abort or a failure: every wait of a transport ends soon after (Aborted).
+  virtual const std::atomic<bool>& abortFlag() const = 0;
+  virtual double timeoutSeconds() const = 0;  // TUTTI_TIMEOUT, for messages about bounded waits
+  virtual int spin() const = 0;               // busy polls before a wait sleeps (read live)
+  // Whether the communicator has recorded an error already.
+  virtual bool failed() const = 0;
+  // Records a fatal error of the communicator and tells the other ranks; peer: the rank whose
+  // connection failed (-1: none). For failures met outside a call (a proxy thread).
+  virtual void fail(const Error& error, int peer) = 0;
+  virtual FifoShape fifoShape() const = 0;
+  // Where the communicator's FIFOs live (host memory today; device memory for a device backend).
+  virtual std::shared_ptr<FifoMemory> fifoMemory() const = 0;
+  // The net backend the communicator asks for (ncclConfig_t.netName); "" leaves it to NCCL_NET.
+  virtual std::string netName() const = 0;
+};
+
+// One connection as setup asks a transport for it (the direction is the call: offer receives,
+// attach sends).
+struct ConnectionRequest {
+  int peer = -1;
+  int channel = 0;
+  int tag = 0;  // the lane's tag: separate FIFOs for separate uses of one peer
+  // "connection from rank 0 (...) to rank 1 (...), channel 0, ring": errors say which.
+  std::string description;
+  kern::Bell* workerBell = nullptr;  // this rank's worker that runs the channel: a proxy rings it
+  // The peer's worker bells (its control block), one per worker, where this rank maps them (peers
+  // on this host); null otherwise.
+  kern::Bell* peerBells = nullptr;
+};
+
+// Whom the executor wakes after it moves a connection's FIFO (publishes a slot, or frees one).
+class WakeTarget {
+ public:
+  // The peer's worker that runs the channel: its bell in the peer's control block.
+  static WakeTarget peerWorkers(kern::Bell* bellsByWorker) { return WakeTarget(bellsByWorker, true); }
+  // A proxy thread that moves the FIFO on (net).
+  static WakeTarget proxy(kern::Bell* bell) { return WakeTarget(bell, false); }
+  // Nobody: the other side polls. For executors that cannot ring a futex (a GPU kernel), whose
+  // peers then watch the FIFO counters themselves.
+  static WakeTarget none() { return WakeTarget(nullptr, false); }
+
+  // The bell for the executor's `worker`; null when nobody is to be woken.
+  kern::Bell* bellFor(int worker) const {
+    if (bells_ == nullptr) return nullptr;
+    return perWorker_ ? &bells_[worker] : bells_;
+  }
+
+ private:
+  WakeTarget(kern::Bell* bells, bool perWorker) : bells_(bells), perWorker_(perWorker) {}
+  kern::Bell* bells_;
+  bool perWorker_;
+};
+
+// One end of a made connection, as the executor uses it. The transport's subclass owns what
+// backs it (memory both ranks reach, a proxy's FIFO), released when the connection is destroyed.
+class Connection {
+ public:
+  Connection(kern::FifoHeader* fifo, WakeTarget wake, std::string transport)
+      : fifo_(fifo), wake_(wake), transport_(std::move(transport)) {}
+  virtual ~Connection() = default;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // The FIFO's header, in the communicator's FIFO memory: device memory is only for the executor.
+  kern::FifoHeader* fifo() const { return fifo_; }
+  kern::Bell* bellFor(int worker) const { return wake_.bellFor(worker); }
+  const std::string& transport() const { return transport_; }  // "local", "shm", "net/Socket"
+
+ private:
+  kern::FifoHeader* fifo_;
+  WakeTarget wake_;
+  std::string transport_;
+};
+
+// A receiver's connection between its offer and its completion.
+class PendingReceive {
+ public:
+  virtual ~PendingReceive() = default;
+  // Phase 3: waits (until `deadline`, or an abort) for the sender, then hands the connection
+  // over. Throws Remote / Timeout / Aborted; the runtime adds which connection it was.
+  virtual std::unique_ptr<Connection> complete(SteadyTime deadline) = 0;
+};
+
+// A transport's progress engine, for transports whose FIFOs the executor cannot move alone: a
+// thread that moves them to and from the network (net), NCCL's proxy. A worker that waits on one
+// of its FIFOs may make the passes itself instead (see transports/net/net_proxy.h).
+class TransportProxy {
+ public:
+  virtual ~TransportProxy() = default;
+  // One progress pass on the calling thread, if no other thread is making one: true if a slot moved.
+  virtual bool tryProgress() = 0;
+  // Whether published send slots have not left yet (no system call).
+  virtual bool sendsWaiting() = 0;
+  // A worker starts driving the passes itself; stops (hands them back at once); or releases them
+  // at the end of an operation (the thread takes them back shortly unless a worker drives again).
+  virtual void startDriving() = 0;
+  virtual void stopDriving() = 0;
+  virtual void releaseDriving() = 0;
+  virtual void wake() = 0;  // the thread is wanted now: workers of a launch leave it the passes
+  // Waits (at most `seconds`, or an abort) until every published send slot has left: a healthy
+  // communicator's last sends reach their peers before its connections close.
+  virtual void drain(double seconds) = 0;
+};
+
+// Where peers on other hosts reach this rank through a transport, for rank 0's layout line.
+struct Endpoint {
+  std::string interfaceName;  // "eth0"
+  std::string address;        // "10.0.0.1"
+};
+
+// One transport of one communicator: made by the registry for each communicator, with its
+// context (transports/registry.h).
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // What its connections are called in logs and by tuttiCommTransports: "local", "shm",
+  // "net/Socket" ("net" while its backend is not open yet).
+  virtual std::string name() const = 0;
+  // Whether it can connect this rank with a peer at `locality`, given the variables that turn
+  // it off (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE) and where the FIFOs live; if not, *whyNot says why,
+  // for "no transport can connect ...". Both ends of a pair must reach the same verdict, so it
+  // depends only on the pair and on what every rank of a job shares.
+  virtual bool canConnect(Locality locality, std::string* whyNot) const = 0;
+  // Gets ready for connections (net: opens the backend, starts the proxy thread). Idempotent;
+  // setup calls it before the first phase. Throws when the transport cannot work here.
+  virtual void open() {}
+  // Phase 1, receiving side: makes the FIFO and fills `offer`.
+  virtual std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) = 0;
+  // Phase 2, sending side: attaches to the peer's FIFO from its offer.
+  virtual std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                             SteadyTime deadline) = 0;
+  // Its progress engine once one runs; null for transports whose FIFOs the executor moves alone.
+  virtual TransportProxy* proxy() { return nullptr; }
+  // Where peers on other hosts reach this rank; empty for transports within a host. Opens it.
+  virtual Endpoint endpoint() { return {}; }
+};
+
+}  // namespace tutti
