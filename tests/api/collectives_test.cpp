@@ -18,7 +18,7 @@ using tutti_test::Coll;
 using tutti_test::runAll;
 using tutti_test::runCase;
 
-TEST_CASE("every collective, type and op at small counts, ranks as threads", "[collectives][threads]") {
+TEST_CASE("every collective, type and op at small counts, ranks as threads", "[collectives][threads][device-path]") {
   int nranks = GENERATE(1, 2, 3, 4, 8);
   auto cases = allCases({0, 1, 7, 1023}, nranks);
   INFO(nranks << " ranks, " << cases.size() << " cases");

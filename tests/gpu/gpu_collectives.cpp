@@ -14,13 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/backend_compare_support.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"
@@ -74,59 +73,10 @@ class DeviceBuffers final : public tutti_test::CaseBuffers {
   int live_ = 0;
 };
 
-struct Outcome {
-  size_t cases = 0, wrong = 0, compared = 0, differ = 0;
-  std::string firstFailure;
-};
-
-// Runs every case on `nranks` ranks as threads of one backend; outputs[rank][case] gets each
-// result's bytes and algorithms[case] the (algorithm, channels) rank 0's communicator chose.
-Outcome runBackend(const char* backend, int nranks, const std::vector<Case>& cases, std::vector<std::vector<std::vector<char>>>* outputs,
-                   std::vector<std::string>* algorithms) {
-  setenv("TUTTI_DEVICE", backend, 1);
-  ncclUniqueId id;
-  ncclGetUniqueId(&id);
-  outputs->assign(size_t(nranks), std::vector<std::vector<char>>(cases.size()));
-  algorithms->assign(cases.size(), "");
-  Outcome outcome;
-  std::mutex mutex;
-  const bool device = std::string(backend) == "cuda";
-  std::string failures = tutti_test::runOnThreads(nranks, [&](int rank) {
-    if (device) cudaSetDevice(0);
-    ncclComm_t comm = nullptr;
-    TUTTI_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
-    DeviceBuffers* buffers = device ? new DeviceBuffers(size_t(256) << 20) : nullptr;
-    for (size_t i = 0; i < cases.size(); i++) {
-      const Case& c = cases[i];
-      if (rank == 0) {
-        static const char* names[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send"};
-        char name[64] = "";
-        int channels = 0;
-        if (tuttiCommAlgorithm(comm, names[int(c.coll)], c.count, c.type, name, sizeof name, &channels) == ncclSuccess)
-          (*algorithms)[i] = std::string(name) + "/" + std::to_string(channels);
-      }
-      try {
-        tutti_test::runCase(c, rank, nranks, comm, buffers, &(*outputs)[size_t(rank)][i]);
-      } catch (const tutti_test::RankFailure& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        outcome.wrong++;
-        if (outcome.firstFailure.empty()) outcome.firstFailure = std::string(backend) + ": " + e.what();
-        if (std::string(e.what()).find("ncclCommGetAsyncError") != std::string::npos || std::string(e.what()).find("failed") != std::string::npos) {
-          delete buffers;
-          ncclCommAbort(comm);
-          throw;
-        }
-      }
-    }
-    delete buffers;
-    TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
-  });
-  outcome.cases = cases.size();
-  if (!failures.empty()) {
-    outcome.wrong++;
-    if (outcome.firstFailure.empty()) outcome.firstFailure = std::string(backend) + ": " + failures;
-  }
-  return outcome;
+// Device buffers of 256 MiB for each rank, on device 0 (made on the rank's thread).
+std::unique_ptr<tutti_test::CaseBuffers> deviceBuffers(int) {
+  cudaSetDevice(0);
+  return std::make_unique<DeviceBuffers>(size_t(256) << 20);
 }
 
 }  // namespace
@@ -154,12 +104,10 @@ int main(int argc, char** argv) {
   if (smoke) {
     const std::vector<Case> cases = {Case{tutti_test::Coll::AllReduce, ncclFloat32, ncclSum, 1023, false, 0},
                                      Case{tutti_test::Coll::AllReduce, ncclFloat32, ncclSum, size_t(1) << 20, false, 0}};
-    std::vector<std::vector<std::vector<char>>> out;
-    std::vector<std::string> algo;
     for (int nranks : rankCounts) {
-      Outcome gpu = runBackend("cuda", nranks, cases, &out, &algo);
+      tutti_test::BackendRun gpu = tutti_test::runBackend("cuda", nranks, cases, deviceBuffers);
       std::printf("%s smoke: %d ranks, %zu all-reduces (%s), wrong %zu%s%s\n", gpu.wrong == 0 ? "ok  " : "FAIL", nranks, cases.size(),
-                  algo.empty() ? "" : algo.back().c_str(), gpu.wrong, gpu.firstFailure.empty() ? "" : ": ", gpu.firstFailure.c_str());
+                  gpu.algorithms.back().c_str(), gpu.wrong, gpu.firstFailure.empty() ? "" : ": ", gpu.firstFailure.c_str());
       if (gpu.wrong) return 1;
     }
     return 0;
@@ -171,22 +119,11 @@ int main(int argc, char** argv) {
       // Counts: none, one, odd, a few tiles, and several chunks over several channels.
       const std::vector<Case> cases = tutti_test::allCases({0, 1, 7, 1023, (size_t(1) << 18) + 5}, nranks);
       auto start = std::chrono::steady_clock::now();
-      std::vector<std::vector<std::vector<char>>> hostOut, cudaOut;
-      std::vector<std::string> hostAlgo, cudaAlgo;
-      Outcome host = runBackend("host", nranks, cases, &hostOut, &hostAlgo);
-      Outcome gpu = runBackend("cuda", nranks, cases, &cudaOut, &cudaAlgo);
-      size_t compared = 0, differ = 0;
-      std::string firstDiff;
-      for (size_t i = 0; i < cases.size(); i++) {
-        if (hostAlgo[i].empty() || hostAlgo[i] != cudaAlgo[i]) continue;
-        compared++;
-        for (int r = 0; r < nranks; r++)
-          if (hostOut[size_t(r)][i] != cudaOut[size_t(r)][i]) {
-            differ++;
-            if (firstDiff.empty()) firstDiff = tutti_test::describe(cases[i], r, nranks) + " (" + hostAlgo[i] + ")";
-            break;
-          }
-      }
+      tutti_test::BackendRun host = tutti_test::runBackend("host", nranks, cases);
+      tutti_test::BackendRun gpu = tutti_test::runBackend("cuda", nranks, cases, deviceBuffers);
+      tutti_test::BitwiseComparison bitwise = tutti_test::compareBitwise(cases, nranks, host, gpu);
+      const size_t compared = bitwise.compared, differ = bitwise.differ;
+      const std::string& firstDiff = bitwise.firstDifference;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("%s %d ranks, NCCL_ALGO=%s: %zu cases, wrong host %zu cuda %zu; bitwise compared %zu, differ %zu (%.1f s)\n",
                   gpu.wrong + host.wrong + differ == 0 ? "ok  " : "FAIL", nranks, *algorithm ? algorithm : "(selector)", cases.size(),
