@@ -19,7 +19,7 @@
 
 #include "algorithms/builtin.h"
 #include "algorithms/sim.h"
-#include "algorithms/sim_geometry.h"
+#include "algorithms/tiling.h"
 #include "topology/channels.h"
 
 namespace tutti::sim {
@@ -27,6 +27,8 @@ namespace {
 
 using plan::Coll;
 using plan::Layout;
+using tiling::Tiles;
+using tiling::tilesOf;
 
 constexpr double kBytesPerUsPerGBps = 1e3;
 
@@ -54,13 +56,21 @@ struct Model {
   const Pipeline& p;
   size_t bytes;
   int n;
-  int nch;
+  int channels;  // the operation's channels, as the launch cuts it (and their threads)
+  int nch;       // those that move bytes (busyChannels): the flows that share ports
   double o;
 
   Coll coll;
 
   Model(const Fabric& fabric, const Pipeline& pipe, Coll c, size_t b)
-      : f(fabric), p(pipe), bytes(b), n(fabric.nranks), nch(std::max(1, pipe.nchannels)), o(fabric.stepOverheadUs), coll(c) {}
+      : f(fabric),
+        p(pipe),
+        bytes(b),
+        n(fabric.nranks),
+        channels(std::max(1, pipe.nchannels)),
+        nch(busyChannels(laneBytes(c, Layout::Blocks, b, fabric.nranks), channels)),
+        o(fabric.stepOverheadUs),
+        coll(c) {}
 
   bool multiNode() const { return f.nodes > 1; }
   int perNode() const { return std::min(f.ranksPerNode, n); }
@@ -68,7 +78,7 @@ struct Model {
   double latency(bool local) const { return local ? f.local.latencyUs : f.network.latencyUs; }
   double copy(double c) const { return c / (f.copyGBps * kBytesPerUsPerGBps); }
 
-  size_t range(Layout layout) const { return channelRange(coll, layout, bytes, n, nch); }
+  size_t range(Layout layout) const { return channelBytes(coll, layout, bytes, n, channels); }
 
   // Sums fn(chunk) over tiles: all full tiles cost the same.
   template <class Fn>
@@ -133,7 +143,7 @@ struct Model {
     double portTime = overTiles(t, [&](double ch) { return double(r.sends) * ports(ch); }) + extra(c) + 2 * o +
                       latency(!r.spansNodes);
     double total = std::max(steps, portTime);
-    if (r.reduces && t.count == 1 && !r.spansNodes) total += kLockstepWait * (1 - f.threadShare(nch)) * double(r.sends) * c / capRate(true);
+    if (r.reduces && t.count == 1 && !r.spansNodes) total += kLockstepWait * (1 - f.threadShare(channels)) * double(r.sends) * c / capRate(true);
     double step = ringStep(c, r, &localHop, &netHop);
     bool hopBound = steps > portTime;
     if (hopBound) total += double(nch - 1) * c / portRate(true);  // channels leave the first port one after another
@@ -286,8 +296,13 @@ struct Model {
       case Coll::Scatter: {
         // Spread lanes (direct.cpp) move whole blocks, each on one channel; a channel's ports
         // then carry its share of the peers' blocks.
-        bool spread = coll != Coll::AllGather && plan::spreadsOverChannels(n, nch);
-        size_t blockBytes = spread ? channelRange(coll, Layout::Blocks, bytes, n, 1) : range(Layout::Blocks);
+        bool spread = coll != Coll::AllGather && plan::spreadsOverChannels(n, channels);
+        if (spread && nch != channels) {  // whole blocks: every channel moves some
+          Model every = *this;
+          every.nch = channels;
+          return every.directAlgo();
+        }
+        size_t blockBytes = spread ? channelBytes(coll, Layout::Blocks, bytes, n, 1) : range(Layout::Blocks);
         double block = double(blockBytes) / (spread ? double(nch) : 1.0);
         s.tiles = tilesOf(blockBytes, p.chunkBytes, 1);
         bool rooted = coll == Coll::Gather || coll == Coll::Scatter;
@@ -991,9 +1006,7 @@ std::optional<double> analyticUs(const std::string& algorithm, Coll coll, size_t
   if (fabric.nranks <= 1) {
     if (std::find(modelledAlgorithms().begin(), modelledAlgorithms().end(), algorithm) == modelledAlgorithms().end())
       return std::nullopt;
-    bool blocks = coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AlltoAll || coll == Coll::Gather ||
-                  coll == Coll::Scatter;
-    return m.single(blocks ? Layout::Blocks : Layout::Whole);
+    return m.single(countsBlocks(coll) ? Layout::Blocks : Layout::Whole);
   }
   if (algorithm == "ring") return m.ringAlgo();
   if (algorithm == "direct") return m.directAlgo();

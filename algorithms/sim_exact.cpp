@@ -31,7 +31,6 @@
 #include <unordered_map>
 
 #include "algorithms/sim.h"
-#include "algorithms/sim_geometry.h"
 #include "base/error.h"
 
 namespace tutti::sim {
@@ -64,7 +63,7 @@ struct Fifo {
 struct LaneRun {
   const plan::LaneSpec* spec = nullptr;
   int rank = 0;
-  Tiles tiles;
+  tiling::Tiles tiles;
   std::vector<int> sendFifo, recvFifo;  // by the lane's sendPeers / recvPeers
 };
 
@@ -147,7 +146,10 @@ class ExactSim {
       if (chunk == 0)
         throw Error(ErrorCode::InvalidArgument, "sim: " + plan.algorithm + " joins more steps than a chunk of " +
                                                     std::to_string(pipe_.chunkBytes) + " bytes holds");
-      lane.tiles = tilesOf(channelRange(coll, spec.layout, bytes, fabric_.nranks, whole ? 1 : pipe_.nchannels), chunk, perTile);
+      // each channel its own range of the tiling rule; a spread lane takes the whole buffer
+      const size_t range = whole ? laneBytes(coll, spec.layout, bytes, fabric_.nranks)
+                                 : channelBytes(coll, spec.layout, bytes, fabric_.nranks, pipe_.nchannels, channel);
+      lane.tiles = tiling::tilesOf(range, chunk, perTile);
       if (spec.steps.empty() || lane.tiles.count == 0) continue;
       int queue = -1;
       std::vector<std::tuple<int, int, int, int>> conns;

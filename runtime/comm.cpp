@@ -260,7 +260,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->slotBytes = size_t(first.slotBytes);
   if (!first.buffersSet && nranks > 1 && nodeCount(comm) == nranks) {
     // Every rank alone on its node, so every connection crosses the network: larger slots, which
-    // operations from 32 MiB use whole (sim::chunkBytesFor), in the same memory per connection.
+    // operations from 32 MiB use whole (tiling::chunkBytesFor), in the same memory per connection.
     comm->nsteps = kNetworkSlots;
     comm->slotBytes = kNetworkSlotBytes;
   }
