@@ -169,8 +169,10 @@ struct ExactResult {
 ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric,
                       const Pipeline& pipeline);
 
-// (b) Analytic: the estimate for an algorithm by name ("ring", "tree", ... see ir.md), in
-// microseconds, or nothing if the name is not modelled or the algorithm has no form for `coll`.
+// (b) Analytic: the estimate for a built-in algorithm by name ("ring", "tree", ... as registry.cpp names them), in
+// microseconds, or nothing if the name is not modelled or the algorithm has no form for `coll`:
+// the cost its registry entry carries (Algorithm::analyticCost, written beside its plan
+// generator on cost_model.h's primitives).
 // O(log nranks) work (tree, and Bruck and PAT across nodes: O(g log n) for g ranks per node;
 // Bruck and PAT up to 4096 ranks across nodes: O(n log n)). Agrees with timePlans() for every
 // registered algorithm within 20% (tree 25%) on tests/algorithms/sim_test.cpp's grid.

@@ -221,6 +221,23 @@ TEST_CASE("sim: the exact simulator reports plans that deadlock") {
   }
 }
 
+// The analytic model asks the built-ins' registry entries for their costs: every built-in carries
+// one, and a name without a built-in entry (a plan file's algorithm) has no estimate.
+TEST_CASE("sim: the modelled algorithms are the built-ins, each with its cost") {
+  plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
+  std::vector<std::string> builtins;
+  for (const plan::Algorithm& a : registry.all()) {
+    INFO(a.name);
+    CHECK(a.analyticCost != nullptr);
+    builtins.push_back(a.name);
+  }
+  CHECK(sim::modelledAlgorithms() == builtins);
+  sim::Fabric f = sim::Fabric::host(4, 4);
+  CHECK_FALSE(sim::analyticUs("myring", Coll::AllReduce, 1024, f, sim::Pipeline{}).has_value());
+  CHECK_FALSE(sim::analyticUs("tree", Coll::AlltoAll, 1024, f, sim::Pipeline{}).has_value());  // not a tree collective
+  CHECK(sim::analyticUs("ring", Coll::AllReduce, 1024, f, sim::Pipeline{}).has_value());
+}
+
 // The analytic model against the exact simulator, for every modelled algorithm whose plans are
 // registered. Tolerance: toleranceFor() (measured worst for ring: 14%, on a host system whose
 // last node is partly filled).
