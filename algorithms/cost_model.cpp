@@ -7,12 +7,6 @@ namespace tutti::sim {
 
 using plan::Layout;
 
-int floorLog2(long long n) {
-  int d = 0;
-  while ((2LL << d) <= n) d++;
-  return d;
-}
-
 CostModel::CostModel(const Fabric& fabric, const Pipeline& pipe, plan::Coll c, size_t b)
     : f(fabric),
       p(pipe),

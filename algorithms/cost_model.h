@@ -23,11 +23,6 @@
 
 namespace tutti::sim {
 
-constexpr double kBytesPerUsPerGBps = 1e3;
-
-// floor(log2 n) for n >= 1.
-int floorLog2(long long n);
-
 // An algorithm's cost derives from this (its own helpers beside its plan generator), reads the
 // operation from its fields and cuts it with the tiling rule (tiling.h).
 struct CostModel {

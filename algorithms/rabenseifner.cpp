@@ -78,7 +78,7 @@ struct RabenseifnerModel : sim::CostModel {
   // send then the partner's receive (2o + x + a); extra ranks stream p chunks in and out.
   std::optional<double> estimate() const {
     if (coll != Coll::AllReduce) return std::nullopt;
-    long long pw = 1LL << sim::floorLog2(n);
+    long long pw = floorPow2(n);
     Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(pw));
     auto perTile = [&](double c, bool first) {
       double time = 0;

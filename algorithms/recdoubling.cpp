@@ -56,7 +56,7 @@ struct RecDoublingModel : sim::CostModel {
   std::optional<double> estimate() const {
     if (coll != Coll::AllReduce) return std::nullopt;
     Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
-    long long pw = 1LL << sim::floorLog2(n);
+    long long pw = floorPow2(n);
     auto perTile = [&](double c, bool first) {
       double time = 0;
       for (long long mask = 1; mask < pw; mask <<= 1) time += xorRound(c, 1, mask, pw, first);

@@ -20,6 +20,9 @@
 
 namespace tutti::sim {
 
+// The units above: bytes per microsecond in one GB/s.
+constexpr double kBytesPerUsPerGBps = 1e3;
+
 // One class of link, one direction.
 struct Link {
   double latencyUs = 0;  // from the sender's write to the receiver seeing the data

@@ -37,11 +37,8 @@ namespace tutti::sim {
 namespace {
 
 using plan::Op;
-
-bool receives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
-bool sends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
-
-constexpr double kBytesPerUsPerGBps = 1e3;
+using plan::opReceives;
+using plan::opSends;
 
 struct Port {
   double free = 0;
@@ -187,7 +184,7 @@ class ExactSim {
     const LaneRun& lane = lanes_[size_t(q.lanes[q.lane])];
     const plan::Step& step = currentStep(q);
     double t = q.lastFinish;
-    if (receives(step.op)) {
+    if (opReceives(step.op)) {
       Fifo& f = fifos_[size_t(lane.recvFifo.at(step.recvConn))];
       size_t next = f.released.size();
       if (next >= f.arrivals.size()) {
@@ -196,7 +193,7 @@ class ExactSim {
       }
       t = std::max(t, f.arrivals[next]);
     }
-    if (sends(step.op)) {
+    if (opSends(step.op)) {
       Fifo& f = fifos_[size_t(lane.sendFifo.at(step.sendConn))];
       size_t sent = f.arrivals.size();
       if (sent >= size_t(pipe_.fifoSlots)) {
@@ -249,13 +246,13 @@ class ExactSim {
     double bytes = double(parts * lane.tiles.chunkOf(q.tile));
     double finish = t0 + fabric_.stepOverheadUs;
     if (step.op == Op::Copy || step.op == Op::Reduce) finish += bytes / (fabric_.copyGBps * kBytesPerUsPerGBps);
-    if (sends(step.op)) {
+    if (opSends(step.op)) {
       int fi = lane.sendFifo.at(step.sendConn);
       finish = transfer(lane.rank, lane.spec->sendPeers.at(step.sendConn), bytes, finish);
       fifos_[size_t(fi)].arrivals.push_back(finish + fifos_[size_t(fi)].latencyUs);
       wake(fifos_[size_t(fi)].waitingReceiver);
     }
-    if (receives(step.op)) {
+    if (opReceives(step.op)) {
       int fi = lane.recvFifo.at(step.recvConn);
       fifos_[size_t(fi)].released.push_back(finish + fifos_[size_t(fi)].latencyUs);
       wake(fifos_[size_t(fi)].waitingSender);

@@ -39,9 +39,9 @@ std::string Checker::stepName(const LaneRun& l, size_t s, bool withTile) const {
   std::string name = "rank " + std::to_string(l.rank) + " lane " + std::to_string(l.lane);
   if (withTile) name += " tile " + std::to_string(l.tile);
   name += " step " + std::to_string(s) + " (" + opName(step.op);
-  if (needsRecv(step.op) && step.recvConn < l.spec->recvPeers.size())
+  if (opReceives(step.op) && step.recvConn < l.spec->recvPeers.size())
     name += " from " + std::to_string(l.spec->recvPeers[step.recvConn]);
-  if (needsSend(step.op) && step.sendConn < l.spec->sendPeers.size())
+  if (opSends(step.op) && step.sendConn < l.spec->sendPeers.size())
     name += " to " + std::to_string(l.spec->sendPeers[step.sendConn]);
   return name + ")";
 }
@@ -85,7 +85,7 @@ std::string Checker::execute(LaneRun& l, int parts) {
   const Step& step = l.spec->steps[l.step];
   Where sw = l.src[l.step], dw = l.dst[l.step];
   if (step.op == Op::Copy && !step.flags && sw.buf == dw.buf && sw.index == dw.index) return "";  // skipped in place
-  Fifo* rf = needsRecv(step.op) ? &fifos_[size_t(l.recvFifo[step.recvConn])] : nullptr;
+  Fifo* rf = opReceives(step.op) ? &fifos_[size_t(l.recvFifo[step.recvConn])] : nullptr;
   Value own;
   if (readsSrc(step.op)) {
     own = at(l, sw);
@@ -125,7 +125,7 @@ std::string Checker::execute(LaneRun& l, int parts) {
     rf->data.pop_front();
     wake(*rf);
   }
-  if (needsSend(step.op)) {
+  if (opSends(step.op)) {
     Fifo& sf = fifos_[size_t(l.sendFifo[step.sendConn])];
     if (parts > 0) sf.messages++;
     sf.data.push_back(Entry{result, parts, l.rank, l.lane, l.step}, size_t(q_.fifoCapacity));
@@ -160,7 +160,7 @@ std::string Checker::advance(int id) {
     // whole (as the executor does).
     const Step& step = l.spec->steps[l.step];
     const size_t parts = joinedRunLength(l.spec->steps, l.step);
-    if (needsRecv(step.op)) {
+    if (opReceives(step.op)) {
       Fifo& f = fifos_[size_t(l.recvFifo[step.recvConn])];
       if (f.data.empty()) { f.waiters.push_back(id); return ""; }
       const Entry& m = f.data.front();
@@ -169,7 +169,7 @@ std::string Checker::advance(int id) {
                std::to_string(m.parts) + " part(s) that rank " + std::to_string(m.rank) + " lane " + std::to_string(m.lane) +
                " step " + std::to_string(m.step) + " sent (message boundaries must match between sender and receiver)";
     }
-    if (needsSend(step.op)) {
+    if (opSends(step.op)) {
       Fifo& f = fifos_[size_t(l.sendFifo[step.sendConn])];
       if (f.messages >= q_.fifoCapacity) { f.waiters.push_back(id); return ""; }
     }
@@ -212,7 +212,7 @@ std::string Checker::stuckReport() const {
   const LaneRun& l = *first;
   const Step& step = l.spec->steps[l.step];
   std::string why;
-  if (needsRecv(step.op) && fifos_[size_t(l.recvFifo[step.recvConn])].data.empty())
+  if (opReceives(step.op) && fifos_[size_t(l.recvFifo[step.recvConn])].data.empty())
     why = "waits for data from rank " + std::to_string(l.spec->recvPeers[step.recvConn]);
   else
     why = "waits for room in its FIFO to rank " + std::to_string(l.spec->sendPeers[step.sendConn]);

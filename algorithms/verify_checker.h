@@ -92,8 +92,6 @@ inline bool hasBuffer(Coll c, Buf b, int rank, int root) {
   }
 }
 
-inline bool needsRecv(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
-inline bool needsSend(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
 inline bool reduces(Op op) { return op == Op::RecvReduceSend || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce; }
 inline bool readsSrc(Op op) { return op == Op::Send || op == Op::Copy || reduces(op); }
 inline bool writesDst(Op op) { return op == Op::Recv || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Copy || op == Op::Reduce; }

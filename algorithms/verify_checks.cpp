@@ -98,9 +98,9 @@ std::string Checker::locate(int rank, const LaneSpec& lane, BufRef ref, bool wri
 std::string Checker::checkStep(const LaneRun& l, size_t s, Where& src, Where& dst) const {
   const Step& step = l.spec->steps[s];
   const LaneSpec& lane = *l.spec;
-  if (needsSend(step.op) && step.sendConn >= lane.sendPeers.size())
+  if (opSends(step.op) && step.sendConn >= lane.sendPeers.size())
     return "sends on connection " + std::to_string(step.sendConn) + " of a lane with " + std::to_string(lane.sendPeers.size()) + " send peers";
-  if (needsRecv(step.op) && step.recvConn >= lane.recvPeers.size())
+  if (opReceives(step.op) && step.recvConn >= lane.recvPeers.size())
     return "receives on connection " + std::to_string(step.recvConn) + " of a lane with " + std::to_string(lane.recvPeers.size()) +
            " receive peers";
   if (reduces(step.op) && !reducing(q_.coll)) return std::string("reduces, but ") + collName(q_.coll) + " has no reduction";
