@@ -1,3 +1,5 @@
+// Bruck's algorithms: their plans and their analytic cost (registry entry "bruck").
+//
 // Bruck's algorithms: all-to-all in ceil(log2 n) rounds with scratch staging, and all-gather by
 // dissemination.
 //
@@ -12,8 +14,12 @@
 // All-gather cost with m bytes per rank: ceil(log2 n) alpha + (n-1) m beta, every round one
 // message doubling the blocks a rank holds.
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "algorithms/builtin.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/steps.h"
 
 namespace tutti::plan {
@@ -59,5 +65,39 @@ RankPlan bruckAlltoAll(int r, int n) {
   }
   return RankPlan{"bruck", {lane}};
 }
+
+// ---- its analytic cost (sim.h, analyticUs; the shared primitives: cost_model.h) ----
+
+namespace {
+
+struct BruckModel : sim::CostModel {
+  // How many i in [1, n) have bit d set.
+  long long withBit(long long d) const { return (n / (2 * d)) * d + std::max<long long>(0, n % (2 * d) - d); }
+
+  // Bruck (bruck.cpp): a local copy, then rounds at distance 1, 2, 4, ..., each one joined
+  // message: all-to-all sends the blocks whose index has the round's bit, all-gather
+  // min(d, n - d) blocks.
+  std::optional<double> estimate() const {
+    if (coll != Coll::AlltoAll && coll != Coll::AllGather) return std::nullopt;
+    auto blocks = [&](long long d) { return coll == Coll::AlltoAll ? withBit(d) : std::min<long long>(d, n - d); };
+    long long width = 1;
+    for (long long d = 1; d < n; d <<= 1) width = std::max(width, blocks(d));
+    if (plan::joinedChunkBytes(p.chunkBytes, size_t(width)) == 0) return std::nullopt;  // a round does not fit a slot
+    std::vector<std::pair<long long, long long>> rounds;  // (distance, blocks): to r + d, from r - d (all-gather: the reverse)
+    for (long long d = 1; d < n; d <<= 1) rounds.emplace_back(d, blocks(d));
+    Tiles t = joinedTiles(Layout::Blocks, size_t(width));
+    auto perTile = [&](double c, bool first) {
+      double time = o + copy(c) + (first ? stagger(c, true) : 0);
+      Load load;
+      time += joinedRounds(c, rounds, coll == Coll::AlltoAll ? 1 : -1, load);
+      return std::max(time, portFloor(c, load.localChunks, load.netChunks));
+    };
+    return serialTiles(t, perTile);
+  }
+};
+
+}  // namespace
+
+std::optional<double> bruckCost(const sim::CostModel& model) { return BruckModel{model}.estimate(); }
 
 }  // namespace tutti::plan

@@ -1,12 +1,17 @@
 // The built-in algorithms: rings for the reducing and gathering collectives, direct exchanges
-// for the all-to-all family and point-to-point, and the algorithm library (one file each, with
-// its alpha-beta cost at the top).
+// for the all-to-all family and point-to-point, and the algorithm library. One file each holds
+// the plan generators, their alpha-beta cost at the top, and the analytic cost model's estimate.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "algorithms/lane.h"
 #include "algorithms/tree_shape.h"
+
+namespace tutti::sim {
+struct CostModel;
+}
 
 namespace tutti::plan {
 
@@ -51,5 +56,21 @@ RankPlan patAllGather(int rank, int nranks);
 RankPlan patReduceScatter(int rank, int nranks);
 RankPlan binomialBroadcast(int rank, int nranks, int root);
 RankPlan binomialReduce(int rank, int nranks, int root);
+
+// The analytic cost model's estimates (sim.h, analyticUs), in microseconds, each beside its
+// algorithm's generators; nothing for a collective the algorithm does not serve. The registry
+// attaches them to the algorithms' entries (Algorithm::analyticCost).
+std::optional<double> ringCost(const sim::CostModel& model);
+std::optional<double> directCost(const sim::CostModel& model);
+std::optional<double> treeCost(const sim::CostModel& model);
+std::optional<double> recdoublingCost(const sim::CostModel& model);
+std::optional<double> rabenseifnerCost(const sim::CostModel& model);
+std::optional<double> hierarchicalCost(const sim::CostModel& model);  // the ring's where its plan is the ring's
+std::optional<double> bruckCost(const sim::CostModel& model);
+std::optional<double> pairwiseCost(const sim::CostModel& model);
+std::optional<double> patCost(const sim::CostModel& model);
+std::optional<double> binomialCost(const sim::CostModel& model);
+std::optional<double> chainCost(const sim::CostModel& model);
+std::optional<double> oneshotCost(const sim::CostModel& model);
 
 }  // namespace tutti::plan

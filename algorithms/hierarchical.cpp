@@ -1,3 +1,5 @@
+// The hierarchical algorithm: its plans and its analytic cost (registry entry "hierarchical").
+//
 // Hierarchical all-reduce: reduce-scatter inside each node, all-reduce across nodes among the
 // ranks that hold the same slice, all-gather inside each node.
 //
@@ -6,7 +8,11 @@
 // ring all-reduce of m/g bytes across nodes: 2(N-1)(alpha_w) + 2(N-1)/N (m/g) beta_w. Only
 // 1/g of the message crosses the slow network per rank, which is the point. A tile is cut into
 // n chunks (g slices of N), so every phase is a ring over chunks of c/n elements.
+#include <algorithm>
+#include <optional>
+
 #include "algorithms/builtin.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/steps.h"
 
 namespace tutti::plan {
@@ -69,5 +75,34 @@ RankPlan hierarchicalAllReduce(int r, int n, int ranksPerNode) {
   intraAllGather(lane, G);
   return RankPlan{"hierarchical", {lane}};
 }
+
+// ---- its analytic cost (sim.h, analyticUs; the shared primitives: cost_model.h) ----
+
+namespace {
+
+struct HierarchicalModel : sim::CostModel {
+  // Hierarchical (hierarchical.cpp): a tile is n chunks. Inside the node, a ring reduce-scatter
+  // then all-gather, one column of g - 1 hops per node; across nodes, a ring all-reduce of
+  // 2(N - 1) hops with every rank of a node crossing at once. Unequal nodes, one node or one
+  // rank per node: the plan is the ring's.
+  std::optional<double> estimate() const {
+    if (coll != Coll::AllReduce) return std::nullopt;
+    long long g = f.ranksPerNode;
+    if (g <= 1 || g >= n || n % g != 0) return ringCost(*this);
+    long long nodes = n / g;
+    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(n));
+    auto perTile = [&](double c, bool) {
+      double column = double(g - 1) * hopOf(c, true, flowsOf(true, 0)) + o;
+      double hops = double(2 * (nodes - 1));
+      double inter = std::max(hops * hopOf(c, false, flowsOf(false, double(g))), portFloor(c, 0, hops * double(g))) + o;
+      return 2 * double(nodes) * column + inter;
+    };
+    return serialTiles(t, perTile);
+  }
+};
+
+}  // namespace
+
+std::optional<double> hierarchicalCost(const sim::CostModel& model) { return HierarchicalModel{model}.estimate(); }
 
 }  // namespace tutti::plan

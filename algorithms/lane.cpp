@@ -68,6 +68,9 @@ size_t joinWidth(const RankPlan& plan) {
   return width;
 }
 
+bool opSends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
+bool opReceives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
+
 std::string joinProblem(const LaneSpec& lane, size_t* step) {
   const std::vector<Step>& steps = lane.steps;
   for (size_t s = 0; s < steps.size(); s++) {
@@ -79,9 +82,7 @@ std::string joinProblem(const LaneSpec& lane, size_t* step) {
     if (s + 1 == steps.size()) return "ends the lane with kJoin (a joined run must end with a step without it)";
     const Step& b = steps[s + 1];
     if (b.op != a.op) return std::string("joins a ") + opName(a.op) + " with a " + opName(b.op) + " (a joined run keeps one op)";
-    bool sends = a.op == Op::Send || a.op == Op::RecvSend || a.op == Op::RecvReduceSend || a.op == Op::RecvReduceCopySend;
-    bool receives = a.op != Op::Send;
-    if ((sends && a.sendConn != b.sendConn) || (receives && a.recvConn != b.recvConn))
+    if ((opSends(a.op) && a.sendConn != b.sendConn) || (opReceives(a.op) && a.recvConn != b.recvConn))
       return "joins steps on different connections (a joined run is one message to one peer)";
   }
   return "";

@@ -1,3 +1,5 @@
+// The PAT algorithm: its plans and its analytic cost (registry entry "pat").
+//
 // PAT-style logarithmic all-gather and reduce-scatter, for small messages at many ranks.
 //
 // Block b reaches the rank at distance d below it (rank b - d) over a tree in which d gets it from
@@ -14,9 +16,13 @@
 // Cost with m bytes per block: ceil(log2 n) rounds, one message each way per round, (n-1)
 // blocks sent per rank in all: ceil(log2 n) alpha + (n-1) m beta (reduce-scatter adds
 // (n-1) m gamma).
+#include <algorithm>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "algorithms/builtin.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/steps.h"
 
 namespace tutti::plan {
@@ -74,5 +80,36 @@ RankPlan patReduceScatter(int r, int n) {
   }
   return RankPlan{"pat", {lane}};
 }
+
+// ---- its analytic cost (sim.h, analyticUs; the shared primitives: cost_model.h) ----
+
+namespace {
+
+struct PatModel : sim::CostModel {
+  // PAT (pat.cpp): rounds at distance 2^k, each one joined message of the ceil((n - d) / 2d)
+  // blocks whose distance has lowest bit k; all-gather starts with a local copy.
+  std::optional<double> estimate() const {
+    if (coll != Coll::AllGather && coll != Coll::ReduceScatter) return std::nullopt;
+    auto blocks = [&](long long d) { return (n - d + 2 * d - 1) / (2 * d); };
+    const long long width = std::max(1LL, blocks(1));
+    if (plan::joinedChunkBytes(p.chunkBytes, size_t(width)) == 0) return std::nullopt;  // a round does not fit a slot
+    // all-gather from the largest distance down, from r + d to r - d; reduce-scatter the reverse
+    std::vector<std::pair<long long, long long>> rounds;
+    for (long long d = 1; d < n; d <<= 1) rounds.emplace_back(d, blocks(d));
+    if (coll == Coll::AllGather) std::reverse(rounds.begin(), rounds.end());
+    Tiles t = joinedTiles(Layout::Blocks, size_t(width));
+    auto perTile = [&](double c, bool first) {
+      double time = (coll == Coll::AllGather ? o + copy(c) : 0) + (first ? stagger(c, true) : 0);
+      Load load;
+      time += joinedRounds(c, rounds, coll == Coll::AllGather ? -1 : 1, load);
+      return std::max(time, portFloor(c, load.localChunks, load.netChunks));
+    };
+    return serialTiles(t, perTile);
+  }
+};
+
+}  // namespace
+
+std::optional<double> patCost(const sim::CostModel& model) { return PatModel{model}.estimate(); }
 
 }  // namespace tutti::plan

@@ -100,5 +100,8 @@ inline bool rootedColl(Coll c) { return c == Coll::Broadcast || c == Coll::Reduc
 enum class ConnKind : uint8_t { None, Ring, Direct };
 
 const char* opName(Op op);
+// Whether a step of this op sends on one of its lane's connections, or receives on one.
+bool opSends(Op op);
+bool opReceives(Op op);
 
 }  // namespace tutti::plan

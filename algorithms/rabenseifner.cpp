@@ -1,3 +1,5 @@
+// Rabenseifner's algorithm: its plans and its analytic cost (registry entry "rabenseifner").
+//
 // Rabenseifner all-reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather.
 //
 // Cost with p = 2^floor(log2 n) and m bytes: 2 log2(p) alpha + 2 (p-1)/p m beta
@@ -5,9 +7,12 @@
 // the latency term is really 2(p-1) chunk steps: best for medium messages at moderate n. When n
 // is not a power of two the extra ranks fold their whole message into a partner first and get
 // the result back last: 2(alpha + m beta) more.
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "algorithms/builtin.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/steps.h"
 
 namespace tutti::plan {
@@ -62,5 +67,31 @@ RankPlan rabenseifnerAllReduce(int r, int n) {
     for (int k = 0; k < p; k++) send(lane, extra, out(k));
   return RankPlan{"rabenseifner", {lane}};
 }
+
+// ---- its analytic cost (sim.h, analyticUs; the shared primitives: cost_model.h) ----
+
+namespace {
+
+struct RabenseifnerModel : sim::CostModel {
+  // Rabenseifner (rabenseifner.cpp): a tile is p chunks; recursive halving sends mask chunks in
+  // round mask (p/2 .. 1), recursive doubling mask chunks in round mask (1 .. p/2), each chunk a
+  // send then the partner's receive (2o + x + a); extra ranks stream p chunks in and out.
+  std::optional<double> estimate() const {
+    if (coll != Coll::AllReduce) return std::nullopt;
+    long long pw = floorPow2(n);
+    Tiles t = tilesOf(range(Layout::Split), p.chunkBytes, size_t(pw));
+    auto perTile = [&](double c, bool first) {
+      double time = 0;
+      for (long long mask = 1; mask < pw; mask <<= 1) time += 2 * xorRound(c, mask, mask, pw, first);
+      if (pw < n) time += 2 * foldRound(c, pw, pw, first);
+      return time;
+    };
+    return serialTiles(t, perTile);
+  }
+};
+
+}  // namespace
+
+std::optional<double> rabenseifnerCost(const sim::CostModel& model) { return RabenseifnerModel{model}.estimate(); }
 
 }  // namespace tutti::plan

@@ -1,3 +1,5 @@
+// The recursive-doubling algorithm: its plans and its analytic cost (registry entry "recdoubling").
+//
 // Recursive-doubling all-reduce, for small messages.
 //
 // Cost with p = 2^floor(log2 n) and a message of m bytes: log2(p) rounds in which every rank
@@ -11,7 +13,11 @@
 // (sum, product, min, max, with PreMulSum's scalar applied to each input first) are commutative
 // elementwise, so both partners get the same bits, and the fold of an extra rank is one more
 // fixed pair. No step depends on where an element falls in a tile or channel.
+#include <algorithm>
+#include <optional>
+
 #include "algorithms/builtin.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/steps.h"
 
 namespace tutti::plan {
@@ -38,5 +44,31 @@ RankPlan recdoublingAllReduce(int r, int n) {
   if (folded) send(lane, extra, out());
   return RankPlan{"recdoubling", {lane}};
 }
+
+// ---- its analytic cost (sim.h, analyticUs; the shared primitives: cost_model.h) ----
+
+namespace {
+
+struct RecDoublingModel : sim::CostModel {
+  // Recursive doubling (recdoubling.cpp): per tile log2(p) rounds of send + receive-reduce with
+  // the partner r ^ mask (p = 2^floor(log2 n)); extra ranks fold in and get the result back:
+  // two more rounds. Every round costs 2o + x + a and tiles run one after the other.
+  std::optional<double> estimate() const {
+    if (coll != Coll::AllReduce) return std::nullopt;
+    Tiles t = tilesOf(range(Layout::Whole), p.chunkBytes, 1);
+    long long pw = floorPow2(n);
+    auto perTile = [&](double c, bool first) {
+      double time = 0;
+      for (long long mask = 1; mask < pw; mask <<= 1) time += xorRound(c, 1, mask, pw, first);
+      if (pw < n) time += 2 * foldRound(c, 1, pw, first) - foldHead(c, 1, pw, first);
+      return time;
+    };
+    return serialTiles(t, perTile);
+  }
+};
+
+}  // namespace
+
+std::optional<double> recdoublingCost(const sim::CostModel& model) { return RecDoublingModel{model}.estimate(); }
 
 }  // namespace tutti::plan

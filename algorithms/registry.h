@@ -5,11 +5,16 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/lane.h"
 #include "algorithms/tree_shape.h"
+
+namespace tutti::sim {
+struct CostModel;
+}
 
 namespace tutti::plan {
 
@@ -39,6 +44,9 @@ struct Algorithm {
   // Its rounds move many blocks as one joined message (Bruck, PAT): on the host executor the
   // selector takes it only for small blocks (selector.cpp, kHostJoinedBlockBytes).
   bool joinsRounds = false;
+  // The analytic cost model's estimate (sim.h, analyticUs), or nothing for a collective it does
+  // not serve. None for a plan file's algorithm, which the selector times step by step.
+  std::optional<double> (*analyticCost)(const sim::CostModel&) = nullptr;
 
   bool serves(Coll coll) const;
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "algorithms/tiling.h"
 #include "base/error.h"
 #include "base/text.h"
 
@@ -153,10 +154,10 @@ std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t byt
                                  std::string* why) {
   sim::Pipeline pipe = ctx.pipeline;
   pipe.nchannels = nchannels;
-  pipe.chunkBytes = sim::chunkBytesFor(ctx.pipeline.chunkBytes, bytes);  // as the launch cuts it
+  pipe.chunkBytes = tiling::chunkBytesFor(ctx.pipeline.chunkBytes, bytes);  // as the launch cuts it
   if (contains(sim::modelledAlgorithms(), a.name)) return sim::analyticUs(a.name, coll, bytes, ctx.fabric, pipe);
   const int n = ctx.fabric.nranks;
-  size_t chunks = (bytes + pipe.chunkBytes - 1) / pipe.chunkBytes;
+  size_t chunks = tiling::ceilDiv(bytes, pipe.chunkBytes);
   if (coll == Coll::Send || coll == Coll::Recv) {
     *why = "point-to-point plans are not timed";
     return std::nullopt;

@@ -9,14 +9,19 @@
 // (nranks blocks); ReduceScatter: the input; AlltoAll, Gather, Scatter: the nranks-block buffer.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/lane.h"
+#include "algorithms/tiling.h"
 
 namespace tutti::sim {
+
+// The units above: bytes per microsecond in one GB/s.
+constexpr double kBytesPerUsPerGBps = 1e3;
 
 // One class of link, one direction.
 struct Link {
@@ -118,17 +123,37 @@ struct Pipeline {
   int nchannels = 1;
 };
 
-// The chunk an operation of `bytes` moves per step through FIFO slots of `slotBytes`. Chunks
-// larger than the default slot pay over TCP (fewer proxy posts and socket calls per byte) but
-// leave an operation of a few MiB too few chunks to pipeline (perf/RESULTS.md, "The FIFO slot over
-// TCP"), so the slot is halved while the operation would have fewer than kChunksPerOperation
-// chunks, down to the default slot; slots of that size or smaller are used whole.
-constexpr size_t kDefaultSlotBytes = 512 * 1024;
-constexpr size_t kChunksPerOperation = 32;
-inline size_t chunkBytesFor(size_t slotBytes, size_t bytes) {
-  size_t chunk = slotBytes;
-  while (chunk / 2 >= kDefaultSlotBytes && bytes < chunk * kChunksPerOperation) chunk /= 2;
-  return chunk;
+// The chunk an operation moves per step is tiling::chunkBytesFor's (tiling.h), with `bytes` as
+// above; why large slots are halved for operations of a few MiB: perf/RESULTS.md, "The FIFO slot
+// over TCP".
+
+// Whether `bytes` (the convention above) counts nranks blocks.
+inline bool countsBlocks(plan::Coll coll) {
+  return coll == plan::Coll::AllGather || coll == plan::Coll::ReduceScatter || coll == plan::Coll::AlltoAll ||
+         coll == plan::Coll::Gather || coll == plan::Coll::Scatter;
+}
+
+// What a lane of the operation cuts into channels: the whole buffer (Split, Whole) or one block
+// (Blocks), in bytes.
+inline size_t laneBytes(plan::Coll coll, plan::Layout layout, size_t bytes, int nranks) {
+  return layout == plan::Layout::Blocks && countsBlocks(coll) ? tiling::ceilDiv(bytes, size_t(nranks)) : bytes;
+}
+
+// Channel `channel`'s part of a lane: the tiling rule's channel range (tiling.h). The models know
+// bytes, not the element type, so they cut as if an element were one byte: ranges are 16-byte
+// aligned where the launch's are 16 elements aligned, so a modelled range is off by less than 16
+// elements. Channel 0's range is the largest.
+inline size_t channelBytes(plan::Coll coll, plan::Layout layout, size_t bytes, int nranks, int nchannels, int channel = 0) {
+  return tiling::channelRange(laneBytes(coll, layout, bytes, nranks), nchannels, channel).size();
+}
+
+// The channels that move any of a lane of `laneBytes` (at least 1): a lane shorter than
+// nchannels aligned ranges leaves the last channels empty, and an empty channel neither moves
+// bytes nor shares a port. The analytic model costs this many channels, each as channel 0.
+inline int busyChannels(size_t laneBytes, int nchannels) {
+  size_t per = tiling::channelElems(laneBytes, nchannels);
+  size_t busy = per == 0 ? 1 : tiling::ceilDiv(laneBytes, per);
+  return int(std::max<size_t>(1, std::min(busy, size_t(std::max(1, nchannels)))));
 }
 
 // (a) Exact: runs every rank's plan as the executor would, step by step, every channel, every
@@ -145,8 +170,10 @@ struct ExactResult {
 ExactResult timePlans(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric,
                       const Pipeline& pipeline);
 
-// (b) Analytic: the estimate for an algorithm by name ("ring", "tree", ... see ir.md), in
-// microseconds, or nothing if the name is not modelled or the algorithm has no form for `coll`.
+// (b) Analytic: the estimate for a built-in algorithm by name ("ring", "tree", ... as registry.cpp names them), in
+// microseconds, or nothing if the name is not modelled or the algorithm has no form for `coll`:
+// the cost its registry entry carries (Algorithm::analyticCost, written beside its plan
+// generator on cost_model.h's primitives).
 // O(log nranks) work (tree, and Bruck and PAT across nodes: O(g log n) for g ranks per node;
 // Bruck and PAT up to 4096 ranks across nodes: O(n log n)). Agrees with timePlans() for every
 // registered algorithm within 20% (tree 25%) on tests/algorithms/sim_test.cpp's grid.

@@ -31,18 +31,14 @@
 #include <unordered_map>
 
 #include "algorithms/sim.h"
-#include "algorithms/sim_geometry.h"
 #include "base/error.h"
 
 namespace tutti::sim {
 namespace {
 
 using plan::Op;
-
-bool receives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
-bool sends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
-
-constexpr double kBytesPerUsPerGBps = 1e3;
+using plan::opReceives;
+using plan::opSends;
 
 struct Port {
   double free = 0;
@@ -64,7 +60,7 @@ struct Fifo {
 struct LaneRun {
   const plan::LaneSpec* spec = nullptr;
   int rank = 0;
-  Tiles tiles;
+  tiling::Tiles tiles;
   std::vector<int> sendFifo, recvFifo;  // by the lane's sendPeers / recvPeers
 };
 
@@ -147,7 +143,10 @@ class ExactSim {
       if (chunk == 0)
         throw Error(ErrorCode::InvalidArgument, "sim: " + plan.algorithm + " joins more steps than a chunk of " +
                                                     std::to_string(pipe_.chunkBytes) + " bytes holds");
-      lane.tiles = tilesOf(channelRange(coll, spec.layout, bytes, fabric_.nranks, whole ? 1 : pipe_.nchannels), chunk, perTile);
+      // each channel its own range of the tiling rule; a spread lane takes the whole buffer
+      const size_t range = whole ? laneBytes(coll, spec.layout, bytes, fabric_.nranks)
+                                 : channelBytes(coll, spec.layout, bytes, fabric_.nranks, pipe_.nchannels, channel);
+      lane.tiles = tiling::tilesOf(range, chunk, perTile);
       if (spec.steps.empty() || lane.tiles.count == 0) continue;
       int queue = -1;
       std::vector<std::tuple<int, int, int, int>> conns;
@@ -185,7 +184,7 @@ class ExactSim {
     const LaneRun& lane = lanes_[size_t(q.lanes[q.lane])];
     const plan::Step& step = currentStep(q);
     double t = q.lastFinish;
-    if (receives(step.op)) {
+    if (opReceives(step.op)) {
       Fifo& f = fifos_[size_t(lane.recvFifo.at(step.recvConn))];
       size_t next = f.released.size();
       if (next >= f.arrivals.size()) {
@@ -194,7 +193,7 @@ class ExactSim {
       }
       t = std::max(t, f.arrivals[next]);
     }
-    if (sends(step.op)) {
+    if (opSends(step.op)) {
       Fifo& f = fifos_[size_t(lane.sendFifo.at(step.sendConn))];
       size_t sent = f.arrivals.size();
       if (sent >= size_t(pipe_.fifoSlots)) {
@@ -247,13 +246,13 @@ class ExactSim {
     double bytes = double(parts * lane.tiles.chunkOf(q.tile));
     double finish = t0 + fabric_.stepOverheadUs;
     if (step.op == Op::Copy || step.op == Op::Reduce) finish += bytes / (fabric_.copyGBps * kBytesPerUsPerGBps);
-    if (sends(step.op)) {
+    if (opSends(step.op)) {
       int fi = lane.sendFifo.at(step.sendConn);
       finish = transfer(lane.rank, lane.spec->sendPeers.at(step.sendConn), bytes, finish);
       fifos_[size_t(fi)].arrivals.push_back(finish + fifos_[size_t(fi)].latencyUs);
       wake(fifos_[size_t(fi)].waitingReceiver);
     }
-    if (receives(step.op)) {
+    if (opReceives(step.op)) {
       int fi = lane.recvFifo.at(step.recvConn);
       fifos_[size_t(fi)].released.push_back(finish + fifos_[size_t(fi)].latencyUs);
       wake(fifos_[size_t(fi)].waitingSender);

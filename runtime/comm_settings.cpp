@@ -56,7 +56,7 @@ void adoptSettings(ncclComm* comm) {
   comm->settings.slotBytes = size_t(first.slotBytes);
   if (!first.buffersSet && comm->identity.nranks > 1 && nodeCount(comm) == comm->identity.nranks) {
     // Every rank alone on its node, so every connection crosses the network: larger slots, which
-    // operations from 32 MiB use whole (sim::chunkBytesFor), in the same memory per connection.
+    // operations from 32 MiB use whole (tiling::chunkBytesFor), in the same memory per connection.
     comm->settings.nsteps = kNetworkSlots;
     comm->settings.slotBytes = kNetworkSlotBytes;
   }

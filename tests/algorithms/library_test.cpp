@@ -291,8 +291,6 @@ TEST_CASE("a ring order that is not a permutation of the ranks is refused, sayin
 
 namespace {
 
-bool sendsData(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
-bool receivesData(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
 
 // Messages a plan sends and receives per tile: a joined run counts once.
 struct Messages {
@@ -302,8 +300,8 @@ Messages messagesOf(const RankPlan& plan) {
   Messages m;
   for (const LaneSpec& lane : plan.lanes)
     for (size_t s = 0; s < lane.steps.size(); s += joinedRunLength(lane.steps, s)) {
-      m.sent += sendsData(lane.steps[s].op);
-      m.received += receivesData(lane.steps[s].op);
+      m.sent += opSends(lane.steps[s].op);
+      m.received += opReceives(lane.steps[s].op);
     }
   return m;
 }
@@ -332,7 +330,7 @@ TEST_CASE("Bruck and PAT send and receive ceil(log2 n) messages per rank, a roun
         CHECK(m.received == ceilLog2(n));
         // and the blocks: all-to-all moves about n/2 per round, the others n - 1 in all
         size_t blocks = 0;
-        for (const Step& s : plan.lanes[0].steps) blocks += sendsData(s.op);
+        for (const Step& s : plan.lanes[0].steps) blocks += opSends(s.op);
         if (std::string(g.name) != "bruck alltoall") CHECK(blocks == size_t(n - 1));
         CHECK(joinWidth(plan) <= size_t(std::max(1, n / 2)));
       }

@@ -3,6 +3,7 @@
 // analytic model's behaviour up to 100,000 ranks.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "algorithms/registry.h"
 #include "algorithms/sim.h"
+#include "algorithms/tiling.h"
 #include "base/error.h"
 #include "topology/channels.h"
 
@@ -219,6 +221,23 @@ TEST_CASE("sim: the exact simulator reports plans that deadlock") {
   }
 }
 
+// The analytic model asks the built-ins' registry entries for their costs: every built-in carries
+// one, and a name without a built-in entry (a plan file's algorithm) has no estimate.
+TEST_CASE("sim: the modelled algorithms are the built-ins, each with its cost") {
+  plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
+  std::vector<std::string> builtins;
+  for (const plan::Algorithm& a : registry.all()) {
+    INFO(a.name);
+    CHECK(a.analyticCost != nullptr);
+    builtins.push_back(a.name);
+  }
+  CHECK(sim::modelledAlgorithms() == builtins);
+  sim::Fabric f = sim::Fabric::host(4, 4);
+  CHECK_FALSE(sim::analyticUs("myring", Coll::AllReduce, 1024, f, sim::Pipeline{}).has_value());
+  CHECK_FALSE(sim::analyticUs("tree", Coll::AlltoAll, 1024, f, sim::Pipeline{}).has_value());  // not a tree collective
+  CHECK(sim::analyticUs("ring", Coll::AllReduce, 1024, f, sim::Pipeline{}).has_value());
+}
+
 // The analytic model against the exact simulator, for every modelled algorithm whose plans are
 // registered. Tolerance: toleranceFor() (measured worst for ring: 14%, on a host system whose
 // last node is partly filled).
@@ -365,24 +384,46 @@ TEST_CASE("sim: bus bandwidth factors are nccl-tests'") {
   CHECK(sim::busBandwidthFactor(Coll::Send, 2) == 1);
 }
 
-TEST_CASE("sim: an operation's chunk is its slot, halved down to 512 KiB while it would have fewer than 32 chunks", "[sim]") {
+TEST_CASE("tiling: an operation's chunk is its slot, halved down to 512 KiB while it would have fewer than 32 chunks", "[sim]") {
   const size_t KiB = 1024, MiB = 1024 * KiB;
   // Slots of the default size or smaller are used whole, whatever the operation.
   for (size_t bytes : {size_t(8), 4 * MiB, 1024 * MiB}) {
-    CHECK(sim::chunkBytesFor(512 * KiB, bytes) == 512 * KiB);
-    CHECK(sim::chunkBytesFor(64 * KiB, bytes) == 64 * KiB);
+    CHECK(tiling::chunkBytesFor(512 * KiB, bytes) == 512 * KiB);
+    CHECK(tiling::chunkBytesFor(64 * KiB, bytes) == 64 * KiB);
   }
   // 1 MiB slots: whole from 32 chunks' worth (32 MiB) up, half a slot below.
-  CHECK(sim::chunkBytesFor(MiB, 32 * MiB - 1) == 512 * KiB);
-  CHECK(sim::chunkBytesFor(MiB, 32 * MiB) == MiB);
-  CHECK(sim::chunkBytesFor(MiB, 8) == 512 * KiB);
+  CHECK(tiling::chunkBytesFor(MiB, 32 * MiB - 1) == 512 * KiB);
+  CHECK(tiling::chunkBytesFor(MiB, 32 * MiB) == MiB);
+  CHECK(tiling::chunkBytesFor(MiB, 8) == 512 * KiB);
   // 4 MiB slots (NCCL_BUFFSIZE 32 MiB): each halving until 32 chunks fit, never under 512 KiB.
-  CHECK(sim::chunkBytesFor(4 * MiB, 128 * MiB) == 4 * MiB);
-  CHECK(sim::chunkBytesFor(4 * MiB, 100 * MiB) == 2 * MiB);
-  CHECK(sim::chunkBytesFor(4 * MiB, 40 * MiB) == MiB);
-  CHECK(sim::chunkBytesFor(4 * MiB, MiB) == 512 * KiB);
+  CHECK(tiling::chunkBytesFor(4 * MiB, 128 * MiB) == 4 * MiB);
+  CHECK(tiling::chunkBytesFor(4 * MiB, 100 * MiB) == 2 * MiB);
+  CHECK(tiling::chunkBytesFor(4 * MiB, 40 * MiB) == MiB);
+  CHECK(tiling::chunkBytesFor(4 * MiB, MiB) == 512 * KiB);
   // A slot that is not a power of two halves to one that is no smaller than 512 KiB.
-  CHECK(sim::chunkBytesFor(1536 * KiB, MiB) == 768 * KiB);
+  CHECK(tiling::chunkBytesFor(1536 * KiB, MiB) == 768 * KiB);
+}
+
+// The models cut channels as the launch does, with bytes for elements: 16-byte aligned ranges,
+// and the analytic model costs the channels that move bytes, each as channel 0, the largest.
+TEST_CASE("sim: the models cut channels by the tiling rule in bytes", "[sim]") {
+  CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Split, 1000, 4, 8) == 128);  // 125, aligned up
+  CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Split, 100, 4, 8) == 16);
+  CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Whole, 8, 4, 8) == 8);  // less than one aligned range
+  CHECK(sim::channelBytes(Coll::AllGather, plan::Layout::Blocks, 4 * 1000, 4, 8) == 128);  // per block
+  CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Blocks, 1000, 4, 1) == 1000);  // all-reduce's bytes are one buffer
+  for (size_t bytes : {size_t(0), size_t(1), size_t(17), size_t(4096), size_t(1000003)})
+    for (int nch : {1, 3, 8, 32}) {
+      size_t range = sim::channelBytes(Coll::Broadcast, plan::Layout::Whole, bytes, 8, nch);
+      for (int c = 0; c < nch; c++) CHECK(tiling::channelRange(bytes, nch, c).size() <= range);
+      CHECK(range == std::min(bytes, tiling::channelElems(bytes, nch)));
+    }
+  // A lane shorter than its channels' aligned ranges leaves the last ones empty.
+  CHECK(sim::busyChannels(100, 8) == 7);  // 6 x 16 + 4
+  CHECK(sim::busyChannels(13, 8) == 1);
+  CHECK(sim::busyChannels(0, 8) == 1);
+  CHECK(sim::busyChannels(1 << 20, 8) == 8);
+  CHECK(sim::busyChannels(1 << 20, 0) == 1);
 }
 
 // A Bruck round's blocks travel as one joined message, so at small blocks and many ranks its

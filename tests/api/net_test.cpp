@@ -165,7 +165,7 @@ TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 Ki
     layout.ranksPerHost = e.ranksPerHost;
     layout.environment = e.environment;
     layout.environment.push_back(kLoopback);
-    // Below and above the 32 MiB where whole 1 MiB slots start (sim::chunkBytesFor); all-gather's
+    // Below and above the 32 MiB where whole 1 MiB slots start (tiling::chunkBytesFor); all-gather's
     // operation is its output, 2 x 5 MiB.
     std::vector<Case> cases = {Case{Coll::AllReduce, ncclFloat32, ncclSum, (5u << 18) + 3, false, 0},
                                Case{Coll::AllReduce, ncclFloat32, ncclSum, (33u << 18) + 5, true, 0},
