@@ -27,7 +27,7 @@ struct RankRecord {
 void addRankRecords(Fingerprint& f, const std::vector<RankRecord>& all, int nodes, const std::optional<GroupSplit>& split);
 
 // Everything rank 0 prints before the table: nccl-tests' header lines, tutti's lines about the run, and the
-// "# Using devices" block. threads: the "nThread" nccl-tests prints.
+// "# Using devices" block. threads: the "nThread" nccl-tests prints; notes: what the run does with the GPU-only flags.
 struct HeaderFacts {
   const Options& options;
   const Collective& collective;
@@ -35,6 +35,7 @@ struct HeaderFacts {
   const std::string& program;
   int threads;
   int ncclVersion;
+  std::vector<std::string> notes;
 };
 std::string headerLines(const Fingerprint& f, const HeaderFacts& facts);
 

@@ -86,6 +86,13 @@ Baseline readCompareBaseline(const Options& options, const Collective& coll, int
   return baseline;
 }
 
+void requireGraphBackend(const Options& options, const std::string& backend, const char* tuttiDevice) {
+  if (options.cudaGraph == 0 || backend == "cuda") return;
+  std::string why = tuttiDevice ? std::string("TUTTI_DEVICE=") + tuttiDevice : std::string("TUTTI_DEVICE unset and no CUDA device");
+  throw Error(ErrorCode::InvalidUsage, "option -G " + std::to_string(options.cudaGraph) + ": -G needs the cuda device backend, and this run's is " +
+                                           backend + " (" + why + ")");
+}
+
 // -T bounds init too: the bootstrap waits at most that long for the ranks (a longer TUTTI_BOOTSTRAP_TIMEOUT is cut).
 // Returns the bootstrap's wait in seconds, which also bounds the wait for --id-file's file.
 int boundBootstrap(int timeoutSeconds) {

@@ -26,6 +26,10 @@ void requireWritable(const std::string& path, const char* flag);
 // ranks or another split would mark every size, or none, for nothing.
 Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split);
 
+// -G captures CUDA graphs: refused (perf::Error) when the run's device backend (as expected before init; tuttiDevice
+// is TUTTI_DEVICE, null when unset) is not cuda.
+void requireGraphBackend(const Options& options, const std::string& backend, const char* tuttiDevice);
+
 // -T bounds init too: the bootstrap waits at most that long for the ranks (a longer TUTTI_BOOTSTRAP_TIMEOUT is cut).
 // Returns the bootstrap's wait in seconds, which also bounds the wait for --id-file's file.
 int boundBootstrap(int timeoutSeconds);

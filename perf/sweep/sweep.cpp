@@ -1,4 +1,5 @@
-// The perf sweep's entry point (sweep.h): options, the world, the checks before any rank starts, one thread per rank.
+// The perf sweep's entry point (sweep.h): options, the world, the checks before any rank starts, the threads that
+// drive the ranks (-g each).
 #include "perf/sweep/sweep.h"
 
 #include <cstdio>
@@ -10,7 +11,7 @@
 
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/preflight.h"
-#include "perf/sweep/rank_runner.h"
+#include "perf/sweep/thread_runner.h"
 #include "perf/sweep/sweep_context.h"
 
 namespace tutti::perf {
@@ -61,6 +62,7 @@ int runSweep(const char* collective, int argc, char** argv) {
       split = groupSplitFromEnvironment(env);
       if (split) colours = groupColours(*split, world);
       checkOptionsForWorld(options, coll, world.nranks(), split, colours);
+      requireGraphBackend(options, std::getenv("TUTTI_DEVICE"), std::getenv("TUTTI_DEVICE"));
       if (world.processRank == 0) {
         requireWritable(options.jsonFile, "--json");
         requireWritable(options.csvFile, "--csv");
@@ -87,8 +89,8 @@ int runSweep(const char* collective, int argc, char** argv) {
                          false,
                          {}};
     std::vector<std::thread> threads;
-    for (int i = 0; i < world.ranksPerProcess; i++)
-      threads.emplace_back([&context, i] { RankRunner(context, i).run(); });
+    for (int i = 0; i < world.ranksPerProcess / options.gpus; i++)
+      threads.emplace_back([&context, i] { ThreadRunner(context, i).run(); });
     for (std::thread& t : threads) t.join();
     // Every rank has its communicator (or gave up): the id file has served, and must not mislead the next run.
     std::string idFile = uniqueIdFile(world, options, env);

@@ -47,7 +47,7 @@ struct SweepContext {
   std::vector<int> colours;          // with a split, every world rank's colour
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
-  std::atomic<bool> timeoutReported{false};
+  std::atomic<bool> sharedErrorReported{false};  // a timeout or usage error every thread meets: reported once
   std::mutex outputMutex;
 
   // The worst code wins: a timeout over a failure, a failure over success.

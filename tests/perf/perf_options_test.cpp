@@ -18,6 +18,7 @@
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
+#include "perf/sweep/preflight.h"
 #include "perf/sweep/report.h"
 
 using namespace tutti::perf;
@@ -51,7 +52,9 @@ TEST_CASE("perf options default to nccl-tests' defaults") {
   CHECK(o.root == 0);
   CHECK(o.average == 1);
   CHECK(o.timeoutSeconds == 0);
-  CHECK(o.notes.empty());
+  CHECK(o.cudaGraph == 0);
+  CHECK(flagNotes(o, "host").empty());
+  CHECK(flagNotes(o, "cuda").empty());
 }
 
 TEST_CASE("perf options parse every nccl-tests flag, short, glued and long") {
@@ -101,20 +104,55 @@ TEST_CASE("perf options reject bad input naming the flag") {
   CHECK_THROWS_AS(selectRedOps("xor"), tutti::perf::Error);
 }
 
-TEST_CASE("perf options explain the GPU-only flags in host mode") {
-  Options o = parse({"-G", "10", "-x", "1", "-D", "1", "-R", "1", "-g", "2"});
-  CHECK(o.notes.size() == 5);
-  bool graphNoted = false;
-  for (const std::string& n : o.notes) graphNoted |= n.find("CUDA graphs") != std::string::npos;
-  CHECK(graphNoted);
+TEST_CASE("perf options explain the GPU-only flags for the backend the run has") {
+  Options o = parse({"-x", "1", "-D", "1", "-R", "1", "-M", "1", "-y", "1", "-G", "10", "-g", "2"});
+  std::vector<std::string> host = flagNotes(o, "host");
+  CHECK(host.size() == 4);  // -x -D -R -M; -y 1 is the host backend's null stream, -G and -g are no notes
+  for (const std::string& n : host) CHECK(n.find("host mode") != std::string::npos);
+  CHECK(flagNotes(o, "emulated") == host);
+  std::vector<std::string> gpu = flagNotes(o, "cuda");
+  REQUIRE(gpu.size() == 4);  // -x -D -M -y
+  CHECK(gpu[3].find("-y 1: each rank runs on a non-blocking stream of its own, never the legacy default stream") == 0);
+  for (const std::string& n : gpu) CHECK(n.find("host mode") == std::string::npos);
 }
 
 TEST_CASE("perf options explain -V, nccl-tests' CTA count of device-API kernels, in host mode") {
-  Options o = parse({"-V", "8"});
-  REQUIRE(o.notes.size() == 1);
-  CHECK(o.notes[0].find("-V 8") == 0);
-  CHECK(o.notes[0].find("GPU") != std::string::npos);
-  CHECK(parse({}).notes.empty());
+  std::vector<std::string> notes = flagNotes(parse({"-V", "8"}), "host");
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("-V 8") == 0);
+  CHECK(notes[0].find("GPU") != std::string::npos);
+  CHECK(flagNotes(parse({}), "host").empty());
+}
+
+TEST_CASE("perf options: -G and -g as nccl-tests' flags, -G refused where nothing may wait for a captured iteration") {
+  Options o = parse({"-G", "4", "-g", "2", "-t", "3"});
+  CHECK(o.cudaGraph == 4);
+  CHECK(o.gpus == 2);
+  CHECK(o.threads == 3);
+  Options l = parse({"--cudagraph=2", "--ngpus", "4", "--nthreads=2"});
+  CHECK(l.cudaGraph == 2);
+  CHECK(l.gpus == 4);
+  CHECK(l.threads == 2);
+  CHECK(parse({"-G0", "-g1"}).cudaGraph == 0);
+  CHECK_THROWS_WITH(parse({"-G", "-1"}), Catch::Contains("option -G '-1': must not be negative"));
+  CHECK_THROWS_WITH(parse({"-g", "0"}), Catch::Contains("option -g '0': must be at least 1"));
+  CHECK_THROWS_WITH(parse({"-G", "2", "-z", "1"}), Catch::Contains("option -G '2': CUDA graphs cannot be combined with -z 1"));
+  CHECK_THROWS_WITH(parse({"-G", "2", "-I", "1"}), Catch::Contains("option -G '2': CUDA graphs cannot be combined with -I 1"));
+  CHECK_THROWS_WITH(parse({"--local", "3", "-g", "2"}), Catch::Contains("option --local '3': must be a multiple of -g 2"));
+  CHECK(parse({"--local", "4", "-g", "2"}).localRanks == 4);
+  // A launched process has -t x -g ranks, each thread driving -g of them.
+  std::map<std::string, std::string> env;
+  CHECK(detectWorld(parse({"-t", "3", "-g", "2"}), env).ranksPerProcess == 6);
+}
+
+TEST_CASE("perf -G needs the cuda device backend, as the run expects it before init") {
+  Options o = parse({"-G", "3"});
+  CHECK_NOTHROW(requireGraphBackend(o, "cuda", "cuda"));
+  CHECK_NOTHROW(requireGraphBackend(parse({}), "host", "host"));
+  CHECK_THROWS_WITH(requireGraphBackend(o, "host", "host"),
+                    "option -G 3: -G needs the cuda device backend, and this run's is host (TUTTI_DEVICE=host)");
+  CHECK_THROWS_WITH(requireGraphBackend(o, "host", nullptr), Catch::Contains("(TUTTI_DEVICE unset and no CUDA device)"));
+  CHECK_THROWS_WITH(requireGraphBackend(o, "emulated", "emulated"), Catch::Contains("this run's is emulated"));
 }
 
 TEST_CASE("perf fingerprints carry the build and every node's topology, in the header lines and the JSON") {
