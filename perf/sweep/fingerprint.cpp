@@ -24,8 +24,13 @@ void addRankRecords(Fingerprint& f, const std::vector<RankRecord>& all, int node
   std::vector<int> pids;
   std::vector<std::string> transports;  // every rank's, each name once
   for (const RankRecord& r : all) {
-    f.ranks.push_back({r.rank, r.pid, r.localIndex, std::string(r.host, strnlen(r.host, sizeof r.host)),
-                       std::string(r.affinity, strnlen(r.affinity, sizeof r.affinity)), r.colour});
+    RankDescription& d = f.ranks.emplace_back();
+    d.rank = r.rank, d.pid = r.pid, d.localIndex = r.localIndex, d.group = r.colour;
+    d.host = std::string(r.host, strnlen(r.host, sizeof r.host));
+    d.affinity = std::string(r.affinity, strnlen(r.affinity, sizeof r.affinity));
+    d.gpuOrdinal = r.gpuOrdinal;
+    d.gpu = std::string(r.gpu, strnlen(r.gpu, sizeof r.gpu));
+    d.pciBusId = std::string(r.pciBusId, strnlen(r.pciBusId, sizeof r.pciBusId));
     if (std::find(pids.begin(), pids.end(), r.pid) == pids.end()) pids.push_back(r.pid);
     std::string names(r.transports, strnlen(r.transports, sizeof r.transports));
     for (size_t start = 0; start <= names.size();) {
@@ -68,7 +73,7 @@ std::string headerLines(const Fingerprint& f, const HeaderFacts& facts) {
            (opt.perIterSkip ? "; summary skips first " + std::to_string(opt.perIterSkip) + " iterations" : std::string()) + " \n";
   if (opt.parallelInit) out += "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n";
   out += "# tutti: device backend " + f.backend + ", launcher " + f.launcher + ", transports " + f.transports + ", " + f.topology + "\n";
-  out += buildLine(f) + topologyLines(f) + groupLines(f);
+  out += buildLine(f) + gpuLine(f) + topologyLines(f) + groupLines(f);
   if (facts.split && !facts.split->ignored.empty())
     out += "# tutti: " + facts.split->ignored + " is ignored: NCCL_TESTS_SPLIT_MASK is set too and wins, as in nccl-tests\n";
   if (!facts.collective.runsInPlace)

@@ -20,6 +20,9 @@ struct RankRecord {
   char host[64];
   char affinity[116];
   char transports[64];  // how this rank reaches the peers of its group (tuttiCommTransports)
+  int32_t gpuOrdinal;   // the cuda backend's GPU (-1 on the host backends): CUDA ordinal, name, PCI bus id
+  char gpu[96];
+  char pciBusId[32];
 };
 
 // The ranks, transports, topology and split groups of f from every rank's record (all, in rank order); nodes is the

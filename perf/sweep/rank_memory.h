@@ -9,6 +9,8 @@
 
 namespace tutti::perf {
 
+class RankGpu;
+
 class RankMemory {
  public:
   virtual ~RankMemory() = default;
@@ -55,5 +57,9 @@ class RankMemory {
 // Host memory from ncclMemAlloc; a host stream from tuttiStreamCreate, or none with nullStream (-y 1). rank names the
 // rank in errors.
 std::unique_ptr<RankMemory> makeHostMemory(bool nullStream, int rank);
+
+// Device memory of gpu, a non-blocking stream, CUDA events; exchangeBytes of device memory for perf's own exchanges
+// (the largest input and output of one, each rounded up to 256 bytes). gpu outlives the memory.
+std::unique_ptr<RankMemory> makeCudaMemory(const RankGpu& gpu, size_t exchangeBytes);
 
 }  // namespace tutti::perf

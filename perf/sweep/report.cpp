@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <set>
 #include <variant>
 
 #include "perf/sweep/error.h"
@@ -242,13 +244,38 @@ std::string tableRow(const ResultRow& row) {
 }
 
 std::string deviceLine(const RankDescription& rank, const std::string& backend) {
-  // Host mode has no PCI device: the bus id is zero and the name says which CPUs the rank may use.
+  // Host mode has no PCI device: the bus id is zero, device is the rank's index on its node (localRank * ranks per
+  // process + its index in the process, as nccl-tests' cudaDev) and the name says which CPUs the rank may use.
   // Group is nccl-tests' split colour itself (process rank & NCCL_TESTS_SPLIT_MASK, say), not a count of groups nor
-  // the index of the thread that drives the rank; 0 without a split. (The thread's index is already there: with
-  // -t/-g or --local each rank has its own thread, and device is the rank's index on its node, localRank * ranks per
-  // process + that thread's index, as nccl-tests' cudaDev.)
-  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s (CPUs %s)\n", rank.rank, rank.group, rank.pid,
-                 rank.host.c_str(), rank.localIndex, 0, 0, 0, backend.c_str(), rank.affinity.c_str());
+  // the index of the thread that drives the rank; 0 without a split.
+  bool gpu = !rank.pciBusId.empty();
+  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s (CPUs %s)\n", rank.rank, rank.group, rank.pid,
+                 rank.host.c_str(), gpu ? rank.gpuOrdinal : rank.localIndex, deviceHex(rank).c_str(), (gpu ? rank.gpu : backend).c_str(),
+                 rank.affinity.c_str());
+}
+
+std::string deviceHex(const RankDescription& rank) {
+  unsigned domain = 0, bus = 0, device = 0;
+  if (!rank.pciBusId.empty()) std::sscanf(rank.pciBusId.c_str(), "%x:%x:%x", &domain, &bus, &device);
+  return printf1("%04x:%02x:%02x", domain, bus, device);
+}
+
+std::string gpuLine(const Fingerprint& f) {
+  if (f.cudaDriver.empty()) return "";
+  std::set<std::pair<std::string, std::string>> gpus;  // each GPU once: host and bus id
+  std::map<std::string, int> byName;
+  std::set<std::string> hosts;
+  for (const RankDescription& d : f.ranks)
+    if (!d.pciBusId.empty() && gpus.insert({d.host, d.pciBusId}).second) byName[d.gpu]++, hosts.insert(d.host);
+  std::string out = "# GPUs: CUDA driver " + f.cudaDriver;
+  bool first = true;
+  for (const auto& [name, count] : byName) {
+    out += (first ? "; " : ", ") + std::to_string(count) + " x " + name;
+    first = false;
+  }
+  out += " on " + std::to_string(hosts.size()) + (hosts.size() == 1 ? " node" : " nodes");
+  if (f.ranks.size() > gpus.size()) out += ", shared by " + std::to_string(f.ranks.size()) + " ranks";
+  return out + "\n";
 }
 
 std::string buildLine(const Fingerprint& f) {
@@ -324,7 +351,8 @@ std::string jsonReport(const Report& r) {
          ", \"topology\": " + jsonString(f.topology) + ", \"launcher\": " + jsonString(f.launcher) +
          ", \"host_cpu\": " + jsonString(f.hostCpu) + ", \"build_type\": " + jsonString(f.build.buildType) +
          ", \"compiler\": " + jsonString(f.build.compiler) + ", \"mpi\": " + (f.build.mpi ? "true" : "false") +
-         ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) + ", \"split\": ";
+         ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) +
+         ", \"cuda_driver\": " + (f.cudaDriver.empty() ? std::string("null") : jsonString(f.cudaDriver)) + ", \"split\": ";
   if (f.split.empty()) {
     out += "null";
   } else {
@@ -352,7 +380,8 @@ std::string jsonReport(const Report& r) {
     const RankDescription& d = f.ranks[i];
     out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"group\": " + std::to_string(d.group) +
            ", \"pid\": " + std::to_string(d.pid) +
-           ", \"hostname\": " + jsonString(d.host) + ", \"device\": " + std::to_string(d.localIndex) +
+           ", \"hostname\": " + jsonString(d.host) + ", \"device\": " + std::to_string(d.pciBusId.empty() ? d.localIndex : d.gpuOrdinal) +
+           ", \"device_hex\": " + jsonString(deviceHex(d)) + ", \"device_info\": " + jsonString(d.pciBusId.empty() ? f.backend : d.gpu) +
            ", \"cpu_affinity\": " + jsonString(d.affinity) + "}";
   }
   out += "\n  ],\n  \"results\": [";

@@ -11,6 +11,7 @@
 
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/preflight.h"
+#include "perf/sweep/rank_gpu.h"
 #include "perf/sweep/thread_runner.h"
 #include "perf/sweep/sweep_context.h"
 
@@ -40,8 +41,18 @@ int runSweep(const char* collective, int argc, char** argv) {
     std::printf("%s", usageText(program).c_str());
     return 0;
   }
-  // The CUDA device backend does not exist yet: the sweep runs on host buffers.
-  setenv("TUTTI_DEVICE", "host", 0);
+  // The backend decides where the buffers live, and a GPU's context must be current before init: expect what tutti
+  // will choose. The driver is not loaded where the host backends are asked for by name.
+  const char* device = std::getenv("TUTTI_DEVICE");
+  std::string noDriver;
+  bool hostByName = device && (std::string(device) == "host" || std::string(device) == "emulated");
+  const cuda::Driver* driver = hostByName ? nullptr : cuda::driver(&noDriver);
+  const std::string expected = expectedBackend(device, driver);
+  if (expected == "cuda" && (driver == nullptr || driver->deviceCount == 0)) {
+    std::fprintf(stderr, "%s: TUTTI_DEVICE=cuda: the sweep needs a CUDA device for its buffers: %s\n", program.c_str(),
+                 driver ? "the CUDA driver reports none" : noDriver.c_str());
+    return 1;
+  }
   const int bootstrapSeconds = boundBootstrap(options.timeoutSeconds);
   std::optional<MpiSession> mpi;
   World world;
@@ -62,7 +73,7 @@ int runSweep(const char* collective, int argc, char** argv) {
       split = groupSplitFromEnvironment(env);
       if (split) colours = groupColours(*split, world);
       checkOptionsForWorld(options, coll, world.nranks(), split, colours);
-      requireGraphBackend(options, std::getenv("TUTTI_DEVICE"), std::getenv("TUTTI_DEVICE"));
+      requireGraphBackend(options, expected, device);
       if (world.processRank == 0) {
         requireWritable(options.jsonFile, "--json");
         requireWritable(options.csvFile, "--csv");
@@ -84,6 +95,8 @@ int runSweep(const char* collective, int argc, char** argv) {
                          std::move(baseline),
                          std::move(split),
                          std::move(colours),
+                         expected,
+                         expected == "cuda" ? driver : nullptr,
                          Watchdog(world.ranksPerProcess, options.timeoutSeconds),
                          0,
                          false,

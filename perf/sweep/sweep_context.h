@@ -11,6 +11,7 @@
 
 #include "nccl.h"
 #include "perf/sweep/collectives.h"
+#include "perf/sweep/cuda_driver.h"
 #include "perf/sweep/error.h"
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
@@ -45,6 +46,8 @@ struct SweepContext {
   std::optional<Baseline> baseline;  // --compare's, read before the sweep
   std::optional<GroupSplit> split;   // NCCL_TESTS_SPLIT_MASK or NCCL_TESTS_SPLIT
   std::vector<int> colours;          // with a split, every world rank's colour
+  std::string expectedBackend;       // the device backend expected before init (rank_gpu.h's expectedBackend)
+  const cuda::Driver* driver;        // the CUDA driver when the cuda backend is expected, else null
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
   std::atomic<bool> sharedErrorReported{false};  // a timeout or usage error every thread meets: reported once

@@ -36,6 +36,7 @@ ThreadRunner::~ThreadRunner() {
     r.memory.reset();
     if (r.comm && r.comm != r.world) (failed_ ? ncclCommAbort(r.comm) : ncclCommDestroy(r.comm));
     if (r.world) (failed_ ? ncclCommAbort(r.world) : ncclCommDestroy(r.world));
+    r.gpu.reset();
   }
 }
 
@@ -47,8 +48,8 @@ void ThreadRunner::run() {
     if (ctx_.watchdog.firing()) return;  // it reports the timeout and ends the process
     auto* perfError = dynamic_cast<const Error*>(&error);
     bool timedOut = perfError && perfError->code() == ErrorCode::Timeout;
-    bool usage = perfError && perfError->code() == ErrorCode::InvalidUsage;
-    // One report per process for what every thread meets alike (a timeout, a usage error).
+    bool usage = perfError && perfError->code() == ErrorCode::InvalidArgument;  // an option the run cannot serve
+    // One report per process for what every thread meets alike (a timeout, an option).
     if (!(timedOut || usage) || !ctx_.sharedErrorReported.exchange(true))
       std::fprintf(stderr, "%s: %s\n", ctx_.program.c_str(), error.what());
     ctx_.fail(timedOut ? kTimeoutExitCode : usage ? kUsageExitCode : 1);
@@ -57,13 +58,7 @@ void ThreadRunner::run() {
 
 void ThreadRunner::runAll() {
   init();
-  const char* backend = "unknown";
-  check(tuttiCommDeviceBackend(ranks_.front().comm, &backend), firstRank(), "tuttiCommDeviceBackend");
-  backend_ = backend;
-  if (opt_.cudaGraph && backend_ != "cuda")
-    throw Error(ErrorCode::InvalidUsage, "option -G " + std::to_string(opt_.cudaGraph) + ": -G needs the cuda device backend; the "
-                                             "communicators run on the " + backend_ + " backend");
-  for (Rank& r : ranks_) r.memory = makeHostMemory(opt_.streamNull, r.rank);
+  makeMemory();
   busy("the first all-gather after init (rank descriptions)");
   describeRanks();
   idle();
@@ -87,6 +82,24 @@ void ThreadRunner::runAll() {
     for (const RedOpInfo& op : ops)
       for (int root = firstRoot; root <= lastRoot; root++) runTest(type, op, root);
   finish();
+}
+
+// The buffers live where the communicators' backend wants them: device memory on cuda, host memory otherwise.
+void ThreadRunner::makeMemory() {
+  const char* backend = "unknown";
+  check(tuttiCommDeviceBackend(ranks_.front().comm, &backend), firstRank(), "tuttiCommDeviceBackend");
+  backend_ = backend;
+  if (opt_.cudaGraph && backend_ != "cuda")
+    throw Error(ErrorCode::InvalidArgument, "option -G " + std::to_string(opt_.cudaGraph) + ": -G needs the cuda device backend; the "
+                                             "communicators run on the " + backend_ + " backend");
+  if (backend_ == "cuda" && !ranks_.front().gpu)
+    throw Error(ErrorCode::System, "rank " + std::to_string(firstRank()) + ": the communicators run on the cuda backend, but the sweep "
+                                       "expected " + ctx_.expectedBackend + " and has no GPU for its buffers; set TUTTI_DEVICE");
+  // The largest of perf's own exchanges: the rank descriptions, or -I's iteration times, all-gathered.
+  size_t largest = std::max(sizeof(RankRecord), opt_.perIterTiming ? sizeof(double) * size_t(opt_.iters) : 0) * size_t(nranks_);
+  size_t exchangeBytes = 2 * (std::max<size_t>(largest, 64) + 256);
+  for (Rank& r : ranks_)
+    r.memory = backend_ == "cuda" ? makeCudaMemory(*r.gpu, exchangeBytes) : makeHostMemory(opt_.streamNull, r.rank);
 }
 
 void ThreadRunner::busy(const std::string& what, int limitSeconds) {
@@ -125,12 +138,24 @@ void ThreadRunner::grouped(const std::function<void(Rank&, size_t)>& call) {
 // -T with the bootstrap's list of missing ranks; the watchdog bounds whatever hangs past it. A thread's ranks wait
 // for each other in init (a group does not defer it in tutti), so each makes its calls on a thread of its own.
 void ThreadRunner::init() {
+  if (ctx_.expectedBackend == "cuda") bindGpus();
   busy("init (ncclCommInitRank)", opt_.timeoutSeconds + kInitGraceSeconds);
   concurrently([this](Rank& r) { initRank(r); });
   idle();
 }
 
+// On the cuda backend the i'th rank of a node takes GPU i modulo the GPU count, as nccl-tests does; ranks that share a
+// GPU need TUTTI_ALLOW_SHARED_GPU=1 (tutti checks it at init).
+void ThreadRunner::bindGpus() {
+  const cuda::Driver& driver = *ctx_.driver;
+  for (Rank& r : ranks_) {
+    int nodeIndex = ctx_.world.localRank * ctx_.world.ranksPerProcess + r.localIndex;
+    r.gpu = std::make_unique<RankGpu>(driver, nodeIndex % driver.deviceCount, r.rank);
+  }
+}
+
 void ThreadRunner::initRank(Rank& r) {
+  if (r.gpu) r.gpu->makeCurrent();  // this thread's, so that tutti picks the rank's GPU
   Clock::time_point start = Clock::now();
   ncclResult_t result = ncclCommInitRank(&r.world, nranks_, ctx_.id, r.rank);
   if (result != ncclSuccess) {
@@ -184,6 +209,12 @@ void ThreadRunner::describeRanks() {
     m.colour = ctx_.split ? ctx_.colours[size_t(r.rank)] : 0;
     std::snprintf(m.host, sizeof m.host, "%s", hostName().c_str());
     std::snprintf(m.affinity, sizeof m.affinity, "%s", cpuAffinity().c_str());
+    m.gpuOrdinal = -1;
+    if (backend_ == "cuda") {
+      m.gpuOrdinal = r.gpu->ordinal();
+      std::snprintf(m.gpu, sizeof m.gpu, "%s", r.gpu->name().c_str());
+      std::snprintf(m.pciBusId, sizeof m.pciBusId, "%s", r.gpu->pciBusId().c_str());
+    }
     // The transports are the group's, which the collectives use; the nodes are the world's.
     check(tuttiCommTransports(r.comm, m.transports, sizeof m.transports, &nodes), r.rank, "tuttiCommTransports");
     if (r.comm != r.world) {
@@ -208,6 +239,7 @@ void ThreadRunner::describeRanks() {
   f.launcher = ctx_.world.launcher;
   f.hostCpu = cpuModel() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
   f.build = thisBuild();
+  if (backend_ == "cuda") f.cudaDriver = cuda::versionText(ctx_.driver->version);
   if (printing()) f.nodes = describeNodes(nodes);
   addRankRecords(f, all.front(), nodes, ctx_.split);
   if (!printing()) return;

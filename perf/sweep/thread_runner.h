@@ -10,6 +10,7 @@
 #include "nccl.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
+#include "perf/sweep/rank_gpu.h"
 #include "perf/sweep/rank_memory.h"
 #include "perf/sweep/report.h"
 #include "perf/sweep/sweep_context.h"
@@ -26,6 +27,7 @@ struct Rank {
   int groupRank = 0, groupRanks = 1;
   ncclComm_t world = nullptr;
   ncclComm_t comm = nullptr;
+  std::unique_ptr<RankGpu> gpu;  // when the cuda backend is expected: bound before init, released after the comms
   std::unique_ptr<RankMemory> memory;
   char* send = nullptr;  // maxBytes and room for -u, in memory
   char* recv = nullptr;
@@ -52,7 +54,9 @@ class ThreadRunner {
   // thread_runner.cpp: the lifecycle, and the calls that reach every rank of the thread at once.
   void runAll();
   void init();
+  void bindGpus();
   void initRank(Rank& r);
+  void makeMemory();
   void splitWorld(Rank& r);
   void describeRanks();
   std::vector<NodeDescription> describeNodes(int nodes);

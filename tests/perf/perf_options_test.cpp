@@ -186,6 +186,37 @@ TEST_CASE("perf fingerprints carry the build and every node's topology, in the h
   CHECK(readBaseline(jsonReport(r)).collective == "all_reduce");  // still a report the tool reads back
 }
 
+TEST_CASE("perf fingerprints name the GPUs on the cuda backend: device lines, # GPUs:, and the JSON's devices") {
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  Fingerprint& f = r.fingerprint;
+  f.backend = "host";
+  f.ranks.push_back({0, 100, 0, "alpha", "0-7"});
+  CHECK(gpuLine(f).empty());
+  CHECK(deviceLine(f.ranks[0], f.backend) == "#  Rank  0 Group  0 Pid    100 on      alpha device  0 [0000:00:00] host (CPUs 0-7)\n");
+  std::string json = jsonReport(r);
+  CHECK(json.find("\"cuda_driver\": null") != std::string::npos);
+  CHECK(json.find("\"device\": 0, \"device_hex\": \"0000:00:00\", \"device_info\": \"host\", ") != std::string::npos);
+  // Three ranks on two GPUs of one node (TUTTI_ALLOW_SHARED_GPU=1): each GPU counted once.
+  f.backend = "cuda";
+  f.cudaDriver = "13.0";
+  f.ranks.clear();
+  for (int rank = 0; rank < 3; rank++) {
+    RankDescription& d = f.ranks.emplace_back();
+    d.rank = rank, d.pid = 100, d.localIndex = rank, d.host = "alpha", d.affinity = "0-7";
+    d.gpuOrdinal = rank % 2, d.gpu = "NVIDIA H200", d.pciBusId = rank % 2 ? "0000:9a:00.0" : "0000:18:00.0";
+  }
+  CHECK(deviceLine(f.ranks[1], f.backend) == "#  Rank  1 Group  0 Pid    100 on      alpha device  1 [0000:9a:00] NVIDIA H200 (CPUs 0-7)\n");
+  CHECK(deviceLine(f.ranks[2], f.backend).find(" device  0 [0000:18:00] NVIDIA H200 ") != std::string::npos);
+  CHECK(gpuLine(f) == "# GPUs: CUDA driver 13.0; 2 x NVIDIA H200 on 1 node, shared by 3 ranks\n");
+  json = jsonReport(r);
+  INFO(json);
+  CHECK(json.find("\"cuda_driver\": \"13.0\"") != std::string::npos);
+  CHECK(json.find("{\"rank\": 1, \"group\": 0, \"pid\": 100, \"hostname\": \"alpha\", \"device\": 1, \"device_hex\": \"0000:9a:00\", "
+                  "\"device_info\": \"NVIDIA H200\", \"cpu_affinity\": \"0-7\"}") != std::string::npos);
+  CHECK(readBaseline(json).collective == "all_reduce");
+}
+
 TEST_CASE("perf sizes use powers of 1024 like nccl-tests") {
   CHECK(parseSize("8", "-b") == 8);
   CHECK(parseSize("1K", "-b") == 1024);

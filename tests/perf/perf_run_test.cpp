@@ -157,6 +157,18 @@ TEST_CASE("perf binaries: -G needs the cuda device backend: refused before the s
   }
 }
 
+TEST_CASE("perf binaries: TUTTI_DEVICE=emulated sweeps run the device executor's code on host memory, with no wrong values") {
+  Run run = runTool("TUTTI_DEVICE=emulated NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 8 -e 1M -f 4 -c 1");
+  INFO(run.output);
+  REQUIRE(run.exitCode == 0);
+  CHECK(run.output.find("\n# tutti: device backend emulated, ") != std::string::npos);
+  CHECK(run.output.find("\n# GPUs:") == std::string::npos);  // host memory: no GPU, no driver
+  std::vector<std::vector<std::string>> rows = tableRows(run.output);
+  CHECK(rows.size() == 9);  // 8 B to 512 KiB, by 4
+  for (const std::vector<std::string>& f : rows) CHECK((f[8] == "0" && f[12] == "0"));
+  CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
 TEST_CASE("perf binaries: an injected corruption is reported with rank, collective, size and offset, and fails the run") {
   Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo TUTTI_PERF_CORRUPT=1:5", "all_reduce_perf", "--local 2 -b 64 -e 64 -c 1 -n 1 -w 0");
   INFO(run.output);
