@@ -6,19 +6,9 @@
 #include <cstring>
 #include <map>
 
+#include "perf/sweep/text_format.h"
+
 namespace tutti::perf {
-namespace {
-
-// printf into a std::string.
-template <class... Args>
-std::string format(const char* pattern, Args... args) {
-  int size = std::snprintf(nullptr, 0, pattern, args...);
-  std::string out(size_t(size > 0 ? size : 0), '\0');
-  std::snprintf(out.data(), out.size() + 1, pattern, args...);
-  return out;
-}
-
-}  // namespace
 
 void addRankRecords(Fingerprint& f, const std::vector<RankRecord>& all, int nodes, const std::optional<GroupSplit>& split) {
   std::vector<int> pids;
@@ -59,10 +49,10 @@ void addRankRecords(Fingerprint& f, const std::vector<RankRecord>& all, int node
 
 std::string headerLines(const Fingerprint& f, const HeaderFacts& facts) {
   const Options& opt = facts.options;
-  std::string out = format("# nccl-tests version 2.19.6 (tutti perf, %s) nccl-headers=%d nccl-library=%d\n", f.tuttiVersion.c_str(),
+  std::string out = printf1("# nccl-tests version 2.19.6 (tutti perf, %s) nccl-headers=%d nccl-library=%d\n", f.tuttiVersion.c_str(),
                            NCCL_VERSION_CODE, facts.ncclVersion);
   out += "# Collective test starting: " + facts.program + "\n";
-  out += format("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d unalign: %d\n",
+  out += printf1("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d unalign: %d\n",
                 facts.threads, opt.gpus, opt.minBytes, opt.maxBytes, opt.stepFactor > 1 ? opt.stepFactor : opt.stepBytes,
                 opt.stepFactor > 1 ? "factor" : "bytes", opt.warmupIters, opt.iters, opt.aggIters, opt.check, opt.cudaGraph, opt.unalign);
   if (opt.blocking == 1) out += "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n";

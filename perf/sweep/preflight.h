@@ -9,6 +9,7 @@
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/options.h"
+#include "perf/sweep/baseline.h"
 #include "perf/sweep/report.h"
 
 namespace tutti::perf {

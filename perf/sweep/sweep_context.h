@@ -16,6 +16,7 @@
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/options.h"
+#include "perf/sweep/baseline.h"
 #include "perf/sweep/report.h"
 #include "perf/sweep/watchdog.h"
 

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "perf/sweep/baseline.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
