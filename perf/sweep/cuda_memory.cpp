@@ -123,6 +123,8 @@ class CudaMemory final : public RankMemory {
     graphExecs_.push_back(exec);
   }
   void launchGraph() override {
+    if (graphExecs_.empty())
+      throw Error(ErrorCode::System, "rank " + std::to_string(gpu_.rank()) + ": a CUDA graph launched before any was captured");
     gpu_.makeCurrent();
     check(d_.cuGraphLaunch(graphExecs_.back(), stream_), "cuGraphLaunch");
   }

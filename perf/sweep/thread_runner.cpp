@@ -29,15 +29,17 @@ ThreadRunner::ThreadRunner(SweepContext& context, int thread)
   }
 }
 
+// Every communicator of the thread goes first: after a failure, aborting them ends the kernels that might still wait
+// for a peer, which a stream's synchronisation or cuMemFree would otherwise wait for. Then the memory, then the GPUs.
 ThreadRunner::~ThreadRunner() {
   for (Rank& r : ranks_) {
     ctx_.watchdog.detach(r.localIndex);
     for (void* handle : r.registrations) ncclCommDeregister(r.comm, handle);
-    r.memory.reset();
     if (r.comm && r.comm != r.world) (failed_ ? ncclCommAbort(r.comm) : ncclCommDestroy(r.comm));
     if (r.world) (failed_ ? ncclCommAbort(r.world) : ncclCommDestroy(r.world));
-    r.gpu.reset();
   }
+  for (Rank& r : ranks_) r.memory.reset();
+  for (Rank& r : ranks_) r.gpu.reset();
 }
 
 void ThreadRunner::run() {
