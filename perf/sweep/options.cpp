@@ -99,7 +99,7 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-// Checks the values together and notes what host mode does with the flags that only a GPU has.
+// Checks the values together.
 void validate(Options& o) {
   auto require = [](bool ok, const std::string& flag, long value, const char* why) {
     if (!ok) badValue(flag, std::to_string(value), why);
@@ -137,17 +137,40 @@ void validate(Options& o) {
     o.warnings.push_back("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
     o.perIterSkip = 0;
   }
-  if (o.cudaGraph) o.notes.push_back("-G " + std::to_string(o.cudaGraph) + ": CUDA graphs need a GPU; host mode launches each operation directly");
-  if (o.ctaPolicy >= 0) o.notes.push_back("-x: CTA policies are a GPU setting; ignored in host mode");
-  if (o.deviceImplementation) o.notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
-  if (o.deviceCtaCount >= 0)
-    o.notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
-  if (o.localRegister) o.notes.push_back("-R: host memory needs no pinning; buffers are registered with ncclCommRegister, which is a bookkeeping step in host mode");
-  if (o.memoryReport) o.notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
-  if (o.gpus > 1) o.notes.push_back("-g " + std::to_string(o.gpus) + ": host mode has no GPUs; each thread drives " + std::to_string(o.gpus) + " ranks");
+  require(o.cudaGraph >= 0, "-G", o.cudaGraph, "must not be negative");
+  // A captured stream runs nothing until the graph is launched: nothing can wait for one iteration of it.
+  if (o.cudaGraph && o.blocking)
+    badValue("-G", std::to_string(o.cudaGraph), "CUDA graphs cannot be combined with -z " + std::to_string(o.blocking) +
+                                                   " (a captured iteration cannot be waited for)");
+  if (o.cudaGraph && o.perIterTiming)
+    badValue("-G", std::to_string(o.cudaGraph), "CUDA graphs cannot be combined with -I 1 (a captured iteration cannot be timed)");
+  if (o.localRanks % o.gpus != 0)
+    badValue("--local", std::to_string(o.localRanks), "must be a multiple of -g " + std::to_string(o.gpus) + " (ranks per thread)");
 }
 
 }  // namespace
+
+std::vector<std::string> flagNotes(const Options& o, const std::string& backend) {
+  std::vector<std::string> notes;
+  if (backend != "cuda") {
+    if (o.ctaPolicy >= 0) notes.push_back("-x: CTA policies are a GPU setting; ignored in host mode");
+    if (o.deviceImplementation) notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
+    if (o.deviceCtaCount >= 0)
+      notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
+    if (o.localRegister) notes.push_back("-R: host memory needs no pinning; buffers are registered with ncclCommRegister, which is a bookkeeping step in host mode");
+    if (o.memoryReport) notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
+    return notes;
+  }
+  if (o.ctaPolicy >= 0) notes.push_back("-x: CTA policies are not supported by tutti yet; ignored");
+  if (o.deviceImplementation) notes.push_back("-D: device-API kernels are not supported by tutti yet; the NCCL API implementation runs");
+  if (o.deviceCtaCount >= 0)
+    notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": device-API kernels (-D) are not supported by tutti yet; ignored");
+  if (o.memoryReport) notes.push_back("-M: no GPU memory report yet");
+  if (o.streamNull)
+    notes.push_back("-y 1: each rank runs on a non-blocking stream of its own, never the legacy default stream, which would wait for "
+                    "the kernels of other ranks on a shared GPU");
+  return notes;
+}
 
 size_t parseSize(const std::string& text, const char* flag) {
   char* end = nullptr;
@@ -208,7 +231,7 @@ std::string usageText(const std::string& program) {
   return "USAGE: " + program +
          "\n"
          "  nccl-tests' flags (same meaning and defaults):\n"
-         "  [-t,--nthreads <num threads>] [-g,--ngpus <ranks per thread>]\n"
+         "  [-t,--nthreads <num threads>] [-g,--ngpus <GPUs (ranks) per thread, driven in one group>]\n"
          "  [-b,--minbytes <min size in bytes>] [-e,--maxbytes <max size in bytes>]\n"
          "  [-i,--stepbytes <increment size>] [-f,--stepfactor <increment factor>]\n"
          "  [-n,--iters <iteration count>] [-m,--agg_iters <aggregated iteration count>]\n"
@@ -222,10 +245,10 @@ std::string usageText(const std::string& program) {
          "  [-a,--average <0/1/2/3> time reported: 0=rank 0, 1=mean, 2=min, 3=max]\n"
          "  [-R,--local_register <0/1/2>] [-u,--unalign <index of first element>]\n"
          "  [-I,--per_iter_timing <0/1> per-iteration host clock timing] [-K,--per_iter_skip <count>] [-M,--memory <0/1>]\n"
-         "  GPU-only, accepted and explained in host mode: [-G,--cudagraph <n>] [-x,--cta_policy <n>]\n"
-         "  [-D,--device_implementation <n>] [-V,--device_cta_count <n>]\n"
+         "  [-G,--cudagraph <num graph launches>] (cuda device backend only; not with -z or -I)\n"
+         "  GPU-only, accepted and explained: [-x,--cta_policy <n>] [-D,--device_implementation <n>] [-V,--device_cta_count <n>]\n"
          "  tutti's own:\n"
-         "  [--local N] run N ranks in this process (threads, host mode), ignoring any launcher\n"
+         "  [--local N] run N ranks in this process (N / -g threads), ignoring any launcher\n"
          "  [--json FILE] [--csv FILE] reports with an environment fingerprint\n"
          "  [--compare BASELINE.json] [--compare-threshold FRACTION (default 0.10)] mark slower sizes\n"
          "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
@@ -236,7 +259,10 @@ std::string usageText(const std::string& program) {
          "  whose store owns MASTER_PORT) or --id-file; under mpirun, a build with MPI needs none of them.\n"
          "  -T bounds init and the warm-up too; a run it stops exits with code 3.\n"
          "  NCCL_TESTS_SPLIT_MASK=<hex> or NCCL_TESTS_SPLIT=<AND|OR|MOD|DIV><n> split the ranks into groups that run side\n"
-         "  by side, as nccl-tests: colour = process rank (each --local rank a process) combined with n.\n";
+         "  by side, as nccl-tests: colour = process rank (each --local rank a process) combined with n.\n"
+         "  TUTTI_DEVICE=host|emulated|cuda|auto picks the device backend (auto: cuda where the CUDA driver reports a\n"
+         "  device); on cuda the i'th rank of a node uses GPU i % GPUs, with device buffers, a stream of its\n"
+         "  own and CUDA event timing. See perf/README.md.\n";
 }
 
 }  // namespace tutti::perf

@@ -10,7 +10,7 @@ namespace tutti::perf {
 // Every setting of one sweep. Defaults are nccl-tests' (2.19) defaults.
 struct Options {
   int threads = 1;                  // -t: threads per process (each drives -g ranks)
-  int gpus = 1;                     // -g: ranks per thread; host mode gives each its own thread
+  int gpus = 1;                     // -g: ranks (GPUs) per thread, driven in one NCCL group
   size_t minBytes = 32u << 20;      // -b
   size_t maxBytes = 32u << 20;      // -e
   size_t stepBytes = 1u << 20;      // -i
@@ -27,7 +27,7 @@ struct Options {
   int blocking = 0;                 // -z
   int streamNull = 0;               // -y
   int timeoutSeconds = 0;           // -T (0: none)
-  int cudaGraph = 0;                // -G (GPU only)
+  int cudaGraph = 0;                // -G: CUDA graph launches of the captured iterations (cuda backend only)
   int reportCpuTime = 0;            // -C
   int reportTimestamps = 0;         // -S
   std::string jsonFile;             // -J / --json
@@ -47,12 +47,15 @@ struct Options {
   std::string compareFile;          // --compare BASELINE.json
   double compareThreshold = 0.10;   // --compare-threshold: slower by more than this fraction is marked
   std::string idFile;               // --id-file: where a launched world exchanges the unique id
-  std::vector<std::string> notes;   // what host mode does with the GPU-only flags given
   std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 
 // Parses argv into options; throws perf::Error (InvalidArgument) naming the flag on bad input.
 Options parseOptions(int argc, char** argv);
+
+// What the run does with the GPU-only flags given, on a communicator whose device backend is backend ("host",
+// "emulated" or "cuda"): one line each, printed in the header.
+std::vector<std::string> flagNotes(const Options& options, const std::string& backend);
 
 // nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).
 size_t parseSize(const std::string& text, const char* flag);

@@ -51,6 +51,9 @@ struct RankDescription {
   std::string host;
   std::string affinity;    // CPUs the rank's thread may run on, e.g. "0-1"
   int group = 0;           // nccl-tests' split colour: the group whose communicator the rank runs the sweep on
+  // The rank's GPU on the cuda backend: CUDA ordinal, name and PCI bus id ("0000:18:00.0"); none on the host backends.
+  int gpuOrdinal = -1;
+  std::string gpu{}, pciBusId{};
 };
 
 // nccl-tests' number cell: the most decimals (2, 1, 0, then exponent) that fit width.
@@ -60,8 +63,11 @@ std::string formatNumber(double value, int width);
 std::string tableHeader(bool cpuTime, bool timestamps, bool perIteration = false);
 // One row, as nccl-tests prints it (with the per-iteration columns where the measurements have them).
 std::string tableRow(const ResultRow& row);
-// The "# Using devices" line of one rank.
+// The "# Using devices" line of one rank: its GPU's ordinal, bus id and name, as nccl-tests prints them, or on the
+// host backends the rank's index on its node, a zero bus id and the backend's name.
 std::string deviceLine(const RankDescription& rank, const std::string& backend);
+// The line's bracket, nccl-tests' "domain:bus:device" ("0000:18:00"; zeros without a GPU).
+std::string deviceHex(const RankDescription& rank);
 // The footer: out-of-bounds count, average bus bandwidth, concluded line.
 std::string tableFooter(int outOfBounds, double averageBusBw, const std::string& program);
 
@@ -81,6 +87,7 @@ struct GroupDescription {
 // Key facts about the run that every report carries.
 struct Fingerprint {
   std::string tuttiVersion, ncclVersion, backend, transports, topology, launcher, hostCpu;
+  std::string cudaDriver;               // cuDriverGetVersion as "12.4" on the cuda backend, "" otherwise
   BuildInfo build;
   std::vector<NodeDescription> nodes;
   std::vector<RankDescription> ranks;
@@ -90,6 +97,8 @@ struct Fingerprint {
 
 // The "# Build:" line: tutti's version, build type, compiler, MPI and the commit when known.
 std::string buildLine(const Fingerprint& fingerprint);
+// On the cuda backend, the "# GPUs:" line: the driver version and the GPUs by name; "" otherwise.
+std::string gpuLine(const Fingerprint& fingerprint);
 // One "# Topology:" line per node: its ranks, NUMA nodes, CPUs, GPUs and NICs.
 std::string topologyLines(const Fingerprint& fingerprint);
 // With a split, the "# Groups:" line: the variable, each group's ranks, and whose group the table's sizes and
@@ -109,25 +118,5 @@ struct Report {
 
 std::string jsonReport(const Report& report);
 std::string csvReport(const Report& report);
-
-// A baseline's out-of-place and in-place times per (type, redop, root, bytes), read from a JSON report.
-struct BaselineKey {
-  std::string type, redop;
-  int root;
-  size_t bytes;
-  auto operator<=>(const BaselineKey&) const = default;
-};
-struct Baseline {
-  std::string collective;  // "" when the report does not say
-  int nranks = 0;          // 0 when the report does not say
-  std::string split;       // the split variable the run was made with, "" for none (or a report from before splits)
-  std::map<BaselineKey, std::pair<double, double>> times;
-};
-// Reads a JSON report; source names it in errors, which also name the malformed field (perf::Error).
-Baseline readBaseline(const std::string& jsonText, const std::string& source = "the baseline");
-
-// "# compare" lines for rows slower than baseline by more than threshold (a fraction); slower counts them.
-std::string compareLines(const std::vector<ResultRow>& rows, const std::map<BaselineKey, std::pair<double, double>>& baseline,
-                         double threshold, int* slower);
 
 }  // namespace tutti::perf

@@ -12,7 +12,9 @@
 # 5. collectives: every collective x type x op at 1, 2, 4 and 8 ranks sharing the GPU (threads),
 #    against the float64 reference and bitwise against the host executor;
 # 6. PyTorch with tutti's libnccl.so.2 preloaded: an all-reduce of a CUDA tensor, one rank;
-# 7. bench: the executor's copy and reduce loops against cudaMemcpy, all-reduce on a shared GPU.
+# 7. perf: the sweep tool on the cuda backend: device buffers, CUDA event timing and checking, -g 2
+#    (two ranks per thread in one group) and -G (CUDA graphs), ranks sharing the GPU;
+# 8. bench: the executor's copy and reduce loops against cudaMemcpy, all-reduce on a shared GPU.
 #
 # Every step is bounded in time (and TUTTI_TIMEOUT bounds every wait inside tutti). Logs and files
 # go to $OUT (default gpu-out/). The exit status is the number of failed checks.
@@ -86,6 +88,17 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   echo "skip PyTorch: no PyTorch with CUDA here"
 fi
+
+# Every sweep checks its results (-c 1) and exits non-zero on a wrong value.
+perf_sweep() {
+  local gpu=(env TUTTI_DEVICE=cuda TUTTI_ALLOW_SHARED_GPU=1)
+  "${gpu[@]}" all_reduce_perf --local 2 -b 8 -e 16M -f 4 -c 1 -n 5 -w 2 &&
+    "${gpu[@]}" all_reduce_perf --local 4 -g 2 -b 8 -e 1M -f 8 -c 1 -n 5 &&
+    "${gpu[@]}" all_reduce_perf --local 2 -b 8 -e 1M -f 8 -c 1 -n 5 -G 3 &&
+    "${gpu[@]}" sendrecv_perf --local 2 -b 8 -e 1M -f 8 -c 1 -n 5
+}
+check perf_sweep 240 perf_sweep
+grep -E '^# (GPUs|Out of bounds)|^#  Rank' "$OUT/perf_sweep.log" | sed 's/^/     /'
 
 check bench 300 tutti_gpu_bench
 cat "$OUT/bench.log"

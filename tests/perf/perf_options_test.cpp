@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "perf/sweep/baseline.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/datatypes.h"
@@ -18,6 +19,7 @@
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/options.h"
+#include "perf/sweep/preflight.h"
 #include "perf/sweep/report.h"
 
 using namespace tutti::perf;
@@ -51,7 +53,9 @@ TEST_CASE("perf options default to nccl-tests' defaults") {
   CHECK(o.root == 0);
   CHECK(o.average == 1);
   CHECK(o.timeoutSeconds == 0);
-  CHECK(o.notes.empty());
+  CHECK(o.cudaGraph == 0);
+  CHECK(flagNotes(o, "host").empty());
+  CHECK(flagNotes(o, "cuda").empty());
 }
 
 TEST_CASE("perf options parse every nccl-tests flag, short, glued and long") {
@@ -101,20 +105,55 @@ TEST_CASE("perf options reject bad input naming the flag") {
   CHECK_THROWS_AS(selectRedOps("xor"), tutti::perf::Error);
 }
 
-TEST_CASE("perf options explain the GPU-only flags in host mode") {
-  Options o = parse({"-G", "10", "-x", "1", "-D", "1", "-R", "1", "-g", "2"});
-  CHECK(o.notes.size() == 5);
-  bool graphNoted = false;
-  for (const std::string& n : o.notes) graphNoted |= n.find("CUDA graphs") != std::string::npos;
-  CHECK(graphNoted);
+TEST_CASE("perf options explain the GPU-only flags for the backend the run has") {
+  Options o = parse({"-x", "1", "-D", "1", "-R", "1", "-M", "1", "-y", "1", "-G", "10", "-g", "2"});
+  std::vector<std::string> host = flagNotes(o, "host");
+  CHECK(host.size() == 4);  // -x -D -R -M; -y 1 is the host backend's null stream, -G and -g are no notes
+  for (const std::string& n : host) CHECK(n.find("host mode") != std::string::npos);
+  CHECK(flagNotes(o, "emulated") == host);
+  std::vector<std::string> gpu = flagNotes(o, "cuda");
+  REQUIRE(gpu.size() == 4);  // -x -D -M -y
+  CHECK(gpu[3].find("-y 1: each rank runs on a non-blocking stream of its own, never the legacy default stream") == 0);
+  for (const std::string& n : gpu) CHECK(n.find("host mode") == std::string::npos);
 }
 
 TEST_CASE("perf options explain -V, nccl-tests' CTA count of device-API kernels, in host mode") {
-  Options o = parse({"-V", "8"});
-  REQUIRE(o.notes.size() == 1);
-  CHECK(o.notes[0].find("-V 8") == 0);
-  CHECK(o.notes[0].find("GPU") != std::string::npos);
-  CHECK(parse({}).notes.empty());
+  std::vector<std::string> notes = flagNotes(parse({"-V", "8"}), "host");
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("-V 8") == 0);
+  CHECK(notes[0].find("GPU") != std::string::npos);
+  CHECK(flagNotes(parse({}), "host").empty());
+}
+
+TEST_CASE("perf options: -G and -g as nccl-tests' flags, -G refused where nothing may wait for a captured iteration") {
+  Options o = parse({"-G", "4", "-g", "2", "-t", "3"});
+  CHECK(o.cudaGraph == 4);
+  CHECK(o.gpus == 2);
+  CHECK(o.threads == 3);
+  Options l = parse({"--cudagraph=2", "--ngpus", "4", "--nthreads=2"});
+  CHECK(l.cudaGraph == 2);
+  CHECK(l.gpus == 4);
+  CHECK(l.threads == 2);
+  CHECK(parse({"-G0", "-g1"}).cudaGraph == 0);
+  CHECK_THROWS_WITH(parse({"-G", "-1"}), Catch::Contains("option -G '-1': must not be negative"));
+  CHECK_THROWS_WITH(parse({"-g", "0"}), Catch::Contains("option -g '0': must be at least 1"));
+  CHECK_THROWS_WITH(parse({"-G", "2", "-z", "1"}), Catch::Contains("option -G '2': CUDA graphs cannot be combined with -z 1"));
+  CHECK_THROWS_WITH(parse({"-G", "2", "-I", "1"}), Catch::Contains("option -G '2': CUDA graphs cannot be combined with -I 1"));
+  CHECK_THROWS_WITH(parse({"--local", "3", "-g", "2"}), Catch::Contains("option --local '3': must be a multiple of -g 2"));
+  CHECK(parse({"--local", "4", "-g", "2"}).localRanks == 4);
+  // A launched process has -t x -g ranks, each thread driving -g of them.
+  std::map<std::string, std::string> env;
+  CHECK(detectWorld(parse({"-t", "3", "-g", "2"}), env).ranksPerProcess == 6);
+}
+
+TEST_CASE("perf -G needs the cuda device backend, as the run expects it before init") {
+  Options o = parse({"-G", "3"});
+  CHECK_NOTHROW(requireGraphBackend(o, "cuda", "cuda"));
+  CHECK_NOTHROW(requireGraphBackend(parse({}), "host", "host"));
+  CHECK_THROWS_WITH(requireGraphBackend(o, "host", "host"),
+                    "option -G 3: -G needs the cuda device backend, and this run's is host (TUTTI_DEVICE=host)");
+  CHECK_THROWS_WITH(requireGraphBackend(o, "host", nullptr), Catch::Contains("(TUTTI_DEVICE unset and no CUDA device)"));
+  CHECK_THROWS_WITH(requireGraphBackend(o, "emulated", "emulated"), Catch::Contains("this run's is emulated"));
 }
 
 TEST_CASE("perf fingerprints carry the build and every node's topology, in the header lines and the JSON") {
@@ -146,6 +185,37 @@ TEST_CASE("perf fingerprints carry the build and every node's topology, in the h
   CHECK(buildLine(f) == "# Build: tutti 0.1.0, RelWithDebInfo, GNU 13.2.0, without MPI\n");
   CHECK(jsonReport(r).find("\"git_commit\": null") != std::string::npos);
   CHECK(readBaseline(jsonReport(r)).collective == "all_reduce");  // still a report the tool reads back
+}
+
+TEST_CASE("perf fingerprints name the GPUs on the cuda backend: device lines, # GPUs:, and the JSON's devices") {
+  Report r;
+  r.program = "all_reduce_perf", r.collective = "all_reduce";
+  Fingerprint& f = r.fingerprint;
+  f.backend = "host";
+  f.ranks.push_back({0, 100, 0, "alpha", "0-7"});
+  CHECK(gpuLine(f).empty());
+  CHECK(deviceLine(f.ranks[0], f.backend) == "#  Rank  0 Group  0 Pid    100 on      alpha device  0 [0000:00:00] host (CPUs 0-7)\n");
+  std::string json = jsonReport(r);
+  CHECK(json.find("\"cuda_driver\": null") != std::string::npos);
+  CHECK(json.find("\"device\": 0, \"device_hex\": \"0000:00:00\", \"device_info\": \"host\", ") != std::string::npos);
+  // Three ranks on two GPUs of one node (TUTTI_ALLOW_SHARED_GPU=1): each GPU counted once.
+  f.backend = "cuda";
+  f.cudaDriver = "13.0";
+  f.ranks.clear();
+  for (int rank = 0; rank < 3; rank++) {
+    RankDescription& d = f.ranks.emplace_back();
+    d.rank = rank, d.pid = 100, d.localIndex = rank, d.host = "alpha", d.affinity = "0-7";
+    d.gpuOrdinal = rank % 2, d.gpu = "NVIDIA H200", d.pciBusId = rank % 2 ? "0000:9a:00.0" : "0000:18:00.0";
+  }
+  CHECK(deviceLine(f.ranks[1], f.backend) == "#  Rank  1 Group  0 Pid    100 on      alpha device  1 [0000:9a:00] NVIDIA H200 (CPUs 0-7)\n");
+  CHECK(deviceLine(f.ranks[2], f.backend).find(" device  0 [0000:18:00] NVIDIA H200 ") != std::string::npos);
+  CHECK(gpuLine(f) == "# GPUs: CUDA driver 13.0; 2 x NVIDIA H200 on 1 node, shared by 3 ranks\n");
+  json = jsonReport(r);
+  INFO(json);
+  CHECK(json.find("\"cuda_driver\": \"13.0\"") != std::string::npos);
+  CHECK(json.find("{\"rank\": 1, \"group\": 0, \"pid\": 100, \"hostname\": \"alpha\", \"device\": 1, \"device_hex\": \"0000:9a:00\", "
+                  "\"device_info\": \"NVIDIA H200\", \"cpu_affinity\": \"0-7\"}") != std::string::npos);
+  CHECK(readBaseline(json).collective == "all_reduce");
 }
 
 TEST_CASE("perf sizes use powers of 1024 like nccl-tests") {

@@ -124,6 +124,51 @@ TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output 
   }
 }
 
+TEST_CASE("perf binaries: -t 2 -g 2 drives 4 ranks from 2 threads, each thread's ranks in one group") {
+  for (const char* arguments : {"-t 2 -g 2", "--local 4 -g 2 -y 1"}) {
+    INFO(arguments);
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", std::string(arguments) + " -b 8 -e 64K -f 8 -c 1 -n 2 -w 1");
+    INFO(run.output);
+    REQUIRE(run.exitCode == 0);
+    CHECK(run.output.find("\n# nThread 2 nGpus 2 minBytes 8 maxBytes 65536 ") != std::string::npos);
+    CHECK(run.output.find(", 4 ranks in 1 processes on 1 nodes\n") != std::string::npos);
+    for (int r = 0; r < 4; r++) CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  0 Pid ")));
+    std::vector<std::vector<std::string>> rows = tableRows(run.output);
+    CHECK(rows.size() == 5);
+    for (const std::vector<std::string>& f : rows) CHECK((f[8] == "0" && f[12] == "0"));
+    CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
+  // Point-to-point operations of a thread's two ranks meet inside one group.
+  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "sendrecv_perf", "--local 4 -g 2 -b 8 -e 4K -f 8 -c 1 -n 2 -w 1");
+  INFO(run.output);
+  CHECK(run.exitCode == 0);
+  CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("perf binaries: -G needs the cuda device backend: refused before the sweep with exit code 2") {
+  for (const char* device : {"host", "emulated"}) {
+    INFO(device);
+    Run run = runTool(std::string("NCCL_SOCKET_IFNAME=lo TUTTI_DEVICE=") + device, "all_reduce_perf", "--local 2 -b 8 -e 8 -G 2");
+    INFO(run.output);
+    CHECK(run.exitCode == 2);
+    CHECK(run.output.find("all_reduce_perf: option -G 2: -G needs the cuda device backend, and this run's is " + std::string(device)) !=
+          std::string::npos);
+    CHECK(run.output.find("# nccl-tests version") == std::string::npos);
+  }
+}
+
+TEST_CASE("perf binaries: TUTTI_DEVICE=emulated sweeps run the device executor's code on host memory, with no wrong values") {
+  Run run = runTool("TUTTI_DEVICE=emulated NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 8 -e 1M -f 4 -c 1");
+  INFO(run.output);
+  REQUIRE(run.exitCode == 0);
+  CHECK(run.output.find("\n# tutti: device backend emulated, ") != std::string::npos);
+  CHECK(run.output.find("\n# GPUs:") == std::string::npos);  // host memory: no GPU, no driver
+  std::vector<std::vector<std::string>> rows = tableRows(run.output);
+  CHECK(rows.size() == 9);  // 8 B to 512 KiB, by 4
+  for (const std::vector<std::string>& f : rows) CHECK((f[8] == "0" && f[12] == "0"));
+  CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
 TEST_CASE("perf binaries: an injected corruption is reported with rank, collective, size and offset, and fails the run") {
   Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo TUTTI_PERF_CORRUPT=1:5", "all_reduce_perf", "--local 2 -b 64 -e 64 -c 1 -n 1 -w 0");
   INFO(run.output);
