@@ -5,6 +5,19 @@
 
 namespace tutti::kern {
 
+WaitRecord waitRecordOf(const ExecFault& f) {
+  WaitRecord r;
+  r.what = f.peer < 0 ? WaitFor::Nothing : f.waitingForData ? WaitFor::Data : WaitFor::Space;
+  r.peer = f.peer;
+  r.step = plan::Op(f.step);
+  r.channel = f.channel;
+  r.opName = plan::collTitle(plan::Coll(f.coll));
+  r.opSeq = f.opSeq;
+  r.tile = f.tile;
+  r.ntiles = f.ntiles;
+  return r;
+}
+
 std::string describeFault(const ExecFault& f, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds) {
   const std::string op = std::string(plan::collTitle(plan::Coll(f.coll))) + " #" + std::to_string(f.opSeq);
   const std::string me = "rank " + std::to_string(rank);
@@ -23,15 +36,7 @@ std::string describeFault(const ExecFault& f, int rank, const std::function<std:
              " bytes, larger than a FIFO slot (" + std::to_string(f.expected) + " bytes): the plan's join width and its chunk disagree";
     case Fault::Timeout:
     case Fault::Aborted: {
-      WaitRecord r;
-      r.what = f.peer < 0 ? WaitFor::Nothing : f.waitingForData ? WaitFor::Data : WaitFor::Space;
-      r.peer = f.peer;
-      r.step = plan::Op(f.step);
-      r.channel = f.channel;
-      r.opName = plan::collTitle(plan::Coll(f.coll));
-      r.opSeq = f.opSeq;
-      r.tile = f.tile;
-      r.ntiles = f.ntiles;
+      const WaitRecord r = waitRecordOf(f);
       if (Fault(f.fault) == Fault::Aborted)
         return me + ": operation aborted (ncclCommAbort or an earlier fatal error)" +
                (f.peer >= 0 ? "; " + describeWaitingOp(r) + " was waiting for " + describeWaitedFor(r, peerName(f.peer)) : std::string());

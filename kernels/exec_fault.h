@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/wait_slot.h"
 #include "kernels/work.h"
 
 namespace tutti::kern {
@@ -14,6 +15,10 @@ namespace tutti::kern {
 // "AllReduce #12: rank 3 received 64 bytes from rank 2 (host pid) where it expected 128 (...)".
 // peerName(peer) names a peer ("rank 2 (host pid 1234)"); timeoutSeconds is quoted by timeouts.
 std::string describeFault(const ExecFault& fault, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds);
+
+// What a lane stopped by a Timeout or Aborted fault (or blocked right now) waits for, as the
+// wait record that describeWaitingOp and describeWaitedFor word (sinceNs left 0).
+WaitRecord waitRecordOf(const ExecFault& fault);
 
 // The error code a fault maps to: Timeout, Aborted, InvalidUsage (the ranks' calls disagree) or
 // InvalidArgument (a reduction that cannot be applied).

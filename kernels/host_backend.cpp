@@ -33,6 +33,22 @@ std::string HostMemoryBackend::streamProblem(cudaStream_t stream) const {
          " device backend cannot run on CUDA streams)";
 }
 
+HostMemoryBackend::RunScope::RunScope(std::span<Launch* const> launches) : launches_(launches) {
+  try {
+    for (Launch* L : launches_) L->beforeRun();
+  } catch (...) {
+    for (Launch* L : launches_) L->afterRun();  // what the others took goes back
+    throw;
+  }
+  for (Launch* L : launches_)
+    for (const Launch::Copy& c : L->prologue())
+      if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);  // a count of 0 may come with null buffers
+}
+
+HostMemoryBackend::RunScope::~RunScope() {
+  for (Launch* L : launches_) L->afterRun();
+}
+
 void HostMemoryBackend::submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) {
   struct Done {
     std::function<void()> done;
@@ -81,16 +97,7 @@ class HostBackend final : public HostMemoryBackend {
   // Worker 0 of a lone launch runs on this thread; every other worker on its launch's pool.
   void run(std::span<Launch* const> launches) override {
     const bool inlineFirst = launches.size() == 1;
-    struct AfterRun {
-      std::span<Launch* const> launches;
-      ~AfterRun() {
-        for (Launch* L : launches) L->afterRun();
-      }
-    } afterRun{launches};
-    for (Launch* L : launches) L->beforeRun();
-    for (Launch* L : launches)
-      for (const Launch::Copy& c : L->prologue())
-        if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);  // a count of 0 may come with null buffers
+    RunScope scope(launches);
     for (Launch* L : launches) {
       HostWorkerPool& pool = static_cast<HostBackend&>(L->backend()).pool_;
       LaunchWork& w = L->work();

@@ -28,6 +28,18 @@ class HostMemoryBackend : public ExecutorBackend {
   // Runs the launches to completion on the calling thread (and the backend's workers); throws the
   // first failure through its launch's raise().
   virtual void run(std::span<Launch* const> launches) = 0;
+  // For run(): the launches' beforeRun and prologue copies when made, their afterRun when gone
+  // (also when a launch fails).
+  class RunScope {
+   public:
+    explicit RunScope(std::span<Launch* const> launches);
+    ~RunScope();
+    RunScope(const RunScope&) = delete;
+    RunScope& operator=(const RunScope&) = delete;
+
+   private:
+    std::span<Launch* const> launches_;
+  };
   BackendOptions options_;
 };
 

@@ -71,15 +71,7 @@ bool tryStep(const engine::LaneRef& l, const ExecutionContext& ctx) {
 WaitRecord blockedOn(const engine::LaneRef& l, std::chrono::steady_clock::time_point since) {
   ExecFault f{};
   engine::blockedOn(l, f, HostSync{});
-  WaitRecord r;
-  r.what = f.peer < 0 ? WaitFor::Nothing : f.waitingForData ? WaitFor::Data : WaitFor::Space;
-  r.peer = f.peer;
-  r.step = plan::Op(f.step);
-  r.channel = f.channel;
-  r.opName = plan::collTitle(plan::Coll(f.coll));
-  r.opSeq = f.opSeq;
-  r.tile = f.tile;
-  r.ntiles = f.ntiles;
+  WaitRecord r = waitRecordOf(f);
   r.sinceNs = std::chrono::duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
   return r;
 }

@@ -28,16 +28,7 @@ class EmulatedBackend final : public HostMemoryBackend {
 
  protected:
   void run(std::span<Launch* const> launches) override {
-    struct AfterRun {
-      std::span<Launch* const> launches;
-      ~AfterRun() {
-        for (Launch* L : launches) L->afterRun();
-      }
-    } afterRun{launches};
-    for (Launch* L : launches) L->beforeRun();
-    for (Launch* L : launches)
-      for (const Launch::Copy& c : L->prologue())
-        if (c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
+    RunScope scope(launches);
     std::vector<dev::EmulatedLaunch> runs;
     for (Launch* L : launches) {
       if (L->alone()) throw Error(ErrorCode::Internal, "the emulated device cannot run a launch without workers");
