@@ -116,6 +116,17 @@ const char* typeName(Type type) {
   return "?";
 }
 
+const char* typeSyntax(Type type) {
+  switch (type) {
+    case Type::Int: return "an integer: decimal, or hexadecimal with 0x";
+    case Type::Size:
+      return "a byte count: an integer with an optional K, M or G suffix (binary: 4M, 4MB and 4MiB all mean 4 MiB)";
+    case Type::Bool: return "1, true, yes or on; 0, false, no or off (any case)";
+    case Type::String: return "text; where a parameter lists its values, exactly one of them";
+  }
+  return "?";
+}
+
 // --- Registry ------------------------------------------------------------------------------------
 
 void Registry::add(const Param& param) {
@@ -155,6 +166,11 @@ const char* Param::environmentValue() const {
   const char* value = std::getenv(name_);
   if (value != nullptr && value[0] == '\0' && emptyMeansUnset_) return nullptr;
   return value;
+}
+
+const std::vector<std::string>& Param::allowed() const {
+  static const std::vector<std::string> none;
+  return none;
 }
 
 bool Param::isSet() const { return environmentValue() != nullptr; }

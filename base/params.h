@@ -15,6 +15,9 @@ enum class Type { Int, Size, Bool, String };
 
 // "int", "size", "bool", "string".
 const char* typeName(Type type);
+// How a value of the type is written, in one line ("an integer: decimal, or hex with 0x"): the
+// parsers' own rules, for the generated environment page.
+const char* typeSyntax(Type type);
 
 class Registry;
 
@@ -34,6 +37,8 @@ class Param {
   Type type() const { return type_; }
   const std::string& defaultText() const { return defaultText_; }
   const char* help() const { return help_; }
+  // The only values get() accepts, when the handle has such a list (a String may); empty otherwise.
+  virtual const std::vector<std::string>& allowed() const;
 
   // Set in the environment. A number set to the empty string counts as unset, as in NCCL, and so
   // does a string with a list of allowed values; for other strings the empty value is a value
@@ -94,7 +99,7 @@ class String final : public Param {
          Registry& into = registry());
   std::string get() const;
   std::string parsedText() const override;
-  const std::vector<std::string>& allowed() const { return allowed_; }
+  const std::vector<std::string>& allowed() const override { return allowed_; }
 
  private:
   std::vector<std::string> allowed_;

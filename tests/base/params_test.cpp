@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/params.h"
@@ -217,6 +218,12 @@ TEST_CASE("params: a string with allowed values refuses any other", "[params]") 
   CHECK(codeOf([] { tunables::kDevice.get(); }) == ErrorCode::InvalidUsage);
   CHECK(messageOf([] { tunables::kDevice.get(); }) == "TUTTI_DEVICE=gpu: expected auto, host, cuda or emulated");
   CHECK(tunables::kDevice.text() == "gpu");  // what the user wrote, for tutti-info to show
+  // The list is there through the base class too, for the generated environment page; a handle
+  // without one has an empty list.
+  const params::Param& device = tunables::kDevice;
+  CHECK(device.allowed() == std::vector<std::string>{"auto", "host", "cuda", "emulated"});
+  const params::Param& nsteps = tunables::kNsteps;
+  CHECK(nsteps.allowed().empty());
 }
 
 TEST_CASE("params: an empty numeric value counts as unset, an empty string is a value", "[params]") {
