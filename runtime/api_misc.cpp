@@ -29,13 +29,6 @@ namespace {
   throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": not supported yet (tutti's device API is not implemented)");
 }
 
-// A registration in host mode: nothing to pin or map, but the handle is real and checked.
-struct HostRegistration {
-  uint64_t magic = 0x7265676973747231ull;
-  void* buffer;
-  size_t size;
-};
-
 }  // namespace
 
 TUTTI_API const char* pncclGetErrorString(ncclResult_t result) {
@@ -103,7 +96,7 @@ TUTTI_API ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size
     checkUsableComm("ncclCommRegister", comm);
     if (handle == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommRegister: handle is NULL");
     checkBuffer("ncclCommRegister", comm, buff, size, 1, "buff");
-    *handle = new HostRegistration{0x7265676973747231ull, buff, size};
+    *handle = comm->links.registrations.add(buff, size);
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommRegister)
@@ -111,11 +104,7 @@ TUTTI_NCCL_ALIAS(ncclCommRegister)
 TUTTI_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   return guard("ncclCommDeregister", [&] {
     checkComm("ncclCommDeregister", comm);
-    auto* reg = static_cast<HostRegistration*>(handle);
-    if (reg == nullptr || reg->magic != 0x7265676973747231ull)
-      throw Error(ErrorCode::InvalidArgument, "ncclCommDeregister: " + comm->where() + ": handle is not from ncclCommRegister");
-    reg->magic = 0;
-    delete reg;
+    comm->links.registrations.remove(handle, "ncclCommDeregister: " + comm->where());
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommDeregister)

@@ -28,6 +28,7 @@
 #include "runtime/config.h"
 #include "runtime/connection_setup.h"
 #include "runtime/control_block.h"
+#include "runtime/registrations.h"
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
 #include "runtime/topo_init.h"
@@ -130,6 +131,8 @@ struct CommLinks {
   std::map<ConnKey, std::unique_ptr<Connection>> connections;
   // The proxy that moves the network connections, once the net transport has opened; else null.
   TransportProxy* proxy() const;
+  // User buffers registered with ncclCommRegister (runtime/registrations.h).
+  Registrations registrations;
 };
 
 // What chooses and builds the plans an operation runs.
