@@ -15,7 +15,9 @@ using namespace tutti;
 namespace {
 
 // Makes a communicator; blocking configs join now, nonblocking ones in a thread while the
-// handle reports ncclInProgress.
+// handle reports ncclInProgress. device -1: the calling thread's current CUDA device (NCCL's rule
+// for ncclCommInitRank and its siblings), 0 off the cuda backend.
+constexpr int kCurrentDevice = -1;
 void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids, int nIds, int nranks, int rank, int device,
                 const CommConfig& config) {
   if (out == nullptr) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": comm (the output pointer) is NULL");
@@ -26,6 +28,7 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
                                                 std::to_string(nranks - 1) + ")");
   auto comm = std::make_unique<ncclComm>();
   comm->identity.backendName = chooseDeviceBackend(operation);
+  if (device == kCurrentDevice) device = currentDevice(comm->identity.backendName);
   comm->identity.config = config;
   comm->identity.rank = rank;
   comm->identity.nranks = nranks;
@@ -84,7 +87,7 @@ TUTTI_API ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncc
   return initResult(guard("ncclCommInitRankConfig",
                           [&] {
                             CommConfig c = readConfig(config, "ncclCommInitRankConfig");
-                            createComm("ncclCommInitRankConfig", comm, &commId, 1, nranks, rank, 0, c);
+                            createComm("ncclCommInitRankConfig", comm, &commId, 1, nranks, rank, kCurrentDevice, c);
                           }),
                     comm);
 }
@@ -92,7 +95,7 @@ TUTTI_NCCL_ALIAS(ncclCommInitRankConfig)
 
 TUTTI_API ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return initResult(guard("ncclCommInitRank",
-                          [&] { createComm("ncclCommInitRank", comm, &commId, 1, nranks, rank, 0, readConfig(nullptr, "ncclCommInitRank")); }),
+                          [&] { createComm("ncclCommInitRank", comm, &commId, 1, nranks, rank, kCurrentDevice, readConfig(nullptr, "ncclCommInitRank")); }),
                     comm);
 }
 TUTTI_NCCL_ALIAS(ncclCommInitRank)
@@ -108,7 +111,7 @@ TUTTI_API ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks
                               throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: nId " + std::to_string(nId) +
                                                                           " is larger than nranks " + std::to_string(nranks));
                             CommConfig c = readConfig(config, "ncclCommInitRankScalable");
-                            createComm("ncclCommInitRankScalable", newcomm, commIds, nId, nranks, myrank, 0, c);
+                            createComm("ncclCommInitRankScalable", newcomm, commIds, nId, nranks, myrank, kCurrentDevice, c);
                           }),
                     newcomm);
 }
@@ -118,11 +121,13 @@ TUTTI_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
   return guard("ncclCommInitAll", [&] {
     if (comms == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: comms is NULL");
     if (ndev < 1) throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: ndev " + std::to_string(ndev) + " must be at least 1");
+    // A device may appear more than once: ranks sharing a GPU, which the cuda backend refuses
+    // unless TUTTI_ALLOW_SHARED_GPU=1 (naming both ranks and the device).
     if (devlist)
       for (int i = 0; i < ndev; i++)
-        for (int j = 0; j < i; j++)
-          if (devlist[i] == devlist[j])
-            throw Error(ErrorCode::InvalidUsage, "ncclCommInitAll: device " + std::to_string(devlist[i]) + " appears twice in devlist");
+        if (devlist[i] < 0)
+          throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(i) + "] is " + std::to_string(devlist[i]) +
+                                                      ", not a device index");
     ncclUniqueId id;
     bootstrapGetUniqueId(&id);
     CommConfig config = readConfig(nullptr, "ncclCommInitAll");

@@ -20,6 +20,13 @@ int cudaDeviceCount() {
 #endif
 }
 
+int currentDevice(const std::string& backend) {
+#if defined(TUTTI_HAVE_CUDA)
+  if (backend == "cuda") return kern::cuda::currentDevice();
+#endif
+  return 0;
+}
+
 std::string chooseDeviceBackend(const char* operation) {
   std::string wanted;
   try {

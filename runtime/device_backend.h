@@ -14,4 +14,8 @@ std::string chooseDeviceBackend(const char* operation);
 // probed once, with the driver loaded at run time.
 int cudaDeviceCount();
 
+// The device a communicator made now on this thread uses with `backend`: for cuda the device of
+// the thread's current context (cudaSetDevice), as NCCL takes it; 0 otherwise.
+int currentDevice(const std::string& backend);
+
 }  // namespace tutti

@@ -20,6 +20,7 @@
 #include "kernels/cuda/executor_params.h"
 #include "kernels/host_stream.h"
 #include "base/error.h"
+#include "base/log.h"
 
 extern "C" const unsigned char tuttiExecutorFatbin[];
 extern "C" const size_t tuttiExecutorFatbinBytes;
@@ -94,6 +95,7 @@ class CudaBackend final : public ExecutorBackend {
     std::memset(control_, 0, sizeof *control_);
     check(*d_, d_->cuMemHostGetDevicePointer(&controlDevice_, host, 0), "cuMemHostGetDevicePointer", where);
     check(*d_, d_->cuStreamCreate(&copies_, CU_STREAM_NON_BLOCKING), "cuStreamCreate (the backend's copies)", where);
+    enablePeerAccess(device);
   }
 
   ~CudaBackend() override {
@@ -103,6 +105,7 @@ class CudaBackend final : public ExecutorBackend {
     if (copies_) d_->cuStreamDestroy(copies_);
     if (control_) d_->cuMemFreeHost(control_);
     if (retainedDevice_ >= 0) d_->cuDevicePrimaryCtxRelease(retainedDevice_);
+    for (CUdevice peer : peersRetained_) d_->cuDevicePrimaryCtxRelease(peer);
   }
 
   const char* name() const override { return "cuda"; }
@@ -244,6 +247,27 @@ class CudaBackend final : public ExecutorBackend {
   void abort() override { __atomic_store_n(&control_->abortWord, 1u, __ATOMIC_SEQ_CST); }
 
  private:
+  // Ranks of one process on several GPUs write into each other's FIFOs, which live in the
+  // receiver's device memory: this context may reach every device that allows it. (A pair of
+  // GPUs without peer access cannot connect yet: that needs FIFOs in host memory both map.)
+  void enablePeerAccess(CUdevice own) {
+    int n = 0;
+    if (d_->cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
+    for (int i = 0; i < n; i++) {
+      CUdevice peer = 0;
+      int can = 0;
+      CUcontext peerCtx = nullptr;
+      if (d_->cuDeviceGet(&peer, i) != CUDA_SUCCESS || peer == own) continue;
+      if (d_->cuDeviceCanAccessPeer(&can, own, peer) != CUDA_SUCCESS || !can) continue;
+      if (d_->cuDevicePrimaryCtxRetain(&peerCtx, peer) != CUDA_SUCCESS) continue;
+      peersRetained_.push_back(peer);  // its mappings last while its primary context does
+      const CUresult r = d_->cuCtxEnablePeerAccess(peerCtx, 0);
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        TUTTI_WARN("cuda backend: CUDA device %d cannot map device %d's memory: %s", int(own), int(peer),
+                   describe(*d_, r, "cuCtxEnablePeerAccess").c_str());
+    }
+  }
+
   void makeCurrent() const {
     CUcontext current = nullptr;
     d_->cuCtxGetCurrent(&current);
@@ -284,6 +308,7 @@ class CudaBackend final : public ExecutorBackend {
   const Driver* d_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUdevice retainedDevice_ = -1;
+  std::vector<CUdevice> peersRetained_;
   CUfunction function_ = nullptr;
   ControlWords* control_ = nullptr;
   CUdeviceptr controlDevice_ = 0;
@@ -304,6 +329,14 @@ int deviceCount() {
   int n = 0;
   if (d == nullptr || d->cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
   return n;
+}
+
+int currentDevice() {
+  const Driver* d = driver();
+  CUcontext ctx = nullptr;
+  CUdevice device = 0;
+  if (d == nullptr || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr || d->cuCtxGetDevice(&device) != CUDA_SUCCESS) return 0;
+  return int(device);
 }
 
 }  // namespace tutti::kern::cuda

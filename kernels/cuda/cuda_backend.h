@@ -13,5 +13,8 @@ std::unique_ptr<ExecutorBackend> makeCudaBackend(const BackendOptions& options, 
 
 // CUDA devices the driver reports; 0 without a driver.
 int deviceCount();
+// The device of the calling thread's current context (cudaSetDevice makes one current), as
+// NCCL's ncclCommInitRank takes it; 0 when the thread has none or there is no driver.
+int currentDevice();
 
 }  // namespace tutti::kern::cuda

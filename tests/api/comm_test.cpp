@@ -145,6 +145,28 @@ TEST_CASE("InitAll drives every rank from one thread inside a group", "[comm][in
   }
 }
 
+TEST_CASE("InitAll takes a device list with repeats (ranks sharing a device) and refuses a negative index", "[comm][initall]") {
+  const int devlist[3] = {0, 0, 1};
+  std::vector<ncclComm_t> comms(3);
+  REQUIRE(ncclCommInitAll(comms.data(), 3, devlist) == ncclSuccess);
+  for (int r = 0; r < 3; r++) {
+    int device = -1;
+    REQUIRE(ncclCommCuDevice(comms[size_t(r)], &device) == ncclSuccess);
+    CHECK(device == devlist[r]);
+  }
+  std::vector<std::vector<double>> bufs(3, std::vector<double>(1000));
+  for (int r = 0; r < 3; r++) std::fill(bufs[size_t(r)].begin(), bufs[size_t(r)].end(), double(r + 1));
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < 3; r++)
+    REQUIRE(ncclAllReduce(bufs[size_t(r)].data(), bufs[size_t(r)].data(), 1000, ncclFloat64, ncclSum, comms[size_t(r)], nullptr) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < 3; r++) CHECK(bufs[size_t(r)][999] == 6.0);
+  for (ncclComm_t c : comms) REQUIRE(ncclCommDestroy(c) == ncclSuccess);
+  const int negative[2] = {0, -1};
+  CHECK(ncclCommInitAll(comms.data(), 2, negative) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("devlist[1] is -1") != std::string::npos);
+}
+
 TEST_CASE("InitRankScalable with several roots", "[comm][scalable]") {
   int nIds = GENERATE(1, 2, 3);
   const int n = 5;
