@@ -260,18 +260,13 @@ NameFilter parseProtoFilter(const std::string& value) {
   NameFilter f = parseFilter("NCCL_PROTO", value, v);
   auto check = [&](const NameFilter::Rule& rule, const std::string& scope) {
     if (!rule.set) return;
-    std::vector<std::string> asked;
-    for (const std::string& n : rule.names)
-      if (n != "simple") asked.push_back(n == "ll" ? "LL" : "LL128");
-    bool simpleAllowed = contains(rule.names, "simple") != rule.exclude;
-    if (!simpleAllowed) {
-      std::string what = rule.exclude ? "excluding Simple leaves only LL and LL128, which are"
-                                      : joined(asked) + (asked.size() > 1 ? " are" : " is");
-      throw Error(ErrorCode::InvalidArgument, "NCCL_PROTO=" + value + scope + ": " + what +
-                                                  " not implemented yet; tutti implements only Simple");
-    }
-    if (!rule.exclude && !asked.empty())
-      f.notes.push_back("NCCL_PROTO" + scope + ": " + joined(asked) + " not implemented yet; using Simple");
+    const bool simpleAllowed = contains(rule.names, "simple") != rule.exclude;
+    if (!simpleAllowed)
+      throw Error(ErrorCode::InvalidArgument, "NCCL_PROTO=" + value + scope +
+                                                  ": tutti needs Simple for every collective (LL carries only the small messages of "
+                                                  "device executors, and LL128 is not implemented yet)");
+    if (!rule.exclude && contains(rule.names, "ll128"))
+      f.notes.push_back("NCCL_PROTO" + scope + ": LL128 is not implemented yet; ignored");
   };
   check(f.all, "");
   for (int c = 0; c < kCollCount; c++) check(f.perColl[size_t(c)], std::string(" (for ") + plan::collName(Coll(c)) + ")");

@@ -46,9 +46,10 @@ struct NameFilter {
 // collective, naming the known ones.
 NameFilter parseAlgoFilter(const std::string& value, const std::vector<std::string>& known);
 
-// Parses NCCL_PROTO (LL, LL128, Simple). Simple is the only protocol implemented: a setting that
-// leaves only LL or LL128 for some collective throws tutti::Error (InvalidArgument) saying they
-// are not implemented yet; LL or LL128 named beside Simple is accepted with a note.
+// Parses NCCL_PROTO (LL, LL128, Simple). Simple carries everything; LL carries the small messages
+// of device executors (kernels/fifo.h) where allowed; LL128 is not implemented. A setting that
+// leaves no Simple for some collective throws tutti::Error (InvalidArgument) saying so; LL128
+// named beside Simple is accepted with a note.
 NameFilter parseProtoFilter(const std::string& value);
 
 // The names NCCL_ALGO accepts: the cost model's names (ir.md) and the registry's (custom plans).

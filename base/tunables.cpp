@@ -29,7 +29,8 @@ const String kAlgo{"NCCL_ALGO", "",
                    "algorithms the selector may use: a list (ring, tree, pat, ... or a custom plan file's "
                    "names), ^ to exclude, per collective as 'allreduce:tree,ring;broadcast:ring' (case-insensitive)"};
 const String kProto{"NCCL_PROTO", "",
-                    "protocols the selector may use: Simple (LL and LL128 are not implemented yet); ^ excludes"};
+                    "protocols: Simple carries everything; LL the small messages of device executors (emulated, cuda) where "
+                    "allowed; LL128 is not implemented; ^ excludes (Simple cannot be)"};
 const String kTopoFile{"NCCL_TOPO_FILE", "", "an NCCL topology XML file describing this node, used instead of discovery"};
 const String kTopoDumpFile{"NCCL_TOPO_DUMP_FILE", "",
                            "write this node's topology (as discovered or loaded) to this file, in NCCL's XML format"};

@@ -108,6 +108,24 @@ class ExecutorBackend {
   virtual ExecFault fault() const { return ExecFault{}; }
   // Makes every running or queued launch stop soon (ncclCommAbort): sets the abort word.
   virtual void abort() = 0;
+
+  // What the layers above must do for this backend's executors, asked instead of its name:
+  // Its waits sleep on bells (kern::Bell) that whoever fills or drains a FIFO must ring; the
+  // others poll (a kernel cannot sleep on a futex).
+  virtual bool sleepsOnBells() const { return false; }
+  // The one-shot all-reduce through the control blocks' mailboxes (kernels/mailbox.h), run by
+  // a host thread, can serve this backend's operations.
+  virtual bool runsMailboxes() const { return false; }
+  // Its executor reads a PreMulSum scalar that lives in device memory itself, in stream order;
+  // otherwise the caller reads it at enqueue.
+  virtual bool readsDeviceScalars() const { return true; }
+  // The largest message its executor sends as LL lines (kernels/fifo.h) on FIFOs of memory
+  // transports; 0: Simple only (the host executor: a host thread gains nothing from LL).
+  // backendLLBytes(name()) before one is made.
+  virtual size_t llBytes() const { return 0; }
+  // Each rank needs a device of its own: ranks sharing one are refused unless allowed
+  // (TUTTI_ALLOW_SHARED_GPU).
+  virtual bool ownsDevice() const { return false; }
 };
 
 struct BackendOptions {
@@ -121,5 +139,12 @@ struct BackendOptions {
 // (InvalidUsage) naming `operation` when it cannot be served (no driver, no device).
 std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options,
                                                      const std::string& operation);
+
+// The largest LL message of the device executors (kernels/fifo.h): 16 KiB of data, 32 KiB of
+// lines per FIFO slot. NCCL's LL serves small messages alike; a larger one pipelines better
+// through Simple's slots.
+constexpr size_t kDeviceLLBytes = 16 * 1024;
+// ExecutorBackend::llBytes of the backend `name` makes, known before it is made (0: unknown).
+size_t backendLLBytes(const std::string& name);
 
 }  // namespace tutti::kern

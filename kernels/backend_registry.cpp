@@ -24,12 +24,13 @@ std::unique_ptr<ExecutorBackend> makeCuda(const BackendOptions& options, const s
 struct Entry {
   const char* name;
   std::unique_ptr<ExecutorBackend> (*make)(const BackendOptions&, const std::string&);
+  size_t llBytes;  // ExecutorBackend::llBytes of what it makes
 };
 
 const Entry kBackends[] = {
-    {"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); }},
-    {"emulated", [](const BackendOptions& o, const std::string&) { return makeEmulatedBackend(o); }},
-    {"cuda", makeCuda},
+    {"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); }, 0},
+    {"emulated", [](const BackendOptions& o, const std::string&) { return makeEmulatedBackend(o); }, kDeviceLLBytes},
+    {"cuda", makeCuda, kDeviceLLBytes},
 };
 
 }  // namespace
@@ -38,6 +39,12 @@ std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, co
   for (const Entry& e : kBackends)
     if (name == e.name) return e.make(options, operation);
   throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (host, emulated or cuda)");
+}
+
+size_t backendLLBytes(const std::string& name) {
+  for (const Entry& e : kBackends)
+    if (name == e.name) return e.llBytes;
+  return 0;
 }
 
 }  // namespace tutti::kern

@@ -1,8 +1,16 @@
-// The FIFO of the Simple protocol: one direction of one connection on one channel. The receiver
-// owns the memory (a header, then nsteps slots); the sender waits for a free slot, writes it and
-// publishes it by advancing `head` with release semantics; the receiver acquires `head`, consumes
-// the slot and frees it by advancing `tail`. Read by the host executor now and by the CUDA
-// executor later, so it stays free of heavy includes.
+// The FIFO of one direction of one connection on one channel. The receiver owns the memory (a
+// header, then nsteps slots, then optionally nsteps LL slots); the sender waits for a free slot
+// (`tail` says how many the receiver has consumed), writes it and publishes it.
+//
+//   * Simple: the message in the slot, then `head` advanced with release semantics; the receiver
+//     acquires `head`, consumes the slot and frees it by advancing `tail`.
+//   * LL (device executors, small unjoined messages, FIFOs of memory transports): the message in
+//     the slot's LL lines, each 16-byte line two 8-byte halves of {4 data bytes, a 32-bit flag};
+//     line 0 holds {size, flag}. The flag is the message's sequence number + 1, so a half is
+//     valid the moment it lands, with no fence and no counter to wait for: the receiver polls
+//     line 0, then each half. The sender still advances `head` afterwards (diagnostics, and the
+//     Simple messages that may follow on the same FIFO count from it).
+// Read by every executor (host, device, emulated), so it stays free of heavy includes.
 #pragma once
 
 #include <cstddef>
@@ -32,22 +40,43 @@ struct alignas(64) FifoHeader {
   uint64_t slotBytes;
   uint64_t slotOffset;                // from the start of the header to slot 0
   uint64_t attached;                  // set by the sender once it has mapped the FIFO
+  uint64_t llOffset;                  // from the start of the header to LL slot 0 (0: no LL slots)
+  uint64_t llSlotBytes;               // bytes of one LL slot: line 0, then the data's lines
   uint64_t sizes[kMaxFifoSteps];      // bytes in each published slot
 };
 
-TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes) {
+constexpr size_t kLLLineBytes = 16;
+// An LL slot for messages of up to `dataBytes`: line 0, then 8 data bytes per line.
+TUTTI_FIFO_HD inline size_t llSlotBytesFor(size_t dataBytes) {
+  return dataBytes == 0 ? 0 : kLLLineBytes * (1 + (dataBytes + 7) / 8);
+}
+// The flag of the message with sequence number `seq` (head or tail before it moves).
+TUTTI_FIFO_HD inline uint32_t llFlag(uint64_t seq) { return uint32_t(seq + 1); }
+// One half of an LL line: 4 data bytes (or line 0's size) and the flag.
+TUTTI_FIFO_HD inline uint64_t llHalf(uint32_t data, uint32_t flag) { return (uint64_t(flag) << 32) | data; }
+
+// llDataBytes: the largest LL message (0: the FIFO has no LL slots).
+TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0) {
   size_t headerBytes = (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;
-  return headerBytes + size_t(nsteps) * slotBytes;
+  return headerBytes + size_t(nsteps) * (slotBytes + llSlotBytesFor(llDataBytes));
 }
 
-TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t slotBytes) {
+TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0) {
   header->head = 0;
   header->tail = 0;
   header->attached = 0;
   header->nsteps = nsteps;
   header->slotBytes = slotBytes;
   header->slotOffset = (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;
+  header->llSlotBytes = llSlotBytesFor(llDataBytes);
+  header->llOffset = llDataBytes == 0 ? 0 : header->slotOffset + size_t(nsteps) * slotBytes;
   header->magic = kFifoMagic;
+}
+
+// LL slot `index`'s halves: [0] is line 0's size half, data halves from [2] (line 0's second
+// half is unused).
+TUTTI_FIFO_HD inline uint64_t* fifoLLSlot(FifoHeader* header, uint64_t index) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(header) + header->llOffset + (index % header->nsteps) * header->llSlotBytes);
 }
 
 TUTTI_FIFO_HD inline char* fifoSlot(FifoHeader* header, uint64_t index) {

@@ -26,6 +26,9 @@ namespace {
 struct HostSync {
   uint64_t loadAcquire(const uint64_t* p) const { return fifoLoadAcquire(p); }
   void storeRelease(uint64_t* p, uint64_t v) const { fifoStoreRelease(p, v); }
+  // The host executor sends no LL messages (its connections' ConnEnd::ll is 0); the engine's
+  // publication still names the call.
+  void storeLL(uint64_t* p, uint64_t v) const { fifoStoreRelease(p, v); }
   void notify(const ConnEnd& end) const {
     if (end.bell != nullptr) ringBell(static_cast<Bell*>(end.bell));
   }

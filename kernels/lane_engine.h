@@ -150,6 +150,7 @@ TUTTI_ENGINE_HD Span resolve(const LaneRef& l, const BufRef& ref) {
 struct Run {
   uint32_t parts;
   bool recv, send;
+  bool rll, sll;  // the message arrives / leaves as LL lines (fifo.h); its slot is then the staging
   FifoHeader* rf;
   FifoHeader* sf;
   uint64_t rtail, shead;
@@ -196,10 +197,18 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
   run.send = plan::stepSends(step.op);
   run.rf = run.recv ? l.recvs[step.recvConn].fifo : nullptr;
   run.sf = run.send ? l.sends[step.sendConn].fifo : nullptr;
+  run.rll = run.recv && run.parts == 1 && l.recvs[step.recvConn].ll != 0;
+  run.sll = run.send && run.parts == 1 && l.sends[step.sendConn].ll != 0;
   run.rtail = run.shead = 0;
+  uint64_t line0 = 0;
   if (run.recv) {
     run.rtail = run.rf->tail;  // only this side writes it
-    if (sync.loadAcquire(&run.rf->head) == run.rtail) return false;
+    if (run.rll) {
+      line0 = sync.loadAcquire(fifoLLSlot(run.rf, run.rtail));
+      if (uint32_t(line0 >> 32) != llFlag(run.rtail)) return false;
+    } else if (sync.loadAcquire(&run.rf->head) == run.rtail) {
+      return false;
+    }
   }
   if (run.send) {
     run.shead = run.sf->head;  // only this side writes it
@@ -207,7 +216,7 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
   }
   run.rslot = run.recv ? fifoSlot(run.rf, run.rtail) : nullptr;
   run.sslot = run.send ? fifoSlot(run.sf, run.shead) : nullptr;
-  run.got = run.recv ? run.rf->sizes[run.rtail % run.rf->nsteps] : 0;
+  run.got = run.rll ? uint32_t(line0) : run.recv ? run.rf->sizes[run.rtail % run.rf->nsteps] : 0;
   run.roff = run.soff = 0;
   run.sent = 0;
   return true;
@@ -269,6 +278,9 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   if (step.dst.buf == Buf::Scratch) l.extents[step.dst.chunk] = elems;
   const uint64_t bytes = elems * elt;
   if (run.recv && arrived != bytes) return setFault(fault, Fault::SizeMismatch, l, rpeer, arrived, bytes), false;
+  // The launch chose LL only for operations whose messages fit an LL slot (ConnEnd::ll).
+  const uint64_t llCapacity = run.sll ? (run.sf->llSlotBytes / kLLLineBytes - 1) * 8 : 0;
+  if (run.sll && bytes > llCapacity) return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, bytes, llCapacity), false;
   part.op = step.op;
   part.flags = reduceFlagsOf(step);
   part.src = src.ptr;
@@ -319,6 +331,32 @@ TUTTI_ENGINE_HD void moveData(Mover& m, const OpWork& op, const Part& p) {
   }
 }
 
+// LL, every thread of the worker (thread t of nt): before the run's parts move, the message's
+// lines into its slot, each half once its flag says it landed (the sender wrote line 0 after the
+// data, so every half is on its way); after they moved, the slot into the send FIFO's lines.
+// Sync provides loadLL(const uint64_t*) and storeLL(uint64_t*, uint64_t): single-copy atomic
+// 8-byte accesses. Both copy whole 4-byte words: up to 3 bytes past the message, inside the slot.
+template <class Sync>
+TUTTI_ENGINE_HD void llUnpack(const Run& run, uint32_t t, uint32_t nt, const Sync& sync) {
+  const uint64_t* halves = fifoLLSlot(run.rf, run.rtail) + 2;
+  const uint32_t flag = llFlag(run.rtail);
+  uint32_t* out = reinterpret_cast<uint32_t*>(run.rslot);
+  const uint64_t words = (run.got + 3) / 4;
+  for (uint64_t i = t; i < words; i += nt) {
+    uint64_t v = sync.loadLL(&halves[i]);
+    while (uint32_t(v >> 32) != flag) v = sync.loadLL(&halves[i]);
+    out[i] = uint32_t(v);
+  }
+}
+template <class Sync>
+TUTTI_ENGINE_HD void llPack(const Run& run, uint32_t t, uint32_t nt, const Sync& sync) {
+  uint64_t* halves = fifoLLSlot(run.sf, run.shead) + 2;
+  const uint32_t flag = llFlag(run.shead);
+  const uint32_t* in = reinterpret_cast<const uint32_t*>(run.sslot);
+  const uint64_t words = (run.sent + 3) / 4;
+  for (uint64_t i = t; i < words; i += nt) sync.storeLL(&halves[i], llHalf(in[i], flag));
+}
+
 // Phase 4a: after part j has moved, its size in the joined table and the slots' offsets.
 TUTTI_ENGINE_HD void endPart(Run& run, uint32_t j, const Part& part) {
   if (run.send && run.parts > 1) fifoJoinSizes(run.sslot)[j] = uint32_t(part.bytes);
@@ -338,6 +376,8 @@ TUTTI_ENGINE_HD void finishRun(const LaneRef& l, const Run& run, const Sync& syn
     sync.notify(l.recvs[step.recvConn]);
   }
   if (run.send) {
+    // An LL message is the receiver's the moment line 0 lands (after its data: llPack ran first).
+    if (run.sll) sync.storeLL(fifoLLSlot(run.sf, run.shead), llHalf(uint32_t(run.sent), llFlag(run.shead)));
     run.sf->sizes[run.shead % run.sf->nsteps] = run.sent;
     sync.storeRelease(&run.sf->head, run.shead + 1);
     sync.notify(l.sends[step.sendConn]);
@@ -359,6 +399,7 @@ TUTTI_ENGINE_HD void blockedOn(const LaneRef& l, ExecFault& f, const Sync& sync)
   const ConnEnd* recv = plan::stepReceives(step.op) ? &l.recvs[step.recvConn] : nullptr;
   const ConnEnd* send = plan::stepSends(step.op) ? &l.sends[step.sendConn] : nullptr;
   setFault(f, Fault::Timeout, l, -1, 0, 0);
+  // (For an LL message the counters tell the same: the sender advances head after line 0.)
   if (recv != nullptr && (send == nullptr || sync.loadAcquire(&recv->fifo->head) == recv->fifo->tail)) {
     f.waitingForData = 1;
     f.peer = recv->peer;

@@ -39,7 +39,7 @@ struct ConnEnd {
   void* bell;        // host executor: the kern::Bell to ring after moving the FIFO; null: the other
                      // side polls (a GPU rings no futex)
   int32_t peer;
-  uint32_t pad;
+  uint32_t ll;  // nonzero: this operation's unjoined messages on the FIFO go as LL lines (fifo.h)
 };
 
 // One lane of one operation on one channel.

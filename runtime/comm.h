@@ -57,6 +57,9 @@ struct RankInfo {
   int32_t nworkers;
   int32_t buffersSet;  // NCCL_BUFFSIZE or TUTTI_NSTEPS was set: the slot stands as they make it
   uint64_t slotBytes;
+  // The largest message this rank's executor sends and receives as LL lines (kernels/fifo.h);
+  // a connection uses LL only for messages both its ends take so.
+  uint64_t llBytes;
 };
 
 // A reduction op made by ncclRedOpCreatePreMulSum.

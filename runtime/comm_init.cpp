@@ -98,7 +98,13 @@ class BackendFifoMemory final : public FifoMemory {
 // of one host on one GPU are refused unless TUTTI_ALLOW_SHARED_GPU=1 (their kernels then share
 // the device: ranks as threads, or processes under MPS).
 void makeExecutorBackend(ncclComm* comm) {
-  if (comm->identity.backendName == "cuda" && !tunables::kAllowSharedGpu.get()) {
+  kern::BackendOptions options;
+  options.device = comm->identity.device;
+  options.workers = comm->settings.nworkers;
+  options.timeoutSeconds = comm->settings.timeoutSeconds;
+  options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
+  comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
+  if (comm->executor.backend->ownsDevice() && !tunables::kAllowSharedGpu.get()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
     for (int r = 0; r < comm->identity.nranks; r++) {
       const RankInfo& p = comm->identity.peers[size_t(r)];
@@ -108,12 +114,6 @@ void makeExecutorBackend(ncclComm* comm) {
                                                  "; give each rank its own GPU, or set TUTTI_ALLOW_SHARED_GPU=1 to let them share it");
     }
   }
-  kern::BackendOptions options;
-  options.device = comm->identity.device;
-  options.workers = comm->settings.nworkers;
-  options.timeoutSeconds = comm->settings.timeoutSeconds;
-  options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
-  comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
   if (comm->executor.backend->memorySpace() != kern::MemorySpace::Host)
     comm->links.fifoMemory = std::make_shared<BackendFifoMemory>(comm->executor.backend.get());
   comm->executor.abortable.store(comm->executor.backend.get());
@@ -152,6 +152,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   me.processToken = processToken();
   me.pid = int32_t(getpid());
   me.device = device;
+  me.llBytes = kern::backendLLBytes(comm->identity.backendName);
   std::string host = hostname();
   std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
   proposeSettings(comm, &me);

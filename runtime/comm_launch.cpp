@@ -8,6 +8,7 @@
 #include <map>
 
 #include "algorithms/registry.h"
+#include "algorithms/sim.h"
 #include "algorithms/tiling.h"
 #include "kernels/dtypes.h"
 #include "kernels/host_reduce.h"
@@ -254,6 +255,10 @@ void CommLaunch::bind() {
       throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + plan::collTitle(t.coll) + " with algorithm " + first->plan.algorithm +
                                                " joins " + std::to_string(width) + " steps into one message, more than a FIFO slot of " +
                                                std::to_string(comm->settings.slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
+    // A message never carries more than the operation's largest buffer: small operations may go
+    // as LL lines where both ends of a connection take them (connect()).
+    const size_t largestBuffer = t.count * eltSize * (sim::countsBlocks(t.coll) ? size_t(comm->identity.nranks) : 1);
+    const bool llAllowed = largestBuffer > 0 && comm->planning.selector && comm->planning.selector->llAllowed(t.coll);
     for (int c = 0; c < nch; c++) {
       const tiling::Range range = tiling::channelRange(t.count, nch, c);
       const int w = workerOfChannel(comm, c);
@@ -272,6 +277,7 @@ void CommLaunch::bind() {
         lane.begin = whole ? 0 : range.begin;
         lane.end = whole ? t.count : range.end;
         lane.chunkElems = std::max<size_t>(1, chunkBytes / eltSize);
+        bound.llMessageBytes = llAllowed ? largestBuffer : 0;
         for (int peer : spec.sendPeers) bound.sendKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, true});
         for (int peer : spec.recvPeers) bound.recvKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, false});
         keys_.insert(keys_.end(), bound.sendKeys.begin(), bound.sendKeys.end());
@@ -283,7 +289,7 @@ void CommLaunch::bind() {
 }
 
 void CommLaunch::connect() {
-  const bool bells = comm->executor.backend->name() == std::string("host");  // other executors poll
+  const bool bells = comm->executor.backend->sleepsOnBells();  // other executors poll
   for (int w = 0; w < comm->settings.nworkers && !mailbox; w++) {
     builder_.beginWorker();
     const std::vector<BoundLane>& lanes = lanes_[size_t(w)];
@@ -292,8 +298,12 @@ void CommLaunch::connect() {
       for (size_t i : queue) {
         auto end = [&](const ConnKey& k) {
           const Connection& conn = *comm->links.connections.at(k);
-          // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy.
-          return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, 0};
+          // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy. LL
+          // where the message fits what both ends take, on a memory transport's FIFO (the
+          // network proxy moves Simple slots): the same answer at both ends of the FIFO.
+          const size_t llBytes = std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(k.peer)].llBytes);
+          const bool ll = lanes[i].llMessageBytes > 0 && lanes[i].llMessageBytes <= llBytes && conn.transport().rfind("net", 0) != 0;
+          return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, ll ? 1u : 0u};
         };
         std::vector<kern::ConnEnd> sends, recvs;
         for (const ConnKey& k : lanes[i].sendKeys) sends.push_back(end(k));

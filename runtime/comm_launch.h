@@ -68,6 +68,7 @@ class CommLaunch final : public kern::Launch {
   struct BoundLane {
     kern::LaneWork work;
     std::vector<ConnKey> sendKeys, recvKeys;
+    size_t llMessageBytes;  // the most one message of its operation may carry; 0: never LL
   };
   kern::OpWork opFor(const Task& t, uint64_t seq);
   // Whether the launch's workers move the network FIFOs themselves while they wait.

@@ -130,7 +130,9 @@ class CommTransportContext final : public TransportContext {
   // A nonblocking init's ncclInProgress counts: nothing may be reported over it.
   bool failed() const override { return comm_->error.asyncError.load() != ncclSuccess; }
   void fail(const Error& error, int peer) override { comm_->fail(error, true, peer); }
-  FifoShape fifoShape() const override { return FifoShape{uint32_t(comm_->settings.nsteps), comm_->settings.slotBytes}; }
+  FifoShape fifoShape() const override {
+    return FifoShape{uint32_t(comm_->settings.nsteps), comm_->settings.slotBytes, comm_->executor.backend->llBytes()};
+  }
   std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
   std::string netName() const override { return comm_->identity.config.netName; }
 

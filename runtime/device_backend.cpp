@@ -34,7 +34,9 @@ std::string chooseDeviceBackend(const char* operation) {
   } catch (const Error& error) {
     throw Error(error.code(), std::string(operation) + ": " + error.message());
   }
-  if (wanted == "host" || wanted == "emulated" || wanted == "cuda") return wanted;
+  // TUTTI_DEVICE's own check knows the names; makeExecutorBackend (kernels/backend_registry.cpp)
+  // is the one list of backends.
+  if (wanted != "auto") return wanted;
   return cudaDeviceCount() > 0 ? "cuda" : "host";
 }
 

@@ -54,7 +54,7 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op, co
   r.kind = kern::RedKind::PreMulSum;
   uint64_t bits = user.hostValue;
   if (user.residence == ncclScalarDevice) {
-    if (comm->executor.backend->memorySpace() != kern::MemorySpace::Host || comm->executor.backend->name() != std::string("host")) {
+    if (comm->executor.backend->readsDeviceScalars()) {
       // Read by the executor when the operation runs, in stream order, as NCCL does.
       *deviceScalar = user.pointer;
       return r;

@@ -132,13 +132,13 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
   }
   std::string proto = tunables::kProto.get();
   if (!proto.empty()) {
-    selector::NameFilter protocols;
     try {
-      protocols = selector::parseProtoFilter(proto);
+      protoFilter_ = selector::parseProtoFilter(proto);
     } catch (const Error& e) {
       throw Error(ErrorCode::InvalidArgument, comm->where() + ": " + e.message());
     }
-    for (const std::string& note : protocols.notes) TUTTI_WARN("%s: %s", comm->where().c_str(), note.c_str());
+    protoFilterSet_ = true;
+    for (const std::string& note : protoFilter_.notes) TUTTI_WARN("%s: %s", comm->where().c_str(), note.c_str());
   }
   deterministic_ = tunables::kDeterministic.get();
 }

@@ -40,6 +40,8 @@ class CommSelector {
   // The choices per size, readable (NCCL_DEBUG_SUBSYS=TUNING).
   std::string tuningTable();
   const sim::Fabric& fabric() const { return fabric_; }
+  // Whether NCCL_PROTO lets the collective's small messages go as LL lines (device executors).
+  bool llAllowed(plan::Coll coll) const { return !protoFilterSet_ || protoFilter_.allows(coll, "ll"); }
 
  private:
   selector::Context context(plan::Coll coll) const;
@@ -48,6 +50,8 @@ class CommSelector {
   sim::Fabric fabric_;
   selector::NameFilter algoFilter_;
   bool algoFilterSet_ = false;
+  selector::NameFilter protoFilter_;
+  bool protoFilterSet_ = false;
   bool deterministic_ = false;
   // TUTTI_DETERMINISTIC's algorithm for each reducing collective, once chosen
   std::array<std::string, selector::kCollCount> deterministicAlgorithm_;

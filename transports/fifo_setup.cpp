@@ -25,7 +25,7 @@ FifoShape checkedFifoShape(const TransportContext& context, const std::string& w
 
 void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape) {
   kern::FifoHeader header{};
-  kern::fifoInit(&header, shape.nsteps, shape.slotBytes);
+  kern::fifoInit(&header, shape.nsteps, shape.slotBytes, shape.llBytes);
   memory.copyIn(fifo, &header, sizeof header);
 }
 
@@ -33,7 +33,8 @@ void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std
   kern::FifoHeader header{};
   if (bytes >= sizeof header) memory.copyOut(&header, fifo, sizeof header);
   if (bytes < sizeof header || header.magic != kern::kFifoMagic || header.nsteps == 0 || header.nsteps > kern::kMaxFifoSteps ||
-      kern::fifoBytes(header.nsteps, header.slotBytes) > bytes)
+      kern::fifoBytes(header.nsteps, header.slotBytes) + size_t(header.nsteps) * header.llSlotBytes > bytes ||
+      (header.llSlotBytes != 0 && header.llOffset != kern::fifoBytes(header.nsteps, header.slotBytes)))
     throw Error(ErrorCode::Remote, context + ": the peer's FIFO segment is malformed");
 }
 

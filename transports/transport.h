@@ -47,6 +47,9 @@ const char* localityName(Locality locality);  // "in this process", "on this hos
 struct FifoShape {
   uint32_t nsteps = 0;
   size_t slotBytes = 0;
+  // The largest LL message (kernels/fifo.h), for the memory transports' FIFOs of a device
+  // executor; 0: no LL slots (the host executor, and the network, whose proxy moves Simple slots).
+  size_t llBytes = 0;
 };
 
 // What the receiver hands the sender, out of band: a shm segment's name, a net listener's

@@ -11,9 +11,11 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/cuda_driver.h"
@@ -100,7 +102,18 @@ class CudaBackend final : public ExecutorBackend {
 
   ~CudaBackend() override {
     d_->cuCtxSetCurrent(ctx_);
-    // The communicator is done: whatever it queued has run or been abandoned by its owner.
+    // Kernels still queued or running read the FIFOs, the arenas and the control words freed
+    // below: wait for the last launch on every stream first (ncclCommDestroy finishes what was
+    // issued; after ncclCommAbort the abort word ends them within a poll). Their waits are bounded
+    // by TUTTI_TIMEOUT on the device clock; should one still run past that (queued behind a user's
+    // kernel that never ends), its memory is left allocated rather than freed under it.
+    if (!launchesEnded(options_.timeoutSeconds + 5)) {
+      TUTTI_WARN("cuda backend: launches of this communicator did not end within %.0f s of its destruction; their "
+                 "device memory (%zu buffers) is left allocated",
+                 options_.timeoutSeconds + 5, freed_.size());
+      return;
+    }
+    for (auto& [stream, event] : lastLaunch_) d_->cuEventDestroy(event);
     for (CUdeviceptr p : freed_) d_->cuMemFree(p);
     if (copies_) d_->cuStreamDestroy(copies_);
     if (control_) d_->cuMemFreeHost(control_);
@@ -109,6 +122,8 @@ class CudaBackend final : public ExecutorBackend {
   }
 
   const char* name() const override { return "cuda"; }
+  size_t llBytes() const override { return kDeviceLLBytes; }
+  bool ownsDevice() const override { return true; }
   MemorySpace memorySpace() const override { return MemorySpace::Device; }
   int workers() const override { return options_.workers; }
 
@@ -196,6 +211,7 @@ class CudaBackend final : public ExecutorBackend {
     auto flush = [&] {
       if (params.nlaunches == 0) return;
       check(*d_, launchKernel(params, blocks, s), "cuLaunchKernel (the executor)", "launching a collective");
+      recordLaunch(s);
       params = dev::ExecutorParams{};
       blocks = 0;
     };
@@ -247,6 +263,29 @@ class CudaBackend final : public ExecutorBackend {
   void abort() override { __atomic_store_n(&control_->abortWord, 1u, __ATOMIC_SEQ_CST); }
 
  private:
+  // The stream's last launch, for the destructor to wait for (one event per stream, re-recorded).
+  void recordLaunch(CUstream s) {
+    std::lock_guard<std::mutex> lock(launchesMutex_);
+    CUevent& event = lastLaunch_[s];
+    if (event == nullptr) check(*d_, d_->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "tracking a launch");
+    check(*d_, d_->cuEventRecord(event, s), "cuEventRecord", "tracking a launch");
+  }
+
+  // Whether every stream's last launch has ended, waiting at most `seconds`.
+  bool launchesEnded(double seconds) {
+    std::lock_guard<std::mutex> lock(launchesMutex_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (auto& [stream, event] : lastLaunch_) {
+      CUresult r;
+      while ((r = d_->cuEventQuery(event)) == CUDA_ERROR_NOT_READY) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      if (r != CUDA_SUCCESS) return true;  // a broken context: nothing runs on it any more
+    }
+    return true;
+  }
+
   // Ranks of one process on several GPUs write into each other's FIFOs, which live in the
   // receiver's device memory: this context may reach every device that allows it. (A pair of
   // GPUs without peer access cannot connect yet: that needs FIFOs in host memory both map.)
@@ -316,6 +355,8 @@ class CudaBackend final : public ExecutorBackend {
   CUstream copies_ = nullptr;
   std::mutex freedMutex_;
   std::vector<CUdeviceptr> freed_;
+  std::mutex launchesMutex_;
+  std::map<CUstream, CUevent> lastLaunch_;
 };
 
 }  // namespace

@@ -42,6 +42,8 @@ struct DeviceSync {
   TUTTI_DEVICE uint64_t loadAcquire(const uint64_t* p) const { return dev::loadAcquire(p); }
   TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) const { dev::storeRelease(p, v); }
   TUTTI_DEVICE void notify(const ConnEnd&) const {}
+  TUTTI_DEVICE uint64_t loadLL(const uint64_t* p) const { return dev::loadLL(p); }
+  TUTTI_DEVICE void storeLL(uint64_t* p, uint64_t v) const { dev::storeLL(p, v); }
 };
 
 // The fault word while its record is being written.
@@ -131,6 +133,13 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
     const engine::LaneRef l = engine::laneRef(w, sh.lane, ops);
     const BlockMover mover{l.op, engine::resolvedRedOp(*l.op)};
     const uint32_t parts = sh.run.parts;
+    // Read now, while the run is this round's: once the last barrier below is passed, the first
+    // thread may begin the next round's run.
+    const bool rll = sh.run.rll, sll = sh.run.sll;
+    if (rll) {  // the message's lines into its slot first (lane_engine.h, llUnpack)
+      engine::llUnpack(sh.run, uint32_t(threadId()), uint32_t(threadCount()), sync);
+      barrier();
+    }
     for (uint32_t j = 0; j < parts; j++) {
       if (lead) {
         ExecFault f{};
@@ -145,6 +154,11 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
       engine::moveData(mover, *l.op, part);
       barrier();
       if (lead) engine::endPart(sh.run, j, part);
+    }
+    if (sll) {  // the slot into the receiver's lines, then line 0 (finishRun)
+      barrier();
+      engine::llPack(sh.run, uint32_t(threadId()), uint32_t(threadCount()), sync);
+      barrier();
     }
     if (lead) {
       engine::finishRun(l, sh.run, sync);

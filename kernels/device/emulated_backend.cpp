@@ -18,6 +18,7 @@ class EmulatedBackend final : public HostMemoryBackend {
  public:
   explicit EmulatedBackend(const BackendOptions& options) : HostMemoryBackend(options) {}
   const char* name() const override { return "emulated"; }
+  size_t llBytes() const override { return kDeviceLLBytes; }
   void abort() override { __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE); }
   ExecFault fault() const override {
     ExecFault f;

@@ -8,6 +8,8 @@
 //   loadAcquire / storeRelease  FIFO counters, with system scope (peers may be other devices or
 //                               the host)
 //   loadVolatile32, storeRelease32  the host-written abort word, the fault word
+//   loadLL / storeLL            one half of an LL line (kernels/fifo.h): a single-copy atomic
+//                               8-byte access, no fence (the flag in it validates the data)
 //   nowNs()                     a clock in nanoseconds (the device's global timer)
 //   pause()                     a short back-off inside a poll loop
 #pragma once
@@ -47,6 +49,12 @@ TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 TUTTI_DEVICE uint32_t loadVolatile32(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
+TUTTI_DEVICE uint64_t loadLL(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+TUTTI_DEVICE void storeLL(uint64_t* p, uint64_t v) { asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
 TUTTI_DEVICE void storeRelease32(uint32_t* p, uint32_t v) {
   __threadfence_system();
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -86,6 +94,10 @@ inline void barrier() { emulatedBarrier(); }
 inline uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 inline void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 inline uint32_t loadVolatile32(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+// Release and acquire on the host: what a data half carries was written before it (the emulated
+// "threads" are host threads, and C++ wants the order spelled out where a GPU's flag carries it).
+inline uint64_t loadLL(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void storeLL(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 inline void storeRelease32(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 inline uint64_t nowNs() { return emulatedNowNs(); }
 inline void pause() { emulatedPause(); }

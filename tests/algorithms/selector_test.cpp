@@ -100,20 +100,30 @@ TEST_CASE("selector: NCCL_ALGO errors name what is wrong and what is known") {
   CHECK(selector::parseAlgoFilter("myplan", selector::knownAlgorithms(r)).allows(Coll::AllReduce, "MyPlan"));
 }
 
-TEST_CASE("selector: NCCL_PROTO accepts Simple and says LL and LL128 are not implemented yet") {
+TEST_CASE("selector: NCCL_PROTO needs Simple, lets LL be chosen or excluded per collective, and notes LL128") {
   CHECK(selector::parseProtoFilter("").notes.empty());
   CHECK(selector::parseProtoFilter("Simple").notes.empty());
   NameFilter f = selector::parseProtoFilter("ll,SIMPLE");
-  REQUIRE(f.notes.size() == 1);
-  CHECK_THAT(f.notes[0], Catch::Contains("LL not implemented yet"));
+  CHECK(f.notes.empty());
+  CHECK(f.allows(Coll::AllReduce, "ll"));
+  CHECK_FALSE(selector::parseProtoFilter("Simple").allows(Coll::AllReduce, "ll"));  // a list without LL excludes it
+  NameFilter noLL = selector::parseProtoFilter("^LL");
+  CHECK_FALSE(noLL.allows(Coll::Broadcast, "ll"));
+  CHECK(noLL.allows(Coll::Broadcast, "simple"));
+  NameFilter perColl = selector::parseProtoFilter("simple,ll;allreduce:simple");
+  CHECK_FALSE(perColl.allows(Coll::AllReduce, "ll"));
+  CHECK(perColl.allows(Coll::AllGather, "ll"));
   CHECK(selector::parseProtoFilter("^LL128").notes.empty());
+  NameFilter with128 = selector::parseProtoFilter("Simple,LL128");
+  REQUIRE(with128.notes.size() == 1);
+  CHECK_THAT(with128.notes[0], Catch::Contains("LL128 is not implemented yet"));
 
   CHECK_THAT(errorOf([] { selector::parseProtoFilter("LL"); }),
-             Catch::Contains("NCCL_PROTO=LL") && Catch::Contains("LL is not implemented yet") && Catch::Contains("only Simple"));
-  CHECK_THAT(errorOf([] { selector::parseProtoFilter("LL,LL128"); }), Catch::Contains("LL, LL128 are not implemented yet"));
-  CHECK_THAT(errorOf([] { selector::parseProtoFilter("^simple"); }), Catch::Contains("excluding Simple"));
+             Catch::Contains("NCCL_PROTO=LL") && Catch::Contains("needs Simple for every collective"));
+  CHECK_THAT(errorOf([] { selector::parseProtoFilter("LL,LL128"); }), Catch::Contains("needs Simple"));
+  CHECK_THAT(errorOf([] { selector::parseProtoFilter("^simple"); }), Catch::Contains("needs Simple"));
   CHECK_THAT(errorOf([] { selector::parseProtoFilter("simple;allreduce:LL128"); }),
-             Catch::Contains("for allreduce") && Catch::Contains("LL128 is not implemented yet"));
+             Catch::Contains("for allreduce") && Catch::Contains("needs Simple"));
   CHECK_THAT(errorOf([] { selector::parseProtoFilter("Simple,LL64"); }),
              Catch::Contains("\"LL64\"") && Catch::Contains("Simple, LL, LL128"));
 }

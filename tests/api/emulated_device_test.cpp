@@ -37,8 +37,17 @@ void requireBitwiseEqual(int nranks, const char* algorithm, const std::vector<si
 
 }  // namespace
 
+// Both protocols: these counts go as LL lines between the emulated executors (kernels/fifo.h),
+// and through Simple slots with NCCL_PROTO=^LL.
 TEST_CASE("emulated device: every collective, type and op, bitwise as the host executor (1 to 4 ranks)", "[device][emulated]") {
   for (int nranks : {1, 2, 3, 4}) requireBitwiseEqual(nranks, "", {0, 1, 7, 1023});
+}
+
+TEST_CASE("emulated device: every collective, type and op through Simple only (NCCL_PROTO=^LL), bitwise as the host executor",
+          "[device][emulated]") {
+  setenv("NCCL_PROTO", "^LL", 1);
+  for (int nranks : {2, 3}) requireBitwiseEqual(nranks, "", {1, 7, 1023});
+  unsetenv("NCCL_PROTO");
 }
 
 TEST_CASE("emulated device: ring and tree plans across tiles and channels, bitwise as the host executor", "[device][emulated]") {

@@ -9,12 +9,12 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build-gpu}
 DEST=${2:-gpu-bundle}
 cmake -S . -B "$BUILD" -G Ninja -DTUTTI_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DTUTTI_PERF_MPI=OFF >/dev/null
-targets=(tutti tutti_nccl tutti_gpu_check tutti_gpu_collectives tutti_gpu_bench tutti-topo tutti-info)
+targets=(tutti tutti_nccl tutti_gpu_check tutti_gpu_collectives tutti_gpu_semantics tutti_gpu_bench tutti-topo tutti-info)
 for p in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do targets+=("${p}_perf"); done
 ninja -C "$BUILD" "${targets[@]}"
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/nccl"
-cp "$BUILD"/tests/gpu/tutti_gpu_check "$BUILD"/tests/gpu/tutti_gpu_collectives "$BUILD"/tests/gpu/tutti_gpu_bench "$DEST/bin/"
+cp "$BUILD"/tests/gpu/tutti_gpu_check "$BUILD"/tests/gpu/tutti_gpu_collectives "$BUILD"/tests/gpu/tutti_gpu_semantics "$BUILD"/tests/gpu/tutti_gpu_bench "$DEST/bin/"
 cp "$BUILD"/tools/tutti-topo "$BUILD"/tools/tutti-info "$DEST/bin/"
 for p in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do cp "$BUILD/perf/${p}_perf" "$DEST/bin/"; done
 cp -L "$BUILD"/libtutti.so.0 "$DEST/lib/"

@@ -10,7 +10,9 @@
 # 3. discovery: tutti-topo finds the GPU through the CUDA driver and NVML; its XML loads back;
 # 4. smoke: one all-reduce through the cuda backend, 2 ranks sharing the GPU, with INFO logs;
 # 5. collectives: every collective x type x op at 1, 2, 4 and 8 ranks sharing the GPU (threads),
-#    against the float64 reference and bitwise against the host executor;
+#    against the float64 reference and bitwise against the host executor; then stream order with
+#    the user's kernels before and after, the device at init, a timeout and an abort of a stuck
+#    kernel, graph capture refused (tutti_gpu_semantics);
 # 6. PyTorch with tutti's libnccl.so.2 preloaded: an all-reduce of a CUDA tensor, one rank;
 # 7. perf: the sweep tool on the cuda backend: device buffers, CUDA event timing and checking, -g 2
 #    (two ranks per thread in one group), ranks sharing the GPU; -G (CUDA graphs) stops with the
@@ -77,6 +79,8 @@ check smoke 90 smoke
 if grep -q '^ok' "$OUT/smoke.log" 2>/dev/null; then
   check collectives 420 tutti_gpu_collectives 1 2 4 8
   grep -E '^(ok|FAIL|==)|first' "$OUT/collectives.log" | sed 's/^/     /'
+  check semantics 90 tutti_gpu_semantics
+  grep -E '^(ok|FAIL|==)' "$OUT/semantics.log" | sed 's/^/     /'
 else
   echo "skip collectives: the smoke test failed"
   failed=$((failed + 1))

@@ -81,7 +81,7 @@ class LocalTransport final : public Transport {
     const FifoShape shape = checkedFifoShape(context_, what);
     auto fifo = std::make_shared<LocalFifo>();
     fifo->memory = context_.fifoMemory();
-    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes);
+    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
     fifo->base = fifo->memory->allocate(fifo->bytes, what);
     writeFifoHeader(*fifo->memory, fifo->base, shape);
     const uint64_t token = LocalFifoTable::instance().insert(fifo);

@@ -53,8 +53,8 @@ class ShmTransport final : public Transport {
     const std::string what = fifoWhat(request);
     const FifoShape shape = checkedFifoShape(context_, what);
     SegmentDescriptor descriptor{};
-    auto segment = createSegment(kern::fifoBytes(shape.nsteps, shape.slotBytes), false, &descriptor, what);
-    kern::fifoInit(static_cast<kern::FifoHeader*>(segment->base()), shape.nsteps, shape.slotBytes);
+    auto segment = createSegment(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), false, &descriptor, what);
+    kern::fifoInit(static_cast<kern::FifoHeader*>(segment->base()), shape.nsteps, shape.slotBytes, shape.llBytes);
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &descriptor, sizeof descriptor);
     auto connection = std::make_unique<ShmConnection>(std::move(segment), request.peerBells);
