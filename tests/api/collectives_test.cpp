@@ -46,7 +46,7 @@ TEST_CASE("every collective and type at 1M+3 elements, ranks as threads", "[coll
   REQUIRE(failures == "");
 }
 
-TEST_CASE("every collective, type and op, ranks as processes", "[collectives][processes]") {
+TEST_CASE("every collective, type and op, ranks as processes", "[collectives][processes][device-path]") {
   int nranks = GENERATE(2, 4);
   auto cases = allCases({0, 1, 7, 1023}, nranks);
   for (const Case& c : allCases({(1u << 20) + 3}, nranks))
