@@ -60,3 +60,26 @@ TEST_CASE("LL: small operations between emulated device executors go as LL lines
   for (int fifos : allReduce(1000)) CHECK(fifos == 0);
   unsetenv("NCCL_ALGO");
 }
+
+TEST_CASE("LL: a host-executor rank and an emulated rank agree on Simple between them", "[device][ll][processes]") {
+  // The emulated rank could take LL, the host rank cannot: every connection between them must go
+  // Simple at both ends (RankInfo::llBytes), or the emulated side would wait for lines that never
+  // come. TUTTI_TIMEOUT bounds such a wait, so a regression fails instead of hanging.
+  setenv("TUTTI_TIMEOUT", "20", 1);
+  unsetenv("NCCL_PROTO");
+  const size_t count = 1000;
+  std::string failures = tutti_test::runProcesses(
+      2,
+      [&](int rank, int nranks, ncclComm_t comm) {
+        std::vector<float> in(count, float(rank + 1)), out(count, 0.0f);
+        TUTTI_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr));
+        TUTTI_NCCL_CHECK(ncclBroadcast(in.data(), out.data(), count, ncclFloat32, 1, comm, nullptr));
+        for (size_t i = 0; i < count; i++)
+          tutti_test::check(out[i] == 2.0f, "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ": broadcast element " +
+                                                 std::to_string(i) + " is " + std::to_string(out[i]));
+        tutti_test::check(fifosWithLLMessages(comm) == 0, "rank " + std::to_string(rank) + " received LL messages from a host-executor peer");
+      },
+      120, 1, [](int process) { setenv("TUTTI_DEVICE", process == 0 ? "host" : "emulated", 1); });
+  unsetenv("TUTTI_TIMEOUT");
+  REQUIRE(failures == "");
+}
