@@ -84,3 +84,40 @@ TEST_CASE("a peer that stops moving makes the operation time out, naming it", "[
   REQUIRE(ncclCommDestroy(comms[0]) == ncclSuccess);
   REQUIRE(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
+
+TEST_CASE("a rank that aborts mid-operation tells its peers, which fail at once naming it", "[faults][abort][device-path]") {
+  setenv("TUTTI_TIMEOUT", "60", 1);  // the peers must not need their own timeout
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  const int n = 3;
+  std::vector<ncclComm_t> comms(n, nullptr);
+  std::vector<std::thread> init;
+  for (int r = 0; r < n; r++) init.emplace_back([&, r] { ncclCommInitRank(&comms[size_t(r)], n, id, r); });
+  for (auto& t : init) t.join();
+  unsetenv("TUTTI_TIMEOUT");
+  for (ncclComm_t c : comms) REQUIRE(c != nullptr);
+  // Ranks 1 and 2 all-reduce; rank 0 never calls, and aborts instead.
+  std::vector<ncclResult_t> results(n, ncclSuccess);
+  std::vector<std::string> messages(n);
+  std::vector<double> seconds(n, 0);
+  std::vector<std::thread> peers;
+  for (int r = 1; r < n; r++)
+    peers.emplace_back([&, r] {
+      std::vector<float> buf(1 << 20, 1.0f);
+      auto start = std::chrono::steady_clock::now();
+      results[size_t(r)] = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comms[size_t(r)], nullptr);
+      seconds[size_t(r)] = secondsSince(start);
+      messages[size_t(r)] = ncclGetLastError(nullptr);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  REQUIRE(ncclCommAbort(comms[0]) == ncclSuccess);
+  for (auto& t : peers) t.join();
+  for (int r = 1; r < n; r++) {
+    INFO("rank " << r << ": " << messages[size_t(r)]);
+    CHECK(results[size_t(r)] == ncclRemoteError);
+    CHECK(seconds[size_t(r)] < 0.5 + 5);
+    CHECK(messages[size_t(r)].find("rank 0") != std::string::npos);
+    CHECK(messages[size_t(r)].find("ncclCommAbort") != std::string::npos);
+    REQUIRE(ncclCommAbort(comms[size_t(r)]) == ncclSuccess);
+  }
+}
