@@ -121,7 +121,7 @@ class ExecutorBackend {
   virtual bool readsDeviceScalars() const { return true; }
   // The largest message its executor sends as LL lines (kernels/fifo.h) on FIFOs of memory
   // transports; 0: Simple only (the host executor: a host thread gains nothing from LL).
-  // backendLLBytes(name()) before one is made.
+  // backendTraits(name()) before one is made.
   virtual size_t llBytes() const { return 0; }
   // Each rank needs a device of its own: ranks sharing one are refused unless allowed
   // (TUTTI_ALLOW_SHARED_GPU).
@@ -144,7 +144,12 @@ std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, co
 // lines per FIFO slot. NCCL's LL serves small messages alike; a larger one pipelines better
 // through Simple's slots.
 constexpr size_t kDeviceLLBytes = 16 * 1024;
-// ExecutorBackend::llBytes of the backend `name` makes, known before it is made (0: unknown).
-size_t backendLLBytes(const std::string& name);
+// What the backend `name` makes will answer, known before it is made, for the ranks to agree on at
+// init (ExecutorBackend::llBytes and runsMailboxes); an unknown name: zeros.
+struct BackendTraits {
+  size_t llBytes = 0;
+  bool mailboxes = false;
+};
+BackendTraits backendTraits(const std::string& name);
 
 }  // namespace tutti::kern

@@ -24,13 +24,13 @@ std::unique_ptr<ExecutorBackend> makeCuda(const BackendOptions& options, const s
 struct Entry {
   const char* name;
   std::unique_ptr<ExecutorBackend> (*make)(const BackendOptions&, const std::string&);
-  size_t llBytes;  // ExecutorBackend::llBytes of what it makes
+  BackendTraits traits;  // what it makes answers
 };
 
 const Entry kBackends[] = {
-    {"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); }, 0},
-    {"emulated", [](const BackendOptions& o, const std::string&) { return makeEmulatedBackend(o); }, kDeviceLLBytes},
-    {"cuda", makeCuda, kDeviceLLBytes},
+    {"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); }, {0, true}},
+    {"emulated", [](const BackendOptions& o, const std::string&) { return makeEmulatedBackend(o); }, {kDeviceLLBytes, false}},
+    {"cuda", makeCuda, {kDeviceLLBytes, false}},
 };
 
 }  // namespace
@@ -41,10 +41,10 @@ std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, co
   throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (host, emulated or cuda)");
 }
 
-size_t backendLLBytes(const std::string& name) {
+BackendTraits backendTraits(const std::string& name) {
   for (const Entry& e : kBackends)
-    if (name == e.name) return e.llBytes;
-  return 0;
+    if (name == e.name) return e.traits;
+  return BackendTraits{};
 }
 
 }  // namespace tutti::kern

@@ -56,6 +56,9 @@ struct RankInfo {
   int32_t nsteps;
   int32_t nworkers;
   int32_t buffersSet;  // NCCL_BUFFSIZE or TUTTI_NSTEPS was set: the slot stands as they make it
+  // Its executor serves the one-shot mailboxes (kern::ExecutorBackend::runsMailboxes): only when
+  // every rank's does may any use them, or the ranks' selectors would choose differently.
+  int32_t mailboxes;
   uint64_t slotBytes;
   // The largest message this rank's executor sends and receives as LL lines (kernels/fifo.h);
   // a connection uses LL only for messages both its ends take so.

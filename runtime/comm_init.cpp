@@ -152,7 +152,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   me.processToken = processToken();
   me.pid = int32_t(getpid());
   me.device = device;
-  me.llBytes = kern::backendLLBytes(comm->identity.backendName);
+  const kern::BackendTraits traits = kern::backendTraits(comm->identity.backendName);
+  me.llBytes = traits.llBytes;
+  me.mailboxes = traits.mailboxes ? 1 : 0;
   std::string host = hostname();
   std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
   proposeSettings(comm, &me);

@@ -31,7 +31,9 @@ void mapControlBlocks(ncclComm* comm) {
   }
   // One-shot all-reduces through the mailboxes are the host executor's path.
   comm->control.mailboxesMapped =
-      comm->executor.backend->runsMailboxes() && std::all_of(comm->control.ofRank.begin(), comm->control.ofRank.end(), [](ControlBlock* b) { return b != nullptr; });
+      comm->executor.backend->runsMailboxes() &&
+      std::all_of(comm->identity.peers.begin(), comm->identity.peers.end(), [](const RankInfo& p) { return p.mailboxes != 0; }) &&
+      std::all_of(comm->control.ofRank.begin(), comm->control.ofRank.end(), [](ControlBlock* b) { return b != nullptr; });
   if (comm->control.mailboxesMapped)
     for (ControlBlock* block : comm->control.ofRank) {
       for (int k = 0; k < 2; k++) comm->control.mailboxes[k].push_back(&block->mailboxes[k]);

@@ -67,6 +67,9 @@ TEST_CASE("LL: a host-executor rank and an emulated rank agree on Simple between
   // come. TUTTI_TIMEOUT bounds such a wait, so a regression fails instead of hanging.
   setenv("TUTTI_TIMEOUT", "20", 1);
   unsetenv("NCCL_PROTO");
+  // The one-shot all-reduce: the host rank alone could take it through the mailboxes while the
+  // emulated one runs its plan, unless both agree that mailboxes are off (RankInfo::mailboxes).
+  setenv("NCCL_ALGO", "allreduce:oneshot", 1);
   const size_t count = 1000;
   std::string failures = tutti_test::runProcesses(
       2,
@@ -81,5 +84,6 @@ TEST_CASE("LL: a host-executor rank and an emulated rank agree on Simple between
       },
       120, 1, [](int process) { setenv("TUTTI_DEVICE", process == 0 ? "host" : "emulated", 1); });
   unsetenv("TUTTI_TIMEOUT");
+  unsetenv("NCCL_ALGO");
   REQUIRE(failures == "");
 }
