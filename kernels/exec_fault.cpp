@@ -1,6 +1,7 @@
 // The words for an executor's fault (exec_fault.h).
 #include "kernels/exec_fault.h"
 
+#include "kernels/host_reduce.h"
 #include "kernels/wait_slot.h"
 
 namespace tutti::kern {
@@ -17,6 +18,34 @@ WaitRecord waitRecordOf(const ExecFault& f) {
   r.ntiles = f.ntiles;
   return r;
 }
+
+namespace {
+
+const char* redKindName(uint32_t kind) {
+  switch (RedKind(kind)) {
+    case RedKind::Sum: return "sum";
+    case RedKind::Prod: return "prod";
+    case RedKind::Max: return "max";
+    case RedKind::Min: return "min";
+    case RedKind::PreMulSum: return "premulsum or avg";
+    case RedKind::SumPostDiv: return "avg";
+  }
+  return "an unknown reduction";
+}
+
+// "AllReduce(count 4096, float32, sum) as collective #17", "a send or receive of 64 bytes".
+std::string describeCall(uint64_t signature, uint64_t count) {
+  const plan::Coll coll = plan::Coll(signatureColl(signature));
+  if (coll == plan::Coll::Send || coll == plan::Coll::Recv) return "a send or receive of " + std::to_string(count) + " bytes";
+  std::string s = std::string(plan::collTitle(coll)) + "(count " + std::to_string(count) + ", " +
+                  dtypeName(ncclDataType_t(signatureDtype(signature)));
+  if (coll == plan::Coll::AllReduce || coll == plan::Coll::ReduceScatter || coll == plan::Coll::Reduce)
+    s += std::string(", ") + redKindName(signatureRedKind(signature));
+  if (plan::rootedColl(coll)) s += ", root " + std::to_string(signatureRoot(signature));
+  return s + ") as collective #" + std::to_string(signatureSeq(signature));
+}
+
+}  // namespace
 
 std::string describeFault(const ExecFault& f, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds) {
   const std::string op = std::string(plan::collTitle(plan::Coll(f.coll))) + " #" + std::to_string(f.opSeq);
@@ -43,6 +72,9 @@ std::string describeFault(const ExecFault& f, int rank, const std::function<std:
       return describeWaitingOp(r, rank) + " is waiting for " + describeWaitedFor(r, peerName(f.peer)) + " and made no progress for " +
              std::to_string(int(timeoutSeconds)) + " s (TUTTI_TIMEOUT)";
     }
+    case Fault::CallMismatch:
+      return peerName(f.peer) + " called " + describeCall(f.got, f.tile) + " where " + me + " called " + describeCall(f.expected, f.ntiles) +
+             " (every rank must make the same calls in the same order)";
     case Fault::BadReduction:
       return op + ": " + me + ": reduction kind " + std::to_string(f.got) + " with count " + std::to_string(f.expected) +
              " cannot be applied";

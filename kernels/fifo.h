@@ -8,8 +8,11 @@
 //     the slot's LL lines, each 16-byte line two 8-byte halves of {4 data bytes, a 32-bit flag};
 //     line 0 holds {size, flag}. The flag is the message's sequence number + 1, so a half is
 //     valid the moment it lands, with no fence and no counter to wait for: the receiver polls
-//     line 0, then each half. The sender still advances `head` afterwards (diagnostics, and the
+//     line 0, then each half. Line 1 holds the call's signature (below). The sender still advances `head` afterwards (diagnostics, and the
 //     Simple messages that may follow on the same FIFO count from it).
+// Every message also carries its call's signature (kernels/work.h, callSignature) and count: in
+// `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares
+// them with its own call's. 0: not carried (the network proxy moves sizes only).
 // Read by every executor (host, device, emulated), so it stays free of heavy includes.
 #pragma once
 
@@ -43,12 +46,21 @@ struct alignas(64) FifoHeader {
   uint64_t llOffset;                  // from the start of the header to LL slot 0 (0: no LL slots)
   uint64_t llSlotBytes;               // bytes of one LL slot: line 0, then the data's lines
   uint64_t sizes[kMaxFifoSteps];      // bytes in each published slot
+  uint64_t sigs[kMaxFifoSteps];       // the call signature of each published slot's message
+  uint64_t sigCounts[kMaxFifoSteps];  // and its call's count (bytes for send and receive)
 };
 
 constexpr size_t kLLLineBytes = 16;
-// An LL slot for messages of up to `dataBytes`: line 0, then 8 data bytes per line.
+// Lines 0 and 1 of an LL slot: halves {size}, {count, low 32 bits}, {signature low}, {signature high}.
+constexpr size_t kLLHeaderLines = 2;
+constexpr size_t kLLHeaderHalves = 2 * kLLHeaderLines;
+// An LL slot for messages of up to `dataBytes`: the header lines, then 8 data bytes per line.
 TUTTI_FIFO_HD inline size_t llSlotBytesFor(size_t dataBytes) {
-  return dataBytes == 0 ? 0 : kLLLineBytes * (1 + (dataBytes + 7) / 8);
+  return dataBytes == 0 ? 0 : kLLLineBytes * (kLLHeaderLines + (dataBytes + 7) / 8);
+}
+// The data an LL slot of `llSlotBytes` holds.
+TUTTI_FIFO_HD inline size_t llCapacity(size_t llSlotBytes) {
+  return llSlotBytes == 0 ? 0 : (llSlotBytes / kLLLineBytes - kLLHeaderLines) * 8;
 }
 // The flag of the message with sequence number `seq` (head or tail before it moves).
 TUTTI_FIFO_HD inline uint32_t llFlag(uint64_t seq) { return uint32_t(seq + 1); }
@@ -73,8 +85,7 @@ TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t s
   header->magic = kFifoMagic;
 }
 
-// LL slot `index`'s halves: [0] is line 0's size half, data halves from [2] (line 0's second
-// half is unused).
+// LL slot `index`'s halves: the header's first (kLLHeaderHalves of them), then the data's.
 TUTTI_FIFO_HD inline uint64_t* fifoLLSlot(FifoHeader* header, uint64_t index) {
   return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(header) + header->llOffset + (index % header->nsteps) * header->llSlotBytes);
 }

@@ -157,6 +157,7 @@ struct Run {
   char* rslot;
   char* sslot;
   uint64_t got;         // bytes in the received slot
+  uint64_t theirSig, theirCount;  // the received message's call signature and count (0: not carried)
   uint64_t roff, soff;  // where the next part starts in each slot
   uint64_t sent;        // bytes written to the send slot
 };
@@ -217,9 +218,32 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
   run.rslot = run.recv ? fifoSlot(run.rf, run.rtail) : nullptr;
   run.sslot = run.send ? fifoSlot(run.sf, run.shead) : nullptr;
   run.got = run.rll ? uint32_t(line0) : run.recv ? run.rf->sizes[run.rtail % run.rf->nsteps] : 0;
+  run.theirSig = run.theirCount = 0;
+  if (run.rll) {
+    // The header's other halves left the sender with line 0; each is valid once its flag is.
+    const uint64_t* header = fifoLLSlot(run.rf, run.rtail);
+    const uint32_t flag = llFlag(run.rtail);
+    uint64_t h[kLLHeaderHalves];
+    for (size_t i = 1; i < kLLHeaderHalves; i++) {
+      h[i] = sync.loadAcquire(&header[i]);
+      while (uint32_t(h[i] >> 32) != flag) h[i] = sync.loadAcquire(&header[i]);
+    }
+    run.theirCount = uint32_t(h[1]);
+    run.theirSig = uint64_t(uint32_t(h[2])) | uint64_t(uint32_t(h[3])) << 32;
+  } else if (run.recv) {
+    run.theirSig = run.rf->sigs[run.rtail % run.rf->nsteps];
+    run.theirCount = run.rf->sigCounts[run.rtail % run.rf->nsteps];
+  }
   run.roff = run.soff = 0;
   run.sent = 0;
   return true;
+}
+
+// The count peers compare with the signature: elements, or bytes for send and receive (a pair
+// may differ in type as long as the bytes agree).
+TUTTI_ENGINE_HD uint64_t signatureCount(const OpWork& op) {
+  const plan::Coll c = plan::Coll(op.coll);
+  return c == plan::Coll::Send || c == plan::Coll::Recv ? op.count * op.eltSize : op.count;
 }
 
 TUTTI_ENGINE_HD unsigned reduceFlagsOf(const Step& step) {
@@ -237,6 +261,15 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   const uint64_t elt = op.eltSize;
   const int32_t rpeer = run.recv ? l.recvs[step.recvConn].peer : -1;
   uint64_t arrived = run.got;
+  // The peer's call first: a message of another call would otherwise be read as this one's.
+  const uint64_t ourCount = signatureCount(op);
+  const bool countDiffers = run.rll ? uint32_t(run.theirCount) != uint32_t(ourCount) : run.theirCount != ourCount;
+  if (j == 0 && run.recv && run.theirSig != 0 && op.signature != 0 && (run.theirSig != op.signature || countDiffers)) {
+    setFault(fault, Fault::CallMismatch, l, rpeer, run.theirSig, op.signature);
+    fault.tile = run.theirCount;
+    fault.ntiles = ourCount;
+    return false;
+  }
   if (run.parts > 1) {
     if (j == 0) {
       const uint64_t table = plan::joinTableBytes(run.parts);
@@ -279,8 +312,8 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   const uint64_t bytes = elems * elt;
   if (run.recv && arrived != bytes) return setFault(fault, Fault::SizeMismatch, l, rpeer, arrived, bytes), false;
   // The launch chose LL only for operations whose messages fit an LL slot (ConnEnd::ll).
-  const uint64_t llCapacity = run.sll ? (run.sf->llSlotBytes / kLLLineBytes - 1) * 8 : 0;
-  if (run.sll && bytes > llCapacity) return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, bytes, llCapacity), false;
+  const uint64_t capacity = run.sll ? llCapacity(run.sf->llSlotBytes) : 0;
+  if (run.sll && bytes > capacity) return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, bytes, capacity), false;
   part.op = step.op;
   part.flags = reduceFlagsOf(step);
   part.src = src.ptr;
@@ -338,7 +371,7 @@ TUTTI_ENGINE_HD void moveData(Mover& m, const OpWork& op, const Part& p) {
 // 8-byte accesses. Both copy whole 4-byte words: up to 3 bytes past the message, inside the slot.
 template <class Sync>
 TUTTI_ENGINE_HD void llUnpack(const Run& run, uint32_t t, uint32_t nt, const Sync& sync) {
-  const uint64_t* halves = fifoLLSlot(run.rf, run.rtail) + 2;
+  const uint64_t* halves = fifoLLSlot(run.rf, run.rtail) + kLLHeaderHalves;
   const uint32_t flag = llFlag(run.rtail);
   uint32_t* out = reinterpret_cast<uint32_t*>(run.rslot);
   const uint64_t words = (run.got + 3) / 4;
@@ -350,7 +383,7 @@ TUTTI_ENGINE_HD void llUnpack(const Run& run, uint32_t t, uint32_t nt, const Syn
 }
 template <class Sync>
 TUTTI_ENGINE_HD void llPack(const Run& run, uint32_t t, uint32_t nt, const Sync& sync) {
-  uint64_t* halves = fifoLLSlot(run.sf, run.shead) + 2;
+  uint64_t* halves = fifoLLSlot(run.sf, run.shead) + kLLHeaderHalves;
   const uint32_t flag = llFlag(run.shead);
   const uint32_t* in = reinterpret_cast<const uint32_t*>(run.sslot);
   const uint64_t words = (run.sent + 3) / 4;
@@ -376,8 +409,20 @@ TUTTI_ENGINE_HD void finishRun(const LaneRef& l, const Run& run, const Sync& syn
     sync.notify(l.recvs[step.recvConn]);
   }
   if (run.send) {
-    // An LL message is the receiver's the moment line 0 lands (after its data: llPack ran first).
-    if (run.sll) sync.storeLL(fifoLLSlot(run.sf, run.shead), llHalf(uint32_t(run.sent), llFlag(run.shead)));
+    const uint64_t slot = run.shead % run.sf->nsteps;
+    const uint64_t count = signatureCount(*l.op);
+    // An LL message is the receiver's the moment line 0's size half lands (after its data:
+    // llPack ran first); the call's signature travels in the header's other halves.
+    if (run.sll) {
+      uint64_t* header = fifoLLSlot(run.sf, run.shead);
+      const uint32_t flag = llFlag(run.shead);
+      sync.storeLL(&header[1], llHalf(uint32_t(count), flag));
+      sync.storeLL(&header[2], llHalf(uint32_t(l.op->signature), flag));
+      sync.storeLL(&header[3], llHalf(uint32_t(l.op->signature >> 32), flag));
+      sync.storeLL(&header[0], llHalf(uint32_t(run.sent), flag));
+    }
+    run.sf->sigs[slot] = l.op->signature;
+    run.sf->sigCounts[slot] = count;
     run.sf->sizes[run.shead % run.sf->nsteps] = run.sent;
     sync.storeRelease(&run.sf->head, run.shead + 1);
     sync.notify(l.sends[step.sendConn]);

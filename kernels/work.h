@@ -31,7 +31,23 @@ struct OpWork {
   uint8_t eltSize;
   uint8_t coll;         // plan::Coll
   uint8_t pad;
+  uint64_t signature;   // callSignature: what the peers' calls must agree on; 0: not checked
 };
+
+// What every rank's call of one operation must agree on, sent with each message and compared by
+// the receiver (with signatureCount): the collective's number on the communicator (24 bits;
+// send and receive are not numbered), the collective (send and receive alike), the data type and
+// reduction where they matter, and the root (24 bits). 0 never results: the low bit of the
+// collective field is forced on for a valid call.
+TUTTI_FLAT_HD uint64_t callSignature(uint32_t collSeq, uint32_t coll, uint32_t dtype, uint32_t redKind, uint32_t root) {
+  return uint64_t(collSeq & 0xffffffu) | uint64_t(coll & 0xfu) << 24 | uint64_t(dtype & 0xfu) << 28 | uint64_t(redKind & 0xffu) << 32 |
+         uint64_t(root & 0xffffffu) << 40 | uint64_t(1) << 63;
+}
+TUTTI_FLAT_HD uint32_t signatureSeq(uint64_t s) { return uint32_t(s & 0xffffffu); }
+TUTTI_FLAT_HD uint32_t signatureColl(uint64_t s) { return uint32_t(s >> 24) & 0xfu; }
+TUTTI_FLAT_HD uint32_t signatureDtype(uint64_t s) { return uint32_t(s >> 28) & 0xfu; }
+TUTTI_FLAT_HD uint32_t signatureRedKind(uint64_t s) { return uint32_t(s >> 32) & 0xffu; }
+TUTTI_FLAT_HD uint32_t signatureRoot(uint64_t s) { return uint32_t(s >> 40) & 0xffffffu; }
 
 // One end of one connection: the FIFO the lane reads (receive) or fills (send).
 struct ConnEnd {
@@ -107,7 +123,7 @@ struct LaunchWork {
 #undef TUTTI_WORK_ARRAY
 };
 
-static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 72, "OpWork layout");
+static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 80, "OpWork layout");
 static_assert(std::is_trivially_copyable_v<ConnEnd> && sizeof(ConnEnd) == 24, "ConnEnd layout");
 static_assert(std::is_trivially_copyable_v<LaneWork> && sizeof(LaneWork) == 64, "LaneWork layout");
 static_assert(std::is_trivially_copyable_v<LaneState> && sizeof(LaneState) == 32, "LaneState layout");
@@ -125,6 +141,8 @@ enum class Fault : uint32_t {
   Timeout,        // no progress for the timeout: waiting for data from `peer` (waitingForData) or space at it
   Aborted,        // the abort word was set
   BadReduction,   // a reduction the executor cannot apply (`got`: RedKind, `expected`: its count)
+  CallMismatch,   // the peer's call differs from this rank's: `got` the peer's callSignature and
+                  // `tile` its count, `expected` and `ntiles` this rank's
 };
 
 struct ExecFault {

@@ -195,6 +195,16 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
   op.eltSize = uint8_t(kern::dtypeSize(t.type));
   op.coll = uint8_t(t.coll);
   if (reduces(t.coll)) op.redop = resolveRedOp(comm, t.type, t.op, &op.scalar);
+  // What the peers' calls must agree on (kernels/work.h). Send and receive are not numbered (each
+  // pair is between two ranks) and agree on bytes only; a collective ignores the reduction and
+  // root where it has none, as NCCL does.
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv) {
+    op.signature = kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
+  } else {
+    const uint32_t red = reduces(t.coll) ? uint32_t(op.redop.kind) : 0;
+    const uint32_t root = plan::rootedColl(t.coll) ? uint32_t(t.root) : 0;
+    op.signature = kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(op.dtype), red, root);
+  }
   return op;
 }
 

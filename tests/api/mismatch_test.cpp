@@ -1,0 +1,87 @@
+// Calls that disagree between ranks: every message carries its call's signature (kernels/work.h),
+// so the first message of a mismatched call fails the receiver at once, naming both calls, and its
+// failure notice stops the others; never a silent wrong result.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/common/ranks_support.h"
+
+namespace {
+
+struct Call {
+  size_t count;
+  ncclDataType_t type;
+};
+
+// Three ranks all-reduce; rank 0 makes `odd`, the others `usual`. Returns each rank's result,
+// message and seconds.
+struct Outcome {
+  ncclResult_t result = ncclSuccess;
+  std::string message;
+  double seconds = 0;
+};
+// One ring on one channel for every count: the ranks then open the same connections, and the
+// mismatch shows in the first message. (A mismatch that makes the ranks choose different
+// algorithms or channel counts leaves them waiting for different connections: that is caught by
+// TUTTI_TIMEOUT for now, naming the peer that did not connect.)
+std::vector<Outcome> allReduceWith(Call odd, Call usual) {
+  setenv("TUTTI_TIMEOUT", "60", 1);  // a mismatch must not need the timeout
+  setenv("NCCL_ALGO", "ring", 1);
+  setenv("NCCL_MAX_NCHANNELS", "1", 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  const int n = 3;
+  std::vector<Outcome> outcomes(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; r++)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
+        outcomes[size_t(r)].message = std::string("init: ") + ncclGetLastError(nullptr);
+        outcomes[size_t(r)].result = ncclInternalError;
+        return;
+      }
+      const Call c = r == 0 ? odd : usual;
+      std::vector<char> in(c.count * 8, 1), out(c.count * 8, 0);
+      auto start = std::chrono::steady_clock::now();
+      outcomes[size_t(r)].result = ncclAllReduce(in.data(), out.data(), c.count, c.type, ncclSum, comm, nullptr);
+      outcomes[size_t(r)].seconds = tutti_test::secondsSince(start);
+      outcomes[size_t(r)].message = ncclGetLastError(nullptr);
+      ncclCommAbort(comm);
+    });
+  for (auto& t : threads) t.join();
+  unsetenv("TUTTI_TIMEOUT");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_MAX_NCHANNELS");
+  return outcomes;
+}
+
+// Every rank failed within seconds, and some rank's message holds both needles (the rank that
+// saw the mismatch names both calls; the others name it as the cause).
+void requireCaught(const std::vector<Outcome>& outcomes, const std::string& ours, const std::string& theirs) {
+  bool named = false;
+  for (size_t r = 0; r < outcomes.size(); r++) {
+    INFO("rank " << r << ": " << outcomes[r].message);
+    CHECK(outcomes[r].result != ncclSuccess);
+    CHECK(outcomes[r].seconds < 10);
+    named = named || (outcomes[r].message.find(ours) != std::string::npos && outcomes[r].message.find(theirs) != std::string::npos);
+  }
+  CHECK(named);
+}
+
+}  // namespace
+
+TEST_CASE("mismatch: a count that differs between ranks fails every rank at once, naming both calls", "[mismatch][device-path]") {
+  // Large enough to go through the plans' FIFOs, not the one-shot mailboxes.
+  requireCaught(allReduceWith({100000, ncclFloat32}, {400000, ncclFloat32}), "count 100000", "count 400000");
+}
+
+TEST_CASE("mismatch: the same bytes as another type fail instead of reducing garbage", "[mismatch][device-path]") {
+  requireCaught(allReduceWith({200000, ncclFloat32}, {200000, ncclInt32}), "float32", "int32");
+}
