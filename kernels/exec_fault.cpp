@@ -33,7 +33,8 @@ const char* redKindName(uint32_t kind) {
   return "an unknown reduction";
 }
 
-// "AllReduce(count 4096, float32, sum) as collective #17", "a send or receive of 64 bytes".
+}  // namespace
+
 std::string describeCall(uint64_t signature, uint64_t count) {
   const plan::Coll coll = plan::Coll(signatureColl(signature));
   if (coll == plan::Coll::Send || coll == plan::Coll::Recv) return "a send or receive of " + std::to_string(count) + " bytes";
@@ -44,8 +45,6 @@ std::string describeCall(uint64_t signature, uint64_t count) {
   if (plan::rootedColl(coll)) s += ", root " + std::to_string(signatureRoot(signature));
   return s + ") as collective #" + std::to_string(signatureSeq(signature));
 }
-
-}  // namespace
 
 std::string describeFault(const ExecFault& f, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds) {
   const std::string op = std::string(plan::collTitle(plan::Coll(f.coll))) + " #" + std::to_string(f.opSeq);

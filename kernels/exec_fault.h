@@ -20,6 +20,10 @@ std::string describeFault(const ExecFault& fault, int rank, const std::function<
 // wait record that describeWaitingOp and describeWaitedFor word (sinceNs left 0).
 WaitRecord waitRecordOf(const ExecFault& fault);
 
+// A call as its signature (kern::callSignature) and count tell it: "AllReduce(count 4096,
+// float32, sum) as collective #17", "a send or receive of 64 bytes".
+std::string describeCall(uint64_t signature, uint64_t count);
+
 // The error code a fault maps to: Timeout, Aborted, InvalidUsage (the ranks' calls disagree) or
 // InvalidArgument (a reduction that cannot be applied).
 ErrorCode faultCode(const ExecFault& fault);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/exec_fault.h"
 
 namespace tutti::kern {
 namespace {
@@ -71,11 +72,21 @@ void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx
   if (bytes > kMailboxBytes) throw Error(ErrorCode::Internal, "mailbox all-reduce of " + std::to_string(bytes) + " bytes");
   Mailbox* mine = op.boxes[op.rank];
   reduceHost(op.type, op.redop, mine->data, nullptr, op.in, op.count, kPreOnB);
+  mine->signature = op.signature;
+  mine->count = op.count;
   mine->seq.store(op.seq, std::memory_order_release);
   // The fold, in rank order with the accumulator on the left; own input from the mailbox too
-  // (in place, the output overwrites the input).
+  // (in place, the output overwrites the input). Each peer's call is checked before its input is
+  // read.
   auto await = [&](int p) {
-    if (p != op.rank) awaitInput(op, p, ctx);
+    if (p == op.rank) return;
+    awaitInput(op, p, ctx);
+    const Mailbox* box = op.boxes[p];
+    if (op.signature != 0 && box->signature != 0 && (box->signature != op.signature || box->count != op.count))
+      throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " + ctx.describePeer(p) +
+                                               " called " + describeCall(box->signature, box->count) + " where rank " +
+                                               std::to_string(op.rank) + " called " + describeCall(op.signature, op.count) +
+                                               " (every rank must make the same calls in the same order)");
   };
   auto postAt = [&](int p) { return p == op.nranks - 1 ? unsigned(kPost) : 0u; };
   if (op.nranks == 1) {

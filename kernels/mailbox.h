@@ -22,12 +22,14 @@
 namespace tutti::kern {
 
 // The largest input a mailbox holds: 8 KiB (a power of two, as message sizes often are) and the
-// rest of the cache line its number starts.
-constexpr size_t kMailboxBytes = 8192 + 56;
+// rest of the cache line its number and call start.
+constexpr size_t kMailboxBytes = 8192 + 40;
 
 struct alignas(64) Mailbox {
   std::atomic<uint64_t> seq{0};  // the operation whose input the mailbox holds (0: none yet)
-  char data[kMailboxBytes];      // the first 56 bytes share seq's cache line
+  uint64_t signature = 0;        // its call (kernels/work.h, callSignature), compared by the readers
+  uint64_t count = 0;
+  char data[kMailboxBytes];      // the first 40 bytes share seq's cache line
 };
 static_assert(sizeof(Mailbox) == 8192 + 64);
 
@@ -44,11 +46,13 @@ struct MailboxAllReduce {
   RedOp redop;
   const char* name = "AllReduce";  // for errors, with opSeq
   uint64_t opSeq = 0;
+  uint64_t signature = 0;  // callSignature of this rank's call; 0: not checked
 };
 
 // Runs it on the calling thread: waits spin, then yield, then sleep on ctx.bell (which must be
 // op.bells[op.rank]), bounded by ctx's timeout and abort flag. Throws Error: Timeout naming the
-// rank that never wrote its input, Aborted, or InvalidArgument for a reduction it cannot apply.
+// rank that never wrote its input, Aborted, InvalidArgument for a reduction it cannot apply, or
+// InvalidUsage naming both calls when a peer's call differs (its signature or count).
 void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx);
 
 }  // namespace tutti::kern

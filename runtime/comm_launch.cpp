@@ -147,6 +147,13 @@ bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection)
          t.count * kern::dtypeSize(t.type) <= kern::kMailboxBytes;
 }
 
+uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind) {
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv) return kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
+  const uint32_t red = reduces(t.coll) ? uint32_t(redKind) : 0;
+  const uint32_t root = plan::rootedColl(t.coll) ? uint32_t(t.root) : 0;
+  return kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(t.type), red, root);
+}
+
 void throwRecordedCause(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(comm->error.mutex);
   if (comm->error.asyncError.load() != ncclSuccess && comm->error.code != ErrorCode::Aborted)
@@ -195,16 +202,7 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
   op.eltSize = uint8_t(kern::dtypeSize(t.type));
   op.coll = uint8_t(t.coll);
   if (reduces(t.coll)) op.redop = resolveRedOp(comm, t.type, t.op, &op.scalar);
-  // What the peers' calls must agree on (kernels/work.h). Send and receive are not numbered (each
-  // pair is between two ranks) and agree on bytes only; a collective ignores the reduction and
-  // root where it has none, as NCCL does.
-  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv) {
-    op.signature = kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
-  } else {
-    const uint32_t red = reduces(t.coll) ? uint32_t(op.redop.kind) : 0;
-    const uint32_t root = plan::rootedColl(t.coll) ? uint32_t(t.root) : 0;
-    op.signature = kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(op.dtype), red, root);
-  }
+  op.signature = nextCallSignature(comm, t, op.redop.kind);
   return op;
 }
 
@@ -364,7 +362,7 @@ kern::ExecutionContext CommLaunch::context(int worker) { return contextFor(comm,
 
 void CommLaunch::runAlone() {
   const kern::OpWork& op = work().ops()[0];
-  runMailboxAllReduce(comm, tasks.front(), op.redop, plan::collTitle(tasks.front().coll), op.seq);
+  runMailboxAllReduce(comm, tasks.front(), op.redop, plan::collTitle(tasks.front().coll), op.seq, op.signature);
 }
 
 void CommLaunch::raise(const Error& error) {

@@ -96,6 +96,12 @@ bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection)
 // should get the cause instead: throws the communicator's recorded error if it is another.
 void throwRecordedCause(ncclComm* comm);
 
+// The signature of the next call (kernels/work.h, callSignature), taking the collective's number:
+// what the peers' calls must agree on. Send and receive are not numbered (each pair is between two
+// ranks) and agree on bytes only; a collective ignores the reduction and root where it has none,
+// as NCCL does.
+uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind);
+
 // The executor context of one of the communicator's workers.
 kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork = false);
 

@@ -54,6 +54,7 @@ struct LaunchCache {
     Task task;
     kern::RedOp redop;
     uint64_t opSeq = 0;
+    uint64_t signature = 0;  // the call's (nextCallSignature)
     std::atomic<bool> busy{false};
   };
   MailboxJob mailboxJobs[kMailboxSlots];

@@ -40,7 +40,7 @@ kern::RedOp hostRedOp(ncclComm* comm, const Task& t) {
 
 }  // namespace
 
-void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq) {
+void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq, uint64_t signature) {
   kern::MailboxAllReduce op;
   op.seq = ++comm->executor.mailboxSeq;
   op.rank = comm->identity.rank;
@@ -54,6 +54,7 @@ void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop
   op.redop = redop;
   op.name = name;
   op.opSeq = opSeq;
+  op.signature = signature;
   kern::runMailboxAllReduce(op, contextFor(comm, 0));
 }
 
@@ -63,7 +64,8 @@ bool mailboxNow(ncclComm* comm, const Task& t) {
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
               plan::collTitle(t.coll), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
   try {
-    runMailboxAllReduce(comm, t, hostRedOp(comm, t), plan::collTitle(t.coll), opSeq);
+    const kern::RedOp redop = hostRedOp(comm, t);
+    runMailboxAllReduce(comm, t, redop, plan::collTitle(t.coll), opSeq, nextCallSignature(comm, t, redop.kind));
   } catch (const Error& e) {
     failMailbox(comm, e);
   }
@@ -78,6 +80,7 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
   job.task = t;
   job.redop = hostRedOp(comm, t);
   job.opSeq = comm->executor.opSeq++;
+  job.signature = nextCallSignature(comm, t, job.redop.kind);
   job.busy.store(true, std::memory_order_relaxed);
   cache.mailboxJobsTaken++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),
@@ -94,7 +97,7 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
       }
     } done{comm, slot};
     try {
-      runMailboxAllReduce(comm, slot->task, slot->redop, plan::collTitle(slot->task.coll), slot->opSeq);
+      runMailboxAllReduce(comm, slot->task, slot->redop, plan::collTitle(slot->task.coll), slot->opSeq, slot->signature);
     } catch (const Error& e) {
       failMailbox(comm, e);
     }

@@ -30,9 +30,9 @@ struct Outcome {
 // mismatch shows in the first message. (A mismatch that makes the ranks choose different
 // algorithms or channel counts leaves them waiting for different connections: that is caught by
 // TUTTI_TIMEOUT for now, naming the peer that did not connect.)
-std::vector<Outcome> allReduceWith(Call odd, Call usual) {
+std::vector<Outcome> allReduceWith(Call odd, Call usual, const char* algorithm = "ring") {
   setenv("TUTTI_TIMEOUT", "60", 1);  // a mismatch must not need the timeout
-  setenv("NCCL_ALGO", "ring", 1);
+  setenv("NCCL_ALGO", algorithm, 1);
   setenv("NCCL_MAX_NCHANNELS", "1", 1);
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -84,4 +84,11 @@ TEST_CASE("mismatch: a count that differs between ranks fails every rank at once
 
 TEST_CASE("mismatch: the same bytes as another type fail instead of reducing garbage", "[mismatch][device-path]") {
   requireCaught(allReduceWith({200000, ncclFloat32}, {200000, ncclInt32}), "float32", "int32");
+}
+
+TEST_CASE("mismatch: small all-reduces through the one-shot mailboxes are checked too", "[mismatch][device-path]") {
+  // On the host executor with every rank in this process the one-shot all-reduce goes through the
+  // mailboxes, which carry the call beside the input; a device executor runs its plan instead.
+  requireCaught(allReduceWith({100, ncclFloat32}, {200, ncclFloat32}, "oneshot"), "count 100,", "count 200,");
+  requireCaught(allReduceWith({100, ncclFloat32}, {100, ncclInt32}, "oneshot"), "float32", "int32");
 }
