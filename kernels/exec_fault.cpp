@@ -46,6 +46,12 @@ std::string describeCall(uint64_t signature, uint64_t count) {
   return s + ") as collective #" + std::to_string(signatureSeq(signature));
 }
 
+std::string describeCallMismatch(const std::string& peer, uint64_t theirs, uint64_t theirCount, int rank, uint64_t ours,
+                                 uint64_t ourCount) {
+  return peer + " called " + describeCall(theirs, theirCount) + " where rank " + std::to_string(rank) + " called " +
+         describeCall(ours, ourCount) + " (every rank must make the same calls in the same order)";
+}
+
 std::string describeFault(const ExecFault& f, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds) {
   const std::string op = std::string(plan::collTitle(plan::Coll(f.coll))) + " #" + std::to_string(f.opSeq);
   const std::string me = "rank " + std::to_string(rank);
@@ -72,8 +78,7 @@ std::string describeFault(const ExecFault& f, int rank, const std::function<std:
              std::to_string(int(timeoutSeconds)) + " s (TUTTI_TIMEOUT)";
     }
     case Fault::CallMismatch:
-      return peerName(f.peer) + " called " + describeCall(f.got, f.tile) + " where " + me + " called " + describeCall(f.expected, f.ntiles) +
-             " (every rank must make the same calls in the same order)";
+      return describeCallMismatch(peerName(f.peer), f.got, f.tile, rank, f.expected, f.ntiles);
     case Fault::BadReduction:
       return op + ": " + me + ": reduction kind " + std::to_string(f.got) + " with count " + std::to_string(f.expected) +
              " cannot be applied";

@@ -23,6 +23,10 @@ WaitRecord waitRecordOf(const ExecFault& fault);
 // A call as its signature (kern::callSignature) and count tell it: "AllReduce(count 4096,
 // float32, sum) as collective #17", "a send or receive of 64 bytes".
 std::string describeCall(uint64_t signature, uint64_t count);
+// "<peer> called <theirs> where rank <rank> called <ours> (...)": the words of every call mismatch
+// (an executor's fault, the mailboxes' check).
+std::string describeCallMismatch(const std::string& peer, uint64_t theirs, uint64_t theirCount, int rank, uint64_t ours,
+                                 uint64_t ourCount);
 
 // The error code a fault maps to: Timeout, Aborted, InvalidUsage (the ranks' calls disagree) or
 // InvalidArgument (a reduction that cannot be applied).

@@ -262,13 +262,16 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   const int32_t rpeer = run.recv ? l.recvs[step.recvConn].peer : -1;
   uint64_t arrived = run.got;
   // The peer's call first: a message of another call would otherwise be read as this one's.
-  const uint64_t ourCount = signatureCount(op);
-  const bool countDiffers = run.rll ? uint32_t(run.theirCount) != uint32_t(ourCount) : run.theirCount != ourCount;
-  if (j == 0 && run.recv && run.theirSig != 0 && op.signature != 0 && (run.theirSig != op.signature || countDiffers)) {
-    setFault(fault, Fault::CallMismatch, l, rpeer, run.theirSig, op.signature);
-    fault.tile = run.theirCount;
-    fault.ntiles = ourCount;
-    return false;
+  if (j == 0 && run.recv && run.theirSig != 0 && op.signature != 0) {
+    const uint64_t ourCount = signatureCount(op);
+    // LL carries the count's low 32 bits (its operations are small).
+    const bool countDiffers = run.rll ? uint32_t(run.theirCount) != uint32_t(ourCount) : run.theirCount != ourCount;
+    if (run.theirSig != op.signature || countDiffers) {
+      setFault(fault, Fault::CallMismatch, l, rpeer, run.theirSig, op.signature);
+      fault.tile = run.theirCount;
+      fault.ntiles = ourCount;
+      return false;
+    }
   }
   if (run.parts > 1) {
     if (j == 0) {

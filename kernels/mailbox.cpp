@@ -83,10 +83,9 @@ void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx
     awaitInput(op, p, ctx);
     const Mailbox* box = op.boxes[p];
     if (op.signature != 0 && box->signature != 0 && (box->signature != op.signature || box->count != op.count))
-      throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " + ctx.describePeer(p) +
-                                               " called " + describeCall(box->signature, box->count) + " where rank " +
-                                               std::to_string(op.rank) + " called " + describeCall(op.signature, op.count) +
-                                               " (every rank must make the same calls in the same order)");
+      throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " +
+                                               describeCallMismatch(ctx.describePeer(p), box->signature, box->count, op.rank,
+                                                                    op.signature, op.count));
   };
   auto postAt = [&](int p) { return p == op.nranks - 1 ? unsigned(kPost) : 0u; };
   if (op.nranks == 1) {
