@@ -9,6 +9,10 @@
 //   answer, so that the root's better error can arrive).
 // - An orderly close says goodbye on every connection it made, so that a peer can tell it from a
 //   process that died; failure notices (bootstrap_notices.h) ride on the same messages.
+// - Ranks that are threads of one process skip the sockets: a message to a peer whose listener
+//   is in this process goes straight into that peer's inbox, and a close tells such peers
+//   directly. A thousand ranks as threads would otherwise hold tens of thousands of
+//   connections (beyond the descriptor limit) and pay a system call per frame.
 #include "runtime/bootstrap.h"
 
 #include <unistd.h>
@@ -19,7 +23,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "base/clock.h"
@@ -51,21 +57,57 @@ constexpr double kGoodbyeSeconds = 1.0;
 // Messages larger than this travel as several frames.
 constexpr size_t kDataChunkBytes = 4u << 20;
 
+class SocketBootstrap;
+
+// The bootstraps of this process, by listener address. A sender holds the lock (shared) while it
+// delivers, and a bootstrap leaves (exclusive) before it is destroyed, so a bootstrap found here
+// stays alive for the delivery.
+class ProcessBootstraps {
+ public:
+  static ProcessBootstraps& instance() {
+    static auto* registry = new ProcessBootstraps();  // never destroyed: ranks may close after main()
+    return *registry;
+  }
+  void join(const std::string& address, SocketBootstrap* bootstrap) {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    byAddress_[address] = bootstrap;
+  }
+  void leave(const std::string& address) {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    byAddress_.erase(address);
+  }
+  // Runs deliver on the bootstrap listening at address, if it is in this process; false if not.
+  template <typename Deliver>
+  bool withPeer(const std::string& address, Deliver&& deliver) {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto found = byAddress_.find(address);
+    if (found == byAddress_.end()) return false;
+    deliver(*found->second);
+    return true;
+  }
+
+ private:
+  std::shared_mutex mutex_;
+  std::unordered_map<std::string, SocketBootstrap*> byAddress_;
+};
+
 class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
  public:
   SocketBootstrap(int rank, int nranks, double timeoutSeconds, const std::atomic<bool>* abortFlag,
-                  const Secret& secret)
+                  const Secret& secret, bool sameProcessShortcut)
       : rank_(rank),
         nranks_(nranks),
         timeoutSeconds_(timeoutSeconds),
         abortFlag_(abortFlag),
         secret_(secret),
+        shortcut_(sameProcessShortcut),
         peerGone_(nranks),
         links_(nranks),
         notices_(rank, nranks, context(), *this) {}
 
   ~SocketBootstrap() override {
     notices_.stop();  // a notice still being sent goes out first, over the links
+    if (!listenerText_.empty()) ProcessBootstraps::instance().leave(listenerText_);
     // From here the peers' connections closing is their answer to our close, not a death.
     stopping_.store(true, std::memory_order_release);
     sayGoodbye();
@@ -85,7 +127,9 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     }
     TUTTI_INFO(log::Bootstrap, "%s: listening on %s (interface %s)", context().c_str(),
                listenerAddress_.toString().c_str(), interface.name.c_str());
-    return listenerAddress_.toString();
+    listenerText_ = listenerAddress_.toString();
+    if (shortcut_) ProcessBootstraps::instance().join(listenerText_, this);
+    return listenerText_;
   }
 
   // Registers with this rank's root and waits for the table of every rank's listener.
@@ -190,28 +234,41 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     recvMessage(peer, tag, data, size, deadlineAfter(seconds), "recv", seconds);
   }
 
-  // Bruck: after round k a rank holds the 2^(k+1) slots that follow its own (cyclically), in a
-  // rotated buffer; ceil(log2 n) rounds, each one send and one receive.
   void allGather(void* data, size_t bytesPerRank) override {
-    if (data == nullptr && bytesPerRank > 0)
-      throw Error(ErrorCode::InvalidArgument, context() + ": allGather of a null buffer");
-    if (nranks_ == 1 || bytesPerRank == 0) return;
+    allGatherV(data, std::vector<size_t>(size_t(nranks_), bytesPerRank));
+  }
+
+  // Bruck: after round k a rank holds the 2^(k+1) blocks that follow its own (cyclically), in a
+  // rotated buffer; ceil(log2 n) rounds, each one send and one receive. Blocks may differ in size
+  // (an empty one costs nothing), so a rank receives only the bytes there are.
+  void allGatherV(void* data, const std::vector<size_t>& sizes) override {
+    if (sizes.size() != size_t(nranks_))
+      throw Error(ErrorCode::InvalidArgument, context() + ": allGather with " + std::to_string(sizes.size()) + " block sizes for " +
+                                                  std::to_string(nranks_) + " ranks");
+    size_t n = size_t(nranks_);
+    std::vector<size_t> offset(n + 1, 0);  // of rank r's block in data
+    for (size_t r = 0; r < n; r++) offset[r + 1] = offset[r] + sizes[r];
+    if (data == nullptr && offset[n] > 0) throw Error(ErrorCode::InvalidArgument, context() + ": allGather of a null buffer");
+    if (nranks_ == 1 || offset[n] == 0) return;
     SteadyTime deadline = deadlineAfter(timeoutSeconds_);
-    size_t n = static_cast<size_t>(nranks_);
-    uint8_t* slots = static_cast<uint8_t*>(data);
-    std::vector<uint8_t> rotated(n * bytesPerRank);
-    std::memcpy(rotated.data(), slots + rank_ * bytesPerRank, bytesPerRank);
+    std::vector<size_t> start(n + 1, 0);  // of the i-th block after ours in the rotated buffer
+    for (size_t i = 0; i < n; i++) start[i + 1] = start[i] + sizes[(size_t(rank_) + i) % n];
+    uint8_t* blocks = static_cast<uint8_t*>(data);
+    std::vector<uint8_t> rotated(offset[n]);
+    std::memcpy(rotated.data(), blocks + offset[size_t(rank_)], sizes[size_t(rank_)]);
     uint32_t round = 0;
     for (int distance = 1; distance < nranks_; distance *= 2, ++round) {
-      int count = std::min(distance, nranks_ - distance);
+      size_t count = size_t(std::min(distance, nranks_ - distance));
       int to = (rank_ - distance + nranks_) % nranks_;
       int from = (rank_ + distance) % nranks_;
-      sendMessage(to, kTagAllGather + round, rotated.data(), count * bytesPerRank, deadline, "allGather");
-      recvMessage(from, kTagAllGather + round, rotated.data() + distance * bytesPerRank, count * bytesPerRank,
-                  deadline, "allGather");
+      sendMessage(to, kTagAllGather + round, rotated.data(), start[count], deadline, "allGather");
+      recvMessage(from, kTagAllGather + round, rotated.data() + start[size_t(distance)],
+                  start[size_t(distance) + count] - start[size_t(distance)], deadline, "allGather");
     }
-    for (size_t i = 0; i < n; ++i)
-      std::memcpy(slots + ((rank_ + i) % n) * bytesPerRank, rotated.data() + i * bytesPerRank, bytesPerRank);
+    for (size_t i = 0; i < n; ++i) {
+      size_t r = (size_t(rank_) + i) % n;
+      std::memcpy(blocks + offset[r], rotated.data() + start[i], sizes[r]);
+    }
   }
 
   // Dissemination: in round k every rank signals rank + 2^k and waits for rank - 2^k.
@@ -239,6 +296,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
   // Outgoing connection to a peer, made on first send.
   struct Link {
     std::mutex mutex;
+    std::string address;     // the peer's listener, "host:port"
+    bool inProcess = false;  // messages went straight to its inbox: it is a thread of this process
     Socket socket;
     std::string broken;  // why a send failed midway; the stream is unusable after that
   };
@@ -276,6 +335,12 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     for (int peer = 0; peer < nranks_; ++peer) {
       Link& link = links_[peer];
       std::lock_guard<std::mutex> lock(link.mutex);
+      if (link.inProcess) {
+        ProcessBootstraps::instance().withPeer(link.address, [&](SocketBootstrap& to) {
+          to.markPeerGone(rank_, "rank " + std::to_string(rank_) + " closed its bootstrap (a thread of this process)");
+        });
+        continue;
+      }
       if (!link.socket.valid() || !link.broken.empty()) continue;
       try {
         sendFrame(link.socket, kData, kTagGoodbye, rank_, secret_, nullptr, 0, deadline, nullptr);
@@ -305,6 +370,19 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     }
     Link& link = links_[peer];
     std::lock_guard<std::mutex> lock(link.mutex);
+    if (shortcut_ && !link.socket.valid() && link.broken.empty()) {
+      // A peer in this process takes the message into its inbox; one that has left this process
+      // (or never was in it) is reached through its listener, which then refuses or answers.
+      if (link.address.empty()) link.address = peers_[peer].toString();
+      bool delivered = ProcessBootstraps::instance().withPeer(link.address, [&](SocketBootstrap& to) {
+        to.deliver(rank_, tag, std::vector<uint8_t>(bytes, bytes + size));
+      });
+      if (delivered) {
+        link.inProcess = true;
+        return;
+      }
+      link.inProcess = false;
+    }
     std::string where = context() + ": " + operation + " to " + describePeer(peer) + " with tag " + std::to_string(tag);
     if (!link.broken.empty())
       throw Error(ErrorCode::Remote, where + ": the connection failed earlier: " + link.broken);
@@ -481,9 +559,11 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
   const double timeoutSeconds_;
   const std::atomic<bool>* const abortFlag_;
   const Secret secret_;
+  const bool shortcut_;  // BootstrapOptions::sameProcessShortcut
 
   Socket listener_;
   SocketAddress listenerAddress_;
+  std::string listenerText_;  // its "host:port": the key of this bootstrap in ProcessBootstraps
   std::vector<SocketAddress> peers_;  // every rank's listener, once joined
 
   std::mutex inboxMutex_;
@@ -532,7 +612,7 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const ncclUniqueId* ids, int nIds, 
     ensureCommIdRoot(contents[block], timeoutSeconds, deadline);
 
   auto bootstrap = std::make_unique<SocketBootstrap>(rank, nranks, timeoutSeconds, options.abortFlag,
-                                                     contents[0].secret);
+                                                     contents[0].secret, options.sameProcessShortcut);
   std::string listenerAddress = bootstrap->startListening(findInterfaceToReach(contents[block].root));
   if (options.onListening) options.onListening(listenerAddress);
   bootstrap->join(contents, deadline);

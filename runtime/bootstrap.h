@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 
@@ -35,6 +36,9 @@ struct BootstrapOptions {
   // Called (on the creating thread) once this rank's listener is open, with its "host:port",
   // before the rank registers with its root. Tests use it to probe a listener during init.
   std::function<void(const std::string& listenerAddress)> onListening;
+  // Messages to ranks that are threads of this process go straight to their inboxes; false:
+  // through the sockets as for any other rank (tests of the socket path).
+  bool sameProcessShortcut = true;
 };
 
 class Bootstrap {
@@ -51,6 +55,10 @@ class Bootstrap {
 
   // In place: data holds nranks slots of bytesPerRank; slot rank() is ours. O(log n) rounds.
   virtual void allGather(void* data, size_t bytesPerRank) = 0;
+  // In place, blocks of any size: data holds every rank's block back to back in rank order,
+  // sizes[r] bytes for rank r (the same table on every rank). A rank receives only the bytes
+  // there are, so ranks with nothing to say cost nothing. O(log n) rounds.
+  virtual void allGatherV(void* data, const std::vector<size_t>& sizes) = 0;
   virtual void barrier() = 0;
 
   // Point to point, matched by (peer, tag) in order; recv needs the exact size that was sent.

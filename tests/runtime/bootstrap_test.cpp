@@ -38,11 +38,15 @@ using namespace bootstrap_wire;
 TEST_CASE("bootstrap: allGather, barrier and p2p for 1, 2, 3, 5 and 8 ranks") {
   useLoopback();
   int nranks = GENERATE(1, 2, 3, 5, 8);
-  INFO("nranks " << nranks);
+  // Ranks as threads of this process, through their inboxes and through the sockets.
+  bool shortcut = GENERATE(true, false);
+  INFO("nranks " << nranks << (shortcut ? ", same-process shortcut" : ", sockets"));
   std::vector<ncclUniqueId> ids = makeIds(1);
   std::vector<std::atomic<int>> arrivals(3);
+  BootstrapOptions options;
+  options.sameProcessShortcut = shortcut;
   std::vector<RankOutcome> outcomes = runRanks(nranks, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, BootstrapOptions());
+    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, options);
     if (bootstrap->rank() != rank || bootstrap->nranks() != nranks)
       throw Error(ErrorCode::Internal, "rank/nranks mismatch");
     for (int peer = 0; peer < nranks; ++peer)
@@ -227,9 +231,13 @@ TEST_CASE("bootstrap: abort ends a waiting recv promptly, a deadline names the p
 
 TEST_CASE("bootstrap: misuse and departed peers give clear errors") {
   useLoopback();
+  bool shortcut = GENERATE(true, false);
+  INFO((shortcut ? "same-process shortcut" : "sockets"));
   std::vector<ncclUniqueId> ids = makeIds(1);
   std::vector<std::unique_ptr<Bootstrap>> ranks(2);
-  requireAllOk(runRanks(2, [&](int rank) { ranks[rank] = Bootstrap::create(ids.data(), 1, rank, 2, BootstrapOptions()); }));
+  BootstrapOptions options;
+  options.sameProcessShortcut = shortcut;
+  requireAllOk(runRanks(2, [&](int rank) { ranks[rank] = Bootstrap::create(ids.data(), 1, rank, 2, options); }));
 
   uint8_t bytes[8] = {};
   auto codeOf = [](const std::function<void()>& action) {

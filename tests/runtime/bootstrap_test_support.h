@@ -108,6 +108,29 @@ inline void checkAllGather(Bootstrap& bootstrap, size_t bytesPerRank, uint32_t s
                                              " is wrong on rank " + std::to_string(bootstrap.rank()));
 }
 
+// allGatherV with blocks of different sizes, some empty (rank r's size from sizeOf(r)); every
+// block is checked against what its owner wrote, and the bytes around them are not touched.
+inline void checkAllGatherV(Bootstrap& bootstrap, const std::function<size_t(int)>& sizeOf, uint32_t salt) {
+  int n = bootstrap.nranks();
+  std::vector<size_t> sizes, offsets;
+  size_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    sizes.push_back(sizeOf(r));
+    offsets.push_back(total);
+    total += sizes.back();
+  }
+  std::vector<uint8_t> data(total + 1, 0xEE);  // one guard byte past the end
+  std::vector<uint8_t> mine = pattern(bootstrap.rank(), -1, salt, sizes[size_t(bootstrap.rank())]);
+  if (!mine.empty()) std::memcpy(data.data() + offsets[size_t(bootstrap.rank())], mine.data(), mine.size());
+  bootstrap.allGatherV(data.data(), sizes);
+  for (int owner = 0; owner < n; ++owner)
+    for (size_t i = 0; i < sizes[size_t(owner)]; ++i)
+      if (data[offsets[size_t(owner)] + i] != patternByte(owner, -1, salt, i))
+        throw Error(ErrorCode::Internal, "allGatherV block " + std::to_string(owner) + " byte " + std::to_string(i) +
+                                             " is wrong on rank " + std::to_string(bootstrap.rank()));
+  if (data[total] != 0xEE) throw Error(ErrorCode::Internal, "allGatherV wrote past the blocks on rank " + std::to_string(bootstrap.rank()));
+}
+
 inline void expectMessage(Bootstrap& bootstrap, int from, uint32_t tag, size_t size) {
   std::vector<uint8_t> received(size, 0xEE);
   bootstrap.recv(from, tag, received.data(), size);
@@ -128,6 +151,9 @@ inline void exerciseBootstrap(Bootstrap& bootstrap, std::vector<std::atomic<int>
   checkAllGather(bootstrap, 1, 1);
   checkAllGather(bootstrap, 13, 2);
   checkAllGather(bootstrap, 4096 + 3, 3);
+  checkAllGatherV(bootstrap, [](int r) { return size_t(r % 3 == 1 ? 0 : 17 * r + 5); }, 4);
+  checkAllGatherV(bootstrap, [](int r) { return size_t(r == 0 ? 70000 : 0); }, 5);  // one rank speaks
+  checkAllGatherV(bootstrap, [](int) { return size_t(0); }, 6);
 
   // A barrier lets nobody through before everyone has arrived.
   for (int round = 0; round < 3; ++round) {
