@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <utility>
 
@@ -147,21 +148,41 @@ const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel) {
 }
 
 std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
-  std::string mine = topo::serializeSystem(thisNode(comm));
-  // Sizes first, then every rank's text in slots of the largest size.
-  std::vector<uint64_t> sizes(size_t(comm->identity.nranks));
+  // The ranks of a host would all describe the same node: its lowest rank discovers and sends
+  // the graph, the others send nothing and take that one (once per node however many ranks and
+  // processes share it; the bytes each rank receives grow with the nodes, not the ranks).
+  const int nranks = comm->identity.nranks;
+  std::vector<int> describer(static_cast<size_t>(nranks));
+  std::map<uint64_t, int> lowestOfHost;
+  for (int r = 0; r < nranks; r++) describer[size_t(r)] = lowestOfHost.emplace(comm->identity.peers[size_t(r)].hostHash, r).first->second;
+  std::string mine = describer[size_t(comm->identity.rank)] == comm->identity.rank ? topo::serializeSystem(thisNode(comm)) : std::string();
+  std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
   sizes[size_t(comm->identity.rank)] = mine.size();
   comm->identity.bootstrap->allGather(sizes.data(), sizeof(uint64_t));
-  size_t slot = size_t(*std::max_element(sizes.begin(), sizes.end()));
-  std::vector<char> texts(slot * size_t(comm->identity.nranks));
-  std::memcpy(texts.data() + slot * size_t(comm->identity.rank), mine.data(), mine.size());
-  comm->identity.bootstrap->allGather(texts.data(), slot);
+  std::vector<size_t> blockSizes(sizes.begin(), sizes.end());
+  std::vector<size_t> offset(size_t(nranks) + 1, 0);
+  for (size_t r = 0; r < size_t(nranks); r++) offset[r + 1] = offset[r] + blockSizes[r];
+  std::vector<char> blocks(offset.back());
+  if (!mine.empty()) std::memcpy(blocks.data() + offset[size_t(comm->identity.rank)], mine.data(), mine.size());
+  comm->identity.bootstrap->allGatherV(blocks.data(), blockSizes);
 
-  std::vector<topo::RankTopology> ranks(size_t(comm->identity.nranks));
-  for (int r = 0; r < comm->identity.nranks; r++) ranks[size_t(r)].topology.assign(texts.data() + slot * size_t(r), size_t(sizes[size_t(r)]));
+  std::vector<std::string> texts;
+  std::vector<int> textOfRank(static_cast<size_t>(nranks));
+  std::map<int, int> textOfDescriber;
+  for (int r = 0; r < nranks; r++) {
+    int d = describer[size_t(r)];
+    auto [it, added] = textOfDescriber.emplace(d, int(texts.size()));
+    if (added) {
+      if (sizes[size_t(d)] == 0)
+        throw Error(ErrorCode::Remote, comm->where() + ": topology of the communicator: " + comm->describePeer(d) +
+                                           " sent no graph of its host");
+      texts.emplace_back(blocks.data() + offset[size_t(d)], blockSizes[size_t(d)]);
+    }
+    textOfRank[size_t(r)] = it->second;
+  }
   auto result = std::make_unique<CommTopology>();
   try {
-    result->system = topo::mergeSystems(ranks);
+    result->system = topo::mergeSystems(texts, textOfRank, {});
     result->channels = topo::buildChannels(result->system, 1, comm->settings.nchannels);
     assignRings(*result, comm->settings.nchannels);
     assignTrees(*result, comm->settings.nchannels);

@@ -24,5 +24,9 @@ struct RankTopology {
 // nodes are numbered in order of their lowest rank. Throws tutti::Error naming the rank whose
 // GPU is missing from its node's graph.
 GlobalSystem mergeSystems(const std::vector<RankTopology>& ranks);
+// The same, with each distinct graph given once: rank r's is texts[textOfRank[r]], its GPU
+// gpuBusIds[r] (missing or empty: none). Each text is parsed once.
+GlobalSystem mergeSystems(const std::vector<std::string>& texts, const std::vector<int>& textOfRank,
+                          const std::vector<std::string>& gpuBusIds);
 
 }  // namespace tutti::topo
