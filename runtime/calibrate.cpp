@@ -43,7 +43,7 @@ struct Sample {
   double copyGBps = 0;
   double reduceGBps = 0;
   int32_t measured = 0;  // TUTTI_CALIBRATE on at this rank
-  int32_t pad = 0;
+  int32_t inRing = 0;    // took part in its host's measurements (HostRing)
   uint8_t cpus[CPU_SETSIZE / 8] = {};  // the CPUs this rank may run on, one bit each
 };
 
@@ -142,8 +142,14 @@ void ownCpus(Sample& s) {
     if (CPU_ISSET(c, &set)) s.cpus[c / 8] |= uint8_t(1u << (c % 8));
 }
 
-// The ring of the ranks of this rank's host whose control blocks it maps: the next rank (-1 when
-// it is alone there), their number, and whether this rank is the ring's first.
+// The host's ranks that measure: enough to load the cores past one rank per core, as a
+// collective's steps do, without the lap (and the medians) growing with the ranks. A thousand
+// ranks as threads on two cores would otherwise pass the token past the wait below.
+constexpr size_t kMaxRingRanks = 16;
+
+// The ring of the first (up to kMaxRingRanks) ranks of this rank's host whose control blocks it
+// maps: the next rank (-1 when it is alone there or not in the ring), their number, and whether
+// this rank is the ring's first.
 struct HostRing {
   int next = -1;
   int size = 1;
@@ -156,8 +162,13 @@ HostRing ringOnHost(const ncclComm* comm) {
         comm->control.ofRank[size_t(r)] != nullptr)
       local.push_back(r);
   HostRing ring;
-  if (local.size() < 2) return ring;
+  if (local.size() > kMaxRingRanks) local.resize(kMaxRingRanks);
   size_t me = size_t(std::find(local.begin(), local.end(), comm->identity.rank) - local.begin());
+  if (me == local.size()) {  // not in the ring: measures nothing
+    ring.first = false;
+    return ring;
+  }
+  if (local.size() < 2) return ring;
   ring.next = local[(me + 1) % local.size()];
   ring.size = int(local.size());
   ring.first = me == 0;
@@ -202,7 +213,9 @@ HostCalibration agree(const std::vector<Sample>& samples, const std::vector<Rank
     auto& cpus = cpusOfHost[peers[r].hostHash];
     cpus.resize(sizeof s.cpus, 0);
     for (size_t i = 0; i < sizeof s.cpus; i++) cpus[i] |= s.cpus[i];
-    out.measured = out.measured && s.measured != 0 && s.copyGBps > 0 && s.reduceGBps > 0;
+    out.measured = out.measured && s.measured != 0;
+    if (!s.inRing) continue;
+    out.measured = out.measured && s.copyGBps > 0 && s.reduceGBps > 0;
     if (s.hopUs > 0) hops.push_back(s.hopUs);
     copies.push_back(s.copyGBps);
     reduces.push_back(s.reduceGBps);
@@ -250,7 +263,8 @@ HostCalibration calibrateHost(const ncclComm* comm, bool measure) {
   const HostRing ring = ringOnHost(comm);
   uint32_t seen = comm->control.own->bells[kCalibrationBell].seq.load(std::memory_order_acquire);
   comm->identity.bootstrap->barrier();  // the host's ranks start together, loading the cores as a collective does
-  if (measure) {
+  mine.inRing = ring.next >= 0 || ring.first ? 1 : 0;
+  if (measure && mine.inRing) {
     if (ring.next >= 0) mine.hopUs = tokenLapHopUs(comm, ring.next, ring.size, ring.first, seen);
     measureBandwidth(kBandwidthBytes, &mine.copyGBps, &mine.reduceGBps);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "runtime/comm.h"
 
 namespace tutti {
@@ -24,14 +25,21 @@ void mapControlBlocks(ncclComm* comm) {
     if (p == comm->identity.rank) {
       comm->control.ofRank[size_t(p)] = comm->control.own;
     } else if (comm->identity.peers[size_t(p)].hostHash == me.hostHash) {
-      comm->control.peerSegments[size_t(p)] =
-          attachSegment(controls[size_t(p)], "control block of " + comm->describePeer(p) + ", attached by " + comm->where());
+      // The context is written only for an error: a thousand ranks attach a million blocks.
+      try {
+        comm->control.peerSegments[size_t(p)] = attachSegment(controls[size_t(p)], "");
+      } catch (const Error& e) {
+        throw Error(e.code(), "control block of " + comm->describePeer(p) + ", attached by " + comm->where() + e.message());
+      }
       comm->control.ofRank[size_t(p)] = static_cast<ControlBlock*>(comm->control.peerSegments[size_t(p)]->base());
     }
   }
-  // One-shot all-reduces through the mailboxes are the host executor's path.
+  // One-shot all-reduces through the mailboxes are the host executor's path, up to
+  // kMaxMailboxRanks: every rank reads every mailbox and a late input wakes every rank asleep
+  // waiting for it, so with a thousand ranks as threads one 8-byte all-reduce took 130-180 ms
+  // against 100-120 ms by recursive doubling over the FIFOs (perf/RESULTS.md, init at scale).
   comm->control.mailboxesMapped =
-      comm->executor.backend->runsMailboxes() &&
+      comm->identity.nranks <= kMaxMailboxRanks && comm->executor.backend->runsMailboxes() &&
       std::all_of(comm->identity.peers.begin(), comm->identity.peers.end(), [](const RankInfo& p) { return p.mailboxes != 0; }) &&
       std::all_of(comm->control.ofRank.begin(), comm->control.ofRank.end(), [](ControlBlock* b) { return b != nullptr; });
   if (comm->control.mailboxesMapped)

@@ -14,6 +14,8 @@ struct ncclComm;
 namespace tutti {
 
 constexpr int kMaxWorkers = 32;
+// The most ranks that run one-shot all-reduces through the mailboxes (control_block.cpp).
+constexpr int kMaxMailboxRanks = 64;
 
 // Peers on the same node map it so that they can wake the worker that waits on a FIFO they just
 // moved, and read the rank's mailboxes (one-shot all-reduces, kernels/mailbox.h).
