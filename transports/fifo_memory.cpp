@@ -1,4 +1,5 @@
-// Host FIFO memory: anonymous pages, populated and touched once when allocated.
+// Host FIFO memory: anonymous pages, populated and touched once when allocated, up to a budget
+// per process.
 #include "transports/fifo_memory.h"
 
 #include <sys/mman.h>
@@ -14,20 +15,39 @@
 namespace tutti {
 namespace {
 
+// FIFOs a process populates and touches when it makes them; past this they are faulted in by
+// their first use. Touching costs about 5 us a page on small virtual machines (base/pages.h):
+// worth it for the FIFOs of a few dozen ranks, whose first collectives would pay it, but a
+// thousand ranks as threads hold 8 GiB of ring FIFOs, ten seconds of touching for pages that
+// small collectives never reach.
+constexpr size_t kPrefaultBudgetBytes = size_t(512) << 20;
+
 class HostFifoMemory final : public FifoMemory {
  public:
   const char* name() const override { return "host"; }
   bool hostAccessible() const override { return true; }
 
   void* allocate(size_t bytes, const std::string& what) override {
-    // Page-aligned and zero-filled by mmap; populated now, and each page written once from this
-    // process, since on small virtual machines a first touch costs far more than the copy it
-    // precedes (base/pages.h).
-    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (base == MAP_FAILED) throwSystemError(what + ": allocating " + std::to_string(bytes) + " bytes", errno);
-    touchPages(base, bytes);
+    // Page-aligned and zero-filled by mmap; within the budget populated now, and each page written
+    // once from this process, since on small virtual machines a first touch costs far more than
+    // the copy it precedes (base/pages.h).
+    bool prefault = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (prefaulted_ + bytes <= kPrefaultBudgetBytes) {
+        prefault = true;
+        prefaulted_ += bytes;
+      }
+    }
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0), -1, 0);
+    if (base == MAP_FAILED) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (prefault) prefaulted_ -= bytes;
+      throwSystemError(what + ": allocating " + std::to_string(bytes) + " bytes", errno);
+    }
+    if (prefault) touchPages(base, bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    sizes_[base] = bytes;
+    allocations_[base] = Allocation{bytes, prefault};
     return base;
   }
 
@@ -36,10 +56,11 @@ class HostFifoMemory final : public FifoMemory {
     size_t bytes = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto found = sizes_.find(memory);
-      if (found == sizes_.end()) return;
-      bytes = found->second;
-      sizes_.erase(found);
+      auto found = allocations_.find(memory);
+      if (found == allocations_.end()) return;
+      bytes = found->second.bytes;
+      if (found->second.prefaulted) prefaulted_ -= bytes;
+      allocations_.erase(found);
     }
     munmap(memory, bytes);
   }
@@ -48,8 +69,13 @@ class HostFifoMemory final : public FifoMemory {
   void copyOut(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
  private:
+  struct Allocation {
+    size_t bytes;  // munmap needs them
+    bool prefaulted;
+  };
   std::mutex mutex_;
-  std::unordered_map<void*, size_t> sizes_;  // munmap needs them
+  std::unordered_map<void*, Allocation> allocations_;
+  size_t prefaulted_ = 0;  // bytes of live FIFOs populated when made
 };
 
 }  // namespace
