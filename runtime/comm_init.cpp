@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -131,10 +133,40 @@ int uniformRanksPerNode(const std::vector<RankInfo>& peers) {
   return int(block);
 }
 
+// Init's phases and their wall time, for the INFO line that says where init spent its time.
+class InitPhases {
+ public:
+  explicit InitPhases(SteadyTime start) : last_(start) {}
+  void done(const char* phase) {
+    SteadyTime now = SteadyClock::now();
+    phases_.emplace_back(phase, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+  double seconds(const char* phase) const {
+    for (auto& [name, s] : phases_)
+      if (std::strcmp(name, phase) == 0) return s;
+    return 0;
+  }
+  std::string text() const {
+    std::string out;
+    char item[64];
+    for (auto& [name, s] : phases_) {
+      std::snprintf(item, sizeof item, "%s%s %.3f", out.empty() ? "" : ", ", name, s);
+      out += item;
+    }
+    return out;
+  }
+
+ private:
+  SteadyTime last_;
+  std::vector<std::pair<const char*, double>> phases_;
+};
+
 }  // namespace
 
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
   SteadyTime start = SteadyClock::now();
+  InitPhases phases(start);
   comm->identity.rank = rank;
   comm->identity.nranks = nranks;
   comm->identity.device = device;
@@ -144,7 +176,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   options.abortFlag = &comm->error.abortFlag;
   comm->identity.bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
   comm->identity.bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
-  double bootstrapSeconds = secondsSince(start);
+  phases.done("bootstrap");
 
   // Everyone's identity, and rank 0's settings for all.
   RankInfo me{};
@@ -163,6 +195,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->identity.peers[size_t(rank)] = me;
   comm->identity.bootstrap->allGather(comm->identity.peers.data(), sizeof(RankInfo));
   comm->identity.peersKnown.store(true, std::memory_order_release);
+  phases.done("peers");
   // Same-host peers move data through shared memory, which says nothing when a peer dies; the
   // bootstrap connections it held open do. That allGather and the barriers below leave each rank's
   // ring neighbours holding one from it, so at least they see it go, and their notice tells the
@@ -172,11 +205,14 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   adoptSettings(comm);
   makeExecutorBackend(comm);
   makeCommTransports(comm);
+  phases.done("backend");
 
   mapControlBlocks(comm);
+  phases.done("control");
   describeLayout(comm);
   comm->planning.ranksPerNode = uniformRanksPerNode(comm->identity.peers);
   comm->planning.topology = exchangeTopology(comm);
+  phases.done("topology");
   loadCustomAlgorithms(comm);
   comm->planning.selector = std::make_unique<CommSelector>(comm);
   fitWaitsToHost(comm);
@@ -187,7 +223,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       TUTTI_INFO(log::Tuning, "%s", table.substr(at, end - at).c_str());
     }
   }
-  double exchangeSeconds = secondsSince(start) - bootstrapSeconds;
+  phases.done("selector");
 
   // Ring connections on every channel, to the neighbours of the channel's ring.
   std::vector<ConnKey> ring;
@@ -198,20 +234,21 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
       ring.push_back(ConnKey{order.step(rank, -1), c, plan::ConnKind::Ring, 0, false});
     }
   ensureConnections(comm, ring);
+  phases.done("connect");
   // A receiver's side of a local connection is ready before its sender has attached: without
   // this barrier a rank could finish init, destroy its communicator and take the FIFO with it
   // while a slower peer is still attaching.
   comm->identity.bootstrap->barrier();
+  phases.done("barrier");
   comm->lifecycle.initSeconds = secondsSince(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {
     std::string transports = connectionTransports(comm);
     TUTTI_INFO(log::Init,
                "comm %p rank %d nranks %d nodes %d device %s %d: %d channels, %d workers, FIFO %d x %zu KiB, "
-               "ring transports %s; init %.3f s (bootstrap %.3f s, exchange %.3f s, connect %.3f s)%s%s",
+               "ring transports %s; init %.3f s (%s)%s%s",
                static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->identity.backendName.c_str(), device, comm->settings.nchannels, comm->settings.nworkers, comm->settings.nsteps,
-               comm->settings.slotBytes / 1024, transports.c_str(), comm->lifecycle.initSeconds, bootstrapSeconds, exchangeSeconds,
-               comm->lifecycle.initSeconds - bootstrapSeconds - exchangeSeconds, comm->identity.config.commName.empty() ? "" : ", name ",
+               comm->settings.slotBytes / 1024, transports.c_str(), comm->lifecycle.initSeconds, phases.text().c_str(), comm->identity.config.commName.empty() ? "" : ", name ",
                comm->identity.config.commName.c_str());
   }
 }
