@@ -156,7 +156,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     std::strncpy(registration.host, host.c_str(), sizeof registration.host - 1);
 
     FramePolicy answerPolicy(root.secret);
-    answerPolicy.allow(kTable, tablePayloadBytes(nranks_)).allow(kError, kMaxErrorBytes);
+    answerPolicy.allow(kTable, neighbourTablePayloadMaxBytes(nranks_)).allow(kError, kMaxErrorBytes);
     SteadyTime answerDeadline = later(deadline, kRootAnswerGraceSeconds);
     Frame answer;
     for (;;) {
@@ -185,20 +185,57 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
       Error error = errorFromPayload(answer.payload, root.root);
       throw Error(error.code(), context() + ": " + error.message());
     }
-    if (answer.payload.size() != tablePayloadBytes(nranks_))
-      throw Error(ErrorCode::Remote, context() + ": " + rootText + " sent a table of " +
-                                         std::to_string(answer.payload.size()) + " bytes for " +
-                                         std::to_string(nranks_) + " ranks");
-    std::vector<SocketAddress> peers(nranks_);
-    for (int r = 0; r < nranks_; ++r) {
+    peers_ = neighboursFrom(answer.payload, rootText);
+    learnEveryAddress();
+    TUTTI_INFO(log::Bootstrap, "%s: joined; %d ranks known", context().c_str(), nranks_);
+  }
+
+  // The root's answer: the listeners of this rank's neighbours (bootstrap_wire.h), checked to be
+  // exactly those; the other entries stay empty until learnEveryAddress.
+  std::vector<SocketAddress> neighboursFrom(const std::vector<uint8_t>& payload, const std::string& rootText) const {
+    const std::vector<int> expected = neighbourRanks(rank_, nranks_);
+    int32_t header[2] = {0, 0};
+    if (payload.size() >= sizeof header) std::memcpy(header, payload.data(), sizeof header);
+    if (payload.size() != 8 + expected.size() * kNeighbourEntryBytes || header[0] != nranks_ || header[1] != int32_t(expected.size()))
+      throw Error(ErrorCode::Remote, context() + ": " + rootText + " sent a table of " + std::to_string(payload.size()) +
+                                         " bytes for " + std::to_string(header[0]) + " ranks, expected the " +
+                                         std::to_string(expected.size()) + " neighbours of rank " + std::to_string(rank_) +
+                                         " of " + std::to_string(nranks_));
+    std::vector<SocketAddress> peers(static_cast<size_t>(nranks_));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const uint8_t* entry = payload.data() + 8 + i * kNeighbourEntryBytes;
+      int32_t r = -1;
+      std::memcpy(&r, entry, sizeof r);
+      if (r != expected[i])
+        throw Error(ErrorCode::Remote, context() + ": the table from " + rootText + " lists rank " + std::to_string(r) + " where rank " +
+                                           std::to_string(expected[i]) + " was expected");
       try {
-        peers[r] = SocketAddress::fromWire(answer.payload.data() + 8 + r * SocketAddress::kWireBytes);
+        peers[size_t(r)] = SocketAddress::fromWire(entry + 8);
       } catch (const Error& error) {
         rethrowWithContext(error, context() + ": the table from " + rootText + ", entry for rank " + std::to_string(r));
       }
     }
-    peers_ = std::move(peers);
-    TUTTI_INFO(log::Bootstrap, "%s: joined; %d ranks known", context().c_str(), nranks_);
+    return peers;
+  }
+
+  // Every rank's listener, by an allGather among the ranks (which needs only the neighbours').
+  void learnEveryAddress() {
+    std::vector<WireAddress> table(static_cast<size_t>(nranks_));
+    listenerAddress_.toWire(table[size_t(rank_)].data());
+    allGather(table.data(), SocketAddress::kWireBytes);
+    std::vector<bool> fromRoot(static_cast<size_t>(nranks_), false);
+    for (int r : neighbourRanks(rank_, nranks_)) fromRoot[size_t(r)] = true;
+    for (int r = 0; r < nranks_; ++r) {
+      try {
+        SocketAddress address = SocketAddress::fromWire(table[size_t(r)].data());
+        if (fromRoot[size_t(r)] && address.toString() != peers_[size_t(r)].toString())
+          throw Error(ErrorCode::Remote, "rank " + std::to_string(r) + " says it listens at " + address.toString() + ", the root said " +
+                                             peers_[size_t(r)].toString());
+        peers_[size_t(r)] = address;
+      } catch (const Error& error) {
+        rethrowWithContext(error, context() + ": the exchange of listener addresses, entry for rank " + std::to_string(r));
+      }
+    }
   }
 
   int rank() const override { return rank_; }

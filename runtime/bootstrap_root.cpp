@@ -132,7 +132,7 @@ class RootServer {
         }
       } else if (shape_->nIds == 1 || shape_->block > 0) {
         if (ownBlockComplete()) {
-          if (shape_->nIds == 1) sendToRanks(kTable, tablePayload(entries_));
+          if (shape_->nIds == 1) sendTableToRanks(entries_);
           else forwardThroughRootZero();
           return;
         }
@@ -343,6 +343,12 @@ class RootServer {
     }
   }
 
+  // Each rank of this block gets its neighbours' addresses (bootstrap_wire.h, neighbourRanks).
+  void sendTableToRanks(const std::vector<WireAddress>& table) {
+    for (size_t i = 0; i < rankPeers_.size(); ++i)
+      if (rankPeers_[i] != nullptr) answer(*rankPeers_[i], kTable, neighbourTablePayload(table, shape_->firstRank + int(i)));
+  }
+
   void sendToRanks(uint32_t type, const std::vector<uint8_t>& payload) {
     for (Peer* peer : rankPeers_)
       if (peer != nullptr) answer(*peer, type, payload);
@@ -418,7 +424,10 @@ class RootServer {
       if (answer.payload.size() != tablePayloadBytes(shape_->nranks))
         throw Error(ErrorCode::Remote, "its table has " + std::to_string(answer.payload.size()) + " bytes, expected " +
                                            std::to_string(tablePayloadBytes(shape_->nranks)));
-      sendToRanks(kTable, answer.payload);
+      std::vector<WireAddress> table(static_cast<size_t>(shape_->nranks));
+      for (size_t i = 0; i < table.size(); ++i)
+        std::memcpy(table[i].data(), answer.payload.data() + 8 + i * SocketAddress::kWireBytes, SocketAddress::kWireBytes);
+      sendTableToRanks(table);
     } catch (const Error& error) {
       std::string message = blockText(shape_->block) + " at " + address_.toString() +
                             " could not get the other ranks' addresses from bootstrap root 0 at " +
@@ -434,8 +443,8 @@ class RootServer {
     table.insert(table.end(), entries_.begin(), entries_.end());
     for (int block = 1; block < shape_->nIds; ++block)
       table.insert(table.end(), blockEntries_[block].begin(), blockEntries_[block].end());
+    sendTableToRanks(table);
     std::vector<uint8_t> payload = tablePayload(table);
-    sendToRanks(kTable, payload);
     for (int block = 1; block < shape_->nIds; ++block) answer(*blockPeers_[block], kTable, payload);
   }
 

@@ -141,6 +141,29 @@ std::vector<uint8_t> tablePayload(const std::vector<WireAddress>& table) {
 
 uint64_t tablePayloadBytes(int nranks) { return 8 + static_cast<uint64_t>(nranks) * SocketAddress::kWireBytes; }
 
+std::vector<int> neighbourRanks(int rank, int nranks) {
+  std::vector<int> ranks;
+  for (int64_t distance = 1; distance < nranks; distance *= 2) ranks.push_back(int((rank - distance % nranks + nranks) % nranks));
+  return ranks;
+}
+
+std::vector<uint8_t> neighbourTablePayload(const std::vector<WireAddress>& table, int rank) {
+  const int nranks = static_cast<int>(table.size());
+  std::vector<int> ranks = neighbourRanks(rank, nranks);
+  std::vector<uint8_t> payload(8 + ranks.size() * kNeighbourEntryBytes, 0);
+  int32_t header[2] = {nranks, static_cast<int32_t>(ranks.size())};
+  std::memcpy(payload.data(), header, sizeof header);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    uint8_t* entry = payload.data() + 8 + i * kNeighbourEntryBytes;
+    int32_t r = ranks[i];
+    std::memcpy(entry, &r, sizeof r);
+    std::memcpy(entry + 8, table[size_t(r)].data(), SocketAddress::kWireBytes);
+  }
+  return payload;
+}
+
+uint64_t neighbourTablePayloadMaxBytes(int nranks) { return 8 + neighbourRanks(0, nranks).size() * kNeighbourEntryBytes; }
+
 double configuredTimeoutSeconds() {
   int64_t seconds = tunables::kBootstrapTimeout.get();
   if (seconds <= 0)

@@ -28,7 +28,8 @@ inline constexpr uint64_t kFrameMagic = 0x314d524654545554ull;  // "TUTTFRM1"
 
 enum FrameType : uint32_t {
   kRegister = 1,     // rank -> its root: RegistrationPayload
-  kTable = 2,        // root -> rank, root 0 -> root b: int32 nranks, int32 0, nranks wire addresses
+  kTable = 2,        // root 0 -> root b: int32 nranks, int32 0, nranks wire addresses;
+                     // root -> rank: the rank's neighbours only (neighbourTablePayload)
   kError = 3,        // root -> rank, root 0 -> root b: uint32 ErrorCode, then the message text
   kBlockReport = 4,  // root b -> root 0: BlockReportHeader, then count wire addresses
   kBlockFailed = 5,  // root b -> root 0: like kError, why block b cannot complete
@@ -117,6 +118,15 @@ std::vector<uint8_t> errorPayload(ErrorCode code, const std::string& message);
 Error errorFromPayload(const std::vector<uint8_t>& payload, const SocketAddress& from);
 std::vector<uint8_t> tablePayload(const std::vector<WireAddress>& table);
 uint64_t tablePayloadBytes(int nranks);
+
+// What a root tells a rank: not the whole table (n addresses to each of n ranks, 2.4 GB from one
+// root for 100,000 ranks) but the listeners of the ranks it sends to in the first allGather,
+// rank - 2^k for every 2^k < nranks; that allGather then gives every rank every address.
+// Payload: int32 nranks, int32 count, then count entries of {int32 rank, int32 0, wire address}.
+std::vector<int> neighbourRanks(int rank, int nranks);
+std::vector<uint8_t> neighbourTablePayload(const std::vector<WireAddress>& table, int rank);
+uint64_t neighbourTablePayloadMaxBytes(int nranks);
+inline constexpr size_t kNeighbourEntryBytes = 8 + SocketAddress::kWireBytes;
 
 // TUTTI_BOOTSTRAP_TIMEOUT, checked.
 double configuredTimeoutSeconds();
