@@ -14,6 +14,7 @@
 #include "kernels/bell.h"
 #include "kernels/host_reduce.h"
 #include "runtime/comm.h"
+#include "runtime/init_model.h"
 
 namespace tutti {
 namespace {
@@ -236,6 +237,8 @@ HostCalibration agree(const std::vector<Sample>& samples, const std::vector<Rank
 }
 
 }  // namespace
+
+size_t calibrationSampleBytes() { return sizeof(Sample); }
 
 int networkPartner(const std::vector<uint64_t>& hostOfRank, int rank) {
   std::vector<uint64_t> hosts;

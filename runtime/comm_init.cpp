@@ -17,6 +17,7 @@
 #include "kernels/backend.h"
 #include "runtime/comm.h"
 #include "runtime/control_block.h"
+#include "runtime/init_model.h"
 #include "transports/registry.h"
 
 namespace tutti {
@@ -28,6 +29,7 @@ struct NetIdentity {
   char interfaceName[32];
   char address[64];
 };
+static_assert(sizeof(NetIdentity) == kNetIdentityBytes, "runtime/init_model.h models the layout exchange with this size");
 
 // Rank 0's one-line picture of the communicator: ranks, nodes, the transports inside and between
 // nodes, and each node's network interface and address (gathered from every rank when the job
