@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tutti/tutti.h"
 #include "runtime/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/ranks_support.h"
@@ -96,8 +97,15 @@ int main(int argc, char** argv) {
                                   tutti_test::Coll::AlltoAll})
       cases.push_back(tutti_test::Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 0});
     tutti_test::runAll(cases, rank, nranks, comm);
+    // What ran them, for the scripts to check: the device backend and the transports used.
+    const char* backend = "?";
+    char transports[128] = "";
+    int nodes = 0;
+    tutti_test::checkNccl(tuttiCommDeviceBackend(comm, &backend), "tuttiCommDeviceBackend");
+    tutti_test::checkNccl(tuttiCommTransports(comm, transports, sizeof transports, &nodes), "tuttiCommTransports");
     tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
-    std::printf("rank %d/%d: %zu cases passed\n", rank, nranks, cases.size());
+    std::printf("rank %d/%d: %zu cases passed (device %s, transports %s, %d nodes)\n", rank, nranks, cases.size(), backend, transports,
+                nodes);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d/%d: %s\n", rank, nranks, e.what());

@@ -11,6 +11,8 @@
 #             report ncclRemoteError naming the killed rank, found by the connection's end or a
 #             peer's failure notice, not by TUTTI_TIMEOUT (set far above the test's own limit)
 #   linkdown  as kill, but the second host's veth is taken down: found by TUTTI_NET_LINK_TIMEOUT
+#   emulated  as ipv4's 2 hosts x 2 ranks, every rank on the emulated device (the CUDA executor's
+#             code on host threads), through the network transport between hosts
 # Exits 77 (skipped) without root or without `ip netns`.
 set -u
 rank_bin=$1
@@ -21,6 +23,7 @@ link_timeout_s=3  # TUTTI_NET_LINK_TIMEOUT for the fault variants
 . "$(dirname "$0")/netns.sh"
 netns_require
 logdir=$(mktemp -d)
+device=host  # TUTTI_DEVICE of every rank
 
 namespaces=()
 pids=()
@@ -49,7 +52,7 @@ run_job() {
   local hosts=$1 per=$2 family=$3 mode=$4 fault=${5:-}
   local nranks=$((hosts * per)) port=$((20000 + (tag + RANDOM) % 20000)) root
   if [ "$family" = 6 ]; then root="[$subnet6::1]:$port"; else root="${subnet4%.0}.1:$port"; fi
-  local -a env=(NCCL_COMM_ID="$root" NCCL_SOCKET_IFNAME==tnet0 TUTTI_DEVICE=host TUTTI_BOOTSTRAP_TIMEOUT=60)
+  local -a env=(NCCL_COMM_ID="$root" NCCL_SOCKET_IFNAME==tnet0 TUTTI_DEVICE=$device TUTTI_BOOTSTRAP_TIMEOUT=60)
   [ "$family" = 6 ] && env+=(NCCL_SOCKET_FAMILY=AF_INET6)
   [ -n "$fault" ] && env+=(TUTTI_TIMEOUT=$timeout_s TUTTI_NET_LINK_TIMEOUT=$link_timeout_s)
   pids=()
@@ -108,6 +111,13 @@ case "$variant" in
   linkdown)
     make_host 0 && make_host 1 || exit 1
     run_job 2 2 4 faults linkdown || exit 1 ;;
+  emulated)
+    make_host 0 && make_host 1 || exit 1
+    device=emulated
+    run_job 2 2 4 "" || exit 1
+    for r in 0 1 2 3; do
+      grep -q "device emulated, transports .*net" "$logdir/rank$r" || { echo "rank $r did not run on the emulated device over net"; exit 1; }
+    done ;;
   *) echo "unknown variant $variant"; exit 2 ;;
 esac
 echo "multihost $variant: passed"
