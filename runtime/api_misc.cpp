@@ -277,29 +277,48 @@ TUTTI_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream) {
 
 TUTTI_API const char* tuttiVersionString(void) { return "tutti " TUTTI_VERSION_STRING " (NCCL 2.28.9 API)"; }
 
+namespace {
+
+// The task a tuttiCommAlgorithm / tuttiCommProtocol query describes, its arguments checked.
+Task queriedTask(const char* operation, ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, const void* out,
+                 size_t outBytes) {
+  checkComm(operation, comm);
+  if (collective == nullptr || out == nullptr || outBytes == 0)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": collective and name must not be NULL, nameBytes not 0");
+  static const std::pair<const char*, plan::Coll> kinds[] = {
+      {"allreduce", plan::Coll::AllReduce}, {"allgather", plan::Coll::AllGather}, {"reducescatter", plan::Coll::ReduceScatter},
+      {"broadcast", plan::Coll::Broadcast}, {"reduce", plan::Coll::Reduce},       {"alltoall", plan::Coll::AlltoAll},
+      {"gather", plan::Coll::Gather},       {"scatter", plan::Coll::Scatter},     {"send", plan::Coll::Send},
+      {"recv", plan::Coll::Recv}};
+  const plan::Coll* kind = nullptr;
+  for (auto& [text, k] : kinds)
+    if (std::string(collective) == text) kind = &k;
+  if (kind == nullptr)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": unknown collective \"" + collective +
+                                                "\" (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, send, recv)");
+  checkUsableComm(operation, comm);
+  checkType(operation, comm, type);
+  return Task{*kind, nullptr, nullptr, count, type, ncclSum, 0, comm, nullptr};
+}
+
+}  // namespace
+
 TUTTI_API ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type,
                                           char* name, size_t nameBytes, int* nchannels) {
   return guard("tuttiCommAlgorithm", [&] {
-    checkComm("tuttiCommAlgorithm", comm);
-    if (collective == nullptr || name == nullptr || nameBytes == 0 || nchannels == nullptr)
-      throw Error(ErrorCode::InvalidArgument, "tuttiCommAlgorithm: collective, name and nchannels must not be NULL, nameBytes not 0");
-    static const std::pair<const char*, plan::Coll> kinds[] = {
-        {"allreduce", plan::Coll::AllReduce}, {"allgather", plan::Coll::AllGather}, {"reducescatter", plan::Coll::ReduceScatter},
-        {"broadcast", plan::Coll::Broadcast}, {"reduce", plan::Coll::Reduce},       {"alltoall", plan::Coll::AlltoAll},
-        {"gather", plan::Coll::Gather},       {"scatter", plan::Coll::Scatter},     {"send", plan::Coll::Send},
-        {"recv", plan::Coll::Recv}};
-    const plan::Coll* kind = nullptr;
-    for (auto& [text, k] : kinds)
-      if (std::string(collective) == text) kind = &k;
-    if (kind == nullptr)
-      throw Error(ErrorCode::InvalidArgument, std::string("tuttiCommAlgorithm: unknown collective \"") + collective +
-                                                  "\" (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, send, recv)");
-    checkUsableComm("tuttiCommAlgorithm", comm);
-    checkType("tuttiCommAlgorithm", comm, type);
-    Task task{*kind, nullptr, nullptr, count, type, ncclSum, 0, comm, nullptr};
+    if (nchannels == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommAlgorithm: nchannels must not be NULL");
+    Task task = queriedTask("tuttiCommAlgorithm", comm, collective, count, type, name, nameBytes);
     auto [algorithm, channels] = algorithmFor(task);
     std::snprintf(name, nameBytes, "%s", algorithm.c_str());
     *nchannels = channels;
+  });
+}
+
+TUTTI_API ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, char* name,
+                                         size_t nameBytes) {
+  return guard("tuttiCommProtocol", [&] {
+    Task task = queriedTask("tuttiCommProtocol", comm, collective, count, type, name, nameBytes);
+    std::snprintf(name, nameBytes, "%s", protocolFor(comm, task).c_str());
   });
 }
 

@@ -265,8 +265,7 @@ void CommLaunch::bind() {
                                                std::to_string(comm->settings.slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
     // A message never carries more than the operation's largest buffer: small operations may go
     // as LL lines where both ends of a connection take them (connect()).
-    const size_t largestBuffer = t.count * eltSize * (sim::countsBlocks(t.coll) ? size_t(comm->identity.nranks) : 1);
-    const bool llAllowed = largestBuffer > 0 && comm->planning.selector && comm->planning.selector->llAllowed(t.coll);
+    const size_t llBytes = llMessageBytes(comm, t);
     for (int c = 0; c < nch; c++) {
       const tiling::Range range = tiling::channelRange(t.count, nch, c);
       const int w = workerOfChannel(comm, c);
@@ -285,7 +284,7 @@ void CommLaunch::bind() {
         lane.begin = whole ? 0 : range.begin;
         lane.end = whole ? t.count : range.end;
         lane.chunkElems = std::max<size_t>(1, chunkBytes / eltSize);
-        bound.llMessageBytes = llAllowed ? largestBuffer : 0;
+        bound.llMessageBytes = llBytes;
         for (int peer : spec.sendPeers) bound.sendKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, true});
         for (int peer : spec.recvPeers) bound.recvKeys.push_back(ConnKey{peer, c, spec.kind, spec.tag, false});
         keys_.insert(keys_.end(), bound.sendKeys.begin(), bound.sendKeys.end());
@@ -309,8 +308,7 @@ void CommLaunch::connect() {
           // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy. LL
           // where the message fits what both ends take, on a memory transport's FIFO (the
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
-          const size_t llBytes = std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(k.peer)].llBytes);
-          const bool ll = lanes[i].llMessageBytes > 0 && lanes[i].llMessageBytes <= llBytes && conn.transport().rfind("net", 0) != 0;
+          const bool ll = llOnConnection(comm, k.peer, conn.transport(), lanes[i].llMessageBytes);
           return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, ll ? 1u : 0u};
         };
         std::vector<kern::ConnEnd> sends, recvs;
@@ -323,6 +321,27 @@ void CommLaunch::connect() {
   lanes_.clear();
   scratchBytes_ = builder_.layOutScratch();
   arena_ = builder_.build();
+}
+
+size_t llMessageBytes(const ncclComm* comm, const Task& t) {
+  const size_t largestBuffer = t.count * kern::dtypeSize(t.type) * (sim::countsBlocks(t.coll) ? size_t(comm->identity.nranks) : 1);
+  const bool allowed = largestBuffer > 0 && comm->planning.selector && comm->planning.selector->llAllowed(t.coll);
+  return allowed ? largestBuffer : 0;
+}
+
+bool llOnConnection(const ncclComm* comm, int peer, const std::string& transport, size_t messageBytes) {
+  const size_t both = std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(peer)].llBytes);
+  return messageBytes > 0 && messageBytes <= both && transport.rfind("net", 0) != 0;
+}
+
+std::string protocolFor(const ncclComm* comm, const Task& t) {
+  const size_t bytes = llMessageBytes(comm, t);
+  bool ll = false, simple = false;
+  for (int p = 0; p < comm->identity.nranks; p++) {
+    if (p == comm->identity.rank) continue;
+    (llOnConnection(comm, p, transportTo(comm, p).name(), bytes) ? ll : simple) = true;
+  }
+  return ll && simple ? "LL+Simple" : ll ? "LL" : "Simple";
 }
 
 void CommLaunch::rebind(const Task& t) {

@@ -92,6 +92,15 @@ Selection chooseAlgorithm(ncclComm* comm, const Task& t);
 // them, with every rank on this host and the host backend.
 bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection);
 
+// The largest message of t when its messages may go as LL lines (NCCL_PROTO allows LL for the
+// collective), else 0; and whether the connection to peer through `transport` carries such a
+// message as LL: both ends' executors take it (RankInfo::llBytes) and the FIFO is a memory
+// transport's (the network proxy moves Simple slots). The same answer at both ends of a FIFO.
+size_t llMessageBytes(const ncclComm* comm, const Task& t);
+bool llOnConnection(const ncclComm* comm, int peer, const std::string& transport, size_t messageBytes);
+// "LL", "Simple" or "LL+Simple": how t's messages would travel, over the connections to every peer.
+std::string protocolFor(const ncclComm* comm, const Task& t);
+
 // A worker that stopped because the communicator failed elsewhere reports Aborted; the caller
 // should get the cause instead: throws the communicator's recorded error if it is another.
 void throwRecordedCause(ncclComm* comm);

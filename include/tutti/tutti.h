@@ -57,6 +57,12 @@ ncclResult_t tuttiCommNodeNic(ncclComm_t comm, int node, int nic, char* name, si
 ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, char* name,
                                 size_t nameBytes, int* nchannels);
 
+/* How that call's messages would travel: "LL" (16-byte lines of data and flags, for small
+ * operations between device executors on memory transports), "Simple", or "LL+Simple" when some
+ * connections take LL and others (the network's) do not. Arguments as tuttiCommAlgorithm's. */
+ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, char* name,
+                               size_t nameBytes);
+
 /* What comm's executor workers are blocked on, for a watchdog: one line per worker that sleeps in a
  * wait, naming the operation, channel, tile and step, how long it has waited, and the peer it waits
  * for (data from it, or free FIFO space at it), e.g. "AllReduce #12 (channel 0, tile 1/4, step

@@ -69,7 +69,7 @@ void ThreadRunner::runSizes(const DataTypeInfo& type, const RedOpInfo& opInfo, i
 }
 
 // What tutti's selector runs for this call, "algorithm/protocol/channels" (for example
-// "ring/Simple/2ch"); the collective table's name if the library cannot say.
+// "ring/Simple/2ch", "ring/LL/1ch"); the collective table's name if the library cannot say.
 std::string ThreadRunner::algorithmFor(size_t count, ncclDataType_t type) const {
   std::string collective;
   for (const char* c = coll_.name; *c; c++)
@@ -79,7 +79,10 @@ std::string ThreadRunner::algorithmFor(size_t count, ncclDataType_t type) const 
   int channels = 0;
   if (tuttiCommAlgorithm(ranks_.front().comm, collective.c_str(), count, type, name, sizeof name, &channels) != ncclSuccess)
     return coll_.algorithm;
-  return std::string(name) + "/Simple/" + std::to_string(channels) + "ch";
+  char protocol[16] = "Simple";
+  if (tuttiCommProtocol(ranks_.front().comm, collective.c_str(), count, type, protocol, sizeof protocol) != ncclSuccess)
+    std::snprintf(protocol, sizeof protocol, "Simple");
+  return std::string(name) + "/" + protocol + "/" + std::to_string(channels) + "ch";
 }
 
 void ThreadRunner::runSize(const DataTypeInfo& type, const RedOpInfo& opInfo, int root, size_t bytes) {

@@ -5,7 +5,7 @@ typedef void (*AnyFunction)(void);
 static const AnyFunction everyExtension[] = {
     (AnyFunction)tuttiStreamCreate, (AnyFunction)tuttiStreamSynchronize, (AnyFunction)tuttiStreamQuery,
     (AnyFunction)tuttiStreamDestroy, (AnyFunction)tuttiVersionString, (AnyFunction)tuttiCommDeviceBackend,
-    (AnyFunction)tuttiCommAlgorithm, (AnyFunction)tuttiCommTransports, (AnyFunction)tuttiCommNodeTopology,
+    (AnyFunction)tuttiCommAlgorithm, (AnyFunction)tuttiCommProtocol, (AnyFunction)tuttiCommTransports, (AnyFunction)tuttiCommNodeTopology,
     (AnyFunction)tuttiCommNodeNic, (AnyFunction)tuttiCommDescribeWait};
 
 int tutti_abi_extension_count(void);

@@ -9,6 +9,7 @@
 
 #include "kernels/fifo.h"
 #include "runtime/comm.h"
+#include "tutti/tutti.h"
 #include "tests/common/ranks_support.h"
 
 namespace {
@@ -40,6 +41,12 @@ std::vector<int> allReduce(size_t count) {
                                                 std::to_string(out[i]) + " where " + std::to_string(expected) + " was due");
     }
     withLL[size_t(rank)] = fifosWithLLMessages(comm);
+    // What tuttiCommProtocol says agrees with what the FIFOs hold.
+    char protocol[16] = "";
+    TUTTI_NCCL_CHECK(tuttiCommProtocol(comm, "allreduce", count, ncclFloat64, protocol, sizeof protocol));
+    tutti_test::check(std::string(protocol) == (withLL[size_t(rank)] > 0 ? "LL" : "Simple"),
+                      "rank " + std::to_string(rank) + ": tuttiCommProtocol says " + protocol + " where the FIFOs hold " +
+                          std::to_string(withLL[size_t(rank)]) + " LL message(s)");
   });
   REQUIRE(failures == "");
   return withLL;
