@@ -255,6 +255,26 @@ TEST_CASE("net/socket: accept is bounded and abortable", "[net][socket]") {
   aborter.join();
 }
 
+TEST_CASE("net/socket: acceptIfReady returns at once, and yields the comm once the peer's sockets are all in", "[net][socket]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", "3");
+  auto backend = openNetBackend("Socket", "");
+  NetHandle handle{};
+  auto listener = backend->listen(0, &handle);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(listener->acceptIfReady() == nullptr);  // nobody has connected: no waiting
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  std::atomic<bool> abort{false};
+  Pair pair;
+  pair.send = backend->connect(0, handle, deadlineAfter(10), &abort);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(pair.recv = listener->acceptIfReady())) REQUIRE(std::chrono::steady_clock::now() < deadline);
+  std::vector<char> out = pattern(300000, 5), in(300000);
+  CHECK(exchange(pair, out, in) == out.size());  // over all three sockets
+  CHECK(in == out);
+  CHECK_THROWS_AS(listener->acceptIfReady(), Error);  // a listener yields its comm once
+}
+
 TEST_CASE("net: NCCL_NET and TUTTI_NET_REQUIRE pick a backend by name, or fail naming those that exist", "[net]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   CHECK(std::string(openNetBackend("", "")->name()) == "Socket");

@@ -97,6 +97,9 @@ class NetListenComm {
   // Waits for the peer that was given this listener's handle; drops (and logs) anything else
   // that connects. Throws Timeout / Aborted / Remote.
   virtual std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) = 0;
+  // The same without waiting for a peer that is not all in yet: nullptr then (call again; what
+  // arrived is kept), as a plugin's accept answers. Either call yields the comm once.
+  virtual std::unique_ptr<NetRecvComm> acceptIfReady() = 0;
 };
 
 class NetBackend {

@@ -199,6 +199,12 @@ class PluginListenComm final : public NetListenComm {
     return std::make_unique<PluginRecvComm>(session_, recv, maxBytes_);
   }
 
+  std::unique_ptr<NetRecvComm> acceptIfReady() override {
+    void* recv = nullptr;
+    session_->check(session_->plugin->accept(comm_, &recv), "accept");
+    return recv ? std::make_unique<PluginRecvComm>(session_, recv, maxBytes_) : nullptr;
+  }
+
  private:
   SessionPtr session_;
   void* comm_;

@@ -5,9 +5,9 @@
 // A C-ABI shim over transports/net/socket: comms are the backend's comms, a request remembers
 // its comm (test() gets only the request), a memory handle is the backend's registration. What
 // it declares and keeps to: host memory only (no GPU pointers, no DMA-BUF), one receive per irecv
-// (maxRecvs 1), messages up to 1 GiB (test reports sizes as int). Its connect and accept wait
-// (bounded by TUTTI_TIMEOUT) rather than return a null comm to be called again: tutti's setup
-// makes listeners before anyone connects, and a Socket connect needs only the listener.
+// (maxRecvs 1), messages up to 1 GiB (test reports sizes as int). accept returns at once, with a
+// null comm until the peer is in; connect completes in its first call (a Socket connect needs only
+// the listener, which exists before its handle is handed out), bounded by TUTTI_TIMEOUT.
 //
 // Its copy of tutti's base layer is private to the library (hidden symbols); its log lines go to
 // the logger the host hands init, so they land in the host's log (and NCCL_DEBUG_FILE).
@@ -152,10 +152,14 @@ ncclResult_t pluginConnect(int device, void* handle, void** sendComm) {
   });
 }
 
+// Returns at once: a null comm until the connector's sockets are all in (NCCL calls again).
 ncclResult_t pluginAccept(void* listenComm, void** recvComm) {
   return guarded("accept", [&] {
+    *recvComm = nullptr;
+    std::unique_ptr<NetRecvComm> recv = static_cast<NetListenComm*>(listenComm)->acceptIfReady();
+    if (!recv) return;
     auto comm = std::make_unique<Comm>();
-    comm->recv = static_cast<NetListenComm*>(listenComm)->accept(setupDeadline(), nullptr);
+    comm->recv = std::move(recv);
     *recvComm = comm.release();
   });
 }
