@@ -48,14 +48,33 @@ void toHostLogger(log::Level level, uint64_t subsys, const char* file, int line,
   hostLogger(int(level), (unsigned long)subsys, file, line, "%s", message);
 }
 
-struct Comm {
-  std::unique_ptr<NetSendComm> send;
-  std::unique_ptr<NetRecvComm> recv;
-};
+struct Comm;
 
 struct Request {
   Comm* comm;
   NetRequest* request;
+};
+
+// A send or receive comm, and its requests not yet reported done (freed with it if it closes
+// before they are: a host that gives up on a connection closes it with requests in flight).
+struct Comm {
+  std::unique_ptr<NetSendComm> send;
+  std::unique_ptr<NetRecvComm> recv;
+  std::vector<std::unique_ptr<Request>> requests;
+
+  void* add(NetRequest* r) {
+    if (r == nullptr) return nullptr;
+    requests.push_back(std::make_unique<Request>(Request{this, r}));
+    return requests.back().get();
+  }
+  void remove(Request* r) {
+    for (auto& q : requests)
+      if (q.get() == r) {
+        q = std::move(requests.back());
+        requests.pop_back();
+        return;
+      }
+  }
 };
 
 ncclResult_t resultOf(ErrorCode code) {
@@ -196,8 +215,7 @@ ncclResult_t pluginIsend(void* sendComm, void* data, size_t bytes, int tag, void
     *request = nullptr;
     if (bytes > kMaxMessageBytes) throw Error(ErrorCode::InvalidArgument, "a message of " + std::to_string(bytes) + " bytes exceeds 1 GiB");
     Comm* c = static_cast<Comm*>(sendComm);
-    NetRequest* r = c->send->isend(data, bytes, tag, registrationOf(mhandle));
-    if (r != nullptr) *request = new Request{c, r};
+    *request = c->add(c->send->isend(data, bytes, tag, registrationOf(mhandle)));
   });
 }
 
@@ -207,8 +225,7 @@ ncclResult_t pluginIrecv(void* recvComm, int n, void** data, Size* sizes, int* t
     *request = nullptr;
     if (n != 1) throw Error(ErrorCode::InvalidArgument, "irecv of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
     Comm* c = static_cast<Comm*>(recvComm);
-    NetRequest* r = c->recv->irecv(data[0], size_t(sizes[0]), tags[0], registrationOf(mhandles[0]));
-    if (r != nullptr) *request = new Request{c, r};
+    *request = c->add(c->recv->irecv(data[0], size_t(sizes[0]), tags[0], registrationOf(mhandles[0])));
   });
 }
 
@@ -227,7 +244,7 @@ ncclResult_t pluginTest(void* request, int* done, int* sizes) {
     *done = finished ? 1 : 0;
     if (!finished) return;
     if (sizes) *sizes = int(bytes);
-    delete r;
+    r->comm->remove(r);
   });
 }
 
