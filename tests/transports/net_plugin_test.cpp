@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -117,6 +118,29 @@ TEST_CASE("net/plugin: a library exporting only ncclNetPlugin_v6 loads as v6 and
   std::vector<char> out = tutti_test::randomBytes(5000, 3), in(5000);
   CHECK(tutti_test::exchangeOverNet(pair, out, in) == 5000);
   CHECK(in == out);
+}
+
+TEST_CASE("net/plugin: an accept with no peer returns at once when asked to, else ends at its deadline or on abort",
+          "[net][plugin]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  NetPlugin plugin = loadOne(kPluginV10);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  NetHandle handle{};
+  auto listener = backend->listen(0, &handle);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(listener->acceptIfReady() == nullptr);  // the plugin's accept does not wait for the peer
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  std::atomic<bool> abort{false};
+  try {
+    listener->accept(deadlineAfter(0.2), &abort);
+    FAIL("accept returned without a peer");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Timeout);
+    CHECK(std::string(e.what()).find("NET/Plugin TuttiSocket (") != std::string::npos);
+  }
+  abort = true;
+  CHECK_THROWS_MATCHES(listener->accept(deadlineAfter(30), &abort), Error,
+                       Catch::Predicate<Error>([](const Error& e) { return e.code() == ErrorCode::Aborted; }));
 }
 
 TEST_CASE("net/plugin: NCCL_NET_PLUGIN names a plugin, a file, a path, a list, or none", "[net][plugin]") {
