@@ -218,7 +218,11 @@ std::string prefix(Level level, uint64_t subsys, const char* file, int line) {
   return head;
 }
 
-// Reads the environment and (re)opens the output; outputMutex() must be held.
+// Where lines go instead of the output, when set (see redirect).
+std::atomic<LineSink> gSink{nullptr};
+
+// Reads the environment and (re)opens the output; outputMutex() must be held. Under a sink no
+// file is opened (it would truncate the host's) and no banner is written (the host wrote one).
 void configureLocked() {
   Output& out = output();
   if (out.ownsStream && out.stream != nullptr) std::fclose(out.stream);
@@ -237,7 +241,8 @@ void configureLocked() {
   std::string failedFile;
   int failedErrno = 0;
   std::string filePattern = tunables::kDebugFile.get();
-  if (level > Level::None && !filePattern.empty()) {
+  const bool redirected = gSink.load() != nullptr;
+  if (!redirected && level > Level::None && !filePattern.empty()) {
     std::string fileName = expandDebugFileName(filePattern, out.hostname, static_cast<long>(getpid()));
     // A new file starts empty, but reset() reopening the same file must not erase what this
     // process already wrote to it.
@@ -257,7 +262,7 @@ void configureLocked() {
   gMask.store(mask, std::memory_order_relaxed);
   gLevel.store(static_cast<int>(level), std::memory_order_release);
 
-  if (level >= Level::Version && !gBannerWritten.exchange(true)) {
+  if (!redirected && level >= Level::Version && !gBannerWritten.exchange(true)) {
     // Like NCCL: a bare line at VERSION and WARN, an INFO line above.
     std::string banner = std::string("NCCL version ") + kNcclApiVersion + "+tutti-" + TUTTI_VERSION_STRING;
     std::string head = level >= Level::Info ? prefix(Level::Info, All, nullptr, 0) : std::string();
@@ -312,9 +317,15 @@ void write(Level level, uint64_t subsys, const char* file, int line, const char*
   va_end(retry);
   while (!message.empty() && message.back() == '\n') message.pop_back();
 
+  if (LineSink sink = gSink.load()) {
+    sink(level, subsys, file, line, message.c_str());
+    return;
+  }
   std::lock_guard<std::mutex> lock(outputMutex());
   emitLocked(prefix(level, subsys, file, line) + message + "\n");
 }
+
+void redirect(LineSink sink) { gSink.store(sink); }
 
 void setThreadDevice(int device) { tThreadDevice = device; }
 

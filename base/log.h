@@ -42,6 +42,12 @@ void write(Level level, uint64_t subsys, const char* file, int line, const char*
 // The "[dev]" field of this thread's lines: the communicator's device (or host-mode rank slot).
 void setThreadDevice(int device);
 
+// Hands every line that would be written (its message, without the prefix) to `sink` instead;
+// nullptr writes them again. For a copy of this code inside a net plugin, whose lines belong in
+// the host library's log (the logger NCCL hands a plugin at init), not in a file of their own.
+using LineSink = void (*)(Level level, uint64_t subsys, const char* file, int line, const char* message);
+void redirect(LineSink sink);
+
 // Re-reads NCCL_DEBUG* (ncclResetDebugInit).
 void reset();
 

@@ -19,7 +19,11 @@ const String kCommId{"NCCL_COMM_ID", "", "host:port of a fixed bootstrap root, i
 const String kSocketIfname{"NCCL_SOCKET_IFNAME", "",
                            "network interfaces to use: prefix list, ^ excludes, = matches exactly (unset: automatic)"};
 const String kSocketFamily{"NCCL_SOCKET_FAMILY", "", "address family of sockets: AF_INET or AF_INET6 (unset: either)"};
-const String kNet{"NCCL_NET", "", "network backend by name: Socket (unset: the first that works)"};
+const String kNet{"NCCL_NET", "",
+                  "network backend by name: a loaded plugin's name or Socket (unset: the first that works, plugins first)"};
+const String kNetPlugin{"NCCL_NET_PLUGIN", "",
+                        "external net plugins: a name (libnccl-net-<name>.so), a library file or path, a comma list, or none "
+                        "(unset: libnccl-net.so when present); interface versions v6 to v11"};
 const Int kSocketNthreads{"NCCL_SOCKET_NTHREADS", 1,
                           "Socket backend: helper threads per connection, each driving NCCL_NSOCKS_PERTHREAD sockets "
                           "(1: the proxy thread drives them; sockets at most 64)"};

@@ -15,6 +15,7 @@ extern const params::String kCommId;            // NCCL_COMM_ID
 extern const params::String kSocketIfname;      // NCCL_SOCKET_IFNAME
 extern const params::String kSocketFamily;      // NCCL_SOCKET_FAMILY
 extern const params::String kNet;               // NCCL_NET
+extern const params::String kNetPlugin;         // NCCL_NET_PLUGIN
 extern const params::Int kSocketNthreads;       // NCCL_SOCKET_NTHREADS
 extern const params::Int kNsocksPerthread;      // NCCL_NSOCKS_PERTHREAD
 extern const params::String kAlgo;              // NCCL_ALGO

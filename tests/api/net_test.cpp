@@ -380,6 +380,22 @@ TEST_CASE("net: NCCL_SHM_DISABLE=1 sends same-host processes over TCP, striped o
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
+TEST_CASE("net: collectives across 2 hosts x 2 rank processes through tutti's external net plugin, v10 and v6",
+          "[net][processes][plugin]") {
+  auto [library, name] = GENERATE(std::pair<const char*, const char*>{TUTTI_TEST_NET_PLUGIN, "TuttiSocket"},
+                                  std::pair<const char*, const char*>{TUTTI_TEST_NET_PLUGIN_V6, "TuttiSocketV6"});
+  CapturedLog log("INFO", "NET");
+  HostLayout layout;
+  layout.environment = {kLoopback, {"NCCL_NET_PLUGIN", library}, {"NCCL_NET", name}};
+  std::vector<Case> cases = netCases(4, false);
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
+  // Every rank's network went through the plugin (NCCL_NET admits nothing else), which logged
+  // through tutti's log (its interface line comes from the plugin's copy of the Socket backend).
+  CHECK(log.linesWith(std::string("NET: using backend ") + name).size() == 4);
+  CHECK(log.linesWith("NET/Socket: using lo").size() == 4);
+}
+
 TEST_CASE("net: TUTTI_NET_REQUIRE naming a backend that does not exist fails init", "[net][processes]") {
   HostLayout layout;
   layout.ranksPerHost = 1;

@@ -224,6 +224,38 @@ TEST_CASE("log: reset() reopening the same file appends", "[log]") {
   CHECK(lines[1].ends_with("second"));
 }
 
+namespace {
+struct SunkLine {
+  log::Level level;
+  uint64_t subsys;
+  std::string message;
+};
+std::vector<SunkLine> sunk;
+void sink(log::Level level, uint64_t subsys, const char*, int, const char* message) { sunk.push_back({level, subsys, message}); }
+}  // namespace
+
+TEST_CASE("log: a redirected log hands its lines to the sink and never opens NCCL_DEBUG_FILE", "[log]") {
+  // What a net plugin's copy of this code does: the host's file must not be truncated by it.
+  LogDirectory dir;
+  fs::path file = dir.path() / "host.log";
+  { std::ofstream(file) << "a line the host wrote\n"; }
+  sunk.clear();
+  log::redirect(sink);
+  configure("INFO", "NET", file);
+  TUTTI_INFO(log::Net, "through the sink %d", 42);
+  TUTTI_INFO(log::Init, "filtered out");
+  TUTTI_WARN("a warning");
+  log::redirect(nullptr);
+  REQUIRE(sunk.size() == 2);
+  CHECK(sunk[0].level == log::Level::Info);
+  CHECK(sunk[0].subsys == log::Net);
+  CHECK(sunk[0].message == "through the sink 42");
+  CHECK(sunk[1].level == log::Level::Warn);
+  std::ifstream in(file);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(content == "a line the host wrote\n");
+}
+
 TEST_CASE("log: an unopenable NCCL_DEBUG_FILE falls back to stdout with a warning", "[log]") {
   LogDirectory dir;
   fs::path captured = dir.path() / "stdout.txt";

@@ -3,7 +3,7 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|algorithms>
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|algorithms|plugin> [net plugin library]
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
@@ -13,10 +13,15 @@
 #   linkdown  as kill, but the second host's veth is taken down: found by TUTTI_NET_LINK_TIMEOUT
 #   emulated  as ipv4's 2 hosts x 2 ranks, every rank on the emulated device (the CUDA executor's
 #             code on host threads), through the network transport between hosts
+#   plugin    2 hosts x 2 ranks (sum only) between hosts through the external net plugin given as
+#             the third argument (libnccl-net-tutti.so), loaded by name: NCCL_NET_PLUGIN=tutti
+#             NCCL_NET=TuttiSocket; every rank's log must say that the plugin carried its traffic
 # Exits 77 (skipped) without root or without `ip netns`.
 set -u
 rank_bin=$1
 variant=$2
+plugin_lib=${3:-}
+extra_env=()  # what a variant adds to every rank's environment
 tag=$$
 timeout_s=600     # TUTTI_TIMEOUT for the fault variants: longer than CTest's limit, so it never ends them
 link_timeout_s=3  # TUTTI_NET_LINK_TIMEOUT for the fault variants
@@ -55,6 +60,7 @@ run_job() {
   local -a env=(NCCL_COMM_ID="$root" NCCL_SOCKET_IFNAME==tnet0 TUTTI_DEVICE=$device TUTTI_BOOTSTRAP_TIMEOUT=60)
   [ "$family" = 6 ] && env+=(NCCL_SOCKET_FAMILY=AF_INET6)
   [ -n "$fault" ] && env+=(TUTTI_TIMEOUT=$timeout_s TUTTI_NET_LINK_TIMEOUT=$link_timeout_s)
+  env+=("${extra_env[@]}")
   pids=()
   local r
   for ((r = 0; r < nranks; r++)); do
@@ -117,6 +123,19 @@ case "$variant" in
     run_job 2 2 4 "" || exit 1
     for r in 0 1 2 3; do
       grep -q "device emulated, transports .*net" "$logdir/rank$r" || { echo "rank $r did not run on the emulated device over net"; exit 1; }
+    done ;;
+  plugin)
+    [ -f "$plugin_lib" ] || { echo "plugin variant: no plugin library given ($plugin_lib)"; exit 2; }
+    make_host 0 && make_host 1 || exit 1
+    # By name, as a user would: the loader asks dlopen for libnccl-net-tutti.so.
+    extra_env=(NCCL_NET_PLUGIN=tutti NCCL_NET=TuttiSocket LD_LIBRARY_PATH="$(dirname "$plugin_lib")"
+               NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)
+    run_job 2 2 4 quick || exit 1
+    sleep 0.2  # tee flushes
+    for ((r = 0; r < 4; r++)); do
+      grep -q "NET/Plugin: loaded libnccl-net-tutti.so: \"TuttiSocket\", interface v10" "$logdir/rank$r" &&
+        grep -q "NET: using backend TuttiSocket" "$logdir/rank$r" ||
+        { echo "rank $r: its log does not show the plugin carrying its network traffic"; exit 1; }
     done ;;
   *) echo "unknown variant $variant"; exit 2 ;;
 esac

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/socket.h"
 #include "tests/common/env_support.h"
+#include "tests/common/net_pair_support.h"
 #include "transports/net/net.h"
 #include "transports/net/socket/socket_backend.h"
 
@@ -26,45 +27,10 @@ namespace {
 
 using tutti_test::ScopedEnv;
 
-struct Pair {
-  std::unique_ptr<NetSendComm> send;
-  std::unique_ptr<NetRecvComm> recv;
-};
-
-Pair connectPair(NetBackend& backend) {
-  NetHandle handle{};
-  auto listener = backend.listen(0, &handle);
-  std::atomic<bool> abort{false};
-  auto deadline = deadlineAfter(10);
-  Pair pair;
-  pair.send = backend.connect(0, handle, deadline, &abort);
-  pair.recv = listener->accept(deadline, &abort);
-  return pair;
-}
-
-// Drives both sides until both requests complete (or 10 s pass).
-size_t exchange(Pair& pair, const std::vector<char>& out, std::vector<char>& in) {
-  NetRequest* s = nullptr;
-  NetRequest* r = nullptr;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (s == nullptr) s = pair.send->isend(out.data(), out.size(), 0, {});
-  while (r == nullptr) r = pair.recv->irecv(in.data(), in.size(), 0, {});
-  bool sent = false, received = false;
-  size_t got = 0;
-  while (!(sent && received)) {
-    if (std::chrono::steady_clock::now() > deadline) FAIL("the exchange did not complete within 10 s");
-    if (!sent) sent = pair.send->test(s, nullptr);
-    if (!received) received = pair.recv->test(r, &got);
-  }
-  return got;
-}
-
-std::vector<char> pattern(size_t bytes, uint32_t seed) {
-  std::vector<char> data(bytes);
-  std::mt19937 random(seed);
-  for (char& c : data) c = char(random());
-  return data;
-}
+using Pair = tutti_test::NetPair;
+Pair connectPair(NetBackend& backend) { return tutti_test::connectNetPair(backend); }
+size_t exchange(Pair& pair, const std::vector<char>& out, std::vector<char>& in) { return tutti_test::exchangeOverNet(pair, out, in); }
+std::vector<char> pattern(size_t bytes, uint32_t seed) { return tutti_test::randomBytes(bytes, seed); }
 
 }  // namespace
 
@@ -287,6 +253,26 @@ TEST_CASE("net/socket: accept is bounded and abortable", "[net][socket]") {
     CHECK(e.code() == ErrorCode::Aborted);
   }
   aborter.join();
+}
+
+TEST_CASE("net/socket: acceptIfReady returns at once, and yields the comm once the peer's sockets are all in", "[net][socket]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", "3");
+  auto backend = openNetBackend("Socket", "");
+  NetHandle handle{};
+  auto listener = backend->listen(0, &handle);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(listener->acceptIfReady() == nullptr);  // nobody has connected: no waiting
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  std::atomic<bool> abort{false};
+  Pair pair;
+  pair.send = backend->connect(0, handle, deadlineAfter(10), &abort);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!(pair.recv = listener->acceptIfReady())) REQUIRE(std::chrono::steady_clock::now() < deadline);
+  std::vector<char> out = pattern(300000, 5), in(300000);
+  CHECK(exchange(pair, out, in) == out.size());  // over all three sockets
+  CHECK(in == out);
+  CHECK_THROWS_AS(listener->acceptIfReady(), Error);  // a listener yields its comm once
 }
 
 TEST_CASE("net: NCCL_NET and TUTTI_NET_REQUIRE pick a backend by name, or fail naming those that exist", "[net]") {

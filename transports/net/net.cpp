@@ -1,4 +1,5 @@
-// The registry of net backends and the choice among them (NCCL_NET, TUTTI_NET_REQUIRE).
+// The registry of net backends and the choice among the plugins and them (NCCL_NET,
+// TUTTI_NET_REQUIRE).
 #include "transports/net/net.h"
 
 #include <mutex>
@@ -7,6 +8,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/text.h"
+#include "transports/net/plugin/plugin_backend.h"
+#include "transports/net/plugin/plugin_loader.h"
 #include "transports/net/socket/socket_backend.h"
 
 namespace tutti::net {
@@ -46,19 +49,27 @@ std::vector<std::string> netBackendNames() {
 }
 
 std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const std::string& required) {
-  std::vector<std::pair<std::string, NetBackendFactory>> candidates;
-  std::string known;
+  // The plugins first, in NCCL_NET_PLUGIN's order (as NCCL prefers an external plugin), then the
+  // built-in backends.
+  std::vector<std::pair<std::string, NetBackendFactory>> all;
+  for (NetPlugin& plugin : configuredNetPlugins())
+    all.emplace_back(plugin.net->name(), [plugin] { return makePluginBackend(plugin.net, plugin.library); });
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    for (auto& [name, f] : r.backends) known += (known.empty() ? "" : ", ") + name;
-    std::string wanted = !required.empty() ? required : requested;
-    for (auto& entry : r.backends)
-      if (wanted.empty() || equalsIgnoringCase(entry.first, wanted)) candidates.push_back(entry);
-    if (!wanted.empty() && candidates.empty())
-      throw Error(ErrorCode::InvalidUsage, std::string(!required.empty() ? "TUTTI_NET_REQUIRE" : "NCCL_NET") + "=" + wanted +
-                                               ": no such network backend (available: " + known + ")");
+    all.insert(all.end(), r.backends.begin(), r.backends.end());
   }
+  std::vector<std::pair<std::string, NetBackendFactory>> candidates;
+  std::string known;
+  std::string wanted = !required.empty() ? required : requested;
+  for (auto& entry : all) {
+    known += (known.empty() ? "" : ", ") + entry.first;
+    if (wanted.empty() || equalsIgnoringCase(entry.first, wanted)) candidates.push_back(entry);
+  }
+  if (!wanted.empty() && candidates.empty())
+    throw Error(ErrorCode::InvalidUsage, std::string(!required.empty() ? "TUTTI_NET_REQUIRE" : "NCCL_NET") + "=" + wanted +
+                                             ": no such network backend (available: " + known +
+                                             "; plugins are those NCCL_NET_PLUGIN loaded, see NCCL_DEBUG_SUBSYS=NET)");
   std::string reasons;
   for (auto& [name, factory] : candidates) {
     try {

@@ -1,7 +1,7 @@
 // The net interface: what a network backend offers the proxy, shaped like NCCL's net plugin
 // (devices and their properties, listen / connect / accept, memory registration, isend / irecv /
-// test, flush, close) so that an external NCCL net plugin can be adapted to it later. Backends
-// register by name; NCCL_NET (or ncclConfig_t.netName) picks one.
+// test, flush, close), so that external NCCL net plugins adapt to it (plugin/). Backends register
+// by name, plugins join them (NCCL_NET_PLUGIN); NCCL_NET (or ncclConfig_t.netName) picks one.
 //
 // Differences from the plugin ABI, and why: connect and accept take a deadline and an abort flag
 // instead of being polled to completion by the caller (every wait in tutti is bounded and
@@ -29,11 +29,15 @@ struct NetProperties {
   uint64_t guid = 0;
   bool hostMemory = true;  // isend/irecv accept host pointers
   bool cudaMemory = false; // ... and CUDA device pointers
+  bool dmaBuf = false;     // ... and DMA-BUF registration
+  bool registrationIsGlobal = false;  // a registration serves every comm, not only its own
+  bool forceFlush = false; // received data needs flush() even where it otherwise would not
   int speedMbps = 0;       // link speed, 0 when unknown
   int port = 0;
   float latencyUs = 0;
   int maxComms = 65536;
   int maxRecvs = 1;        // grouped receives per irecv
+  size_t maxMessageBytes = SIZE_MAX;  // the largest message isend / irecv take
   std::string address;     // the address this device listens on (for logs)
 };
 
@@ -93,6 +97,9 @@ class NetListenComm {
   // Waits for the peer that was given this listener's handle; drops (and logs) anything else
   // that connects. Throws Timeout / Aborted / Remote.
   virtual std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) = 0;
+  // The same without waiting for a peer that is not all in yet: nullptr then (call again; what
+  // arrived is kept), as a plugin's accept answers. Either call yields the comm once.
+  virtual std::unique_ptr<NetRecvComm> acceptIfReady() = 0;
 };
 
 class NetBackend {
@@ -108,15 +115,17 @@ class NetBackend {
                                                const std::atomic<bool>* abortFlag) = 0;
 };
 
-// The registry of backends, in order of preference. A backend's factory may throw (no device);
-// selection then moves on unless the name was required.
+// The registry of built-in backends, in order of preference. A backend's factory may throw (no
+// device); selection then moves on unless the name was required. The plugins that
+// NCCL_NET_PLUGIN loads come before them (plugin/plugin_loader.h).
 using NetBackendFactory = std::function<std::unique_ptr<NetBackend>()>;
 void registerNetBackend(const std::string& name, NetBackendFactory factory);
 std::vector<std::string> netBackendNames();
 
-// The backend to use: `requested` (NCCL_NET or ncclConfig_t.netName; "" = the first that
-// works), `required` (TUTTI_NET_REQUIRE: fail rather than fall back). Throws InvalidUsage naming
-// the backends that exist when the requested one is unknown, or System when none works.
+// The backend to use among the loaded plugins and the built-in backends, in that order:
+// `requested` (NCCL_NET or ncclConfig_t.netName; "" = the first that works), `required`
+// (TUTTI_NET_REQUIRE: fail rather than fall back). Throws InvalidUsage naming the backends that
+// exist when the requested one is unknown, or System when none works.
 std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const std::string& required);
 
 }  // namespace tutti::net

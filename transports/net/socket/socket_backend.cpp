@@ -527,43 +527,67 @@ class SocketRecvComm : public NetRecvComm {
 
 class SocketListenComm : public NetListenComm {
  public:
-  SocketListenComm(Socket listener, uint64_t nonce, int nsocks) : listener_(std::move(listener)), nonce_(nonce), nsocks_(nsocks) {}
+  SocketListenComm(Socket listener, uint64_t nonce, int nsocks)
+      : listener_(std::move(listener)), nonce_(nonce), nsocks_(nsocks), sockets_(static_cast<size_t>(nsocks)) {}
 
   std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
-    std::vector<Socket> sockets(static_cast<size_t>(nsocks_));
-    int have = 0;
-    std::string peer;
-    while (have < nsocks_) {
+    while (have_ < nsocks_) {
       Socket candidate = listener_.accept(deadline, abortFlag);
-      SocketHello hello{};
-      try {
-        candidate.recvAll(&hello, sizeof hello, std::min(deadline, SteadyClock::now() + kHelloTimeout), abortFlag);
-      } catch (const Error& e) {
-        if (e.code() == ErrorCode::Aborted) throw;
-        TUTTI_WARN("NET/Socket: dropped a connection from %s to %s without a complete hello: %s", candidate.peerAddress().toString().c_str(),
-                   listener_.localAddress().toString().c_str(), e.what());
-        continue;
-      }
-      if (hello.magic != kSocketHelloMagic || hello.nonce != nonce_ || hello.nsocks != uint32_t(nsocks_) || hello.index >= uint32_t(nsocks_) ||
-          sockets[hello.index].valid()) {
-        TUTTI_WARN("NET/Socket: dropped a connection from %s to %s: its hello does not match this listener (wrong secret, "
-                   "garbage, or a duplicate socket)",
-                   candidate.peerAddress().toString().c_str(), listener_.localAddress().toString().c_str());
-        continue;
-      }
-      peer = candidate.peerAddress().toString();
-      candidate.setLinkTimeout(linkTimeoutSeconds());
-      sockets[hello.index] = std::move(candidate);
-      have++;
+      take(std::move(candidate), std::min(deadline, SteadyClock::now() + kHelloTimeout), abortFlag);
     }
-    listener_.close();  // nothing else may connect to this port now
-    return std::make_unique<SocketRecvComm>(std::move(sockets), peer);
+    return finish();
+  }
+
+  // What has connected is kept between calls; a connector's hello is waited for (a peer sends it
+  // right after connecting), for kHelloTimeout at most.
+  std::unique_ptr<NetRecvComm> acceptIfReady() override {
+    while (have_ < nsocks_) {
+      Socket candidate = listener_.tryAccept();
+      if (!candidate.valid()) return nullptr;
+      take(std::move(candidate), SteadyClock::now() + kHelloTimeout, nullptr);
+    }
+    return finish();
   }
 
  private:
+  // Keeps `candidate` if its hello matches this listener's handle; drops (and logs) it otherwise.
+  void take(Socket candidate, SteadyTime helloDeadline, const std::atomic<bool>* abortFlag) {
+    SocketHello hello{};
+    try {
+      candidate.recvAll(&hello, sizeof hello, helloDeadline, abortFlag);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Aborted) throw;
+      TUTTI_WARN("NET/Socket: dropped a connection from %s to %s without a complete hello: %s", candidate.peerAddress().toString().c_str(),
+                 listener_.localAddress().toString().c_str(), e.what());
+      return;
+    }
+    if (hello.magic != kSocketHelloMagic || hello.nonce != nonce_ || hello.nsocks != uint32_t(nsocks_) || hello.index >= uint32_t(nsocks_) ||
+        sockets_[hello.index].valid()) {
+      TUTTI_WARN("NET/Socket: dropped a connection from %s to %s: its hello does not match this listener (wrong secret, "
+                 "garbage, or a duplicate socket)",
+                 candidate.peerAddress().toString().c_str(), listener_.localAddress().toString().c_str());
+      return;
+    }
+    peer_ = candidate.peerAddress().toString();
+    candidate.setLinkTimeout(linkTimeoutSeconds());
+    sockets_[hello.index] = std::move(candidate);
+    have_++;
+  }
+
+  std::unique_ptr<NetRecvComm> finish() {
+    if (finished_) throw Error(ErrorCode::InvalidUsage, "NET/Socket: accept on a listener that already accepted its peer");
+    finished_ = true;
+    listener_.close();  // nothing else may connect to this port now
+    return std::make_unique<SocketRecvComm>(std::move(sockets_), peer_);
+  }
+
   Socket listener_;
   uint64_t nonce_;
   int nsocks_;
+  std::vector<Socket> sockets_;  // the peer's, by index, as they come in
+  int have_ = 0;
+  std::string peer_;
+  bool finished_ = false;
 };
 
 class SocketBackend : public NetBackend {

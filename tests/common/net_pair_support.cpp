@@ -1,0 +1,51 @@
+// One connection through a net backend, driven by hand (see net_pair_support.h).
+#include "tests/common/net_pair_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "base/clock.h"
+
+namespace tutti_test {
+
+using namespace tutti::net;
+
+NetPair connectNetPair(NetBackend& backend) {
+  NetHandle handle{};
+  auto listener = backend.listen(0, &handle);
+  std::atomic<bool> abort{false};
+  auto deadline = tutti::deadlineAfter(10);
+  NetPair pair;
+  pair.send = backend.connect(0, handle, deadline, &abort);
+  pair.recv = listener->accept(deadline, &abort);
+  return pair;
+}
+
+size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in, MemoryRegistration sendRegistration,
+                       MemoryRegistration recvRegistration) {
+  NetRequest* s = nullptr;
+  NetRequest* r = nullptr;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s == nullptr) s = pair.send->isend(out.data(), out.size(), 0, sendRegistration);
+  while (r == nullptr) r = pair.recv->irecv(in.data(), in.size(), 0, recvRegistration);
+  bool sent = false, received = false;
+  size_t got = 0;
+  while (!(sent && received)) {
+    if (std::chrono::steady_clock::now() > deadline) FAIL("the exchange did not complete within 10 s");
+    if (!sent) sent = pair.send->test(s, nullptr);
+    if (!received) received = pair.recv->test(r, &got);
+  }
+  return got;
+}
+
+std::vector<char> randomBytes(size_t bytes, uint32_t seed) {
+  std::vector<char> data(bytes);
+  std::mt19937 random(seed);
+  for (char& c : data) c = char(random());
+  return data;
+}
+
+}  // namespace tutti_test

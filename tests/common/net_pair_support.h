@@ -1,0 +1,30 @@
+// One connection through a net backend, driven by hand: what the tests of each backend (Socket,
+// the plugin adapter) share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transports/net/net.h"
+
+namespace tutti_test {
+
+struct NetPair {
+  std::unique_ptr<tutti::net::NetSendComm> send;
+  std::unique_ptr<tutti::net::NetRecvComm> recv;
+};
+
+// Listens, connects and accepts on device 0 (10 s at most).
+NetPair connectNetPair(tutti::net::NetBackend& backend);
+
+// Sends `out` and receives it into `in` (whose size is the receive's capacity), driving both
+// sides until both complete; FAILs after 10 s. Returns the size the receive reported.
+size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in,
+                       tutti::net::MemoryRegistration sendRegistration = {}, tutti::net::MemoryRegistration recvRegistration = {});
+
+// `bytes` pseudo-random bytes from `seed`.
+std::vector<char> randomBytes(size_t bytes, uint32_t seed);
+
+}  // namespace tutti_test

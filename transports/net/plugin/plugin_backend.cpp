@@ -1,0 +1,285 @@
+// tutti's net interface over an external plugin (see plugin_backend.h).
+//
+// Lifetimes: a plugin request lives from isend/irecv until the test that reports it done (the
+// plugin frees it then); tutti's NetRequest for it is a wrapper from the comm's pool, reused after
+// that test. Comms close in their destructors, after the proxy has stopped using them; the
+// plugin's context (v11) ends with the last of the backend and its comms. The
+// plugin's library stays loaded for the process's life (plugin_loader.cpp), so its code outlives
+// every comm and any thread it started.
+#include "transports/net/plugin/plugin_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "transports/net/plugin/net_plugin_abi.h"
+
+namespace tutti::net {
+namespace {
+
+static_assert(kNetHandleBytes >= size_t(abi::kHandleMaxBytes));
+
+ErrorCode codeOf(ncclResult_t result) {
+  switch (result) {
+    case ncclRemoteError: return ErrorCode::Remote;
+    case ncclSystemError: return ErrorCode::System;
+    case ncclInvalidArgument: return ErrorCode::InvalidArgument;
+    case ncclInvalidUsage: return ErrorCode::InvalidUsage;
+    default: return ErrorCode::Internal;
+  }
+}
+
+// What the backend and every comm it made share: the plugin, its name for messages, and the
+// context init gave (finalized when the last of them goes, so no comm outlives it).
+struct Session {
+  std::shared_ptr<PluginNet> plugin;
+  std::string text;  // "NET/Plugin <name> (<library>, v<N>)"
+  void* context = nullptr;
+
+  ~Session() {
+    ncclResult_t result = plugin->finalize(context);
+    if (result != ncclSuccess) TUTTI_WARN("%s: finalize failed: %s", text.c_str(), pluginResultName(result));
+  }
+  void check(ncclResult_t result, const char* call) const {
+    if (result != ncclSuccess)
+      throw Error(codeOf(result), text + ": " + call + " failed: " + pluginResultName(result) + " (" + std::to_string(int(result)) + ")");
+  }
+};
+using SessionPtr = std::shared_ptr<Session>;
+
+// Calls `attempt` until it yields a comm, the deadline passes or the flag is raised; sleeps
+// between attempts (from 10 us, doubling to 1 ms), as a plugin's connect and accept ask.
+template <typename Attempt>
+void* pollUntilConnected(const Session& plugin, const char* what, SteadyTime deadline, const std::atomic<bool>* abortFlag,
+                         Attempt attempt) {
+  auto pause = std::chrono::microseconds(10);
+  for (;;) {
+    void* comm = nullptr;
+    plugin.check(attempt(&comm), what);
+    if (comm != nullptr) return comm;
+    if (abortFlag != nullptr && abortFlag->load()) throw Error(ErrorCode::Aborted, plugin.text + ": " + what + ": aborted");
+    if (SteadyClock::now() >= deadline)
+      throw Error(ErrorCode::Timeout, plugin.text + ": " + what + " did not complete before the deadline (TUTTI_TIMEOUT)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+struct PluginRequest : NetRequest {
+  void* request = nullptr;
+};
+
+// What a send comm and a receive comm share: the plugin's comm, registrations, requests.
+class PluginComm {
+ public:
+  PluginComm(SessionPtr session, void* comm) : session_(std::move(session)), comm_(comm) {}
+
+  MemoryRegistration registerMemory(void* data, size_t bytes) {
+    void* mhandle = nullptr;
+    session_->check(plugin().regMr(comm_, data, bytes, abi::kPtrHost, &mhandle), "regMr");
+    return MemoryRegistration{mhandle};
+  }
+
+  void deregisterMemory(MemoryRegistration registration) {
+    if (registration.backendData == nullptr) return;
+    ncclResult_t result = plugin().deregMr(comm_, registration.backendData);
+    if (result != ncclSuccess) TUTTI_WARN("%s: deregMr failed: %s", session_->text.c_str(), pluginResultName(result));
+  }
+
+  // The plugin's request in a wrapper, or nullptr when the plugin gave none.
+  NetRequest* wrap(void* request) {
+    if (request == nullptr) return nullptr;
+    if (free_.empty()) {
+      all_.push_back(std::make_unique<PluginRequest>());
+      free_.push_back(all_.back().get());
+    }
+    PluginRequest* r = free_.back();
+    free_.pop_back();
+    r->request = request;
+    return r;
+  }
+
+  bool test(NetRequest* request, size_t* bytes) {
+    auto* r = static_cast<PluginRequest*>(request);
+    int done = 0, size = 0;
+    session_->check(plugin().test(r->request, &done, &size), "test");
+    if (!done) return false;
+    if (bytes) *bytes = size_t(std::max(size, 0));
+    r->request = nullptr;
+    free_.push_back(r);
+    return true;
+  }
+
+  void* comm() const { return comm_; }
+  PluginNet& plugin() const { return *session_->plugin; }
+  const Session& session() const { return *session_; }
+
+ private:
+  SessionPtr session_;
+  void* comm_;
+  std::vector<std::unique_ptr<PluginRequest>> all_;
+  std::vector<PluginRequest*> free_;
+};
+
+class PluginSendComm final : public NetSendComm {
+ public:
+  PluginSendComm(SessionPtr session, void* comm, size_t maxBytes) : comm_(std::move(session), comm), maxBytes_(maxBytes) {}
+  ~PluginSendComm() override {
+    ncclResult_t result = comm_.plugin().closeSend(comm_.comm());
+    if (result != ncclSuccess) TUTTI_WARN("%s: closeSend failed: %s", comm_.session().text.c_str(), pluginResultName(result));
+  }
+
+  MemoryRegistration registerMemory(void* data, size_t bytes) override { return comm_.registerMemory(data, bytes); }
+  void deregisterMemory(MemoryRegistration registration) override { comm_.deregisterMemory(registration); }
+
+  NetRequest* isend(const void* data, size_t bytes, int tag, MemoryRegistration registration) override {
+    if (bytes > maxBytes_)
+      throw Error(ErrorCode::InvalidUsage, comm_.session().text + ": isend of " + std::to_string(bytes) + " bytes, above the plugin's limit of " +
+                                               std::to_string(maxBytes_));
+    void* request = nullptr;
+    comm_.session().check(comm_.plugin().isend(comm_.comm(), const_cast<void*>(data), bytes, tag, registration.backendData, &request), "isend");
+    return comm_.wrap(request);
+  }
+
+  bool test(NetRequest* request, size_t* bytes) override { return comm_.test(request, bytes); }
+  // A plugin has no descriptors to offer: the proxy looks at it at least once a millisecond.
+  std::vector<int> pollDescriptors() const override { return {}; }
+  // The plugin ABI has no goodbye; closeSend (the destructor) is the plugin's whole ending.
+  void closeGracefully() override {}
+
+ private:
+  PluginComm comm_;
+  size_t maxBytes_;
+};
+
+class PluginRecvComm final : public NetRecvComm {
+ public:
+  PluginRecvComm(SessionPtr session, void* comm, size_t maxBytes) : comm_(std::move(session), comm), maxBytes_(maxBytes) {}
+  ~PluginRecvComm() override {
+    ncclResult_t result = comm_.plugin().closeRecv(comm_.comm());
+    if (result != ncclSuccess) TUTTI_WARN("%s: closeRecv failed: %s", comm_.session().text.c_str(), pluginResultName(result));
+  }
+
+  MemoryRegistration registerMemory(void* data, size_t bytes) override { return comm_.registerMemory(data, bytes); }
+  void deregisterMemory(MemoryRegistration registration) override { comm_.deregisterMemory(registration); }
+
+  NetRequest* irecv(void* data, size_t capacity, int tag, MemoryRegistration registration) override {
+    void* request = nullptr;
+    comm_.session().check(comm_.plugin().irecv(comm_.comm(), data, std::min(capacity, maxBytes_), tag, registration.backendData, &request),
+                       "irecv");
+    return comm_.wrap(request);
+  }
+
+  bool test(NetRequest* request, size_t* bytes) override { return comm_.test(request, bytes); }
+  // The proxy hands plugins host memory only (registered as NCCL_PTR_HOST); NCCL too flushes
+  // only receives into GPU memory.
+  void flush(void*, size_t, MemoryRegistration) override {}
+  std::vector<int> pollDescriptors() const override { return {}; }
+
+ private:
+  PluginComm comm_;
+  size_t maxBytes_;
+};
+
+class PluginListenComm final : public NetListenComm {
+ public:
+  PluginListenComm(SessionPtr session, void* comm, size_t maxBytes) : session_(std::move(session)), comm_(comm), maxBytes_(maxBytes) {}
+  ~PluginListenComm() override {
+    ncclResult_t result = session_->plugin->closeListen(comm_);
+    if (result != ncclSuccess) TUTTI_WARN("%s: closeListen failed: %s", session_->text.c_str(), pluginResultName(result));
+  }
+
+  std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
+    void* recv = pollUntilConnected(*session_, "accept", deadline, abortFlag,
+                                    [&](void** comm) { return session_->plugin->accept(comm_, comm); });
+    return std::make_unique<PluginRecvComm>(session_, recv, maxBytes_);
+  }
+
+  std::unique_ptr<NetRecvComm> acceptIfReady() override {
+    void* recv = nullptr;
+    session_->check(session_->plugin->accept(comm_, &recv), "accept");
+    return recv ? std::make_unique<PluginRecvComm>(session_, recv, maxBytes_) : nullptr;
+  }
+
+ private:
+  SessionPtr session_;
+  void* comm_;
+  size_t maxBytes_;
+};
+
+class PluginBackend final : public NetBackend {
+ public:
+  explicit PluginBackend(SessionPtr session) : session_(std::move(session)) {
+    int count = 0;
+    session_->check(plugin().devices(&count), "devices");
+    for (int d = 0; d < count; d++) {
+      NetProperties p;
+      session_->check(plugin().properties(d, &p), "getProperties");
+      if (p.hostMemory) devices_.push_back(DeviceEntry{d, p});
+    }
+    if (devices_.empty())
+      throw Error(ErrorCode::System, session_->text + ": none of its " + std::to_string(count) +
+                                         " device(s) takes host memory (NCCL_PTR_HOST), which tutti's proxy sends from");
+  }
+
+  const char* name() const override { return plugin().name(); }
+  int deviceCount() override { return int(devices_.size()); }
+  NetProperties properties(int device) override { return entry(device).properties; }
+
+  std::unique_ptr<NetListenComm> listen(int device, NetHandle* handle) override {
+    const DeviceEntry& d = entry(device);
+    std::memset(handle->bytes, 0, sizeof handle->bytes);
+    void* comm = nullptr;
+    session_->check(plugin().listen(session_->context, d.pluginDevice, handle->bytes, &comm), "listen");
+    if (comm == nullptr) throw Error(ErrorCode::Internal, session_->text + ": listen returned no listening comm");
+    return std::make_unique<PluginListenComm>(session_, comm, d.properties.maxMessageBytes);
+  }
+
+  std::unique_ptr<NetSendComm> connect(int device, const NetHandle& handle, SteadyTime deadline,
+                                       const std::atomic<bool>* abortFlag) override {
+    const DeviceEntry& d = entry(device);
+    NetHandle copy = handle;  // the plugin may write to it while connecting
+    void* send = pollUntilConnected(*session_, "connect", deadline, abortFlag,
+                                    [&](void** comm) { return plugin().connect(session_->context, d.pluginDevice, copy.bytes, comm); });
+    return std::make_unique<PluginSendComm>(session_, send, d.properties.maxMessageBytes);
+  }
+
+ private:
+  struct DeviceEntry {
+    int pluginDevice;  // the plugin's number for it
+    NetProperties properties;
+  };
+
+  PluginNet& plugin() const { return *session_->plugin; }
+
+  const DeviceEntry& entry(int device) const {
+    if (device < 0 || size_t(device) >= devices_.size())
+      throw Error(ErrorCode::InvalidArgument, session_->text + ": no device " + std::to_string(device) + " (" +
+                                                  std::to_string(devices_.size()) + " take host memory)");
+    return devices_[size_t(device)];
+  }
+
+  SessionPtr session_;
+  std::vector<DeviceEntry> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<NetBackend> makePluginBackend(std::shared_ptr<PluginNet> plugin, const std::string& library) {
+  std::string text = std::string("NET/Plugin ") + plugin->name() + " (" + library + ", v" + std::to_string(plugin->version()) + ")";
+  void* context = nullptr;
+  ncclResult_t result = plugin->init(&context);
+  if (result != ncclSuccess)
+    throw Error(ErrorCode::System, text + ": init failed: " + pluginResultName(result) + " (" + std::to_string(int(result)) + ")");
+  auto session = std::make_shared<Session>();  // from here on, finalized however this ends
+  session->plugin = std::move(plugin);
+  session->text = std::move(text);
+  session->context = context;
+  return std::make_unique<PluginBackend>(std::move(session));
+}
+
+}  // namespace tutti::net

@@ -1,0 +1,346 @@
+// tutti's Socket backend as an external NCCL net plugin: libnccl-net-tutti.so exports
+// ncclNetPlugin_v10 named "TuttiSocket". Built again with TUTTI_SOCKET_PLUGIN_VERSION=6 (a test
+// library exporting only ncclNetPlugin_v6, named "TuttiSocketV6") to show that older plugins load.
+//
+// A C-ABI shim over transports/net/socket: comms are the backend's comms, a request remembers
+// its comm (test() gets only the request), a memory handle is the backend's registration. What
+// it declares and keeps to: host memory only (no GPU pointers, no DMA-BUF), one receive per irecv
+// (maxRecvs 1), messages up to 1 GiB (test reports sizes as int). accept returns at once, with a
+// null comm until the peer is in; connect completes in its first call (a Socket connect needs only
+// the listener, which exists before its handle is handed out), bounded by TUTTI_TIMEOUT.
+//
+// Its copy of tutti's base layer is private to the library (hidden symbols); its log lines go to
+// the logger the host hands init, so they land in the host's log (and NCCL_DEBUG_FILE).
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/tunables.h"
+#include "transports/net/plugin/net_plugin_abi.h"
+#include "transports/net/socket/socket_backend.h"
+
+#ifndef TUTTI_SOCKET_PLUGIN_VERSION
+#define TUTTI_SOCKET_PLUGIN_VERSION 10
+#endif
+
+namespace tutti::net {
+namespace {
+
+constexpr size_t kMaxMessageBytes = abi::kMaxNetBytesBeforeV9;
+
+// The backend and what getProperties hands out (its strings must outlive the call).
+struct PluginState {
+  std::unique_ptr<NetBackend> backend;
+  std::vector<NetProperties> properties;
+};
+// Made by the first init, kept for the process (before v11 the ABI has no way to end a plugin).
+PluginState* state = nullptr;
+std::mutex stateMutex;
+abi::Logger hostLogger = nullptr;  // set once, by the first init
+
+void toHostLogger(log::Level level, uint64_t subsys, const char* file, int line, const char* message) {
+  hostLogger(int(level), (unsigned long)subsys, file, line, "%s", message);
+}
+
+struct Comm;
+
+struct Request {
+  Comm* comm;
+  NetRequest* request;
+};
+
+// A send or receive comm, and its requests not yet reported done (freed with it if it closes
+// before they are: a host that gives up on a connection closes it with requests in flight).
+struct Comm {
+  std::unique_ptr<NetSendComm> send;
+  std::unique_ptr<NetRecvComm> recv;
+  std::vector<std::unique_ptr<Request>> requests;
+
+  void* add(NetRequest* r) {
+    if (r == nullptr) return nullptr;
+    requests.push_back(std::make_unique<Request>(Request{this, r}));
+    return requests.back().get();
+  }
+  void remove(Request* r) {
+    for (auto& q : requests)
+      if (q.get() == r) {
+        q = std::move(requests.back());
+        requests.pop_back();
+        return;
+      }
+  }
+};
+
+ncclResult_t resultOf(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::Remote:
+    case ErrorCode::Timeout: return ncclRemoteError;
+    case ErrorCode::System:
+    case ErrorCode::Aborted: return ncclSystemError;
+    case ErrorCode::InvalidArgument: return ncclInvalidArgument;
+    case ErrorCode::InvalidUsage: return ncclInvalidUsage;
+    default: return ncclInternalError;
+  }
+}
+
+// Runs one call of the ABI: no exception crosses it; a failure is logged and returned as a result.
+template <typename Body>
+ncclResult_t guarded(const char* call, Body body) {
+  try {
+    body();
+    return ncclSuccess;
+  } catch (const Error& e) {
+    TUTTI_WARN("NET/TuttiSocket: %s: %s", call, e.what());
+    return resultOf(e.code());
+  } catch (const std::exception& e) {
+    TUTTI_WARN("NET/TuttiSocket: %s: %s", call, e.what());
+    return ncclInternalError;
+  }
+}
+
+NetBackend& backend() {
+  if (state == nullptr) throw Error(ErrorCode::InvalidUsage, "the plugin was used before init");
+  return *state->backend;
+}
+
+const NetProperties& propertiesOf(int device) {
+  if (state == nullptr || device < 0 || size_t(device) >= state->properties.size())
+    throw Error(ErrorCode::InvalidArgument, "no device " + std::to_string(device));
+  return state->properties[size_t(device)];
+}
+
+SteadyTime setupDeadline() { return deadlineAfter(double(tunables::kTimeout.get())); }
+
+ncclResult_t pluginInit(abi::Logger logger) {
+  return guarded("init", [&] {
+    std::lock_guard<std::mutex> lock(stateMutex);
+    if (state != nullptr) return;
+    if (logger != nullptr && hostLogger == nullptr) {
+      hostLogger = logger;
+      log::redirect(toHostLogger);
+    }
+    auto fresh = std::make_unique<PluginState>();
+    fresh->backend = makeSocketBackend();
+    for (int d = 0; d < fresh->backend->deviceCount(); d++) fresh->properties.push_back(fresh->backend->properties(d));
+    state = fresh.release();
+  });
+}
+
+ncclResult_t pluginDevices(int* count) {
+  return guarded("devices", [&] { *count = backend().deviceCount(); });
+}
+
+// The fields every version has.
+template <typename Props>
+void fillCommonProperties(int device, Props* props) {
+  const NetProperties& p = propertiesOf(device);
+  props->name = const_cast<char*>(p.name.c_str());
+  props->pciPath = const_cast<char*>(p.pciPath.c_str());
+  props->guid = p.guid;
+  props->ptrSupport = abi::kPtrHost;
+  props->speed = p.speedMbps;
+  props->port = p.port;
+  props->latency = p.latencyUs;
+  props->maxComms = p.maxComms;
+  props->maxRecvs = 1;
+}
+
+ncclResult_t pluginListen(int device, void* handle, void** listenComm) {
+  return guarded("listen", [&] {
+    propertiesOf(device);
+    NetHandle h{};
+    auto listener = backend().listen(device, &h);
+    std::memcpy(handle, h.bytes, size_t(abi::kHandleMaxBytes));
+    *listenComm = listener.release();
+  });
+}
+
+ncclResult_t pluginConnect(int device, void* handle, void** sendComm) {
+  return guarded("connect", [&] {
+    NetHandle h{};
+    std::memcpy(h.bytes, handle, size_t(abi::kHandleMaxBytes));
+    auto comm = std::make_unique<Comm>();
+    comm->send = backend().connect(device, h, setupDeadline(), nullptr);
+    *sendComm = comm.release();
+  });
+}
+
+// Returns at once: a null comm until the connector's sockets are all in (NCCL calls again).
+ncclResult_t pluginAccept(void* listenComm, void** recvComm) {
+  return guarded("accept", [&] {
+    *recvComm = nullptr;
+    std::unique_ptr<NetRecvComm> recv = static_cast<NetListenComm*>(listenComm)->acceptIfReady();
+    if (!recv) return;
+    auto comm = std::make_unique<Comm>();
+    comm->recv = std::move(recv);
+    *recvComm = comm.release();
+  });
+}
+
+ncclResult_t pluginRegMr(void* comm, void* data, size_t bytes, int type, void** mhandle) {
+  return guarded("regMr", [&] {
+    if (type != abi::kPtrHost) throw Error(ErrorCode::InvalidArgument, "only host memory (NCCL_PTR_HOST) can be registered");
+    Comm* c = static_cast<Comm*>(comm);
+    MemoryRegistration r = c->send ? c->send->registerMemory(data, bytes) : c->recv->registerMemory(data, bytes);
+    *mhandle = new MemoryRegistration(r);
+  });
+}
+
+ncclResult_t pluginRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
+  TUTTI_WARN("NET/TuttiSocket: regMrDmaBuf: DMA-BUF registration is not supported (the plugin declares host memory only)");
+  return ncclInvalidUsage;
+}
+
+ncclResult_t pluginDeregMr(void* comm, void* mhandle) {
+  return guarded("deregMr", [&] {
+    std::unique_ptr<MemoryRegistration> r(static_cast<MemoryRegistration*>(mhandle));
+    Comm* c = static_cast<Comm*>(comm);
+    if (c->send) c->send->deregisterMemory(*r);
+    if (c->recv) c->recv->deregisterMemory(*r);
+  });
+}
+
+MemoryRegistration registrationOf(void* mhandle) {
+  return mhandle ? *static_cast<MemoryRegistration*>(mhandle) : MemoryRegistration{};
+}
+
+ncclResult_t pluginIsend(void* sendComm, void* data, size_t bytes, int tag, void* mhandle, void** request) {
+  return guarded("isend", [&] {
+    *request = nullptr;
+    if (bytes > kMaxMessageBytes) throw Error(ErrorCode::InvalidArgument, "a message of " + std::to_string(bytes) + " bytes exceeds 1 GiB");
+    Comm* c = static_cast<Comm*>(sendComm);
+    *request = c->add(c->send->isend(data, bytes, tag, registrationOf(mhandle)));
+  });
+}
+
+template <typename Size>
+ncclResult_t pluginIrecv(void* recvComm, int n, void** data, Size* sizes, int* tags, void** mhandles, void** request) {
+  return guarded("irecv", [&] {
+    *request = nullptr;
+    if (n != 1) throw Error(ErrorCode::InvalidArgument, "irecv of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
+    Comm* c = static_cast<Comm*>(recvComm);
+    *request = c->add(c->recv->irecv(data[0], size_t(sizes[0]), tags[0], registrationOf(mhandles[0])));
+  });
+}
+
+ncclResult_t pluginIflush(void*, int, void**, int*, void**, void** request) {
+  *request = nullptr;
+  TUTTI_WARN("NET/TuttiSocket: iflush: nothing to flush into host memory, and the plugin takes no GPU memory");
+  return ncclInternalError;
+}
+
+// Done: *sizes gets what was sent or what arrived, and the request is gone.
+ncclResult_t pluginTest(void* request, int* done, int* sizes) {
+  return guarded("test", [&] {
+    auto* r = static_cast<Request*>(request);
+    size_t bytes = 0;
+    bool finished = r->comm->send ? r->comm->send->test(r->request, &bytes) : r->comm->recv->test(r->request, &bytes);
+    *done = finished ? 1 : 0;
+    if (!finished) return;
+    if (sizes) *sizes = int(bytes);
+    r->comm->remove(r);
+  });
+}
+
+// A sender that has nothing in flight tells its peer that the end of the connection is expected.
+ncclResult_t pluginCloseSend(void* sendComm) {
+  return guarded("closeSend", [&] {
+    std::unique_ptr<Comm> c(static_cast<Comm*>(sendComm));
+    c->send->closeGracefully();
+  });
+}
+
+ncclResult_t pluginCloseRecv(void* recvComm) {
+  return guarded("closeRecv", [&] { delete static_cast<Comm*>(recvComm); });
+}
+
+ncclResult_t pluginCloseListen(void* listenComm) {
+  return guarded("closeListen", [&] { delete static_cast<NetListenComm*>(listenComm); });
+}
+
+// Device offload and virtual devices (v7 on) are not offered.
+[[maybe_unused]] ncclResult_t pluginNoDeviceOffload(void*, void*, void**) { return ncclInternalError; }
+[[maybe_unused]] ncclResult_t pluginNoRecvConsumed(void*, int, void*) { return ncclInternalError; }
+[[maybe_unused]] ncclResult_t pluginNoVirtualDevice(int*, abi::VirtualDeviceProps*) { return ncclInvalidUsage; }
+
+}  // namespace
+}  // namespace tutti::net
+
+using namespace tutti::net;
+
+#if TUTTI_SOCKET_PLUGIN_VERSION == 10
+
+extern "C" __attribute__((visibility("default"))) const abi::NetV10 ncclNetPlugin_v10 = {
+    "TuttiSocket",
+    [](abi::Logger logger, abi::ProfilerCallback) { return pluginInit(logger); },
+    pluginDevices,
+    [](int device, abi::PropertiesV10* props) {
+      return guarded("getProperties", [&] {
+        *props = abi::PropertiesV10{};
+        fillCommonProperties(device, props);
+        props->netDeviceType = abi::kDeviceHost;
+        props->vProps.ndevs = 1;
+        props->vProps.devs[0] = device;
+        props->maxP2pBytes = kMaxMessageBytes;
+        props->maxCollBytes = kMaxMessageBytes;
+      });
+    },
+    pluginListen,
+    // The comm config (a traffic class) has no meaning for TCP here.
+    [](int device, abi::CommConfig*, void* handle, void** sendComm, abi::DeviceHandle**) { return pluginConnect(device, handle, sendComm); },
+    [](void* listenComm, void** recvComm, abi::DeviceHandle**) { return pluginAccept(listenComm, recvComm); },
+    pluginRegMr,
+    pluginRegMrDmaBuf,
+    pluginDeregMr,
+    [](void* comm, void* data, size_t bytes, int tag, void* mhandle, void*, void** request) { return pluginIsend(comm, data, bytes, tag, mhandle, request); },
+    [](void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**, void** request) {
+      return pluginIrecv(comm, n, data, sizes, tags, mhandles, request);
+    },
+    pluginIflush,
+    pluginTest,
+    pluginCloseSend,
+    pluginCloseRecv,
+    pluginCloseListen,
+    pluginNoDeviceOffload,
+    pluginNoRecvConsumed,
+    pluginNoVirtualDevice,
+};
+
+#elif TUTTI_SOCKET_PLUGIN_VERSION == 6
+
+extern "C" __attribute__((visibility("default"))) const abi::NetV6 ncclNetPlugin_v6 = {
+    "TuttiSocketV6",
+    pluginInit,
+    pluginDevices,
+    [](int device, abi::PropertiesV6* props) {
+      return guarded("getProperties", [&] {
+        *props = abi::PropertiesV6{};
+        fillCommonProperties(device, props);
+      });
+    },
+    pluginListen,
+    pluginConnect,
+    pluginAccept,
+    [](void* comm, void* data, int bytes, int type, void** mhandle) { return pluginRegMr(comm, data, size_t(bytes), type, mhandle); },
+    pluginRegMrDmaBuf,
+    pluginDeregMr,
+    [](void* comm, void* data, int bytes, int tag, void* mhandle, void** request) {
+      return pluginIsend(comm, data, size_t(bytes), tag, mhandle, request);
+    },
+    pluginIrecv<int>,
+    pluginIflush,
+    pluginTest,
+    pluginCloseSend,
+    pluginCloseRecv,
+    pluginCloseListen,
+};
+
+#else
+#error "TUTTI_SOCKET_PLUGIN_VERSION: 10 (libnccl-net-tutti.so) or 6 (the loader's fallback test)"
+#endif
