@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
+#include "runtime/comm_launch.h"
 #include "kernels/host_stream.h"
 #include "runtime/device_backend.h"
 #if defined(TUTTI_HAVE_CUDA)
