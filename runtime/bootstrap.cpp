@@ -50,6 +50,8 @@ constexpr uint32_t kFirstUserTag = 1000;
 constexpr double kGoodbyeSeconds = 1.0;
 // Messages larger than this travel as several frames.
 constexpr size_t kDataChunkBytes = 4u << 20;
+// What the watching sends and receives watch when their caller gives nothing to watch.
+const std::atomic<bool> kNeverStopped{false};
 
 class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
  public:
@@ -188,6 +190,18 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     checkUserMessage(peer, tag, data, size, "recv");
     double seconds = timeoutSeconds > 0 ? timeoutSeconds : timeoutSeconds_;
     recvMessage(peer, tag, data, size, deadlineAfter(seconds), "recv", seconds);
+  }
+
+  void sendWatching(int peer, uint32_t tag, const void* data, size_t size, double timeoutSeconds,
+                    const std::atomic<bool>* stop) override {
+    checkUserMessage(peer, tag, data, size, "send");
+    sendMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds), "send", stop ? stop : &kNeverStopped);
+  }
+
+  void recvWatching(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds,
+                    const std::atomic<bool>* stop) override {
+    checkUserMessage(peer, tag, data, size, "recv");
+    recvMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds), "recv", timeoutSeconds, stop ? stop : &kNeverStopped);
   }
 
   // Bruck: after round k a rank holds the 2^(k+1) slots that follow its own (cyclically), in a
@@ -337,7 +351,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
   }
 
   void recvMessage(int peer, uint32_t tag, void* data, size_t size, SteadyTime deadline, const char* operation,
-                   double seconds = 0) {
+                   double seconds = 0, const std::atomic<bool>* abortFlag = nullptr) {
+    if (abortFlag == nullptr) abortFlag = abortFlag_;
     std::vector<uint8_t> message;
     {
       std::unique_lock<std::mutex> lock(inboxMutex_);
@@ -354,7 +369,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
         if (!listenerFailure_.empty())
           throw Error(ErrorCode::System, where + ": this rank's listener failed: " + listenerFailure_);
         if (!peerGone_[peer].empty()) throw Error(ErrorCode::Remote, where + ": " + peerGone_[peer]);
-        if (abortFlag_ != nullptr && abortFlag_->load(std::memory_order_acquire))
+        if (abortFlag != nullptr && abortFlag->load(std::memory_order_acquire))
           throw Error(ErrorCode::Aborted, where + ": aborted while waiting");
         SteadyTime now = SteadyClock::now();
         if (now >= deadline)
