@@ -224,7 +224,11 @@ TUTTI_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, i
                             }
                             ncclUniqueId id = meetSurvivors(comm, survivors);
                             int newRank = int(std::find(survivors.begin(), survivors.end(), comm->identity.rank) - survivors.begin());
-                            createComm("ncclCommShrink", newcomm, &id, 1, int(survivors.size()), newRank, comm->identity.device, c);
+                            try {
+                              createComm("ncclCommShrink", newcomm, &id, 1, int(survivors.size()), newRank, comm->identity.device, c);
+                            } catch (const Error& e) {  // the join names ranks of the new communicator
+                              throw Error(e.code(), e.message() + " (" + describeShrunkRanks(survivors) + ")");
+                            }
                           }),
                     newcomm);
 }

@@ -3,6 +3,7 @@
 // and the revoked state.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "nccl.h"
@@ -14,6 +15,9 @@ namespace tutti {
 // more, every entry in range and named once, and not this rank (an excluded rank does not call
 // ncclCommShrink). Throws InvalidArgument naming the entry.
 std::vector<int> shrinkSurvivors(const ncclComm* parent, const int* excludeRanks, int excludeCount);
+
+// "the shrunk communicator's ranks 0, 1, 2 are parent ranks 0, 2, 3", for errors of its join.
+std::string describeShrunkRanks(const std::vector<int>& survivors);
 
 // Throws InvalidUsage unless the parent's bootstrap is there to meet through: its init finished
 // (a nonblocking one included) and joined every rank.
@@ -28,8 +32,9 @@ void abortForShrink(ncclComm* parent);
 // root in its process; its id travels down a binomial tree of the survivors (log2 n hops), each
 // hop straight from one survivor's bootstrap to another's listener, whose addresses every rank
 // has held since the parent's init: no excluded rank, dead or alive, is on any path, and the
-// parent's abort flag (set after a failure) is not watched. Each hop waits at most TUTTI_TIMEOUT;
-// a survivor whose exclude list differs from the lowest rank's fails with InvalidUsage.
+// parent's abort flag (set after a failure) is not watched. Each hop waits at most TUTTI_TIMEOUT
+// plus TUTTI_BOOTSTRAP_TIMEOUT; a survivor whose exclude list differs from the lowest rank's fails
+// with InvalidUsage.
 ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors);
 
 // ncclCommRevoke: marks comm revoked, makes its running and queued operations stop (their callers

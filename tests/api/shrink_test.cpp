@@ -275,3 +275,30 @@ TEST_CASE("ncclCommShrink with a nonblocking config returns ncclInProgress until
   });
   CHECK(failures == "");
 }
+
+TEST_CASE("a dead rank left out of the exclude list fails the survivors' shrink in bounded time, naming it",
+          "[shrink][faults][processes][shm]") {
+  ScopedEnv timeout("TUTTI_TIMEOUT", "4");
+  ScopedEnv bootstrapTimeout("TUTTI_BOOTSTRAP_TIMEOUT", "4");
+  const int victim = 2;
+  std::string failures = runProcesses(3, [&](int rank, int nranks, ncclComm_t comm) {
+    const std::string who = "rank " + std::to_string(rank);
+    std::vector<float> buf(4096, 1.0f);
+    TUTTI_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr));  // all joined
+    if (rank == victim) raise(SIGKILL);
+    ncclResult_t result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    check(result == ncclRemoteError, who + ": the all-reduce returned " + ncclGetErrorString(result));
+    auto start = std::chrono::steady_clock::now();
+    ncclComm_t child = nullptr;
+    result = ncclCommShrink(comm, nullptr, 0, &child, nullptr, NCCL_SHRINK_ABORT);
+    std::string message = lastError(comm);
+    double seconds = secondsSince(start);
+    if (child) ncclCommDestroy(child);
+    check(result != ncclSuccess && result != ncclInProgress, who + ": the shrink with nothing excluded returned " +
+                                                                 ncclGetErrorString(result) + " over " + std::to_string(nranks) + " ranks");
+    check(seconds < 4 + 4 + 5, who + ": the shrink failed only after " + std::to_string(seconds) + " s: " + message);
+    check(message.find("ncclCommShrink") != std::string::npos && message.find("rank 2") != std::string::npos,
+          who + ": the shrink's error does not name rank 2: " + message);
+  }, 60);
+  CHECK(failures == "process 2 died of signal 9\n");
+}
