@@ -119,7 +119,7 @@ TEST_CASE("a rank process SIGKILLed mid-loop: the survivors shrink with NCCL_SHR
   CHECK(state->shrunk.load() == 3);
 }
 
-TEST_CASE("ncclCommRevoke stops a pending operation, refuses later calls, tells the peer; shrink and destroy still work",
+TEST_CASE("ncclCommRevoke stops a pending operation, refuses later calls, tells the peer, and shrink and destroy still work",
           "[shrink][revoke][faults]") {
   ScopedEnv timeout("TUTTI_TIMEOUT", "60");  // the revoke, not a timeout, must end the operation
   ncclComm_t comms[2] = {nullptr, nullptr};
