@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "runtime/api.h"
+#include "runtime/comm_shrink.h"
 #include "runtime/device_backend.h"
 
 using namespace tutti;
@@ -195,26 +196,69 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
 }
 TUTTI_NCCL_ALIAS(ncclCommSplit)
 
+// The survivors (every rank not excluded, all passing the same list) meet without the excluded
+// ranks (runtime/comm_shrink.h) and make a fresh communicator, renumbered in parent rank order.
+// The parent may have failed or been revoked: the meeting needs only its table of listeners.
+// NCCL_SHRINK_DEFAULT leaves the parent's operations alone; NCCL_SHRINK_ABORT stops them first.
+// Either way the parent stays for the caller to destroy or abort. The child never shares the
+// parent's resources (shrinkShare is accepted and has no effect).
 TUTTI_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                                        ncclConfig_t* config, int shrinkFlags) {
-  return guard("ncclCommShrink", [&] {
-    checkComm("ncclCommShrink", comm);
-    throw Error(ErrorCode::InvalidUsage, "ncclCommShrink: not supported yet");
-  });
+  return initResult(guard("ncclCommShrink",
+                          [&] {
+                            checkComm("ncclCommShrink", comm);
+                            if (newcomm == nullptr)
+                              throw Error(ErrorCode::InvalidArgument, "ncclCommShrink: " + comm->where() + ": newcomm is NULL");
+                            *newcomm = nullptr;
+                            if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+                              throw Error(ErrorCode::InvalidArgument,
+                                          "ncclCommShrink: " + comm->where() + ": shrinkFlags " + std::to_string(shrinkFlags) +
+                                              " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
+                            std::vector<int> survivors = shrinkSurvivors(comm, excludeRanksList, excludeRanksCount);
+                            checkShrinkable(comm);
+                            if (comm->lifecycle.initThread.joinable()) comm->lifecycle.initThread.join();  // it has ended
+                            CommConfig c = config ? readConfig(config, "ncclCommShrink") : comm->identity.config;
+                            if (shrinkFlags == NCCL_SHRINK_ABORT) {
+                              abortForShrink(comm);
+                              quiesce(comm);
+                            }
+                            ncclUniqueId id = meetSurvivors(comm, survivors);
+                            int newRank = int(std::find(survivors.begin(), survivors.end(), comm->identity.rank) - survivors.begin());
+                            try {
+                              createComm("ncclCommShrink", newcomm, &id, 1, int(survivors.size()), newRank, comm->identity.device, c);
+                            } catch (const Error& e) {  // the join names ranks of the new communicator
+                              throw Error(e.code(), e.message() + " (" + describeShrunkRanks(survivors) + ")");
+                            }
+                          }),
+                    newcomm);
 }
 TUTTI_NCCL_ALIAS(ncclCommShrink)
 
+// A blocking communicator's revoke returns once its operations have stopped; a nonblocking one's
+// returns ncclInProgress until then (ncclCommGetAsyncError says when).
 TUTTI_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  return guard("ncclCommRevoke", [&] {
+  ncclResult_t result = guard("ncclCommRevoke", [&] {
     checkComm("ncclCommRevoke", comm);
-    throw Error(ErrorCode::InvalidUsage, "ncclCommRevoke: not supported yet");
+    if (revokeFlags != NCCL_REVOKE_DEFAULT)
+      throw Error(ErrorCode::InvalidArgument, "ncclCommRevoke: " + comm->where() + ": revokeFlags " + std::to_string(revokeFlags) +
+                                                  " is not NCCL_REVOKE_DEFAULT (0), the only value defined");
+    if (comm->error.asyncError.load() == ncclInProgress)
+      throw Error(ErrorCode::InvalidUsage, "ncclCommRevoke: " + comm->where() +
+                                               ": the nonblocking init has not finished (poll ncclCommGetAsyncError, or abort it)");
+    revokeComm(comm);
+    if (comm->identity.config.blocking) quiesce(comm);
   });
+  if (result == ncclSuccess && commBusy(comm)) return ncclInProgress;
+  return result;
 }
 TUTTI_NCCL_ALIAS(ncclCommRevoke)
 
 TUTTI_API ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   return guard("ncclCommFinalize", [&] {
     checkComm("ncclCommFinalize", comm);
+    if (comm->error.revoked.load())
+      throw Error(ErrorCode::InvalidUsage, "ncclCommFinalize: " + comm->where() +
+                                               ": the communicator was revoked (ncclCommRevoke); end it with ncclCommDestroy");
     quiesce(comm);
     comm->lifecycle.finalized = true;
   });
@@ -252,6 +296,10 @@ TUTTI_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asy
   return guard("ncclCommGetAsyncError", [&] {
     checkComm("ncclCommGetAsyncError", comm);
     if (asyncError == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    if (comm->error.revoked.load()) {  // NCCL's rule: in progress until quiescent, then success
+      *asyncError = commBusy(comm) ? ncclInProgress : ncclSuccess;
+      return;
+    }
     if (comm->error.asyncError.load() == ncclSuccess) comm->noticeExecutorFault();
     *asyncError = ncclResult_t(comm->error.asyncError.load());
     if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) {

@@ -51,6 +51,10 @@ void checkUsableComm(const char* operation, ncclComm* comm) {
   if (err == ncclInProgress)
     throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
                                              ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
+  if (comm->error.revoked.load())
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
+                                             ": the communicator was revoked (ncclCommRevoke); only ncclCommShrink, "
+                                             "ncclCommDestroy and ncclCommAbort may use it now");
   if (err != ncclSuccess) {
     // A peer's failure keeps its code, as NCCL returns the async error: a rank that enters its
     // next call just after a failure notice arrived sees the same ncclRemoteError as one that

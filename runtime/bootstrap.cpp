@@ -56,6 +56,8 @@ constexpr uint32_t kFirstUserTag = 1000;
 constexpr double kGoodbyeSeconds = 1.0;
 // Messages larger than this travel as several frames.
 constexpr size_t kDataChunkBytes = 4u << 20;
+// What the watching sends and receives watch when their caller gives nothing to watch.
+const std::atomic<bool> kNeverStopped{false};
 
 class SocketBootstrap;
 
@@ -271,6 +273,18 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     recvMessage(peer, tag, data, size, deadlineAfter(seconds), "recv", seconds);
   }
 
+  void sendWatching(int peer, uint32_t tag, const void* data, size_t size, double timeoutSeconds,
+                    const std::atomic<bool>* stop) override {
+    checkUserMessage(peer, tag, data, size, "send");
+    sendMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds), "send", stop ? stop : &kNeverStopped);
+  }
+
+  void recvWatching(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds,
+                    const std::atomic<bool>* stop) override {
+    checkUserMessage(peer, tag, data, size, "recv");
+    recvMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds), "recv", timeoutSeconds, stop ? stop : &kNeverStopped);
+  }
+
   void allGather(void* data, size_t bytesPerRank) override {
     allGatherV(data, std::vector<size_t>(size_t(nranks_), bytesPerRank));
   }
@@ -452,7 +466,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
   }
 
   void recvMessage(int peer, uint32_t tag, void* data, size_t size, SteadyTime deadline, const char* operation,
-                   double seconds = 0) {
+                   double seconds = 0, const std::atomic<bool>* abortFlag = nullptr) {
+    if (abortFlag == nullptr) abortFlag = abortFlag_;
     std::vector<uint8_t> message;
     {
       std::unique_lock<std::mutex> lock(inboxMutex_);
@@ -469,7 +484,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
         if (!listenerFailure_.empty())
           throw Error(ErrorCode::System, where + ": this rank's listener failed: " + listenerFailure_);
         if (!peerGone_[peer].empty()) throw Error(ErrorCode::Remote, where + ": " + peerGone_[peer]);
-        if (abortFlag_ != nullptr && abortFlag_->load(std::memory_order_acquire))
+        if (abortFlag != nullptr && abortFlag->load(std::memory_order_acquire))
           throw Error(ErrorCode::Aborted, where + ": aborted while waiting");
         SteadyTime now = SteadyClock::now();
         if (now >= deadline)

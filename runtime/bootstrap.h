@@ -67,6 +67,15 @@ class Bootstrap {
   virtual void send(int peer, uint32_t tag, const void* data, size_t size) = 0;
   virtual void recv(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds = 0) = 0;
 
+  // As send and recv, for making a communicator out of this one after it failed, was aborted or
+  // was revoked (ncclCommShrink): they wait at most timeoutSeconds and watch stop (null: nothing)
+  // instead of the abort flag given at create, which is set by then. They go straight to the
+  // peer's listener, through no other rank.
+  virtual void sendWatching(int peer, uint32_t tag, const void* data, size_t size, double timeoutSeconds,
+                            const std::atomic<bool>* stop) = 0;
+  virtual void recvWatching(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds,
+                            const std::atomic<bool>* stop) = 0;
+
   // "host:port" of a rank's bootstrap listener, for error messages.
   virtual std::string peerAddress(int peer) const = 0;
 

@@ -178,6 +178,10 @@ struct CommErrorState {
   ErrorCode code = ErrorCode::Internal;
   std::string message;
   int peer = -1;  // the peer whose connection failed, if that is the cause
+  // ncclCommRevoke ran: the recorded error says so, and once the operations it stopped have ended
+  // ncclCommGetAsyncError answers ncclSuccess (NCCL's rule), while every call but shrink, destroy
+  // and abort is refused (runtime/comm_shrink.h).
+  std::atomic<bool> revoked{false};
 };
 
 // Init and end of the handle's life.

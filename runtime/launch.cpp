@@ -37,6 +37,9 @@ void connectAll(const std::vector<CommLaunch*>& launches) {
     ensureConnections(wanted);
   } catch (const Error& e) {
     for (CommLaunch* L : launches) L->comm->fail(Error(e.code() == ErrorCode::Timeout ? ErrorCode::Remote : e.code(), e.message()));
+    // A wait that only saw the abort reports why the communicator stopped (a peer's failure, a revoke), as a run does.
+    if (e.code() == ErrorCode::Aborted)
+      for (CommLaunch* L : launches) throwRecordedCause(L->comm);
     throw;
   }
   for (CommLaunch* L : launches) L->connect();

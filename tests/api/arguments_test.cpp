@@ -95,9 +95,6 @@ TEST_CASE("unsupported functions say so", "[arguments][unsupported]") {
   float buf[4];
   CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, 0) == ncclInvalidUsage);
   CHECK(std::string(ncclGetLastError(nullptr)).find("not supported yet") != std::string::npos);
-  CHECK(ncclCommRevoke(comm, 0) == ncclInvalidUsage);
-  ncclComm_t shrunk;
-  CHECK(ncclCommShrink(comm, nullptr, 0, &shrunk, nullptr, 0) == ncclInvalidUsage);
   // A simInfo that was not initialised is refused, and the group still ends.
   REQUIRE(ncclGroupStart() == ncclSuccess);
   CHECK(ncclGroupSimulateEnd(nullptr) == ncclInvalidArgument);

@@ -4,13 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <new>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,39 +16,16 @@
 #include "tests/common/env_support.h"
 #include "tests/common/log_support.h"
 #include "tests/common/ranks_support.h"
+#include "tests/common/shared_memory_support.h"
 
 using tutti_test::CapturedLog;
 using tutti_test::check;
 using tutti_test::runProcesses;
 using tutti_test::ScopedEnv;
+using tutti_test::SharedWithChildren;
+using tutti_test::monotonicNanoseconds;
 
 namespace {
-
-// Memory that this process and the rank processes it forks all see.
-template <typename T>
-class SharedWithChildren {
- public:
-  SharedWithChildren() {
-    void* memory = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) throw std::runtime_error("mmap of shared test state failed");
-    value_ = new (memory) T();
-  }
-  ~SharedWithChildren() {
-    value_->~T();
-    munmap(value_, sizeof(T));
-  }
-  SharedWithChildren(const SharedWithChildren&) = delete;
-  SharedWithChildren& operator=(const SharedWithChildren&) = delete;
-  T* operator->() { return value_; }
-
- private:
-  T* value_;
-};
-
-// steady_clock is CLOCK_MONOTONIC: one clock for every process of the host.
-int64_t monotonicNanoseconds() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::vector<int> gatherPids(ncclComm_t comm, int nranks) {
   std::vector<int> pids(size_t(nranks), 0);

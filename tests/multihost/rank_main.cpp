@@ -7,6 +7,9 @@
 //            on every collective it serves (sum, float32 and int32, small and 1M+3 elements)
 //        multihost_rank <rank> <nranks> faults   all-reduces in a loop until one fails: exits 0
 //            when it failed with ncclRemoteError (the fault was reported), 1 otherwise.
+//        multihost_rank <rank> <nranks> shrink   as faults, then ncclCommShrink without the last
+//            rank (the one run.sh kills), with NCCL_SHRINK_ABORT, and checked all-reduces on the
+//            new communicator: exits 0 when they all gave the survivors' sum.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,7 +23,34 @@
 
 namespace {
 
-int faultLoop(int rank, int nranks) {
+// The survivors of a killed last rank shrink and go on: all-reduces of rank + 1 over the rest.
+int shrinkAndGoOn(int rank, int nranks, ncclComm_t comm) {
+  int exclude[] = {nranks - 1};
+  ncclComm_t smaller = nullptr;
+  if (ncclCommShrink(comm, exclude, 1, &smaller, nullptr, NCCL_SHRINK_ABORT) != ncclSuccess) {
+    std::fprintf(stderr, "rank %d/%d: ncclCommShrink failed: %s\n", rank, nranks, ncclGetLastError(comm));
+    return 1;
+  }
+  const int n = nranks - 1;
+  const float expected = float(n * (n + 1) / 2);
+  for (int i = 0; i < 20; i++) {
+    std::vector<float> buf(size_t(1 << 16) + size_t(i), float(rank + 1));
+    if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, smaller, nullptr) != ncclSuccess) {
+      std::fprintf(stderr, "rank %d/%d: all-reduce %d on the shrunk communicator: %s\n", rank, nranks, i, ncclGetLastError(smaller));
+      return 1;
+    }
+    for (float v : buf)
+      if (v != expected) {
+        std::fprintf(stderr, "rank %d/%d: all-reduce %d on the shrunk communicator gave %g, not %g\n", rank, nranks, i, v, expected);
+        return 1;
+      }
+  }
+  std::printf("rank %d/%d: shrunk to %d ranks; 20 all-reduces correct\n", rank, nranks, n);
+  std::fflush(stdout);
+  return ncclCommDestroy(smaller) == ncclSuccess ? 0 : 1;
+}
+
+int faultLoop(int rank, int nranks, bool shrink) {
   ncclUniqueId id;
   ncclComm_t comm = nullptr;
   if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
@@ -37,8 +67,9 @@ int faultLoop(int rank, int nranks) {
   std::printf("rank %d/%d: after %ld all-reduces: %s: %s\n", rank, nranks, iterations, ncclGetErrorString(result),
               ncclGetLastError(comm));
   std::fflush(stdout);
+  const int status = result != ncclRemoteError ? 1 : shrink ? shrinkAndGoOn(rank, nranks, comm) : 0;
   ncclCommDestroy(comm);  // after a failure this must return, not hang
-  return result == ncclRemoteError ? 0 : 1;
+  return status;
 }
 
 
@@ -79,7 +110,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[3] : "";
   const bool quick = mode == "quick";
   ncclComm_t comm = nullptr;
-  if (mode == "faults") return faultLoop(rank, nranks);
+  if (mode == "faults" || mode == "shrink") return faultLoop(rank, nranks, mode == "shrink");
   try {
     ncclUniqueId id;
     tutti_test::checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");  // NCCL_COMM_ID names the root

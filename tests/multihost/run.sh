@@ -3,7 +3,7 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|algorithms|plugin> [net plugin library]
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin> [net plugin library]
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
@@ -11,6 +11,8 @@
 #             report ncclRemoteError naming the killed rank, found by the connection's end or a
 #             peer's failure notice, not by TUTTI_TIMEOUT (set far above the test's own limit)
 #   linkdown  as kill, but the second host's veth is taken down: found by TUTTI_NET_LINK_TIMEOUT
+#   shrink    as kill, then the three survivors (two hosts) shrink without the killed rank, with
+#             NCCL_SHRINK_ABORT, and check all-reduces on the new communicator
 #   emulated  as ipv4's 2 hosts x 2 ranks, every rank on the emulated device (the CUDA executor's
 #             code on host threads), through the network transport between hosts
 #   plugin    2 hosts x 2 ranks (sum only) between hosts through the external net plugin given as
@@ -137,6 +139,9 @@ case "$variant" in
         grep -q "NET: using backend TuttiSocket" "$logdir/rank$r" ||
         { echo "rank $r: its log does not show the plugin carrying its network traffic"; exit 1; }
     done ;;
+  shrink)
+    make_host 0 && make_host 1 || exit 1
+    run_job 2 2 4 shrink kill || exit 1 ;;
   *) echo "unknown variant $variant"; exit 2 ;;
 esac
 echo "multihost $variant: passed"
