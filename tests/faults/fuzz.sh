@@ -23,12 +23,15 @@ command -v ccache >/dev/null && launcher=ccache
 # target name: its sources besides the fuzz target itself
 declare -A sources=(
   [fuzz_bootstrap_frames]="runtime/bootstrap_wire.cpp $(cd "$src" && echo base/*.cpp)"
+  [fuzz_socket_stream]="transports/net/socket/socket_backend.cpp $(cd "$src" && echo base/*.cpp)"
 )
 status=0
 for target in "${!sources[@]}"; do
   objects=()
   for s in "tests/faults/$target.cpp" ${sources[$target]}; do
     o="$work/obj/${s//\//_}.o"
+    # Shared by the targets: compiled once per run of this script.
+    [ -f "$o" ] && [ "$o" -nt "$src/$s" ] && { objects+=("$o"); continue; }
     mkdir -p "$work/obj"
     $launcher "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address -I"$src" -I"$src/include" -c "$src/$s" -o "$o" ||
       { echo "$target: compiling $s failed"; exit 1; }
