@@ -146,7 +146,7 @@ class Suite:
             for line in rk.lines()[-6:]:
                 print(f"    {line}")
 
-    def judge_failures(self, fault, ranks, statuses, t0, names, bound_s, expected):
+    def judge_failures(self, fault, ranks, statuses, t0, names, bound_s, expected, says=None):
         """Every rank in statuses must fail (status 3) within bound_s of t0 with an error naming
         a rank of `names` (a function of the reporting rank)."""
         worst, problems = 0.0, []
@@ -165,6 +165,8 @@ class Suite:
                 if not re.search(r"\brank (%s)\b" % "|".join(map(str, wanted)), err[1].split(":", 1)[1]):
                     problems.append(f"rank {r}'s error does not name rank {'/'.join(map(str, wanted))}")
                     print(f"rank {r}'s error: {err[1]}")
+                if says and says not in err[1]:
+                    problems.append(f"rank {r}'s error does not say '{says}'")
                 if took > bound_s:
                     problems.append(f"rank {r} took {took:.1f} s")
         observed = "; ".join(problems) if problems else f"{len(statuses)} survivor(s) failed naming it"
@@ -193,17 +195,23 @@ class Suite:
 
     def signal_case(self, sig, phase, nranks=3):
         victim = nranks - 1
-        name = f"{sig.name.lower()}-{phase}"
-        collective = phase == "collective"
-        ranks = self.start(name, nranks, 1000000 if collective else 3, None if collective else phase, victim)
-        marker = "phase collective" if collective else f"holding {phase}"
+        name = f"{sig.name.lower()}-{phase.replace(', ', '-')}"
+        # "collective" and "init, joined" strike a running rank (no hold): 0.5 s into the
+        # all-reduce loop, or 0.5 s into ncclCommInitRank while rank 1 starts 1 s late, so the
+        # victim has registered at the bootstrap root and waits for the others there.
+        running = phase in ("collective", "init, joined")
+        late = (lambda r: ["sh", "-c", 'sleep 1; exec "$0" "$@"'] if r == 1 else []) if phase == "init, joined" else None
+        ranks = self.start(name, nranks, 1000000 if running else 3, None if running else phase, victim, wrap=late)
+        marker = {"collective": "phase collective", "init, joined": "phase init"}.get(phase, f"holding {phase}")
         if ranks[victim].wait_for(marker, CASE_LIMIT_S) is None:
             self.row(f"{sig.name} {phase}", "-", "the victim never reached the phase", None, False)
             self.dump(ranks)
             self.finish(ranks, limit_s=1)
             return
-        if collective:
-            time.sleep(0.5)  # inside the all-reduce loop
+        if phase == "collective":
+            time.sleep(0.5)
+        elif phase == "init, joined":
+            time.sleep(0.5)
         elif phase != "init":
             # The others enter the phase and wait for the victim there.
             for rk in ranks:
@@ -219,12 +227,15 @@ class Suite:
             self.judge_success(fault, ranks, statuses, t0, TIMEOUT_S + SLACK_S,
                                "survivors destroy and exit 0")
         else:
+            # A rank that registered and died: the root's message says its connection closed.
+            says = "closed" if (sig, phase) == (signal.SIGKILL, "init, joined") else None
             self.judge_failures(fault, ranks, statuses, t0, lambda r: [victim], TIMEOUT_S + SLACK_S,
-                                f"each survivor names rank {victim} in <= {TIMEOUT_S + SLACK_S} s")
+                                f"each survivor names rank {victim} in <= {TIMEOUT_S + SLACK_S} s"
+                                + (f", says '{says}'" if says else ""), says)
 
     def signals(self):
         for sig in (signal.SIGKILL, signal.SIGSTOP):
-            for phase in ("init", "connect", "collective", "destroy"):
+            for phase in ("init", "init, joined", "connect", "collective", "destroy"):
                 if self.only in f"{sig.name} {phase}":
                     self.signal_case(sig, phase)
         return 0
