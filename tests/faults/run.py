@@ -259,19 +259,23 @@ class Suite:
             except subprocess.CalledProcessError:
                 print("skipped: ip netns is not available")
                 return SKIP
-            ip("-n", sw, "link", "add", "br0", "type", "bridge")
-            ip("-n", sw, "link", "set", "br0", "up")
-            subnet = f"10.214.{tag % 250}"
-            for h, ns in enumerate(hosts):
-                ip("netns", "add", ns); made.append(ns)
-                a, b = f"tfv{h}-{tag}a", f"tfv{h}-{tag}b"
-                ip("link", "add", a, "type", "veth", "peer", "name", b)
-                ip("link", "set", a, "netns", ns, "name", "tnet0")
-                ip("link", "set", b, "netns", sw)
-                ip("-n", sw, "link", "set", b, "master", "br0", "up")
-                ip("-n", ns, "link", "set", "lo", "up")
-                ip("-n", ns, "addr", "add", f"{subnet}.{h + 1}/24", "dev", "tnet0")
-                ip("-n", ns, "link", "set", "tnet0", "up")
+            try:
+                ip("-n", sw, "link", "add", "br0", "type", "bridge")
+                ip("-n", sw, "link", "set", "br0", "up")
+                subnet = f"10.214.{tag % 250}"
+                for h, ns in enumerate(hosts):
+                    ip("netns", "add", ns); made.append(ns)
+                    a, b = f"tfv{h}-{tag}a", f"tfv{h}-{tag}b"
+                    ip("link", "add", a, "type", "veth", "peer", "name", b)
+                    ip("link", "set", a, "netns", ns, "name", "tnet0")
+                    ip("link", "set", b, "netns", sw)
+                    ip("-n", sw, "link", "set", b, "master", "br0", "up")
+                    ip("-n", ns, "link", "set", "lo", "up")
+                    ip("-n", ns, "addr", "add", f"{subnet}.{h + 1}/24", "dev", "tnet0")
+                    ip("-n", ns, "link", "set", "tnet0", "up")
+            except subprocess.CalledProcessError as e:
+                print(f"skipped: could not make the namespaces' bridge and veths ({' '.join(e.cmd)})")
+                return SKIP
 
             def job(name, iterations):
                 return self.start(name, 2, iterations, wrap=lambda r: ["ip", "netns", "exec", hosts[r]],
@@ -338,6 +342,8 @@ class Suite:
                         pass
             for ns in made:
                 subprocess.run(["ip", "netns", "del", ns])
+            for h in range(len(hosts)):  # a veth left in this namespace by a failed setup
+                subprocess.run(["ip", "link", "del", f"tfv{h}-{tag}a"], stderr=subprocess.DEVNULL)
         return 0
 
     # --- resources -------------------------------------------------------------------------
