@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -173,6 +174,9 @@ class RootServer {
   }
 
   void noteClosed(Peer& peer) {
+    // A rank may register again (it retries after an error); if it does not, the timeout's
+    // message says it had come and left, not that it never came.
+    if (peer.role == Role::Rank) leftRanks_[peer.id] = describe(peer);
     if (peer.role == Role::Rank || peer.role == Role::BlockRoot)
       TUTTI_WARN("%s: %s closed its connection before the rendezvous completed", who().c_str(),
                  describe(peer).c_str());
@@ -282,6 +286,7 @@ class RootServer {
     peer.host = host;
     peer.pid = registration.pid;
     rankPeers_[slot] = &peer;
+    leftRanks_.erase(rank);
     tightenDeadline(registration.remainingMs);
     TUTTI_INFO(log::Bootstrap, "%s: %s registered (%d of %d here)", who().c_str(), sender.c_str(),
                static_cast<int>(std::count_if(rankPeers_.begin(), rankPeers_.end(), [](Peer* p) { return p != nullptr; })),
@@ -369,9 +374,16 @@ class RootServer {
   }
 
   std::string neverArrivedText(const std::vector<int>& missing) const {
-    return (missing.size() == 1 ? "rank " : "ranks ") + formatRankList(missing) + " of " +
-           std::to_string(shape_->nranks) + " never arrived at the bootstrap root " + address_.toString() +
-           " within " + timeoutText();
+    std::string text = (missing.size() == 1 ? "rank " : "ranks ") + formatRankList(missing) + " of " +
+                       std::to_string(shape_->nranks) + " never arrived at the bootstrap root " + address_.toString() +
+                       " within " + timeoutText();
+    for (int rank : missing) {
+      auto left = leftRanks_.find(rank);
+      if (left != leftRanks_.end())
+        text += "; " + left->second + " had registered, but its connection closed before the rendezvous completed "
+                "and it did not register again (did the process end?)";
+    }
+    return text;
   }
 
   // A lone root, or a block root, whose own ranks did not all come.
@@ -483,6 +495,7 @@ class RootServer {
   SteadyTime deadline_{};
   bool haveDeadline_ = false;
   std::vector<Peer*> rankPeers_;   // by rank - firstRank; null: not (or no longer) here
+  std::map<int, std::string> leftRanks_;  // ranks whose registered connection closed, described
   std::vector<WireAddress> entries_;
   SocketAddress rootZero_;         // block roots: where to send the block
   Secret rootZeroSecret_{};
