@@ -119,7 +119,10 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
         } else if (loadVolatile32(ctl.abortWord) != 0) {
           action = BlockShared::Stop;
           ExecFault f = waitingFault(w, ops, ww, Fault::Aborted, sync);
-          if (undrained != nullptr) engine::undrainedFault(w, ops, ww, *undrained, f), f.fault = uint32_t(Fault::Aborted);
+          if (undrained != nullptr) {
+            engine::undrainedFault(w, ops, ww, *undrained, f);
+            f.fault = uint32_t(Fault::Aborted);
+          }
           recordFault(ctl, f);
         } else if (nowNs() - lastProgress > ctl.timeoutNs) {
           action = BlockShared::Stop;
