@@ -44,12 +44,12 @@ RankPlan binomialBroadcast(int r, int n, int root) {
   LaneSpec lane = directLane(Layout::Whole);
   if (node.parent < 0) {
     copy(lane, in(), out());  // skipped in place
-    for (int c : kids) send(lane, c, in());
+    for (int c : kids) send(lane, c, in(), kDirect);  // the broadcast's data is final: direct (plan.h)
   } else if (kids.empty()) {
     recv(lane, node.parent, out());
   } else {
-    recvSend(lane, node.parent, kids[0], out());
-    for (size_t i = 1; i < kids.size(); i++) send(lane, kids[i], out());
+    recvSend(lane, node.parent, kids[0], out(), kDirect);
+    for (size_t i = 1; i < kids.size(); i++) send(lane, kids[i], out(), kDirect);
   }
   return RankPlan{"binomial", {lane}};
 }

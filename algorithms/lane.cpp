@@ -108,7 +108,7 @@ std::string describe(const RankPlan& plan) {
     };
     s += " {send " + peers(lane.sendPeers) + " recv " + peers(lane.recvPeers) + ":";
     for (const Step& step : lane.steps) {
-      s += std::string(" ") + opName(step.op) + ((step.flags & kJoin) ? "+" : "") + "(" + bufName(step.src) + "->" + bufName(step.dst);
+      s += std::string(" ") + opName(step.op) + ((step.flags & kJoin) ? "+" : "") + ((step.flags & kDirect) ? "*" : "") + "(" + bufName(step.src) + "->" + bufName(step.dst);
       if (lane.sendPeers.size() > 1 && step.sendConn) s += " to#" + std::to_string(step.sendConn);
       if (lane.recvPeers.size() > 1 && step.recvConn) s += " from#" + std::to_string(step.recvConn);
       s += ")";

@@ -43,7 +43,8 @@ RankPlan patAllGather(int r, int n) {
   for (int k = rounds(n) - 1; k >= 0; k--) {
     int d = 1 << k;
     size_t first = lane.steps.size();
-    for (int dist = d; dist < n; dist += 2 * d) send(lane, mod(r - d, n), out(mod(r + dist - d, n)));
+    // Blocks are written once: a lone send may go direct (plan.h; a joined run is copied).
+    for (int dist = d; dist < n; dist += 2 * d) send(lane, mod(r - d, n), out(mod(r + dist - d, n)), kDirect);
     joinSince(lane, first);
     first = lane.steps.size();
     for (int dist = d; dist < n; dist += 2 * d) recv(lane, mod(r + d, n), out(mod(r + dist, n)));

@@ -55,6 +55,7 @@ enum StepFlags : uint8_t {
   kPre = 1,   // apply the reduction's pre-operation (PreMulSum's scalar) to src
   kPost = 2,  // apply the reduction's post-operation (average's division) to the result
   kJoin = 4,  // this step and the next travel as one message (see "Joined steps" below)
+  kDirect = 8,  // what the step sends may go as its address instead of its bytes ("Direct sends")
 };
 
 struct Step {
@@ -85,6 +86,15 @@ TUTTI_PLAN_HD constexpr size_t joinedChunkBytes(size_t slotBytes, size_t parts) 
   if (parts <= 1) return slotBytes;
   return slotBytes > joinTableBytes(parts) ? (slotBytes - joinTableBytes(parts)) / parts : 0;
 }
+
+// Direct sends (zero-copy). A sending step flagged kDirect promises that the span it sends (a Send's
+// source, the destination of a RecvSend or RecvReduceCopySend) lies in the user's input or output
+// and is final: this rank writes it no more in the operation, in place or not. Where the
+// executor may (the span's buffer is registered, the connection shares the sender's address
+// space, the message is a lone Simple step without a pre-operation to apply: kernels/lane_engine.h),
+// the message then carries the span's address instead of its bytes, and the receiver reads the
+// peer's buffer in place: one copy instead of two. Elsewhere the flag changes nothing.
+TUTTI_PLAN_HD constexpr bool directSendable(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceCopySend; }
 
 // The collectives a plan can implement.
 enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send, Recv };

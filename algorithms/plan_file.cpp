@@ -336,14 +336,15 @@ class Parser {
       if (w[i] == "pre") { step.flags |= kPre; continue; }
       if (w[i] == "post") { step.flags |= kPost; continue; }
       if (w[i] == "join") { step.flags |= kJoin; continue; }
+      if (w[i] == "direct") { step.flags |= kDirect; continue; }
       size_t eq = w[i].find('=');
       std::string key = w[i].substr(0, eq), value = eq == std::string::npos ? "" : w[i].substr(eq + 1);
-      if (eq == std::string::npos || value.empty()) fail("pre, post, join, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
+      if (eq == std::string::npos || value.empty()) fail("pre, post, join, direct, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
       if (key == "src") step.src = buffer(value);
       else if (key == "dst") step.dst = buffer(value);
       else if (key == "to") step.to = value;
       else if (key == "from") step.from = value;
-      else fail("pre, post, join, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
+      else fail("pre, post, join, direct, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
     }
     lane_->steps.push_back(std::move(step));
   }

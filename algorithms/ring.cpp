@@ -55,8 +55,11 @@ RankPlan ringAllReduce(int r, const RingOrder& ring) {
   s.push_back({Op::Send, kPre, in(p), none()});
   for (int k = 1; k < n - 1; k++) s.push_back({Op::RecvReduceSend, kPre, in(mod(p - k, n)), none()});
   int done = mod(p + 1, n);
-  s.push_back({Op::RecvReduceCopySend, kPre | kPost, in(done), out(done)});
-  for (int j = 1; j < n - 1; j++) s.push_back({Op::RecvSend, 0, none(), out(mod(p + 1 - j, n))});
+  // The finished chunks are final where they are written: the second lap may send them directly
+  // (plan.h, "Direct sends"). The first lap's sends are partial sums, or an input that in place
+  // is overwritten later: copied.
+  s.push_back({Op::RecvReduceCopySend, kPre | kPost | kDirect, in(done), out(done)});
+  for (int j = 1; j < n - 1; j++) s.push_back({Op::RecvSend, kDirect, none(), out(mod(p + 1 - j, n))});
   s.push_back({Op::Recv, 0, none(), out(mod(p + 2 - n, n))});
   return RankPlan{"ring", {lane}};
 }
@@ -72,8 +75,9 @@ RankPlan ringAllGather(int r, const RingOrder& ring) {
     lane.recvPeers.clear();
     return RankPlan{"ring", {lane}};
   }
-  s.push_back({Op::Send, 0, in(-1), none()});
-  for (int j = 1; j < n - 1; j++) s.push_back({Op::RecvSend, 0, none(), out(ring.step(r, -j))});
+  // Every block is written once: each send may be direct.
+  s.push_back({Op::Send, kDirect, in(-1), none()});
+  for (int j = 1; j < n - 1; j++) s.push_back({Op::RecvSend, kDirect, none(), out(ring.step(r, -j))});
   s.push_back({Op::Recv, 0, none(), out(ring.step(r, 1))});
   return RankPlan{"ring", {lane}};
 }
@@ -98,9 +102,9 @@ RankPlan ringBroadcast(int r, const RingOrder& ring, int root) {
   if (position == 0) {
     lane.recvPeers.clear();
     lane.steps.push_back({Op::Copy, 0, in(), out()});  // skipped when in place
-    lane.steps.push_back({Op::Send, 0, in(), none()});
+    lane.steps.push_back({Op::Send, kDirect, in(), none()});
   } else if (position < n - 1) {
-    lane.steps.push_back({Op::RecvSend, 0, none(), out()});
+    lane.steps.push_back({Op::RecvSend, kDirect, none(), out()});
   } else {
     lane.sendPeers.clear();
     lane.steps.push_back({Op::Recv, 0, none(), out()});

@@ -27,8 +27,8 @@ inline void send(LaneSpec& lane, int to, BufRef src, uint8_t flags = 0) {
 inline void recv(LaneSpec& lane, int from, BufRef dst) {
   lane.steps.push_back({Op::Recv, 0, none(), dst, 0, peerIndex(lane.recvPeers, from)});
 }
-inline void recvSend(LaneSpec& lane, int from, int to, BufRef dst) {
-  lane.steps.push_back({Op::RecvSend, 0, none(), dst, peerIndex(lane.sendPeers, to), peerIndex(lane.recvPeers, from)});
+inline void recvSend(LaneSpec& lane, int from, int to, BufRef dst, uint8_t flags = 0) {
+  lane.steps.push_back({Op::RecvSend, flags, none(), dst, peerIndex(lane.sendPeers, to), peerIndex(lane.recvPeers, from)});
 }
 inline void recvReduceCopy(LaneSpec& lane, int from, BufRef src, BufRef dst, uint8_t flags = 0) {
   lane.steps.push_back({Op::RecvReduceCopy, flags, src, dst, 0, peerIndex(lane.recvPeers, from)});

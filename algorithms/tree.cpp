@@ -93,13 +93,13 @@ void rootChunk(LaneSpec& lane, const TreeNode& node, int chunk) {
   const std::vector<int>& kids = node.kids;
   BufRef mine = in(chunk), result = out(chunk);
   if (kids.size() == 1) {
-    recvReduceCopySend(lane, kids[0], kids[0], mine, result, kPre | kPost);
+    recvReduceCopySend(lane, kids[0], kids[0], mine, result, kPre | kPost | kDirect);
     return;
   }
   recvReduceCopy(lane, kids[0], mine, result, kPre);
   for (size_t i = 1; i + 1 < kids.size(); i++) recvReduceCopy(lane, kids[i], result, result);
-  recvReduceCopySend(lane, kids.back(), kids[0], result, result, kPost);
-  for (size_t i = 1; i < kids.size(); i++) send(lane, kids[i], result);
+  recvReduceCopySend(lane, kids.back(), kids[0], result, result, kPost | kDirect);
+  for (size_t i = 1; i < kids.size(); i++) send(lane, kids[i], result, kDirect);
 }
 
 // A node with several children keeps its partial sum in the chunk's output, which the
@@ -124,8 +124,9 @@ void broadcastDown(LaneSpec& lane, const TreeNode& node, int chunk) {
     recv(lane, node.parent, result);
     return;
   }
-  recvSend(lane, node.parent, node.kids[0], result);
-  for (size_t i = 1; i < node.kids.size(); i++) send(lane, node.kids[i], result);
+  // The result is final once it arrives: the sends down may be direct (plan.h).
+  recvSend(lane, node.parent, node.kids[0], result, kDirect);
+  for (size_t i = 1; i < node.kids.size(); i++) send(lane, node.kids[i], result, kDirect);
 }
 
 LaneSpec treeLane(const TreeNode& node, int tree) {

@@ -131,7 +131,14 @@ std::string Checker::execute(LaneRun& l, int parts) {
     sf.data.push_back(Entry{result, parts, l.rank, l.lane, l.step}, size_t(q_.fifoCapacity));
     wake(sf);
   }
+  // A span sent by address (plan.h, "Direct sends") is read by the peer where it lies, whenever
+  // the peer gets to it: the rank may not write it again in the operation.
+  if (dw.buf == Buf::In || dw.buf == Buf::Out) {
+    if (at(l, dw).sentDirect) return "writes " + refName(dw) + " after a kDirect step sent it (a peer may still read it in place)";
+  }
+  result.sentDirect = false;
   if (dw.buf != Buf::None) at(l, dw) = result;
+  if (step.flags & kDirect) at(l, step.op == Op::Send ? sw : dw).sentDirect = true;
   return "";
 }
 

@@ -68,6 +68,7 @@ struct Value {
   Bits ranks;     // whose contributions it holds
   Bits pre;       // on which of them the pre-operation was applied
   bool post = false;
+  bool sentDirect = false;  // in a buffer: a kDirect step sent it, so it may not be written again
 };
 
 inline bool samePiece(const Value& a, const Value& b) { return a.tile == b.tile && a.index == b.index; }

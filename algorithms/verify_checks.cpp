@@ -104,7 +104,12 @@ std::string Checker::checkStep(const LaneRun& l, size_t s, Where& src, Where& ds
     return "receives on connection " + std::to_string(step.recvConn) + " of a lane with " + std::to_string(lane.recvPeers.size()) +
            " receive peers";
   if (reduces(step.op) && !reducing(q_.coll)) return std::string("reduces, but ") + collName(q_.coll) + " has no reduction";
-  if (step.flags & ~(kPre | kPost | kJoin)) return "has unknown flags";
+  if (step.flags & ~(kPre | kPost | kJoin | kDirect)) return "has unknown flags";
+  if (step.flags & kDirect) {
+    if (!directSendable(step.op)) return std::string("sets kDirect on ") + opName(step.op) + ", which sends no user buffer";
+    const BufRef& sent = step.op == Op::Send ? step.src : step.dst;
+    if (sent.buf != Buf::In && sent.buf != Buf::Out) return "sets kDirect on a step whose sent span is not in the input or output";
+  }
   if ((step.flags & (kPre | kPost)) && !reducing(q_.coll))
     return std::string("sets kPre/kPost, but ") + collName(q_.coll) + " has no reduction";
   if ((step.flags & kPre) && !readsSrc(step.op)) return "sets kPre on a step without a source";

@@ -116,6 +116,11 @@ class ExecutorBackend {
   // The one-shot all-reduce through the control blocks' mailboxes (kernels/mailbox.h), run by
   // a host thread, can serve this backend's operations.
   virtual bool runsMailboxes() const { return false; }
+  // Its executor may read a peer's user buffer at an address the peer sent (direct messages,
+  // kernels/lane_engine.h) over connections whose ends share an address space: the host memory
+  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no
+  // until registered buffers are mapped into the peers (CUDA IPC); the executor is ready for it.
+  virtual bool readsPeerBuffers() const { return false; }
   // Its executor reads a PreMulSum scalar that lives in device memory itself, in stream order;
   // otherwise the caller reads it at enqueue.
   virtual bool readsDeviceScalars() const { return true; }

@@ -8,7 +8,10 @@ namespace tutti::kern {
 
 WaitRecord waitRecordOf(const ExecFault& f) {
   WaitRecord r;
-  r.what = f.peer < 0 ? WaitFor::Nothing : f.waitingForData ? WaitFor::Data : WaitFor::Space;
+  r.what = f.peer < 0             ? WaitFor::Nothing
+           : f.waitingForData == 2 ? WaitFor::DirectRead
+           : f.waitingForData      ? WaitFor::Data
+                                   : WaitFor::Space;
   r.peer = f.peer;
   r.step = plan::Op(f.step);
   r.channel = f.channel;

@@ -10,6 +10,11 @@
 //     valid the moment it lands, with no fence and no counter to wait for: the receiver polls
 //     line 0, then each half. Line 1 holds the call's signature (below). The sender still advances `head` afterwards (diagnostics, and the
 //     Simple messages that may follow on the same FIFO count from it).
+// A Simple message may instead carry an address (`addrs`, nonzero): the bytes stay in the
+// sender's user buffer, where the receiver reads them ("direct", zero-copy: plan.h, "Direct
+// sends"). Only on connections whose ends share an address space (ConnEnd::direct, both ends
+// alike); the sender's operation does not end before the receiver has freed the slot, so the
+// buffer outlives the read (lane_engine.h, firstUndrained).
 // Every message also carries its call's signature (kernels/work.h, callSignature) and count: in
 // `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares
 // them with its own call's. 0: not carried (the network proxy moves sizes only).
@@ -48,6 +53,7 @@ struct alignas(64) FifoHeader {
   uint64_t sizes[kMaxFifoSteps];      // bytes in each published slot
   uint64_t sigs[kMaxFifoSteps];       // the call signature of each published slot's message
   uint64_t sigCounts[kMaxFifoSteps];  // and its call's count (bytes for send and receive)
+  uint64_t addrs[kMaxFifoSteps];      // a direct message's address in the sender's user buffer (0: in the slot)
 };
 
 constexpr size_t kLLLineBytes = 16;
@@ -82,6 +88,7 @@ TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t s
   header->slotOffset = (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;
   header->llSlotBytes = llSlotBytesFor(llDataBytes);
   header->llOffset = llDataBytes == 0 ? 0 : header->slotOffset + size_t(nsteps) * slotBytes;
+  for (uint32_t i = 0; i < kMaxFifoSteps; i++) header->addrs[i] = 0;
   header->magic = kFifoMagic;
 }
 

@@ -15,6 +15,7 @@ class HostMemoryBackend : public ExecutorBackend {
  public:
   explicit HostMemoryBackend(const BackendOptions& options) : options_(options) {}
   MemorySpace memorySpace() const override { return MemorySpace::Host; }
+  bool readsPeerBuffers() const override { return true; }
   int workers() const override { return options_.workers; }
   void* allocate(size_t bytes, const std::string& what) override;
   void release(void* p) override;

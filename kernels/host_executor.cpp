@@ -70,15 +70,6 @@ bool tryStep(const engine::LaneRef& l, const ExecutionContext& ctx) {
   return true;
 }
 
-// What a blocked lane waits for, as a wait record for readers on other threads.
-WaitRecord blockedOn(const engine::LaneRef& l, std::chrono::steady_clock::time_point since) {
-  ExecFault f{};
-  engine::blockedOn(l, f, HostSync{});
-  WaitRecord r = waitRecordOf(f);
-  r.sinceNs = std::chrono::duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
-  return r;
-}
-
 }  // namespace
 
 bool idlePoll(int idle, const ExecutionContext& ctx) {
@@ -206,7 +197,9 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
       }
       if (qs.current < qw.nlanes) allDone = false;
     }
-    if (allDone) {
+    // Direct messages (lane_engine.h): done only once their receivers have read them.
+    const ConnEnd* undrained = allDone ? engine::firstUndrained(w, ops, ww, HostSync{}) : nullptr;
+    if (allDone && undrained == nullptr) {
       // Slots published since the last pass (often the last round's sends; all of an
       // operation's, if it never waited) leave now, not when the proxy thread next looks. Then
       // the sockets are released rather than handed back: the next operation's worker usually
@@ -242,11 +235,21 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     driving.end(Drive::Stop);  // a worker never sleeps holding the sockets
     // Again before every sleep, not only the first: a step that waited for data may now wait for
     // room at another peer.
-    if (published.slot) published.set(blockedOn(firstWaiting(), lastProgress));
+    // What this worker waits for: a blocked lane, or a receiver still to read its direct messages.
+    auto waitingFault = [&] {
+      ExecFault f{};
+      if (undrained != nullptr) engine::undrainedFault(w, ops, ww, *undrained, f);
+      else engine::blockedOn(firstWaiting(), f, HostSync{});
+      return f;
+    };
+    if (published.slot) {
+      WaitRecord record = waitRecordOf(waitingFault());
+      record.sinceNs = std::chrono::duration_cast<std::chrono::nanoseconds>(lastProgress.time_since_epoch()).count();
+      published.set(record);
+    }
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
-      ExecFault f{};
-      engine::blockedOn(firstWaiting(), f, HostSync{});
+      ExecFault f = waitingFault();
       throw Error(ErrorCode::Timeout, describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
     }
   }

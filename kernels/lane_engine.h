@@ -18,6 +18,15 @@
 // or output, else its destination). A step between scratch and FIFOs only moves what its scratch
 // source holds, or, with no source, what arrived; a scratch chunk holds what was last written to
 // it in the tile (at most one chunk). See plan.h for joined runs.
+//
+// Direct messages (zero-copy; plan.h, "Direct sends"; fifo.h). A lone Simple step flagged kDirect
+// whose sent span lies in a buffer its operation lets peers read (OpWork::direct), on a connection
+// whose ends share an address space (ConnEnd::direct), publishes the span's address and size
+// instead of copying it into the slot (sendsDirect); whatever step receives that message reads
+// the peer's buffer at that address as it would read the slot, so every receiving op serves
+// both kinds of message. A worker whose operations sent direct messages does not finish before
+// each such FIFO is drained (firstUndrained): the receiver frees a slot only after reading, so
+// once the sender's operation ends its buffers are no longer read and may be reused.
 #pragma once
 
 #include <cstddef>
@@ -159,7 +168,9 @@ struct Run {
   uint64_t got;         // bytes in the received slot
   uint64_t theirSig, theirCount;  // the received message's call signature and count (0: not carried)
   uint64_t roff, soff;  // where the next part starts in each slot
-  uint64_t sent;        // bytes written to the send slot
+  uint64_t sent;        // bytes written to the send slot (or sent by address)
+  const char* raddr;    // the received message's address in the sender's buffer (null: in the slot)
+  uint64_t saddr;       // the address the run sends instead of bytes (0: the bytes, in the slot)
 };
 
 // One part of a run, ready to move.
@@ -234,9 +245,25 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
     run.theirSig = run.rf->sigs[run.rtail % run.rf->nsteps];
     run.theirCount = run.rf->sigCounts[run.rtail % run.rf->nsteps];
   }
+  // Read only on a connection that may carry addresses, whose sender writes the word with each
+  // Simple message (finishRun).
+  run.raddr = nullptr;
+  if (run.recv && !run.rll && l.recvs[step.recvConn].direct != 0)
+    run.raddr = reinterpret_cast<const char*>(static_cast<uintptr_t>(run.rf->addrs[run.rtail % run.rf->nsteps]));
+  run.saddr = 0;
   run.roff = run.soff = 0;
   run.sent = 0;
   return true;
+}
+
+// Whether the run's lone step sends its span by address (a direct message; see the top).
+TUTTI_ENGINE_HD bool sendsDirect(const LaneRef& l, const Run& run, const Step& step) {
+  if (!(step.flags & plan::kDirect) || !run.send || run.sll || run.parts != 1 || l.sends[step.sendConn].direct == 0) return false;
+  const BufRef& sent = step.op == Op::Send ? step.src : step.dst;
+  const uint8_t needs = sent.buf == Buf::In ? kDirectIn : sent.buf == Buf::Out ? kDirectOut : 0;
+  if (needs == 0 || (l.op->direct & needs) == 0 || !plan::directSendable(step.op)) return false;
+  // A Send that applies PreMulSum's scalar sends other bytes than its span holds.
+  return !(step.op == Op::Send && (step.flags & plan::kPre) && l.op->redop.kind == RedKind::PreMulSum);
 }
 
 // The count peers compare with the signature: elements, or bytes for send and receive (a pair
@@ -321,8 +348,13 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   part.flags = reduceFlagsOf(step);
   part.src = src.ptr;
   part.dst = dst.ptr;
-  part.rptr = run.recv ? run.rslot + run.roff : nullptr;
+  part.rptr = run.recv ? (run.raddr != nullptr && run.parts == 1 ? run.raddr : run.rslot + run.roff) : nullptr;
   part.sptr = run.send ? run.sslot + run.soff : nullptr;
+  if (sendsDirect(l, run, step)) {
+    // The span goes by address: a Send's source, else the destination it is written to.
+    run.saddr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(step.op == Op::Send ? src.ptr : dst.ptr));
+    part.sptr = nullptr;
+  }
   part.elems = elems;
   part.bytes = bytes;
   return true;
@@ -332,12 +364,14 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
 //   copy(dst, src, bytes), move(dst, src, bytes) (may overlap), copy2(dst, dst2, src, bytes),
 //   reduce(dst, dst2, a, b, elems, flags): dst = post(a OP pre(b)), or post(pre(b)) without a,
 //   also written to dst2 when it is not null (ReduceFlags; see kernels/redop.h).
+// A part that sends by address (sptr null) writes nothing to the slot.
 template <class Mover>
 TUTTI_ENGINE_HD void moveData(Mover& m, const OpWork& op, const Part& p) {
   const bool pre = (p.flags & kPreOnB) && op.redop.kind == RedKind::PreMulSum;
   const bool post = (p.flags & kPost) && op.redop.kind == RedKind::SumPostDiv;
   switch (p.op) {
     case Op::Send:
+      if (p.sptr == nullptr) break;
       if (pre) m.reduce(p.sptr, nullptr, nullptr, p.src, p.elems, kPreOnB);
       else m.copy(p.sptr, p.src, p.bytes);
       break;
@@ -345,7 +379,8 @@ TUTTI_ENGINE_HD void moveData(Mover& m, const OpWork& op, const Part& p) {
       m.copy(p.dst, p.rptr, p.bytes);
       break;
     case Op::RecvSend:
-      if (p.dst != nullptr) m.copy2(p.sptr, p.dst, p.rptr, p.bytes);
+      if (p.sptr == nullptr) m.copy(p.dst, p.rptr, p.bytes);
+      else if (p.dst != nullptr) m.copy2(p.sptr, p.dst, p.rptr, p.bytes);
       else m.copy(p.sptr, p.rptr, p.bytes);
       break;
     case Op::RecvReduceSend:
@@ -424,6 +459,7 @@ TUTTI_ENGINE_HD void finishRun(const LaneRef& l, const Run& run, const Sync& syn
       sync.storeLL(&header[3], llHalf(uint32_t(l.op->signature >> 32), flag));
       sync.storeLL(&header[0], llHalf(uint32_t(run.sent), flag));
     }
+    run.sf->addrs[slot] = run.sll ? 0 : run.saddr;
     run.sf->sigs[slot] = l.op->signature;
     run.sf->sigCounts[slot] = count;
     run.sf->sizes[run.shead % run.sf->nsteps] = run.sent;
@@ -454,6 +490,41 @@ TUTTI_ENGINE_HD void blockedOn(const LaneRef& l, ExecFault& f, const Sync& sync)
   } else if (send != nullptr) {
     f.peer = send->peer;
   }
+}
+
+// A send end of the worker's lanes that may still hold a direct message its receiver has not read
+// (its FIFO not drained), or null: a worker that sent direct messages finishes only at null (see
+// the top). Only operations with buffers peers may read (OpWork::direct) are looked at.
+template <class Sync>
+TUTTI_ENGINE_HD const ConnEnd* firstUndrained(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, const Sync& sync) {
+  for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
+    const QueueWork& qw = w.queues()[q];
+    for (uint32_t i = qw.firstLane; i < qw.firstLane + qw.nlanes; i++) {
+      const LaneWork& lw = w.lanes()[i];
+      if (ops[lw.op].direct == 0) continue;
+      const uint32_t nsends = lw.plan->lane(lw.lane).nsendPeers;
+      for (uint32_t c = 0; c < nsends; c++) {
+        const ConnEnd& e = w.conns()[lw.sends + c];
+        if (e.direct != 0 && e.ll == 0 && sync.loadAcquire(&e.fifo->tail) != e.fifo->head) return &e;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// The fault of a worker that waited too long for `end`'s receiver to read its direct messages.
+TUTTI_ENGINE_HD void undrainedFault(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, const ConnEnd& end, ExecFault& f) {
+  const LaneWork& lw = w.lanes()[w.queues()[ww.firstQueue].firstLane];
+  f.fault = uint32_t(Fault::Timeout);
+  f.peer = end.peer;
+  f.channel = lw.channel;
+  f.coll = ops[lw.op].coll;
+  f.opSeq = ops[lw.op].seq;
+  f.got = f.expected = 0;
+  f.tile = f.ntiles = w.laneStates()[w.queues()[ww.firstQueue].firstLane].ntiles;
+  f.step = uint32_t(Op::Send);
+  f.waitingForData = 2;
+  f.waitedNs = 0;
 }
 
 // The operation's reduction with a device-resident PreMulSum scalar (OpWork::scalar) read, as the

@@ -17,6 +17,7 @@ std::string describeWaitedFor(const WaitRecord& record, const std::string& peer)
     case WaitFor::Data: return "data from " + peer;
     case WaitFor::Space: return "free FIFO space at " + peer;
     case WaitFor::MailboxInput: return "the input of " + peer;
+    case WaitFor::DirectRead: return peer + " to read the buffer this rank sent it directly (zero-copy)";
     case WaitFor::Nothing: break;
   }
   return "nothing";

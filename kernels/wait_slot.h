@@ -16,6 +16,7 @@ enum class WaitFor : uint8_t {
   Data,          // a slot of its receive FIFO, from peer
   Space,         // a free slot of its send FIFO, at peer
   MailboxInput,  // peer's input in its mailbox (one-shot all-reduce, kernels/mailbox.h)
+  DirectRead,    // peer to read what this rank sent it by address, before the operation may end
 };
 
 // Plain data, so that publishing one copies a few words and allocates nothing. opName must outlive

@@ -30,9 +30,13 @@ struct OpWork {
   uint8_t dtype;        // kern::Dtype
   uint8_t eltSize;
   uint8_t coll;         // plan::Coll
-  uint8_t pad;
+  uint8_t direct;       // DirectBuffers: which buffers this rank's peers may read in place
   uint64_t signature;   // callSignature: what the peers' calls must agree on; 0: not checked
 };
+
+// OpWork::direct: the buffers whose spans a kDirect step may send as their address (plan.h,
+// "Direct sends"): registered on this rank (ncclCommRegister) for the whole range the call uses.
+enum DirectBuffers : uint8_t { kDirectIn = 1, kDirectOut = 2 };
 
 // What every rank's call of one operation must agree on, sent with each message and compared by
 // the receiver (with signatureCount): the collective's number on the communicator (24 bits;
@@ -55,7 +59,9 @@ struct ConnEnd {
   void* bell;        // host executor: the kern::Bell to ring after moving the FIFO; null: the other
                      // side polls (a GPU rings no futex)
   int32_t peer;
-  uint32_t ll;  // nonzero: this operation's unjoined messages on the FIFO go as LL lines (fifo.h)
+  uint16_t ll;      // nonzero: this operation's unjoined messages on the FIFO go as LL lines (fifo.h)
+  uint16_t direct;  // nonzero: the ends share an address space, so a message may carry an address
+                    // into the sender's user buffer (fifo.h); both ends see the same value
 };
 
 // One lane of one operation on one channel.
@@ -154,7 +160,7 @@ struct ExecFault {
   uint64_t got, expected;
   uint64_t tile, ntiles;
   uint32_t step;        // plan::Op of the step
-  uint32_t waitingForData;  // Timeout: 1 data from peer, 0 space at peer
+  uint32_t waitingForData;  // Timeout: 1 data from peer, 0 space at peer, 2 peer's direct reads (fifo.h)
   uint64_t waitedNs;        // Timeout: how long
 };
 static_assert(std::is_trivially_copyable_v<ExecFault> && sizeof(ExecFault) == 72, "ExecFault layout");

@@ -10,31 +10,6 @@ using namespace tutti;
 
 namespace {
 
-// Which of the user's buffers a collective reads and writes, and how many elements each holds.
-struct BufferUse {
-  bool readsIn;
-  bool writesOut;
-  size_t inCount;
-  size_t outCount;
-};
-
-BufferUse bufferUse(plan::Coll kind, size_t count, int nranks, bool isRoot) {
-  size_t n = size_t(nranks);
-  switch (kind) {
-    case plan::Coll::AllReduce: return {true, true, count, count};
-    case plan::Coll::AllGather: return {true, true, count, count * n};
-    case plan::Coll::ReduceScatter: return {true, true, count * n, count};
-    case plan::Coll::Broadcast: return {isRoot, true, count, count};
-    case plan::Coll::Reduce: return {true, isRoot, count, count};
-    case plan::Coll::AlltoAll: return {true, true, count * n, count * n};
-    case plan::Coll::Gather: return {true, isRoot, count, count * n};
-    case plan::Coll::Scatter: return {isRoot, true, count * n, count};
-    case plan::Coll::Send: return {true, false, count, 0};
-    case plan::Coll::Recv: return {false, true, 0, count};
-  }
-  return {};
-}
-
 ncclResult_t submit(const char* operation, plan::Coll kind, const void* in, void* out, size_t count, ncclDataType_t type,
                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guard(operation, [&] {

@@ -66,6 +66,17 @@ std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const
   return cached->second;
 }
 
+// The trace's words for OpWork::direct (the steps marked * in a plan's description may then go
+// by address).
+const char* directNote(uint8_t direct) {
+  switch (direct) {
+    case kern::kDirectIn: return "; zero-copy: peers read the input in place";
+    case kern::kDirectOut: return "; zero-copy: peers read the output in place";
+    case kern::kDirectIn | kern::kDirectOut: return "; zero-copy: peers read the input and output in place";
+  }
+  return "";
+}
+
 // Groups one worker's lanes into queues: lanes that share a connection (directly or through
 // other lanes) form one queue, in plan order; the queues are ordered by their first lane.
 // Returns each queue's lanes (indices into `lanes`).
@@ -147,6 +158,17 @@ bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection)
          t.count * kern::dtypeSize(t.type) <= kern::kMailboxBytes;
 }
 
+uint8_t directBuffers(ncclComm* comm, const Task& t) {
+  const Registrations& registered = comm->links.registrations;
+  if (registered.empty() || !comm->executor.backend->readsPeerBuffers()) return 0;
+  const BufferUse use = bufferUse(t.coll, t.count, comm->identity.nranks, t.root == comm->identity.rank);
+  const size_t eltSize = kern::dtypeSize(t.type);
+  uint8_t direct = 0;
+  if (use.readsIn && use.inCount > 0 && t.in != nullptr && registered.covers(t.in, use.inCount * eltSize)) direct |= kern::kDirectIn;
+  if (use.writesOut && use.outCount > 0 && t.out != nullptr && registered.covers(t.out, use.outCount * eltSize)) direct |= kern::kDirectOut;
+  return direct;
+}
+
 uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind) {
   if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv) return kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
   const uint32_t red = reduces(t.coll) ? uint32_t(redKind) : 0;
@@ -203,6 +225,7 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
   op.coll = uint8_t(t.coll);
   if (reduces(t.coll)) op.redop = resolveRedOp(comm, t.type, t.op, &op.scalar);
   op.signature = nextCallSignature(comm, t, op.redop.kind);
+  op.direct = directBuffers(comm, t);
   return op;
 }
 
@@ -248,11 +271,12 @@ void CommLaunch::bind() {
       prologue_.push_back(Copy{copy, t.in, bytes});
       bound.in = copy;
     }
-    const uint32_t opIndex = builder_.addOp(opFor(bound, comm->executor.opSeq++));
+    const kern::OpWork op = opFor(bound, comm->executor.opSeq++);
+    const uint32_t opIndex = builder_.addOp(op);
     const int nch = std::clamp(chosen.nchannels, 1, comm->settings.nchannels);
-    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s", comm->where().c_str(), plan::collTitle(t.coll),
+    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s", comm->where().c_str(), plan::collTitle(t.coll),
                 (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
-                plan::describe(first->plan).c_str());
+                plan::describe(first->plan).c_str(), directNote(op.direct));
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
     // from the plan's widest joined run (the same on every rank), which must fit one such chunk,
     // as both cost models cut it.
@@ -309,7 +333,10 @@ void CommLaunch::connect() {
           // where the message fits what both ends take, on a memory transport's FIFO (the
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
           const bool ll = llOnConnection(comm, k.peer, conn.transport(), lanes[i].llMessageBytes);
-          return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, ll ? 1u : 0u};
+          // Addresses in the sender's user buffers where both ends read them alike (fifo.h).
+          const bool direct = comm->executor.backend->readsPeerBuffers() && conn.sharesAddressSpace();
+          return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, uint16_t(ll ? 1 : 0),
+                               uint16_t(direct ? 1 : 0)};
         };
         std::vector<kern::ConnEnd> sends, recvs;
         for (const ConnKey& k : lanes[i].sendKeys) sends.push_back(end(k));
@@ -348,10 +375,10 @@ void CommLaunch::rebind(const Task& t) {
   tasks.front() = t;
   kern::OpWork& op = work().ops()[0];
   op = opFor(t, comm->executor.opSeq++);
-  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s (bound before)", comm->where().c_str(),
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s (bound before)", comm->where().c_str(),
               plan::collTitle(t.coll), (unsigned long long)op.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root,
               std::clamp(selection->nchannels, 1, comm->settings.nchannels),
-              mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str());
+              mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str(), directNote(op.direct));
 }
 
 void CommLaunch::beforeRun() {

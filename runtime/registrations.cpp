@@ -10,6 +10,7 @@ void* Registrations::add(const void* buffer, size_t bytes) {
   std::unique_ptr<Entry>& entry = entries_[key];
   if (!entry) entry = std::make_unique<Entry>(Entry{key.first, bytes, 0});
   entry->references++;
+  ranges_.store(entries_.size(), std::memory_order_relaxed);
   return entry.get();
 }
 
@@ -18,6 +19,7 @@ void Registrations::remove(void* handle, const std::string& where) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.get() != handle) continue;
     if (--it->second->references == 0) entries_.erase(it);
+    ranges_.store(entries_.size(), std::memory_order_relaxed);
     return;
   }
   throw Error(ErrorCode::InvalidArgument, where + ": the handle is not a registration of this communicator (from ncclCommRegister on "

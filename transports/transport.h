@@ -136,6 +136,10 @@ class Connection {
   kern::FifoHeader* fifo() const { return fifo_; }
   kern::Bell* bellFor(int worker) const { return wake_.bellFor(worker); }
   const std::string& transport() const { return transport_; }  // "local", "shm", "net/Socket"
+  // Whether both ends live in one address space, so that an address in the sender's user buffer
+  // means the same at the receiver (direct messages, kernels/fifo.h): the local transport's. Both
+  // ends of a connection answer alike.
+  virtual bool sharesAddressSpace() const { return false; }
 
  private:
   kern::FifoHeader* fifo_;

@@ -109,16 +109,25 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
           next = qi;
         }
       }
+      // Direct messages (lane_engine.h): done only once their receivers have read them.
+      const ConnEnd* undrained = action == BlockShared::Done ? engine::firstUndrained(w, ops, ww, sync) : nullptr;
+      if (undrained != nullptr) action = BlockShared::Idle;
       if (action == BlockShared::Idle && (++polls & 63) == 0) {
         const uint32_t failed = loadVolatile32(&ctl.fault->fault);
         if (failed != 0) {
           action = BlockShared::Stop;  // another block failed and said why
         } else if (loadVolatile32(ctl.abortWord) != 0) {
           action = BlockShared::Stop;
-          recordFault(ctl, waitingFault(w, ops, ww, Fault::Aborted, sync));
+          ExecFault f = waitingFault(w, ops, ww, Fault::Aborted, sync);
+          if (undrained != nullptr) {
+            engine::undrainedFault(w, ops, ww, *undrained, f);
+            f.fault = uint32_t(Fault::Aborted);
+          }
+          recordFault(ctl, f);
         } else if (nowNs() - lastProgress > ctl.timeoutNs) {
           action = BlockShared::Stop;
           ExecFault f = waitingFault(w, ops, ww, Fault::Timeout, sync);
+          if (undrained != nullptr) engine::undrainedFault(w, ops, ww, *undrained, f);
           f.waitedNs = nowNs() - lastProgress;
           recordFault(ctl, f);
         }

@@ -105,6 +105,9 @@ TEST_CASE("a block written to the wrong place is reported", "[verify]") {
   std::string err = run(Coll::AllGather, 4, [](int r) {
     RankPlan p = ringAllGather(r, 4);
     if (r == 1) p.lanes[0].steps.back().dst = out(3);  // should be out[2]
+    // (out[3] was sent directly before: without kDirect the write is allowed, and only the
+    // postcondition finds it.)
+    for (Step& step : p.lanes[0].steps) step.flags &= uint8_t(~kDirect);
     return p;
   });
   INFO(err);
@@ -341,4 +344,33 @@ TEST_CASE("a joined run takes one FIFO slot however many steps it joins", "[veri
   q.planOf = [](int r) { return bruckAllGather(r, 16); };
   q.fifoCapacity = 1;
   CHECK(verify(q) == "");
+}
+
+// Direct sends (plan.h): the span a kDirect step sends stays where the peer reads it, so the
+// sender may not write it again in the operation.
+TEST_CASE("a kDirect send of a span the rank writes later is reported; a final one passes", "[verify][direct]") {
+  // Ring all-reduce's first send is its input chunk: final out of place, overwritten in place.
+  auto directFirstSend = [](int r) {
+    RankPlan p = ringAllReduce(r, 4);
+    p.lanes[0].steps[0].flags |= kDirect;
+    return p;
+  };
+  CHECK(run(Coll::AllReduce, 4, directFirstSend) == "");
+  std::string err = run(Coll::AllReduce, 4, directFirstSend, true);
+  INFO(err);
+  CHECK(has(err, "after a kDirect step sent it (a peer may still read it in place)"));
+  // On a step that sends no user buffer.
+  err = run(Coll::AllReduce, 4, [](int r) {
+    RankPlan p = ringAllReduce(r, 4);
+    p.lanes[0].steps[1].flags |= kDirect;  // RecvReduceSend: a partial sum, only in the FIFO
+    return p;
+  });
+  INFO(err);
+  CHECK(has(err, "sets kDirect on recv-reduce-send, which sends no user buffer"));
+  // The built-in plans that mark direct sends keep the promise, in place or not.
+  for (bool inPlace : {false, true}) {
+    CHECK(run(Coll::AllGather, 5, [](int r) { return ringAllGather(r, 5); }, inPlace) == "");
+    CHECK(run(Coll::AllReduce, 5, [](int r) { return ringAllReduce(r, 5); }, inPlace) == "");
+    CHECK(run(Coll::Broadcast, 5, [](int r) { return ringBroadcast(r, 5, 2); }, inPlace, 2, 2) == "");
+  }
 }

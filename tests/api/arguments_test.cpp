@@ -103,7 +103,7 @@ TEST_CASE("unsupported functions say so", "[arguments][unsupported]") {
   CHECK(ncclGroupSimulateEnd(&unset) == ncclInvalidArgument);
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   CHECK(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage);  // not in a group
-  // Registration is bookkeeping on the host backend, but a real, checked handle (registration_test.cpp).
+  // Registration gives a real, checked handle (registration_test.cpp; zero-copy: zero_copy_test.cpp).
   void* handle = nullptr;
   REQUIRE(ncclCommRegister(comm, buf, sizeof buf, &handle) == ncclSuccess);
   REQUIRE(ncclCommDeregister(comm, handle) == ncclSuccess);

@@ -52,6 +52,7 @@ class LocalConnection final : public Connection {
   ~LocalConnection() override {
     if (ownedToken_ != 0) LocalFifoTable::instance().remove(ownedToken_);
   }
+  bool sharesAddressSpace() const override { return true; }
 
  private:
   std::shared_ptr<LocalFifo> fifo_;
