@@ -157,8 +157,8 @@ std::vector<std::string> flagNotes(const Options& o, const std::string& backend)
     if (o.deviceImplementation) notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
     if (o.deviceCtaCount >= 0)
       notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
-    if (o.localRegister) notes.push_back("-R: buffers are registered with ncclCommRegister (host memory needs no pinning); ranks that are threads of this "
-                        "process (--local) then read each other's buffers in place (zero-copy, docs/algorithms.md)");
+    if (o.localRegister) notes.push_back("-R: in host mode buffers are registered with ncclCommRegister (host memory needs no pinning), and ranks "
+                        "that are threads of one process then read each other's buffers in place (zero-copy, docs/algorithms.md)");
     if (o.memoryReport) notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
     return notes;
   }
