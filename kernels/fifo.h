@@ -17,7 +17,8 @@
 // buffer outlives the read (lane_engine.h, firstUndrained).
 // Every message also carries its call's signature (kernels/work.h, callSignature) and count: in
 // `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares
-// them with its own call's. 0: not carried (the network proxy moves sizes only).
+// them with its own call's (0: not carried). The network proxy sends them in a trailer after each
+// message (transports/net/net_proxy.cpp, WireTrailer).
 // Read by every executor (host, device, emulated), so it stays free of heavy includes.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "base/error.h"
@@ -22,6 +23,17 @@ constexpr long kMaxPollSliceNs = 1000 * 1000;
 // While a worker drives, the thread sleeps on the handover bell at most this long, and so takes
 // sockets a worker released (releaseDriving, which does not ring) within it.
 constexpr long kReleasedGraceNs = 1000 * 1000;
+
+// Every message on the wire ends with its call's signature and count (kernels/fifo.h, `sigs`), so
+// the receiver checks a mismatched call over the network as it does between processes of a host.
+// The sender writes the trailer right after the data in its slot, which is made this much longer
+// than the executor's chunks (64: the slots stay aligned for vector loads).
+struct WireTrailer {
+  uint64_t signature;
+  uint64_t count;
+};
+constexpr size_t kSlotTrailerRoom = 64;
+static_assert(sizeof(WireTrailer) <= kSlotTrailerRoom, "the trailer must fit the room each slot keeps for it");
 }  // namespace
 
 // One direction of one network connection and the local FIFO the executor sees.
@@ -78,7 +90,8 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   // copy through the slots, the workers write and read them): FIFOs are reused for the
   // communicator's life.
   const FifoShape shape = context_.fifoShape();
-  size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes);
+  const size_t slotBytes = shape.slotBytes + kSlotTrailerRoom;
+  size_t bytes = kern::fifoBytes(shape.nsteps, slotBytes);
   void* memory = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
   if (memory == nullptr) throwSystemError(context_.where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
   c->memory.reset(memory);
@@ -87,7 +100,7 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
                       std::to_string(c->peer) + " on channel " + std::to_string(c->channel))
                          .c_str());
   c->fifo = static_cast<kern::FifoHeader*>(memory);
-  kern::fifoInit(c->fifo, shape.nsteps, shape.slotBytes);
+  kern::fifoInit(c->fifo, shape.nsteps, slotBytes);
   if (c->send) c->registration = c->send->registerMemory(memory, bytes);
   if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
   kern::FifoHeader* fifo = c->fifo;
@@ -119,7 +132,15 @@ bool NetProxy::progress(Connection& c) {
   if (c.send) {
     const uint64_t head = kern::fifoLoadAcquire(&fifo->head);
     while (c.posted < head) {
-      net::NetRequest* r = c.send->isend(kern::fifoSlot(fifo, c.posted), size_t(fifo->sizes[c.posted % nsteps]), 0, c.registration);
+      const uint32_t i = uint32_t(c.posted % nsteps);
+      char* slot = kern::fifoSlot(fifo, c.posted);
+      const size_t size = size_t(fifo->sizes[i]);
+      if (size > fifo->slotBytes - kSlotTrailerRoom)
+        throw Error(ErrorCode::Internal, "message " + std::to_string(c.posted) + " of " + std::to_string(size) + " bytes leaves no room for its trailer in a slot of " +
+                                            std::to_string(fifo->slotBytes) + " bytes");
+      const WireTrailer trailer{fifo->sigs[i], fifo->sigCounts[i]};
+      std::memcpy(slot + size, &trailer, sizeof trailer);
+      net::NetRequest* r = c.send->isend(slot, size + sizeof trailer, 0, c.registration);
       if (r == nullptr) break;
       c.requests[c.posted % nsteps] = r;
       c.posted++;
@@ -148,8 +169,17 @@ bool NetProxy::progress(Connection& c) {
   bool arrived = false;
   size_t bytes = 0;
   while (c.completed < c.posted && c.recv->test(c.requests[c.completed % nsteps], &bytes)) {
-    c.recv->flush(kern::fifoSlot(fifo, c.completed), bytes, c.registration);
-    fifo->sizes[c.completed % nsteps] = bytes;
+    char* slot = kern::fifoSlot(fifo, c.completed);
+    c.recv->flush(slot, bytes, c.registration);
+    if (bytes < sizeof(WireTrailer))
+      throw Error(ErrorCode::Remote, "message " + std::to_string(c.completed) + " arrived with " + std::to_string(bytes) +
+                                        " bytes, less than its " + std::to_string(sizeof(WireTrailer)) + "-byte trailer (a peer of another tutti version?)");
+    WireTrailer trailer;
+    std::memcpy(&trailer, slot + bytes - sizeof trailer, sizeof trailer);
+    const uint32_t i = uint32_t(c.completed % nsteps);
+    fifo->sizes[i] = bytes - sizeof trailer;
+    fifo->sigs[i] = trailer.signature;
+    fifo->sigCounts[i] = trailer.count;
     c.requests[c.completed % nsteps] = nullptr;
     c.completed++;
     arrived = true;
