@@ -56,6 +56,10 @@ const String kDevice{"TUTTI_DEVICE", "auto",
                      {"auto", "host", "cuda", "emulated"}};
 const Int kEmulatedThreads{"TUTTI_EMULATED_THREADS", 4,
                            "emulated device backend: host threads per emulated thread block (1 to 64)"};
+const String kEmulatedMemory{"TUTTI_EMULATED_MEMORY", "host",
+                             "emulated device backend: host (its memory is the host's) or device (counted as a GPU's: "
+                             "FIFOs set up through copies, shared-memory and network FIFOs mapped for it, as on a GPU)",
+                             {"host", "device"}};
 const Bool kAllowSharedGpu{"TUTTI_ALLOW_SHARED_GPU", false,
                            "cuda backend: 1 lets several ranks use one GPU (ranks as threads of one process, or "
                            "processes under CUDA MPS); 0 refuses, naming both ranks, the host and the device"};

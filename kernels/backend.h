@@ -84,6 +84,14 @@ class ExecutorBackend {
   // Synchronous copies between host memory and this backend's memory.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+  // Host memory that this backend's executor must reach where its own memory is not the host's:
+  // a shared segment that carries FIFOs between processes, a network proxy's FIFOs. Returns the
+  // address the executor uses for it (the cuda backend pins and maps it for the device; backends
+  // whose memory is the host's use it as it is). `host` is page-aligned and outlives the mapping;
+  // unmapHostMemory(`host`) ends it, after the last launch that may touch it. Throws Error naming
+  // `what` where the memory cannot be mapped.
+  virtual void* mapHostMemory(void* host, size_t bytes, const std::string& what) { return host; }
+  virtual void unmapHostMemory(void* host) {}
 
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
   // when they can, else why not (the caller names the operation and rank).
@@ -138,6 +146,9 @@ struct BackendOptions {
   int workers = 1;              // workers (host threads, thread blocks) a launch may use
   double timeoutSeconds = 300;  // a device wait without progress fails after this long
   int emulatedThreads = 4;      // host threads per emulated thread block
+  // emulated: its memory counts as device memory, so the transports take the paths a GPU needs
+  // (FIFOs built through copies, shared segments and network FIFOs mapped for the executor).
+  bool emulatedDeviceMemory = false;
 };
 
 // Makes the backend a communicator runs on: "host", "emulated" or "cuda". Throws Error

@@ -34,6 +34,7 @@ ncclComm::~ncclComm() {
   links.transports.clear();  // the net proxy stops before the bells it rings go
   links.connections.clear();
   executor.abortable.store(nullptr);
+  links.fifoMemory.reset();  // the backend goes here, unless a FIFO a peer still holds keeps it
   executor.backend.reset();
   control.peerSegments.clear();
   control.ownSegment.reset();

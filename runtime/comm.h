@@ -107,7 +107,9 @@ struct CommSettings {
 // What the executor runs operations with, and the operations in flight.
 struct ExecutorResources {
   // Where launches run, and where FIFOs and scratch live (kernels/backend.h): made at init.
-  std::unique_ptr<kern::ExecutorBackend> backend;
+  // Shared with the device memory it hands out: a FIFO between two ranks of one process lives in
+  // the receiver's memory until the sender's end is gone too, which may be after this comm.
+  std::shared_ptr<kern::ExecutorBackend> backend;
   // The backend once made, until the communicator's teardown: what fail() aborts, from any thread
   // (a failure notice can arrive while init is still making the backend).
   std::atomic<kern::ExecutorBackend*> abortable{nullptr};

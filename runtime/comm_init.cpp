@@ -83,19 +83,23 @@ void describeLayout(ncclComm* comm) {
              between != nullptr ? between->name().c_str() : "none", nodesText.c_str());
 }
 
-// A device backend's memory, as the transports see FIFO memory.
+// A device backend's memory, as the transports see FIFO memory. It keeps the backend: a FIFO
+// between ranks of one process goes with the later of its two ends, which may be the peer's
+// after this communicator is gone.
 class BackendFifoMemory final : public FifoMemory {
  public:
-  explicit BackendFifoMemory(kern::ExecutorBackend* backend) : backend_(backend) {}
+  explicit BackendFifoMemory(std::shared_ptr<kern::ExecutorBackend> backend) : backend_(std::move(backend)) {}
   const char* name() const override { return backend_->name(); }
   bool hostAccessible() const override { return backend_->memorySpace() == kern::MemorySpace::Host; }
   void* allocate(size_t bytes, const std::string& what) override { return backend_->allocate(bytes, what); }
   void release(void* memory) override { backend_->release(memory); }
   void copyIn(void* dst, const void* src, size_t bytes) override { backend_->copyIn(dst, src, bytes); }
   void copyOut(void* dst, const void* src, size_t bytes) override { backend_->copyOut(dst, src, bytes); }
+  void* mapHost(void* host, size_t bytes, const std::string& what) override { return backend_->mapHostMemory(host, bytes, what); }
+  void unmapHost(void* host) override { backend_->unmapHostMemory(host); }
 
  private:
-  kern::ExecutorBackend* backend_;  // outlives the connections (ncclComm's destructor)
+  std::shared_ptr<kern::ExecutorBackend> backend_;
 };
 
 // The executor backend, before any FIFO is made: a device backend keeps FIFOs in its memory. Ranks
@@ -107,6 +111,7 @@ void makeExecutorBackend(ncclComm* comm) {
   options.workers = comm->settings.nworkers;
   options.timeoutSeconds = comm->settings.timeoutSeconds;
   options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
+  options.emulatedDeviceMemory = tunables::kEmulatedMemory.get() == "device";
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
   if (comm->executor.backend->ownsDevice() && !tunables::kAllowSharedGpu.get()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
@@ -119,7 +124,7 @@ void makeExecutorBackend(ncclComm* comm) {
     }
   }
   if (comm->executor.backend->memorySpace() != kern::MemorySpace::Host)
-    comm->links.fifoMemory = std::make_shared<BackendFifoMemory>(comm->executor.backend.get());
+    comm->links.fifoMemory = std::make_shared<BackendFifoMemory>(comm->executor.backend);
   comm->executor.abortable.store(comm->executor.backend.get());
   if (comm->error.abortFlag.load()) comm->executor.backend->abort();  // failed while it was being made
 }

@@ -67,6 +67,8 @@ class HostFifoMemory final : public FifoMemory {
 
   void copyIn(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copyOut(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void* mapHost(void* host, size_t, const std::string&) override { return host; }
+  void unmapHost(void*) override {}
 
  private:
   struct Allocation {

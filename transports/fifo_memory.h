@@ -5,8 +5,10 @@
 // The host may be unable to touch such memory, so the memory transports never assume it can:
 // they build a FIFO's header on the host and copy it in, read a peer's header by copying it out,
 // and keep their own handshakes (has the sender attached?) in host memory beside the FIFO.
-// Transports that need the host to reach the FIFO (shm maps it into another process, the net
-// proxy sends from it) refuse other memory in canConnect.
+// Transports whose FIFOs must be host memory (shm shares a segment with another process, the net
+// proxy sends from it) keep them there and map them for the executor (mapHost): a GPU then
+// reads and writes them over the bus, as NCCL's shared-memory and network transports do without
+// peer access or GPUDirect.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,32 @@ class FifoMemory {
   // Host memory into FIFO memory, and back.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+  // Host memory (page-aligned, outliving the mapping) as the executor of this memory reaches it:
+  // the address the executor uses. unmapHost(host) ends the mapping. Host memory: itself.
+  virtual void* mapHost(void* host, size_t bytes, const std::string& what) = 0;
+  virtual void unmapHost(void* host) = 0;
+};
+
+// A FIFO in host memory that the executor reaches through FifoMemory::mapHost: the host's
+// address for the transport's own use, the executor's for the connection. Unmaps when destroyed;
+// the memory itself stays its owner's.
+class HostMapping {
+ public:
+  HostMapping() = default;
+  HostMapping(std::shared_ptr<FifoMemory> memory, void* host, size_t bytes, const std::string& what)
+      : memory_(std::move(memory)), host_(host), executor_(memory_->mapHost(host, bytes, what)) {}
+  ~HostMapping() {
+    if (memory_) memory_->unmapHost(host_);
+  }
+  HostMapping(const HostMapping&) = delete;
+  HostMapping& operator=(const HostMapping&) = delete;
+  void* host() const { return host_; }
+  void* executor() const { return executor_; }
+
+ private:
+  std::shared_ptr<FifoMemory> memory_;
+  void* host_ = nullptr;
+  void* executor_ = nullptr;
 };
 
 // Plain host memory: anonymous pages, populated and touched when allocated (base/pages.h).

@@ -159,6 +159,31 @@ class CudaBackend final : public ExecutorBackend {
     check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying from the device");
   }
 
+  // Pinned and mapped into the device's address space (portable: every context of the process),
+  // so the kernel reads and writes it over the bus with the system-scope loads and stores of
+  // kernels/device/shim.h. With unified addressing the device uses the host's address; where a
+  // device gives another, that is the one returned.
+  void* mapHostMemory(void* host, size_t bytes, const std::string& what) override {
+    makeCurrent();
+    check(*d_, d_->cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP), "cuMemHostRegister", what);
+    CUdeviceptr device = 0;
+    if (CUresult r = d_->cuMemHostGetDevicePointer(&device, host, 0); r != CUDA_SUCCESS) {
+      d_->cuMemHostUnregister(host);
+      check(*d_, r, "cuMemHostGetDevicePointer", what);
+    }
+    return reinterpret_cast<void*>(device);
+  }
+  // After the last launch that may touch it; a launch still running past TUTTI_TIMEOUT (queued
+  // behind a user's kernel that never ends) keeps the registration, as the destructor keeps memory.
+  void unmapHostMemory(void* host) override {
+    makeCurrent();
+    if (!launchesEnded(options_.timeoutSeconds + 5)) {
+      TUTTI_WARN("cuda backend: launches did not end within %.0f s; host memory at %p stays registered", options_.timeoutSeconds + 5, host);
+      return;
+    }
+    d_->cuMemHostUnregister(host);
+  }
+
   std::string streamProblem(cudaStream_t stream) const override {
     if (stream != nullptr && HostStream::fromHandle(stream) != nullptr)
       return "the stream is a host stream from tuttiStreamCreate; the cuda device backend runs on CUDA streams";

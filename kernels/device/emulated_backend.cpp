@@ -2,7 +2,10 @@
 // block of a few threads per worker (emulated_device.h), host memory standing in for device
 // memory, host streams for asynchronous work. It runs every collective through the GPU's logic on
 // machines without a GPU; TUTTI_DEVICE=emulated selects it for any program.
+#include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "kernels/device/emulated_device.h"
@@ -19,6 +22,21 @@ class EmulatedBackend final : public HostMemoryBackend {
   explicit EmulatedBackend(const BackendOptions& options) : HostMemoryBackend(options) {}
   const char* name() const override { return "emulated"; }
   size_t llBytes() const override { return kDeviceLLBytes; }
+  // Device memory emulated: the same host pages, which the transports must treat as the executor's
+  // own (not the host's) and reach only through copies and mappings, as they would a GPU's.
+  MemorySpace memorySpace() const override { return options_.emulatedDeviceMemory ? MemorySpace::Device : MemorySpace::Host; }
+  void* mapHostMemory(void* host, size_t bytes, const std::string& what) override {
+    if (host == nullptr || reinterpret_cast<uintptr_t>(host) % 4096 != 0 || bytes == 0)
+      throw Error(ErrorCode::Internal, what + ": host memory to map for the emulated device must be whole pages, not " +
+                                           std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(host)));
+    std::lock_guard<std::mutex> lock(mappedMutex_);
+    if (!mapped_.insert(host).second) throw Error(ErrorCode::Internal, what + ": host memory mapped twice for the emulated device");
+    return host;
+  }
+  void unmapHostMemory(void* host) override {
+    std::lock_guard<std::mutex> lock(mappedMutex_);
+    mapped_.erase(host);
+  }
   void abort() override { __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE); }
   ExecFault fault() const override {
     ExecFault f;
@@ -58,6 +76,8 @@ class EmulatedBackend final : public HostMemoryBackend {
  private:
   uint32_t abortWord_ = 0;
   ExecFault fault_{};
+  std::mutex mappedMutex_;
+  std::set<void*> mapped_;  // host memory mapped, as the cuda backend keeps it registered
 };
 
 }  // namespace

@@ -2,8 +2,10 @@
 #include "transports/net/net_proxy.h"
 
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -37,11 +39,16 @@ static_assert(sizeof(WireTrailer) <= kSlotTrailerRoom, "the trailer must fit the
 }  // namespace
 
 // One direction of one network connection and the local FIFO the executor sees.
+namespace {
+struct Unmap {
+  size_t bytes;
+  void operator()(void* p) const { munmap(p, bytes); }
+};
+}  // namespace
+
 struct NetProxy::Connection {
-  struct FreeMemory {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, FreeMemory> memory;
+  std::unique_ptr<void, Unmap> memory{nullptr, Unmap{0}};  // the FIFO, as this thread and the backend see it
+  std::unique_ptr<HostMapping> mapping;  // as the executor sees it; unmapped before the memory goes
   kern::FifoHeader* fifo = nullptr;
   std::unique_ptr<net::NetSendComm> send;
   std::unique_ptr<net::NetRecvComm> recv;
@@ -88,22 +95,23 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   c->workerBell = workerBell;
   // Page-aligned and touched once here, by the kernel and by this process (recv() and sendmsg()
   // copy through the slots, the workers write and read them): FIFOs are reused for the
-  // communicator's life.
+  // communicator's life. Shared pages, so that an executor with memory of its own can map them
+  // (FifoMemory::mapHost: pinned and mapped for a GPU).
   const FifoShape shape = context_.fifoShape();
   const size_t slotBytes = shape.slotBytes + kSlotTrailerRoom;
-  size_t bytes = kern::fifoBytes(shape.nsteps, slotBytes);
-  void* memory = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
-  if (memory == nullptr) throwSystemError(context_.where() + ": FIFO of " + std::to_string(bytes) + " bytes for a network connection", ENOMEM);
-  c->memory.reset(memory);
-  zeroPagesForKernel(memory, bytes,
-                     (context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
-                      std::to_string(c->peer) + " on channel " + std::to_string(c->channel))
-                         .c_str());
+  const size_t bytes = (kern::fifoBytes(shape.nsteps, slotBytes) + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign;
+  const std::string what = context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
+                           std::to_string(c->peer) + " on channel " + std::to_string(c->channel);
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) throwSystemError(what + ": allocating " + std::to_string(bytes) + " bytes", errno);
+  c->memory = std::unique_ptr<void, Unmap>(memory, Unmap{bytes});
+  zeroPagesForKernel(memory, bytes, what.c_str());
   c->fifo = static_cast<kern::FifoHeader*>(memory);
   kern::fifoInit(c->fifo, shape.nsteps, slotBytes);
+  c->mapping = std::make_unique<HostMapping>(context_.fifoMemory(), memory, bytes, what);
   if (c->send) c->registration = c->send->registerMemory(memory, bytes);
   if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
-  kern::FifoHeader* fifo = c->fifo;
+  auto* fifo = static_cast<kern::FifoHeader*>(c->mapping->executor());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     added_.push_back(std::move(c));

@@ -1,9 +1,10 @@
 // The shm transport: a FIFO per connection in a POSIX shared memory segment of the receiver's,
 // mapped by the sender through the segment's descriptor.
 //
-// Shared memory is host memory, so a communicator whose FIFOs live elsewhere (device memory)
-// cannot use it. The sender's "attached" mark is then the FIFO header's own: both processes map
-// the header, and nothing else of theirs is shared.
+// Shared memory is host memory: where the communicator's executor has memory of its own (a GPU),
+// each side maps the segment for it (FifoMemory::mapHost), and the executor reads and writes the
+// FIFO over the bus, as NCCL's shared-memory transport does between GPUs without peer access.
+// The header is built, checked and marked attached through the host's mapping.
 #include "transports/shm/shm_transport.h"
 
 #include <cstring>
@@ -19,12 +20,15 @@ static_assert(sizeof(SegmentDescriptor) <= kConnectionOfferBytes);
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(std::unique_ptr<Segment> segment, kern::Bell* peerBells)
-      : Connection(static_cast<kern::FifoHeader*>(segment->base()), WakeTarget::peerWorkers(peerBells), "shm"),
-        segment_(std::move(segment)) {}
+  ShmConnection(std::unique_ptr<Segment> segment, std::unique_ptr<HostMapping> mapping, kern::Bell* peerBells)
+      : Connection(static_cast<kern::FifoHeader*>(mapping->executor()), WakeTarget::peerWorkers(peerBells), "shm"),
+        segment_(std::move(segment)),
+        mapping_(std::move(mapping)) {}
+  kern::FifoHeader* hostHeader() const { return static_cast<kern::FifoHeader*>(segment_->base()); }
 
  private:
   std::unique_ptr<Segment> segment_;
+  std::unique_ptr<HostMapping> mapping_;  // unmapped before the segment goes
 };
 
 class ShmTransport final : public Transport {
@@ -42,10 +46,6 @@ class ShmTransport final : public Transport {
       *whyNot = "NCCL_SHM_DISABLE is set";
       return false;
     }
-    if (!context_.fifoMemory()->hostAccessible()) {
-      *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() + " memory, and shared segments are host memory";
-      return false;
-    }
     return true;
   }
 
@@ -57,8 +57,9 @@ class ShmTransport final : public Transport {
     kern::fifoInit(static_cast<kern::FifoHeader*>(segment->base()), shape.nsteps, shape.slotBytes, shape.llBytes);
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &descriptor, sizeof descriptor);
-    auto connection = std::make_unique<ShmConnection>(std::move(segment), request.peerBells);
-    kern::FifoHeader* fifo = connection->fifo();  // lives as long as the connection
+    auto mapping = std::make_unique<HostMapping>(context_.fifoMemory(), segment->base(), segment->bytes(), what);
+    auto connection = std::make_unique<ShmConnection>(std::move(segment), std::move(mapping), request.peerBells);
+    kern::FifoHeader* fifo = connection->hostHeader();  // lives as long as the connection
     return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
                                                   [fifo] { return kern::fifoLoadAcquire(&fifo->attached) != 0; });
   }
@@ -69,8 +70,9 @@ class ShmTransport final : public Transport {
     std::memcpy(&descriptor, offer.bytes, sizeof descriptor);
     auto segment = attachSegment(descriptor, what);
     checkPeerFifo(*hostFifoMemory(), segment->base(), segment->bytes(), what);
-    auto connection = std::make_unique<ShmConnection>(std::move(segment), request.peerBells);
-    kern::fifoStoreRelease(&connection->fifo()->attached, 1);
+    auto mapping = std::make_unique<HostMapping>(context_.fifoMemory(), segment->base(), segment->bytes(), what);
+    auto connection = std::make_unique<ShmConnection>(std::move(segment), std::move(mapping), request.peerBells);
+    kern::fifoStoreRelease(&connection->hostHeader()->attached, 1);
     return connection;
   }
 
