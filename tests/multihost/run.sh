@@ -14,7 +14,8 @@
 #   shrink    as kill, then the three survivors (two hosts) shrink without the killed rank, with
 #             NCCL_SHRINK_ABORT, and check all-reduces on the new communicator
 #   emulated  as ipv4's 2 hosts x 2 ranks, every rank on the emulated device (the CUDA executor's
-#             code on host threads), through the network transport between hosts
+#             code on host threads), through the network transport between hosts; then again with
+#             its memory counted as a GPU's (TUTTI_EMULATED_MEMORY=device)
 #   plugin    2 hosts x 2 ranks (sum only) between hosts through the external net plugin given as
 #             the third argument (libnccl-net-tutti.so), loaded by name: NCCL_NET_PLUGIN=tutti
 #             NCCL_NET=TuttiSocket; every rank's log must say that the plugin carried its traffic
@@ -125,6 +126,12 @@ case "$variant" in
     run_job 2 2 4 "" || exit 1
     for r in 0 1 2 3; do
       grep -q "device emulated, transports .*net" "$logdir/rank$r" || { echo "rank $r did not run on the emulated device over net"; exit 1; }
+    done
+    # Again with its memory counted as a GPU's: shared segments and network FIFOs mapped for it.
+    extra_env=(TUTTI_EMULATED_MEMORY=device)
+    run_job 2 2 4 quick || exit 1
+    for r in 0 1 2 3; do
+      grep -q "device emulated, transports .*net" "$logdir/rank$r" || { echo "rank $r (device memory) did not run over net"; exit 1; }
     done ;;
   plugin)
     [ -f "$plugin_lib" ] || { echo "plugin variant: no plugin library given ($plugin_lib)"; exit 2; }
