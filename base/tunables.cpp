@@ -46,7 +46,12 @@ const Int kMaxNchannels{"NCCL_MAX_NCHANNELS", 2, "most channels a communicator u
 const Bool kShmDisable{"NCCL_SHM_DISABLE", false,
                        "1: no shared-memory connections between processes of a node (use the network)"};
 const Bool kP2pDisable{"NCCL_P2P_DISABLE", false,
-                       "1: no direct in-process connections between rank threads (use shared memory or network)"};
+                       "1: no peer-to-peer connections: none in-process between rank threads, none through CUDA IPC "
+                       "between processes (use shared memory or network)"};
+const String kP2pLevel{"NCCL_P2P_LEVEL", "",
+                       "how far apart two GPUs may be for CUDA IPC connections between processes: LOC (never), NVL, PIX, "
+                       "PXB, PHB, SYS, or a number 0-5 as NCCL takes them; unset: any (paths are not yet looked up, so only "
+                       "LOC and 0 change anything)"};
 const Bool kCommBlocking{"NCCL_COMM_BLOCKING", true, "default of ncclConfig_t.blocking"};
 const String kHostid{"NCCL_HOSTID", "", "overrides the host identity that decides which ranks share a node"};
 

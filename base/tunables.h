@@ -27,6 +27,7 @@ extern const params::Int kMinNchannels;         // NCCL_MIN_NCHANNELS
 extern const params::Int kMaxNchannels;         // NCCL_MAX_NCHANNELS
 extern const params::Bool kShmDisable;          // NCCL_SHM_DISABLE
 extern const params::Bool kP2pDisable;          // NCCL_P2P_DISABLE
+extern const params::String kP2pLevel;         // NCCL_P2P_LEVEL
 extern const params::Bool kCommBlocking;        // NCCL_COMM_BLOCKING
 extern const params::String kHostid;            // NCCL_HOSTID
 

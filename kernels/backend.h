@@ -92,6 +92,15 @@ class ExecutorBackend {
   // `what` where the memory cannot be mapped.
   virtual void* mapHostMemory(void* host, size_t bytes, const std::string& what) { return host; }
   virtual void unmapHostMemory(void* host) {}
+  // Memory another process of this host can map (CUDA IPC through a POSIX file descriptor): FIFOs
+  // of the p2p transport, in the receiver's memory. allocateExportable returns the executor's
+  // address and sets *fd (the caller's to close); release() frees it. importExported maps a peer's
+  // allocation from the descriptor it sent; releaseImported unmaps it. Backends that cannot share
+  // their memory answer false and throw Error (InvalidUsage) naming `what`.
+  virtual bool exportsMemory() const { return false; }
+  virtual void* allocateExportable(size_t bytes, const std::string& what, int* fd);
+  virtual void* importExported(int fd, size_t bytes, const std::string& what);
+  virtual void releaseImported(void* p) {}
 
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
   // when they can, else why not (the caller names the operation and rank).

@@ -48,3 +48,15 @@ BackendTraits backendTraits(const std::string& name) {
 }
 
 }  // namespace tutti::kern
+
+namespace tutti::kern {
+
+void* ExecutorBackend::allocateExportable(size_t, const std::string& what, int*) {
+  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share its memory with other processes");
+}
+
+void* ExecutorBackend::importExported(int, size_t, const std::string& what) {
+  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot map another process's memory");
+}
+
+}  // namespace tutti::kern

@@ -16,6 +16,7 @@
 #include "base/tunables.h"
 #include "kernels/backend.h"
 #include "runtime/comm.h"
+#include "runtime/gpu_sharing.h"
 #include "runtime/control_block.h"
 #include "runtime/init_model.h"
 #include "transports/registry.h"
@@ -97,6 +98,10 @@ class BackendFifoMemory final : public FifoMemory {
   void copyOut(void* dst, const void* src, size_t bytes) override { backend_->copyOut(dst, src, bytes); }
   void* mapHost(void* host, size_t bytes, const std::string& what) override { return backend_->mapHostMemory(host, bytes, what); }
   void unmapHost(void* host) override { backend_->unmapHostMemory(host); }
+  bool exportable() const override { return backend_->exportsMemory(); }
+  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override { return backend_->allocateExportable(bytes, what, fd); }
+  void* importExported(int fd, size_t bytes, const std::string& what) override { return backend_->importExported(fd, bytes, what); }
+  void releaseImported(void* memory) override { backend_->releaseImported(memory); }
 
  private:
   std::shared_ptr<kern::ExecutorBackend> backend_;
@@ -113,14 +118,21 @@ void makeExecutorBackend(ncclComm* comm) {
   options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
   options.emulatedDeviceMemory = tunables::kEmulatedMemory.get() == "device";
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
-  if (comm->executor.backend->ownsDevice() && !tunables::kAllowSharedGpu.get()) {
+  if (comm->executor.backend->ownsDevice()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
+    const bool allowed = tunables::kAllowSharedGpu.get();
     for (int r = 0; r < comm->identity.nranks; r++) {
       const RankInfo& p = comm->identity.peers[size_t(r)];
-      if (r != comm->identity.rank && p.hostHash == me.hostHash && p.device == me.device)
-        throw Error(ErrorCode::InvalidUsage, comm->where() + " and " + comm->describePeer(r) + " both use CUDA device " +
-                                                 std::to_string(me.device) + " of host " + me.hostname +
-                                                 "; give each rank its own GPU, or set TUTTI_ALLOW_SHARED_GPU=1 to let them share it");
+      if (r == comm->identity.rank || p.hostHash != me.hostHash || p.device != me.device) continue;
+      const std::string sharing = comm->where() + " and " + comm->describePeer(r) + " both use CUDA device " + std::to_string(me.device) +
+                                  " of host " + me.hostname;
+      if (!allowed)
+        throw Error(ErrorCode::InvalidUsage, sharing + "; give each rank its own GPU, or set TUTTI_ALLOW_SHARED_GPU=1 to let them share it");
+      if (p.pid != me.pid) {  // threads of one process share a context and need no daemon
+        if (std::string problem = mpsProblem(); !problem.empty())
+          throw Error(ErrorCode::InvalidUsage, sharing + " from different processes (TUTTI_ALLOW_SHARED_GPU=1), but " + problem);
+        break;
+      }
     }
   }
   if (comm->executor.backend->memorySpace() != kern::MemorySpace::Host)

@@ -123,6 +123,7 @@ class CommTransportContext final : public TransportContext {
   explicit CommTransportContext(ncclComm* comm) : comm_(comm) {}
   std::string where() const override { return comm_->where(); }
   std::string describePeer(int peer) const override { return comm_->describePeer(peer); }
+  int peerPid(int peer) const override { return comm_->identity.peers[size_t(peer)].pid; }
   int device() const override { return comm_->identity.device; }
   const std::atomic<bool>& abortFlag() const override { return comm_->error.abortFlag; }
   double timeoutSeconds() const override { return comm_->settings.timeoutSeconds; }

@@ -88,4 +88,12 @@ std::shared_ptr<FifoMemory> hostFifoMemory() {
   return *memory;
 }
 
+void* FifoMemory::allocateExportable(size_t, const std::string& what, int*) {
+  throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be shared with other processes");
+}
+
+void* FifoMemory::importExported(int, size_t, const std::string& what) {
+  throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot map another process's");
+}
+
 }  // namespace tutti

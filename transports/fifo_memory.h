@@ -34,6 +34,12 @@ class FifoMemory {
   // the address the executor uses. unmapHost(host) ends the mapping. Host memory: itself.
   virtual void* mapHost(void* host, size_t bytes, const std::string& what) = 0;
   virtual void unmapHost(void* host) = 0;
+  // Memory another process of this host maps (CUDA IPC: kern::ExecutorBackend::allocateExportable):
+  // the p2p transport's FIFOs. allocateExportable sets *fd (the caller's to close); release() frees.
+  virtual bool exportable() const { return false; }
+  virtual void* allocateExportable(size_t bytes, const std::string& what, int* fd);
+  virtual void* importExported(int fd, size_t bytes, const std::string& what);
+  virtual void releaseImported(void* memory) {}
 };
 
 // A FIFO in host memory that the executor reaches through FifoMemory::mapHost: the host's

@@ -1,9 +1,10 @@
-// The registry of transports: the one list of them, nearest first. A new transport (next: CUDA
-// P2P, transports/p2p/) is its folder and one line in kTransports.
+// The registry of transports: the one list of them, nearest first. A new transport is its folder
+// and one line in kTransports.
 #include "transports/registry.h"
 
 #include "transports/local/local_transport.h"
 #include "transports/net/net_transport.h"
+#include "transports/p2p/p2p_transport.h"
 #include "transports/shm/shm_transport.h"
 
 namespace tutti {
@@ -14,6 +15,7 @@ using TransportFactory = std::unique_ptr<Transport> (*)(TransportContext&);
 // Connection setup takes the first that can connect a pair.
 constexpr TransportFactory kTransports[] = {
     makeLocalTransport,  // rank threads of one process
+    makeP2pTransport,    // processes of one node, FIFOs in device memory the peer maps (CUDA IPC)
     makeShmTransport,    // processes of one node
     makeNetTransport,    // anything else, and whatever the variables above turn off
 };

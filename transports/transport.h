@@ -68,6 +68,8 @@ class TransportContext {
   // This rank and a peer as messages name them: "rank 3 of 8 (host pid 12)", "rank 5 (host pid 34)".
   virtual std::string where() const = 0;
   virtual std::string describePeer(int peer) const = 0;
+  // The peer's process id, which transports between processes of a host check (SO_PEERCRED).
+  virtual int peerPid(int peer) const = 0;
   virtual int device() const = 0;  // the "[dev]" of the log lines of a transport's own threads
   // Set by an abort or a failure: every wait of a transport ends soon after (Aborted).
   virtual const std::atomic<bool>& abortFlag() const = 0;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_driver.h"
+#include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/executor_params.h"
 #include "kernels/host_stream.h"
 #include "base/error.h"
@@ -114,7 +115,8 @@ class CudaBackend final : public ExecutorBackend {
       return;
     }
     for (auto& [stream, event] : lastLaunch_) d_->cuEventDestroy(event);
-    for (CUdeviceptr p : freed_) d_->cuMemFree(p);
+    for (CUdeviceptr p : freed_)
+      if (!cuda::freeShareable(reinterpret_cast<void*>(p))) d_->cuMemFree(p);
     if (copies_) d_->cuStreamDestroy(copies_);
     if (control_) d_->cuMemFreeHost(control_);
     if (retainedDevice_ >= 0) d_->cuDevicePrimaryCtxRelease(retainedDevice_);
@@ -158,6 +160,23 @@ class CudaBackend final : public ExecutorBackend {
     check(*d_, d_->cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyDtoHAsync", "copying from the device");
     check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying from the device");
   }
+
+  // CUDA IPC through virtual memory: a physical allocation whose POSIX file descriptor the p2p
+  // transport passes to the peer process (SCM_RIGHTS), which maps it for its own device. Freed or
+  // unmapped with the backend, as other device memory is (release()).
+  bool exportsMemory() const override { return true; }
+  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override {
+    makeCurrent();
+    void* p = cuda::allocateExportable(options_.device, bytes, what, fd);
+    check(*d_, d_->cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, copies_), "cuMemsetD8Async", what);
+    check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", what);
+    return p;
+  }
+  void* importExported(int fd, size_t bytes, const std::string& what) override {
+    makeCurrent();
+    return cuda::importExported(options_.device, fd, bytes, what);
+  }
+  void releaseImported(void* p) override { release(p); }
 
   // Pinned and mapped into the device's address space (portable: every context of the process),
   // so the kernel reads and writes it over the bus with the system-scope loads and stores of

@@ -2,7 +2,13 @@
 // block of a few threads per worker (emulated_device.h), host memory standing in for device
 // memory, host streams for asynchronous work. It runs every collective through the GPU's logic on
 // machines without a GPU; TUTTI_DEVICE=emulated selects it for any program.
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <map>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -37,6 +43,40 @@ class EmulatedBackend final : public HostMemoryBackend {
     std::lock_guard<std::mutex> lock(mappedMutex_);
     mapped_.erase(host);
   }
+  // With device memory, memory other processes map as a GPU's through CUDA IPC: a memfd, whose
+  // descriptor travels as CUDA's POSIX handle does.
+  bool exportsMemory() const override { return options_.emulatedDeviceMemory; }
+  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override {
+    if (!exportsMemory()) return HostMemoryBackend::allocateExportable(bytes, what, fd);
+    const int made = memfd_create("tutti-emulated-device", MFD_CLOEXEC);
+    if (made < 0) throwSystemError(what + ": memfd_create for " + std::to_string(bytes) + " bytes of emulated device memory", errno);
+    if (ftruncate(made, off_t(bytes)) != 0) {
+      const int err = errno;
+      close(made);
+      throwSystemError(what + ": sizing " + std::to_string(bytes) + " bytes of emulated device memory", err);
+    }
+    void* p = nullptr;
+    try {
+      p = mapShared(made, bytes, what);
+    } catch (...) {
+      close(made);
+      throw;
+    }
+    *fd = made;
+    return p;
+  }
+  void* importExported(int fd, size_t bytes, const std::string& what) override {
+    if (!exportsMemory()) return HostMemoryBackend::importExported(fd, bytes, what);
+    struct stat st{};
+    if (fstat(fd, &st) != 0 || size_t(st.st_size) < bytes)
+      throw Error(ErrorCode::Remote, what + ": the peer's emulated device memory holds " + std::to_string(st.st_size) + " bytes, not " +
+                                         std::to_string(bytes));
+    return mapShared(fd, bytes, what);
+  }
+  void release(void* p) override {
+    if (!unmapShared(p)) HostMemoryBackend::release(p);
+  }
+  void releaseImported(void* p) override { unmapShared(p); }
   void abort() override { __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE); }
   ExecFault fault() const override {
     ExecFault f;
@@ -76,8 +116,29 @@ class EmulatedBackend final : public HostMemoryBackend {
  private:
   uint32_t abortWord_ = 0;
   ExecFault fault_{};
+  void* mapShared(int fd, size_t bytes, const std::string& what) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) throwSystemError(what + ": mapping " + std::to_string(bytes) + " bytes of emulated device memory", errno);
+    std::lock_guard<std::mutex> lock(mappedMutex_);
+    shared_[p] = bytes;
+    return p;
+  }
+  bool unmapShared(void* p) {
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mappedMutex_);
+      auto found = shared_.find(p);
+      if (found == shared_.end()) return false;
+      bytes = found->second;
+      shared_.erase(found);
+    }
+    munmap(p, bytes);
+    return true;
+  }
+
   std::mutex mappedMutex_;
   std::set<void*> mapped_;  // host memory mapped, as the cuda backend keeps it registered
+  std::map<void*, size_t> shared_;  // exported or imported memory: its bytes, for munmap
 };
 
 }  // namespace

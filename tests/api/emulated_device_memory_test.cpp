@@ -1,9 +1,11 @@
 // The emulated device with its memory counted as a GPU's (TUTTI_EMULATED_MEMORY=device): the
 // transports then take the paths a GPU needs between processes and hosts. FIFOs of ranks in one
-// process are device memory set up through copies; shared segments between processes and the
-// network proxy's FIFOs stay host memory, mapped for the executor (FifoMemory::mapHost, which the
-// cuda backend serves with cuMemHostRegister). Every collective, type and op is checked against
-// the float64 reference through each.
+// process are device memory set up through copies; between processes of a host the receiver's
+// FIFO is exported memory the sender maps from a descriptor passed over a Unix socket (p2p: CUDA
+// IPC on a GPU, a memfd here); with NCCL_P2P_DISABLE, shared segments, and between hosts the
+// network proxy's FIFOs, stay host memory mapped for the executor (FifoMemory::mapHost:
+// cuMemHostRegister on a GPU). Every collective, type and op is checked against the float64
+// reference through each.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -52,18 +54,27 @@ void runWithDeviceMemory(HostLayout layout, const std::string& transports) {
 
 }  // namespace
 
-TEST_CASE("emulated device memory: 4 rank processes of one host through shared segments mapped for the executor",
+TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, each FIFO exported by its receiver",
           "[device][emulated][processes]") {
   HostLayout layout;
   layout.hosts = 1;
   layout.ranksPerHost = 4;
+  runWithDeviceMemory(layout, "p2p");
+}
+
+TEST_CASE("emulated device memory: 4 rank processes of one host with NCCL_P2P_DISABLE, through shared segments mapped for the executor",
+          "[device][emulated][processes]") {
+  HostLayout layout;
+  layout.hosts = 1;
+  layout.ranksPerHost = 4;
+  layout.environment = {{"NCCL_P2P_DISABLE", "1"}};
   runWithDeviceMemory(layout, "shm");
 }
 
-TEST_CASE("emulated device memory: 2 hosts x 2 rank processes through mapped shared segments and mapped network FIFOs",
+TEST_CASE("emulated device memory: 2 hosts x 2 rank processes through p2p and mapped network FIFOs",
           "[device][emulated][processes][net]") {
   HostLayout layout;
-  runWithDeviceMemory(layout, "net/Socket+shm");
+  runWithDeviceMemory(layout, "net/Socket+p2p");
 }
 
 TEST_CASE("emulated device memory: 2 hosts x 2 rank threads: device FIFOs set up by copies inside a process, mapped network FIFOs between",

@@ -1,6 +1,8 @@
 // The test's communicator side of the transport interface.
 #include "tests/common/transport_context_support.h"
 
+#include <unistd.h>
+
 namespace tutti_test {
 
 TestTransportContext::TestTransportContext(int rank, int nranks, tutti::FifoShape shape, std::shared_ptr<tutti::FifoMemory> memory)
@@ -14,6 +16,8 @@ std::string TestTransportContext::where() const {
 std::string TestTransportContext::describePeer(int peer) const {
   return "rank " + std::to_string(peer) + " (host" + std::to_string(peer) + " pid " + std::to_string(1000 + peer) + ")";
 }
+
+int TestTransportContext::peerPid(int) const { return int(getpid()); }
 
 void TestTransportContext::fail(const tutti::Error& error, int peer) {
   {

@@ -18,6 +18,7 @@ class TestTransportContext final : public tutti::TransportContext {
 
   std::string where() const override;
   std::string describePeer(int peer) const override;
+  int peerPid(int) const override;  // this process: a test's pretend peers live in it
   int device() const override { return rank_; }
   const std::atomic<bool>& abortFlag() const override { return abort; }
   double timeoutSeconds() const override { return 10; }

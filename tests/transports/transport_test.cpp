@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -20,6 +21,7 @@
 #include "kernels/fifo.h"
 #include "tests/common/env_support.h"
 #include "tests/common/transport_context_support.h"
+#include "transports/p2p/descriptor_channel.h"
 #include "transports/registry.h"
 
 namespace tutti {
@@ -43,9 +45,50 @@ class FakeDeviceMemory final : public FifoMemory {
     return p;
   }
   void release(void* memory) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      live--;
+      if (auto found = shared.find(memory); found != shared.end()) {
+        munmap(memory, found->second);
+        shared.erase(found);
+        return;
+      }
+    }
     std::free(memory);
+  }
+  // Exported as CUDA exports a GPU allocation: a descriptor (here a memfd) that another process
+  // maps at an address of its own.
+  bool exportable() const override { return true; }
+  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override {
+    *fd = memfd_create("fake-device", MFD_CLOEXEC);
+    REQUIRE(*fd >= 0);
+    REQUIRE(ftruncate(*fd, off_t(bytes)) == 0);
+    void* p = mapShared(*fd, bytes, what);
     std::lock_guard<std::mutex> lock(mutex);
-    live--;
+    live++;
+    exported++;
+    return p;
+  }
+  void* importExported(int fd, size_t bytes, const std::string& what) override {
+    void* p = mapShared(fd, bytes, what);
+    std::lock_guard<std::mutex> lock(mutex);
+    imported++;
+    return p;
+  }
+  void releaseImported(void* memory) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = shared.find(memory);
+    REQUIRE(found != shared.end());
+    munmap(memory, found->second);
+    shared.erase(found);
+    imported--;
+  }
+  void* mapShared(int fd, size_t bytes, const std::string& what) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) FAIL(what << ": mmap: " << std::strerror(errno));
+    std::lock_guard<std::mutex> lock(mutex);
+    shared[p] = bytes;
+    return p;
   }
   void copyIn(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
@@ -81,6 +124,8 @@ class FakeDeviceMemory final : public FifoMemory {
   std::mutex mutex;
   int live = 0;
   std::unordered_map<void*, std::pair<void*, size_t>> mapped;  // host -> its second address
+  std::unordered_map<void*, size_t> shared;                    // exported and imported mappings
+  int exported = 0, imported = 0;
   int unmappedUnknown = 0;
   std::atomic<int> copiesIn{0}, copiesOut{0};
 };
@@ -208,10 +253,15 @@ TEST_CASE("transport: FIFOs the host cannot touch connect at every locality, as 
     return t != nullptr ? t->name() : "none";
   };
   CHECK(chosen(Locality::SameProcess) == "local");
-  CHECK(chosen(Locality::SameHost) == "shm");
+  CHECK(chosen(Locality::SameHost) == "p2p");  // memory the peer process maps
   CHECK(chosen(Locality::OtherHost) == "net");
+  {
+    tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "LOC");
+    CHECK(chosen(Locality::SameHost) == "shm");
+  }
   tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
   CHECK(chosen(Locality::SameProcess) == "shm");
+  CHECK(chosen(Locality::SameHost) == "shm");
   tutti_test::ScopedEnv shm("NCCL_SHM_DISABLE", "1");
   CHECK(chosen(Locality::SameProcess) == "net");
   CHECK(chosen(Locality::SameHost) == "net");
@@ -262,6 +312,60 @@ TEST_CASE("transport: a local FIFO in memory the host cannot touch is set up by 
     CHECK(memory->live == 1);
   }
   CHECK(memory->live == 0);
+}
+
+TEST_CASE("transport: p2p hands the receiver's exported FIFO to the sender by descriptor, and each end releases its own", "[transport]") {
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  {
+    TransportPair pair("p2p", memory);
+    CHECK(pair.send->transport() == "p2p");
+    // One allocation, exported by the receiver and mapped again by the sender at another address:
+    // the slots below go through the two mappings of the same pages.
+    CHECK(memory->exported == 1);
+    CHECK(memory->imported == 1);
+    CHECK(pair.send->fifo() != pair.recv->fifo());
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+    CHECK(pair.send->bellFor(1) == &pair.bells[1][1]);
+    pair.send.reset();
+    CHECK(memory->imported == 0);
+    CHECK(memory->live == 1);
+  }
+  CHECK(memory->live == 0);
+  CHECK(memory->shared.empty());
+}
+
+TEST_CASE("transport: a p2p offer is refused to a process it was not made for, and to a second taker", "[transport][faults]") {
+  DescriptorServer server("test server");
+  const int fd = memfd_create("offered", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const uint64_t forOther = server.offer(fd, getpid() + 1);
+  std::atomic<bool> abort{false};
+  try {
+    takeDescriptor(server.name(), getpid(), forOther, deadlineAfter(5), &abort, "taking another's handle");
+    FAIL("a handle offered to another pid was handed over");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("refused FIFO handle") != std::string::npos);
+  }
+  const uint64_t forUs = server.offer(fd, getpid());
+  close(fd);
+  {
+    TakenDescriptor taken = takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking our handle");
+    CHECK(taken.fd() >= 0);
+    taken.confirm();
+  }
+  TransportPair::waitUntil([&] { return server.state(forUs) == DescriptorServer::State::Confirmed; }, "the confirmation");
+  CHECK_THROWS_WITH(takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking it twice"),
+                    Catch::Contains("refused FIFO handle"));
+  // A server of another pid than the peer's is not trusted.
+  CHECK_THROWS_WITH(takeDescriptor(server.name(), getpid() + 1, forUs, deadlineAfter(5), &abort, "asking an impostor"),
+                    Catch::Contains("belongs to process"));
+  // A taker that hangs up before it confirms is reported to the offerer.
+  const int other = memfd_create("unconfirmed", MFD_CLOEXEC);
+  const uint64_t unconfirmed = server.offer(other, getpid());
+  close(other);
+  { TakenDescriptor dropped = takeDescriptor(server.name(), getpid(), unconfirmed, deadlineAfter(5), &abort, "dropping it"); }
+  TransportPair::waitUntil([&] { return server.state(unconfirmed) == DescriptorServer::State::Refused; }, "the refusal");
+  CHECK(server.refusal(unconfirmed).find("hung up") != std::string::npos);
 }
 
 TEST_CASE("transport: a receiver whose sender never attaches times out naming the peer, or ends on abort", "[transport][faults]") {

@@ -1,0 +1,151 @@
+// The p2p transport (see p2p_transport.h).
+#include "transports/p2p/p2p_transport.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "base/log.h"
+#include "base/tunables.h"
+#include "transports/fifo_setup.h"
+#include "transports/p2p/descriptor_channel.h"
+
+namespace tutti {
+namespace {
+
+constexpr uint64_t kP2pOfferMagic = 0x7475747469703270ull;  // "tuttip2p"
+
+// The offer's bytes: where to take the FIFO's descriptor, and what it holds.
+struct P2pOffer {
+  uint64_t magic;
+  uint64_t token;
+  uint64_t bytes;
+  int32_t ownerPid;
+  uint32_t reserved;
+  char server[kDescriptorServerNameBytes];  // NUL-padded
+};
+static_assert(sizeof(P2pOffer) <= kConnectionOfferBytes);
+
+// NCCL_P2P_LEVEL: LOC (or 0) allows no p2p between processes. Other levels allow it on any path
+// for now: the GPUs' distance is not looked up yet.
+bool levelForbidsP2p() {
+  const std::string level = tunables::kP2pLevel.get();
+  return level == "LOC" || level == "0";
+}
+
+class P2pConnection final : public Connection {
+ public:
+  // The receiver's end frees the exported FIFO; the sender's unmaps its import.
+  P2pConnection(std::shared_ptr<FifoMemory> memory, void* fifo, bool imported, kern::Bell* peerBells)
+      : Connection(static_cast<kern::FifoHeader*>(fifo), WakeTarget::peerWorkers(peerBells), "p2p"),
+        memory_(std::move(memory)),
+        imported_(imported) {}
+  ~P2pConnection() override {
+    if (imported_) memory_->releaseImported(fifo());
+    else memory_->release(fifo());
+  }
+
+ private:
+  std::shared_ptr<FifoMemory> memory_;
+  bool imported_;
+};
+
+class P2pTransport final : public Transport {
+ public:
+  explicit P2pTransport(TransportContext& context) : context_(context) {}
+
+  std::string name() const override { return "p2p"; }
+
+  bool canConnect(Locality locality, std::string* whyNot) const override {
+    if (locality != Locality::SameHost) {
+      *whyNot = std::string("the peer is ") + localityName(locality) + ", not in another process of this host";
+      return false;
+    }
+    if (tunables::kP2pDisable.get()) {
+      *whyNot = "NCCL_P2P_DISABLE is set";
+      return false;
+    }
+    if (levelForbidsP2p()) {
+      *whyNot = "NCCL_P2P_LEVEL=" + tunables::kP2pLevel.get() + " allows no peer-to-peer path";
+      return false;
+    }
+    if (!context_.fifoMemory()->exportable()) {
+      *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() + " memory, which other processes cannot map";
+      return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
+    const std::string what = fifoWhat(request);
+    const FifoShape shape = checkedFifoShape(context_, what);
+    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
+    int exported = -1;
+    void* fifo = memory->allocateExportable(bytes, what, &exported);
+    OwnedFd descriptor(exported);
+    auto connection = std::make_unique<P2pConnection>(memory, fifo, false, request.peerBells);
+    writeFifoHeader(*memory, fifo, shape);
+    DescriptorServer& server = descriptorServer();
+    const uint64_t token = server.offer(descriptor.get(), context_.peerPid(request.peer));
+    P2pOffer p2p{};
+    p2p.magic = kP2pOfferMagic;
+    p2p.token = token;
+    p2p.bytes = bytes;
+    p2p.ownerPid = int32_t(getpid());
+    std::memcpy(p2p.server, server.name().data(), server.name().size());
+    std::memset(offer, 0, sizeof *offer);
+    std::memcpy(offer->bytes, &p2p, sizeof p2p);
+    TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered as handle %llu at @%s", what.c_str(), bytes, static_cast<unsigned long long>(token),
+                server.name().c_str());
+    DescriptorServer* offeredBy = &server;
+    const std::string peer = context_.describePeer(request.peer);
+    return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), [offeredBy, token, peer, what] {
+      switch (offeredBy->state(token)) {
+        case DescriptorServer::State::Confirmed: offeredBy->withdraw(token); return true;
+        case DescriptorServer::State::Refused:
+          throw Error(ErrorCode::Remote, what + ": " + peer + " could not attach: " + offeredBy->refusal(token));
+        default: return false;
+      }
+    });
+  }
+
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime deadline) override {
+    const std::string what = fifoWhat(request);
+    P2pOffer p2p;
+    std::memcpy(&p2p, offer.bytes, sizeof p2p);
+    if (p2p.magic != kP2pOfferMagic)
+      throw Error(ErrorCode::Remote, what + ": the offer of " + context_.describePeer(request.peer) +
+                                         " is not a p2p offer (do both ranks run the same backend and variables?)");
+    if (p2p.ownerPid != context_.peerPid(request.peer))
+      throw Error(ErrorCode::Remote, what + ": the p2p offer comes from process " + std::to_string(p2p.ownerPid) + ", not from " +
+                                         context_.describePeer(request.peer));
+    const std::string server(p2p.server, strnlen(p2p.server, sizeof p2p.server));
+    TakenDescriptor taken = takeDescriptor(server, p2p.ownerPid, p2p.token, deadline, &context_.abortFlag(), what);
+    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    void* fifo = memory->importExported(taken.fd(), size_t(p2p.bytes), what);
+    auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
+    checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
+    taken.confirm();
+    return connection;
+  }
+
+ private:
+  // One per communicator's transport, made at the first offer.
+  DescriptorServer& descriptorServer() {
+    std::lock_guard<std::mutex> lock(serverMutex_);
+    if (!server_) server_ = std::make_unique<DescriptorServer>(context_.where());
+    return *server_;
+  }
+
+  TransportContext& context_;
+  std::mutex serverMutex_;
+  std::unique_ptr<DescriptorServer> server_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeP2pTransport(TransportContext& context) { return std::make_unique<P2pTransport>(context); }
+
+}  // namespace tutti
