@@ -13,7 +13,9 @@
 #    against the float64 reference and bitwise against the host executor; then stream order with
 #    the user's kernels before and after, the device at init, a timeout and an abort of a stuck
 #    kernel, graph capture refused (tutti_gpu_semantics);
-# 6. PyTorch with tutti's libnccl.so.2 preloaded: an all-reduce of a CUDA tensor, one rank;
+# 6. PyTorch with tutti's libnccl.so.2 preloaded: an all-reduce of a CUDA tensor, one rank; then
+#    every torch.distributed collective and send/recv over several dtypes, world size 2 and 4 as
+#    processes sharing the GPU under an MPS daemon of our own (p2p between them);
 # 7. perf: the sweep tool on the cuda backend: device buffers, CUDA event timing and checking, -g 2
 #    (two ranks per thread in one group), ranks sharing the GPU; -G (CUDA graphs) stops with the
 #    library's refusal of collectives inside a capture;
@@ -35,13 +37,29 @@ export LD_LIBRARY_PATH="$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$BUNDLE/bin:$PATH"
 export NCCL_SOCKET_IFNAME=lo TUTTI_TIMEOUT=${TUTTI_TIMEOUT:-20}
 failed=0
-check() {  # check NAME SECONDS COMMAND...: runs COMMAND, logs to $OUT/NAME.log, counts a failure
-  local name=$1 limit=$2 start=$SECONDS
+check() {  # check NAME SECONDS COMMAND...: runs COMMAND (a program or a function of this script),
+           # logs to $OUT/NAME.log, kills its whole process group after SECONDS, counts a failure
+  local name=$1 limit=$2 start=$SECONDS rc
   shift 2
-  if timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; then
+  set -m  # its own process group, so the ranks and servers it starts go with it
+  ("$@") >"$OUT/$name.log" 2>&1 &
+  local pid=$!
+  set +m
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS - start >= limit)); then
+      echo "(killed after $limit s)" >>"$OUT/$name.log"
+      kill -TERM -- "-$pid" 2>/dev/null
+      sleep 5
+      kill -KILL -- "-$pid" 2>/dev/null
+      break
+    fi
+    sleep 0.2
+  done
+  wait "$pid"
+  rc=$?
+  if ((rc == 0)); then
     echo "ok   $name ($((SECONDS - start)) s)"
   else
-    local rc=$?
     echo "FAIL $name (exit $rc after $((SECONDS - start)) s), last lines of $OUT/$name.log:"
     tail -n 25 "$OUT/$name.log" | sed 's/^/     /'
     failed=$((failed + 1))
@@ -90,6 +108,22 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   torch_preloaded() { LD_PRELOAD="$BUNDLE/nccl/libnccl.so.2" python3 "$BUNDLE/torch_check.py" tutti; }
   check torch_with_tutti_preloaded 180 torch_preloaded
   tail -n 4 "$OUT/torch_with_tutti_preloaded.log" | sed 's/^/     /'
+  # Rank processes sharing the GPU need the MPS daemon (tutti refuses them without it): one of our
+  # own, with its pipes under $OUT, stopped afterwards. Between the processes: p2p (CUDA IPC).
+  export CUDA_MPS_PIPE_DIRECTORY=$OUT/mps CUDA_MPS_LOG_DIRECTORY=$OUT/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d 2>"$OUT/mps-start.log"; then
+    for world in 2 4; do
+      torch_world() { LD_PRELOAD="$BUNDLE/nccl/libnccl.so.2" NCCL_DEBUG=WARN python3 "$BUNDLE/torch_check.py" collectives "$1"; }
+      check "torch_collectives_world$world" 600 torch_world "$world"
+      grep -E '^(rank|world)' "$OUT/torch_collectives_world$world.log" | sed 's/^/     /'
+    done
+    echo quit | nvidia-cuda-mps-control
+  else
+    echo "FAIL torch collectives: the MPS daemon did not start: $(cat "$OUT/mps-start.log")"
+    failed=$((failed + 1))
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 else
   echo "skip PyTorch: no PyTorch with CUDA here"
 fi
