@@ -162,7 +162,16 @@ TUTTI_NCCL_ALIAS(ncclCommInitAll)
 TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return initResult(guard("ncclCommSplit",
                           [&] {
-                            checkUsableComm("ncclCommSplit", comm);
+                            // A revoked communicator may still be split (NCCL's revoke exists for this), its
+                            // exchanges then bypassing the abort flag the revoke set.
+                            checkComm("ncclCommSplit", comm);
+                            const bool revoked = comm->error.revoked.load();
+                            if (revoked) {
+                              checkShrinkable(comm);
+                              if (comm->lifecycle.initThread.joinable()) comm->lifecycle.initThread.join();  // it has ended
+                            } else {
+                              checkUsableComm("ncclCommSplit", comm);
+                            }
                             if (newcomm == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: newcomm is NULL");
                             *newcomm = nullptr;
                             if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -178,7 +187,11 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             };
                             std::vector<Entry> all(size_t(comm->identity.nranks));
                             all[size_t(comm->identity.rank)] = Entry{color, key, {}};
-                            comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
+                            auto exchange = [&](uint32_t round) {
+                              if (revoked) allGatherRevoked(comm, all.data(), sizeof(Entry), round);
+                              else comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
+                            };
+                            exchange(0);
                             std::vector<int> members;
                             for (int r = 0; r < comm->identity.nranks; r++)
                               if (all[size_t(r)].color == color) members.push_back(r);
@@ -186,7 +199,7 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                                              [&](int a, int b) { return all[size_t(a)].key < all[size_t(b)].key; });
                             bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == comm->identity.rank;
                             if (leader) bootstrapNewUniqueId(&all[size_t(comm->identity.rank)].id);
-                            comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
+                            exchange(1);
                             if (color == NCCL_SPLIT_NOCOLOR) return;
                             int newRank = int(std::find(members.begin(), members.end(), comm->identity.rank) - members.begin());
                             createComm("ncclCommSplit", newcomm, &all[size_t(members.front())].id, 1, int(members.size()), newRank,

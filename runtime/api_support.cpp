@@ -53,7 +53,7 @@ void checkUsableComm(const char* operation, ncclComm* comm) {
                                              ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
   if (comm->error.revoked.load())
     throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
-                                             ": the communicator was revoked (ncclCommRevoke); only ncclCommShrink, "
+                                             ": the communicator was revoked (ncclCommRevoke); only ncclCommSplit, ncclCommShrink, "
                                              "ncclCommDestroy and ncclCommAbort may use it now");
   if (err != ncclSuccess) {
     // A peer's failure keeps its code, as NCCL returns the async error: a rank that enters its

@@ -14,6 +14,7 @@ namespace {
 
 // Above the connections' tags (runtime/connection_setup.cpp) and apart from calibration's.
 constexpr uint32_t kShrinkTag = 0x5B1E0000u;
+constexpr uint32_t kSplitRevokedTag = kShrinkTag + 0x100;
 constexpr uint64_t kInvitationMagic = 0x7475747469534852ull;
 
 // What travels down the survivors' tree: the new root, and what the lowest rank took the
@@ -169,6 +170,28 @@ void revokeComm(ncclComm* comm) {
 
 bool commBusy(const ncclComm* comm) {
   return comm->executor.pendingStreamJobs.load() > 0 || comm->executor.activeLaunches.load() > 0;
+}
+
+void allGatherRevoked(ncclComm* comm, void* data, size_t bytes, uint32_t round) {
+  const int n = comm->identity.nranks, rank = comm->identity.rank;
+  const double timeout = comm->settings.timeoutSeconds + bootstrap_wire::configuredTimeoutSeconds();
+  const uint32_t gather = kSplitRevokedTag + 2 * round, scatter = gather + 1;
+  Bootstrap& bootstrap = *comm->identity.bootstrap;
+  auto* all = static_cast<char*>(data);
+  const std::string where = "ncclCommSplit: " + comm->where() + " (revoked)";
+  try {
+    if (rank == 0) {
+      for (int r = 1; r < n; r++) bootstrap.recvWatching(r, gather, all + size_t(r) * bytes, bytes, timeout, nullptr);
+      for (int r = 1; r < n; r++) bootstrap.sendWatching(r, scatter, all, size_t(n) * bytes, timeout, nullptr);
+    } else {
+      bootstrap.sendWatching(0, gather, all + size_t(rank) * bytes, bytes, timeout, nullptr);
+      bootstrap.recvWatching(0, scatter, all, size_t(n) * bytes, timeout, nullptr);
+    }
+  } catch (const Error& e) {
+    throw Error(e.code() == ErrorCode::InvalidUsage ? ErrorCode::InvalidUsage : ErrorCode::Remote,
+                where + ": exchanging colors and keys through rank 0: " + e.message() +
+                    " (every rank of a revoked communicator must call ncclCommSplit)");
+  }
 }
 
 }  // namespace tutti

@@ -37,6 +37,12 @@ void abortForShrink(ncclComm* parent);
 // with InvalidUsage.
 ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors);
 
+// Every rank's `bytes` at `data` (its own at data + rank * bytes), in rank order, for
+// ncclCommSplit on a revoked communicator: through rank 0, straight between listeners, not
+// watching the abort flag that the revoke set. 2 (n - 1) messages at rank 0; each wait at most
+// TUTTI_TIMEOUT plus TUTTI_BOOTSTRAP_TIMEOUT. `round` tells two calls of one split apart.
+void allGatherRevoked(ncclComm* comm, void* data, size_t bytes, uint32_t round);
+
 // ncclCommRevoke: marks comm revoked, makes its running and queued operations stop (their callers
 // get ncclInvalidUsage naming the revoke) and tells its peers, whose communicators then fail
 // naming this rank. The handle stays for ncclCommShrink, ncclCommDestroy or ncclCommAbort.

@@ -185,6 +185,33 @@ TEST_CASE("ncclCommRevoke stops a pending operation, refuses later calls, tells 
   CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
 
+TEST_CASE("ncclCommSplit of a revoked communicator: colors and keys still meet, and the new communicators reduce correctly",
+          "[shrink][revoke]") {
+  std::string failures = runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
+    const std::string who = "rank " + std::to_string(rank);
+    TUTTI_NCCL_CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+    // Two colors, each ordered by descending parent rank; rank 3 takes no part.
+    const int color = rank == 3 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+    ncclComm_t child = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommSplit(comm, color, -rank, &child, nullptr));
+    if (rank == 3) {
+      check(child == nullptr, who + ": NCCL_SPLIT_NOCOLOR gave a communicator");
+    } else {
+      const int expectedCount = rank % 2 == 0 ? 2 : 1;  // color 0: ranks 0 and 2; color 1: rank 1
+      const int expectedRank = rank == 0 ? 1 : 0;
+      int count = 0, childRank = -1;
+      TUTTI_NCCL_CHECK(ncclCommCount(child, &count));
+      TUTTI_NCCL_CHECK(ncclCommUserRank(child, &childRank));
+      check(count == expectedCount && childRank == expectedRank,
+            who + " is rank " + std::to_string(childRank) + " of " + std::to_string(count) + " in its color");
+      checkedAllReduces(child, who + " in the split of the revoked communicator");
+      TUTTI_NCCL_CHECK(ncclCommDestroy(child));
+    }
+    (void)nranks;
+  });
+  CHECK(failures == "");
+}
+
 TEST_CASE("ncclCommShrink and ncclCommRevoke refuse bad arguments with ncclInvalidArgument, naming them", "[shrink][arguments]") {
   ncclComm_t comms[2] = {nullptr, nullptr};
   initPair(comms);
