@@ -65,6 +65,10 @@ const String kEmulatedMemory{"TUTTI_EMULATED_MEMORY", "host",
                              "emulated device backend: host (its memory is the host's) or device (counted as a GPU's: "
                              "FIFOs set up through copies, shared-memory and network FIFOs mapped for it, as on a GPU)",
                              {"host", "device"}};
+const String kEmulatedIpc{"TUTTI_EMULATED_IPC", "descriptor",
+                          "emulated device with device memory: how a p2p FIFO travels to the peer process, as a "
+                          "descriptor (CUDA virtual memory's POSIX handle) or as handle bytes (CUDA's legacy IPC handle)",
+                          {"descriptor", "handle"}};
 const Bool kAllowSharedGpu{"TUTTI_ALLOW_SHARED_GPU", false,
                            "cuda backend: 1 lets several ranks use one GPU (ranks as threads of one process, or "
                            "processes under CUDA MPS); 0 refuses, naming both ranks, the host and the device"};

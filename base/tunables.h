@@ -35,6 +35,7 @@ extern const params::String kHostid;            // NCCL_HOSTID
 extern const params::String kDevice;            // TUTTI_DEVICE
 extern const params::Int kEmulatedThreads;      // TUTTI_EMULATED_THREADS
 extern const params::String kEmulatedMemory;    // TUTTI_EMULATED_MEMORY
+extern const params::String kEmulatedIpc;       // TUTTI_EMULATED_IPC
 extern const params::Bool kAllowSharedGpu;      // TUTTI_ALLOW_SHARED_GPU
 extern const params::Int kBootstrapTimeout;     // TUTTI_BOOTSTRAP_TIMEOUT
 extern const params::Int kTimeout;              // TUTTI_TIMEOUT

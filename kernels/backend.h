@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/export_handle.h"
 #include "kernels/host_executor.h"
 #include "kernels/work.h"
 #include "nccl.h"
@@ -92,14 +93,14 @@ class ExecutorBackend {
   // `what` where the memory cannot be mapped.
   virtual void* mapHostMemory(void* host, size_t bytes, const std::string& what) { return host; }
   virtual void unmapHostMemory(void* host) {}
-  // Memory another process of this host can map (CUDA IPC through a POSIX file descriptor): FIFOs
-  // of the p2p transport, in the receiver's memory. allocateExportable returns the executor's
-  // address and sets *fd (the caller's to close); release() frees it. importExported maps a peer's
-  // allocation from the descriptor it sent; releaseImported unmaps it. Backends that cannot share
-  // their memory answer false and throw Error (InvalidUsage) naming `what`.
+  // Memory another process of this host can map (CUDA IPC): FIFOs of the p2p transport, in the
+  // receiver's memory. allocateExportable returns the executor's address and fills *handle;
+  // release() frees it. importExported maps a peer's allocation from its handle; releaseImported
+  // unmaps it. Backends that cannot share their memory answer false and throw Error
+  // (InvalidUsage) naming `what`.
   virtual bool exportsMemory() const { return false; }
-  virtual void* allocateExportable(size_t bytes, const std::string& what, int* fd);
-  virtual void* importExported(int fd, size_t bytes, const std::string& what);
+  virtual void* allocateExportable(size_t bytes, const std::string& what, ExportHandle* handle);
+  virtual void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what);
   virtual void releaseImported(void* p) {}
 
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
@@ -158,6 +159,9 @@ struct BackendOptions {
   // emulated: its memory counts as device memory, so the transports take the paths a GPU needs
   // (FIFOs built through copies, shared segments and network FIFOs mapped for the executor).
   bool emulatedDeviceMemory = false;
+  // emulated, with device memory: exported memory travels as handle bytes (CUDA's legacy IPC
+  // handles) instead of descriptors.
+  bool emulatedIpcHandles = false;
 };
 
 // Makes the backend a communicator runs on: "host", "emulated" or "cuda". Throws Error

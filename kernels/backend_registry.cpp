@@ -51,11 +51,11 @@ BackendTraits backendTraits(const std::string& name) {
 
 namespace tutti::kern {
 
-void* ExecutorBackend::allocateExportable(size_t, const std::string& what, int*) {
+void* ExecutorBackend::allocateExportable(size_t, const std::string& what, ExportHandle*) {
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share its memory with other processes");
 }
 
-void* ExecutorBackend::importExported(int, size_t, const std::string& what) {
+void* ExecutorBackend::importExported(const ExportHandle&, size_t, const std::string& what) {
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot map another process's memory");
 }
 

@@ -99,8 +99,12 @@ class BackendFifoMemory final : public FifoMemory {
   void* mapHost(void* host, size_t bytes, const std::string& what) override { return backend_->mapHostMemory(host, bytes, what); }
   void unmapHost(void* host) override { backend_->unmapHostMemory(host); }
   bool exportable() const override { return backend_->exportsMemory(); }
-  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override { return backend_->allocateExportable(bytes, what, fd); }
-  void* importExported(int fd, size_t bytes, const std::string& what) override { return backend_->importExported(fd, bytes, what); }
+  void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle) override {
+    return backend_->allocateExportable(bytes, what, handle);
+  }
+  void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what) override {
+    return backend_->importExported(handle, bytes, what);
+  }
   void releaseImported(void* memory) override { backend_->releaseImported(memory); }
 
  private:
@@ -117,6 +121,7 @@ void makeExecutorBackend(ncclComm* comm) {
   options.timeoutSeconds = comm->settings.timeoutSeconds;
   options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
   options.emulatedDeviceMemory = tunables::kEmulatedMemory.get() == "device";
+  options.emulatedIpcHandles = tunables::kEmulatedIpc.get() == "handle";
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
   if (comm->executor.backend->ownsDevice()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];

@@ -88,11 +88,11 @@ std::shared_ptr<FifoMemory> hostFifoMemory() {
   return *memory;
 }
 
-void* FifoMemory::allocateExportable(size_t, const std::string& what, int*) {
+void* FifoMemory::allocateExportable(size_t, const std::string& what, kern::ExportHandle*) {
   throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be shared with other processes");
 }
 
-void* FifoMemory::importExported(int, size_t, const std::string& what) {
+void* FifoMemory::importExported(const kern::ExportHandle&, size_t, const std::string& what) {
   throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot map another process's");
 }
 

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "kernels/export_handle.h"
+
 namespace tutti {
 
 class FifoMemory {
@@ -35,10 +37,10 @@ class FifoMemory {
   virtual void* mapHost(void* host, size_t bytes, const std::string& what) = 0;
   virtual void unmapHost(void* host) = 0;
   // Memory another process of this host maps (CUDA IPC: kern::ExecutorBackend::allocateExportable):
-  // the p2p transport's FIFOs. allocateExportable sets *fd (the caller's to close); release() frees.
+  // the p2p transport's FIFOs. allocateExportable fills *handle; release() frees.
   virtual bool exportable() const { return false; }
-  virtual void* allocateExportable(size_t bytes, const std::string& what, int* fd);
-  virtual void* importExported(int fd, size_t bytes, const std::string& what);
+  virtual void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle);
+  virtual void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what);
   virtual void releaseImported(void* memory) {}
 };
 

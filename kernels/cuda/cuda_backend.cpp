@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -115,8 +116,10 @@ class CudaBackend final : public ExecutorBackend {
       return;
     }
     for (auto& [stream, event] : lastLaunch_) d_->cuEventDestroy(event);
-    for (CUdeviceptr p : freed_)
-      if (!cuda::freeShareable(reinterpret_cast<void*>(p))) d_->cuMemFree(p);
+    for (CUdeviceptr p : freed_) {
+      if (ipcOpened_.count(p) != 0) d_->cuIpcCloseMemHandle(p);
+      else if (!cuda::freeShareable(reinterpret_cast<void*>(p))) d_->cuMemFree(p);
+    }
     if (copies_) d_->cuStreamDestroy(copies_);
     if (control_) d_->cuMemFreeHost(control_);
     if (retainedDevice_ >= 0) d_->cuDevicePrimaryCtxRelease(retainedDevice_);
@@ -162,19 +165,40 @@ class CudaBackend final : public ExecutorBackend {
   }
 
   // CUDA IPC through virtual memory: a physical allocation whose POSIX file descriptor the p2p
-  // transport passes to the peer process (SCM_RIGHTS), which maps it for its own device. Freed or
-  // unmapped with the backend, as other device memory is (release()).
+  // transport passes to the peer process (SCM_RIGHTS), which maps it for its own device. Where the
+  // driver cannot export descriptors, cuMemAlloc'd memory and its legacy IPC handle, which travels
+  // as bytes. Freed or unmapped with the backend, as other device memory is (release()).
   bool exportsMemory() const override { return true; }
-  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override {
+  void* allocateExportable(size_t bytes, const std::string& what, ExportHandle* handle) override {
     makeCurrent();
-    void* p = cuda::allocateExportable(options_.device, bytes, what, fd);
+    int descriptors = 0;
+    d_->cuDeviceGetAttribute(&descriptors, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, options_.device);
+    if (descriptors == 0) {
+      void* p = allocate(bytes, what);
+      CUipcMemHandle ipc{};
+      if (CUresult r = d_->cuIpcGetMemHandle(&ipc, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS) {
+        release(p);
+        check(*d_, r, "cuIpcGetMemHandle", what);
+      }
+      static_assert(sizeof ipc.reserved == ExportHandle::kBytes);
+      std::memcpy(handle->bytes, ipc.reserved, sizeof ipc.reserved);
+      return p;
+    }
+    void* p = cuda::allocateExportable(options_.device, bytes, what, &handle->fd);
     check(*d_, d_->cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, copies_), "cuMemsetD8Async", what);
     check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", what);
     return p;
   }
-  void* importExported(int fd, size_t bytes, const std::string& what) override {
+  void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what) override {
     makeCurrent();
-    return cuda::importExported(options_.device, fd, bytes, what);
+    if (handle.fd >= 0) return cuda::importExported(options_.device, handle.fd, bytes, what);
+    CUipcMemHandle ipc{};
+    std::memcpy(ipc.reserved, handle.bytes, sizeof ipc.reserved);
+    CUdeviceptr p = 0;
+    check(*d_, d_->cuIpcOpenMemHandle(&p, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle", what);
+    std::lock_guard<std::mutex> lock(freedMutex_);
+    ipcOpened_.insert(p);
+    return reinterpret_cast<void*>(p);
   }
   void releaseImported(void* p) override { release(p); }
 
@@ -399,6 +423,7 @@ class CudaBackend final : public ExecutorBackend {
   CUstream copies_ = nullptr;
   std::mutex freedMutex_;
   std::vector<CUdeviceptr> freed_;
+  std::set<CUdeviceptr> ipcOpened_;  // peers' memory opened through legacy IPC handles (closed, not freed)
   std::mutex launchesMutex_;
   std::map<CUstream, CUevent> lastLaunch_;
 };

@@ -2,16 +2,20 @@
 // block of a few threads per worker (emulated_device.h), host memory standing in for device
 // memory, host streams for asynchronous work. It runs every collective through the GPU's logic on
 // machines without a GPU; TUTTI_DEVICE=emulated selects it for any program.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <map>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/device/emulated_device.h"
@@ -44,34 +48,62 @@ class EmulatedBackend final : public HostMemoryBackend {
     mapped_.erase(host);
   }
   // With device memory, memory other processes map as a GPU's through CUDA IPC: a memfd, whose
-  // descriptor travels as CUDA's POSIX handle does.
+  // descriptor travels as CUDA's POSIX handle does; or, standing for the legacy IPC handle that
+  // travels as bytes, a named shared-memory object whose name is the handle.
   bool exportsMemory() const override { return options_.emulatedDeviceMemory; }
-  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override {
-    if (!exportsMemory()) return HostMemoryBackend::allocateExportable(bytes, what, fd);
-    const int made = memfd_create("tutti-emulated-device", MFD_CLOEXEC);
-    if (made < 0) throwSystemError(what + ": memfd_create for " + std::to_string(bytes) + " bytes of emulated device memory", errno);
+  void* allocateExportable(size_t bytes, const std::string& what, ExportHandle* handle) override {
+    if (!exportsMemory()) return HostMemoryBackend::allocateExportable(bytes, what, handle);
+    std::string name;
+    int made = -1;
+    if (options_.emulatedIpcHandles) {
+      static std::atomic<uint64_t> serial{0};
+      name = "/tutti-emulated-ipc-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+      made = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    } else {
+      made = memfd_create("tutti-emulated-device", MFD_CLOEXEC);
+    }
+    if (made < 0) throwSystemError(what + ": making " + std::to_string(bytes) + " bytes of exportable emulated device memory", errno);
+    auto unwind = [&] {
+      close(made);
+      if (!name.empty()) shm_unlink(name.c_str());
+    };
     if (ftruncate(made, off_t(bytes)) != 0) {
       const int err = errno;
-      close(made);
+      unwind();
       throwSystemError(what + ": sizing " + std::to_string(bytes) + " bytes of emulated device memory", err);
     }
     void* p = nullptr;
     try {
-      p = mapShared(made, bytes, what);
+      p = mapShared(made, bytes, what, name);
     } catch (...) {
-      close(made);
+      unwind();
       throw;
     }
-    *fd = made;
+    if (name.empty()) {
+      handle->fd = made;
+    } else {
+      close(made);
+      std::memcpy(handle->bytes, name.data(), std::min(name.size(), ExportHandle::kBytes - 1));
+    }
     return p;
   }
-  void* importExported(int fd, size_t bytes, const std::string& what) override {
-    if (!exportsMemory()) return HostMemoryBackend::importExported(fd, bytes, what);
+  void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what) override {
+    if (!exportsMemory()) return HostMemoryBackend::importExported(handle, bytes, what);
+    int fd = handle.fd;
+    std::string name;
+    if (fd < 0) {
+      name.assign(reinterpret_cast<const char*>(handle.bytes), strnlen(reinterpret_cast<const char*>(handle.bytes), ExportHandle::kBytes));
+      fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+      if (fd < 0) throw Error(ErrorCode::Remote, what + ": opening the peer's IPC handle " + name + ": " + errnoText(errno));
+    }
     struct stat st{};
-    if (fstat(fd, &st) != 0 || size_t(st.st_size) < bytes)
+    const bool small = fstat(fd, &st) != 0 || size_t(st.st_size) < bytes;
+    void* p = small ? nullptr : mapShared(fd, bytes, what, "");
+    if (!name.empty()) close(fd);
+    if (small)
       throw Error(ErrorCode::Remote, what + ": the peer's emulated device memory holds " + std::to_string(st.st_size) + " bytes, not " +
                                          std::to_string(bytes));
-    return mapShared(fd, bytes, what);
+    return p;
   }
   void release(void* p) override {
     if (!unmapShared(p)) HostMemoryBackend::release(p);
@@ -116,29 +148,35 @@ class EmulatedBackend final : public HostMemoryBackend {
  private:
   uint32_t abortWord_ = 0;
   ExecFault fault_{};
-  void* mapShared(int fd, size_t bytes, const std::string& what) {
+  // `name`: the shared-memory object the exporter unlinks when it frees the memory ("" if none).
+  void* mapShared(int fd, size_t bytes, const std::string& what, const std::string& name) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) throwSystemError(what + ": mapping " + std::to_string(bytes) + " bytes of emulated device memory", errno);
     std::lock_guard<std::mutex> lock(mappedMutex_);
-    shared_[p] = bytes;
+    shared_[p] = Shared{bytes, name};
     return p;
   }
   bool unmapShared(void* p) {
-    size_t bytes = 0;
+    Shared gone;
     {
       std::lock_guard<std::mutex> lock(mappedMutex_);
       auto found = shared_.find(p);
       if (found == shared_.end()) return false;
-      bytes = found->second;
+      gone = found->second;
       shared_.erase(found);
     }
-    munmap(p, bytes);
+    munmap(p, gone.bytes);
+    if (!gone.name.empty()) shm_unlink(gone.name.c_str());
     return true;
   }
 
   std::mutex mappedMutex_;
   std::set<void*> mapped_;  // host memory mapped, as the cuda backend keeps it registered
-  std::map<void*, size_t> shared_;  // exported or imported memory: its bytes, for munmap
+  struct Shared {
+    size_t bytes = 0;
+    std::string name;
+  };
+  std::map<void*, Shared> shared_;  // exported or imported memory, for munmap (and shm_unlink)
 };
 
 }  // namespace

@@ -62,6 +62,15 @@ TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, eac
   runWithDeviceMemory(layout, "p2p");
 }
 
+TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, each FIFO's handle in the offer (legacy CUDA IPC)",
+          "[device][emulated][processes]") {
+  HostLayout layout;
+  layout.hosts = 1;
+  layout.ranksPerHost = 4;
+  layout.environment = {{"TUTTI_EMULATED_IPC", "handle"}};
+  runWithDeviceMemory(layout, "p2p");
+}
+
 TEST_CASE("emulated device memory: 4 rank processes of one host with NCCL_P2P_DISABLE, through shared segments mapped for the executor",
           "[device][emulated][processes]") {
   HostLayout layout;

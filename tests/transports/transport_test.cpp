@@ -3,6 +3,7 @@
 // registry's choice per locality and variable, and FIFOs in memory the host may not touch.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,18 +60,38 @@ class FakeDeviceMemory final : public FifoMemory {
   // Exported as CUDA exports a GPU allocation: a descriptor (here a memfd) that another process
   // maps at an address of its own.
   bool exportable() const override { return true; }
-  void* allocateExportable(size_t bytes, const std::string& what, int* fd) override {
-    *fd = memfd_create("fake-device", MFD_CLOEXEC);
-    REQUIRE(*fd >= 0);
-    REQUIRE(ftruncate(*fd, off_t(bytes)) == 0);
-    void* p = mapShared(*fd, bytes, what);
+  // byHandle: the handle travels as bytes (a shared-memory object's name, as CUDA's legacy IPC
+  // handle does), not as a descriptor.
+  void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle) override {
+    std::string name;
+    int fd = -1;
+    if (byHandle) {
+      name = "/tutti-test-ipc-" + std::to_string(getpid()) + "-" + std::to_string(exported);
+      fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+      std::memcpy(handle->bytes, name.data(), name.size());
+    } else {
+      fd = memfd_create("fake-device", MFD_CLOEXEC);
+    }
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, off_t(bytes)) == 0);
+    void* p = mapShared(fd, bytes, what);
+    if (byHandle) {
+      close(fd);
+      names.push_back(name);
+    } else {
+      handle->fd = fd;
+    }
     std::lock_guard<std::mutex> lock(mutex);
     live++;
     exported++;
     return p;
   }
-  void* importExported(int fd, size_t bytes, const std::string& what) override {
+  void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what) override {
+    int fd = handle.fd;
+    if (fd < 0) fd = shm_open(reinterpret_cast<const char*>(handle.bytes), O_RDWR, 0);
+    REQUIRE(fd >= 0);
     void* p = mapShared(fd, bytes, what);
+    if (handle.fd < 0) close(fd);
     std::lock_guard<std::mutex> lock(mutex);
     imported++;
     return p;
@@ -126,6 +147,11 @@ class FakeDeviceMemory final : public FifoMemory {
   std::unordered_map<void*, std::pair<void*, size_t>> mapped;  // host -> its second address
   std::unordered_map<void*, size_t> shared;                    // exported and imported mappings
   int exported = 0, imported = 0;
+  bool byHandle = false;
+  std::vector<std::string> names;  // shared-memory objects made for handles
+  ~FakeDeviceMemory() {
+    for (const std::string& name : names) shm_unlink(name.c_str());
+  }
   int unmappedUnknown = 0;
   std::atomic<int> copiesIn{0}, copiesOut{0};
 };
@@ -314,8 +340,11 @@ TEST_CASE("transport: a local FIFO in memory the host cannot touch is set up by 
   CHECK(memory->live == 0);
 }
 
-TEST_CASE("transport: p2p hands the receiver's exported FIFO to the sender by descriptor, and each end releases its own", "[transport]") {
+TEST_CASE("transport: p2p hands the receiver's exported FIFO to the sender by descriptor or handle, and each end releases its own",
+          "[transport]") {
   auto memory = std::make_shared<FakeDeviceMemory>();
+  memory->byHandle = GENERATE(false, true);
+  INFO((memory->byHandle ? "handle bytes in the offer" : "descriptor over a Unix socket"));
   {
     TransportPair pair("p2p", memory);
     CHECK(pair.send->transport() == "p2p");

@@ -16,14 +16,18 @@ namespace {
 
 constexpr uint64_t kP2pOfferMagic = 0x7475747469703270ull;  // "tuttip2p"
 
-// The offer's bytes: where to take the FIFO's descriptor, and what it holds.
+// The offer's bytes: the FIFO's size, and how to reach it: a descriptor to take from the owner's
+// server, or a handle that travels in the offer itself.
 struct P2pOffer {
   uint64_t magic;
-  uint64_t token;
+  uint64_t token;  // the descriptor's at the server; 0: the handle is `handle`
   uint64_t bytes;
   int32_t ownerPid;
   uint32_t reserved;
-  char server[kDescriptorServerNameBytes];  // NUL-padded
+  union {
+    char server[kDescriptorServerNameBytes];  // NUL-padded
+    uint8_t handle[kern::ExportHandle::kBytes];
+  };
 };
 static_assert(sizeof(P2pOffer) <= kConnectionOfferBytes);
 
@@ -82,25 +86,37 @@ class P2pTransport final : public Transport {
     const FifoShape shape = checkedFifoShape(context_, what);
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
-    int exported = -1;
+    kern::ExportHandle exported;
     void* fifo = memory->allocateExportable(bytes, what, &exported);
-    OwnedFd descriptor(exported);
+    OwnedFd descriptor(exported.fd);
     auto connection = std::make_unique<P2pConnection>(memory, fifo, false, request.peerBells);
     writeFifoHeader(*memory, fifo, shape);
-    DescriptorServer& server = descriptorServer();
-    const uint64_t token = server.offer(descriptor.get(), context_.peerPid(request.peer));
     P2pOffer p2p{};
     p2p.magic = kP2pOfferMagic;
-    p2p.token = token;
     p2p.bytes = bytes;
     p2p.ownerPid = int32_t(getpid());
-    std::memcpy(p2p.server, server.name().data(), server.name().size());
     std::memset(offer, 0, sizeof *offer);
-    std::memcpy(offer->bytes, &p2p, sizeof p2p);
-    TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered as handle %llu at @%s", what.c_str(), bytes, static_cast<unsigned long long>(token),
-                server.name().c_str());
-    DescriptorServer* offeredBy = &server;
     const std::string peer = context_.describePeer(request.peer);
+    if (descriptor.get() < 0) {
+      // A handle in the offer (legacy CUDA IPC): the sender marks the FIFO's header once mapped.
+      std::memcpy(p2p.handle, exported.bytes, sizeof p2p.handle);
+      std::memcpy(offer->bytes, &p2p, sizeof p2p);
+      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle", what.c_str(), bytes);
+      auto* header = static_cast<kern::FifoHeader*>(fifo);
+      return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), [memory, header] {
+        uint64_t attached = 0;
+        memory->copyOut(&attached, &header->attached, sizeof attached);
+        return attached != 0;
+      });
+    }
+    DescriptorServer& server = descriptorServer();
+    const uint64_t token = server.offer(descriptor.get(), context_.peerPid(request.peer));
+    p2p.token = token;
+    std::memcpy(p2p.server, server.name().data(), server.name().size());
+    std::memcpy(offer->bytes, &p2p, sizeof p2p);
+    TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered as descriptor %llu at @%s", what.c_str(), bytes,
+                static_cast<unsigned long long>(token), server.name().c_str());
+    DescriptorServer* offeredBy = &server;
     return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), [offeredBy, token, peer, what] {
       switch (offeredBy->state(token)) {
         case DescriptorServer::State::Confirmed: offeredBy->withdraw(token); return true;
@@ -121,10 +137,22 @@ class P2pTransport final : public Transport {
     if (p2p.ownerPid != context_.peerPid(request.peer))
       throw Error(ErrorCode::Remote, what + ": the p2p offer comes from process " + std::to_string(p2p.ownerPid) + ", not from " +
                                          context_.describePeer(request.peer));
+    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    if (p2p.token == 0) {  // a handle in the offer
+      kern::ExportHandle handle;
+      std::memcpy(handle.bytes, p2p.handle, sizeof handle.bytes);
+      void* fifo = memory->importExported(handle, size_t(p2p.bytes), what);
+      auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
+      checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
+      const uint64_t one = 1;
+      memory->copyIn(&static_cast<kern::FifoHeader*>(fifo)->attached, &one, sizeof one);
+      return connection;
+    }
     const std::string server(p2p.server, strnlen(p2p.server, sizeof p2p.server));
     TakenDescriptor taken = takeDescriptor(server, p2p.ownerPid, p2p.token, deadline, &context_.abortFlag(), what);
-    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
-    void* fifo = memory->importExported(taken.fd(), size_t(p2p.bytes), what);
+    kern::ExportHandle handle;
+    handle.fd = taken.fd();
+    void* fifo = memory->importExported(handle, size_t(p2p.bytes), what);
     auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
     checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
     taken.confirm();

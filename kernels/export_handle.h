@@ -1,0 +1,18 @@
+// What another process of this host needs to map memory a backend exported (CUDA IPC).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tutti::kern {
+
+// How another process of this host reaches memory that a backend exported: a POSIX descriptor to
+// pass over a Unix socket (CUDA virtual memory's shareable handle), or bytes that travel as they
+// are (CUDA's legacy IPC handle, for drivers that cannot export descriptors).
+struct ExportHandle {
+  static constexpr size_t kBytes = 64;  // CU_IPC_HANDLE_SIZE
+  int fd = -1;                          // the holder's to close; -1 when the handle is `bytes`
+  uint8_t bytes[kBytes] = {};
+};
+
+}  // namespace tutti::kern
