@@ -16,8 +16,7 @@ using namespace tutti::plan;
 namespace {
 
 std::string dataFile(const std::string& name) {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind('/')) + "/data/" + name;
+  return std::string(TUTTI_TEST_SOURCE_DIR) + "/algorithms/data/" + name;
 }
 
 std::string readAll(const std::string& path) {

@@ -323,7 +323,7 @@ TEST_CASE("selector: tutti-sim prints a table that parses") {
   CHECK_THAT(err2.str(), Catch::Contains("no-such-system.xml"));
   // The hand-written 8-GPU dump, 4 nodes of it: 32 ranks, its NICs and NVLink.
   std::ostringstream out3, err3;
-  const std::string dump = (std::filesystem::path(__FILE__).parent_path() / "../topology/data/dgx_a100_8gpu.xml").string();
+  const std::string dump = std::string(TUTTI_TEST_SOURCE_DIR) + "/topology/data/dgx_a100_8gpu.xml";
   CHECK(sim::runSimTool({"--topo", dump, "--nodes", "4", "-b", "1M", "-e", "1M"}, out3, err3) == 0);
   CHECK_THAT(out3.str(), Catch::Contains("32 ranks on 4 node(s)") && Catch::Contains("NIC(s) per node"));
   CHECK(sim::runSimTool({"--bogus"}, out2, err2) == 1);

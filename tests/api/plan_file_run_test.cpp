@@ -14,7 +14,7 @@
 #include "tests/common/ranks_support.h"
 
 namespace {
-std::string ring4Plan() { return (std::filesystem::path(__FILE__).parent_path() / "../algorithms/data/ring4.plan").string(); }
+std::string ring4Plan() { return std::string(TUTTI_TEST_SOURCE_DIR) + "/algorithms/data/ring4.plan"; }
 }  // namespace
 
 TEST_CASE("plan file: a loaded plan is chosen by NCCL_ALGO and runs, all-reduce and broadcast from its root 1",

@@ -40,9 +40,7 @@ inline std::string readFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// tests/topology/data/<name>, found from this header's own location.
-inline std::string topologyDataFile(const std::string& name) {
-  return (std::filesystem::path(__FILE__).parent_path() / "data" / name).string();
-}
+// tests/topology/data/<name>.
+inline std::string topologyDataFile(const std::string& name) { return std::string(TUTTI_TEST_SOURCE_DIR) + "/topology/data/" + name; }
 
 }  // namespace tutti_test
