@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "kernels/host_reduce.h"
@@ -110,10 +112,37 @@ TUTTI_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) 
 }
 TUTTI_NCCL_ALIAS(ncclCommDeregister)
 
+// A window is a registration (ncclCommRegister's cache, so collectives on it go zero-copy where
+// registered buffers do), made collectively: every rank calls, and NCCL_WIN_COLL_SYMMETRIC windows
+// must agree in size. The device-side API over windows (symmetric kernels, LSA pointers) is not
+// offered.
 TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   return guard("ncclCommWindowRegister", [&] {
-    checkComm("ncclCommWindowRegister", comm);
-    throw Error(ErrorCode::InvalidUsage, "ncclCommWindowRegister: not supported yet (symmetric memory windows need the CUDA backend)");
+    checkUsableComm("ncclCommWindowRegister", comm);
+    const std::string where = "ncclCommWindowRegister: " + comm->where();
+    if (win == nullptr) throw Error(ErrorCode::InvalidArgument, where + ": win is NULL");
+    if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC)
+      throw Error(ErrorCode::InvalidArgument, where + ": winFlags " + std::to_string(winFlags) +
+                                                  " is neither NCCL_WIN_DEFAULT (0) nor NCCL_WIN_COLL_SYMMETRIC (1)");
+    checkBuffer("ncclCommWindowRegister", comm, buff, size, 1, "buff");
+    struct Entry {
+      uint64_t size;
+      int64_t flags;
+    };
+    std::vector<Entry> all(size_t(comm->identity.nranks));
+    all[size_t(comm->identity.rank)] = Entry{size, winFlags};
+    comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
+    for (int r = 0; r < comm->identity.nranks; r++) {
+      const Entry& e = all[size_t(r)];
+      if (e.flags != winFlags)
+        throw Error(ErrorCode::InvalidUsage, where + " registers with winFlags " + std::to_string(winFlags) + " where " +
+                                                 comm->describePeer(r) + " passed " + std::to_string(e.flags) + " (every rank must pass the same)");
+      if (winFlags == NCCL_WIN_COLL_SYMMETRIC && e.size != size)
+        throw Error(ErrorCode::InvalidUsage, where + " registers a symmetric window of " + std::to_string(size) + " bytes where " +
+                                                 comm->describePeer(r) + " registers " + std::to_string(e.size) +
+                                                 " (NCCL_WIN_COLL_SYMMETRIC windows are the same size on every rank)");
+    }
+    *win = reinterpret_cast<ncclWindow_t>(comm->links.registrations.add(buff, size));
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommWindowRegister)
@@ -121,7 +150,8 @@ TUTTI_NCCL_ALIAS(ncclCommWindowRegister)
 TUTTI_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return guard("ncclCommWindowDeregister", [&] {
     checkComm("ncclCommWindowDeregister", comm);
-    throw Error(ErrorCode::InvalidUsage, "ncclCommWindowDeregister: not supported yet");
+    if (win == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommWindowDeregister: " + comm->where() + ": win is NULL");
+    comm->links.registrations.remove(win, "ncclCommWindowDeregister: " + comm->where());
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommWindowDeregister)

@@ -91,10 +91,14 @@ TEST_CASE("unsupported functions say so", "[arguments][unsupported]") {
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comm = nullptr;
   REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
-  ncclWindow_t win;
+  ncclWindow_t win = nullptr;
   float buf[4];
-  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, 0) == ncclInvalidUsage);
-  CHECK(std::string(ncclGetLastError(nullptr)).find("not supported yet") != std::string::npos);
+  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, &win, 2) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("winFlags 2 is neither") != std::string::npos);
+  CHECK(ncclCommWindowRegister(comm, buf, sizeof buf, nullptr, 0) == ncclInvalidArgument);
+  REQUIRE(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess);
+  CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess);
+  CHECK(ncclCommWindowDeregister(comm, win) == ncclInvalidArgument);  // once only
   // A simInfo that was not initialised is refused, and the group still ends.
   REQUIRE(ncclGroupStart() == ncclSuccess);
   CHECK(ncclGroupSimulateEnd(nullptr) == ncclInvalidArgument);

@@ -28,7 +28,9 @@ using tutti_test::Coll;
 // (blocking calls) or a host stream of their own (queued calls).
 class RegisteredBuffers final : public tutti_test::CaseBuffers {
  public:
-  RegisteredBuffers(ncclComm_t comm, bool onStream) : comm_(comm) {
+  // windows: registered collectively with ncclCommWindowRegister (every rank allocates the same
+  // buffers in the same order) rather than with ncclCommRegister.
+  RegisteredBuffers(ncclComm_t comm, bool onStream, bool windows = false) : comm_(comm), windows_(windows) {
     if (onStream) TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream_));
   }
   ~RegisteredBuffers() override {
@@ -37,7 +39,13 @@ class RegisteredBuffers final : public tutti_test::CaseBuffers {
   void* allocate(size_t bytes) override {
     void* p = std::malloc(bytes + 64);
     void* handle = nullptr;
-    TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
+    if (windows_) {
+      ncclWindow_t win = nullptr;
+      TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm_, p, bytes + 64, &win, NCCL_WIN_DEFAULT));
+      handle = win;
+    } else {
+      TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
+    }
     held_.push_back({p, bytes + 64, handle});
     return p;
   }
@@ -45,7 +53,8 @@ class RegisteredBuffers final : public tutti_test::CaseBuffers {
   void release(void* p) override {
     for (auto it = held_.begin(); it != held_.end(); ++it) {
       if (it->p != p) continue;
-      TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
+      if (windows_) TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)));
+      else TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
       std::memset(p, 0xa5, it->bytes);
       std::free(p);
       held_.erase(it);
@@ -66,6 +75,7 @@ class RegisteredBuffers final : public tutti_test::CaseBuffers {
     void* handle;
   };
   ncclComm_t comm_;
+  bool windows_;
   cudaStream_t stream_ = nullptr;
   std::vector<Held> held_;
 };
@@ -176,4 +186,42 @@ TEST_CASE("zero-copy: a buffer deregistered between calls is copied from the nex
   }
   CHECK(zeroCopy == size_t(nranks));
   CHECK(copied == size_t(2 * nranks));
+}
+
+TEST_CASE("zero-copy: buffers registered as windows (ncclCommWindowRegister) go zero-copy and give the copied path's bytes",
+          "[register][zero-copy][window]") {
+  tutti_test::CapturedLog log("TRACE", "COLL");
+  const std::vector<Case> cases = zeroCopyCases(3, true);
+  std::string failures = tutti_test::runThreads(3, [&](int rank, int n, ncclComm_t comm) {
+    for (const Case& c : cases) {
+      std::vector<char> copied, direct;
+      tutti_test::runCase(c, rank, n, comm, nullptr, &copied);
+      RegisteredBuffers windows(comm, false, true);
+      tutti_test::runCase(c, rank, n, comm, &windows, &direct);
+      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the windows' result differs from the copied one");
+    }
+  });
+  INFO(failures);
+  REQUIRE(failures.empty());
+  CHECK(!log.linesWith("zero-copy: peers read the input and output in place").empty());
+}
+
+TEST_CASE("ncclCommWindowRegister: symmetric windows of different sizes, or flags that differ, fail every rank naming the peer",
+          "[register][window][arguments]") {
+  for (bool flagsDiffer : {false, true}) {
+    std::string failures = tutti_test::runThreads(2, [&](int rank, int, ncclComm_t comm) {
+      std::vector<char> buf(8192);
+      ncclWindow_t win = nullptr;
+      const size_t size = !flagsDiffer && rank == 1 ? 4096 : 8192;
+      const int flags = flagsDiffer && rank == 1 ? NCCL_WIN_DEFAULT : NCCL_WIN_COLL_SYMMETRIC;
+      const ncclResult_t result = ncclCommWindowRegister(comm, buf.data(), size, &win, flags);
+      const std::string message = ncclGetLastError(comm);
+      const std::string other = "rank " + std::to_string(1 - rank) + " (";
+      tutti_test::check(result == ncclInvalidUsage && message.find(other) != std::string::npos &&
+                            message.find(flagsDiffer ? "winFlags" : "symmetric window") != std::string::npos,
+                        "rank " + std::to_string(rank) + " got " + ncclGetErrorString(result) + ": " + message);
+    });
+    INFO((flagsDiffer ? "flags differ: " : "sizes differ: ") << failures);
+    CHECK(failures.empty());
+  }
 }
