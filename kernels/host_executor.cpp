@@ -142,6 +142,7 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
   }
   using Clock = std::chrono::steady_clock;
   auto lastProgress = Clock::now();
+  Clock::time_point probeAt = Clock::time_point::max();  // when a stalled wait next compares calls
   int idle = 0;
   // Whether this worker is driving the network (ctx.pollNetwork): from its first network poll
   // until a wait is about to sleep or the operation ends, however it ends.
@@ -231,7 +232,10 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     }
     // (Yielding before sleeping, on 2 cores with 4 ranks: 8-byte all-reduce 50 us, not 280 us.)
     if (idlePoll(++idle, ctx)) continue;
-    if (idle == ctx.spin + ctx.yields) lastProgress = Clock::now();
+    if (idle == ctx.spin + ctx.yields) {
+      lastProgress = Clock::now();
+      probeAt = lastProgress + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ExecutionContext::kProbeAfterSeconds));
+    }
     driving.end(Drive::Stop);  // a worker never sleeps holding the sockets
     // Again before every sleep, not only the first: a step that waited for data may now wait for
     // room at another peer.
@@ -248,6 +252,18 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
       published.set(record);
     }
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
+    // Stalled: does the awaited peer's call of this number differ (a mismatch that took it down
+    // another path)? Asked again each second, as a peer may simply not have reached the call yet.
+    if (ctx.probeCall != nullptr && undrained == nullptr && Clock::now() >= probeAt) {
+      probeAt = Clock::now() + std::chrono::seconds(1);
+      const engine::LaneRef l = firstWaiting();
+      ExecFault f{};
+      engine::blockedOn(l, f, HostSync{});
+      if (f.peer >= 0 && l.op->signature != 0) {
+        std::string mismatch = ctx.probeCall(ctx.probeArg, f.peer, l.op->signature, engine::signatureCount(*l.op));
+        if (!mismatch.empty()) throw Error(ErrorCode::InvalidUsage, mismatch);
+      }
+    }
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
       ExecFault f = waitingFault();
       throw Error(ErrorCode::Timeout, describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));

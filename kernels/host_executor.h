@@ -56,6 +56,14 @@ struct ExecutionContext {
   bool (*networkSendsWaiting)(void* arg) = nullptr;
   void (*driveNetwork)(void* arg, Drive change) = nullptr;
   void* networkArg = nullptr;
+  // Set where peers' calls can be looked up (ranks of this host): once a wait has stalled
+  // kProbeAfterSeconds, and each second after, the waiting worker asks whether `peer`'s call with
+  // the same collective number as `signature` differs; a non-empty answer is the mismatch, in
+  // describeCallMismatch's words, and the operation fails with it at once instead of at the
+  // timeout. Catches mismatches that leave the ranks waiting on different connections.
+  std::string (*probeCall)(const void* arg, int peer, uint64_t signature, uint64_t count) = nullptr;
+  const void* probeArg = nullptr;
+  static constexpr double kProbeAfterSeconds = 1.0;
 };
 
 // The idle poll number `idle` (from 0) of a wait: the first ctx.spin polls pause, the next

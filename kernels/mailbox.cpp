@@ -29,7 +29,7 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
   // seq_cst (a plain load on x86): the look after announcing a sleep must be ordered after the
   // announcement, against the writer's fence (runMailboxAllReduce).
   auto arrived = [&] { return seq.load(std::memory_order_seq_cst) == op.seq; };
-  Clock::time_point sleptSince{};
+  Clock::time_point sleptSince{}, probeAt{};
   // Published for the length of the sleeping part of the wait (ctx.waitSlot), cleared however
   // it ends.
   struct Published {
@@ -44,6 +44,7 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
     if (idlePoll(idle, ctx)) continue;
     if (sleptSince == Clock::time_point{}) {
       sleptSince = Clock::now();
+      probeAt = sleptSince + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ExecutionContext::kProbeAfterSeconds));
       if (ctx.waitSlot) {
         ctx.waitSlot->publish(waitingFor(op, p, sleptSince));
         published.slot = ctx.waitSlot;
@@ -56,6 +57,13 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
     const uint32_t seen = bell->seq.load(std::memory_order_seq_cst);
     if (!arrived()) sleepOnBell(bell, seen, 100 * 1000 * 1000L);
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    // Stalled: has the peer made another call of this number (one that does not go through the
+    // mailboxes)? Asked each second from the first.
+    if (!arrived() && ctx.probeCall != nullptr && op.signature != 0 && Clock::now() >= probeAt) {
+      probeAt = Clock::now() + std::chrono::seconds(1);
+      std::string mismatch = ctx.probeCall(ctx.probeArg, p, op.signature, op.count);
+      if (!mismatch.empty()) throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " + mismatch);
+    }
     if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds) {
       WaitRecord waiting = waitingFor(op, p, sleptSince);
       throw Error(ErrorCode::Timeout, describeWaitingOp(waiting, ctx.rank) + " is waiting for " +

@@ -41,17 +41,17 @@ enum DirectBuffers : uint8_t { kDirectIn = 1, kDirectOut = 2 };
 // What every rank's call of one operation must agree on, sent with each message and compared by
 // the receiver (with signatureCount): the collective's number on the communicator (24 bits;
 // send and receive are not numbered), the collective (send and receive alike), the data type and
-// reduction where they matter, and the root (24 bits). 0 never results: the low bit of the
-// collective field is forced on for a valid call.
+// reduction where they matter, and the root (23 bits). 0 never results: the top bit is set for
+// every valid call.
 TUTTI_FLAT_HD uint64_t callSignature(uint32_t collSeq, uint32_t coll, uint32_t dtype, uint32_t redKind, uint32_t root) {
   return uint64_t(collSeq & 0xffffffu) | uint64_t(coll & 0xfu) << 24 | uint64_t(dtype & 0xfu) << 28 | uint64_t(redKind & 0xffu) << 32 |
-         uint64_t(root & 0xffffffu) << 40 | uint64_t(1) << 63;
+         uint64_t(root & 0x7fffffu) << 40 | uint64_t(1) << 63;
 }
 TUTTI_FLAT_HD uint32_t signatureSeq(uint64_t s) { return uint32_t(s & 0xffffffu); }
 TUTTI_FLAT_HD uint32_t signatureColl(uint64_t s) { return uint32_t(s >> 24) & 0xfu; }
 TUTTI_FLAT_HD uint32_t signatureDtype(uint64_t s) { return uint32_t(s >> 28) & 0xfu; }
 TUTTI_FLAT_HD uint32_t signatureRedKind(uint64_t s) { return uint32_t(s >> 32) & 0xffu; }
-TUTTI_FLAT_HD uint32_t signatureRoot(uint64_t s) { return uint32_t(s >> 40) & 0xffffffu; }
+TUTTI_FLAT_HD uint32_t signatureRoot(uint64_t s) { return uint32_t(s >> 40) & 0x7fffffu; }
 
 // One end of one connection: the FIFO the lane reads (receive) or fills (send).
 struct ConnEnd {

@@ -11,6 +11,7 @@
 #include "algorithms/sim.h"
 #include "algorithms/tiling.h"
 #include "kernels/dtypes.h"
+#include "kernels/exec_fault.h"
 #include "kernels/host_reduce.h"
 #include "base/log.h"
 #include "runtime/mailbox_path.h"
@@ -173,7 +174,9 @@ uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind)
   if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv) return kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
   const uint32_t red = reduces(t.coll) ? uint32_t(redKind) : 0;
   const uint32_t root = plan::rootedColl(t.coll) ? uint32_t(t.root) : 0;
-  return kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(t.type), red, root);
+  const uint64_t signature = kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(t.type), red, root);
+  if (comm->control.own != nullptr) comm->control.own->calls.record(kern::signatureSeq(signature), signature, t.count);
+  return signature;
 }
 
 void throwRecordedCause(ncclComm* comm) {
@@ -181,6 +184,20 @@ void throwRecordedCause(ncclComm* comm) {
   if (comm->error.asyncError.load() != ncclSuccess && comm->error.code != ErrorCode::Aborted)
     throw Error(comm->error.code, comm->error.message);
 }
+
+namespace {
+// A stalled wait's question (kern::ExecutionContext::probeCall): the peer's call of the same
+// collective number, from its control block, if it is on this host and has reached it.
+std::string probeCall(const void* owner, int peer, uint64_t signature, uint64_t count) {
+  const auto* comm = static_cast<const ncclComm*>(owner);
+  if (kern::signatureColl(signature) == uint32_t(plan::Coll::Send)) return "";  // send and receive are not numbered
+  const ControlBlock* block = size_t(peer) < comm->control.ofRank.size() ? comm->control.ofRank[size_t(peer)] : nullptr;
+  uint64_t theirs = 0, theirCount = 0;
+  if (block == nullptr || !block->calls.find(kern::signatureSeq(signature), &theirs, &theirCount)) return "";
+  if (theirs == signature && theirCount == count) return "";
+  return kern::describeCallMismatch(comm->describePeer(peer), theirs, theirCount, comm->identity.rank, signature, count);
+}
+}  // namespace
 
 kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork) {
   kern::ExecutionContext ctx;
@@ -193,6 +210,8 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork)
   ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
   ctx.peerNamerArg = comm;
   ctx.waitSlot = &comm->executor.waits[size_t(worker)];
+  ctx.probeCall = probeCall;
+  ctx.probeArg = comm;
   if (comm->links.proxy() && driveNetwork) {
     ctx.pollNetwork = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->tryProgress(); };
     ctx.networkSendsWaiting = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->sendsWaiting(); };

@@ -7,6 +7,7 @@
 
 #include "kernels/bell.h"
 #include "kernels/mailbox.h"
+#include "runtime/call_log.h"
 #include "transports/segment.h"
 
 struct ncclComm;
@@ -18,10 +19,12 @@ constexpr int kMaxWorkers = 32;
 constexpr int kMaxMailboxRanks = 64;
 
 // Peers on the same node map it so that they can wake the worker that waits on a FIFO they just
-// moved, and read the rank's mailboxes (one-shot all-reduces, kernels/mailbox.h).
+// moved, read the rank's mailboxes (one-shot all-reduces, kernels/mailbox.h), and compare its calls
+// with theirs when a wait stalls.
 struct ControlBlock {
   kern::Bell bells[kMaxWorkers];
   kern::Mailbox mailboxes[2];
+  CallLog calls;  // the collectives this rank started, for a stalled peer to compare (call_log.h)
 };
 
 // This rank's control block and those it maps.

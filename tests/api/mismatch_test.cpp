@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "nccl.h"
+#include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 
 namespace {
@@ -91,4 +93,75 @@ TEST_CASE("mismatch: small all-reduces through the one-shot mailboxes are checke
   // mailboxes, which carry the call beside the input; a device executor runs its plan instead.
   requireCaught(allReduceWith({100, ncclFloat32}, {200, ncclFloat32}, "oneshot"), "count 100,", "count 200,");
   requireCaught(allReduceWith({100, ncclFloat32}, {100, ncclInt32}, "oneshot"), "float32", "int32");
+}
+
+namespace {
+
+// Ranks as threads (or processes) that each make `call(rank, comm)` under the default selector,
+// with a timeout far beyond what the test allows: a mismatch that makes the ranks take different
+// paths (so no message carries a signature to compare) must still be caught within seconds, by
+// the stalled wait's look at the awaited peer's call (runtime/call_log.h).
+using Call2 = std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<float>& buf)>;
+
+std::vector<Outcome> runCalls(int n, const Call2& call) {
+  tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<Outcome> outcomes(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; r++)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
+        outcomes[size_t(r)] = {ncclInternalError, std::string("init: ") + ncclGetLastError(nullptr), 0};
+        return;
+      }
+      std::vector<float> buf(1 << 20, 1.0f);
+      auto start = std::chrono::steady_clock::now();
+      outcomes[size_t(r)].result = call(r, comm, buf);
+      outcomes[size_t(r)].seconds = tutti_test::secondsSince(start);
+      outcomes[size_t(r)].message = ncclGetLastError(nullptr);
+      ncclCommAbort(comm);
+    });
+  for (auto& t : threads) t.join();
+  return outcomes;
+}
+
+}  // namespace
+
+TEST_CASE("mismatch: AllReduce against Broadcast, which wait on different connections, fails within seconds naming both",
+          "[mismatch]") {
+  auto outcomes = runCalls(3, [](int rank, ncclComm_t comm, std::vector<float>& buf) {
+    if (rank == 0) return ncclAllReduce(buf.data(), buf.data(), 100000, ncclFloat32, ncclSum, comm, nullptr);
+    return ncclBroadcast(buf.data(), buf.data(), 100000, ncclFloat32, 0, comm, nullptr);
+  });
+  requireCaught(outcomes, "AllReduce(count 100000", "Broadcast(count 100000, float32, root 0)");
+}
+
+TEST_CASE("mismatch: a one-shot mailbox all-reduce against one through the FIFOs fails within seconds naming both", "[mismatch]") {
+  // 1 KiB goes through the mailboxes (every rank in this process), 64 KiB through a plan's FIFOs.
+  auto outcomes = runCalls(3, [](int rank, ncclComm_t comm, std::vector<float>& buf) {
+    return ncclAllReduce(buf.data(), buf.data(), rank == 0 ? 256 : 16384, ncclFloat32, ncclSum, comm, nullptr);
+  });
+  requireCaught(outcomes, "count 256,", "count 16384,");
+}
+
+TEST_CASE("mismatch: AllReduce against Broadcast between rank processes is caught through the control blocks", "[mismatch][processes]") {
+  tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
+  std::string failures = tutti_test::runProcesses(
+      3,
+      [](int rank, int, ncclComm_t comm) {
+        std::vector<float> buf(100000, 1.0f);
+        auto start = std::chrono::steady_clock::now();
+        ncclResult_t result = rank == 0 ? ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr)
+                                        : ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclFloat32, 0, comm, nullptr);
+        const double seconds = tutti_test::secondsSince(start);
+        const std::string message = ncclGetLastError(comm);
+        const std::string who = "rank " + std::to_string(rank) + " (" + std::to_string(seconds) + " s): ";
+        tutti_test::check(result != ncclSuccess && seconds < 10, who + "did not fail at once: " + message);
+        tutti_test::check(message.find("AllReduce(count 100000") != std::string::npos && message.find("Broadcast(count 100000") != std::string::npos,
+                          who + "the error does not name both calls: " + message);
+      },
+      90);
+  CHECK(failures == "");
 }
