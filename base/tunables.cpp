@@ -99,5 +99,13 @@ const Int kYield{"TUTTI_YIELD", 50,
 const Bool kCalibrate{"TUTTI_CALIBRATE", true,
                       "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
                       "the selector's cost model; 0: fixed default figures (every rank takes them when the ranks differ)"};
+const String kFlightRecorder{"TUTTI_FLIGHT_RECORDER", "",
+                             "a directory: each rank writes its communicator's flight record there as JSON when the "
+                             "communicator fails, times out or is aborted mid-operation (tools/tutti-trace reads them)"};
+const Int kFlightRecorderEntries{"TUTTI_FLIGHT_RECORDER_ENTRIES", 1024,
+                                 "operations each communicator's flight recorder keeps, the latest (0: none recorded)"};
+const String kFlightRecorderSignal{"TUTTI_FLIGHT_RECORDER_SIGNAL", "",
+                                   "a signal (SIGUSR1, SIGUSR2, ... or its number) on which every communicator of the "
+                                   "process dumps its flight record, to TUTTI_FLIGHT_RECORDER or else the working directory"};
 
 }  // namespace tutti::tunables

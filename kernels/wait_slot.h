@@ -40,16 +40,25 @@ class WaitSlot {
   void publish(const WaitRecord& record) {
     std::lock_guard<std::mutex> lock(mutex_);
     record_ = record;
+    if (record.what != WaitFor::Nothing) last_ = record;
   }
   void clear() { publish(WaitRecord{}); }
   WaitRecord read() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return record_;
   }
+  // The worker's latest wait, also once it has moved on: a worker that timed out has cleared its
+  // record by the time its failure is reported, and the flight recorder's dump still names the
+  // peer it waited for (runtime/flight_recorder_dump.h).
+  WaitRecord readLast() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_;
+  }
 
  private:
   mutable std::mutex mutex_;
   WaitRecord record_;
+  WaitRecord last_;
 };
 
 // The operation and where in it the worker waits: "AllReduce #12 (channel 0, tile 1/4, step

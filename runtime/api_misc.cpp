@@ -12,6 +12,8 @@
 #include "kernels/host_reduce.h"
 #include "runtime/api.h"
 #include "runtime/comm_launch.h"
+#include "runtime/flight_recorder_dump.h"
+#include "base/tunables.h"
 #include "kernels/host_stream.h"
 #include "runtime/device_backend.h"
 #if defined(TUTTI_HAVE_CUDA)
@@ -441,5 +443,16 @@ TUTTI_API ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t
       throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommDescribeWait: the description needs " +
                                                   std::to_string(lines.size() + 1) + " bytes, the buffer has " + std::to_string(textBytes));
     std::memcpy(text, lines.c_str(), lines.size() + 1);
+  });
+}
+
+TUTTI_API ncclResult_t tuttiCommDump(ncclComm_t comm, const char* path) {
+  return guard("tuttiCommDump", [&] {
+    // Any live communicator, a failed one too: its record says what led there.
+    checkComm("tuttiCommDump", comm);
+    std::string where = path != nullptr ? path : tunables::kFlightRecorder.get();
+    if (where.empty())
+      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommDump: path is NULL and TUTTI_FLIGHT_RECORDER is not set");
+    writeFlightRecord(comm, where, "request");
   });
 }

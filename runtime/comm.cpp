@@ -28,6 +28,7 @@ ncclComm::~ncclComm() {
     identity.bootstrap->setNoticeHandler(nullptr);
     identity.bootstrap->setPeerLostHandler(nullptr);
   }
+  executor.flight.reset();  // first: a dump on a signal reads the communicator until then
   // Launches and plans hold the backend's memory, as connections do: they go before it.
   executor.launchCache.reset();
   planning.planCache.clear();

@@ -28,6 +28,7 @@
 #include "runtime/config.h"
 #include "runtime/connection_setup.h"
 #include "runtime/control_block.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/registrations.h"
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
@@ -126,6 +127,8 @@ struct ExecutorResources {
   uint64_t mailboxSeq = 0;                // mailbox operations run so far
   std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
   std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
+  // The last operations, for dumps (runtime/flight_recorder_dump.h); null when none are recorded.
+  std::unique_ptr<FlightRecorder> flight;
 };
 
 // How this rank reaches its peers (runtime/connection_setup.h).

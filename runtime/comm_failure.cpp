@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "kernels/exec_fault.h"
 #include "runtime/comm.h"
+#include "runtime/flight_recorder_dump.h"
 
 using tutti::Error;
 using tutti::ErrorCode;
@@ -56,6 +57,7 @@ void ncclComm::fail(const Error& cause, bool tellPeers, int peer) {
   // The other ranks learn the cause now rather than by their own timeout: some of them never
   // talk to the peer at fault. An abort (ours or the user's) is not news to them.
   if (first && tellPeers && cause.code() != ErrorCode::Aborted && identity.bootstrap) identity.bootstrap->broadcastNotice(cause.message());
+  if (first) tutti::dumpFlightRecordOnFailure(this, cause);  // before the workers stop: their waits are the record's
   error.abortFlag.store(true);
   if (tutti::kern::ExecutorBackend* backend = executor.abortable.load()) backend->abort();  // kernels stop spinning
   if (control.own)

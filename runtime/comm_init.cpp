@@ -18,6 +18,7 @@
 #include "runtime/comm.h"
 #include "runtime/gpu_sharing.h"
 #include "runtime/control_block.h"
+#include "runtime/flight_recorder_dump.h"
 #include "runtime/init_model.h"
 #include "transports/registry.h"
 
@@ -264,6 +265,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // while a slower peer is still attaching.
   comm->identity.bootstrap->barrier();
   phases.done("barrier");
+  comm->executor.flight = makeFlightRecorder(comm, ids, nIds);
   comm->lifecycle.initSeconds = secondsSince(start);
 
   if (rank == 0 || log::enabled(log::Level::Trace, log::Init)) {

@@ -14,6 +14,7 @@
 #include "kernels/exec_fault.h"
 #include "kernels/host_reduce.h"
 #include "base/log.h"
+#include "runtime/flight_recorder_dump.h"
 #include "runtime/mailbox_path.h"
 #include "runtime/redop.h"
 
@@ -258,7 +259,9 @@ void CommLaunch::bind() {
     if (viaMailbox(comm, t, chosen)) {
       selection = chosen;
       mailbox = true;
-      builder_.addOp(opFor(t, comm->executor.opSeq++));
+      const kern::OpWork op = opFor(t, comm->executor.opSeq++);
+      builder_.addOp(op);
+      recordFlightQueued(comm, op, t, chosen.algorithm->name.c_str(), 1);
       TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
                   plan::collTitle(t.coll), (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op));
       return;
@@ -293,6 +296,7 @@ void CommLaunch::bind() {
     const kern::OpWork op = opFor(bound, comm->executor.opSeq++);
     const uint32_t opIndex = builder_.addOp(op);
     const int nch = std::clamp(chosen.nchannels, 1, comm->settings.nchannels);
+    recordFlightQueued(comm, op, t, chosen.algorithm->name.c_str(), nch);
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s", comm->where().c_str(), plan::collTitle(t.coll),
                 (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
                 plan::describe(first->plan).c_str(), directNote(op.direct));
@@ -394,6 +398,7 @@ void CommLaunch::rebind(const Task& t) {
   tasks.front() = t;
   kern::OpWork& op = work().ops()[0];
   op = opFor(t, comm->executor.opSeq++);
+  recordFlightQueued(comm, op, t, selection->algorithm->name.c_str(), mailbox ? 1 : std::clamp(selection->nchannels, 1, comm->settings.nchannels));
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s (bound before)", comm->where().c_str(),
               plan::collTitle(t.coll), (unsigned long long)op.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root,
               std::clamp(selection->nchannels, 1, comm->settings.nchannels),
@@ -401,6 +406,7 @@ void CommLaunch::rebind(const Task& t) {
 }
 
 void CommLaunch::beforeRun() {
+  recordFlightRunning(comm, work());
   // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets a
   // previous operation's worker released (TransportProxy::releaseDriving).
   if (TransportProxy* proxy = comm->links.proxy(); proxy && !workersDriveNetwork()) proxy->wake();
@@ -411,6 +417,7 @@ void CommLaunch::beforeRun() {
 }
 
 void CommLaunch::afterRun() {
+  recordFlightEnded(comm, work());  // done, unless failed() came first
   scratch_.release();
   work().scratch = nullptr;
 }
@@ -428,6 +435,11 @@ kern::ExecutionContext CommLaunch::context(int worker) { return contextFor(comm,
 void CommLaunch::runAlone() {
   const kern::OpWork& op = work().ops()[0];
   runMailboxAllReduce(comm, tasks.front(), op.redop, plan::collTitle(tasks.front().coll), op.seq, op.signature);
+}
+
+void CommLaunch::failed(const Error& error) {
+  recordFlightFailed(comm, work());
+  comm->fail(error);
 }
 
 void CommLaunch::raise(const Error& error) {

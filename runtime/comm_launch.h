@@ -61,7 +61,7 @@ class CommLaunch final : public kern::Launch {
   std::span<const Copy> prologue() const override { return prologue_; }
   bool alone() const override { return mailbox; }
   void runAlone() override;
-  void failed(const Error& error) override { comm->fail(error); }
+  void failed(const Error& error) override;
   [[noreturn]] void raise(const Error& error) override;
 
  private:

@@ -6,6 +6,7 @@
 #include "kernels/host_stream.h"
 #include "kernels/mailbox.h"
 #include "runtime/comm_launch.h"
+#include "runtime/flight_recorder_dump.h"
 #include "runtime/launch_cache.h"
 #include "base/log.h"
 #include "runtime/redop.h"
@@ -55,6 +56,7 @@ void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop
   op.name = name;
   op.opSeq = opSeq;
   op.signature = signature;
+  FlightScope flight(comm, opSeq);
   kern::runMailboxAllReduce(op, contextFor(comm, 0));
 }
 
@@ -65,7 +67,9 @@ bool mailboxNow(ncclComm* comm, const Task& t) {
               plan::collTitle(t.coll), (unsigned long long)opSeq, t.count, kern::dtypeName(t.type), int(t.op));
   try {
     const kern::RedOp redop = hostRedOp(comm, t);
-    runMailboxAllReduce(comm, t, redop, plan::collTitle(t.coll), opSeq, nextCallSignature(comm, t, redop.kind));
+    const uint64_t signature = nextCallSignature(comm, t, redop.kind);
+    recordFlightQueued(comm, opSeq, signature, t, "oneshot", 1);
+    runMailboxAllReduce(comm, t, redop, plan::collTitle(t.coll), opSeq, signature);
   } catch (const Error& e) {
     failMailbox(comm, e);
   }
@@ -81,6 +85,7 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
   job.redop = hostRedOp(comm, t);
   job.opSeq = comm->executor.opSeq++;
   job.signature = nextCallSignature(comm, t, job.redop.kind);
+  recordFlightQueued(comm, job.opSeq, job.signature, t, "oneshot", 1);
   job.busy.store(true, std::memory_order_relaxed);
   cache.mailboxJobsTaken++;
   TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),

@@ -71,6 +71,13 @@ ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective, size_t c
  * short, leaving ""). Safe to call from another thread while comm runs, e.g. before ncclCommAbort. */
 ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t textBytes);
 
+/* Writes comm's flight record (its last TUTTI_FLIGHT_RECORDER_ENTRIES operations, their states and
+ * times, and what each worker waits for) as JSON to path: a file, or a directory where the file is
+ * named tutti-flight-<host>-<pid>-comm<hash>-rank<rank>.json; NULL: the directory
+ * TUTTI_FLIGHT_RECORDER names. tools/tutti-trace reads the ranks' files together. Safe from any
+ * thread while comm runs, and on a failed comm. */
+ncclResult_t tuttiCommDump(ncclComm_t comm, const char* path);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,7 +6,8 @@ static const AnyFunction everyExtension[] = {
     (AnyFunction)tuttiStreamCreate, (AnyFunction)tuttiStreamSynchronize, (AnyFunction)tuttiStreamQuery,
     (AnyFunction)tuttiStreamDestroy, (AnyFunction)tuttiVersionString, (AnyFunction)tuttiCommDeviceBackend,
     (AnyFunction)tuttiCommAlgorithm, (AnyFunction)tuttiCommProtocol, (AnyFunction)tuttiCommTransports, (AnyFunction)tuttiCommNodeTopology,
-    (AnyFunction)tuttiCommNodeNic, (AnyFunction)tuttiCommDescribeWait};
+    (AnyFunction)tuttiCommNodeNic, (AnyFunction)tuttiCommDescribeWait,
+    (AnyFunction)tuttiCommDump};
 
 int tutti_abi_extension_count(void);
 int tutti_abi_extension_count(void) { return (int)(sizeof everyExtension / sizeof everyExtension[0]); }
