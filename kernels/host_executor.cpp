@@ -250,6 +250,7 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
       ExecFault f = waitingFault();
+      if (published.slot) published.slot->keepTimedOut(waitRecordOf(f));
       throw Error(ErrorCode::Timeout, describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
     }
   }
