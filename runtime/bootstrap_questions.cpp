@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "runtime/bootstrap_wire.h"
 
 namespace tutti::bootstrap_detail {
 
@@ -70,7 +71,7 @@ std::vector<PeerAnswer> Questions::ask(const std::vector<int>& peers, const std:
       answers[i].text = std::move(p.text);
     } else {
       answers[i].kind = PeerAnswer::Kind::NoAnswer;
-      answers[i].text = "did not answer within " + std::to_string(int(seconds * 1000 + 0.5)) + " ms";
+      answers[i].text = "did not answer within " + bootstrap_wire::secondsText(seconds);
     }
     pending_.erase(ids[i]);
   }

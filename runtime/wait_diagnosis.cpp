@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "runtime/bootstrap.h"
+#include "runtime/bootstrap_wire.h"
 
 namespace tutti {
 
@@ -111,7 +112,7 @@ std::string diagnoseWait(Bootstrap& bootstrap, const RankWait& mine, const std::
           break;
         case PeerAnswer::Kind::NoAnswer:
           w.state = RankWaitState::NoAnswer;
-          w.detail = "did not answer within " + std::to_string(int(seconds * 1000 + 0.5)) + " ms: stopped or hung";
+          w.detail = "did not answer within " + bootstrap_wire::secondsText(seconds) + ": stopped or hung";
           break;
         case PeerAnswer::Kind::Unreachable:
           w.state = RankWaitState::Gone;
