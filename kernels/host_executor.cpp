@@ -266,6 +266,7 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     }
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
       ExecFault f = waitingFault();
+      if (published.slot) published.slot->keepTimedOut(waitRecordOf(f));
       throw Error(ErrorCode::Timeout, describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
     }
   }

@@ -54,11 +54,22 @@ class WaitSlot {
     std::lock_guard<std::mutex> lock(mutex_);
     return last_;
   }
+  // The wait that ran out of time: kept after the worker stops (clear leaves it), for the
+  // diagnosis that follows a timeout and for peers that ask what this rank waits for.
+  void keepTimedOut(const WaitRecord& record) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timedOut_ = record;
+  }
+  WaitRecord timedOut() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return timedOut_;
+  }
 
  private:
   mutable std::mutex mutex_;
   WaitRecord record_;
   WaitRecord last_;
+  WaitRecord timedOut_;
 };
 
 // The operation and where in it the worker waits: "AllReduce #12 (channel 0, tile 1/4, step

@@ -37,6 +37,7 @@
 #include "runtime/bootstrap_id.h"
 #include "runtime/bootstrap_loop.h"
 #include "runtime/bootstrap_notices.h"
+#include "runtime/bootstrap_questions.h"
 #include "runtime/bootstrap_root.h"
 #include "runtime/bootstrap_wire.h"
 
@@ -51,6 +52,8 @@ using namespace bootstrap_detail;
 constexpr uint32_t kTagAllGather = 100;
 constexpr uint32_t kTagBarrier = 200;
 constexpr uint32_t kTagNotice = 900;  // a failure notice (broadcastNotice)
+constexpr uint32_t kTagQuestion = 910;  // a question (ask)
+constexpr uint32_t kTagAnswer = 911;    // its answer
 constexpr uint32_t kFirstUserTag = 1000;
 // All goodbyes of one close share this deadline; each is one small frame, normally sent at once.
 constexpr double kGoodbyeSeconds = 1.0;
@@ -93,7 +96,7 @@ class ProcessBootstraps {
   std::unordered_map<std::string, SocketBootstrap*> byAddress_;
 };
 
-class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
+class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private QuestionCarrier {
  public:
   SocketBootstrap(int rank, int nranks, double timeoutSeconds, const std::atomic<bool>* abortFlag,
                   const Secret& secret, bool sameProcessShortcut)
@@ -105,10 +108,12 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
         shortcut_(sameProcessShortcut),
         peerGone_(nranks),
         links_(nranks),
-        notices_(rank, nranks, context(), *this) {}
+        notices_(rank, nranks, context(), *this),
+        questions_(context(), *this) {}
 
   ~SocketBootstrap() override {
     notices_.stop();  // a notice still being sent goes out first, over the links
+    questions_.stop();
     if (!listenerText_.empty()) ProcessBootstraps::instance().leave(listenerText_);
     // From here the peers' connections closing is their answer to our close, not a death.
     stopping_.store(true, std::memory_order_release);
@@ -255,6 +260,15 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
 
   void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) override {
     notices_.setPeerLostHandler(std::move(handler));
+  }
+
+  std::vector<PeerAnswer> ask(const std::vector<int>& peers, const std::string& question, double timeoutSeconds) override {
+    for (int peer : peers) checkPeer(peer, "ask");
+    return questions_.ask(peers, question, timeoutSeconds);
+  }
+
+  void setAnswerer(std::function<std::string(int asker, const std::string& question)> answerer) override {
+    questions_.setAnswerer(std::move(answerer));
   }
 
   std::string peerAddress(int peer) const override {
@@ -411,6 +425,17 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
     sendMessage(peer, kTagNotice, text.data(), text.size(), deadline, "notice", stop);
   }
 
+  std::string peerGoneReason(int peer) override {
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    return peerGone_[peer];
+  }
+
+  void sendQuestionMessage(int peer, bool answer, const std::string& payload, SteadyTime deadline,
+                           const std::atomic<bool>* stop) override {
+    sendMessage(peer, answer ? kTagAnswer : kTagQuestion, payload.data(), payload.size(), deadline,
+                answer ? "answer" : "question", stop);
+  }
+
   void sendMessage(int peer, uint32_t tag, const void* data, size_t size, SteadyTime deadline,
                    const char* operation, const std::atomic<bool>* abortFlag = nullptr) {
     if (abortFlag == nullptr) abortFlag = abortFlag_;
@@ -503,6 +528,10 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
   void deliver(int sender, uint32_t tag, std::vector<uint8_t>&& message) {
     if (tag == kTagNotice && sender != rank_) {
       notices_.deliver(sender, std::string(message.begin(), message.end()));
+      return;
+    }
+    if (tag == kTagQuestion || tag == kTagAnswer) {
+      questions_.deliver(sender, tag == kTagAnswer, std::string(message.begin(), message.end()));
       return;
     }
     {
@@ -627,6 +656,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier {
   std::vector<Link> links_;  // by peer
 
   FailureNotices notices_;  // stopped first: its thread sends through the links
+  Questions questions_;      // likewise: its answering thread sends through the links
 
   std::unique_ptr<WakeupEvent> wakeup_;
   std::atomic<bool> stopping_{false};

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/bootstrap_questions.h"
 
 namespace tutti {
 
@@ -97,6 +98,15 @@ class Bootstrap {
   // rank's ring neighbours (rank +- 1) hold a connection from it once a barrier and an allGather
   // have run. Setting an empty handler waits for a running call to finish.
   virtual void setPeerLostHandler(std::function<void(int peer, const std::string& reason)> handler) = 0;
+
+  // Questions: asks each of peers a short question and returns their answers (one PeerAnswer per
+  // peer, in order) within timeoutSeconds. A peer answers through its answerer, on a thread of its
+  // bootstrap; a peer that is stopped or hung gives NoAnswer by the deadline, one that cannot be
+  // reached (its process is gone) Unreachable with the error. For diagnosis after a failure: it
+  // watches no abort flag. Setting an empty answerer waits for a running call to finish.
+  virtual std::vector<PeerAnswer> ask(const std::vector<int>& peers, const std::string& question,
+                                      double timeoutSeconds) = 0;
+  virtual void setAnswerer(std::function<std::string(int asker, const std::string& question)> answerer) = 0;
 };
 
 }  // namespace tutti

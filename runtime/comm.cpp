@@ -27,6 +27,7 @@ ncclComm::~ncclComm() {
     identity.bootstrap->flushNotices();
     identity.bootstrap->setNoticeHandler(nullptr);
     identity.bootstrap->setPeerLostHandler(nullptr);
+    identity.bootstrap->setAnswerer(nullptr);
   }
   executor.flight.reset();  // first: a dump on a signal reads the communicator until then
   // Launches and plans hold the backend's memory, as connections do: they go before it.

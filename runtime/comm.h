@@ -33,6 +33,7 @@
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
 #include "runtime/topo_init.h"
+#include "runtime/wait_graph.h"
 #include "transports/fifo_memory.h"
 #include "transports/segment.h"
 #include "transports/transport.h"
@@ -183,6 +184,7 @@ struct CommErrorState {
   ErrorCode code = ErrorCode::Internal;
   std::string message;
   int peer = -1;  // the peer whose connection failed, if that is the cause
+  std::mutex diagnosisMutex;  // one diagnosis of a timed-out wait at a time (noticeExecutorFault)
   // ncclCommRevoke ran: the recorded error says so, and once the operations it stopped have ended
   // ncclCommGetAsyncError answers ncclSuccess (NCCL's rule), while every call but shrink, destroy
   // and abort is refused (runtime/comm_shrink.h).
@@ -233,6 +235,14 @@ struct ncclComm {
   // One line per worker that sleeps in a wait, joined by '\n' ("" when none does): the operation,
   // step, how long, and the peer it waits for. Safe on any thread while the communicator runs.
   std::string describeWaits() const;
+  // This rank's answer to a peer's "what do you wait for" (runtime/wait_diagnosis.h), on a thread
+  // of the bootstrap.
+  std::string answerWaitQuestion() const;
+  tutti::RankWait currentWait() const;
+  // At a wait's timeout: the root cause found by asking the peers along the chain of waits, or "".
+  std::string diagnoseTimeout() const;
+  // How long a timed-out wait asks along the chain of waits before its error is final.
+  static constexpr double kWaitDiagnosisSeconds = 2.0;
   std::string where() const;  // "rank 3 of 8 (host:pid)"
 };
 

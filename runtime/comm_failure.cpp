@@ -10,6 +10,7 @@
 #include "kernels/exec_fault.h"
 #include "runtime/comm.h"
 #include "runtime/flight_recorder_dump.h"
+#include "runtime/wait_diagnosis.h"
 
 using tutti::Error;
 using tutti::ErrorCode;
@@ -39,7 +40,18 @@ void ncclComm::failFromPeerLost(int peer, const std::string& reason) {
   fail(Error(ErrorCode::Remote, message), true, peer);
 }
 
-void ncclComm::fail(const Error& cause, bool tellPeers, int peer) {
+void ncclComm::fail(const Error& timeoutOrCause, bool tellPeers, int peer) {
+  Error cause = timeoutOrCause;
+  // A wait that timed out may wait for a rank that itself only waits: before the error is final,
+  // ask along the chain (once) and put the rank at its root first (runtime/wait_diagnosis.h).
+  std::unique_lock<std::mutex> diagnosing(error.diagnosisMutex, std::defer_lock);
+  if (cause.code() == ErrorCode::Timeout && identity.bootstrap && error.asyncError.load() == ncclSuccess) {
+    diagnosing.lock();
+    if (error.asyncError.load() == ncclSuccess) {
+      std::string root = diagnoseTimeout();
+      if (!root.empty()) cause = Error(cause.code(), "root cause: " + root + ". " + cause.message());
+    }
+  }
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(error.mutex);
@@ -72,6 +84,29 @@ void ncclComm::noticeExecutorFault() {
   fail(tutti::Error(tutti::kern::faultCode(f),
                     tutti::kern::describeFault(f, identity.rank, [this](int peer) { return describePeer(peer); }, settings.timeoutSeconds)),
        true, f.peer);
+}
+
+// What this rank waits for: its workers' waits, or (once they stopped) the waits that timed out,
+// or a kernel's fault record.
+tutti::RankWait ncclComm::currentWait() const {
+  std::vector<tutti::kern::WaitRecord> records;
+  for (const tutti::kern::WaitSlot& slot : executor.waits) {
+    records.push_back(slot.read());
+    records.push_back(slot.timedOut());
+  }
+  if (tutti::kern::ExecutorBackend* backend = executor.abortable.load()) {
+    const tutti::kern::ExecFault f = backend->fault();
+    if (f.fault == uint32_t(tutti::kern::Fault::Timeout) || f.fault == uint32_t(tutti::kern::Fault::Aborted))
+      records.push_back(tutti::kern::waitRecordOf(f));
+  }
+  return tutti::waitOfRecords(records);
+}
+
+std::string ncclComm::answerWaitQuestion() const { return tutti::encodeWaitAnswer(currentWait()); }
+
+std::string ncclComm::diagnoseTimeout() const {
+  return tutti::diagnoseWait(*identity.bootstrap, currentWait(), [this](int peer) { return describePeer(peer); },
+                             kWaitDiagnosisSeconds);
 }
 
 std::string ncclComm::describePeer(int peer) const {

@@ -201,6 +201,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   options.abortFlag = &comm->error.abortFlag;
   comm->identity.bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
   comm->identity.bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
+  comm->identity.bootstrap->setAnswerer([comm](int, const std::string&) { return comm->answerWaitQuestion(); });
   phases.done("bootstrap");
 
   // Everyone's identity, and rank 0's settings for all.

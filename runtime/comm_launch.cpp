@@ -443,7 +443,8 @@ void CommLaunch::failed(const Error& error) {
 }
 
 void CommLaunch::raise(const Error& error) {
-  if (error.code() == ErrorCode::Aborted) throwRecordedCause(comm);
+  // A timeout's recorded error leads with the root cause its diagnosis found (runtime/wait_diagnosis.h).
+  if (error.code() == ErrorCode::Aborted || error.code() == ErrorCode::Timeout) throwRecordedCause(comm);
   throw error;
 }
 

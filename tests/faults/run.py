@@ -35,12 +35,7 @@ SKIP = 77
 
 # Cases that fail today for a reason recorded here: reported as "known gap" without failing the
 # run, and as "ok (was a known gap)" once they pass, so the entry can go.
-KNOWN_GAPS = {
-    "SIGSTOP rank 2 of 3, collective":
-        "a rank not next to the stopped one times out naming the neighbour it waits for (rank 1), "
-        "not the stopped rank: TUTTI_TIMEOUT names the direct peer, not the root cause (it depends on "
-        "where each rank waits, so this case passes now and then)",
-}
+KNOWN_GAPS = {}
 
 LINE = re.compile(r"^\[(\d+\.\d+)\] rank (\d+): (.*)$")
 
