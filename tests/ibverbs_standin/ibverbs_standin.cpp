@@ -14,6 +14,7 @@
 // a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -522,6 +523,25 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   return 0;
 }
 
+// The address this process's device answers on (its GIDs encode it): TUTTI_IBVERBS_STANDIN_ADDR,
+// an IPv4 address or "if:<interface>" (that interface's first IPv4 address, for hosts in network
+// namespaces that share one environment); unset, 127.0.0.1.
+bool standinAddress(in_addr* out) {
+  const char* wanted = std::getenv("TUTTI_IBVERBS_STANDIN_ADDR");
+  std::string text = wanted && *wanted ? wanted : "127.0.0.1";
+  if (text.rfind("if:", 0) != 0) return inet_pton(AF_INET, text.c_str(), out) == 1;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && text.compare(3, std::string::npos, i->ifa_name) == 0) {
+      *out = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+      found = true;
+    }
+  freeifaddrs(list);
+  return found;
+}
+
 }  // namespace
 
 extern "C" {
@@ -554,9 +574,8 @@ __attribute__((visibility("default"))) const char* ibv_get_device_name(ibv_devic
 
 __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* device) {
   auto* c = new StandinContext;
-  const char* addr = std::getenv("TUTTI_IBVERBS_STANDIN_ADDR");
   in_addr a{};
-  if (inet_pton(AF_INET, addr ? addr : "127.0.0.1", &a) != 1) {
+  if (!standinAddress(&a)) {
     delete c;
     errno = EINVAL;
     return nullptr;
