@@ -29,6 +29,18 @@ const Int kSocketNthreads{"NCCL_SOCKET_NTHREADS", 1,
                           "(1: the proxy thread drives them; sockets at most 64)"};
 const Int kNsocksPerthread{"NCCL_NSOCKS_PERTHREAD", 1,
                            "Socket backend: sockets per group; a message is striped over all sockets of a connection"};
+const Bool kIbDisable{"NCCL_IB_DISABLE", false, "IB backend: off (the Socket backend then carries inter-host traffic)"};
+const String kIbHca{"NCCL_IB_HCA", "",
+                    "IB backend: devices and ports to use, e.g. 'mlx5_0:1,mlx5_1'; ^ excludes, = matches names exactly "
+                    "(otherwise by prefix)"};
+const Int kIbGidIndex{"NCCL_IB_GID_INDEX", -1,
+                      "IB backend on RoCE: the GID index (-1: the first GID that is not link-local, else 0)"};
+const Int kIbTimeout{"NCCL_IB_TIMEOUT", 20, "IB backend: QP ack timeout exponent (4.096 us x 2^value), 1 to 31"};
+const Int kIbRetryCnt{"NCCL_IB_RETRY_CNT", 7, "IB backend: QP transport retries before an error completion, 0 to 7"};
+const Int kIbSl{"NCCL_IB_SL", 0, "IB backend: service level of the QPs, 0 to 15"};
+const Int kIbTc{"NCCL_IB_TC", 0, "IB backend on RoCE: traffic class of the QPs' GRH, 0 to 255"};
+const Int kIbQpsPerConnection{"NCCL_IB_QPS_PER_CONNECTION", 1,
+                              "IB backend: QPs per connection (only 1 is implemented; more is an error)"};
 const String kAlgo{"NCCL_ALGO", "",
                    "algorithms the selector may use: a list (ring, tree, pat, ... or a custom plan file's "
                    "names), ^ to exclude, per collective as 'allreduce:tree,ring;broadcast:ring' (case-insensitive)"};
@@ -107,5 +119,7 @@ const Int kFlightRecorderEntries{"TUTTI_FLIGHT_RECORDER_ENTRIES", 1024,
 const String kFlightRecorderSignal{"TUTTI_FLIGHT_RECORDER_SIGNAL", "",
                                    "a signal (SIGUSR1, SIGUSR2, ... or its number) on which every communicator of the "
                                    "process dumps its flight record, to TUTTI_FLIGHT_RECORDER or else the working directory"};
+const String kIbverbsLib{"TUTTI_IBVERBS_LIB", "",
+                         "IB backend: the verbs library to load instead of libibverbs.so.1 (a software stand-in for tests)"};
 
 }  // namespace tutti::tunables

@@ -18,6 +18,15 @@ extern const params::String kNet;               // NCCL_NET
 extern const params::String kNetPlugin;         // NCCL_NET_PLUGIN
 extern const params::Int kSocketNthreads;       // NCCL_SOCKET_NTHREADS
 extern const params::Int kNsocksPerthread;      // NCCL_NSOCKS_PERTHREAD
+extern const params::Bool kIbDisable;           // NCCL_IB_DISABLE
+extern const params::String kIbHca;             // NCCL_IB_HCA
+extern const params::Int kIbGidIndex;           // NCCL_IB_GID_INDEX
+extern const params::Int kIbTimeout;            // NCCL_IB_TIMEOUT
+extern const params::Int kIbRetryCnt;           // NCCL_IB_RETRY_CNT
+extern const params::Int kIbSl;                 // NCCL_IB_SL
+extern const params::Int kIbTc;                 // NCCL_IB_TC
+extern const params::Int kIbQpsPerConnection;   // NCCL_IB_QPS_PER_CONNECTION
+extern const params::String kIbverbsLib;        // TUTTI_IBVERBS_LIB
 extern const params::String kAlgo;              // NCCL_ALGO
 extern const params::String kProto;             // NCCL_PROTO
 extern const params::String kTopoFile;          // NCCL_TOPO_FILE

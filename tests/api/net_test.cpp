@@ -399,12 +399,12 @@ TEST_CASE("net: collectives across 2 hosts x 2 rank processes through tutti's ex
 TEST_CASE("net: TUTTI_NET_REQUIRE naming a backend that does not exist fails init", "[net][processes]") {
   HostLayout layout;
   layout.ranksPerHost = 1;
-  layout.environment = {kLoopback, {"TUTTI_NET_REQUIRE", "IB"}, {"TUTTI_BOOTSTRAP_TIMEOUT", "10"}};
+  layout.environment = {kLoopback, {"TUTTI_NET_REQUIRE", "NoSuchNet"}, {"TUTTI_BOOTSTRAP_TIMEOUT", "10"}};
   auto outcomes = runOnHosts(layout, [](int, int, ncclComm_t) {});
   REQUIRE(outcomes.size() == 2);
   for (auto& o : outcomes) {
     INFO(o.failure);
-    CHECK(o.failure.find("TUTTI_NET_REQUIRE=IB") != std::string::npos);
+    CHECK(o.failure.find("TUTTI_NET_REQUIRE=NoSuchNet") != std::string::npos);
   }
 }
 

@@ -5,7 +5,8 @@ expected, observed, time to error.
 
 Usage: run.py <fault_rank binary> <group> [only the cases whose name contains this]
   signals    SIGKILL and SIGSTOP of a rank during init, connect, a collective and destroy (one
-             host: shared memory and loopback sockets)
+             host: shared memory and loopback sockets); SIGKILL during a collective with every
+             rank on its own host, over the IB backend on the software verbs stand-in
   network    ranks in network namespaces joined by veths (made and removed here): a link cut, and
              tc netem delay, loss and reordering during checked all-reduces
   resources  /dev/shm too small (a private tmpfs in a mount namespace), descriptors exhausted
@@ -188,15 +189,26 @@ class Suite:
 
     # --- signals ---------------------------------------------------------------------------
 
-    def signal_case(self, sig, phase, nranks=3):
+    def signal_case(self, sig, phase, nranks=3, ib=False):
         victim = nranks - 1
-        name = f"{sig.name.lower()}-{phase.replace(', ', '-')}"
+        name = f"{sig.name.lower()}-{phase.replace(', ', '-')}" + ("-ib" if ib else "")
+        env_extra = None
+        if ib:
+            # Each rank on a host of its own, every connection through the IB backend on the
+            # software verbs stand-in (built beside this binary's folder).
+            standin = os.path.join(os.path.dirname(self.binary), "..", "ibverbs_standin", "libtutti_ibverbs_standin.so")
+            if not os.path.exists(standin):
+                self.row(f"{sig.name} rank {victim} of {nranks}, {phase}, over IB", "-", "no verbs stand-in built", None, None)
+                return
+            env_extra = lambda r: {"NCCL_HOSTID": f"faults-ib-host{r}", "NCCL_NET": "IB",
+                                   "TUTTI_IBVERBS_LIB": os.path.abspath(standin)}
         # "collective" and "init, joined" strike a running rank (no hold): 0.5 s into the
         # all-reduce loop, or 0.5 s into ncclCommInitRank while rank 1 starts 1 s late, so the
         # victim has registered at the bootstrap root and waits for the others there.
         running = phase in ("collective", "init, joined")
         late = (lambda r: ["sh", "-c", 'sleep 1; exec "$0" "$@"'] if r == 1 else []) if phase == "init, joined" else None
-        ranks = self.start(name, nranks, 1000000 if running else 3, None if running else phase, victim, wrap=late)
+        ranks = self.start(name, nranks, 1000000 if running else 3, None if running else phase, victim, wrap=late,
+                           env_extra=env_extra)
         marker = {"collective": "phase collective", "init, joined": "phase init"}.get(phase, f"holding {phase}")
         if ranks[victim].wait_for(marker, CASE_LIMIT_S) is None:
             self.row(f"{sig.name} {phase}", "-", "the victim never reached the phase", None, False)
@@ -215,7 +227,7 @@ class Suite:
             time.sleep(0.2)
         t0 = time.monotonic()
         os.kill(ranks[victim].proc.pid, sig)
-        fault = f"{sig.name} rank {victim} of {nranks}, {phase}"
+        fault = f"{sig.name} rank {victim} of {nranks}, {phase}" + (", over IB" if ib else "")
         statuses = self.finish(ranks, skip={victim})
         if phase == "destroy":
             # The survivors' work was done; destroy needs no peer, so they must finish.
@@ -233,6 +245,9 @@ class Suite:
             for phase in ("init", "init, joined", "connect", "collective", "destroy"):
                 if self.only in f"{sig.name} {phase}":
                     self.signal_case(sig, phase)
+        # A peer killed while all-reduces run over the IB backend (on the verbs stand-in).
+        if self.only in "SIGKILL collective, over IB":
+            self.signal_case(signal.SIGKILL, "collective", ib=True)
         return 0
 
     # --- network ---------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin> [net plugin library]
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin|ib> [net plugin or verbs library]
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
@@ -19,6 +19,9 @@
 #   plugin    2 hosts x 2 ranks (sum only) between hosts through the external net plugin given as
 #             the third argument (libnccl-net-tutti.so), loaded by name: NCCL_NET_PLUGIN=tutti
 #             NCCL_NET=TuttiSocket; every rank's log must say that the plugin carried its traffic
+#   ib        2 hosts x 2 ranks, every collective/type/op, between hosts through the IB backend
+#             (NCCL_NET=IB) on the software verbs stand-in given as the third argument, its QPs'
+#             bytes carried over the namespaces' veths; every rank's log must name the IB backend
 # Exits 77 (skipped) without root or without `ip netns`.
 set -u
 rank_bin=$1
@@ -145,6 +148,17 @@ case "$variant" in
       grep -q "NET/Plugin: loaded libnccl-net-tutti.so: \"TuttiSocket\", interface v10" "$logdir/rank$r" &&
         grep -q "NET: using backend TuttiSocket" "$logdir/rank$r" ||
         { echo "rank $r: its log does not show the plugin carrying its network traffic"; exit 1; }
+    done ;;
+  ib)
+    [ -f "$plugin_lib" ] || { echo "ib variant: no verbs library given ($plugin_lib)"; exit 2; }
+    make_host 0 && make_host 1 || exit 1
+    extra_env=(NCCL_NET=IB TUTTI_IBVERBS_LIB="$plugin_lib" TUTTI_IBVERBS_STANDIN_ADDR=if:tnet0
+               NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)
+    run_job 2 2 4 "" || exit 1
+    sleep 0.2  # tee flushes
+    for ((r = 0; r < 4; r++)); do
+      grep -q "NET: using backend IB" "$logdir/rank$r" && grep -q "NET/IB: standin_0:1, RoCE" "$logdir/rank$r" ||
+        { echo "rank $r: its log does not show the IB backend carrying its network traffic"; exit 1; }
     done ;;
   shrink)
     make_host 0 && make_host 1 || exit 1

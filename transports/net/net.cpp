@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/text.h"
+#include "transports/net/ib/ib_backend.h"
 #include "transports/net/plugin/plugin_backend.h"
 #include "transports/net/plugin/plugin_loader.h"
 #include "transports/net/socket/socket_backend.h"
@@ -23,7 +24,9 @@ struct Registry {
 // Built-in backends are listed here rather than by static initialisers, which a static link
 // would drop.
 Registry& registry() {
-  static Registry r{{}, {{"Socket", makeSocketBackend}}};
+  // IB comes after Socket, unlike NCCL: it has run only against a software verbs stand-in, so it is
+  // used where NCCL_NET=IB asks for it, never by default.
+  static Registry r{{}, {{"Socket", makeSocketBackend}, {"IB", makeIbBackend}}};
   return r;
 }
 

@@ -1,0 +1,857 @@
+// A strict software stand-in for libibverbs (loaded by the IB net backend through TUTTI_IBVERBS_LIB):
+// one RoCE-like device and port, PDs, MRs with key / bounds / access checks, CQs, RC QPs with the
+// RESET -> INIT -> RTR -> RTS state machine, RDMA write (with or without immediate) and send/recv,
+// carried between processes over TCP to the address that the GID encodes.
+//
+// Why strict: the backend has run only here, so what hardware refuses must be refused here too
+// (missing modify_qp attributes, a GID index that does not exist, an MTU beyond the port's, a
+// key without remote-write access, a PSN that does not match) and errors flush the queues.
+//
+// Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics or RDMA read,
+// Ethernet link layer only (addresses come from GIDs), RNR waits without limit (rnr_retry 7).
+//
+// Wire (one TCP connection per direction of a QP pair, opened at RTS by the sending QP):
+// a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#undef ibv_query_port
+#undef ibv_reg_mr
+
+namespace {
+
+constexpr int kGidCount = 2;  // index 0: link-local style, index 1: IPv4-mapped (RoCE v2 style)
+constexpr uint32_t kHelloMagic = 0x53544e44;  // "STND"
+
+struct Hello {
+  uint32_t magic;
+  uint32_t destQpn;
+  uint32_t srcQpn;
+  uint32_t pathMtu;
+};
+
+enum FrameType : uint32_t { kOp = 1, kAck = 2 };
+struct Frame {
+  uint32_t type;
+  uint32_t opcode;  // ibv_wr_opcode
+  uint64_t seq;
+  uint32_t psn;
+  uint32_t imm;
+  uint64_t raddr;
+  uint32_t rkey;
+  uint32_t length;
+  uint32_t status;  // ACK: ibv_wc_status
+  uint32_t pad;
+};
+
+struct StandinMr {
+  ibv_mr mr;
+  int access;
+};
+
+struct StandinCq {
+  ibv_cq cq{};
+  std::mutex mutex;
+  std::deque<ibv_wc> entries;
+  bool overrun = false;
+};
+
+struct OutItem {
+  Frame frame;
+  std::vector<char> inlineData;
+  const char* payload = nullptr;
+  size_t sent = 0;  // of sizeof(Frame) + length
+};
+
+struct Link {  // one TCP connection of a QP: outbound (ops out, acks in) or inbound (ops in, acks out)
+  int fd = -1;
+  std::deque<OutItem> out;
+  Frame in{};
+  size_t inGot = 0;
+  bool inHeader = true;
+  char* inTarget = nullptr;  // where the payload goes; nullptr: discarded
+  std::vector<char> discard;
+  size_t payloadGot = 0;
+  uint32_t inStatus = IBV_WC_SUCCESS;
+  bool inNeedsRecv = false;
+  ibv_recv_wr inRecv{};
+  uint32_t peerMtu = 0;
+};
+
+struct PendingSend {
+  uint64_t seq;
+  uint64_t wrId;
+  ibv_wc_opcode opcode;
+  bool signaled;
+  uint32_t length;
+};
+
+struct StandinQp {
+  ibv_qp qp{};
+  int access = 0;
+  uint8_t port = 0;
+  ibv_qp_attr attr{};  // what modify_qp set
+  uint32_t sendPsn = 0, expectPsn = 0;
+  uint64_t nextSeq = 1;
+  Link outbound, inbound;
+  std::deque<PendingSend> pending;
+  std::deque<ibv_recv_wr> recvs;
+  std::deque<ibv_sge> recvSges;  // parallel to recvs (one each)
+};
+
+struct StandinContext;
+
+struct StandinDevice {
+  ibv_device device{};
+  int index = 0;
+};
+
+struct StandinContext {
+  ibv_context ctx{};
+  int listenFd = -1;
+  uint32_t ip = 0;  // network order
+  uint16_t port = 0;
+  int wake[2] = {-1, -1};
+  std::mutex mutex;  // guards everything below and every QP's state
+  std::map<uint32_t, StandinQp*> qps;
+  std::map<uint32_t, StandinMr*> mrs;  // by key (lkey == rkey)
+  std::vector<int> pendingAccepts;
+  uint32_t nextQpn = 0x100;
+  uint32_t nextKey = 0x1000;
+  std::atomic<bool> stop{false};
+  std::thread progress;
+};
+
+StandinContext* contextOf(ibv_context* c) { return reinterpret_cast<StandinContext*>(c); }
+StandinQp* qpOf(ibv_qp* q) { return reinterpret_cast<StandinQp*>(q); }
+StandinCq* cqOf(ibv_cq* c) { return reinterpret_cast<StandinCq*>(c); }
+
+bool trace() { return std::getenv("TUTTI_IBVERBS_STANDIN_TRACE") != nullptr; }
+
+void wakeUp(StandinContext* c) {
+  char b = 1;
+  (void)!write(c->wake[1], &b, 1);
+}
+
+void pushCompletion(ibv_cq* cq, const ibv_wc& wc) {
+  StandinCq* s = cqOf(cq);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (int(s->entries.size()) >= s->cq.cqe) {
+    s->overrun = true;
+    return;
+  }
+  s->entries.push_back(wc);
+}
+
+ibv_wc completion(ibv_qp* qp, uint64_t wrId, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t bytes) {
+  ibv_wc wc{};
+  wc.wr_id = wrId;
+  wc.status = status;
+  wc.opcode = opcode;
+  wc.byte_len = bytes;
+  wc.qp_num = qp->qp_num;
+  return wc;
+}
+
+void closeLink(Link& l) {
+  if (l.fd >= 0) ::close(l.fd);
+  l.fd = -1;
+  l.out.clear();
+}
+
+// The QP enters the error state: what is outstanding completes with `sendStatus` first (the
+// failing request), then everything else flushes, as hardware does. Caller holds the mutex.
+void failQp(StandinQp* q, ibv_wc_status firstStatus) {
+  if (q->qp.state == IBV_QPS_ERR) return;
+  if (trace()) fprintf(stderr, "standin: QP %u -> ERR (%s)\n", q->qp.qp_num, ibv_wc_status_str(firstStatus));
+  q->qp.state = IBV_QPS_ERR;
+  bool first = true;
+  for (const PendingSend& p : q->pending) {
+    pushCompletion(q->qp.send_cq, completion(&q->qp, p.wrId, first ? firstStatus : IBV_WC_WR_FLUSH_ERR, p.opcode, 0));
+    first = false;
+  }
+  q->pending.clear();
+  for (const ibv_recv_wr& r : q->recvs) pushCompletion(q->qp.recv_cq, completion(&q->qp, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0));
+  q->recvs.clear();
+  q->recvSges.clear();
+  closeLink(q->outbound);
+  closeLink(q->inbound);
+}
+
+StandinMr* findMr(StandinContext* c, uint32_t key, ibv_pd* pd, uint64_t addr, uint64_t length, int needAccess) {
+  auto it = c->mrs.find(key);
+  if (it == c->mrs.end()) return nullptr;
+  StandinMr* m = it->second;
+  uint64_t base = uint64_t(uintptr_t(m->mr.addr));
+  if (m->mr.pd != pd || addr < base || addr + length > base + m->mr.length || length > m->mr.length) return nullptr;
+  if ((m->access & needAccess) != needAccess) return nullptr;
+  return m;
+}
+
+// ---- the progress thread: nonblocking I/O on every link ----
+
+// Writes what the link's queue holds; false when the connection broke.
+bool flushOut(Link& l) {
+  while (!l.out.empty()) {
+    OutItem& item = l.out.front();
+    size_t total = sizeof(Frame) + (item.frame.type == kOp ? item.frame.length : 0);
+    while (item.sent < total) {
+      const char* src;
+      size_t n;
+      if (item.sent < sizeof(Frame)) {
+        src = reinterpret_cast<const char*>(&item.frame) + item.sent;
+        n = sizeof(Frame) - item.sent;
+      } else {
+        size_t off = item.sent - sizeof(Frame);
+        src = (item.inlineData.empty() ? item.payload : item.inlineData.data()) + off;
+        n = total - item.sent;
+      }
+      ssize_t w = ::send(l.fd, src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+        return false;
+      }
+      item.sent += size_t(w);
+    }
+    l.out.pop_front();
+  }
+  return true;
+}
+
+void sendAck(Link& l, uint64_t seq, uint32_t status) {
+  OutItem a;
+  a.frame = Frame{};
+  a.frame.type = kAck;
+  a.frame.seq = seq;
+  a.frame.status = status;
+  l.out.push_back(std::move(a));
+}
+
+// Decides where an arriving op's payload goes, checking what hardware checks. Caller holds mutex.
+// Returns false when the op must wait for a receive to be posted (RNR).
+bool startOp(StandinContext* c, StandinQp* q, Link& l) {
+  Frame& f = l.in;
+  l.inStatus = IBV_WC_SUCCESS;
+  l.inTarget = nullptr;
+  l.inNeedsRecv = false;
+  if (q->qp.state != IBV_QPS_RTR && q->qp.state != IBV_QPS_RTS) l.inStatus = IBV_WC_REM_INV_REQ_ERR;
+  else if (l.peerMtu != q->attr.path_mtu) l.inStatus = IBV_WC_REM_INV_REQ_ERR;  // MTU mismatch: packets dropped
+  else if (f.psn != q->expectPsn) l.inStatus = IBV_WC_RETRY_EXC_ERR;            // sequence error
+  if (l.inStatus == IBV_WC_SUCCESS && (f.opcode == IBV_WR_SEND || f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+    if (q->recvs.empty()) return false;  // receiver not ready: retry later
+    l.inNeedsRecv = true;
+    l.inRecv = q->recvs.front();
+    if (f.opcode == IBV_WR_SEND) {
+      ibv_sge sge = q->recvSges.front();
+      if (l.inRecv.num_sge == 0 || f.length > sge.length) l.inStatus = IBV_WC_REM_INV_REQ_ERR;
+      else l.inTarget = reinterpret_cast<char*>(uintptr_t(sge.addr));
+    }
+  }
+  if (l.inStatus == IBV_WC_SUCCESS && (f.opcode == IBV_WR_RDMA_WRITE || f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+    if (!(q->access & IBV_ACCESS_REMOTE_WRITE) ||
+        (f.length > 0 && !findMr(c, f.rkey, q->qp.pd, f.raddr, f.length, IBV_ACCESS_REMOTE_WRITE)))
+      l.inStatus = IBV_WC_REM_ACCESS_ERR;
+    else
+      l.inTarget = reinterpret_cast<char*>(uintptr_t(f.raddr));
+  }
+  if (l.inStatus != IBV_WC_SUCCESS) l.discard.resize(f.length);
+  l.payloadGot = 0;
+  return true;
+}
+
+void finishOp(StandinQp* q, Link& l) {
+  Frame& f = l.in;
+  if (l.inStatus != IBV_WC_SUCCESS) {
+    sendAck(l, f.seq, l.inStatus);
+    flushOut(l);
+    ibv_wc_status local = l.inStatus == IBV_WC_REM_ACCESS_ERR ? IBV_WC_LOC_ACCESS_ERR : IBV_WC_LOC_QP_OP_ERR;
+    if (l.inNeedsRecv) {
+      pushCompletion(q->qp.recv_cq, completion(&q->qp, l.inRecv.wr_id, local, IBV_WC_RECV, 0));
+      q->recvs.pop_front();
+      q->recvSges.pop_front();
+    }
+    failQp(q, IBV_WC_WR_FLUSH_ERR);
+    return;
+  }
+  q->expectPsn = (q->expectPsn + 1) & 0xffffff;
+  if (l.inNeedsRecv) {
+    ibv_wc wc = completion(&q->qp, l.inRecv.wr_id, IBV_WC_SUCCESS,
+                           f.opcode == IBV_WR_SEND ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, f.length);
+    if (f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+      wc.wc_flags = IBV_WC_WITH_IMM;
+      wc.imm_data = f.imm;
+    }
+    q->recvs.pop_front();
+    q->recvSges.pop_front();
+    pushCompletion(q->qp.recv_cq, wc);
+  }
+  sendAck(l, f.seq, IBV_WC_SUCCESS);
+}
+
+// Reads what arrived on the inbound link. False: the connection ended.
+bool readInbound(StandinContext* c, StandinQp* q) {
+  Link& l = q->inbound;
+  for (;;) {
+    if (l.inHeader) {
+      ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
+      if (r == 0) return false;
+      if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      l.inGot += size_t(r);
+      if (l.inGot < sizeof(Frame)) continue;
+      if (l.in.type != kOp) return false;
+      if (!startOp(c, q, l)) {
+        l.inGot = sizeof(Frame);
+        l.inHeader = true;
+        return true;  // RNR: keep the header, retry when a receive is posted
+      }
+      l.inHeader = false;
+    }
+    if (l.inHeader) continue;
+    if (l.payloadGot < l.in.length) {
+      char* dst = (l.inStatus == IBV_WC_SUCCESS ? l.inTarget : l.discard.data()) + l.payloadGot;
+      ssize_t r = ::recv(l.fd, dst, l.in.length - l.payloadGot, MSG_DONTWAIT);
+      if (r == 0) return false;
+      if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      l.payloadGot += size_t(r);
+      if (l.payloadGot < l.in.length) continue;
+    }
+    finishOp(q, l);
+    l.inHeader = true;
+    l.inGot = 0;
+    if (q->qp.state == IBV_QPS_ERR) return true;
+  }
+}
+
+// RNR retry: an op whose header arrived before a receive was posted.
+void retryWaiting(StandinContext* c, StandinQp* q) {
+  Link& l = q->inbound;
+  if (l.fd >= 0 && l.inHeader && l.inGot == sizeof(Frame) && !q->recvs.empty() && startOp(c, q, l)) {
+    l.inHeader = false;
+    if (l.in.length == 0) {
+      finishOp(q, l);
+      l.inHeader = true;
+      l.inGot = 0;
+    }
+  }
+}
+
+bool readAcks(StandinQp* q) {
+  Link& l = q->outbound;
+  for (;;) {
+    ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
+    if (r == 0) return false;
+    if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    l.inGot += size_t(r);
+    if (l.inGot < sizeof(Frame)) continue;
+    l.inGot = 0;
+    if (l.in.type != kAck || q->pending.empty() || q->pending.front().seq != l.in.seq) return false;
+    PendingSend p = q->pending.front();
+    if (l.in.status != IBV_WC_SUCCESS) {
+      failQp(q, ibv_wc_status(l.in.status));
+      return true;
+    }
+    q->pending.pop_front();
+    if (p.signaled) pushCompletion(q->qp.send_cq, completion(&q->qp, p.wrId, IBV_WC_SUCCESS, p.opcode, p.length));
+  }
+}
+
+void attachAccepted(StandinContext* c, int fd) {
+  Hello h{};
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::recv(fd, &h, sizeof h, MSG_WAITALL) != ssize_t(sizeof h) || h.magic != kHelloMagic) {
+    ::close(fd);
+    return;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  auto it = c->qps.find(h.destQpn);
+  if (it == c->qps.end() || it->second->inbound.fd >= 0 || it->second->qp.state == IBV_QPS_RESET ||
+      it->second->qp.state == IBV_QPS_ERR) {
+    ::close(fd);  // no such QP: the sender's writes fail, as packets to a missing QP time out
+    return;
+  }
+  it->second->inbound.fd = fd;
+  it->second->inbound.peerMtu = h.pathMtu;
+}
+
+void progressLoop(StandinContext* c) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<StandinQp*, int>> owners;  // per fd after the first two: QP, 0 out / 1 in
+  while (!c->stop.load()) {
+    {
+      std::lock_guard<std::mutex> lock(c->mutex);
+      fds.assign({{c->listenFd, POLLIN, 0}, {c->wake[0], POLLIN, 0}});
+      owners.clear();
+      for (auto& [qpn, q] : c->qps) {
+        retryWaiting(c, q);
+        for (int dir = 0; dir < 2; ++dir) {
+          Link& l = dir == 0 ? q->outbound : q->inbound;
+          if (l.fd < 0) continue;
+          short ev = POLLIN;
+          if (!l.out.empty()) ev |= POLLOUT;
+          fds.push_back({l.fd, ev, 0});
+          owners.emplace_back(q, dir);
+        }
+      }
+    }
+    if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+    std::lock_guard<std::mutex> lock(c->mutex);
+    if (fds[1].revents & POLLIN) {
+      char buf[256];
+      while (::read(c->wake[0], buf, sizeof buf) > 0) {
+      }
+    }
+    if (fds[0].revents & POLLIN) {
+      int fd = ::accept4(c->listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) attachAccepted(c, fd);
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      auto [q, dir] = owners[i - 2];
+      if (c->qps.count(q->qp.qp_num) == 0 || q->qp.state == IBV_QPS_ERR) continue;
+      Link& l = dir == 0 ? q->outbound : q->inbound;
+      if (l.fd != fds[i].fd) continue;
+      bool ok = true;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ok = dir == 0 ? readAcks(q) : readInbound(c, q);
+      if (ok && q->qp.state != IBV_QPS_ERR && l.fd >= 0) ok = flushOut(l);
+      // A broken connection is the peer gone: hardware would exhaust its retries.
+      if (!ok && q->qp.state != IBV_QPS_ERR) failQp(q, IBV_WC_RETRY_EXC_ERR);
+    }
+  }
+}
+
+// ---- verbs ----
+
+int standinPollCq(ibv_cq* cq, int n, ibv_wc* wc) {
+  StandinCq* s = cqOf(cq);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->overrun) return -1;
+  int got = 0;
+  while (got < n && !s->entries.empty()) {
+    wc[got++] = s->entries.front();
+    s->entries.pop_front();
+  }
+  return got;
+}
+
+int standinReqNotify(ibv_cq*, int) { return EOPNOTSUPP; }
+
+int standinPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  StandinContext* c = contextOf(qp->context);
+  StandinQp* q = qpOf(qp);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  for (; wr; wr = wr->next) {
+    if (qp->state == IBV_QPS_RESET || wr->num_sge > 1 ||
+        (wr->num_sge == 1 && !findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, wr->sg_list[0].length, IBV_ACCESS_LOCAL_WRITE))) {
+      *bad = wr;
+      return EINVAL;
+    }
+    if (qp->state == IBV_QPS_ERR) {
+      pushCompletion(qp->recv_cq, completion(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0));
+      continue;
+    }
+    q->recvs.push_back(*wr);
+    q->recvSges.push_back(wr->num_sge == 1 ? wr->sg_list[0] : ibv_sge{});
+  }
+  wakeUp(c);
+  return 0;
+}
+
+int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  StandinContext* c = contextOf(qp->context);
+  StandinQp* q = qpOf(qp);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  for (; wr; wr = wr->next) {
+    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND;
+    if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
+      *bad = wr;
+      return EINVAL;
+    }
+    if (!known || wr->num_sge > 1) {
+      *bad = wr;
+      return EINVAL;
+    }
+    ibv_wc_opcode opcode = wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
+    if (qp->state == IBV_QPS_ERR) {
+      pushCompletion(qp->send_cq, completion(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, opcode, 0));
+      continue;
+    }
+    uint32_t length = wr->num_sge == 1 ? wr->sg_list[0].length : 0;
+    bool isInline = (wr->send_flags & IBV_SEND_INLINE) != 0;
+    if (wr->num_sge == 1 && !isInline && !findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0)) {
+      q->pending.push_back({0, wr->wr_id, opcode, true, 0});
+      failQp(q, IBV_WC_LOC_PROT_ERR);
+      continue;
+    }
+    OutItem item;
+    item.frame = Frame{};
+    item.frame.type = kOp;
+    item.frame.opcode = wr->opcode;
+    item.frame.seq = q->nextSeq++;
+    item.frame.psn = q->sendPsn;
+    q->sendPsn = (q->sendPsn + 1) & 0xffffff;
+    item.frame.imm = wr->imm_data;
+    item.frame.raddr = wr->wr.rdma.remote_addr;
+    item.frame.rkey = wr->wr.rdma.rkey;
+    item.frame.length = length;
+    const char* src = reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
+    if (isInline) item.inlineData.assign(src, src + length);
+    else item.payload = src;
+    q->pending.push_back({item.frame.seq, wr->wr_id, opcode, (wr->send_flags & IBV_SEND_SIGNALED) != 0, length});
+    q->outbound.out.push_back(std::move(item));
+  }
+  wakeUp(c);
+  return 0;
+}
+
+// The address this process's device answers on (its GIDs encode it): TUTTI_IBVERBS_STANDIN_ADDR,
+// an IPv4 address or "if:<interface>" (that interface's first IPv4 address, for hosts in network
+// namespaces that share one environment); unset, 127.0.0.1.
+bool standinAddress(in_addr* out) {
+  const char* wanted = std::getenv("TUTTI_IBVERBS_STANDIN_ADDR");
+  std::string text = wanted && *wanted ? wanted : "127.0.0.1";
+  if (text.rfind("if:", 0) != 0) return inet_pton(AF_INET, text.c_str(), out) == 1;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && text.compare(3, std::string::npos, i->ifa_name) == 0) {
+      *out = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+      found = true;
+    }
+  freeifaddrs(list);
+  return found;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) ibv_device** ibv_get_device_list(int* num) {
+  const char* n = std::getenv("TUTTI_IBVERBS_STANDIN_DEVICES");
+  int count = n ? std::atoi(n) : 1;
+  if (count < 0 || count > 2) count = 1;
+  auto** list = new ibv_device*[size_t(count) + 1];
+  for (int i = 0; i < count; ++i) {
+    auto* d = new StandinDevice;
+    d->index = i;
+    d->device.node_type = IBV_NODE_CA;
+    d->device.transport_type = IBV_TRANSPORT_IB;
+    snprintf(d->device.name, sizeof d->device.name, "standin_%d", i);
+    snprintf(d->device.dev_name, sizeof d->device.dev_name, "uverbs%d", i);
+    list[i] = &d->device;
+  }
+  list[count] = nullptr;
+  if (num) *num = count;
+  return list;
+}
+
+__attribute__((visibility("default"))) void ibv_free_device_list(ibv_device** list) {
+  for (ibv_device** d = list; *d; ++d) delete reinterpret_cast<StandinDevice*>(*d);
+  delete[] list;
+}
+
+__attribute__((visibility("default"))) const char* ibv_get_device_name(ibv_device* device) { return device->name; }
+
+__attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* device) {
+  auto* c = new StandinContext;
+  in_addr a{};
+  if (!standinAddress(&a)) {
+    delete c;
+    errno = EINVAL;
+    return nullptr;
+  }
+  c->ip = a.s_addr;
+  c->listenFd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr = a;
+  socklen_t len = sizeof sa;
+  if (c->listenFd < 0 || ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
+      pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    int e = errno;
+    if (c->listenFd >= 0) ::close(c->listenFd);
+    delete c;
+    errno = e;
+    return nullptr;
+  }
+  c->port = ntohs(sa.sin_port);
+  c->ctx.device = device;
+  c->ctx.ops.poll_cq = standinPollCq;
+  c->ctx.ops.req_notify_cq = standinReqNotify;
+  c->ctx.ops.post_send = standinPostSend;
+  c->ctx.ops.post_recv = standinPostRecv;
+  c->ctx.cmd_fd = -1;
+  c->ctx.async_fd = -1;
+  c->ctx.num_comp_vectors = 1;
+  c->progress = std::thread(progressLoop, c);
+  return &c->ctx;
+}
+
+__attribute__((visibility("default"))) int ibv_close_device(ibv_context* context) {
+  StandinContext* c = contextOf(context);
+  c->stop = true;
+  wakeUp(c);
+  c->progress.join();
+  ::close(c->listenFd);
+  ::close(c->wake[0]);
+  ::close(c->wake[1]);
+  delete c;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int ibv_query_device(ibv_context*, ibv_device_attr* attr) {
+  *attr = ibv_device_attr{};
+  attr->phys_port_cnt = 1;
+  attr->max_qp = 1 << 16;
+  attr->max_qp_wr = 4096;
+  attr->max_cqe = 1 << 16;
+  attr->max_mr_size = ~0ull;
+  attr->max_sge = 1;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int ibv_query_port(ibv_context*, uint8_t port, _compat_ibv_port_attr* compat) {
+  // The exported symbol takes the older layout, a prefix of ibv_port_attr that the caller zeroed:
+  // only fields within that prefix are written.
+  ibv_port_attr* attr = reinterpret_cast<ibv_port_attr*>(compat);
+  if (port != 1) return EINVAL;
+  attr->state = IBV_PORT_ACTIVE;
+  attr->max_mtu = IBV_MTU_4096;
+  attr->active_mtu = IBV_MTU_4096;
+  attr->gid_tbl_len = kGidCount;
+  attr->pkey_tbl_len = 1;
+  attr->lid = 0;  // Ethernet ports have no LID
+  attr->active_width = 2;   // 4x
+  attr->active_speed = 32;  // EDR: 25 Gb/s per lane
+  attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+  return 0;
+}
+
+// GID layout (the stand-in's own): bytes 0-7 the prefix of the GID type, 8-11 the IPv4 address,
+// 12-13 the context's TCP port, 15 the GID index.
+__attribute__((visibility("default"))) int ibv_query_gid(ibv_context* context, uint8_t port, int index, ibv_gid* gid) {
+  StandinContext* c = contextOf(context);
+  if (port != 1 || index < 0 || index >= kGidCount) return EINVAL;
+  *gid = ibv_gid{};
+  if (index == 0) {
+    gid->raw[0] = 0xfe;
+    gid->raw[1] = 0x80;
+  }
+  memcpy(gid->raw + 8, &c->ip, 4);
+  gid->raw[12] = uint8_t(c->port >> 8);
+  gid->raw[13] = uint8_t(c->port);
+  gid->raw[15] = uint8_t(index);
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  auto* pd = new ibv_pd{};
+  pd->context = context;
+  return pd;
+}
+
+__attribute__((visibility("default"))) int ibv_dealloc_pd(ibv_pd* pd) {
+  StandinContext* c = contextOf(pd->context);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  for (auto& [k, m] : c->mrs)
+    if (m->mr.pd == pd) return EBUSY;
+  for (auto& [n, q] : c->qps)
+    if (q->qp.pd == pd) return EBUSY;
+  delete pd;
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  // Remote write needs local write, as the verbs specification requires.
+  if (!pd || (!addr && length) || ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  StandinContext* c = contextOf(pd->context);
+  auto* m = new StandinMr{};
+  std::lock_guard<std::mutex> lock(c->mutex);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.lkey = m->mr.rkey = c->nextKey++;
+  m->access = access;
+  c->mrs[m->mr.lkey] = m;
+  return &m->mr;
+}
+
+// Newer headers route ibv_reg_mr through this one.
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t, unsigned access) {
+  return ibv_reg_mr(pd, addr, length, int(access));
+}
+
+__attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
+  StandinContext* c = contextOf(mr->context);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  c->mrs.erase(mr->lkey);
+  delete reinterpret_cast<StandinMr*>(mr);
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel, int) {
+  if (cqe <= 0 || channel) {  // completion channels are not offered
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* s = new StandinCq;
+  s->cq.context = context;
+  s->cq.cq_context = cqContext;
+  s->cq.cqe = cqe;
+  return &s->cq;
+}
+
+__attribute__((visibility("default"))) int ibv_destroy_cq(ibv_cq* cq) {
+  StandinContext* c = contextOf(cq->context);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  for (auto& [n, q] : c->qps)
+    if (q->qp.send_cq == cq || q->qp.recv_cq == cq) return EBUSY;
+  delete cqOf(cq);
+  return 0;
+}
+
+__attribute__((visibility("default"))) ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (!pd || !init || init->qp_type != IBV_QPT_RC || !init->send_cq || !init->recv_cq || init->srq ||
+      init->cap.max_send_sge > 1 || init->cap.max_recv_sge > 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  StandinContext* c = contextOf(pd->context);
+  auto* q = new StandinQp;
+  std::lock_guard<std::mutex> lock(c->mutex);
+  q->qp.context = pd->context;
+  q->qp.qp_context = init->qp_context;
+  q->qp.pd = pd;
+  q->qp.send_cq = init->send_cq;
+  q->qp.recv_cq = init->recv_cq;
+  q->qp.qp_type = IBV_QPT_RC;
+  q->qp.state = IBV_QPS_RESET;
+  q->qp.qp_num = c->nextQpn++;
+  c->qps[q->qp.qp_num] = q;
+  return &q->qp;
+}
+
+__attribute__((visibility("default"))) int ibv_destroy_qp(ibv_qp* qp) {
+  StandinContext* c = contextOf(qp->context);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  StandinQp* q = qpOf(qp);
+  closeLink(q->outbound);
+  closeLink(q->inbound);
+  c->qps.erase(qp->qp_num);
+  delete q;
+  return 0;
+}
+
+// The transitions of an RC QP with the attributes each one requires (IB specification, table
+// "QP state transition properties"); anything missing or out of range is EINVAL, as from a driver.
+__attribute__((visibility("default"))) int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  StandinContext* c = contextOf(qp->context);
+  StandinQp* q = qpOf(qp);
+  auto has = [&](int bits) { return (mask & bits) == bits; };
+  if (!(mask & IBV_QP_STATE)) return EINVAL;
+  std::unique_lock<std::mutex> lock(c->mutex);
+  ibv_qp_state from = qp->state, to = attr->qp_state;
+  if (to == IBV_QPS_ERR) {
+    failQp(q, IBV_WC_WR_FLUSH_ERR);
+    return 0;
+  }
+  if (to == IBV_QPS_RESET) {
+    closeLink(q->outbound);
+    closeLink(q->inbound);
+    q->pending.clear();
+    q->recvs.clear();
+    q->recvSges.clear();
+    qp->state = IBV_QPS_RESET;
+    return 0;
+  }
+  if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+    if (!has(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num != 1 || attr->pkey_index != 0) return EINVAL;
+    q->access = int(attr->qp_access_flags);
+    q->port = attr->port_num;
+  } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
+    if (!has(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) return EINVAL;
+    // Ethernet (RoCE): the address vector must carry a GRH with a source GID that exists, and
+    // the path MTU may not exceed the port's.
+    if (!attr->ah_attr.is_global || attr->ah_attr.grh.sgid_index >= kGidCount || attr->ah_attr.port_num != 1) return EINVAL;
+    if (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096) return EINVAL;
+    if (attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index) return EINVAL;  // a GID of another type: unreachable
+    q->attr.ah_attr = attr->ah_attr;
+    q->attr.path_mtu = attr->path_mtu;
+    q->attr.dest_qp_num = attr->dest_qp_num;
+    q->expectPsn = attr->rq_psn & 0xffffff;
+  } else if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
+    if (!has(IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) return EINVAL;
+    if (attr->retry_cnt > 7 || attr->rnr_retry > 7 || attr->timeout > 31) return EINVAL;
+    q->sendPsn = attr->sq_psn & 0xffffff;
+    // Connect the outbound direction to the context that the destination GID names.
+    const uint8_t* g = q->attr.ah_attr.grh.dgid.raw;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    memcpy(&sa.sin_addr, g + 8, 4);
+    sa.sin_port = htons(uint16_t((g[12] << 8) | g[13]));
+    Hello h{kHelloMagic, q->attr.dest_qp_num, qp->qp_num, uint32_t(q->attr.path_mtu)};
+    lock.unlock();
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    timeval tv{5, 0};
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::send(fd, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h)) {
+      int e = errno;
+      if (fd >= 0) ::close(fd);
+      return e ? e : EIO;  // the remote address is unreachable
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    lock.lock();
+    q->outbound.fd = fd;
+    q->attr.timeout = attr->timeout;
+    q->attr.retry_cnt = attr->retry_cnt;
+  } else {
+    return EINVAL;  // no such transition
+  }
+  qp->state = to;
+  wakeUp(c);
+  return 0;
+}
+
+__attribute__((visibility("default"))) const char* ibv_wc_status_str(ibv_wc_status status) {
+  switch (status) {
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_LOC_LEN_ERR: return "local length error";
+    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
+    case IBV_WC_LOC_PROT_ERR: return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+    case IBV_WC_REM_INV_REQ_ERR: return "remote invalid request error";
+    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    case IBV_WC_LOC_ACCESS_ERR: return "local access error";
+    default: return "unknown";
+  }
+}
+
+}  // extern "C"

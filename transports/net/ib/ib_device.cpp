@@ -1,0 +1,140 @@
+// IB device ports: opening, GID choice, speed, and the registration cache.
+#include "transports/net/ib/ib_device.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/tunables.h"
+
+namespace tutti::net::ib {
+
+std::string gidText(const ibv_gid& gid) {
+  char text[48];
+  const uint8_t* r = gid.raw;
+  snprintf(text, sizeof text, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1], r[2],
+           r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+  return text;
+}
+
+IbDevice::IbDevice(std::shared_ptr<IbVerbs> verbs, ibv_device* device, int port)
+    : verbs_(std::move(verbs)), port_(port) {
+  name_ = std::string(verbs_->getDeviceName(device)) + ":" + std::to_string(port);
+  context_ = verbs_->openDevice(device);
+  if (!context_) throw Error(ErrorCode::System, "NET/IB: ibv_open_device " + name_ + ": " + strerror(errno));
+  int rc = verbs_->queryPort(context_, uint8_t(port), &attr_);
+  if (rc == 0) pd_ = verbs_->allocPd(context_);
+  if (rc != 0 || !pd_) {
+    verbs_->closeDevice(context_);
+    throw Error(ErrorCode::System, "NET/IB: " + std::string(rc ? "ibv_query_port " : "ibv_alloc_pd ") + name_ + ": " +
+                                       strerror(rc ? rc : errno));
+  }
+}
+
+IbDevice::~IbDevice() {
+  for (CacheEntry& e : cache_) verbs_->deregMr(e.mr);
+  verbs_->deallocPd(pd_);
+  verbs_->closeDevice(context_);
+}
+
+void IbDevice::chooseGid() {
+  int wanted = int(tunables::kIbGidIndex.get());
+  if (wanted >= 0) {
+    if (int rc = verbs_->queryGid(context_, uint8_t(port_), wanted, &gid_))
+      throw Error(ErrorCode::InvalidArgument, "NET/IB: " + name_ + ": NCCL_IB_GID_INDEX=" + std::to_string(wanted) +
+                                                  " does not exist (the port has " + std::to_string(attr_.gid_tbl_len) +
+                                                  " GIDs; ibv_query_gid: " + strerror(rc) + ")");
+    gidIndex_ = wanted;
+    return;
+  }
+  gidIndex_ = 0;
+  verbs_->queryGid(context_, uint8_t(port_), 0, &gid_);
+  if (!ethernet()) return;
+  // RoCE: prefer a routable GID (not fe80::/64 link-local, not empty), as RoCE v2 needs.
+  for (int i = 0; i < attr_.gid_tbl_len; ++i) {
+    ibv_gid g{};
+    if (verbs_->queryGid(context_, uint8_t(port_), i, &g) != 0) continue;
+    static const uint8_t zero[16] = {};
+    if (std::memcmp(g.raw, zero, 16) == 0 || (g.raw[0] == 0xfe && g.raw[1] == 0x80)) continue;
+    gidIndex_ = i;
+    gid_ = g;
+    return;
+  }
+}
+
+int IbDevice::speedMbps() const {
+  int perLane;  // Mb/s, by the active_speed code
+  switch (attr_.active_speed) {
+    case 1: perLane = 2500; break;
+    case 2: perLane = 5000; break;
+    case 4: case 8: perLane = 10000; break;
+    case 16: perLane = 14000; break;
+    case 32: perLane = 25000; break;
+    case 64: perLane = 50000; break;
+    case 128: perLane = 100000; break;
+    default: perLane = 0;
+  }
+  int lanes;
+  switch (attr_.active_width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: lanes = 1;
+  }
+  return perLane * lanes;
+}
+
+ibv_mr* IbDevice::registerOwned(void* data, size_t bytes) {
+  ibv_mr* mr = verbs_->regMr(pd_, data, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) {
+    char range[64];
+    snprintf(range, sizeof range, "%p + %zu bytes", data, bytes);
+    throw Error(ErrorCode::System, "NET/IB: ibv_reg_mr on " + name_ + " of " + range + ": " + strerror(errno));
+  }
+  return mr;
+}
+
+void IbDevice::deregister(ibv_mr* mr) {
+  if (mr) verbs_->deregMr(mr);
+}
+
+ibv_mr* IbDevice::acquire(const void* data, size_t bytes) {
+  uintptr_t begin = uintptr_t(data), end = begin + bytes;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = cache_.begin(); it != cache_.end(); ++it)
+    if (it->begin <= begin && end <= it->end) {
+      ++it->users;
+      cache_.splice(cache_.begin(), cache_, it);
+      return it->mr;
+    }
+  // Register whole pages, so that neighbouring buffers hit the same entry.
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t alignedBegin = begin & ~(page - 1), alignedEnd = (end + page - 1) & ~(page - 1);
+  ibv_mr* mr = registerOwned(reinterpret_cast<void*>(alignedBegin), alignedEnd - alignedBegin);
+  cache_.push_front({mr, alignedBegin, alignedEnd, 1});
+  // Keep the cache small: drop the least recently used entries nobody uses.
+  for (auto it = cache_.end(); cache_.size() > kCacheEntries && it != cache_.begin();) {
+    --it;
+    if (it->users == 0) {
+      verbs_->deregMr(it->mr);
+      it = cache_.erase(it);
+    }
+  }
+  return mr;
+}
+
+void IbDevice::release(ibv_mr* mr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (CacheEntry& e : cache_)
+    if (e.mr == mr) {
+      --e.users;
+      return;
+    }
+}
+
+}  // namespace tutti::net::ib

@@ -1,0 +1,69 @@
+// One IB device port the backend may use: its open context, protection domain, chosen GID and a
+// small cache of memory registrations.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transports/net/ib/ib_verbs.h"
+
+namespace tutti::net::ib {
+
+class IbDevice {
+ public:
+  // Opens `device` and queries `port`; throws System naming device:port on failure.
+  IbDevice(std::shared_ptr<IbVerbs> verbs, ibv_device* device, int port);
+  ~IbDevice();
+  IbDevice(const IbDevice&) = delete;
+  IbDevice& operator=(const IbDevice&) = delete;
+
+  // Chooses the GID (NCCL_IB_GID_INDEX, or the first routable one on Ethernet); throws naming the
+  // index when it does not exist.
+  void chooseGid();
+
+  const std::string& name() const { return name_; }  // "mlx5_0:1"
+  int port() const { return port_; }
+  bool ethernet() const { return attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
+  bool active() const { return attr_.state == IBV_PORT_ACTIVE; }
+  const ibv_port_attr& portAttr() const { return attr_; }
+  int gidIndex() const { return gidIndex_; }
+  const ibv_gid& gid() const { return gid_; }
+  int speedMbps() const;
+  ibv_context* context() const { return context_; }
+  ibv_pd* pd() const { return pd_; }
+  IbVerbs& verbs() const { return *verbs_; }
+
+  // A registration covering [data, data + bytes) with local and remote write access, from the
+  // cache or new; release() when the request using it is done. Throws naming the range.
+  ibv_mr* acquire(const void* data, size_t bytes);
+  void release(ibv_mr* mr);
+  ibv_mr* registerOwned(void* data, size_t bytes);  // not cached; caller deregisters
+  void deregister(ibv_mr* mr);
+
+ private:
+  struct CacheEntry {
+    ibv_mr* mr;
+    uintptr_t begin, end;
+    int users;
+  };
+  static constexpr size_t kCacheEntries = 64;
+
+  std::shared_ptr<IbVerbs> verbs_;
+  std::string name_;
+  int port_;
+  ibv_context* context_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_port_attr attr_{};
+  int gidIndex_ = 0;
+  ibv_gid gid_{};
+  std::mutex mutex_;
+  std::list<CacheEntry> cache_;  // most recently used first
+};
+
+std::string gidText(const ibv_gid& gid);
+
+}  // namespace tutti::net::ib

@@ -1,0 +1,54 @@
+// The verbs function table: every libibverbs call the IB backend makes goes through it, so that the
+// library is loaded at run time (dlopen; absent = no IB) and a software stand-in can replace it
+// (TUTTI_IBVERBS_LIB). Types are libibverbs' own (rdma-core's verbs.h).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <string>
+
+namespace tutti::net::ib {
+
+struct IbVerbs {
+  void* library = nullptr;  // dlopen handle, closed by the destructor
+  std::string path;
+
+  ibv_device** (*getDeviceList)(int*) = nullptr;
+  void (*freeDeviceList)(ibv_device**) = nullptr;
+  const char* (*getDeviceName)(ibv_device*) = nullptr;
+  ibv_context* (*openDevice)(ibv_device*) = nullptr;
+  int (*closeDevice)(ibv_context*) = nullptr;
+  int (*queryDevice)(ibv_context*, ibv_device_attr*) = nullptr;
+  int (*queryPortRaw)(ibv_context*, uint8_t, void*) = nullptr;  // the exported (compat-layout) symbol
+  int (*queryGid)(ibv_context*, uint8_t, int, ibv_gid*) = nullptr;
+  ibv_pd* (*allocPd)(ibv_context*) = nullptr;
+  int (*deallocPd)(ibv_pd*) = nullptr;
+  ibv_mr* (*regMr)(ibv_pd*, void*, size_t, int) = nullptr;
+  int (*deregMr)(ibv_mr*) = nullptr;
+  ibv_cq* (*createCq)(ibv_context*, int, void*, ibv_comp_channel*, int) = nullptr;
+  int (*destroyCq)(ibv_cq*) = nullptr;
+  ibv_qp* (*createQp)(ibv_pd*, ibv_qp_init_attr*) = nullptr;
+  int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int) = nullptr;
+  int (*destroyQp)(ibv_qp*) = nullptr;
+  const char* (*wcStatusStr)(ibv_wc_status) = nullptr;
+
+  // verbs.h makes these static inline calls through the context's ops; the table routes them the
+  // same way so that a stand-in provides them by filling its contexts' ops.
+  static int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return qp->context->ops.post_send(qp, wr, bad); }
+  static int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return qp->context->ops.post_recv(qp, wr, bad); }
+  static int pollCq(ibv_cq* cq, int n, ibv_wc* wc) { return cq->context->ops.poll_cq(cq, n, wc); }
+
+  int queryPort(ibv_context* context, uint8_t port, ibv_port_attr* attr) const;
+
+  IbVerbs() = default;
+  IbVerbs(const IbVerbs&) = delete;
+  IbVerbs& operator=(const IbVerbs&) = delete;
+  ~IbVerbs();
+};
+
+// Loads TUTTI_IBVERBS_LIB, else libibverbs.so.1. Throws System naming the library and dlerror()
+// when it is absent or lacks a symbol.
+std::shared_ptr<IbVerbs> loadIbVerbs();
+
+}  // namespace tutti::net::ib
