@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -52,32 +53,30 @@ void runWithDeviceMemory(HostLayout layout, const std::string& transports) {
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
+// Four rank processes on one host, with `environment` set in each.
+HostLayout oneHostOfFour(std::vector<std::pair<std::string, std::string>> environment = {}) {
+  HostLayout layout;
+  layout.hosts = 1;
+  layout.ranksPerHost = 4;
+  layout.environment = std::move(environment);
+  return layout;
+}
+
 }  // namespace
 
 TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, each FIFO exported by its receiver",
           "[device][emulated][processes]") {
-  HostLayout layout;
-  layout.hosts = 1;
-  layout.ranksPerHost = 4;
-  runWithDeviceMemory(layout, "p2p");
+  runWithDeviceMemory(oneHostOfFour(), "p2p");
 }
 
 TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, each FIFO's handle in the offer (legacy CUDA IPC)",
           "[device][emulated][processes]") {
-  HostLayout layout;
-  layout.hosts = 1;
-  layout.ranksPerHost = 4;
-  layout.environment = {{"TUTTI_EMULATED_IPC", "handle"}};
-  runWithDeviceMemory(layout, "p2p");
+  runWithDeviceMemory(oneHostOfFour({{"TUTTI_EMULATED_IPC", "handle"}}), "p2p");
 }
 
 TEST_CASE("emulated device memory: 4 rank processes of one host with NCCL_P2P_DISABLE, through shared segments mapped for the executor",
           "[device][emulated][processes]") {
-  HostLayout layout;
-  layout.hosts = 1;
-  layout.ranksPerHost = 4;
-  layout.environment = {{"NCCL_P2P_DISABLE", "1"}};
-  runWithDeviceMemory(layout, "shm");
+  runWithDeviceMemory(oneHostOfFour({{"NCCL_P2P_DISABLE", "1"}}), "shm");
 }
 
 TEST_CASE("emulated device memory: 2 hosts x 2 rank processes through p2p and mapped network FIFOs",

@@ -28,6 +28,18 @@ bool peerClosed(Socket& socket, int ms) {
   return r.closed || std::memchr(bytes, kByeByte, r.bytes) != nullptr;
 }
 
+// A send's or receive's test: once done, reports its bytes, gives its registration back to the
+// device's cache and frees its slot. False while it runs.
+template <typename Request>
+bool finishRequest(Request& r, size_t done, size_t* bytes, IbDevice& device) {
+  if (!r.done) return false;
+  if (bytes) *bytes = done;
+  if (r.cached) device.release(r.cached);
+  r.cached = nullptr;
+  r.inUse = false;
+  return true;
+}
+
 class IbSendComm final : public NetSendComm {
  public:
   IbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer)
@@ -79,12 +91,7 @@ class IbSendComm final : public NetSendComm {
   bool test(NetRequest* request, size_t* bytes) override {
     progress();
     Request* r = static_cast<Request*>(request);
-    if (!r->done) return false;
-    if (bytes) *bytes = r->bytes;
-    if (r->cached) device_->release(r->cached);
-    r->cached = nullptr;
-    r->inUse = false;
-    return true;
+    return finishRequest(*r, r->bytes, bytes, *device_);
   }
 
   std::vector<int> pollDescriptors() const override { return {}; }
@@ -215,12 +222,7 @@ class IbRecvComm final : public NetRecvComm {
   bool test(NetRequest* request, size_t* bytes) override {
     progress();
     Request* r = static_cast<Request*>(request);
-    if (!r->done) return false;
-    if (bytes) *bytes = r->received;
-    if (r->cached) device_->release(r->cached);
-    r->cached = nullptr;
-    r->inUse = false;
-    return true;
+    return finishRequest(*r, r->received, bytes, *device_);
   }
 
   void flush(void*, size_t, MemoryRegistration) override {}  // host memory: nothing to make visible
