@@ -63,7 +63,7 @@ struct ExecutionContext {
   // timeout. Catches mismatches that leave the ranks waiting on different connections.
   std::string (*probeCall)(const void* arg, int peer, uint64_t signature, uint64_t count) = nullptr;
   const void* probeArg = nullptr;
-  static constexpr double kProbeAfterSeconds = 1.0;
+  static constexpr double kProbeAfterSeconds = 0.5;
 };
 
 // The idle poll number `idle` (from 0) of a wait: the first ctx.spin polls pause, the next
