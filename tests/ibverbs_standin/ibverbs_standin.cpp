@@ -10,6 +10,13 @@
 // Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics or RDMA read,
 // Ethernet link layer only (addresses come from GIDs), RNR waits without limit (rnr_retry 7).
 //
+// Completion channels have a real pollable descriptor (an eventfd) that becomes readable when a
+// completion arrives on a CQ armed with ibv_req_notify_cq (solicited-only arming: the next
+// solicited receive or any error completion), one event per arming, as verbs define it. Async
+// events come on the context's async_fd; tutti_ibverbs_standin_port_down() (exported for tests)
+// takes a device's port down: IBV_EVENT_PORT_ERR is raised and its links stop moving bytes (the
+// retry exhaustion that would follow after NCCL_IB_TIMEOUT on hardware is not emulated).
+//
 // Wire (one TCP connection per direction of a QP pair, opened at RTS by the sending QP):
 // a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK.
 #include <arpa/inet.h>
@@ -19,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -51,6 +59,7 @@ struct Hello {
 };
 
 enum FrameType : uint32_t { kOp = 1, kAck = 2 };
+constexpr uint32_t kFrameSolicited = 1;  // Frame::pad of an op the sender flagged IBV_SEND_SOLICITED
 struct Frame {
   uint32_t type;
   uint32_t opcode;  // ibv_wr_opcode
@@ -61,7 +70,7 @@ struct Frame {
   uint32_t rkey;
   uint32_t length;
   uint32_t status;  // ACK: ibv_wc_status
-  uint32_t pad;
+  uint32_t pad;     // OP: kFrameSolicited
 };
 
 struct StandinMr {
@@ -69,11 +78,21 @@ struct StandinMr {
   int access;
 };
 
+struct StandinChannel {
+  ibv_comp_channel channel{};  // refcnt: the CQs attached (under the context's mutex)
+  std::mutex mutex;
+  std::deque<ibv_cq*> events;  // the eventfd is nonzero exactly while this is not empty
+};
+
+enum Arming { kDisarmed = 0, kArmedAll, kArmedSolicited };
+
 struct StandinCq {
   ibv_cq cq{};
   std::mutex mutex;
   std::deque<ibv_wc> entries;
   bool overrun = false;
+  Arming armed = kDisarmed;
+  std::atomic<uint32_t> eventsReported{0}, eventsAcked{0};
 };
 
 struct OutItem {
@@ -140,7 +159,23 @@ struct StandinContext {
   uint32_t nextKey = 0x1000;
   std::atomic<bool> stop{false};
   std::thread progress;
+  // Async events: async_fd (an eventfd) is nonzero exactly while `asyncEvents` is not empty.
+  std::mutex asyncMutex;
+  std::deque<ibv_async_event> asyncEvents;
+  std::atomic<bool> portDown{false};
 };
+
+// The open contexts of this process, so that a test can take a device's port down in all of them
+// (a port is the device's, not one context's).
+struct OpenContexts {
+  std::mutex mutex;
+  std::vector<StandinContext*> list;
+  uint64_t asyncReported = 0, asyncAcked = 0;  // port events name no context: counted per process
+};
+OpenContexts& openContexts() {
+  static OpenContexts contexts;
+  return contexts;
+}
 
 StandinContext* contextOf(ibv_context* c) { return reinterpret_cast<StandinContext*>(c); }
 StandinQp* qpOf(ibv_qp* q) { return reinterpret_cast<StandinQp*>(q); }
@@ -153,14 +188,34 @@ void wakeUp(StandinContext* c) {
   (void)!write(c->wake[1], &b, 1);
 }
 
-void pushCompletion(ibv_cq* cq, const ibv_wc& wc) {
+void signalEventFd(int fd) {
+  uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof one);
+}
+
+void clearEventFd(int fd) {
+  uint64_t value;
+  (void)!::read(fd, &value, sizeof value);
+}
+
+// A completion event for an armed CQ: one per arming, on the CQ's channel.
+void raiseCqEvent(StandinCq* s) {
+  auto* channel = reinterpret_cast<StandinChannel*>(s->cq.channel);
+  std::lock_guard<std::mutex> lock(channel->mutex);
+  if (channel->events.empty()) signalEventFd(channel->channel.fd);
+  channel->events.push_back(&s->cq);
+}
+
+// `solicited`: a receive completion of a request the sender flagged IBV_SEND_SOLICITED.
+void pushCompletion(ibv_cq* cq, const ibv_wc& wc, bool solicited = false) {
   StandinCq* s = cqOf(cq);
   std::lock_guard<std::mutex> lock(s->mutex);
-  if (int(s->entries.size()) >= s->cq.cqe) {
-    s->overrun = true;
-    return;
+  if (int(s->entries.size()) >= s->cq.cqe) s->overrun = true;
+  else s->entries.push_back(wc);
+  if (s->armed == kArmedAll || (s->armed == kArmedSolicited && (solicited || wc.status != IBV_WC_SUCCESS))) {
+    s->armed = kDisarmed;
+    raiseCqEvent(s);
   }
-  s->entries.push_back(wc);
 }
 
 ibv_wc completion(ibv_qp* qp, uint64_t wrId, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t bytes) {
@@ -303,7 +358,7 @@ void finishOp(StandinQp* q, Link& l) {
     }
     q->recvs.pop_front();
     q->recvSges.pop_front();
-    pushCompletion(q->qp.recv_cq, wc);
+    pushCompletion(q->qp.recv_cq, wc, (f.pad & kFrameSolicited) != 0);
   }
   sendAck(l, f.seq, IBV_WC_SUCCESS);
 }
@@ -403,6 +458,7 @@ void progressLoop(StandinContext* c) {
       fds.assign({{c->listenFd, POLLIN, 0}, {c->wake[0], POLLIN, 0}});
       owners.clear();
       for (auto& [qpn, q] : c->qps) {
+        if (c->portDown.load()) break;  // nothing moves through a port that is down
         retryWaiting(c, q);
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
@@ -427,7 +483,7 @@ void progressLoop(StandinContext* c) {
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       auto [q, dir] = owners[i - 2];
-      if (c->qps.count(q->qp.qp_num) == 0 || q->qp.state == IBV_QPS_ERR) continue;
+      if (c->qps.count(q->qp.qp_num) == 0 || q->qp.state == IBV_QPS_ERR || c->portDown.load()) continue;
       Link& l = dir == 0 ? q->outbound : q->inbound;
       if (l.fd != fds[i].fd) continue;
       bool ok = true;
@@ -453,7 +509,14 @@ int standinPollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   return got;
 }
 
-int standinReqNotify(ibv_cq*, int) { return EOPNOTSUPP; }
+int standinReqNotify(ibv_cq* cq, int solicitedOnly) {
+  StandinCq* s = cqOf(cq);
+  if (!cq->channel) return EINVAL;  // no channel to deliver the event on
+  std::lock_guard<std::mutex> lock(s->mutex);
+  // Solicited-only does not weaken an arming for any completion that is already in place.
+  if (s->armed != kArmedAll) s->armed = solicitedOnly ? kArmedSolicited : kArmedAll;
+  return 0;
+}
 
 int standinPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   StandinContext* c = contextOf(qp->context);
@@ -510,6 +573,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     item.frame.psn = q->sendPsn;
     q->sendPsn = (q->sendPsn + 1) & 0xffffff;
     item.frame.imm = wr->imm_data;
+    item.frame.pad = (wr->send_flags & IBV_SEND_SOLICITED) ? kFrameSolicited : 0;
     item.frame.raddr = wr->wr.rdma.remote_addr;
     item.frame.rkey = wr->wr.rdma.rkey;
     item.frame.length = length;
@@ -588,9 +652,10 @@ __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* 
   socklen_t len = sizeof sa;
   if (c->listenFd < 0 || ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
       ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
-      pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+      pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0 || (c->ctx.async_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
     int e = errno;
     if (c->listenFd >= 0) ::close(c->listenFd);
+    if (c->wake[0] >= 0) ::close(c->wake[0]), ::close(c->wake[1]);
     delete c;
     errno = e;
     return nullptr;
@@ -602,17 +667,30 @@ __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* 
   c->ctx.ops.post_send = standinPostSend;
   c->ctx.ops.post_recv = standinPostRecv;
   c->ctx.cmd_fd = -1;
-  c->ctx.async_fd = -1;
   c->ctx.num_comp_vectors = 1;
   c->progress = std::thread(progressLoop, c);
+  {
+    std::lock_guard<std::mutex> lock(openContexts().mutex);
+    openContexts().list.push_back(c);
+  }
   return &c->ctx;
 }
 
 __attribute__((visibility("default"))) int ibv_close_device(ibv_context* context) {
   StandinContext* c = contextOf(context);
+  {
+    std::lock_guard<std::mutex> lock(openContexts().mutex);
+    auto& list = openContexts().list;
+    for (auto it = list.begin(); it != list.end(); ++it)
+      if (*it == c) {
+        list.erase(it);
+        break;
+      }
+  }
   c->stop = true;
   wakeUp(c);
   c->progress.join();
+  ::close(c->ctx.async_fd);
   ::close(c->listenFd);
   ::close(c->wake[0]);
   ::close(c->wake[1]);
@@ -631,12 +709,12 @@ __attribute__((visibility("default"))) int ibv_query_device(ibv_context*, ibv_de
   return 0;
 }
 
-__attribute__((visibility("default"))) int ibv_query_port(ibv_context*, uint8_t port, _compat_ibv_port_attr* compat) {
+__attribute__((visibility("default"))) int ibv_query_port(ibv_context* context, uint8_t port, _compat_ibv_port_attr* compat) {
   // The exported symbol takes the older layout, a prefix of ibv_port_attr that the caller zeroed:
   // only fields within that prefix are written.
   ibv_port_attr* attr = reinterpret_cast<ibv_port_attr*>(compat);
   if (port != 1) return EINVAL;
-  attr->state = IBV_PORT_ACTIVE;
+  attr->state = contextOf(context)->portDown.load() ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
   attr->max_mtu = IBV_MTU_4096;
   attr->active_mtu = IBV_MTU_4096;
   attr->gid_tbl_len = kGidCount;
@@ -715,7 +793,7 @@ __attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
 }
 
 __attribute__((visibility("default"))) ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel, int) {
-  if (cqe <= 0 || channel) {  // completion channels are not offered
+  if (cqe <= 0 || (channel && channel->context != context)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -723,6 +801,11 @@ __attribute__((visibility("default"))) ibv_cq* ibv_create_cq(ibv_context* contex
   s->cq.context = context;
   s->cq.cq_context = cqContext;
   s->cq.cqe = cqe;
+  s->cq.channel = channel;
+  if (channel) {
+    std::lock_guard<std::mutex> lock(contextOf(context)->mutex);
+    ++channel->refcnt;
+  }
   return &s->cq;
 }
 
@@ -731,7 +814,19 @@ __attribute__((visibility("default"))) int ibv_destroy_cq(ibv_cq* cq) {
   std::lock_guard<std::mutex> lock(c->mutex);
   for (auto& [n, q] : c->qps)
     if (q->qp.send_cq == cq || q->qp.recv_cq == cq) return EBUSY;
-  delete cqOf(cq);
+  StandinCq* s = cqOf(cq);
+  // rdma-core waits (without limit) until every completion event got is acknowledged; here that
+  // wait would hang a test, so the mistake is refused instead.
+  if (s->eventsReported.load() != s->eventsAcked.load()) return EBUSY;
+  if (cq->channel) {
+    auto* channel = reinterpret_cast<StandinChannel*>(cq->channel);
+    std::lock_guard<std::mutex> events(channel->mutex);
+    for (auto it = channel->events.begin(); it != channel->events.end();)
+      it = *it == cq ? channel->events.erase(it) : it + 1;
+    if (channel->events.empty()) clearEventFd(channel->channel.fd);
+    --cq->channel->refcnt;
+  }
+  delete s;
   return 0;
 }
 
@@ -837,6 +932,145 @@ __attribute__((visibility("default"))) int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr
   qp->state = to;
   wakeUp(c);
   return 0;
+}
+
+__attribute__((visibility("default"))) ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  auto* channel = new StandinChannel;
+  channel->channel.context = context;
+  channel->channel.fd = eventfd(0, EFD_CLOEXEC);
+  if (channel->channel.fd < 0) {
+    int e = errno;
+    delete channel;
+    errno = e;
+    return nullptr;
+  }
+  return &channel->channel;
+}
+
+__attribute__((visibility("default"))) int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  {
+    std::lock_guard<std::mutex> lock(contextOf(channel->context)->mutex);
+    if (channel->refcnt != 0) return EBUSY;  // CQs still use it, as rdma-core refuses
+  }
+  ::close(channel->fd);
+  delete reinterpret_cast<StandinChannel*>(channel);
+  return 0;
+}
+
+// Blocks until an event arrives unless the caller made the descriptor nonblocking (then -1 with
+// EAGAIN), as rdma-core's read of the channel's descriptor does.
+__attribute__((visibility("default"))) int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cqContext) {
+  auto* s = reinterpret_cast<StandinChannel*>(channel);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      if (!s->events.empty()) {
+        *cq = s->events.front();
+        s->events.pop_front();
+        if (s->events.empty()) clearEventFd(channel->fd);
+        *cqContext = (*cq)->cq_context;
+        cqOf(*cq)->eventsReported.fetch_add(1);
+        return 0;
+      }
+    }
+    if (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) {
+      errno = EAGAIN;
+      return -1;
+    }
+    pollfd p{channel->fd, POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0 && errno != EINTR) return -1;
+  }
+}
+
+__attribute__((visibility("default"))) void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  StandinCq* s = cqOf(cq);
+  uint32_t acked = s->eventsAcked.fetch_add(nevents) + nevents;
+  if (acked > s->eventsReported.load()) {
+    fprintf(stderr, "standin: ibv_ack_cq_events acknowledged %u events of CQ %p, %u were got\n", acked, static_cast<void*>(cq),
+            s->eventsReported.load());
+    abort();  // a real library's counts would be corrupt: make the bug loud
+  }
+}
+
+// As ibv_get_cq_event: blocks unless async_fd was made nonblocking.
+__attribute__((visibility("default"))) int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  StandinContext* c = contextOf(context);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(c->asyncMutex);
+      if (!c->asyncEvents.empty()) {
+        *event = c->asyncEvents.front();
+        c->asyncEvents.pop_front();
+        if (c->asyncEvents.empty()) clearEventFd(context->async_fd);
+        std::lock_guard<std::mutex> count(openContexts().mutex);
+        ++openContexts().asyncReported;
+        return 0;
+      }
+    }
+    if (fcntl(context->async_fd, F_GETFL) & O_NONBLOCK) {
+      errno = EAGAIN;
+      return -1;
+    }
+    pollfd p{context->async_fd, POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0 && errno != EINTR) return -1;
+  }
+}
+
+// The stand-in raises port events only, which name no object: acknowledgements are counted per
+// process (rdma-core counts CQ, QP and SRQ events per object; port events need no count).
+__attribute__((visibility("default"))) void ibv_ack_async_event(ibv_async_event*) {
+  std::lock_guard<std::mutex> lock(openContexts().mutex);
+  if (++openContexts().asyncAcked > openContexts().asyncReported) {
+    fprintf(stderr, "standin: ibv_ack_async_event of an event nobody got\n");
+    abort();
+  }
+}
+
+__attribute__((visibility("default"))) const char* ibv_event_type_str(ibv_event_type event) {
+  switch (event) {
+    case IBV_EVENT_CQ_ERR: return "CQ error";
+    case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
+    case IBV_EVENT_QP_REQ_ERR: return "invalid request local work queue error";
+    case IBV_EVENT_QP_ACCESS_ERR: return "local access violation work queue error";
+    case IBV_EVENT_COMM_EST: return "communication established";
+    case IBV_EVENT_SQ_DRAINED: return "send queue drained";
+    case IBV_EVENT_PATH_MIG: return "path migrated";
+    case IBV_EVENT_PATH_MIG_ERR: return "path migration request error";
+    case IBV_EVENT_DEVICE_FATAL: return "local catastrophic error";
+    case IBV_EVENT_PORT_ACTIVE: return "port active";
+    case IBV_EVENT_PORT_ERR: return "port error";
+    case IBV_EVENT_LID_CHANGE: return "LID change";
+    case IBV_EVENT_PKEY_CHANGE: return "P_Key change";
+    case IBV_EVENT_SM_CHANGE: return "SM change";
+    case IBV_EVENT_SRQ_ERR: return "SRQ catastrophic error";
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ limit reached";
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
+    case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration";
+    case IBV_EVENT_GID_CHANGE: return "GID table change";
+    default: return "unknown";
+  }
+}
+
+// Test-only: takes port `port` of the device named `device` down in every context of this process
+// that has it open (IBV_EVENT_PORT_ERR on each). Returns how many contexts it reached.
+__attribute__((visibility("default"))) int tutti_ibverbs_standin_port_down(const char* device, int port) {
+  if (port != 1) return 0;
+  std::lock_guard<std::mutex> lock(openContexts().mutex);
+  int reached = 0;
+  for (StandinContext* c : openContexts().list) {
+    if (std::strcmp(c->ctx.device->name, device) != 0 || c->portDown.exchange(true)) continue;
+    ibv_async_event event{};
+    event.element.port_num = port;
+    event.event_type = IBV_EVENT_PORT_ERR;
+    {
+      std::lock_guard<std::mutex> events(c->asyncMutex);
+      if (c->asyncEvents.empty()) signalEventFd(c->ctx.async_fd);
+      c->asyncEvents.push_back(event);
+    }
+    wakeUp(c);
+    ++reached;
+  }
+  return reached;
 }
 
 __attribute__((visibility("default"))) const char* ibv_wc_status_str(ibv_wc_status status) {

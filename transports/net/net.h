@@ -70,6 +70,9 @@ class NetSendComm {
   virtual bool test(NetRequest* request, size_t* bytes) = 0;
   // File descriptors whose readiness means progress may be possible (for poll); may be empty.
   virtual std::vector<int> pollDescriptors() const = 0;
+  // What readiness of pollDescriptors() means progress: room to write (a socket's POLLOUT, the
+  // default) or, when true, something to read (a completion channel's POLLIN).
+  virtual bool pollsForInput() const { return false; }
   // Tells the peer that no message follows, so that the end of the connection is not an error
   // there (a peer that dies without it is). Best effort; never blocks. Called after a drain.
   virtual void closeGracefully() = 0;

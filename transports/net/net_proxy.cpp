@@ -216,7 +216,7 @@ void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
     }
     for (auto& c : connections_) {
       if (!c->inFlight()) continue;
-      short events = c->send ? POLLOUT : POLLIN;
+      short events = c->send && !c->send->pollsForInput() ? POLLOUT : POLLIN;
       for (int fd : c->send ? c->send->pollDescriptors() : c->recv->pollDescriptors()) fds.push_back(pollfd{fd, events, 0});
     }
   }

@@ -94,7 +94,12 @@ class IbSendComm final : public NetSendComm {
     return finishRequest(*r, r->bytes, bytes, *device_);
   }
 
-  std::vector<int> pollDescriptors() const override { return {}; }
+  // The completion channel; and the socket until the acceptor's QP information has arrived.
+  std::vector<int> pollDescriptors() const override {
+    if (!connected_) return {qp_->descriptor(), socket_.fd()};
+    return {qp_->descriptor()};
+  }
+  bool pollsForInput() const override { return true; }
 
   void closeGracefully() override {
     char bye = kByeByte;
@@ -130,6 +135,7 @@ class IbSendComm final : public NetSendComm {
   }
 
   void progress() {
+    device_->throwIfFailed("isend", qp_->peer());
     if (!finishConnect()) return;
     bool waiting = false;
     while (nextPost_ < nextSequence_) {
@@ -158,6 +164,7 @@ class IbSendComm final : public NetSendComm {
     }
     ibv_wc wc[kSlots];
     int n = qp_->poll(wc, kSlots, "isend");
+    if (n == 0 && qp_->armForSleep()) n = qp_->poll(wc, kSlots, "isend");  // before the proxy sleeps on it
     for (int i = 0; i < n; ++i) requests_[(wc[i].wr_id - 1) % kSlots].done = true;
     // A receiver that went away sends no clear-to-send entry and, with nothing in flight, no
     // completion says so: look at the TCP socket now and then.
@@ -226,7 +233,11 @@ class IbRecvComm final : public NetRecvComm {
   }
 
   void flush(void*, size_t, MemoryRegistration) override {}  // host memory: nothing to make visible
-  std::vector<int> pollDescriptors() const override { return {}; }
+  // The completion channel; and the socket until the connector's QP is ready.
+  std::vector<int> pollDescriptors() const override {
+    if (!ready_) return {qp_->descriptor(), socket_.fd()};
+    return {qp_->descriptor()};
+  }
 
  private:
   struct Request : NetRequest {
@@ -253,6 +264,7 @@ class IbRecvComm final : public NetRecvComm {
   }
 
   void progress() {
+    device_->throwIfFailed("irecv", qp_->peer());
     if (!ready_) {
       char byte = 0;
       Socket::ReadResult r = socket_.readSome(&byte, 1);
@@ -281,6 +293,7 @@ class IbRecvComm final : public NetRecvComm {
       }
       ibv_wc wc[2 * kSlots];
       int n = qp_->poll(wc, 2 * kSlots, "irecv");
+      if (n == 0 && qp_->armForSleep()) n = qp_->poll(wc, 2 * kSlots, "irecv");  // before the proxy sleeps on it
       for (int i = 0; i < n; ++i) {
         if (wc[i].wr_id & kCtsWrite) continue;
         Request& r = requests_[(wc[i].wr_id - 1) % kSlots];

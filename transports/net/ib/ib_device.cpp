@@ -1,6 +1,8 @@
-// IB device ports: opening, GID choice, speed, and the registration cache.
+// IB device ports: opening, GID choice, speed, the registration cache, and async events.
 #include "transports/net/ib/ib_device.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +10,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/tunables.h"
 
 namespace tutti::net::ib {
@@ -32,9 +35,63 @@ IbDevice::IbDevice(std::shared_ptr<IbVerbs> verbs, ibv_device* device, int port)
     throw Error(ErrorCode::System, "NET/IB: " + std::string(rc ? "ibv_query_port " : "ibv_alloc_pd ") + name_ + ": " +
                                        strerror(rc ? rc : errno));
   }
+  // The event thread polls async_fd and a stop pipe; async_fd is made nonblocking so that taking
+  // the events never waits.
+  int flags = fcntl(context_->async_fd, F_GETFL);
+  if (flags < 0 || fcntl(context_->async_fd, F_SETFL, flags | O_NONBLOCK) != 0 || pipe2(stopEvents_, O_CLOEXEC) != 0) {
+    int e = errno;
+    verbs_->deallocPd(pd_);
+    verbs_->closeDevice(context_);
+    throw Error(ErrorCode::System, "NET/IB: setting up the async-event thread of " + name_ + ": " + strerror(e));
+  }
+  events_ = std::thread([this] { watchEvents(); });
+}
+
+void IbDevice::watchEvents() {
+  for (;;) {
+    pollfd fds[2] = {{context_->async_fd, POLLIN, 0}, {stopEvents_[0], POLLIN, 0}};
+    int ready = ::poll(fds, 2, 1000);  // the stop pipe ends it; the timeout only bounds the wait
+    if (ready < 0 && errno != EINTR) {
+      TUTTI_WARN("NET/IB: %s: polling the async-event descriptor failed (%s): port failures are no longer noticed",
+                 name_.c_str(), strerror(errno));
+      return;
+    }
+    if (fds[1].revents) return;
+    if (!(fds[0].revents & POLLIN)) continue;
+    ibv_async_event event{};
+    while (verbs_->getAsyncEvent(context_, &event) == 0) {
+      handleEvent(event);
+      verbs_->ackAsyncEvent(&event);  // every event taken is acknowledged
+    }
+  }
+}
+
+void IbDevice::handleEvent(const ibv_async_event& event) {
+  const char* what = verbs_->eventTypeStr(event.event_type);
+  bool fatal = event.event_type == IBV_EVENT_DEVICE_FATAL ||
+               (event.event_type == IBV_EVENT_PORT_ERR && event.element.port_num == port_);
+  if (!fatal) {
+    TUTTI_INFO(log::Net, "NET/IB: %s: async event %s (%d)", name_.c_str(), what, int(event.event_type));
+    return;
+  }
+  if (failed_.load(std::memory_order_acquire)) return;
+  failure_ = std::string(event.event_type == IBV_EVENT_PORT_ERR ? "port " + std::to_string(port_) + " went down" : "the device failed") +
+             " (async event " + (event.event_type == IBV_EVENT_PORT_ERR ? "IBV_EVENT_PORT_ERR" : "IBV_EVENT_DEVICE_FATAL") + ": " +
+             what + ")";
+  failed_.store(true, std::memory_order_release);
+  TUTTI_WARN("NET/IB: %s: %s; the connections through it fail", name_.c_str(), failure_.c_str());
+}
+
+void IbDevice::throwFailure(const char* operation, const std::string& peer) const {
+  throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " with " + peer + " on " + name_ + ": " + failure_);
 }
 
 IbDevice::~IbDevice() {
+  char stop = 1;
+  (void)!::write(stopEvents_[1], &stop, 1);
+  events_.join();
+  ::close(stopEvents_[0]);
+  ::close(stopEvents_[1]);
   for (CacheEntry& e : cache_) verbs_->deregMr(e.mr);
   verbs_->deallocPd(pd_);
   verbs_->closeDevice(context_);

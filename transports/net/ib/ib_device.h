@@ -1,12 +1,15 @@
-// One IB device port the backend may use: its open context, protection domain, chosen GID and a
-// small cache of memory registrations.
+// One IB device port the backend may use: its open context, protection domain, chosen GID, a
+// small cache of memory registrations, and the thread that reads the context's async events (a
+// port going down or the device failing fails every connection through it).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transports/net/ib/ib_verbs.h"
@@ -44,6 +47,12 @@ class IbDevice {
   ibv_mr* registerOwned(void* data, size_t bytes);  // not cached; caller deregisters
   void deregister(ibv_mr* mr);
 
+  // Once an async event said the port went down or the device failed: throws System naming the
+  // operation, the peer, device:port and the event. Cheap otherwise (one atomic load).
+  void throwIfFailed(const char* operation, const std::string& peer) const {
+    if (failed_.load(std::memory_order_acquire)) throwFailure(operation, peer);
+  }
+
  private:
   struct CacheEntry {
     ibv_mr* mr;
@@ -51,6 +60,10 @@ class IbDevice {
     int users;
   };
   static constexpr size_t kCacheEntries = 64;
+
+  void watchEvents();  // the async-event thread's body
+  void handleEvent(const ibv_async_event& event);
+  [[noreturn]] void throwFailure(const char* operation, const std::string& peer) const;
 
   std::shared_ptr<IbVerbs> verbs_;
   std::string name_;
@@ -62,6 +75,10 @@ class IbDevice {
   ibv_gid gid_{};
   std::mutex mutex_;
   std::list<CacheEntry> cache_;  // most recently used first
+  std::atomic<bool> failed_{false};
+  std::string failure_;  // what failed it; written once, before failed_ is set
+  int stopEvents_[2] = {-1, -1};  // a pipe: the destructor's stop for the event thread
+  std::thread events_;
 };
 
 std::string gidText(const ibv_gid& gid);

@@ -14,11 +14,10 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
   IbVerbs& v = device_->verbs();
   std::random_device random;
   psn_ = random() & 0xffffff;
-  cq_ = v.createCq(device_->context(), 2 * depth, nullptr, nullptr, 0);
-  if (!cq_) throw Error(ErrorCode::System, "NET/IB: ibv_create_cq on " + device_->name() + " for " + peer_ + ": " + strerror(errno));
+  cq_ = std::make_unique<IbCompletionQueue>(device_, peer_, 2 * depth);
   ibv_qp_init_attr init{};
-  init.send_cq = cq_;
-  init.recv_cq = cq_;
+  init.send_cq = cq_->cq();
+  init.recv_cq = cq_->cq();
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = uint32_t(depth);
   init.cap.max_recv_wr = uint32_t(depth);
@@ -27,7 +26,6 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
   qp_ = v.createQp(device_->pd(), &init);
   if (!qp_) {
     int e = errno;
-    v.destroyCq(cq_);
     throw Error(ErrorCode::System, "NET/IB: ibv_create_qp on " + device_->name() + " for " + peer_ + ": " + strerror(e));
   }
   ibv_qp_attr attr{};
@@ -37,7 +35,6 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   if (int rc = v.modifyQp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
     v.destroyQp(qp_);
-    v.destroyCq(cq_);
     throw Error(ErrorCode::System, "NET/IB: ibv_modify_qp to INIT on " + device_->name() + " for " + peer_ + ": " + strerror(rc));
   }
 }
@@ -45,7 +42,6 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
 IbQueuePair::~IbQueuePair() {
   IbVerbs& v = device_->verbs();
   v.destroyQp(qp_);
-  v.destroyCq(cq_);
 }
 
 QpInfo IbQueuePair::localInfo() const {
@@ -101,7 +97,7 @@ void IbQueuePair::connectTo(const QpInfo& remote) {
 }
 
 int IbQueuePair::poll(ibv_wc* wc, int max, const char* operation) {
-  int n = IbVerbs::pollCq(cq_, max, wc);
+  int n = cq_->poll(wc, max);
   if (n < 0) throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() + ": ibv_poll_cq failed (completion queue overrun)");
   for (int i = 0; i < n; ++i)
     if (wc[i].status != IBV_WC_SUCCESS)

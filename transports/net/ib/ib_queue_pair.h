@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/socket.h"
+#include "transports/net/ib/ib_completion_queue.h"
 #include "transports/net/ib/ib_device.h"
 
 namespace tutti::net::ib {
@@ -42,6 +43,9 @@ class IbQueuePair {
   int poll(ibv_wc* wc, int max, const char* operation);
   void postSend(ibv_send_wr* wr, const char* operation);
   void postRecv(ibv_recv_wr* wr, const char* operation);
+  // Sleeping on the completion queue (ib_completion_queue.h).
+  int descriptor() const { return cq_->descriptor(); }
+  bool armForSleep() { return cq_->armForSleep(); }
 
   IbDevice& device() const { return *device_; }
   const std::string& peer() const { return peer_; }
@@ -49,7 +53,7 @@ class IbQueuePair {
  private:
   std::shared_ptr<IbDevice> device_;
   std::string peer_;
-  ibv_cq* cq_ = nullptr;
+  std::unique_ptr<IbCompletionQueue> cq_;
   ibv_qp* qp_ = nullptr;
   uint32_t psn_;
 };

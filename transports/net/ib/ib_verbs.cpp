@@ -59,6 +59,13 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   bind(*v, v->modifyQp, "ibv_modify_qp");
   bind(*v, v->destroyQp, "ibv_destroy_qp");
   bind(*v, v->wcStatusStr, "ibv_wc_status_str");
+  bind(*v, v->createCompChannel, "ibv_create_comp_channel");
+  bind(*v, v->destroyCompChannel, "ibv_destroy_comp_channel");
+  bind(*v, v->getCqEvent, "ibv_get_cq_event");
+  bind(*v, v->ackCqEvents, "ibv_ack_cq_events");
+  bind(*v, v->getAsyncEvent, "ibv_get_async_event");
+  bind(*v, v->ackAsyncEvent, "ibv_ack_async_event");
+  bind(*v, v->eventTypeStr, "ibv_event_type_str");
   return v;
 }
 

@@ -32,12 +32,21 @@ struct IbVerbs {
   int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int) = nullptr;
   int (*destroyQp)(ibv_qp*) = nullptr;
   const char* (*wcStatusStr)(ibv_wc_status) = nullptr;
+  // Completion channels and async events (ib_completion_queue.h, ib_device.h's event thread).
+  ibv_comp_channel* (*createCompChannel)(ibv_context*) = nullptr;
+  int (*destroyCompChannel)(ibv_comp_channel*) = nullptr;
+  int (*getCqEvent)(ibv_comp_channel*, ibv_cq**, void**) = nullptr;
+  void (*ackCqEvents)(ibv_cq*, unsigned int) = nullptr;
+  int (*getAsyncEvent)(ibv_context*, ibv_async_event*) = nullptr;
+  void (*ackAsyncEvent)(ibv_async_event*) = nullptr;
+  const char* (*eventTypeStr)(ibv_event_type) = nullptr;
 
   // verbs.h makes these static inline calls through the context's ops; the table routes them the
   // same way so that a stand-in provides them by filling its contexts' ops.
   static int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return qp->context->ops.post_send(qp, wr, bad); }
   static int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return qp->context->ops.post_recv(qp, wr, bad); }
   static int pollCq(ibv_cq* cq, int n, ibv_wc* wc) { return cq->context->ops.poll_cq(cq, n, wc); }
+  static int reqNotifyCq(ibv_cq* cq, int solicitedOnly) { return cq->context->ops.req_notify_cq(cq, solicitedOnly); }
 
   int queryPort(ibv_context* context, uint8_t port, ibv_port_attr* attr) const;
 
