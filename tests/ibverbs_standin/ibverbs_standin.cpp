@@ -821,9 +821,10 @@ __attribute__((visibility("default"))) int ibv_destroy_cq(ibv_cq* cq) {
   if (cq->channel) {
     auto* channel = reinterpret_cast<StandinChannel*>(cq->channel);
     std::lock_guard<std::mutex> events(channel->mutex);
+    bool had = !channel->events.empty();
     for (auto it = channel->events.begin(); it != channel->events.end();)
       it = *it == cq ? channel->events.erase(it) : it + 1;
-    if (channel->events.empty()) clearEventFd(channel->channel.fd);
+    if (had && channel->events.empty()) clearEventFd(channel->channel.fd);
     --cq->channel->refcnt;
   }
   delete s;
