@@ -1,6 +1,8 @@
 // Ranks on 2 hosts of this machine connected by the IB net backend through the software verbs
-// stand-in: every collective, type and op with NCCL_NET=IB, and a misconfigured GID index failing
-// init with an error that names it.
+// stand-in: every collective, type and op with NCCL_NET=IB, a misconfigured GID index failing
+// init with an error that names it, and a port going down during traffic failing the collective.
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -14,6 +16,7 @@
 using tutti_test::allCases;
 using tutti_test::Case;
 using tutti_test::CapturedLog;
+using tutti_test::check;
 using tutti_test::Coll;
 using tutti_test::HostLayout;
 using tutti_test::runAll;
@@ -55,5 +58,40 @@ TEST_CASE("net/ib: a GID index the port lacks fails init on every rank, naming t
     INFO(o.failure);
     CHECK(o.failure.find("NCCL_IB_GID_INDEX=9 does not exist") != std::string::npos);
     CHECK(o.failure.find("standin_0:1") != std::string::npos);
+  }
+}
+
+TEST_CASE("net/ib: a port going down during all-reduces fails them, naming the device, port and event",
+          "[net][ib][processes][faults]") {
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = ibEnvironment();
+  layout.environment.push_back({"TUTTI_TIMEOUT", "5"});
+  layout.timeoutSeconds = 60;
+  auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
+    std::vector<float> buf(1 << 16, 1.0f);
+    ncclResult_t result = ncclSuccess;
+    for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
+      if (rank == 0 && i == 20) {
+        // The stand-in's test-only switch: this process's port of standin_0 goes down.
+        void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
+        auto portDown = library ? reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_ibverbs_standin_port_down")) : nullptr;
+        int reached = portDown ? portDown("standin_0", 1) : -1;
+        check(reached >= 1, "rank 0 could not take the stand-in's port down (" + std::to_string(reached) + (library ? "" : ", not loaded") + ")");
+      }
+      result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    }
+    std::string message = ncclGetLastError(comm);
+    check(result != ncclSuccess, "rank " + std::to_string(rank) + ": the all-reduces never failed");
+    if (rank == 0) {  // the rank whose port went down names it, the event and the peer
+      check(result == ncclSystemError, std::string("rank 0: the all-reduce returned ") + ncclGetErrorString(result) + ": " + message);
+      for (const char* part : {"standin_0:1", "port 1 went down", "IBV_EVENT_PORT_ERR", "port error", "rank 1"})
+        check(message.find(part) != std::string::npos, std::string("rank 0's error lacks \"") + part + "\": " + message);
+    }
+  });
+  REQUIRE(outcomes.size() == 2);
+  for (auto& o : outcomes) {
+    INFO("process of rank " << o.firstRank << ": " << o.failure);
+    CHECK(o.failure == "");
   }
 }

@@ -606,6 +606,23 @@ bool standinAddress(in_addr* out) {
   return found;
 }
 
+// The devices live as long as the process: rdma-core keeps a device alive while a context opened
+// on it exists, after the list that named it is freed.
+StandinDevice* standinDevices() {
+  static StandinDevice devices[2];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < 2; ++i) {
+      devices[i].index = i;
+      devices[i].device.node_type = IBV_NODE_CA;
+      devices[i].device.transport_type = IBV_TRANSPORT_IB;
+      snprintf(devices[i].device.name, sizeof devices[i].device.name, "standin_%d", i);
+      snprintf(devices[i].device.dev_name, sizeof devices[i].device.dev_name, "uverbs%d", i);
+    }
+  });
+  return devices;
+}
+
 }  // namespace
 
 extern "C" {
@@ -615,24 +632,13 @@ __attribute__((visibility("default"))) ibv_device** ibv_get_device_list(int* num
   int count = n ? std::atoi(n) : 1;
   if (count < 0 || count > 2) count = 1;
   auto** list = new ibv_device*[size_t(count) + 1];
-  for (int i = 0; i < count; ++i) {
-    auto* d = new StandinDevice;
-    d->index = i;
-    d->device.node_type = IBV_NODE_CA;
-    d->device.transport_type = IBV_TRANSPORT_IB;
-    snprintf(d->device.name, sizeof d->device.name, "standin_%d", i);
-    snprintf(d->device.dev_name, sizeof d->device.dev_name, "uverbs%d", i);
-    list[i] = &d->device;
-  }
+  for (int i = 0; i < count; ++i) list[i] = &standinDevices()[i].device;
   list[count] = nullptr;
   if (num) *num = count;
   return list;
 }
 
-__attribute__((visibility("default"))) void ibv_free_device_list(ibv_device** list) {
-  for (ibv_device** d = list; *d; ++d) delete reinterpret_cast<StandinDevice*>(*d);
-  delete[] list;
-}
+__attribute__((visibility("default"))) void ibv_free_device_list(ibv_device** list) { delete[] list; }
 
 __attribute__((visibility("default"))) const char* ibv_get_device_name(ibv_device* device) { return device->name; }
 
