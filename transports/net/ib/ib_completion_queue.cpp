@@ -49,32 +49,31 @@ int IbCompletionQueue::poll(ibv_wc* wc, int max) {
   int n = IbVerbs::pollCq(cq_, max, wc);
   if (n > 0 && armed_) {
     armed_ = false;
-    eventOwed_ = true;
+    ++eventsOwed_;
   }
   return n;
 }
 
 bool IbCompletionQueue::armForSleep() {
   IbVerbs& v = device_->verbs();
-  if (armed_ && !eventOwed_) return false;  // still armed, and the descriptor is quiet
-  // Take what the channel holds. An event taken while armed may be the current arming's (a
-  // completion after our last poll): arm again then, and the caller polls again.
+  // Take the events of armings that were used; none other is expected, so a queue that was never
+  // woken costs no system call here.
   bool took = false;
   ibv_cq* cq = nullptr;
   void* context = nullptr;
-  while (v.getCqEvent(channel_, &cq, &context) == 0) {
-    took = true;
+  while (eventsOwed_ > 0 && v.getCqEvent(channel_, &cq, &context) == 0) {
+    --eventsOwed_;
     ++unacked_;
+    took = true;
   }
   if (unacked_ >= kAckBatch) {
     v.ackCqEvents(cq_, unacked_);
     unacked_ = 0;
   }
-  if (took) {
-    eventOwed_ = false;
-    armed_ = false;
-  }
-  if (armed_) return false;  // the owed event has not arrived yet: it will wake the sleeper once
+  // An event taken while armed may have been the current arming's (a completion after the last
+  // poll): arm again, and the caller polls again.
+  if (took) armed_ = false;
+  if (armed_) return false;
   if (int rc = IbVerbs::reqNotifyCq(cq_, 0))
     throw Error(ErrorCode::System, "NET/IB: ibv_req_notify_cq on " + device_->name() + " for " + peer_ + ": " + strerror(rc));
   armed_ = true;

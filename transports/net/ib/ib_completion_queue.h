@@ -4,8 +4,9 @@
 // Arming: a CQ raises one event per ibv_req_notify_cq, for a completion that arrives after it. So
 // before sleeping the owner arms (armForSleep) and then polls once more: a completion that came
 // between the last poll and the arming is seen by that poll, any later one wakes the descriptor.
-// Events are taken (and acknowledged in batches) only when re-arming, so a busy queue costs no
-// system call; the descriptor is nonblocking, so taking them never waits.
+// Events are taken (and acknowledged in batches) only when re-arming and only for armings that
+// were used, so a busy queue costs no system call; the descriptor is nonblocking, so taking them
+// never waits.
 #pragma once
 
 #include <memory>
@@ -39,7 +40,7 @@ class IbCompletionQueue {
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   bool armed_ = false;       // a notification is requested and has not been used
-  bool eventOwed_ = false;   // an arming was used: its event is (or will be) on the channel
+  unsigned eventsOwed_ = 0;  // armings used: their events are (or will be) on the channel
   unsigned unacked_ = 0;     // events taken but not yet acknowledged
 };
 
