@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/tunables.h"
 
 namespace tutti::net::ib {
 namespace {
@@ -19,14 +21,30 @@ constexpr char kByeByte = 'B';    // the sender closes after its last message
 constexpr uint64_t kCtsWrite = 1ull << 63;  // wr_id flag of the receiver's clear-to-send writes
 constexpr int kDepth = 2 * kSlots + 2;
 
-// True when the peer closed the TCP socket or said goodbye, waiting at most `ms` for either.
-bool peerClosed(Socket& socket, int ms) {
+// What the side TCP socket says of the peer, waiting at most `ms` for news.
+enum class PeerState { Alive, SaidBye, Closed, LinkTimedOut };
+PeerState peerState(Socket& socket, int ms) {
   pollfd p{socket.fd(), POLLIN, 0};
-  if (::poll(&p, 1, ms) <= 0) return false;
+  if (::poll(&p, 1, ms) <= 0) return PeerState::Alive;
   char bytes[16];
   Socket::ReadResult r = socket.readSome(bytes, sizeof bytes);
-  return r.closed || std::memchr(bytes, kByeByte, r.bytes) != nullptr;
+  if (std::memchr(bytes, kByeByte, r.bytes) != nullptr) return PeerState::SaidBye;
+  if (r.error == ETIMEDOUT) return PeerState::LinkTimedOut;
+  return r.closed ? PeerState::Closed : PeerState::Alive;
 }
+
+// True when the peer closed the TCP socket, said goodbye or cannot be reached.
+bool peerClosed(Socket& socket, int ms) { return peerState(socket, ms) != PeerState::Alive; }
+
+// The side socket watches the link as the Socket backend's connections do (keepalive probes and a
+// send timeout of TUTTI_NET_LINK_TIMEOUT): a cut link stays silent to a QP with nothing in flight,
+// and a receive that waits for data would otherwise wait for TUTTI_TIMEOUT.
+void watchLink(Socket& socket) {
+  socket.setLinkTimeout(int(std::clamp<int64_t>(tunables::kNetLinkTimeout.get(), 0, 24 * 3600)));
+}
+
+// Polls without a completion between looks at the side socket (the proxy polls about every ms).
+constexpr uint64_t kIdlePollsPerLook = 1024;
 
 // A send's or receive's test: once done, reports its bytes, gives its registration back to the
 // device's cache and frees its slot. False while it runs.
@@ -47,6 +65,7 @@ class IbSendComm final : public NetSendComm {
     qp_ = std::make_unique<IbQueuePair>(device_, peer, kDepth);
     fifoMr_ = device_->registerOwned(fifo_.get(), sizeof(CtsEntry) * kSlots);
     socket_ = std::move(socket);
+    watchLink(socket_);
   }
   ~IbSendComm() override {
     socket_.close();
@@ -161,8 +180,14 @@ class IbSendComm final : public NetSendComm {
     for (int i = 0; i < n; ++i) requests_[(wc[i].wr_id - 1) % kSlots].done = true;
     // A receiver that went away sends no clear-to-send entry and, with nothing in flight, no
     // completion says so: look at the TCP socket now and then.
-    if (waiting && n == 0 && ++idlePolls_ % 1024 == 0 && peerClosed(socket_, 0))
-      throw Error(ErrorCode::Remote, "NET/IB: isend to " + qp_->peer() + " on " + device_->name() + ": the peer closed the connection");
+    if (waiting && n == 0 && ++idlePolls_ % kIdlePollsPerLook == 0) {
+      PeerState state = peerState(socket_, 0);
+      if (state == PeerState::LinkTimedOut)
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + qp_->peer() + " on " + device_->name() +
+                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+      if (state != PeerState::Alive)
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + qp_->peer() + " on " + device_->name() + ": the peer closed the connection");
+    }
   }
 
   std::shared_ptr<IbDevice> device_;
@@ -184,6 +209,7 @@ class IbRecvComm final : public NetRecvComm {
       : device_(std::move(device)), qp_(std::move(qp)), cts_(new CtsEntry[kSlots]()), socket_(std::move(socket)),
         remoteFifo_(remote.fifoAddress), remoteFifoRkey_(remote.fifoRkey) {
     ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots);
+    watchLink(socket_);
   }
   ~IbRecvComm() override {
     socket_.close();
@@ -257,11 +283,16 @@ class IbRecvComm final : public NetRecvComm {
       char byte = 0;
       Socket::ReadResult r = socket_.readSome(&byte, 1);
       if (r.bytes == 1 && byte == kReadyByte) ready_ = true;
+      else if (r.error == ETIMEDOUT)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
+                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)"
+                                           " before its QP was ready");
       else if (r.closed || r.bytes == 1)
         throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
                                            ": the peer closed the connection before its QP was ready");
       else return;
     }
+    bool idle = false;
     guarded([&] {
       while (nextCts_ < nextSequence_) {
         Request& r = requests_[(nextCts_ - 1) % kSlots];
@@ -287,7 +318,28 @@ class IbRecvComm final : public NetRecvComm {
         r.received = wc[i].imm_data;
         r.done = true;
       }
+      idle = n == 0;
     });
+    if (idle && awaitingData() && !peerSaidBye_ && ++idlePolls_ % kIdlePollsPerLook == 0) checkPeer();
+  }
+
+  bool awaitingData() const {
+    for (const Request& r : requests_)
+      if (r.inUse && !r.done) return true;
+    return false;
+  }
+
+  // A receive waits for data: a sender that left without goodbye, or a link that stopped
+  // answering, ends it now rather than at TUTTI_TIMEOUT.
+  void checkPeer() {
+    PeerState state = peerState(socket_, 0);
+    if (state == PeerState::SaidBye) peerSaidBye_ = true;
+    if (state == PeerState::LinkTimedOut)
+      throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
+                                         ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+    if (state == PeerState::Closed)
+      throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
+                                         ": the peer closed the connection without saying goodbye");
   }
 
   std::shared_ptr<IbDevice> device_;
@@ -298,6 +350,8 @@ class IbRecvComm final : public NetRecvComm {
   uint64_t remoteFifo_;
   uint32_t remoteFifoRkey_;
   bool ready_ = false;
+  bool peerSaidBye_ = false;
+  uint64_t idlePolls_ = 0;
   Request requests_[kSlots];
   uint64_t nextSequence_ = 1, nextCts_ = 1;
 };
