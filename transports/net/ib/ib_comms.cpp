@@ -280,16 +280,26 @@ class IbRecvComm final : public NetRecvComm {
 
   void progress() {
     if (!ready_) {
+      // A sender that never sent a message may close without ever connecting its QP: its
+      // goodbye (and the end of the connection after it) is no error, no data will come.
+      if (peerSaidBye_) return;
       char byte = 0;
       Socket::ReadResult r = socket_.readSome(&byte, 1);
       if (r.bytes == 1 && byte == kReadyByte) ready_ = true;
-      else if (r.error == ETIMEDOUT)
+      else if (r.bytes == 1 && byte == kByeByte) {
+        peerSaidBye_ = true;
+        return;
+      } else if (r.error == ETIMEDOUT)
         throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
                                            ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)"
                                            " before its QP was ready");
-      else if (r.closed || r.bytes == 1)
+      else if (r.closed)
         throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
                                            ": the peer closed the connection before its QP was ready");
+      else if (r.bytes == 1)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
+                                           ": the peer sent byte " + std::to_string(int(byte)) +
+                                           " where its QP's ready byte belongs (not a tutti IB peer?)");
       else return;
     }
     bool idle = false;
