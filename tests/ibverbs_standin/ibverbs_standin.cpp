@@ -583,6 +583,21 @@ bool standinAddress(in_addr* out) {
 
 extern "C" {
 
+// Fork support, as rdma-core keeps it for the process: ibv_fork_init succeeds (again and again)
+// until a memory region has been registered without it, and fails with EINVAL after that.
+std::atomic<bool> gForkInitialized{false};
+std::atomic<bool> gRegisteredBeforeForkInit{false};
+
+__attribute__((visibility("default"))) int ibv_fork_init() {
+  if (gForkInitialized.load()) return 0;
+  if (gRegisteredBeforeForkInit.load()) return EINVAL;
+  gForkInitialized = true;
+  return 0;
+}
+
+// For tests: whether ibv_fork_init has been called in this process.
+extern "C" __attribute__((visibility("default"))) int tutti_standin_fork_initialized() { return gForkInitialized.load() ? 1 : 0; }
+
 __attribute__((visibility("default"))) ibv_device** ibv_get_device_list(int* num) {
   const char* n = std::getenv("TUTTI_IBVERBS_STANDIN_DEVICES");
   int count = n ? std::atoi(n) : 1;
@@ -726,6 +741,7 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
     return nullptr;
   }
   StandinContext* c = contextOf(pd->context);
+  if (!gForkInitialized.load()) gRegisteredBeforeForkInit = true;
   auto* m = new StandinMr{};
   std::lock_guard<std::mutex> lock(c->mutex);
   m->mr.context = pd->context;
