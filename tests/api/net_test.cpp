@@ -203,7 +203,7 @@ class OnOneCore {
   cpu_set_t saved_;
 };
 
-TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores; one core: one channel",
+TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores (one core: one channel)",
           "[net][processes][tuning]") {
   // The rank processes inherit this process's CPU set; the calibration at init takes each host's
   // cores from its ranks' sets.
@@ -306,7 +306,7 @@ TEST_CASE("net: waits sleep without yielding where proxy threads carry the netwo
   }
 }
 
-TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps; its proxy does not spin on their closed sockets",
+TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps, and its proxy does not spin on their closed sockets",
           "[net][processes][idle]") {
   HostLayout layout;
   layout.ranksPerHost = 1;
