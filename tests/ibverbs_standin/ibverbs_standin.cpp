@@ -12,9 +12,11 @@
 // unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the LID is the context's
 // TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
 //
-// For tests, also: TUTTI_IBVERBS_STANDIN_DELAY_QP_MS=n holds every operation arriving at a QP with
-// an even number for n ms before it is placed, so that completions of different QPs come out of
-// order as they may on hardware (order within a QP is kept); TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING=0
+// For tests, also: TUTTI_IBVERBS_STANDIN_DELAY_QP_MS=n holds every operation that completes a
+// receive (write with immediate, send) arriving at a QP with an even number for n ms before it is
+// placed, and what follows it on that QP behind it, so that completions of different QPs come out
+// of order as they may on hardware (order within a QP is kept; plain writes that arrive with
+// nothing held, such as clear-to-send entries, are not delayed); TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING=0
 // makes registrations asking for optional access flags fail, as in a library without them; and
 // tutti_standin_counters() reports what was asked of the process's stand-in.
 //
@@ -355,7 +357,8 @@ bool readInbound(StandinContext* c, StandinQp* q) {
       l.inGot += size_t(r);
       if (l.inGot < sizeof(Frame)) continue;
       if (l.in.type != kOp) return false;
-      if (int ms = delayMs(); ms > 0 && q->qp.qp_num % 2 == 0) {
+      bool completes = l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || l.in.opcode == IBV_WR_SEND;
+      if (int ms = delayMs(); ms > 0 && completes && q->qp.qp_num % 2 == 0) {
         l.holding = true;
         l.holdUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
         counters().heldOps++;

@@ -67,7 +67,8 @@ class IbSendComm final : public NetSendComm {
     adaptiveRouting_ = useAdaptiveRouting(device_->portAttr().link_layer);
     arThreshold_ = uint64_t(tunables::kIbArThreshold.get());
     remote_.resize(qps_.size());
-    fifoMr_ = device_->registerOwned(fifo_.get(), sizeof(CtsEntry) * kSlots);
+    // The CPU polls the entries' sequence written last: they must land in order (no relaxed ordering).
+    fifoMr_ = device_->registerOwned(fifo_.get(), sizeof(CtsEntry) * kSlots, false);
     socket_ = std::move(socket);
   }
   ~IbSendComm() override {
@@ -255,7 +256,7 @@ class IbRecvComm final : public NetRecvComm {
   IbRecvComm(std::shared_ptr<IbDevice> device, QueuePairs qps, bool splitData, Socket socket, const QpInfo& remote)
       : device_(std::move(device)), qps_(std::move(qps)), splitData_(splitData), cts_(new CtsEntry[kSlots]()),
         socket_(std::move(socket)), remoteFifo_(remote.fifoAddress), remoteFifoRkey_(remote.fifoRkey) {
-    ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots);
+    ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots, false);
   }
   ~IbRecvComm() override {
     socket_.close();

@@ -118,9 +118,9 @@ void IbDevice::chooseRelaxedOrdering() {
   TUTTI_INFO(log::Net, "NET/IB: %s: registrations without relaxed ordering: %s", name_.c_str(), why.c_str());
 }
 
-ibv_mr* IbDevice::registerOwned(void* data, size_t bytes) {
+ibv_mr* IbDevice::registerOwned(void* data, size_t bytes, bool relaxedOrdering) {
   constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  ibv_mr* mr = relaxedOrdering_ ? verbs_->regMrIova2(pd_, data, bytes, uint64_t(uintptr_t(data)), kAccess | IBV_ACCESS_RELAXED_ORDERING)
+  ibv_mr* mr = relaxedOrdering_ && relaxedOrdering ? verbs_->regMrIova2(pd_, data, bytes, uint64_t(uintptr_t(data)), kAccess | IBV_ACCESS_RELAXED_ORDERING)
                                 : verbs_->regMr(pd_, data, bytes, kAccess);
   if (!mr) {
     char range[64];

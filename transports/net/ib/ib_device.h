@@ -47,7 +47,9 @@ class IbDevice {
   // cache or new; release() when the request using it is done. Throws naming the range.
   ibv_mr* acquire(const void* data, size_t bytes);
   void release(ibv_mr* mr);
-  ibv_mr* registerOwned(void* data, size_t bytes);  // not cached; caller deregisters
+  // Not cached; caller deregisters. `relaxedOrdering` false keeps PCI ordering even where the
+  // device uses relaxed ordering: for rings polled by the CPU, whose fields must land in order.
+  ibv_mr* registerOwned(void* data, size_t bytes, bool relaxedOrdering = true);
   void deregister(ibv_mr* mr);
 
  private:
