@@ -37,13 +37,16 @@ std::pair<size_t, size_t> partOf(size_t bytes, size_t parts, size_t part) {
   return {begin, std::min(chunk, bytes - begin)};
 }
 
-// True when the peer closed the TCP socket or said goodbye, waiting at most `ms` for either.
-bool peerClosed(Socket& socket, int ms) {
+// True when the peer closed the TCP socket or said goodbye, waiting at most `ms` for either;
+// `goodbye`, when given, says whether it was the goodbye.
+bool peerClosed(Socket& socket, int ms, bool* goodbye = nullptr) {
   pollfd p{socket.fd(), POLLIN, 0};
   if (::poll(&p, 1, ms) <= 0) return false;
   char bytes[16];
   Socket::ReadResult r = socket.readSome(bytes, sizeof bytes);
-  return r.closed || std::memchr(bytes, kByeByte, r.bytes) != nullptr;
+  bool bye = std::memchr(bytes, kByeByte, r.bytes) != nullptr;
+  if (goodbye) *goodbye = bye;
+  return r.closed || bye;
 }
 
 // A send's or receive's test: once done, reports its bytes, gives its registration back to the
@@ -321,23 +324,35 @@ class IbRecvComm final : public NetRecvComm {
     bool inUse = false;
   };
 
-  // Runs `f`; an error it throws names the closed connection when the peer has gone.
+  // Runs `f`; an error it throws names the closed connection when the peer has gone. After the
+  // sender's goodbye its QPs' end flushes the receives posted ahead: that is no error, and those
+  // receives stay pending (the proxy posts receives before messages exist), as with Socket.
   template <typename F>
   void guarded(F&& f) {
     try {
       f();
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::Remote && peerClosed(socket_, 200))
+      bool goodbye = peerSaidGoodbye_;
+      if (e.code() == ErrorCode::Remote && (goodbye || peerClosed(socket_, 200, &goodbye))) {
+        if (goodbye) {
+          peerSaidGoodbye_ = true;
+          return;
+        }
         throw Error(ErrorCode::Remote, e.message() + "; the peer closed the connection");
+      }
       throw;
     }
   }
 
   void progress() {
     if (!ready_) {
+      // A sender that never sent (its connection is made on first use) may say goodbye instead:
+      // nothing will come, and that is no error.
+      if (peerSaidGoodbye_) return;
       char byte = 0;
       Socket::ReadResult r = socket_.readSome(&byte, 1);
       if (r.bytes == 1 && byte == kReadyByte) ready_ = true;
+      else if (r.bytes == 1 && byte == kByeByte) peerSaidGoodbye_ = true;
       else if (r.closed || r.bytes == 1)
         throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
                                            ": the peer closed the connection before its QP was ready");
@@ -360,7 +375,10 @@ class IbRecvComm final : public NetRecvComm {
         qps_.front()->postSend(&wr, "irecv (clear to send)");
         ++nextCts_;
       }
-      for (auto& qp : qps_) {
+    });
+    // Each QP on its own: one QP's error (after a goodbye) must not keep another's successes unseen.
+    for (auto& qp : qps_)
+      guarded([&] {
         ibv_wc wc[2 * kSlots];
         int n = qp->poll(wc, 2 * kSlots, "irecv");
         for (int i = 0; i < n; ++i) {
@@ -372,8 +390,7 @@ class IbRecvComm final : public NetRecvComm {
           r.received = wc[i].imm_data;
           if (--r.outstanding == 0) r.done = true;
         }
-      }
-    });
+      });
   }
 
   std::shared_ptr<IbDevice> device_;
@@ -385,6 +402,7 @@ class IbRecvComm final : public NetRecvComm {
   uint64_t remoteFifo_;
   uint32_t remoteFifoRkey_;
   bool ready_ = false;
+  bool peerSaidGoodbye_ = false;
   Request requests_[kSlots];
   uint64_t nextSequence_ = 1, nextCts_ = 1;
 };
