@@ -159,7 +159,11 @@ case "$variant" in
     for ((r = 0; r < 4; r++)); do
       grep -q "NET: using backend IB" "$logdir/rank$r" && grep -q "NET/IB: standin_0:1, RoCE" "$logdir/rank$r" ||
         { echo "rank $r: its log does not show the IB backend carrying its network traffic"; exit 1; }
-    done ;;
+    done
+    # Again with 3 QPs per connection, messages round-robin over them, large ones as the
+    # adaptive-routing write pair.
+    extra_env+=(NCCL_IB_QPS_PER_CONNECTION=3 NCCL_IB_ADAPTIVE_ROUTING=1)
+    run_job 2 2 4 "" || exit 1 ;;
   shrink)
     make_host 0 && make_host 1 || exit 1
     run_job 2 2 4 shrink kill || exit 1 ;;
