@@ -127,6 +127,11 @@ class IbSendComm final : public NetSendComm {
   std::vector<int> pollDescriptors() const override { return {}; }
 
   void closeGracefully() override {
+    // A connection never used has the acceptor's QP information unread: closing a socket with
+    // unread bytes resets it, and the reset can overtake the goodbye. Take what has arrived first.
+    char unread[512];
+    while (::recv(socket_.fd(), unread, sizeof unread, MSG_DONTWAIT) > 0) {
+    }
     char bye = kByeByte;
     (void)!::send(socket_.fd(), &bye, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
