@@ -21,7 +21,13 @@
 // tutti_standin_counters() reports what was asked of the process's stand-in.
 //
 // Wire (one TCP connection per direction of a QP pair, opened at RTS by the sending QP):
-// a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK.
+// a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK,
+// and an op that waits for a receive to be posted with RNR NAKs now and then.
+//
+// The transport timer, as hardware runs it: a QP with sends outstanding that hears nothing from its
+// peer (no ACK, no RNR NAK, no byte of its own accepted by the link) for (retry_cnt + 1) times
+// 4.096 us * 2^timeout fails them with IBV_WC_RETRY_EXC_ERR; timeout 0 waits forever. That is how a
+// cut link (no broken connection, only silence) ends a transfer.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -35,6 +41,7 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,7 +69,10 @@ struct Hello {
   uint32_t pathMtu;
 };
 
-enum FrameType : uint32_t { kOp = 1, kAck = 2 };
+enum FrameType : uint32_t { kOp = 1, kAck = 2, kRnrNak = 3 };
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kRnrNakEvery = std::chrono::milliseconds(20);  // while an op waits for a receive
 struct Frame {
   uint32_t type;
   uint32_t opcode;  // ibv_wr_opcode
@@ -108,7 +118,8 @@ struct Link {  // one TCP connection of a QP: outbound (ops out, acks in) or inb
   bool inNeedsRecv = false;
   ibv_recv_wr inRecv{};
   uint32_t peerMtu = 0;
-  std::chrono::steady_clock::time_point holdUntil{};  // TUTTI_IBVERBS_STANDIN_DELAY_QP_MS: the held op's release
+  Clock::time_point lastRnrNak{};  // inbound: when the last RNR NAK for the waiting op went out
+  Clock::time_point holdUntil{};   // TUTTI_IBVERBS_STANDIN_DELAY_QP_MS: the held op's release
   bool holding = false;
 };
 
@@ -129,6 +140,7 @@ struct StandinQp {
   uint64_t nextSeq = 1;
   Link outbound, inbound;
   std::deque<PendingSend> pending;
+  Clock::time_point lastHeard{};  // the peer last showed life to the oldest pending send
   std::deque<ibv_recv_wr> recvs;
   std::deque<ibv_sge> recvSges;  // parallel to recvs (one each)
 };
@@ -244,8 +256,8 @@ StandinMr* findMr(StandinContext* c, uint32_t key, ibv_pd* pd, uint64_t addr, ui
 
 // ---- the progress thread: nonblocking I/O on every link ----
 
-// Writes what the link's queue holds; false when the connection broke.
-bool flushOut(Link& l) {
+// Writes what the link's queue holds; false when the connection broke. *progressed: some bytes went.
+bool flushOut(Link& l, bool* progressed = nullptr) {
   while (!l.out.empty()) {
     OutItem& item = l.out.front();
     size_t total = sizeof(Frame) + (item.frame.type == kOp ? item.frame.length : 0);
@@ -266,16 +278,17 @@ bool flushOut(Link& l) {
         return false;
       }
       item.sent += size_t(w);
+      if (progressed && w > 0) *progressed = true;
     }
     l.out.pop_front();
   }
   return true;
 }
 
-void sendAck(Link& l, uint64_t seq, uint32_t status) {
+void sendAck(Link& l, uint64_t seq, uint32_t status, FrameType type = kAck) {
   OutItem a;
   a.frame = Frame{};
-  a.frame.type = kAck;
+  a.frame.type = type;
   a.frame.seq = seq;
   a.frame.status = status;
   l.out.push_back(std::move(a));
@@ -348,7 +361,10 @@ bool waitingOp(const Link& l) { return l.inHeader && l.inGot == sizeof(Frame); }
 // Reads what arrived on the inbound link. False: the connection ended.
 bool readInbound(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
-  if (waitingOp(l)) return true;  // an op held or waiting for a receive: the rest waits behind it
+  if (waitingOp(l)) {  // an op held or waiting for a receive: the rest waits behind it
+    char b;
+    return ::recv(l.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0;  // only the end of the connection ends it
+  }
   for (;;) {
     if (l.inHeader) {
       ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
@@ -360,7 +376,7 @@ bool readInbound(StandinContext* c, StandinQp* q) {
       bool completes = l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || l.in.opcode == IBV_WR_SEND;
       if (int ms = delayMs(); ms > 0 && completes && q->qp.qp_num % 2 == 0) {
         l.holding = true;
-        l.holdUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+        l.holdUntil = Clock::now() + std::chrono::milliseconds(ms);
         counters().heldOps++;
         return true;  // retryWaiting() places it when the time comes
       }
@@ -387,15 +403,25 @@ bool readInbound(StandinContext* c, StandinQp* q) {
   }
 }
 
-// RNR retry: an op whose header arrived before a receive was posted.
+// RNR retry: an op whose header arrived before a receive was posted. While it waits, the sender
+// hears an RNR NAK now and then, so that its transport timer does not take the wait for a cut link.
 void retryWaiting(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
+  if (l.fd < 0 || !l.inHeader || l.inGot != sizeof(Frame)) return;
   if (l.holding) {
-    if (std::chrono::steady_clock::now() < l.holdUntil) return;
+    if (Clock::now() < l.holdUntil) return;
     l.holding = false;
   }
   bool needsRecv = l.in.opcode == IBV_WR_SEND || l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-  if (l.fd >= 0 && l.inHeader && l.inGot == sizeof(Frame) && (!needsRecv || !q->recvs.empty()) && startOp(c, q, l)) {
+  if (needsRecv && q->recvs.empty()) {
+    Clock::time_point now = Clock::now();
+    if (now - l.lastRnrNak >= kRnrNakEvery) {
+      l.lastRnrNak = now;
+      sendAck(l, l.in.seq, IBV_WC_SUCCESS, kRnrNak);
+    }
+    return;
+  }
+  if (startOp(c, q, l)) {
     l.inHeader = false;
     if (l.in.length == 0) {
       finishOp(q, l);
@@ -403,6 +429,13 @@ void retryWaiting(StandinContext* c, StandinQp* q) {
       l.inGot = 0;
     }
   }
+}
+
+// The sender's transport timer (see the top of this file). Caller holds the mutex.
+void checkTransportTimer(StandinQp* q, Clock::time_point now) {
+  if (q->pending.empty() || q->qp.state != IBV_QPS_RTS || q->attr.timeout == 0) return;
+  auto attempt = std::chrono::nanoseconds(int64_t(4096) << q->attr.timeout);
+  if (now - q->lastHeard > attempt * (q->attr.retry_cnt + 1)) failQp(q, IBV_WC_RETRY_EXC_ERR);
 }
 
 bool readAcks(StandinQp* q) {
@@ -414,6 +447,8 @@ bool readAcks(StandinQp* q) {
     l.inGot += size_t(r);
     if (l.inGot < sizeof(Frame)) continue;
     l.inGot = 0;
+    q->lastHeard = Clock::now();
+    if (l.in.type == kRnrNak && !q->pending.empty() && l.in.seq >= q->pending.front().seq) continue;
     if (l.in.type != kAck || q->pending.empty() || q->pending.front().seq != l.in.seq) return false;
     PendingSend p = q->pending.front();
     if (l.in.status != IBV_WC_SUCCESS) {
@@ -453,9 +488,11 @@ void progressLoop(StandinContext* c) {
       std::lock_guard<std::mutex> lock(c->mutex);
       fds.assign({{c->listenFd, POLLIN, 0}, {c->wake[0], POLLIN, 0}});
       owners.clear();
+      Clock::time_point now = Clock::now();
       for (auto& [qpn, q] : c->qps) {
         retryWaiting(c, q);
         if (q->inbound.holding) timeoutMs = 1;
+        checkTransportTimer(q, now);
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
           if (l.fd < 0) continue;
@@ -485,7 +522,9 @@ void progressLoop(StandinContext* c) {
       if (l.fd != fds[i].fd) continue;
       bool ok = true;
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ok = dir == 0 ? readAcks(q) : readInbound(c, q);
-      if (ok && q->qp.state != IBV_QPS_ERR && l.fd >= 0) ok = flushOut(l);
+      bool progressed = false;
+      if (ok && q->qp.state != IBV_QPS_ERR && l.fd >= 0) ok = flushOut(l, &progressed);
+      if (progressed && dir == 0) q->lastHeard = Clock::now();
       // A broken connection is the peer gone: hardware would exhaust its retries.
       if (!ok && q->qp.state != IBV_QPS_ERR) failQp(q, IBV_WC_RETRY_EXC_ERR);
     }
@@ -571,6 +610,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const char* src = reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
     if (isInline) item.inlineData.assign(src, src + length);
     else item.payload = src;
+    if (q->pending.empty()) q->lastHeard = Clock::now();  // the timer starts with the first send outstanding
     q->pending.push_back({item.frame.seq, wr->wr_id, opcode, (wr->send_flags & IBV_SEND_SIGNALED) != 0, length});
     q->outbound.out.push_back(std::move(item));
   }
@@ -600,6 +640,21 @@ bool standinAddress(in_addr* out) {
 }  // namespace
 
 extern "C" {
+
+// Fork support, as rdma-core keeps it for the process: ibv_fork_init succeeds (again and again)
+// until a memory region has been registered without it, and fails with EINVAL after that.
+std::atomic<bool> gForkInitialized{false};
+std::atomic<bool> gRegisteredBeforeForkInit{false};
+
+__attribute__((visibility("default"))) int ibv_fork_init() {
+  if (gForkInitialized.load()) return 0;
+  if (gRegisteredBeforeForkInit.load()) return EINVAL;
+  gForkInitialized = true;
+  return 0;
+}
+
+// For tests: whether ibv_fork_init has been called in this process.
+extern "C" __attribute__((visibility("default"))) int tutti_standin_fork_initialized() { return gForkInitialized.load() ? 1 : 0; }
 
 __attribute__((visibility("default"))) ibv_device** ibv_get_device_list(int* num) {
   const char* n = std::getenv("TUTTI_IBVERBS_STANDIN_DEVICES");
@@ -768,6 +823,7 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
     if (access & IBV_ACCESS_RELAXED_ORDERING) counters().relaxedOrderingMrs++;
   }
   StandinContext* c = contextOf(pd->context);
+  if (!gForkInitialized.load()) gRegisteredBeforeForkInit = true;
   auto* m = new StandinMr{};
   std::lock_guard<std::mutex> lock(c->mutex);
   m->mr.context = pd->context;

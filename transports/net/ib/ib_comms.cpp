@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
@@ -37,17 +38,27 @@ std::pair<size_t, size_t> partOf(size_t bytes, size_t parts, size_t part) {
   return {begin, std::min(chunk, bytes - begin)};
 }
 
-// True when the peer closed the TCP socket or said goodbye, waiting at most `ms` for either;
-// `goodbye`, when given, says whether it was the goodbye.
-bool peerClosed(Socket& socket, int ms, bool* goodbye = nullptr) {
+// What the side TCP socket says of the peer, waiting at most `ms` for news.
+enum class PeerState { Alive, SaidBye, Closed, LinkTimedOut };
+PeerState peerState(Socket& socket, int ms) {
   pollfd p{socket.fd(), POLLIN, 0};
-  if (::poll(&p, 1, ms) <= 0) return false;
+  if (::poll(&p, 1, ms) <= 0) return PeerState::Alive;
   char bytes[16];
   Socket::ReadResult r = socket.readSome(bytes, sizeof bytes);
-  bool bye = std::memchr(bytes, kByeByte, r.bytes) != nullptr;
-  if (goodbye) *goodbye = bye;
-  return r.closed || bye;
+  if (std::memchr(bytes, kByeByte, r.bytes) != nullptr) return PeerState::SaidBye;
+  if (r.error == ETIMEDOUT) return PeerState::LinkTimedOut;
+  return r.closed ? PeerState::Closed : PeerState::Alive;
 }
+
+// The side socket watches the link as the Socket backend's connections do (keepalive probes and a
+// send timeout of TUTTI_NET_LINK_TIMEOUT): a cut link stays silent to a QP with nothing in flight,
+// and a receive that waits for data would otherwise wait for TUTTI_TIMEOUT.
+void watchLink(Socket& socket) {
+  socket.setLinkTimeout(int(std::clamp<int64_t>(tunables::kNetLinkTimeout.get(), 0, 24 * 3600)));
+}
+
+// Polls without a completion between looks at the side socket (the proxy polls about every ms).
+constexpr uint64_t kIdlePollsPerLook = 1024;
 
 // A send's or receive's test: once done, reports its bytes, gives its registration back to the
 // device's cache and frees its slot. False while it runs.
@@ -73,6 +84,7 @@ class IbSendComm final : public NetSendComm {
     // The CPU polls the entries' sequence written last: they must land in order (no relaxed ordering).
     fifoMr_ = device_->registerOwned(fifo_.get(), sizeof(CtsEntry) * kSlots, false);
     socket_ = std::move(socket);
+    watchLink(socket_);
   }
   ~IbSendComm() override {
     socket_.close();
@@ -206,8 +218,14 @@ class IbSendComm final : public NetSendComm {
     }
     // A receiver that went away sends no clear-to-send entry and, with nothing in flight, no
     // completion says so: look at the TCP socket now and then.
-    if (waiting && completions == 0 && ++idlePolls_ % 1024 == 0 && peerClosed(socket_, 0))
-      throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() + ": the peer closed the connection");
+    if (waiting && completions == 0 && ++idlePolls_ % kIdlePollsPerLook == 0) {
+      PeerState state = peerState(socket_, 0);
+      if (state == PeerState::LinkTimedOut)
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() +
+                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+      if (state != PeerState::Alive)
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() + ": the peer closed the connection");
+    }
   }
 
   // Writes [begin, begin + length) of `r` to its place in the receiver's buffer over `qp`, ending
@@ -265,6 +283,7 @@ class IbRecvComm final : public NetRecvComm {
       : device_(std::move(device)), qps_(std::move(qps)), splitData_(splitData), cts_(new CtsEntry[kSlots]()),
         socket_(std::move(socket)), remoteFifo_(remote.fifoAddress), remoteFifoRkey_(remote.fifoRkey) {
     ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots, false);
+    watchLink(socket_);
   }
   ~IbRecvComm() override {
     socket_.close();
@@ -337,32 +356,42 @@ class IbRecvComm final : public NetRecvComm {
     try {
       f();
     } catch (const Error& e) {
-      bool goodbye = peerSaidGoodbye_;
-      if (e.code() == ErrorCode::Remote && (goodbye || peerClosed(socket_, 200, &goodbye))) {
-        if (goodbye) {
-          peerSaidGoodbye_ = true;
-          return;
-        }
-        throw Error(ErrorCode::Remote, e.message() + "; the peer closed the connection");
+      if (e.code() != ErrorCode::Remote) throw;
+      PeerState state = peerSaidBye_ ? PeerState::SaidBye : peerState(socket_, 200);
+      if (state == PeerState::SaidBye) {
+        peerSaidBye_ = true;
+        return;
       }
+      if (state != PeerState::Alive) throw Error(ErrorCode::Remote, e.message() + "; the peer closed the connection");
       throw;
     }
   }
 
   void progress() {
     if (!ready_) {
-      // A sender that never sent (its connection is made on first use) may say goodbye instead:
-      // nothing will come, and that is no error.
-      if (peerSaidGoodbye_) return;
+      // A sender that never sent a message may close without ever connecting its QP: its
+      // goodbye (and the end of the connection after it) is no error, no data will come.
+      if (peerSaidBye_) return;
       char byte = 0;
       Socket::ReadResult r = socket_.readSome(&byte, 1);
       if (r.bytes == 1 && byte == kReadyByte) ready_ = true;
-      else if (r.bytes == 1 && byte == kByeByte) peerSaidGoodbye_ = true;
-      else if (r.closed || r.bytes == 1)
+      else if (r.bytes == 1 && byte == kByeByte) {
+        peerSaidBye_ = true;
+        return;
+      } else if (r.error == ETIMEDOUT)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)"
+                                           " before its QP was ready");
+      else if (r.closed)
         throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
                                            ": the peer closed the connection before its QP was ready");
+      else if (r.bytes == 1)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                           ": the peer sent byte " + std::to_string(int(byte)) +
+                                           " where its QP's ready byte belongs (not a tutti IB peer?)");
       else return;
     }
+    bool idle = true;
     guarded([&] {
       while (nextCts_ < nextSequence_) {
         Request& r = requests_[(nextCts_ - 1) % kSlots];
@@ -395,7 +424,28 @@ class IbRecvComm final : public NetRecvComm {
           r.received = wc[i].imm_data;
           if (--r.outstanding == 0) r.done = true;
         }
+        idle = idle && n == 0;
       });
+    if (idle && awaitingData() && !peerSaidBye_ && ++idlePolls_ % kIdlePollsPerLook == 0) checkPeer();
+  }
+
+  bool awaitingData() const {
+    for (const Request& r : requests_)
+      if (r.inUse && !r.done) return true;
+    return false;
+  }
+
+  // A receive waits for data: a sender that left without goodbye, or a link that stopped
+  // answering, ends it now rather than at TUTTI_TIMEOUT.
+  void checkPeer() {
+    PeerState state = peerState(socket_, 0);
+    if (state == PeerState::SaidBye) peerSaidBye_ = true;
+    if (state == PeerState::LinkTimedOut)
+      throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                         ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+    if (state == PeerState::Closed)
+      throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                         ": the peer closed the connection without saying goodbye");
   }
 
   std::shared_ptr<IbDevice> device_;
@@ -407,7 +457,8 @@ class IbRecvComm final : public NetRecvComm {
   uint64_t remoteFifo_;
   uint32_t remoteFifoRkey_;
   bool ready_ = false;
-  bool peerSaidGoodbye_ = false;
+  bool peerSaidBye_ = false;
+  uint64_t idlePolls_ = 0;
   Request requests_[kSlots];
   uint64_t nextSequence_ = 1, nextCts_ = 1;
 };

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/tunables.h"
 
 namespace tutti::net::ib {
@@ -40,6 +41,13 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   if (!v->library) {
     const char* why = dlerror();
     throw Error(ErrorCode::System, "NET/IB: cannot load " + v->path + " (" + (why ? why : "unknown") + ")");
+  }
+  v->forkInit = reinterpret_cast<int (*)()>(dlsym(v->library, "ibv_fork_init"));
+  if (!v->forkInit) {
+    TUTTI_INFO(log::Net, "NET/IB: %s has no ibv_fork_init: a fork() while memory is registered may corrupt transfers", v->path.c_str());
+  } else if (int rc = v->forkInit(); rc != 0) {
+    TUTTI_INFO(log::Net, "NET/IB: ibv_fork_init in %s failed (%s): a fork() while memory is registered may corrupt transfers",
+               v->path.c_str(), std::strerror(rc < 0 ? -rc : rc));
   }
   bind(*v, v->getDeviceList, "ibv_get_device_list");
   bind(*v, v->freeDeviceList, "ibv_free_device_list");

@@ -14,6 +14,7 @@ struct IbVerbs {
   void* library = nullptr;  // dlopen handle, closed by the destructor
   std::string path;
 
+  int (*forkInit)() = nullptr;  // optional; loadIbVerbs() has called it
   ibv_device** (*getDeviceList)(int*) = nullptr;
   void (*freeDeviceList)(ibv_device**) = nullptr;
   const char* (*getDeviceName)(ibv_device*) = nullptr;
@@ -50,8 +51,10 @@ struct IbVerbs {
   ~IbVerbs();
 };
 
-// Loads TUTTI_IBVERBS_LIB, else libibverbs.so.1. Throws System naming the library and dlerror()
-// when it is absent or lacks a symbol.
+// Loads TUTTI_IBVERBS_LIB, else libibverbs.so.1, and asks it for fork support (ibv_fork_init,
+// as NCCL does): without it a child of fork() (system(), a data loader's workers) shares the
+// pages of registered memory copy-on-write, and the parent's next write lands in a page the HCA no
+// longer reads. Throws System naming the library and dlerror() when it is absent or lacks a symbol.
 std::shared_ptr<IbVerbs> loadIbVerbs();
 
 }  // namespace tutti::net::ib
