@@ -8,7 +8,17 @@
 // key without remote-write access, a PSN that does not match) and errors flush the queues.
 //
 // Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics or RDMA read,
-// Ethernet link layer only (addresses come from GIDs), RNR waits without limit (rnr_retry 7).
+// RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
+// unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the LID is the context's
+// TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
+//
+// For tests, also: TUTTI_IBVERBS_STANDIN_DELAY_QP_MS=n holds every operation that completes a
+// receive (write with immediate, send) arriving at a QP with an even number for n ms before it is
+// placed, and what follows it on that QP behind it, so that completions of different QPs come out
+// of order as they may on hardware (order within a QP is kept; plain writes that arrive with
+// nothing held, such as clear-to-send entries, are not delayed); TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING=0
+// makes registrations asking for optional access flags fail, as in a library without them; and
+// tutti_standin_counters() reports what was asked of the process's stand-in.
 //
 // Wire (one TCP connection per direction of a QP pair, opened at RTS by the sending QP):
 // a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK,
@@ -29,6 +39,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +49,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +119,8 @@ struct Link {  // one TCP connection of a QP: outbound (ops out, acks in) or inb
   ibv_recv_wr inRecv{};
   uint32_t peerMtu = 0;
   Clock::time_point lastRnrNak{};  // inbound: when the last RNR NAK for the waiting op went out
+  Clock::time_point holdUntil{};   // TUTTI_IBVERBS_STANDIN_DELAY_QP_MS: the held op's release
+  bool holding = false;
 };
 
 struct PendingSend {
@@ -159,6 +173,26 @@ StandinQp* qpOf(ibv_qp* q) { return reinterpret_cast<StandinQp*>(q); }
 StandinCq* cqOf(ibv_cq* c) { return reinterpret_cast<StandinCq*>(c); }
 
 bool trace() { return std::getenv("TUTTI_IBVERBS_STANDIN_TRACE") != nullptr; }
+
+bool infinibandLinkLayer() {
+  const char* l = std::getenv("TUTTI_IBVERBS_STANDIN_LINK_LAYER");
+  return l && std::strcmp(l, "ib") == 0;
+}
+
+int delayMs() {
+  const char* d = std::getenv("TUTTI_IBVERBS_STANDIN_DELAY_QP_MS");
+  return d ? std::atoi(d) : 0;
+}
+
+// What the process asked of the stand-in, for tests to read through tutti_standin_counters(): the
+// backend owns the contexts, so these are the process's (atomic; only ever incremented).
+struct Counters {
+  std::atomic<uint64_t> plainWrites{0}, immWrites{0}, relaxedOrderingMrs{0}, heldOps{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
 
 void wakeUp(StandinContext* c) {
   char b = 1;
@@ -321,9 +355,16 @@ void finishOp(StandinQp* q, Link& l) {
   sendAck(l, f.seq, IBV_WC_SUCCESS);
 }
 
+// True while the link's op header has arrived but the op is held (RNR or a delay).
+bool waitingOp(const Link& l) { return l.inHeader && l.inGot == sizeof(Frame); }
+
 // Reads what arrived on the inbound link. False: the connection ended.
 bool readInbound(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
+  if (waitingOp(l)) {  // an op held or waiting for a receive: the rest waits behind it
+    char b;
+    return ::recv(l.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0;  // only the end of the connection ends it
+  }
   for (;;) {
     if (l.inHeader) {
       ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
@@ -332,6 +373,13 @@ bool readInbound(StandinContext* c, StandinQp* q) {
       l.inGot += size_t(r);
       if (l.inGot < sizeof(Frame)) continue;
       if (l.in.type != kOp) return false;
+      bool completes = l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || l.in.opcode == IBV_WR_SEND;
+      if (int ms = delayMs(); ms > 0 && completes && q->qp.qp_num % 2 == 0) {
+        l.holding = true;
+        l.holdUntil = Clock::now() + std::chrono::milliseconds(ms);
+        counters().heldOps++;
+        return true;  // retryWaiting() places it when the time comes
+      }
       if (!startOp(c, q, l)) {
         l.inGot = sizeof(Frame);
         l.inHeader = true;
@@ -360,7 +408,12 @@ bool readInbound(StandinContext* c, StandinQp* q) {
 void retryWaiting(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
   if (l.fd < 0 || !l.inHeader || l.inGot != sizeof(Frame)) return;
-  if (q->recvs.empty()) {
+  if (l.holding) {
+    if (Clock::now() < l.holdUntil) return;
+    l.holding = false;
+  }
+  bool needsRecv = l.in.opcode == IBV_WR_SEND || l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  if (needsRecv && q->recvs.empty()) {
     Clock::time_point now = Clock::now();
     if (now - l.lastRnrNak >= kRnrNakEvery) {
       l.lastRnrNak = now;
@@ -430,6 +483,7 @@ void progressLoop(StandinContext* c) {
   std::vector<pollfd> fds;
   std::vector<std::pair<StandinQp*, int>> owners;  // per fd after the first two: QP, 0 out / 1 in
   while (!c->stop.load()) {
+    int timeoutMs = 100;
     {
       std::lock_guard<std::mutex> lock(c->mutex);
       fds.assign({{c->listenFd, POLLIN, 0}, {c->wake[0], POLLIN, 0}});
@@ -437,18 +491,20 @@ void progressLoop(StandinContext* c) {
       Clock::time_point now = Clock::now();
       for (auto& [qpn, q] : c->qps) {
         retryWaiting(c, q);
+        if (q->inbound.holding) timeoutMs = 1;
         checkTransportTimer(q, now);
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
           if (l.fd < 0) continue;
-          short ev = POLLIN;
+          // A held op's link is not read until the op is placed (else poll would spin on its data).
+          short ev = dir == 1 && waitingOp(l) ? 0 : POLLIN;
           if (!l.out.empty()) ev |= POLLOUT;
           fds.push_back({l.fd, ev, 0});
           owners.emplace_back(q, dir);
         }
       }
     }
-    if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+    if (::poll(fds.data(), fds.size(), timeoutMs) <= 0) continue;
     std::lock_guard<std::mutex> lock(c->mutex);
     if (fds[1].revents & POLLIN) {
       char buf[256];
@@ -538,6 +594,8 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       failQp(q, IBV_WC_LOC_PROT_ERR);
       continue;
     }
+    if (wr->opcode == IBV_WR_RDMA_WRITE) counters().plainWrites++;
+    if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) counters().immWrites++;
     OutItem item;
     item.frame = Frame{};
     item.frame.type = kOp;
@@ -638,8 +696,18 @@ __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* 
   sa.sin_family = AF_INET;
   sa.sin_addr = a;
   socklen_t len = sizeof sa;
-  if (c->listenFd < 0 || ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
+  int bound = -1;
+  if (c->listenFd >= 0 && infinibandLinkLayer()) {
+    // The port doubles as the LID, which must be a unicast LID (1 to 0xbfff): try ports there.
+    std::random_device random;
+    for (int attempt = 0; attempt < 200 && bound != 0; ++attempt) {
+      sa.sin_port = htons(uint16_t(1024 + random() % (0xbfff - 1024)));
+      bound = ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    }
+  } else if (c->listenFd >= 0) {
+    bound = ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  }
+  if (c->listenFd < 0 || bound != 0 || ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
       pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     int e = errno;
     if (c->listenFd >= 0) ::close(c->listenFd);
@@ -683,7 +751,7 @@ __attribute__((visibility("default"))) int ibv_query_device(ibv_context*, ibv_de
   return 0;
 }
 
-__attribute__((visibility("default"))) int ibv_query_port(ibv_context*, uint8_t port, _compat_ibv_port_attr* compat) {
+__attribute__((visibility("default"))) int ibv_query_port(ibv_context* context, uint8_t port, _compat_ibv_port_attr* compat) {
   // The exported symbol takes the older layout, a prefix of ibv_port_attr that the caller zeroed:
   // only fields within that prefix are written.
   ibv_port_attr* attr = reinterpret_cast<ibv_port_attr*>(compat);
@@ -697,6 +765,10 @@ __attribute__((visibility("default"))) int ibv_query_port(ibv_context*, uint8_t 
   attr->active_width = 2;   // 4x
   attr->active_speed = 32;  // EDR: 25 Gb/s per lane
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+  if (infinibandLinkLayer()) {
+    attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+    attr->lid = contextOf(context)->port;  // a unicast LID (below 0xc000, see ibv_open_device)
+  }
   return 0;
 }
 
@@ -739,6 +811,16 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
   if (!pd || (!addr && length) || ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
     return nullptr;
+  }
+  // Optional access flags (relaxed ordering): honoured and counted, or, as a library without
+  // them would, refused.
+  if (access & IBV_ACCESS_OPTIONAL_RANGE) {
+    const char* ro = std::getenv("TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING");
+    if (ro && std::strcmp(ro, "0") == 0) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    if (access & IBV_ACCESS_RELAXED_ORDERING) counters().relaxedOrderingMrs++;
   }
   StandinContext* c = contextOf(pd->context);
   if (!gForkInitialized.load()) gRegisteredBeforeForkInit = true;
@@ -850,9 +932,12 @@ __attribute__((visibility("default"))) int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr
     if (!has(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) return EINVAL;
     // Ethernet (RoCE): the address vector must carry a GRH with a source GID that exists, and
     // the path MTU may not exceed the port's.
-    if (!attr->ah_attr.is_global || attr->ah_attr.grh.sgid_index >= kGidCount || attr->ah_attr.port_num != 1) return EINVAL;
+    // InfiniBand: a GRH, or a destination LID.
+    if (attr->ah_attr.port_num != 1) return EINVAL;
+    if (!attr->ah_attr.is_global && (!infinibandLinkLayer() || attr->ah_attr.dlid == 0 || attr->ah_attr.dlid >= 0xc000)) return EINVAL;
+    if (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= kGidCount) return EINVAL;
     if (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096) return EINVAL;
-    if (attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index) return EINVAL;  // a GID of another type: unreachable
+    if (attr->ah_attr.is_global && attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index) return EINVAL;  // a GID of another type: unreachable
     q->attr.ah_attr = attr->ah_attr;
     q->attr.path_mtu = attr->path_mtu;
     q->attr.dest_qp_num = attr->dest_qp_num;
@@ -865,8 +950,13 @@ __attribute__((visibility("default"))) int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr
     const uint8_t* g = q->attr.ah_attr.grh.dgid.raw;
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    memcpy(&sa.sin_addr, g + 8, 4);
-    sa.sin_port = htons(uint16_t((g[12] << 8) | g[13]));
+    if (q->attr.ah_attr.is_global) {
+      memcpy(&sa.sin_addr, g + 8, 4);
+      sa.sin_port = htons(uint16_t((g[12] << 8) | g[13]));
+    } else {  // a LID: the context listening on that port at this process's stand-in address
+      memcpy(&sa.sin_addr, &c->ip, 4);
+      sa.sin_port = htons(q->attr.ah_attr.dlid);
+    }
     Hello h{kHelloMagic, q->attr.dest_qp_num, qp->qp_num, uint32_t(q->attr.path_mtu)};
     lock.unlock();
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -908,3 +998,12 @@ __attribute__((visibility("default"))) const char* ibv_wc_status_str(ibv_wc_stat
 }
 
 }  // extern "C"
+
+// For tests: what this process asked of the stand-in (see the top of the file). Any pointer may be null.
+extern "C" __attribute__((visibility("default"))) void tutti_standin_counters(uint64_t* plainWrites, uint64_t* immWrites,
+                                                                              uint64_t* relaxedOrderingMrs, uint64_t* heldOps) {
+  if (plainWrites) *plainWrites = counters().plainWrites.load();
+  if (immWrites) *immWrites = counters().immWrites.load();
+  if (relaxedOrderingMrs) *relaxedOrderingMrs = counters().relaxedOrderingMrs.load();
+  if (heldOps) *heldOps = counters().heldOps.load();
+}

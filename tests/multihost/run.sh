@@ -169,7 +169,12 @@ case "$variant" in
     run_job 2 2 4 "" || exit 1
     require_ib_logs 4
     run_job 3 2 4 quick || exit 1
-    require_ib_logs 6 ;;
+    require_ib_logs 6
+    # Again with 3 QPs per connection, messages round-robin over them, large ones as the
+    # adaptive-routing write pair.
+    extra_env+=(NCCL_IB_QPS_PER_CONNECTION=3 NCCL_IB_ADAPTIVE_ROUTING=1)
+    run_job 2 2 4 "" || exit 1
+    require_ib_logs 4 ;;
   ib-linkdown)
     [ -f "$plugin_lib" ] || { echo "ib-linkdown variant: no verbs library given ($plugin_lib)"; exit 2; }
     make_host 0 && make_host 1 || exit 1

@@ -219,10 +219,13 @@ TEST_CASE("net/ib: a GID index the port lacks fails naming the index", "[net][ib
   CHECK(e.find("standin_0:1") != std::string::npos);
 }
 
-TEST_CASE("net/ib: NCCL_IB_QPS_PER_CONNECTION other than 1 is refused as not implemented", "[net][ib]") {
+TEST_CASE("net/ib: NCCL_IB_QPS_PER_CONNECTION outside 1 to 128 is refused naming the value", "[net][ib]") {
   Standin standin;
-  ScopedEnv qps("NCCL_IB_QPS_PER_CONNECTION", "2");
-  CHECK(errorOf([] { openNetBackend("IB", ""); }).find("not implemented") != std::string::npos);
+  for (const char* value : {"0", "129", "-1"}) {
+    ScopedEnv qps("NCCL_IB_QPS_PER_CONNECTION", value);
+    CHECK(errorOf([] { openNetBackend("IB", ""); }).find(std::string("NCCL_IB_QPS_PER_CONNECTION=") + value + " is not between 1 and 128") !=
+          std::string::npos);
+  }
 }
 
 // Two QPs of the stand-in wired to each other by hand, for what the backend never does itself.

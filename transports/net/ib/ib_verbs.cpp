@@ -67,6 +67,7 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   bind(*v, v->modifyQp, "ibv_modify_qp");
   bind(*v, v->destroyQp, "ibv_destroy_qp");
   bind(*v, v->wcStatusStr, "ibv_wc_status_str");
+  v->regMrIova2 = reinterpret_cast<decltype(v->regMrIova2)>(dlsym(v->library, "ibv_reg_mr_iova2"));
   return v;
 }
 

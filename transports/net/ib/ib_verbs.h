@@ -33,6 +33,9 @@ struct IbVerbs {
   int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int) = nullptr;
   int (*destroyQp)(ibv_qp*) = nullptr;
   const char* (*wcStatusStr)(ibv_wc_status) = nullptr;
+  // Optional (nullptr when the library lacks it): the registration call that understands the
+  // optional access flags (IBV_ACCESS_OPTIONAL_RANGE, e.g. relaxed ordering), rdma-core 28 and later.
+  ibv_mr* (*regMrIova2)(ibv_pd*, void*, size_t, uint64_t, unsigned) = nullptr;
 
   // verbs.h makes these static inline calls through the context's ops; the table routes them the
   // same way so that a stand-in provides them by filling its contexts' ops.
