@@ -40,7 +40,19 @@ const Int kIbRetryCnt{"NCCL_IB_RETRY_CNT", 7, "IB backend: QP transport retries 
 const Int kIbSl{"NCCL_IB_SL", 0, "IB backend: service level of the QPs, 0 to 15"};
 const Int kIbTc{"NCCL_IB_TC", 0, "IB backend on RoCE: traffic class of the QPs' GRH, 0 to 255"};
 const Int kIbQpsPerConnection{"NCCL_IB_QPS_PER_CONNECTION", 1,
-                              "IB backend: QPs per connection (only 1 is implemented; more is an error)"};
+                              "IB backend: RC QPs per connection, 1 to 128; data goes over all of them (see "
+                              "NCCL_IB_SPLIT_DATA_ON_QPS)"};
+const Bool kIbSplitDataOnQps{"NCCL_IB_SPLIT_DATA_ON_QPS", false,
+                             "IB backend with several QPs: 1 splits every message evenly over all QPs, 0 sends "
+                             "consecutive messages round-robin over the QPs"};
+const Int kIbPciRelaxedOrdering{"NCCL_IB_PCI_RELAXED_ORDERING", 2,
+                                "IB backend: PCI relaxed ordering of memory registrations: 0 off, 1 required (an "
+                                "error where unsupported), 2 used where supported"};
+const Int kIbAdaptiveRouting{"NCCL_IB_ADAPTIVE_ROUTING", -1,
+                             "IB backend: 1 sends data above NCCL_IB_AR_THRESHOLD by plain RDMA write followed by a "
+                             "separate completion write, 0 in one write with immediate (-1: on for InfiniBand, off for RoCE)"};
+const Size kIbArThreshold{"NCCL_IB_AR_THRESHOLD", 8192,
+                          "IB backend with adaptive routing: messages larger than this go as data write plus completion write"};
 const String kAlgo{"NCCL_ALGO", "",
                    "algorithms the selector may use: a list (ring, tree, pat, ... or a custom plan file's "
                    "names), ^ to exclude, per collective as 'allreduce:tree,ring;broadcast:ring' (case-insensitive)"};

@@ -26,6 +26,10 @@ extern const params::Int kIbRetryCnt;           // NCCL_IB_RETRY_CNT
 extern const params::Int kIbSl;                 // NCCL_IB_SL
 extern const params::Int kIbTc;                 // NCCL_IB_TC
 extern const params::Int kIbQpsPerConnection;   // NCCL_IB_QPS_PER_CONNECTION
+extern const params::Bool kIbSplitDataOnQps;    // NCCL_IB_SPLIT_DATA_ON_QPS
+extern const params::Int kIbPciRelaxedOrdering; // NCCL_IB_PCI_RELAXED_ORDERING
+extern const params::Int kIbAdaptiveRouting;    // NCCL_IB_ADAPTIVE_ROUTING
+extern const params::Size kIbArThreshold;       // NCCL_IB_AR_THRESHOLD
 extern const params::String kIbverbsLib;        // TUTTI_IBVERBS_LIB
 extern const params::String kAlgo;              // NCCL_ALGO
 extern const params::String kProto;             // NCCL_PROTO

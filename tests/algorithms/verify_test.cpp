@@ -348,7 +348,7 @@ TEST_CASE("a joined run takes one FIFO slot however many steps it joins", "[veri
 
 // Direct sends (plan.h): the span a kDirect step sends stays where the peer reads it, so the
 // sender may not write it again in the operation.
-TEST_CASE("a kDirect send of a span the rank writes later is reported; a final one passes", "[verify][direct]") {
+TEST_CASE("a kDirect send of a span the rank writes later is reported, and a final one passes", "[verify][direct]") {
   // Ring all-reduce's first send is its input chunk: final out of place, overwritten in place.
   auto directFirstSend = [](int r) {
     RankPlan p = ringAllReduce(r, 4);

@@ -58,19 +58,19 @@ void requireCaughtOverTcp(Call odd, Call usual, const std::string& ours, const s
 
 }  // namespace
 
-TEST_CASE("net mismatch: a count that differs between hosts fails every rank at once, naming both calls", "[mismatch][net][processes]") {
+TEST_CASE("net mismatch: a count that differs between hosts fails every rank at once, naming both calls", "[mismatch][net][processes][any-net]") {
   requireCaughtOverTcp({100000, ncclFloat32}, {400000, ncclFloat32}, "count 100000", "count 400000");
 }
 
-TEST_CASE("net mismatch: the same bytes as another type over TCP fail instead of reducing garbage", "[mismatch][net][processes]") {
+TEST_CASE("net mismatch: the same bytes as another type between hosts fail instead of reducing garbage", "[mismatch][net][processes][any-net]") {
   requireCaughtOverTcp({200000, ncclFloat32}, {200000, ncclInt32}, "float32", "int32");
 }
 
-TEST_CASE("net mismatch: another reduction over TCP is named", "[mismatch][net][processes]") {
+TEST_CASE("net mismatch: another reduction between hosts is named", "[mismatch][net][processes][any-net]") {
   requireCaughtOverTcp({50000, ncclFloat32, ncclMax}, {50000, ncclFloat32, ncclSum}, "max", "sum");
 }
 
-TEST_CASE("net mismatch: send and receive of different byte counts between hosts fail both ranks", "[mismatch][net][processes]") {
+TEST_CASE("net mismatch: send and receive of different byte counts between hosts fail both ranks", "[mismatch][net][processes][any-net]") {
   HostLayout layout;
   layout.hosts = 2;
   layout.ranksPerHost = 1;

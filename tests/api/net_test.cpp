@@ -203,7 +203,7 @@ class OnOneCore {
   cpu_set_t saved_;
 };
 
-TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores; one core: one channel",
+TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores (one core: one channel)",
           "[net][processes][tuning]") {
   // The rank processes inherit this process's CPU set; the calibration at init takes each host's
   // cores from its ranks' sets.
@@ -306,7 +306,7 @@ TEST_CASE("net: waits sleep without yielding where proxy threads carry the netwo
   }
 }
 
-TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps; its proxy does not spin on their closed sockets",
+TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps, and its proxy does not spin on their closed sockets",
           "[net][processes][idle]") {
   HostLayout layout;
   layout.ranksPerHost = 1;
@@ -352,7 +352,7 @@ TEST_CASE("net: hostile connections to every transport port during init are drop
   CHECK(dropped == attacked * HostileSocketBackend::kAttacksPerListener);
 }
 
-TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes over TCP", "[net][processes]") {
+TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes", "[net][processes][any-net]") {
   HostLayout layout;
   layout.environment = {kLoopback};
   auto cases = netCases(4, true);
@@ -360,7 +360,7 @@ TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes 
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
-TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, TCP between", "[net][processes][threads]") {
+TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, the network between", "[net][processes][threads][any-net]") {
   HostLayout layout;
   layout.hosts = 3;
   layout.threadsPerProcess = 2;
@@ -370,7 +370,7 @@ TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, 
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
-TEST_CASE("net: NCCL_SHM_DISABLE=1 sends same-host processes over TCP, striped over several sockets", "[net][processes]") {
+TEST_CASE("net: NCCL_SHM_DISABLE=1 sends same-host processes over the network (TCP: striped over several sockets)", "[net][processes][any-net]") {
   HostLayout layout;
   layout.hosts = 1;
   layout.ranksPerHost = 3;
@@ -408,7 +408,7 @@ TEST_CASE("net: TUTTI_NET_REQUIRE naming a backend that does not exist fails ini
   }
 }
 
-TEST_CASE("net: a rank killed during all-reduces over TCP fails every survivor with ncclRemoteError", "[net][faults]") {
+TEST_CASE("net: a rank killed during all-reduces between hosts fails every survivor with ncclRemoteError", "[net][faults][any-net]") {
   HostLayout layout;
   layout.environment = {kLoopback, {"TUTTI_TIMEOUT", "5"}};
   layout.timeoutSeconds = 60;
@@ -444,7 +444,7 @@ TEST_CASE("net: a rank killed during all-reduces over TCP fails every survivor w
   }
 }
 
-TEST_CASE("net: ncclCommAbort from another thread ends a collective stuck on a TCP peer", "[net][faults][abort]") {
+TEST_CASE("net: ncclCommAbort from another thread ends a collective stuck on a peer of another host", "[net][faults][abort][any-net]") {
   HostLayout layout;
   layout.ranksPerHost = 1;
   layout.environment = {kLoopback};

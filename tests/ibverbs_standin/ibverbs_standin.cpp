@@ -8,17 +8,33 @@
 // key without remote-write access, a PSN that does not match) and errors flush the queues.
 //
 // Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics or RDMA read,
-// Ethernet link layer only (addresses come from GIDs), RNR waits without limit (rnr_retry 7).
+// RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
+// unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the LID is the context's
+// TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
+//
+// For tests, also: TUTTI_IBVERBS_STANDIN_DELAY_QP_MS=n holds every operation that completes a
+// receive (write with immediate, send) arriving at a QP with an even number for n ms before it is
+// placed, and what follows it on that QP behind it, so that completions of different QPs come out
+// of order as they may on hardware (order within a QP is kept; plain writes that arrive with
+// nothing held, such as clear-to-send entries, are not delayed); TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING=0
+// makes registrations asking for optional access flags fail, as in a library without them; and
+// tutti_standin_counters() reports what was asked of the process's stand-in.
 //
 // Completion channels have a real pollable descriptor (an eventfd) that becomes readable when a
 // completion arrives on a CQ armed with ibv_req_notify_cq (solicited-only arming: the next
 // solicited receive or any error completion), one event per arming, as verbs define it. Async
 // events come on the context's async_fd; tutti_ibverbs_standin_port_down() (exported for tests)
 // takes a device's port down: IBV_EVENT_PORT_ERR is raised and its links stop moving bytes (the
-// retry exhaustion that would follow after NCCL_IB_TIMEOUT on hardware is not emulated).
+// peers' QPs exhaust their retries by the transport timer).
 //
 // Wire (one TCP connection per direction of a QP pair, opened at RTS by the sending QP):
-// a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK.
+// a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK,
+// and an op that waits for a receive to be posted with RNR NAKs now and then.
+//
+// The transport timer, as hardware runs it: a QP with sends outstanding that hears nothing from its
+// peer (no ACK, no RNR NAK, no byte of its own accepted by the link) for (retry_cnt + 1) times
+// 4.096 us * 2^timeout fails them with IBV_WC_RETRY_EXC_ERR; timeout 0 waits forever. That is how a
+// cut link (no broken connection, only silence) ends a transfer.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -31,7 +47,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +57,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,8 +77,11 @@ struct Hello {
   uint32_t pathMtu;
 };
 
-enum FrameType : uint32_t { kOp = 1, kAck = 2 };
+enum FrameType : uint32_t { kOp = 1, kAck = 2, kRnrNak = 3 };
 constexpr uint32_t kFrameSolicited = 1;  // Frame::pad of an op the sender flagged IBV_SEND_SOLICITED
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kRnrNakEvery = std::chrono::milliseconds(20);  // while an op waits for a receive
 struct Frame {
   uint32_t type;
   uint32_t opcode;  // ibv_wr_opcode
@@ -115,6 +137,9 @@ struct Link {  // one TCP connection of a QP: outbound (ops out, acks in) or inb
   bool inNeedsRecv = false;
   ibv_recv_wr inRecv{};
   uint32_t peerMtu = 0;
+  Clock::time_point lastRnrNak{};  // inbound: when the last RNR NAK for the waiting op went out
+  Clock::time_point holdUntil{};   // TUTTI_IBVERBS_STANDIN_DELAY_QP_MS: the held op's release
+  bool holding = false;
 };
 
 struct PendingSend {
@@ -134,6 +159,7 @@ struct StandinQp {
   uint64_t nextSeq = 1;
   Link outbound, inbound;
   std::deque<PendingSend> pending;
+  Clock::time_point lastHeard{};  // the peer last showed life to the oldest pending send
   std::deque<ibv_recv_wr> recvs;
   std::deque<ibv_sge> recvSges;  // parallel to recvs (one each)
 };
@@ -182,6 +208,26 @@ StandinQp* qpOf(ibv_qp* q) { return reinterpret_cast<StandinQp*>(q); }
 StandinCq* cqOf(ibv_cq* c) { return reinterpret_cast<StandinCq*>(c); }
 
 bool trace() { return std::getenv("TUTTI_IBVERBS_STANDIN_TRACE") != nullptr; }
+
+bool infinibandLinkLayer() {
+  const char* l = std::getenv("TUTTI_IBVERBS_STANDIN_LINK_LAYER");
+  return l && std::strcmp(l, "ib") == 0;
+}
+
+int delayMs() {
+  const char* d = std::getenv("TUTTI_IBVERBS_STANDIN_DELAY_QP_MS");
+  return d ? std::atoi(d) : 0;
+}
+
+// What the process asked of the stand-in, for tests to read through tutti_standin_counters(): the
+// backend owns the contexts, so these are the process's (atomic; only ever incremented).
+struct Counters {
+  std::atomic<uint64_t> plainWrites{0}, immWrites{0}, relaxedOrderingMrs{0}, heldOps{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
 
 void wakeUp(StandinContext* c) {
   char b = 1;
@@ -265,8 +311,8 @@ StandinMr* findMr(StandinContext* c, uint32_t key, ibv_pd* pd, uint64_t addr, ui
 
 // ---- the progress thread: nonblocking I/O on every link ----
 
-// Writes what the link's queue holds; false when the connection broke.
-bool flushOut(Link& l) {
+// Writes what the link's queue holds; false when the connection broke. *progressed: some bytes went.
+bool flushOut(Link& l, bool* progressed = nullptr) {
   while (!l.out.empty()) {
     OutItem& item = l.out.front();
     size_t total = sizeof(Frame) + (item.frame.type == kOp ? item.frame.length : 0);
@@ -287,16 +333,17 @@ bool flushOut(Link& l) {
         return false;
       }
       item.sent += size_t(w);
+      if (progressed && w > 0) *progressed = true;
     }
     l.out.pop_front();
   }
   return true;
 }
 
-void sendAck(Link& l, uint64_t seq, uint32_t status) {
+void sendAck(Link& l, uint64_t seq, uint32_t status, FrameType type = kAck) {
   OutItem a;
   a.frame = Frame{};
-  a.frame.type = kAck;
+  a.frame.type = type;
   a.frame.seq = seq;
   a.frame.status = status;
   l.out.push_back(std::move(a));
@@ -363,9 +410,16 @@ void finishOp(StandinQp* q, Link& l) {
   sendAck(l, f.seq, IBV_WC_SUCCESS);
 }
 
+// True while the link's op header has arrived but the op is held (RNR or a delay).
+bool waitingOp(const Link& l) { return l.inHeader && l.inGot == sizeof(Frame); }
+
 // Reads what arrived on the inbound link. False: the connection ended.
 bool readInbound(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
+  if (waitingOp(l)) {  // an op held or waiting for a receive: the rest waits behind it
+    char b;
+    return ::recv(l.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0;  // only the end of the connection ends it
+  }
   for (;;) {
     if (l.inHeader) {
       ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
@@ -374,6 +428,13 @@ bool readInbound(StandinContext* c, StandinQp* q) {
       l.inGot += size_t(r);
       if (l.inGot < sizeof(Frame)) continue;
       if (l.in.type != kOp) return false;
+      bool completes = l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || l.in.opcode == IBV_WR_SEND;
+      if (int ms = delayMs(); ms > 0 && completes && q->qp.qp_num % 2 == 0) {
+        l.holding = true;
+        l.holdUntil = Clock::now() + std::chrono::milliseconds(ms);
+        counters().heldOps++;
+        return true;  // retryWaiting() places it when the time comes
+      }
       if (!startOp(c, q, l)) {
         l.inGot = sizeof(Frame);
         l.inHeader = true;
@@ -397,10 +458,25 @@ bool readInbound(StandinContext* c, StandinQp* q) {
   }
 }
 
-// RNR retry: an op whose header arrived before a receive was posted.
+// RNR retry: an op whose header arrived before a receive was posted. While it waits, the sender
+// hears an RNR NAK now and then, so that its transport timer does not take the wait for a cut link.
 void retryWaiting(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
-  if (l.fd >= 0 && l.inHeader && l.inGot == sizeof(Frame) && !q->recvs.empty() && startOp(c, q, l)) {
+  if (l.fd < 0 || !l.inHeader || l.inGot != sizeof(Frame)) return;
+  if (l.holding) {
+    if (Clock::now() < l.holdUntil) return;
+    l.holding = false;
+  }
+  bool needsRecv = l.in.opcode == IBV_WR_SEND || l.in.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  if (needsRecv && q->recvs.empty()) {
+    Clock::time_point now = Clock::now();
+    if (now - l.lastRnrNak >= kRnrNakEvery) {
+      l.lastRnrNak = now;
+      sendAck(l, l.in.seq, IBV_WC_SUCCESS, kRnrNak);
+    }
+    return;
+  }
+  if (startOp(c, q, l)) {
     l.inHeader = false;
     if (l.in.length == 0) {
       finishOp(q, l);
@@ -408,6 +484,13 @@ void retryWaiting(StandinContext* c, StandinQp* q) {
       l.inGot = 0;
     }
   }
+}
+
+// The sender's transport timer (see the top of this file). Caller holds the mutex.
+void checkTransportTimer(StandinQp* q, Clock::time_point now) {
+  if (q->pending.empty() || q->qp.state != IBV_QPS_RTS || q->attr.timeout == 0) return;
+  auto attempt = std::chrono::nanoseconds(int64_t(4096) << q->attr.timeout);
+  if (now - q->lastHeard > attempt * (q->attr.retry_cnt + 1)) failQp(q, IBV_WC_RETRY_EXC_ERR);
 }
 
 bool readAcks(StandinQp* q) {
@@ -419,6 +502,8 @@ bool readAcks(StandinQp* q) {
     l.inGot += size_t(r);
     if (l.inGot < sizeof(Frame)) continue;
     l.inGot = 0;
+    q->lastHeard = Clock::now();
+    if (l.in.type == kRnrNak && !q->pending.empty() && l.in.seq >= q->pending.front().seq) continue;
     if (l.in.type != kAck || q->pending.empty() || q->pending.front().seq != l.in.seq) return false;
     PendingSend p = q->pending.front();
     if (l.in.status != IBV_WC_SUCCESS) {
@@ -456,7 +541,9 @@ void serviceLink(StandinContext* c, StandinQp* q, int dir, bool read) {
   if (l.fd < 0 || q->qp.state == IBV_QPS_ERR || c->portDown.load()) return;
   bool ok = true;
   if (read) ok = dir == 0 ? readAcks(q) : readInbound(c, q);
-  if (ok && q->qp.state != IBV_QPS_ERR && l.fd >= 0) ok = flushOut(l);
+  bool progressed = false;
+  if (ok && q->qp.state != IBV_QPS_ERR && l.fd >= 0) ok = flushOut(l, &progressed);
+  if (progressed && dir == 0) q->lastHeard = Clock::now();
   // A broken connection is the peer gone: hardware would exhaust its retries.
   if (!ok && q->qp.state != IBV_QPS_ERR) failQp(q, IBV_WC_RETRY_EXC_ERR);
 }
@@ -465,24 +552,29 @@ void progressLoop(StandinContext* c) {
   std::vector<pollfd> fds;
   std::vector<std::pair<StandinQp*, int>> owners;  // per fd after the first two: QP, 0 out / 1 in
   while (!c->stop.load()) {
+    int timeoutMs = 100;
     {
       std::lock_guard<std::mutex> lock(c->mutex);
       fds.assign({{c->listenFd, POLLIN, 0}, {c->wake[0], POLLIN, 0}});
       owners.clear();
+      Clock::time_point now = Clock::now();
       for (auto& [qpn, q] : c->qps) {
         if (c->portDown.load()) break;  // nothing moves through a port that is down
         retryWaiting(c, q);
+        if (q->inbound.holding) timeoutMs = 1;
+        checkTransportTimer(q, now);
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
           if (l.fd < 0) continue;
-          short ev = POLLIN;
+          // A held op's link is not read until the op is placed (else poll would spin on its data).
+          short ev = dir == 1 && waitingOp(l) ? 0 : POLLIN;
           if (!l.out.empty()) ev |= POLLOUT;
           fds.push_back({l.fd, ev, 0});
           owners.emplace_back(q, dir);
         }
       }
     }
-    if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+    if (::poll(fds.data(), fds.size(), timeoutMs) <= 0) continue;
     std::lock_guard<std::mutex> lock(c->mutex);
     if (fds[1].revents & POLLIN) {
       char buf[256];
@@ -595,6 +687,8 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       failQp(q, IBV_WC_LOC_PROT_ERR);
       continue;
     }
+    if (wr->opcode == IBV_WR_RDMA_WRITE) counters().plainWrites++;
+    if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) counters().immWrites++;
     OutItem item;
     item.frame = Frame{};
     item.frame.type = kOp;
@@ -610,6 +704,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const char* src = reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
     if (isInline) item.inlineData.assign(src, src + length);
     else item.payload = src;
+    if (q->pending.empty()) q->lastHeard = Clock::now();  // the timer starts with the first send outstanding
     q->pending.push_back({item.frame.seq, wr->wr_id, opcode, (wr->send_flags & IBV_SEND_SIGNALED) != 0, length});
     q->outbound.out.push_back(std::move(item));
   }
@@ -660,6 +755,21 @@ StandinDevice* standinDevices() {
 
 extern "C" {
 
+// Fork support, as rdma-core keeps it for the process: ibv_fork_init succeeds (again and again)
+// until a memory region has been registered without it, and fails with EINVAL after that.
+std::atomic<bool> gForkInitialized{false};
+std::atomic<bool> gRegisteredBeforeForkInit{false};
+
+__attribute__((visibility("default"))) int ibv_fork_init() {
+  if (gForkInitialized.load()) return 0;
+  if (gRegisteredBeforeForkInit.load()) return EINVAL;
+  gForkInitialized = true;
+  return 0;
+}
+
+// For tests: whether ibv_fork_init has been called in this process.
+extern "C" __attribute__((visibility("default"))) int tutti_standin_fork_initialized() { return gForkInitialized.load() ? 1 : 0; }
+
 __attribute__((visibility("default"))) ibv_device** ibv_get_device_list(int* num) {
   const char* n = std::getenv("TUTTI_IBVERBS_STANDIN_DEVICES");
   int count = n ? std::atoi(n) : 1;
@@ -689,8 +799,18 @@ __attribute__((visibility("default"))) ibv_context* ibv_open_device(ibv_device* 
   sa.sin_family = AF_INET;
   sa.sin_addr = a;
   socklen_t len = sizeof sa;
-  if (c->listenFd < 0 || ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
+  int bound = -1;
+  if (c->listenFd >= 0 && infinibandLinkLayer()) {
+    // The port doubles as the LID, which must be a unicast LID (1 to 0xbfff): try ports there.
+    std::random_device random;
+    for (int attempt = 0; attempt < 200 && bound != 0; ++attempt) {
+      sa.sin_port = htons(uint16_t(1024 + random() % (0xbfff - 1024)));
+      bound = ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    }
+  } else if (c->listenFd >= 0) {
+    bound = ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  }
+  if (c->listenFd < 0 || bound != 0 || ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
       pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0 || (c->ctx.async_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
     int e = errno;
     if (c->listenFd >= 0) ::close(c->listenFd);
@@ -762,6 +882,10 @@ __attribute__((visibility("default"))) int ibv_query_port(ibv_context* context, 
   attr->active_width = 2;   // 4x
   attr->active_speed = 32;  // EDR: 25 Gb/s per lane
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+  if (infinibandLinkLayer()) {
+    attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+    attr->lid = contextOf(context)->port;  // a unicast LID (below 0xc000, see ibv_open_device)
+  }
   return 0;
 }
 
@@ -805,7 +929,18 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
     errno = EINVAL;
     return nullptr;
   }
+  // Optional access flags (relaxed ordering): honoured and counted, or, as a library without
+  // them would, refused.
+  if (access & IBV_ACCESS_OPTIONAL_RANGE) {
+    const char* ro = std::getenv("TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING");
+    if (ro && std::strcmp(ro, "0") == 0) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    if (access & IBV_ACCESS_RELAXED_ORDERING) counters().relaxedOrderingMrs++;
+  }
   StandinContext* c = contextOf(pd->context);
+  if (!gForkInitialized.load()) gRegisteredBeforeForkInit = true;
   auto* m = new StandinMr{};
   std::lock_guard<std::mutex> lock(c->mutex);
   m->mr.context = pd->context;
@@ -932,9 +1067,12 @@ __attribute__((visibility("default"))) int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr
     if (!has(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) return EINVAL;
     // Ethernet (RoCE): the address vector must carry a GRH with a source GID that exists, and
     // the path MTU may not exceed the port's.
-    if (!attr->ah_attr.is_global || attr->ah_attr.grh.sgid_index >= kGidCount || attr->ah_attr.port_num != 1) return EINVAL;
+    // InfiniBand: a GRH, or a destination LID.
+    if (attr->ah_attr.port_num != 1) return EINVAL;
+    if (!attr->ah_attr.is_global && (!infinibandLinkLayer() || attr->ah_attr.dlid == 0 || attr->ah_attr.dlid >= 0xc000)) return EINVAL;
+    if (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= kGidCount) return EINVAL;
     if (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096) return EINVAL;
-    if (attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index) return EINVAL;  // a GID of another type: unreachable
+    if (attr->ah_attr.is_global && attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index) return EINVAL;  // a GID of another type: unreachable
     q->attr.ah_attr = attr->ah_attr;
     q->attr.path_mtu = attr->path_mtu;
     q->attr.dest_qp_num = attr->dest_qp_num;
@@ -947,8 +1085,13 @@ __attribute__((visibility("default"))) int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr
     const uint8_t* g = q->attr.ah_attr.grh.dgid.raw;
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    memcpy(&sa.sin_addr, g + 8, 4);
-    sa.sin_port = htons(uint16_t((g[12] << 8) | g[13]));
+    if (q->attr.ah_attr.is_global) {
+      memcpy(&sa.sin_addr, g + 8, 4);
+      sa.sin_port = htons(uint16_t((g[12] << 8) | g[13]));
+    } else {  // a LID: the context listening on that port at this process's stand-in address
+      memcpy(&sa.sin_addr, &c->ip, 4);
+      sa.sin_port = htons(q->attr.ah_attr.dlid);
+    }
     Hello h{kHelloMagic, q->attr.dest_qp_num, qp->qp_num, uint32_t(q->attr.path_mtu)};
     lock.unlock();
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1129,3 +1272,12 @@ __attribute__((visibility("default"))) const char* ibv_wc_status_str(ibv_wc_stat
 }
 
 }  // extern "C"
+
+// For tests: what this process asked of the stand-in (see the top of the file). Any pointer may be null.
+extern "C" __attribute__((visibility("default"))) void tutti_standin_counters(uint64_t* plainWrites, uint64_t* immWrites,
+                                                                              uint64_t* relaxedOrderingMrs, uint64_t* heldOps) {
+  if (plainWrites) *plainWrites = counters().plainWrites.load();
+  if (immWrites) *immWrites = counters().immWrites.load();
+  if (relaxedOrderingMrs) *relaxedOrderingMrs = counters().relaxedOrderingMrs.load();
+  if (heldOps) *heldOps = counters().heldOps.load();
+}

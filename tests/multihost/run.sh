@@ -3,7 +3,7 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin|ib> [net plugin or verbs library]
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin|ib|ib-linkdown> [net plugin or verbs library]
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
@@ -21,7 +21,9 @@
 #             NCCL_NET=TuttiSocket; every rank's log must say that the plugin carried its traffic
 #   ib        2 hosts x 2 ranks, every collective/type/op, between hosts through the IB backend
 #             (NCCL_NET=IB) on the software verbs stand-in given as the third argument, its QPs'
-#             bytes carried over the namespaces' veths; every rank's log must name the IB backend
+#             bytes carried over the namespaces' veths; every rank's log must name the IB backend;
+#             then 3 hosts x 2 ranks (sum only)
+#   ib-linkdown  as linkdown, every connection between hosts through the IB backend on the stand-in
 # Exits 77 (skipped) without root or without `ip netns`.
 set -u
 rank_bin=$1
@@ -104,6 +106,16 @@ run_job() {
   return $failed
 }
 
+# require_ib_logs <nranks>: every rank's log says that the IB backend carried its network traffic.
+require_ib_logs() {
+  sleep 0.2  # tee flushes
+  local r
+  for ((r = 0; r < $1; r++)); do
+    grep -q "NET: using backend IB" "$logdir/rank$r" && grep -q "NET/IB: standin_0:1, RoCE" "$logdir/rank$r" ||
+      { echo "rank $r: its log does not show the IB backend carrying its network traffic"; exit 1; }
+  done
+}
+
 case "$variant" in
   ipv4)
     make_host 0 && make_host 1 && make_host 2 || exit 1
@@ -151,15 +163,26 @@ case "$variant" in
     done ;;
   ib)
     [ -f "$plugin_lib" ] || { echo "ib variant: no verbs library given ($plugin_lib)"; exit 2; }
-    make_host 0 && make_host 1 || exit 1
+    make_host 0 && make_host 1 && make_host 2 || exit 1
     extra_env=(NCCL_NET=IB TUTTI_IBVERBS_LIB="$plugin_lib" TUTTI_IBVERBS_STANDIN_ADDR=if:tnet0
                NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)
     run_job 2 2 4 "" || exit 1
-    sleep 0.2  # tee flushes
-    for ((r = 0; r < 4; r++)); do
-      grep -q "NET: using backend IB" "$logdir/rank$r" && grep -q "NET/IB: standin_0:1, RoCE" "$logdir/rank$r" ||
-        { echo "rank $r: its log does not show the IB backend carrying its network traffic"; exit 1; }
-    done ;;
+    require_ib_logs 4
+    run_job 3 2 4 quick || exit 1
+    require_ib_logs 6
+    # Again with 3 QPs per connection, messages round-robin over them, large ones as the
+    # adaptive-routing write pair.
+    extra_env+=(NCCL_IB_QPS_PER_CONNECTION=3 NCCL_IB_ADAPTIVE_ROUTING=1)
+    run_job 2 2 4 "" || exit 1
+    require_ib_logs 4 ;;
+  ib-linkdown)
+    [ -f "$plugin_lib" ] || { echo "ib-linkdown variant: no verbs library given ($plugin_lib)"; exit 2; }
+    make_host 0 && make_host 1 || exit 1
+    # The transport timer (4.096 us * 2^16 per try, 8 tries: about 2 s) finds the cut, as on a fabric.
+    extra_env=(NCCL_NET=IB TUTTI_IBVERBS_LIB="$plugin_lib" TUTTI_IBVERBS_STANDIN_ADDR=if:tnet0
+               NCCL_IB_TIMEOUT=16 NCCL_IB_RETRY_CNT=7 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET)
+    run_job 2 2 4 faults linkdown || exit 1
+    require_ib_logs 4 ;;
   shrink)
     make_host 0 && make_host 1 || exit 1
     run_job 2 2 4 shrink kill || exit 1 ;;

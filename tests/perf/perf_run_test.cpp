@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -202,6 +203,25 @@ TEST_CASE("perf binaries: two processes launched torchrun-style form one world")
   CHECK(run.output.find("2 ranks in 2 processes on 1 nodes") != std::string::npos);
   CHECK(run.output.find("transports shm,") != std::string::npos);
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
+TEST_CASE("perf binaries: every binary across two hosts over NCCL_NET=IB on the verbs stand-in, with no wrong values") {
+  // Two rank processes on two NCCL_HOSTID hosts of this machine: every byte between them goes
+  // through the IB backend, which runs on the stand-in that TUTTI_IBVERBS_LIB loads.
+  for (const char* name : {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf", "reduce_perf",
+                           "alltoall_perf", "sendrecv_perf", "gather_perf", "scatter_perf", "hypercube_perf"}) {
+    int port = 20000 + int((getpid() * 11 + std::hash<std::string>{}(name)) % 20000);
+    std::string env = std::string("env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo NCCL_NET=IB TUTTI_IBVERBS_LIB=") +
+                      TUTTI_IBVERBS_STANDIN + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+    std::string tool = " timeout 60 " + toolPath(name) + " -b 8 -e 64K -f 8 -n 2 -w 1 -c 1";
+    Run run = runShell(env + " NCCL_HOSTID=perf-ib-b RANK=1 LOCAL_RANK=0" + tool + " >/dev/null 2>&1 & " + env +
+                       " NCCL_HOSTID=perf-ib-a RANK=0 LOCAL_RANK=0" + tool + " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
+    INFO(name << ":\n" << run.output);
+    CHECK(run.exitCode == 0);
+    CHECK(run.output.find("2 ranks in 2 processes on 2 nodes") != std::string::npos);
+    CHECK(run.output.find("net/IB") != std::string::npos);
+    CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
 }
 
 namespace {

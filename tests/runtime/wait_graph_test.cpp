@@ -88,7 +88,7 @@ TEST_CASE("ranks that wait for each other are named as a cycle", "[wait_graph]")
   CHECK(contains(cause.text, "cycle"));
 }
 
-TEST_CASE("a rank that waits for itself is a cycle of one; a rank not waiting has no cause", "[wait_graph]") {
+TEST_CASE("a rank that waits for itself is a cycle of one, and a rank not waiting has no cause", "[wait_graph]") {
   WaitGraph self = named({waiting({0}), state(RankWaitState::Idle)});
   auto cause = findRootCause(self, 0);
   CHECK(cause.roots.empty());

@@ -4,6 +4,8 @@
 // does not exist, memory without remote-write access, missing QP attributes, an MTU mismatch).
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -39,6 +41,20 @@ std::string errorOf(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+TEST_CASE("net/ib: opening the backend asks the verbs library for fork support before any registration", "[net][ib]") {
+  Standin standin;
+  auto backend = openNetBackend("IB", "");
+  void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(library != nullptr);
+  auto forkInitialized = reinterpret_cast<int (*)()>(dlsym(library, "tutti_standin_fork_initialized"));
+  REQUIRE(forkInitialized != nullptr);
+  // The stand-in, like rdma-core, refuses fork support once memory was registered without it, so
+  // this also shows the call came before the first registration (that of the pair below).
+  auto pair = tutti_test::connectNetPair(*backend);
+  CHECK(forkInitialized() == 1);
+  dlclose(library);
 }
 
 TEST_CASE("net/ib: messages of many sizes arrive intact through the verbs stand-in", "[net][ib]") {
@@ -203,10 +219,13 @@ TEST_CASE("net/ib: a GID index the port lacks fails naming the index", "[net][ib
   CHECK(e.find("standin_0:1") != std::string::npos);
 }
 
-TEST_CASE("net/ib: NCCL_IB_QPS_PER_CONNECTION other than 1 is refused as not implemented", "[net][ib]") {
+TEST_CASE("net/ib: NCCL_IB_QPS_PER_CONNECTION outside 1 to 128 is refused naming the value", "[net][ib]") {
   Standin standin;
-  ScopedEnv qps("NCCL_IB_QPS_PER_CONNECTION", "2");
-  CHECK(errorOf([] { openNetBackend("IB", ""); }).find("not implemented") != std::string::npos);
+  for (const char* value : {"0", "129", "-1"}) {
+    ScopedEnv qps("NCCL_IB_QPS_PER_CONNECTION", value);
+    CHECK(errorOf([] { openNetBackend("IB", ""); }).find(std::string("NCCL_IB_QPS_PER_CONNECTION=") + value + " is not between 1 and 128") !=
+          std::string::npos);
+  }
 }
 
 // Two QPs of the stand-in wired to each other by hand, for what the backend never does itself.

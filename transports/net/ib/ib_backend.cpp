@@ -89,9 +89,11 @@ class IbBackend final : public NetBackend {
 
 std::unique_ptr<NetBackend> makeIbBackend() {
   if (tunables::kIbDisable.get()) throw Error(ErrorCode::System, "NET/IB: disabled by NCCL_IB_DISABLE");
-  if (tunables::kIbQpsPerConnection.get() != 1)
-    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_QPS_PER_CONNECTION=" + std::to_string(tunables::kIbQpsPerConnection.get()) +
-                                             " is not implemented (only 1 QP per connection)");
+  if (int64_t qps = tunables::kIbQpsPerConnection.get(); qps < 1 || qps > ib::kMaxQps)
+    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_QPS_PER_CONNECTION=" + std::to_string(qps) + " is not between 1 and " +
+                                             std::to_string(ib::kMaxQps));
+  if (int64_t ar = tunables::kIbAdaptiveRouting.get(); ar < -1 || ar > 1)
+    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_ADAPTIVE_ROUTING=" + std::to_string(ar) + " is not 0, 1 or -1 (unset)");
   std::shared_ptr<ib::IbVerbs> verbs;
   try {
     verbs = ib::loadIbVerbs();
@@ -122,9 +124,10 @@ std::unique_ptr<NetBackend> makeIbBackend() {
           continue;
         }
         device->chooseGid();
-        TUTTI_INFO(log::Net, "NET/IB: %s, %s, %d Mb/s, GID index %d %s", device->name().c_str(),
+        device->chooseRelaxedOrdering();
+        TUTTI_INFO(log::Net, "NET/IB: %s, %s, %d Mb/s, GID index %d %s, relaxed ordering %s", device->name().c_str(),
                    device->ethernet() ? "RoCE" : "InfiniBand", device->speedMbps(), device->gidIndex(),
-                   ib::gidText(device->gid()).c_str());
+                   ib::gidText(device->gid()).c_str(), device->relaxedOrdering() ? "on" : "off");
         devices.push_back(std::move(device));
       }
     }

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/tunables.h"
 
 namespace tutti::net::ib {
 namespace {
@@ -17,16 +19,46 @@ namespace {
 constexpr char kReadyByte = 'R';  // the connector's QP is in RTS: clear-to-send entries may come
 constexpr char kByeByte = 'B';    // the sender closes after its last message
 constexpr uint64_t kCtsWrite = 1ull << 63;  // wr_id flag of the receiver's clear-to-send writes
-constexpr int kDepth = 2 * kSlots + 2;
+constexpr int kDepth = 2 * kSlots + 2;  // per QP: a data write and a completion write for every slot, or a clear-to-send each
 
-// True when the peer closed the TCP socket or said goodbye, waiting at most `ms` for either.
-bool peerClosed(Socket& socket, int ms) {
+// The QPs of one side of a connection: each has its own completion queue.
+using QueuePairs = std::vector<std::unique_ptr<IbQueuePair>>;
+
+QueuePairs makeQueuePairs(const std::shared_ptr<IbDevice>& device, const std::string& peer, size_t count) {
+  QueuePairs qps;
+  for (size_t i = 0; i < count; ++i) qps.push_back(std::make_unique<IbQueuePair>(device, peer, kDepth));
+  return qps;
+}
+
+// Where part `part` of a message of `bytes` begins and how long it is, the message cut in `parts`.
+std::pair<size_t, size_t> partOf(size_t bytes, size_t parts, size_t part) {
+  size_t chunk = parts == 1 ? bytes : (bytes + parts - 1) / parts;
+  chunk = parts == 1 ? chunk : (chunk + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+  size_t begin = std::min(bytes, part * chunk);
+  return {begin, std::min(chunk, bytes - begin)};
+}
+
+// What the side TCP socket says of the peer, waiting at most `ms` for news.
+enum class PeerState { Alive, SaidBye, Closed, LinkTimedOut };
+PeerState peerState(Socket& socket, int ms) {
   pollfd p{socket.fd(), POLLIN, 0};
-  if (::poll(&p, 1, ms) <= 0) return false;
+  if (::poll(&p, 1, ms) <= 0) return PeerState::Alive;
   char bytes[16];
   Socket::ReadResult r = socket.readSome(bytes, sizeof bytes);
-  return r.closed || std::memchr(bytes, kByeByte, r.bytes) != nullptr;
+  if (std::memchr(bytes, kByeByte, r.bytes) != nullptr) return PeerState::SaidBye;
+  if (r.error == ETIMEDOUT) return PeerState::LinkTimedOut;
+  return r.closed ? PeerState::Closed : PeerState::Alive;
 }
+
+// The side socket watches the link as the Socket backend's connections do (keepalive probes and a
+// send timeout of TUTTI_NET_LINK_TIMEOUT): a cut link stays silent to a QP with nothing in flight,
+// and a receive that waits for data would otherwise wait for TUTTI_TIMEOUT.
+void watchLink(Socket& socket) {
+  socket.setLinkTimeout(int(std::clamp<int64_t>(tunables::kNetLinkTimeout.get(), 0, 24 * 3600)));
+}
+
+// Polls without a completion between looks at the side socket (the proxy polls about every ms).
+constexpr uint64_t kIdlePollsPerLook = 1024;
 
 // A send's or receive's test: once done, reports its bytes, gives its registration back to the
 // device's cache and frees its slot. False while it runs.
@@ -44,13 +76,19 @@ class IbSendComm final : public NetSendComm {
  public:
   IbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer)
       : device_(std::move(device)), fifo_(new CtsEntry[kSlots]()) {
-    qp_ = std::make_unique<IbQueuePair>(device_, peer, kDepth);
-    fifoMr_ = device_->registerOwned(fifo_.get(), sizeof(CtsEntry) * kSlots);
+    qps_ = makeQueuePairs(device_, peer, size_t(tunables::kIbQpsPerConnection.get()));
+    splitData_ = tunables::kIbSplitDataOnQps.get();
+    adaptiveRouting_ = useAdaptiveRouting(device_->portAttr().link_layer);
+    arThreshold_ = uint64_t(tunables::kIbArThreshold.get());
+    remote_.resize(qps_.size());
+    // The CPU polls the entries' sequence written last: they must land in order (no relaxed ordering).
+    fifoMr_ = device_->registerOwned(fifo_.get(), sizeof(CtsEntry) * kSlots, false);
     socket_ = std::move(socket);
+    watchLink(socket_);
   }
   ~IbSendComm() override {
     socket_.close();
-    qp_.reset();
+    qps_.clear();
     device_->deregister(fifoMr_);
     for (Request& r : requests_)
       if (r.inUse && r.cached) device_->release(r.cached);
@@ -61,10 +99,14 @@ class IbSendComm final : public NetSendComm {
     IbHello hello{};
     hello.magic = kIbHandleMagic;
     hello.nonce = nonce;
-    hello.info = qp_->localInfo();
-    hello.info.fifoAddress = uint64_t(uintptr_t(fifo_.get()));
-    hello.info.fifoRkey = fifoMr_->rkey;
+    hello.qps = uint32_t(qps_.size());
+    hello.splitData = splitData_ ? 1 : 0;
+    std::vector<QpInfo> infos;
+    for (auto& qp : qps_) infos.push_back(qp->localInfo());
+    infos[0].fifoAddress = uint64_t(uintptr_t(fifo_.get()));
+    infos[0].fifoRkey = fifoMr_->rkey;
     socket_.sendAll(&hello, sizeof hello, deadline, abortFlag);
+    socket_.sendAll(infos.data(), sizeof(QpInfo) * infos.size(), deadline, abortFlag);
   }
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override {
@@ -94,14 +136,21 @@ class IbSendComm final : public NetSendComm {
     return finishRequest(*r, r->bytes, bytes, *device_);
   }
 
-  // The completion channel; and the socket until the acceptor's QP information has arrived.
+  // The QPs' completion channels; and the socket until the acceptor's QP information has arrived.
   std::vector<int> pollDescriptors() const override {
-    if (!connected_) return {qp_->descriptor(), socket_.fd()};
-    return {qp_->descriptor()};
+    std::vector<int> fds;
+    for (auto& qp : qps_) fds.push_back(qp->descriptor());
+    if (!connected_) fds.push_back(socket_.fd());
+    return fds;
   }
   bool pollsForInput() const override { return true; }
 
   void closeGracefully() override {
+    // A connection never used has the acceptor's QP information unread: closing a socket with
+    // unread bytes resets it, and the reset can overtake the goodbye. Take what has arrived first.
+    char unread[512];
+    while (::recv(socket_.fd(), unread, sizeof unread, MSG_DONTWAIT) > 0) {
+    }
     char bye = kByeByte;
     (void)!::send(socket_.fd(), &bye, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
@@ -113,6 +162,7 @@ class IbSendComm final : public NetSendComm {
     uint64_t sequence = 0;
     ibv_mr* mr = nullptr;
     ibv_mr* cached = nullptr;  // from the device's cache: released when done
+    int outstanding = 0;       // signaled writes posted and not yet completed
     bool done = false;
     bool inUse = false;
   };
@@ -120,22 +170,23 @@ class IbSendComm final : public NetSendComm {
   // Waits for nothing: takes the acceptor's QP information once it has arrived.
   bool finishConnect() {
     if (connected_) return true;
-    Socket::ReadResult r = socket_.readSome(reinterpret_cast<char*>(&remote_) + remoteBytes_, sizeof remote_ - remoteBytes_);
+    size_t wanted = sizeof(QpInfo) * remote_.size();
+    Socket::ReadResult r = socket_.readSome(reinterpret_cast<char*>(remote_.data()) + remoteBytes_, wanted - remoteBytes_);
     remoteBytes_ += r.bytes;
-    if (remoteBytes_ < sizeof remote_) {
+    if (remoteBytes_ < wanted) {
       if (r.closed)
-        throw Error(ErrorCode::Remote, "NET/IB: connect to " + qp_->peer() + " on " + device_->name() +
+        throw Error(ErrorCode::Remote, "NET/IB: connect to " + peer() + " on " + device_->name() +
                                            ": the peer closed the connection before sending its QP information");
       return false;
     }
-    qp_->connectTo(remote_);
+    for (size_t i = 0; i < qps_.size(); ++i) qps_[i]->connectTo(remote_[i]);
     socket_.sendAll(&kReadyByte, 1, deadlineAfter(10), nullptr);
     connected_ = true;
     return true;
   }
 
   void progress() {
-    device_->throwIfFailed("isend", qp_->peer());
+    device_->throwIfFailed("isend", peer());
     if (!finishConnect()) return;
     bool waiting = false;
     while (nextPost_ < nextSequence_) {
@@ -146,38 +197,88 @@ class IbSendComm final : public NetSendComm {
         break;
       }
       if (r.bytes > entry.capacity)
-        throw Error(ErrorCode::Remote, "NET/IB: isend to " + qp_->peer() + " on " + device_->name() + ": a message of " +
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() + ": a message of " +
                                            std::to_string(r.bytes) + " bytes is longer than the receive posted (" +
                                            std::to_string(entry.capacity) + " bytes)");
-      ibv_sge sge{uint64_t(uintptr_t(r.data)), uint32_t(r.bytes), r.mr ? r.mr->lkey : 0};
-      ibv_send_wr wr{};
-      wr.wr_id = r.sequence;
-      wr.sg_list = &sge;
-      wr.num_sge = r.bytes ? 1 : 0;
-      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.imm_data = uint32_t(r.bytes);
-      wr.wr.rdma.remote_addr = entry.address;
-      wr.wr.rdma.rkey = entry.rkey;
-      qp_->postSend(&wr, "isend");
+      if (splitData_) {
+        for (size_t i = 0; i < qps_.size(); ++i) {
+          auto [begin, length] = partOf(r.bytes, qps_.size(), i);
+          postWrite(*qps_[i], r, entry, begin, length);
+        }
+      } else {
+        auto [begin, length] = partOf(r.bytes, 1, 0);
+        postWrite(*qps_[(r.sequence - 1) % qps_.size()], r, entry, begin, length);
+      }
       ++nextPost_;
     }
-    ibv_wc wc[kSlots];
-    int n = qp_->poll(wc, kSlots, "isend");
-    if (n == 0 && qp_->armForSleep()) n = qp_->poll(wc, kSlots, "isend");  // before the proxy sleeps on it
-    for (int i = 0; i < n; ++i) requests_[(wc[i].wr_id - 1) % kSlots].done = true;
+    int completions = 0;
+    for (auto& qp : qps_) {
+      ibv_wc wc[kSlots];
+      int n = qp->poll(wc, kSlots, "isend");
+      if (n == 0 && qp->armForSleep()) n = qp->poll(wc, kSlots, "isend");  // before the proxy sleeps on it
+      completions += n;
+      for (int i = 0; i < n; ++i) {
+        Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
+        if (r.sequence != wc[i].wr_id || r.outstanding <= 0)
+          throw Error(ErrorCode::Internal, "NET/IB: isend to " + peer() + " on " + device_->name() + ": a completion for message " +
+                                               std::to_string(wc[i].wr_id) + " that is not in flight");
+        if (--r.outstanding == 0) r.done = true;
+      }
+    }
     // A receiver that went away sends no clear-to-send entry and, with nothing in flight, no
     // completion says so: look at the TCP socket now and then.
-    if (waiting && n == 0 && ++idlePolls_ % 1024 == 0 && peerClosed(socket_, 0))
-      throw Error(ErrorCode::Remote, "NET/IB: isend to " + qp_->peer() + " on " + device_->name() + ": the peer closed the connection");
+    if (waiting && completions == 0 && ++idlePolls_ % kIdlePollsPerLook == 0) {
+      PeerState state = peerState(socket_, 0);
+      if (state == PeerState::LinkTimedOut)
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() +
+                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+      if (state != PeerState::Alive)
+        throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() + ": the peer closed the connection");
+    }
   }
 
+  // Writes [begin, begin + length) of `r` to its place in the receiver's buffer over `qp`, ending
+  // with a write with immediate (the message's size) that completes one of the receiver's receives.
+  // With adaptive routing, a large message goes as a plain write and a zero-byte write with
+  // immediate after it on the same QP (see ib_comms.h).
+  void postWrite(IbQueuePair& qp, Request& r, const CtsEntry& entry, size_t begin, size_t length) {
+    ibv_sge sge{uint64_t(uintptr_t(r.data)) + begin, uint32_t(length), r.mr ? r.mr->lkey : 0};
+    ibv_send_wr data{}, signal{};
+    signal.wr_id = r.sequence;
+    signal.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    signal.send_flags = IBV_SEND_SIGNALED;
+    signal.imm_data = uint32_t(r.bytes);
+    signal.wr.rdma.remote_addr = entry.address + begin;
+    signal.wr.rdma.rkey = entry.rkey;
+    if (adaptiveRouting_ && r.bytes > arThreshold_ && length > 0) {
+      data.wr_id = r.sequence;
+      data.sg_list = &sge;
+      data.num_sge = 1;
+      data.opcode = IBV_WR_RDMA_WRITE;
+      data.wr.rdma.remote_addr = entry.address + begin;
+      data.wr.rdma.rkey = entry.rkey;
+      data.next = &signal;
+      ++r.outstanding;
+      qp.postSend(&data, "isend");
+      return;
+    }
+    signal.sg_list = &sge;
+    signal.num_sge = length ? 1 : 0;
+    ++r.outstanding;
+    qp.postSend(&signal, "isend");
+  }
+
+  const std::string& peer() const { return qps_.front()->peer(); }
+
   std::shared_ptr<IbDevice> device_;
-  std::unique_ptr<IbQueuePair> qp_;
+  QueuePairs qps_;
+  bool splitData_ = false;
+  bool adaptiveRouting_ = false;
+  uint64_t arThreshold_ = 0;
   std::unique_ptr<CtsEntry[]> fifo_;
   ibv_mr* fifoMr_ = nullptr;
   Socket socket_;
-  QpInfo remote_{};
+  std::vector<QpInfo> remote_;
   size_t remoteBytes_ = 0;
   bool connected_ = false;
   Request requests_[kSlots];
@@ -187,14 +288,15 @@ class IbSendComm final : public NetSendComm {
 
 class IbRecvComm final : public NetRecvComm {
  public:
-  IbRecvComm(std::shared_ptr<IbDevice> device, std::unique_ptr<IbQueuePair> qp, Socket socket, const QpInfo& remote)
-      : device_(std::move(device)), qp_(std::move(qp)), cts_(new CtsEntry[kSlots]()), socket_(std::move(socket)),
-        remoteFifo_(remote.fifoAddress), remoteFifoRkey_(remote.fifoRkey) {
-    ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots);
+  IbRecvComm(std::shared_ptr<IbDevice> device, QueuePairs qps, bool splitData, Socket socket, const QpInfo& remote)
+      : device_(std::move(device)), qps_(std::move(qps)), splitData_(splitData), cts_(new CtsEntry[kSlots]()),
+        socket_(std::move(socket)), remoteFifo_(remote.fifoAddress), remoteFifoRkey_(remote.fifoRkey) {
+    ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots, false);
+    watchLink(socket_);
   }
   ~IbRecvComm() override {
     socket_.close();
-    qp_.reset();
+    qps_.clear();
     device_->deregister(ctsMr_);
     for (Request& r : requests_)
       if (r.inUse && r.cached) device_->release(r.cached);
@@ -218,9 +320,16 @@ class IbRecvComm final : public NetRecvComm {
     if (registration.backendData) r.mr = static_cast<ibv_mr*>(registration.backendData);
     else if (capacity > 0) r.mr = r.cached = device_->acquire(data, capacity);
     ibv_recv_wr wr{};
-    wr.wr_id = r.sequence;
-    wr.num_sge = 0;  // the data arrives by RDMA write; the work request takes its immediate
-    guarded([&] { qp_->postRecv(&wr, "irecv"); });
+    wr.wr_id = r.sequence;  // how its completion finds this request, whatever the order across QPs
+    wr.num_sge = 0;         // the data arrives by RDMA write; the work request takes its immediate
+    // One receive on the QP the whole message comes over, or one on each QP for the parts.
+    if (splitData_) {
+      for (auto& qp : qps_) guarded([&] { qp->postRecv(&wr, "irecv"); });
+      r.outstanding = int(qps_.size());
+    } else {
+      guarded([&] { qps_[(r.sequence - 1) % qps_.size()]->postRecv(&wr, "irecv"); });
+      r.outstanding = 1;
+    }
     ++nextSequence_;
     progress();
     return &r;
@@ -233,10 +342,12 @@ class IbRecvComm final : public NetRecvComm {
   }
 
   void flush(void*, size_t, MemoryRegistration) override {}  // host memory: nothing to make visible
-  // The completion channel; and the socket until the connector's QP is ready.
+  // The QPs' completion channels; and the socket until the connector's QP is ready.
   std::vector<int> pollDescriptors() const override {
-    if (!ready_) return {qp_->descriptor(), socket_.fd()};
-    return {qp_->descriptor()};
+    std::vector<int> fds;
+    for (auto& qp : qps_) fds.push_back(qp->descriptor());
+    if (!ready_) fds.push_back(socket_.fd());
+    return fds;
   }
 
  private:
@@ -247,33 +358,56 @@ class IbRecvComm final : public NetRecvComm {
     uint64_t sequence = 0;
     ibv_mr* mr = nullptr;
     ibv_mr* cached = nullptr;
+    int outstanding = 0;  // receives posted and not yet completed
     bool done = false;
     bool inUse = false;
   };
 
-  // Runs `f`; an error it throws names the closed connection when the peer has gone.
+  // Runs `f`; an error it throws names the closed connection when the peer has gone. After the
+  // sender's goodbye its QPs' end flushes the receives posted ahead: that is no error, and those
+  // receives stay pending (the proxy posts receives before messages exist), as with Socket.
   template <typename F>
   void guarded(F&& f) {
     try {
       f();
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::Remote && peerClosed(socket_, 200))
-        throw Error(ErrorCode::Remote, e.message() + "; the peer closed the connection");
+      if (e.code() != ErrorCode::Remote) throw;
+      PeerState state = peerSaidBye_ ? PeerState::SaidBye : peerState(socket_, 200);
+      if (state == PeerState::SaidBye) {
+        peerSaidBye_ = true;
+        return;
+      }
+      if (state != PeerState::Alive) throw Error(ErrorCode::Remote, e.message() + "; the peer closed the connection");
       throw;
     }
   }
 
   void progress() {
-    device_->throwIfFailed("irecv", qp_->peer());
+    device_->throwIfFailed("irecv", qps_.front()->peer());
     if (!ready_) {
+      // A sender that never sent a message may close without ever connecting its QP: its
+      // goodbye (and the end of the connection after it) is no error, no data will come.
+      if (peerSaidBye_) return;
       char byte = 0;
       Socket::ReadResult r = socket_.readSome(&byte, 1);
       if (r.bytes == 1 && byte == kReadyByte) ready_ = true;
-      else if (r.closed || r.bytes == 1)
-        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qp_->peer() + " on " + device_->name() +
+      else if (r.bytes == 1 && byte == kByeByte) {
+        peerSaidBye_ = true;
+        return;
+      } else if (r.error == ETIMEDOUT)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)"
+                                           " before its QP was ready");
+      else if (r.closed)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
                                            ": the peer closed the connection before its QP was ready");
+      else if (r.bytes == 1)
+        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                           ": the peer sent byte " + std::to_string(int(byte)) +
+                                           " where its QP's ready byte belongs (not a tutti IB peer?)");
       else return;
     }
+    bool idle = true;
     guarded([&] {
       while (nextCts_ < nextSequence_) {
         Request& r = requests_[(nextCts_ - 1) % kSlots];
@@ -288,29 +422,60 @@ class IbRecvComm final : public NetRecvComm {
         wr.send_flags = IBV_SEND_SIGNALED;
         wr.wr.rdma.remote_addr = remoteFifo_ + ((nextCts_ - 1) % kSlots) * sizeof(CtsEntry);
         wr.wr.rdma.rkey = remoteFifoRkey_;
-        qp_->postSend(&wr, "irecv (clear to send)");
+        qps_.front()->postSend(&wr, "irecv (clear to send)");
         ++nextCts_;
       }
-      ibv_wc wc[2 * kSlots];
-      int n = qp_->poll(wc, 2 * kSlots, "irecv");
-      if (n == 0 && qp_->armForSleep()) n = qp_->poll(wc, 2 * kSlots, "irecv");  // before the proxy sleeps on it
-      for (int i = 0; i < n; ++i) {
-        if (wc[i].wr_id & kCtsWrite) continue;
-        Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
-        r.received = wc[i].imm_data;
-        r.done = true;
-      }
     });
+    // Each QP on its own: one QP's error (after a goodbye) must not keep another's successes unseen.
+    for (auto& qp : qps_)
+      guarded([&] {
+        ibv_wc wc[2 * kSlots];
+        int n = qp->poll(wc, 2 * kSlots, "irecv");
+        if (n == 0 && qp->armForSleep()) n = qp->poll(wc, 2 * kSlots, "irecv");  // before the proxy sleeps on it
+        for (int i = 0; i < n; ++i) {
+          if (wc[i].wr_id & kCtsWrite) continue;
+          Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
+          if (!r.inUse || r.sequence != wc[i].wr_id || r.outstanding <= 0)
+            throw Error(ErrorCode::Internal, "NET/IB: irecv from " + qp->peer() + " on " + device_->name() +
+                                                 ": a completion for message " + std::to_string(wc[i].wr_id) + " that is not in flight");
+          r.received = wc[i].imm_data;
+          if (--r.outstanding == 0) r.done = true;
+        }
+        idle = idle && n == 0;
+      });
+    if (idle && awaitingData() && !peerSaidBye_ && ++idlePolls_ % kIdlePollsPerLook == 0) checkPeer();
+  }
+
+  bool awaitingData() const {
+    for (const Request& r : requests_)
+      if (r.inUse && !r.done) return true;
+    return false;
+  }
+
+  // A receive waits for data: a sender that left without goodbye, or a link that stopped
+  // answering, ends it now rather than at TUTTI_TIMEOUT.
+  void checkPeer() {
+    PeerState state = peerState(socket_, 0);
+    if (state == PeerState::SaidBye) peerSaidBye_ = true;
+    if (state == PeerState::LinkTimedOut)
+      throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                         ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+    if (state == PeerState::Closed)
+      throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
+                                         ": the peer closed the connection without saying goodbye");
   }
 
   std::shared_ptr<IbDevice> device_;
-  std::unique_ptr<IbQueuePair> qp_;
+  QueuePairs qps_;
+  bool splitData_;
   std::unique_ptr<CtsEntry[]> cts_;
   ibv_mr* ctsMr_ = nullptr;
   Socket socket_;
   uint64_t remoteFifo_;
   uint32_t remoteFifoRkey_;
   bool ready_ = false;
+  bool peerSaidBye_ = false;
+  uint64_t idlePolls_ = 0;
   Request requests_[kSlots];
   uint64_t nextSequence_ = 1, nextCts_ = 1;
 };
@@ -345,16 +510,27 @@ class IbListenComm final : public NetListenComm {
       TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: %s", peer.c_str(), device_->name().c_str(), e.what());
       return nullptr;
     }
-    if (hello.magic != kIbHandleMagic || hello.nonce != nonce_) {
+    if (hello.magic != kIbHandleMagic || hello.nonce != nonce_ || hello.qps < 1 || hello.qps > uint32_t(kMaxQps)) {
       TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: not this listener's peer", peer.c_str(),
                  device_->name().c_str());
       return nullptr;
     }
-    auto qp = std::make_unique<IbQueuePair>(device_, peer, kDepth);
-    qp->connectTo(hello.info);
-    QpInfo mine = qp->localInfo();
-    socket.sendAll(&mine, sizeof mine, deadline, abortFlag);
-    return std::make_unique<IbRecvComm>(device_, std::move(qp), std::move(socket), hello.info);
+    std::vector<QpInfo> remote(hello.qps);
+    try {
+      socket.recvAll(remote.data(), sizeof(QpInfo) * remote.size(), deadline, abortFlag);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Aborted) throw;
+      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: %s", peer.c_str(), device_->name().c_str(), e.what());
+      return nullptr;
+    }
+    QueuePairs qps = makeQueuePairs(device_, peer, remote.size());
+    std::vector<QpInfo> mine;
+    for (size_t i = 0; i < qps.size(); ++i) {
+      qps[i]->connectTo(remote[i]);
+      mine.push_back(qps[i]->localInfo());
+    }
+    socket.sendAll(mine.data(), sizeof(QpInfo) * mine.size(), deadline, abortFlag);
+    return std::make_unique<IbRecvComm>(device_, std::move(qps), hello.splitData != 0, std::move(socket), remote[0]);
   }
 
   std::shared_ptr<IbDevice> device_;
@@ -363,6 +539,12 @@ class IbListenComm final : public NetListenComm {
 };
 
 }  // namespace
+
+bool useAdaptiveRouting(uint8_t linkLayer) {
+  int64_t setting = tunables::kIbAdaptiveRouting.get();
+  if (setting >= 0) return setting != 0;
+  return linkLayer == IBV_LINK_LAYER_INFINIBAND;
+}
 
 std::unique_ptr<NetSendComm> makeIbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer, uint64_t nonce,
                                             SteadyTime deadline, const std::atomic<bool>* abortFlag) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -146,8 +147,37 @@ int IbDevice::speedMbps() const {
   return perLane * lanes;
 }
 
-ibv_mr* IbDevice::registerOwned(void* data, size_t bytes) {
-  ibv_mr* mr = verbs_->regMr(pd_, data, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+void IbDevice::chooseRelaxedOrdering() {
+  int64_t mode = tunables::kIbPciRelaxedOrdering.get();
+  if (mode < 0 || mode > 2)
+    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_PCI_RELAXED_ORDERING=" + std::to_string(mode) + " is not 0, 1 or 2");
+  relaxedOrdering_ = false;
+  if (mode == 0) return;
+  // Relaxed ordering is an optional access flag: libraries that know the optional range drop it
+  // where the device or kernel cannot honour it; older ones refuse it. Probe once with a small buffer.
+  std::string why;
+  if (!verbs_->regMrIova2) {
+    why = verbs_->path + " lacks ibv_reg_mr_iova2 (no optional access flags)";
+  } else {
+    std::vector<char> probe(64);
+    ibv_mr* mr = verbs_->regMrIova2(pd_, probe.data(), probe.size(), uint64_t(uintptr_t(probe.data())),
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    if (mr) verbs_->deregMr(mr);
+    else why = std::string("ibv_reg_mr_iova2 with IBV_ACCESS_RELAXED_ORDERING failed: ") + strerror(errno);
+  }
+  if (why.empty()) {
+    relaxedOrdering_ = true;
+    return;
+  }
+  if (mode == 1)
+    throw Error(ErrorCode::InvalidUsage, "NET/IB: " + name_ + ": NCCL_IB_PCI_RELAXED_ORDERING=1 requires relaxed ordering, but " + why);
+  TUTTI_INFO(log::Net, "NET/IB: %s: registrations without relaxed ordering: %s", name_.c_str(), why.c_str());
+}
+
+ibv_mr* IbDevice::registerOwned(void* data, size_t bytes, bool relaxedOrdering) {
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* mr = relaxedOrdering_ && relaxedOrdering ? verbs_->regMrIova2(pd_, data, bytes, uint64_t(uintptr_t(data)), kAccess | IBV_ACCESS_RELAXED_ORDERING)
+                                : verbs_->regMr(pd_, data, bytes, kAccess);
   if (!mr) {
     char range[64];
     snprintf(range, sizeof range, "%p + %zu bytes", data, bytes);

@@ -28,6 +28,12 @@ class IbDevice {
   // index when it does not exist.
   void chooseGid();
 
+  // Decides whether registrations ask for PCI relaxed ordering (NCCL_IB_PCI_RELAXED_ORDERING):
+  // where the library has the optional access flags and a probe registration with the flag works.
+  // Throws InvalidUsage when the variable requires it (1) and that is not so.
+  void chooseRelaxedOrdering();
+  bool relaxedOrdering() const { return relaxedOrdering_; }
+
   const std::string& name() const { return name_; }  // "mlx5_0:1"
   int port() const { return port_; }
   bool ethernet() const { return attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
@@ -44,7 +50,9 @@ class IbDevice {
   // cache or new; release() when the request using it is done. Throws naming the range.
   ibv_mr* acquire(const void* data, size_t bytes);
   void release(ibv_mr* mr);
-  ibv_mr* registerOwned(void* data, size_t bytes);  // not cached; caller deregisters
+  // Not cached; caller deregisters. `relaxedOrdering` false keeps PCI ordering even where the
+  // device uses relaxed ordering: for rings polled by the CPU, whose fields must land in order.
+  ibv_mr* registerOwned(void* data, size_t bytes, bool relaxedOrdering = true);
   void deregister(ibv_mr* mr);
 
   // Once an async event said the port went down or the device failed: throws System naming the
@@ -73,6 +81,7 @@ class IbDevice {
   ibv_port_attr attr_{};
   int gidIndex_ = 0;
   ibv_gid gid_{};
+  bool relaxedOrdering_ = false;
   std::mutex mutex_;
   std::list<CacheEntry> cache_;  // most recently used first
   std::atomic<bool> failed_{false};

@@ -97,14 +97,24 @@ void IbQueuePair::connectTo(const QpInfo& remote) {
 }
 
 int IbQueuePair::poll(ibv_wc* wc, int max, const char* operation) {
+  if (error_) {
+    Error e = *error_;
+    error_.reset();
+    throw e;
+  }
   int n = cq_->poll(wc, max);
   if (n < 0) throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() + ": ibv_poll_cq failed (completion queue overrun)");
   for (int i = 0; i < n; ++i)
-    if (wc[i].status != IBV_WC_SUCCESS)
-      throw Error(ErrorCode::Remote, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() +
-                                         ": completion error: " + device_->verbs().wcStatusStr(wc[i].status) + " (status " +
-                                         std::to_string(int(wc[i].status)) + ", opcode " + std::to_string(int(wc[i].opcode)) +
-                                         ", vendor error " + std::to_string(wc[i].vendor_err) + ")");
+    if (wc[i].status != IBV_WC_SUCCESS) {
+      error_ = Error(ErrorCode::Remote, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() +
+                                            ": completion error: " + device_->verbs().wcStatusStr(wc[i].status) + " (status " +
+                                            std::to_string(int(wc[i].status)) + ", opcode " + std::to_string(int(wc[i].opcode)) +
+                                            ", vendor error " + std::to_string(wc[i].vendor_err) + ")");
+      if (i > 0) return i;  // the successes before it first
+      Error e = *error_;
+      error_.reset();
+      throw e;
+    }
   return n;
 }
 

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "base/error.h"
 #include "base/socket.h"
 #include "transports/net/ib/ib_completion_queue.h"
 #include "transports/net/ib/ib_device.h"
@@ -38,8 +40,9 @@ class IbQueuePair {
   // INIT -> RTR -> RTS towards `remote`; throws naming the step, the device and the peer.
   void connectTo(const QpInfo& remote);
 
-  // Polls at most `max` completions into `wc`; throws Remote on any error completion, naming the
-  // operation, the peer, device:port and the status.
+  // Polls at most `max` completions into `wc`; throws Remote on an error completion, naming the
+  // operation, the peer, device:port and the status. Successes polled before an error are returned
+  // first and the error is thrown by the next call, so none is lost.
   int poll(ibv_wc* wc, int max, const char* operation);
   void postSend(ibv_send_wr* wr, const char* operation);
   void postRecv(ibv_recv_wr* wr, const char* operation);
@@ -56,6 +59,7 @@ class IbQueuePair {
   std::unique_ptr<IbCompletionQueue> cq_;
   ibv_qp* qp_ = nullptr;
   uint32_t psn_;
+  std::optional<Error> error_;  // an error completion polled after successes, thrown by the next poll
 };
 
 }  // namespace tutti::net::ib

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/tunables.h"
 
 namespace tutti::net::ib {
@@ -41,6 +42,13 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
     const char* why = dlerror();
     throw Error(ErrorCode::System, "NET/IB: cannot load " + v->path + " (" + (why ? why : "unknown") + ")");
   }
+  v->forkInit = reinterpret_cast<int (*)()>(dlsym(v->library, "ibv_fork_init"));
+  if (!v->forkInit) {
+    TUTTI_INFO(log::Net, "NET/IB: %s has no ibv_fork_init: a fork() while memory is registered may corrupt transfers", v->path.c_str());
+  } else if (int rc = v->forkInit(); rc != 0) {
+    TUTTI_INFO(log::Net, "NET/IB: ibv_fork_init in %s failed (%s): a fork() while memory is registered may corrupt transfers",
+               v->path.c_str(), std::strerror(rc < 0 ? -rc : rc));
+  }
   bind(*v, v->getDeviceList, "ibv_get_device_list");
   bind(*v, v->freeDeviceList, "ibv_free_device_list");
   bind(*v, v->getDeviceName, "ibv_get_device_name");
@@ -59,6 +67,7 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   bind(*v, v->modifyQp, "ibv_modify_qp");
   bind(*v, v->destroyQp, "ibv_destroy_qp");
   bind(*v, v->wcStatusStr, "ibv_wc_status_str");
+  v->regMrIova2 = reinterpret_cast<decltype(v->regMrIova2)>(dlsym(v->library, "ibv_reg_mr_iova2"));
   bind(*v, v->createCompChannel, "ibv_create_comp_channel");
   bind(*v, v->destroyCompChannel, "ibv_destroy_comp_channel");
   bind(*v, v->getCqEvent, "ibv_get_cq_event");

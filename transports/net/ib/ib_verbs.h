@@ -14,6 +14,7 @@ struct IbVerbs {
   void* library = nullptr;  // dlopen handle, closed by the destructor
   std::string path;
 
+  int (*forkInit)() = nullptr;  // optional; loadIbVerbs() has called it
   ibv_device** (*getDeviceList)(int*) = nullptr;
   void (*freeDeviceList)(ibv_device**) = nullptr;
   const char* (*getDeviceName)(ibv_device*) = nullptr;
@@ -32,6 +33,9 @@ struct IbVerbs {
   int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int) = nullptr;
   int (*destroyQp)(ibv_qp*) = nullptr;
   const char* (*wcStatusStr)(ibv_wc_status) = nullptr;
+  // Optional (nullptr when the library lacks it): the registration call that understands the
+  // optional access flags (IBV_ACCESS_OPTIONAL_RANGE, e.g. relaxed ordering), rdma-core 28 and later.
+  ibv_mr* (*regMrIova2)(ibv_pd*, void*, size_t, uint64_t, unsigned) = nullptr;
   // Completion channels and async events (ib_completion_queue.h, ib_device.h's event thread).
   ibv_comp_channel* (*createCompChannel)(ibv_context*) = nullptr;
   int (*destroyCompChannel)(ibv_comp_channel*) = nullptr;
@@ -56,8 +60,10 @@ struct IbVerbs {
   ~IbVerbs();
 };
 
-// Loads TUTTI_IBVERBS_LIB, else libibverbs.so.1. Throws System naming the library and dlerror()
-// when it is absent or lacks a symbol.
+// Loads TUTTI_IBVERBS_LIB, else libibverbs.so.1, and asks it for fork support (ibv_fork_init,
+// as NCCL does): without it a child of fork() (system(), a data loader's workers) shares the
+// pages of registered memory copy-on-write, and the parent's next write lands in a page the HCA no
+// longer reads. Throws System naming the library and dlerror() when it is absent or lacks a symbol.
 std::shared_ptr<IbVerbs> loadIbVerbs();
 
 }  // namespace tutti::net::ib
