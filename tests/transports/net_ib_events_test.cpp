@@ -1,6 +1,7 @@
 // Tests of completion channels and async events through the software verbs stand-in: a channel's
 // descriptor wakes once per arming (solicited-only arming as verbs define it), events are counted
-// and acknowledged, channels and CQs in use are not destroyed; and a port taken down fails the IB
+// and acknowledged, channels and CQs in use are not destroyed, the backend arms a queue before
+// sleeping and takes its event before arming again; and a port taken down fails the IB
 // backend's comms through it with an error naming the device, the port, the event and the peer.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -17,6 +18,8 @@
 #include "base/error.h"
 #include "tests/common/env_support.h"
 #include "tests/common/net_pair_support.h"
+#include "transports/net/ib/ib_device.h"
+#include "transports/net/ib/ib_queue_pair.h"
 #include "transports/net/ib/ib_verbs.h"
 #include "transports/net/net.h"
 
@@ -194,6 +197,45 @@ TEST_CASE("net/ib: solicited-only arming wakes on a solicited completion, not on
   errno = 0;
   CHECK(p.v->getCqEvent(p.channel, &cq, &context) == -1);
   CHECK(errno == EAGAIN);
+}
+
+TEST_CASE("net/ib: the backend arms a queue before sleeping, takes its event, and arms it again", "[net][ib][events]") {
+  Standin standin;
+  auto verbs = ib::loadIbVerbs();
+  int count = 0;
+  ibv_device** list = verbs->getDeviceList(&count);
+  REQUIRE(count >= 1);
+  auto device = std::make_shared<ib::IbDevice>(verbs, list[0], 1);
+  verbs->freeDeviceList(list);
+  device->chooseGid();
+  ib::IbQueuePair a(device, "peer-b", 4), b(device, "peer-a", 4);
+  a.connectTo(b.localInfo());
+  b.connectTo(a.localInfo());
+  ibv_wc wc[4];
+  CHECK(b.armForSleep());        // armed now: the caller must poll once more
+  CHECK_FALSE(b.armForSleep());  // still armed, nothing to take
+  CHECK(b.poll(wc, 4, "test") == 0);
+  CHECK_FALSE(readable(b.descriptor(), 0));
+  for (uint32_t imm : {7u, 8u}) {
+    ibv_recv_wr rwr{};
+    rwr.wr_id = imm;
+    b.postRecv(&rwr, "test");
+    ibv_send_wr wr{};
+    wr.wr_id = imm;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = imm;
+    a.postSend(&wr, "test");  // unsignaled: a's queue stays empty
+    // The armed queue wakes its descriptor for the completion; then the poll sees the arming used.
+    REQUIRE(readable(b.descriptor(), 10000));
+    int n = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (n == 0 && std::chrono::steady_clock::now() < deadline) n = b.poll(wc, 4, "test");
+    REQUIRE(n == 1);
+    CHECK(wc[0].imm_data == imm);
+    CHECK(b.armForSleep());  // takes the event (the descriptor goes quiet) and arms again
+    CHECK_FALSE(readable(b.descriptor(), 0));
+    CHECK_FALSE(b.armForSleep());
+  }
 }
 
 // The stand-in's test-only switch that takes a device's port down in this process.
