@@ -75,7 +75,7 @@ TEST_CASE("net/ib: a port going down during all-reduces fails them, naming the d
       if (rank == 0 && i == 20) {
         // The stand-in's test-only switch: this process's port of standin_0 goes down.
         void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-        auto portDown = library ? reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_ibverbs_standin_port_down")) : nullptr;
+        auto portDown = library ? reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_standin_port_down")) : nullptr;
         int reached = portDown ? portDown("standin_0", 1) : -1;
         check(reached >= 1, "rank 0 could not take the stand-in's port down (" + std::to_string(reached) + (library ? "" : ", not loaded") + ")");
       }

@@ -23,7 +23,7 @@
 // Completion channels have a real pollable descriptor (an eventfd) that becomes readable when a
 // completion arrives on a CQ armed with ibv_req_notify_cq (solicited-only arming: the next
 // solicited receive or any error completion), one event per arming, as verbs define it. Async
-// events come on the context's async_fd; tutti_ibverbs_standin_port_down() (exported for tests)
+// events come on the context's async_fd; tutti_standin_port_down() (exported for tests)
 // takes a device's port down: IBV_EVENT_PORT_ERR is raised and its links stop moving bytes (the
 // peers' QPs exhaust their retries by the transport timer).
 //
@@ -1236,7 +1236,7 @@ __attribute__((visibility("default"))) const char* ibv_event_type_str(ibv_event_
 
 // Test-only: takes port `port` of the device named `device` down in every context of this process
 // that has it open (IBV_EVENT_PORT_ERR on each). Returns how many contexts it reached.
-__attribute__((visibility("default"))) int tutti_ibverbs_standin_port_down(const char* device, int port) {
+__attribute__((visibility("default"))) int tutti_standin_port_down(const char* device, int port) {
   if (port != 1) return 0;
   std::lock_guard<std::mutex> lock(openContexts().mutex);
   int reached = 0;

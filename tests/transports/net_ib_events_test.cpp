@@ -242,7 +242,7 @@ TEST_CASE("net/ib: the backend arms a queue before sleeping, takes its event, an
 int takePortDown(const char* device) {
   void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
   REQUIRE(library);
-  auto portDown = reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_ibverbs_standin_port_down"));
+  auto portDown = reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_standin_port_down"));
   REQUIRE(portDown);
   int reached = portDown(device, 1);
   dlclose(library);
