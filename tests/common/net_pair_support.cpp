@@ -48,4 +48,16 @@ std::vector<char> randomBytes(size_t bytes, uint32_t seed) {
   return data;
 }
 
+std::optional<tutti::Error> firstErrorWithin(const std::function<void()>& step, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      step();
+    } catch (const tutti::Error& e) {
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace tutti_test

@@ -2,11 +2,15 @@
 // the plugin adapter) share.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "base/error.h"
 #include "transports/net/net.h"
 
 namespace tutti_test {
@@ -23,6 +27,10 @@ NetPair connectNetPair(tutti::net::NetBackend& backend);
 // sides until both complete; FAILs after 10 s. Returns the size the receive reported.
 size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in,
                        tutti::net::MemoryRegistration sendRegistration = {}, tutti::net::MemoryRegistration recvRegistration = {});
+
+// Calls `step` (which tests requests) until it throws, for `limit` at most: the error, or nothing.
+std::optional<tutti::Error> firstErrorWithin(const std::function<void()>& step,
+                                             std::chrono::seconds limit = std::chrono::seconds(10));
 
 // `bytes` pseudo-random bytes from `seed`.
 std::vector<char> randomBytes(size_t bytes, uint32_t seed);

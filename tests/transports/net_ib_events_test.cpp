@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "tests/common/env_support.h"
+#include "tests/common/ibverbs_standin_support.h"
 #include "tests/common/net_pair_support.h"
 #include "transports/net/ib/ib_device.h"
 #include "transports/net/ib/ib_queue_pair.h"
@@ -28,10 +29,7 @@ namespace {
 
 using tutti_test::ScopedEnv;
 
-struct Standin {
-  ScopedEnv library{"TUTTI_IBVERBS_LIB", TUTTI_TEST_IBVERBS_STANDIN};
-  ScopedEnv ifname{"NCCL_SOCKET_IFNAME", "lo"};
-};
+using Standin = tutti_test::IbStandinEnv;
 
 bool readable(int fd, int timeoutMs) {
   pollfd p{fd, POLLIN, 0};
@@ -258,15 +256,8 @@ TEST_CASE("net/ib: a port going down fails the comms through it, naming the devi
   NetRequest* r = pair.recv->irecv(in.data(), in.size(), 0, {});
   REQUIRE(r);
   REQUIRE(takePortDown("standin_0") >= 1);
-  std::optional<Error> recvError, sendError;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!recvError && std::chrono::steady_clock::now() < deadline) {
-    try {
-      pair.recv->test(r, nullptr);
-    } catch (const Error& e) {
-      recvError = e;
-    }
-  }
+  std::optional<Error> sendError;
+  std::optional<Error> recvError = tutti_test::firstErrorWithin([&] { pair.recv->test(r, nullptr); });
   REQUIRE(recvError);
   std::string message = recvError->what();
   INFO(message);

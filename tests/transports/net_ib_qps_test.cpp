@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "tests/common/env_support.h"
+#include "tests/common/ibverbs_standin_support.h"
 #include "tests/common/net_pair_support.h"
 #include "transports/net/ib/ib_comms.h"
 #include "transports/net/net.h"
@@ -24,10 +25,7 @@ namespace {
 
 using tutti_test::ScopedEnv;
 
-struct Standin {
-  ScopedEnv library{"TUTTI_IBVERBS_LIB", TUTTI_TEST_IBVERBS_STANDIN};
-  ScopedEnv ifname{"NCCL_SOCKET_IFNAME", "lo"};
-};
+using Standin = tutti_test::IbStandinEnv;
 
 // The stand-in's counters (tutti_standin_counters). Holding the library open keeps them across
 // the backends that load and unload it.

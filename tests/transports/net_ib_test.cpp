@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "tests/common/env_support.h"
+#include "tests/common/ibverbs_standin_support.h"
 #include "tests/common/net_pair_support.h"
 #include "transports/net/ib/ib_device.h"
 #include "transports/net/ib/ib_hca_filter.h"
@@ -29,10 +30,7 @@ namespace {
 using tutti_test::ScopedEnv;
 
 // Every test runs the backend on the stand-in rather than on whatever libibverbs finds.
-struct Standin {
-  ScopedEnv library{"TUTTI_IBVERBS_LIB", TUTTI_TEST_IBVERBS_STANDIN};
-  ScopedEnv ifname{"NCCL_SOCKET_IFNAME", "lo"};
-};
+using Standin = tutti_test::IbStandinEnv;
 
 std::string errorOf(const std::function<void()>& f) {
   try {
@@ -124,16 +122,10 @@ TEST_CASE("net/ib: a message longer than the posted receive is a Remote error na
   NetRequest* r = pair.recv->irecv(in.data(), in.size(), 0, {});
   REQUIRE(s);
   REQUIRE(r);
-  std::optional<Error> error;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!error && std::chrono::steady_clock::now() < deadline) {
-    try {
-      pair.recv->test(r, nullptr);
-      pair.send->test(s, nullptr);
-    } catch (const Error& e) {
-      error = e;
-    }
-  }
+  std::optional<Error> error = tutti_test::firstErrorWithin([&] {
+    pair.recv->test(r, nullptr);
+    pair.send->test(s, nullptr);
+  });
   REQUIRE(error);
   CHECK(error->code() == ErrorCode::Remote);
   CHECK(std::string(error->what()).find("5000 bytes") != std::string::npos);
@@ -148,15 +140,7 @@ TEST_CASE("net/ib: a closed peer is a Remote error that says the connection clos
   REQUIRE(tutti_test::exchangeOverNet(pair, out, in) == 10);  // the connection works first
   NetRequest* r = pair.recv->irecv(in.data(), in.size(), 0, {});
   pair.send.reset();
-  std::optional<Error> error;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!error && std::chrono::steady_clock::now() < deadline) {
-    try {
-      pair.recv->test(r, nullptr);
-    } catch (const Error& e) {
-      error = e;
-    }
-  }
+  std::optional<Error> error = tutti_test::firstErrorWithin([&] { pair.recv->test(r, nullptr); });
   REQUIRE(error);
   CHECK(error->code() == ErrorCode::Remote);
   CHECK(std::string(error->what()).find("closed") != std::string::npos);
