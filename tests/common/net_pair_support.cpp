@@ -60,4 +60,13 @@ std::optional<tutti::Error> firstErrorWithin(const std::function<void()>& step, 
   return std::nullopt;
 }
 
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const tutti::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace tutti_test

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -31,6 +32,9 @@ size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<
 // Calls `step` (which tests requests) until it throws, for `limit` at most: the error, or nothing.
 std::optional<tutti::Error> firstErrorWithin(const std::function<void()>& step,
                                              std::chrono::seconds limit = std::chrono::seconds(10));
+
+// The message of the tutti::Error that `f` throws; "" when it throws none.
+std::string errorOf(const std::function<void()>& f);
 
 // `bytes` pseudo-random bytes from `seed`.
 std::vector<char> randomBytes(size_t bytes, uint32_t seed);

@@ -52,14 +52,7 @@ class StandinCounters {
   Read read_ = nullptr;
 };
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using tutti_test::errorOf;
 
 // Sizes around the split boundaries: empty, shorter than one part, not divisible by 2 or 4 QPs or
 // the part alignment, and above the adaptive-routing threshold (8 KiB).

@@ -32,14 +32,7 @@ using tutti_test::ScopedEnv;
 // Every test runs the backend on the stand-in rather than on whatever libibverbs finds.
 using Standin = tutti_test::IbStandinEnv;
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using tutti_test::errorOf;
 
 TEST_CASE("net/ib: opening the backend asks the verbs library for fork support before any registration", "[net][ib]") {
   Standin standin;
