@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -95,7 +96,26 @@ class ConnectionSetup {
     if (e.code() == ErrorCode::Timeout)
       s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->settings.timeoutSeconds)) + " s: did " + comm_->describePeer(k.peer) +
            " make the same call?)";
+    // A rank that failed first (a mismatch it caught, say) sends every rank a failure notice, then
+    // closes its connections: a connection that ended under this setup is then a consequence, and
+    // the notice, which may be a moment behind on the bootstrap, says why.
+    if (e.code() == ErrorCode::Remote) {
+      const std::string cause = recordedCause(std::chrono::seconds(1));
+      if (!cause.empty()) s += "; " + cause;
+    }
     return s;
+  }
+  // The error the communicator has recorded (a peer's failure notice), waiting at most `wait`.
+  std::string recordedCause(std::chrono::milliseconds wait) const {
+    const auto until = SteadyClock::now() + wait;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(comm_->error.mutex);
+        if (comm_->error.asyncError.load() != ncclSuccess && comm_->error.code != ErrorCode::Aborted) return comm_->error.message;
+      }
+      if (SteadyClock::now() >= until) return "";
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   ConnectionRequest request(const ConnKey& k) const {
     ConnectionRequest r;
