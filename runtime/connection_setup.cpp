@@ -122,6 +122,7 @@ class ConnectionSetup {
     r.peer = k.peer;
     r.channel = k.channel;
     r.tag = k.tag;
+    r.netDevice = netDeviceOf(comm_->planning.topology.get(), comm_->identity.rank, k.channel);
     r.description = describe(k);
     r.workerBell = &comm_->control.own->bells[workerOfChannel(comm_, k.channel)];
     ControlBlock* peerControl = comm_->control.ofRank[size_t(k.peer)];

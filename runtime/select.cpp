@@ -3,8 +3,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "algorithms/plan_file.h"
 #include "base/error.h"
@@ -46,6 +50,31 @@ sim::Fabric::HostFigures measuredFigures(sim::HostMeasurements measured, int ran
   return sim::hostFigures(measured, ranksPerHost, base);
 }
 
+// Between hosts, the topology's NIC ports where they are the net backend's devices (IB ports, a
+// plugin's; runtime/topo_init.h): a port's bandwidth (the mean of a node's ports' speeds) and as
+// many ports as the node with fewest has, which the cost model counts together for the traffic of
+// a node's channels. Socket keeps the host figures' default network (one 10 GbE link). Returns
+// what it took, for the log; "" when it kept the default.
+std::string networkFromPorts(const ncclComm* comm, sim::Fabric::HostFigures& figures) {
+  const CommTopology* t = comm->planning.topology.get();
+  if (t == nullptr || !t->nicsAreNetDevices || t->system.nodes.size() < 2) return "";
+  size_t ports = SIZE_MAX;
+  double gbps = std::numeric_limits<double>::infinity();
+  for (const topo::NodeSystem& node : t->system.nodes) {
+    std::vector<int> nets = node.graph.nets();
+    if (nets.empty()) return "";
+    double total = 0;
+    for (int net : nets) total += node.graph.node(net).netBandwidth();
+    ports = std::min(ports, nets.size());
+    gbps = std::min(gbps, total / double(nets.size()));
+  }
+  figures.tcp.gbps = gbps;
+  figures.nicsPerHost = int(ports);
+  char text[96];
+  std::snprintf(text, sizeof text, ", between hosts %zu NIC port(s) of %.2f GB/s each", ports, gbps);
+  return text;
+}
+
 // Host mode: shared memory between the ranks of a host, TCP between hosts; ranks are placed on
 // nodes by host identity, in rank order. Collective over the ranks (the calibration's bootstrap
 // exchange): every rank ends with the same fabric.
@@ -65,6 +94,7 @@ sim::Fabric hostFabric(const ncclComm* comm) {
   base.cores = calibration.host.cores;
   base.workersPerRank = comm->settings.nworkers;
   if (calibration.networkUs > 0) base.tcp.latencyUs = calibration.networkUs;
+  const std::string ports = networkFromPorts(comm, base);
   sim::Fabric::HostFigures figures =
       calibration.measured ? measuredFigures(calibration.host, most, base) : defaultFigures(most, base);
   sim::Fabric fabric = sim::Fabric::host(comm->identity.nranks, most, figures);
@@ -79,11 +109,11 @@ sim::Fabric hostFabric(const ncclComm* comm) {
         std::snprintf(network, sizeof network, ", network one way %.2f us", calibration.networkUs);
       else if (calibration.nodes > 1)
         std::snprintf(network, sizeof network, ", network not timed (no reply in time): default latency %.1f us", base.tcp.latencyUs);
-      TUTTI_INFO(log::Tuning, "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) per host%s",
-                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores, network);
+      TUTTI_INFO(log::Tuning, "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) per host%s%s",
+                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores, network, ports.c_str());
     } else {
-      TUTTI_INFO(log::Tuning, "%s: host fabric not calibrated (TUTTI_CALIBRATE=0 at some rank): default figures, %d core(s) per host",
-                 comm->where().c_str(), m.cores);
+      TUTTI_INFO(log::Tuning, "%s: host fabric not calibrated (TUTTI_CALIBRATE=0 at some rank): default figures, %d core(s) per host%s",
+                 comm->where().c_str(), m.cores, ports.c_str());
     }
   }
   return fabric;

@@ -2,6 +2,7 @@
 #include "runtime/topo_init.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -14,6 +15,7 @@
 #include "runtime/comm.h"
 #include "topology/discover.h"
 #include "topology/exchange.h"
+#include "topology/net_ports.h"
 #include "topology/xml.h"
 
 namespace tutti {
@@ -34,7 +36,25 @@ topo::NodeSystem discoveredNode() {
   return node;
 }
 
-topo::NodeSystem thisNode(const ncclComm* comm) {
+// The ports of the net backend through which this rank reaches other hosts, when the
+// communicator spans hosts and the backend's devices are NICs (transport.h, networkPorts); empty
+// otherwise. The net transport is open by then (describeLayout named it).
+std::vector<topo::NetPort> backendPorts(const ncclComm* comm) {
+  const uint64_t myHost = comm->identity.peers[size_t(comm->identity.rank)].hostHash;
+  for (int r = 0; r < comm->identity.nranks; r++)
+    if (comm->identity.peers[size_t(r)].hostHash != myHost) return transportTo(comm, r).networkPorts();
+  return {};
+}
+
+std::string portsText(const std::vector<topo::NetPort>& ports) {
+  std::string s;
+  for (const topo::NetPort& p : ports) s += (s.empty() ? "" : ", ") + p.name + " " + std::to_string(p.speedMbps) + " Mb/s";
+  return s;
+}
+
+// `ports`: the net backend's devices, which replace the NICs discovery found (not a topology
+// file's: the file describes the node as its author wants it seen).
+topo::NodeSystem thisNode(const ncclComm* comm, const std::vector<topo::NetPort>& ports) {
   std::string file = tunables::kTopoFile.get(), dump = tunables::kTopoDumpFile.get();
   // One reporter and writer per node: the lowest rank of this host.
   bool lowest = true;
@@ -43,6 +63,14 @@ topo::NodeSystem thisNode(const ncclComm* comm) {
   topo::NodeSystem node;
   if (file.empty()) {
     node = discoveredNode();
+    if (!ports.empty()) {
+      const size_t seen = node.notes.size();
+      topo::adoptNetPorts(node, ports);
+      if (lowest) {
+        TUTTI_INFO(log::Graph, "%s: NIC ports of the topology: the net backend's devices: %s", comm->where().c_str(), portsText(ports).c_str());
+        for (size_t i = seen; i < node.notes.size(); i++) TUTTI_INFO(log::Graph, "%s: %s", comm->where().c_str(), node.notes[i].c_str());
+      }
+    }
   } else {
     try {
       node = topo::localSystem(file, "");
@@ -130,6 +158,16 @@ int ringIndexOf(const CommTopology* topology, int channel) {
   return topology->ringOfChannel[size_t(channel) % topology->ringOfChannel.size()];
 }
 
+int netDeviceOf(const CommTopology* topology, int rank, int channel) {
+  if (!topology || !topology->nicsAreNetDevices || topology->channels.rings.empty() || rank < 0 ||
+      size_t(rank) >= topology->system.ranks.size())
+    return -1;
+  const int node = topology->system.ranks[size_t(rank)].node;
+  const topo::Ring& ring = topology->channels.rings[size_t(channel) % topology->channels.rings.size()];
+  if (size_t(node) >= ring.nets.size() || ring.nets[size_t(node)] < 0) return -1;
+  return std::atoi(topology->system.nodes[size_t(node)].graph.node(ring.nets[size_t(node)]).attributeOr("dev", "-1").c_str());
+}
+
 int treeIndexOf(const CommTopology* topology, int channel) {
   if (!topology || topology->treeOfChannel.empty()) return 0;
   return topology->treeOfChannel[size_t(channel) % topology->treeOfChannel.size()];
@@ -155,7 +193,10 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   std::vector<int> describer(static_cast<size_t>(nranks));
   std::map<uint64_t, int> lowestOfHost;
   for (int r = 0; r < nranks; r++) describer[size_t(r)] = lowestOfHost.emplace(comm->identity.peers[size_t(r)].hostHash, r).first->second;
-  std::string mine = describer[size_t(comm->identity.rank)] == comm->identity.rank ? topo::serializeSystem(thisNode(comm)) : std::string();
+  // Every rank asks its own backend (ranks agree on NCCL_NET and NCCL_TOPO_FILE), so every rank
+  // knows whether the NICs it receives are net devices without being told.
+  const std::vector<topo::NetPort> ports = tunables::kTopoFile.get().empty() ? backendPorts(comm) : std::vector<topo::NetPort>();
+  std::string mine = describer[size_t(comm->identity.rank)] == comm->identity.rank ? topo::serializeSystem(thisNode(comm, ports)) : std::string();
   std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
   sizes[size_t(comm->identity.rank)] = mine.size();
   comm->identity.bootstrap->allGather(sizes.data(), sizeof(uint64_t));
@@ -181,6 +222,7 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
     textOfRank[size_t(r)] = it->second;
   }
   auto result = std::make_unique<CommTopology>();
+  result->nicsAreNetDevices = !ports.empty();
   try {
     result->system = topo::mergeSystems(texts, textOfRank, {});
     result->channels = topo::buildChannels(result->system, 1, comm->settings.nchannels);

@@ -28,6 +28,11 @@ struct CommTopology {
   // one node, where the tree plan builds its own along the ring order.
   std::vector<std::vector<plan::TreeShape>> treePairs;
   std::vector<int> treeOfChannel;
+  // Whether the nodes' NIC ports are the devices of the net backend between them (IB ports, a
+  // plugin's devices), rather than the interfaces discovery found (Socket) or a topology file's:
+  // then channel c's connections across nodes go through the port its ring takes (netDeviceOf),
+  // and the selector's network is those ports.
+  bool nicsAreNetDevices = false;
 };
 
 // Which of ringOrders channel `channel` follows; 0 without a topology.
@@ -39,6 +44,11 @@ const std::vector<int>& ringOrderOf(const CommTopology* topology, int channel);
 int treeIndexOf(const CommTopology* topology, int channel);
 // The trees of channel `channel`'s tree plans; empty on one node or without a topology.
 const std::vector<plan::TreeShape>& treesOf(const CommTopology* topology, int channel);
+
+// The net device rank `rank`'s connections of channel `channel` go through across nodes: the
+// <net dev> of the port the channel's ring takes on the rank's node; -1 where the topology's NICs
+// are not the backend's devices, or it has none (the transport then chooses).
+int netDeviceOf(const CommTopology* topology, int rank, int channel);
 
 // Logs a node's findings, each prefixed `where`: its warnings (what the user should act on) at
 // WARN, its notes (fallbacks that need nothing, such as a VM's NIC without a speed) at INFO GRAPH.

@@ -218,15 +218,7 @@ class Discovery {
     node.kind = kind;
     node.name = normalizeBusId(busId);
     node.parent = parent;
-    node.attributes = {{"busid", node.name}};
-    fs::path dir = fs::path(options_.sysRoot) / "bus/pci/devices" / busId;
-    static const std::pair<const char*, const char*> files[] = {
-        {"class", "class"}, {"vendor", "vendor"}, {"device", "device"}, {"subsystem_vendor", "subsystem_vendor"},
-        {"subsystem_device", "subsystem_device"}, {"current_link_speed", "link_speed"}, {"current_link_width", "link_width"}};
-    for (const auto& [file, attribute] : files) {
-      std::string value = readLine(dir / file);
-      if (!value.empty()) node.attributes.emplace_back(attribute, value);
-    }
+    node.attributes = pciAttributes(busId, (fs::path(options_.sysRoot) / "bus/pci/devices" / busId).string());
     return node;
   }
 
@@ -427,6 +419,18 @@ class Discovery {
 };
 
 }  // namespace
+
+Attributes pciAttributes(const std::string& busId, const std::string& directory) {
+  Attributes attributes = {{"busid", normalizeBusId(busId)}};
+  static const std::pair<const char*, const char*> files[] = {
+      {"class", "class"}, {"vendor", "vendor"}, {"device", "device"}, {"subsystem_vendor", "subsystem_vendor"},
+      {"subsystem_device", "subsystem_device"}, {"current_link_speed", "link_speed"}, {"current_link_width", "link_width"}};
+  for (const auto& [file, attribute] : files) {
+    std::string value = readLine(fs::path(directory) / file);
+    if (!value.empty()) attributes.emplace_back(attribute, value);
+  }
+  return attributes;
+}
 
 NodeSystem discoverNode(const DiscoveryOptions& options) { return Discovery(options).run(); }
 

@@ -21,6 +21,10 @@ struct DiscoveryOptions {
 // (hwloc, CUDA or NVML unusable) and a note where nothing needs doing (a VM's virtual NIC).
 NodeSystem discoverNode(const DiscoveryOptions& options = {});
 
+// A PCI function's NCCL attributes (busid, class, vendor, device, subsystem ids, link speed and
+// width) from its sysfs directory; what the directory lacks is left out.
+Attributes pciAttributes(const std::string& busId, const std::string& directory);
+
 // This node as communicator init sees it: the file `topoFile` names (NCCL_TOPO_FILE) in place
 // of discovery when not empty, with this host's identity; written to `dumpFile`
 // (NCCL_TOPO_DUMP_FILE) when not empty. Unlike NCCL, a topology file replaces discovery rather

@@ -17,8 +17,9 @@
 // No phase of one rank waits for a later phase of another (a TCP connect completes in the
 // listener's backlog), which is what lets a single thread run them for several ranks.
 //
-// What a transport may use: base/, the FIFO layout and bells of kernels/, and what the
-// communicator hands it through TransportContext; never runtime/ (the layers point down).
+// What a transport may use: base/, the FIFO layout and bells of kernels/, topology's NetPort (to
+// describe its NICs), and what the communicator hands it through TransportContext; never runtime/
+// (the layers point down).
 #pragma once
 
 #include <atomic>
@@ -26,11 +27,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/error.h"
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
+#include "topology/net_ports.h"
 #include "transports/fifo_memory.h"
 
 namespace tutti {
@@ -93,6 +96,10 @@ struct ConnectionRequest {
   int peer = -1;
   int channel = 0;
   int tag = 0;  // the lane's tag: separate FIFOs for separate uses of one peer
+  // Across hosts, the net device (the backend's index: the topology's <net dev>) the channel's
+  // ring takes on this rank's node, so that each channel keeps to one NIC; -1 when the topology
+  // does not say (its NICs are not the backend's devices): the transport chooses.
+  int netDevice = -1;
   // "connection from rank 0 (...) to rank 1 (...), channel 0, ring": errors say which.
   std::string description;
   kern::Bell* workerBell = nullptr;  // this rank's worker that runs the channel: a proxy rings it
@@ -210,6 +217,10 @@ class Transport {
   virtual TransportProxy* proxy() { return nullptr; }
   // Where peers on other hosts reach this rank; empty for transports within a host. Opens it.
   virtual Endpoint endpoint() { return {}; }
+  // The ports through which it reaches other hosts, as the topology's NICs (device i is the
+  // topology's <net dev="i">); empty for transports within a host, and where the host's NICs are
+  // better told by discovery. Opens it.
+  virtual std::vector<topo::NetPort> networkPorts() { return {}; }
 };
 
 }  // namespace tutti

@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/comm.h"
+#include "runtime/select.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
 #include "tests/common/log_support.h"
+#include "tutti/tutti.h"
 
 using tutti_test::allCases;
 using tutti_test::Case;
@@ -94,4 +97,60 @@ TEST_CASE("net/ib: a port going down during all-reduces fails them, naming the d
     INFO("process of rank " << o.firstRank << ": " << o.failure);
     CHECK(o.failure == "");
   }
+}
+
+TEST_CASE("net/ib: two IB ports are each host's NICs, the selector counts both, and the channels' rings go one per port",
+          "[net][ib][processes][nics]") {
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = ibEnvironment();
+  // Two devices of one port each, at HDR x4: 4 lanes of 50 Gb/s, the stand-in's encoding 64.
+  layout.environment.push_back({"TUTTI_IBVERBS_STANDIN_DEVICES", "2"});
+  layout.environment.push_back({"TUTTI_IBVERBS_STANDIN_ACTIVE_SPEED", "64"});
+  layout.environment.push_back({"NCCL_MIN_NCHANNELS", "2"});
+  layout.environment.push_back({"NCCL_MAX_NCHANNELS", "2"});
+  layout.environment.push_back({"NCCL_ALGO", "Ring"});
+  const int portMbps = 4 * 50000;
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
+    const std::string me = "rank " + std::to_string(rank) + ": ";
+    // (a) Each node's NIC ports are the backend's devices, with their names and speeds.
+    for (int node = 0; node < 2; node++) {
+      char host[256];
+      int ranks = 0, numa = 0, cpus = 0, gpus = 0, nics = 0;
+      TUTTI_NCCL_CHECK(tuttiCommNodeTopology(comm, node, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics));
+      check(nics == 2, me + "node " + std::to_string(node) + " has " + std::to_string(nics) + " NIC port(s), not the 2 IB ports");
+      for (int nic = 0; nic < nics; nic++) {
+        char name[64] = "";
+        int speed = -1;
+        TUTTI_NCCL_CHECK(tuttiCommNodeNic(comm, node, nic, name, sizeof name, &speed));
+        const std::string want = "standin_" + std::to_string(nic) + ":1";
+        check(name == want && speed == portMbps, me + "node " + std::to_string(node) + " NIC " + std::to_string(nic) + " is \"" + name +
+                                                     "\" at " + std::to_string(speed) + " Mb/s, not \"" + want + "\" at " +
+                                                     std::to_string(portMbps) + " Mb/s");
+      }
+    }
+    // The selector's network: two ports of 200 Gb/s (25 GB/s) per host.
+    const tutti::sim::Fabric& fabric = comm->planning.selector->fabric();
+    check(fabric.nicsPerNode == 2 && fabric.network.gbps == portMbps / 8000.0,
+          me + "the selector's network is " + std::to_string(fabric.nicsPerNode) + " NIC(s) of " + std::to_string(fabric.network.gbps) +
+              " GB/s, not 2 of " + std::to_string(portMbps / 8000.0));
+
+    // (b) A 2-channel ring all-reduce is right, and each channel's bytes went through its own port.
+    void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
+    auto deviceBytes = library ? reinterpret_cast<uint64_t (*)(const char*)>(dlsym(library, "tutti_standin_device_bytes")) : nullptr;
+    check(deviceBytes != nullptr, me + "the stand-in's tutti_standin_device_bytes is not loaded");
+    const uint64_t before[2] = {deviceBytes("standin_0"), deviceBytes("standin_1")};
+    const Case allReduce{Coll::AllReduce, ncclFloat64, ncclSum, (size_t(1) << 20) + 3, false, 0};
+    check(comm->planning.selector->select(tutti::plan::Coll::AllReduce, allReduce.count * sizeof(double)).nchannels == 2,
+          me + "the all-reduce does not run on 2 channels");
+    runAll({allReduce}, rank, n, comm);
+    // A ring all-reduce of 2 ranks sends its whole buffer; each of the 2 channels about half of it.
+    const uint64_t quarter = allReduce.count * sizeof(double) / 4;
+    for (int d = 0; d < 2; d++) {
+      const uint64_t sent = deviceBytes(d == 0 ? "standin_0" : "standin_1") - before[d];
+      check(sent >= quarter, me + "standin_" + std::to_string(d) + " sent " + std::to_string(sent) + " bytes of the all-reduce, under " +
+                                 std::to_string(quarter) + ": its channel did not go through it");
+    }
+  });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <chrono>
@@ -27,6 +28,7 @@
 #include "base/socket.h"
 #include "nccl.h"
 #include "runtime/comm.h"
+#include "runtime/select.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
 #include "tests/common/log_support.h"
@@ -350,6 +352,52 @@ TEST_CASE("net: hostile connections to every transport port during init are drop
   CHECK(attacked >= 2);
   CHECK(attacked % 2 == 0);
   CHECK(dropped == attacked * HostileSocketBackend::kAttacksPerListener);
+}
+
+TEST_CASE("net: over Socket, each host's NICs stay the interfaces sysfs lists, and the selector keeps its default network",
+          "[net][processes][nics]") {
+  // What discovery should find, read here on its own: every interface of /sys/class/net but
+  // loopback and bridges, by name, with its speed (10000 Mb/s, NCCL's guess, where sysfs has none).
+  std::vector<std::pair<std::string, int>> interfaces;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net", error)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code notDirectory;
+    if (!std::filesystem::is_directory(entry.path(), notDirectory) || name == "lo") continue;
+    if (name.rfind("docker", 0) == 0 || name.rfind("virbr", 0) == 0 || name.rfind("veth", 0) == 0 || name.rfind("br-", 0) == 0) continue;
+    int speed = -1;
+    std::ifstream(entry.path() / "speed") >> speed;
+    interfaces.emplace_back(name, speed > 0 ? speed : 10000);
+  }
+  std::sort(interfaces.begin(), interfaces.end());
+  HostLayout layout;
+  layout.ranksPerHost = 1;
+  layout.environment = {kLoopback, {"NCCL_NET", "Socket"}};
+  auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
+    const std::string me = "rank " + std::to_string(rank) + ": ";
+    for (int node = 0; node < n; node++) {
+      char host[256];
+      int ranks = 0, numa = 0, cpus = 0, gpus = 0, nics = -1;
+      TUTTI_NCCL_CHECK(tuttiCommNodeTopology(comm, node, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics));
+      check(size_t(nics) == interfaces.size(), me + "node " + std::to_string(node) + " has " + std::to_string(nics) + " NIC port(s), sysfs " +
+                                                   std::to_string(interfaces.size()));
+      for (int nic = 0; nic < nics && size_t(nic) < interfaces.size(); nic++) {
+        char name[64] = "";
+        int speed = -1;
+        TUTTI_NCCL_CHECK(tuttiCommNodeNic(comm, node, nic, name, sizeof name, &speed));
+        const auto& [wantName, wantSpeed] = interfaces[size_t(nic)];
+        check(name == wantName && speed == wantSpeed, me + "node " + std::to_string(node) + " NIC " + std::to_string(nic) + " is \"" + name +
+                                                          "\" at " + std::to_string(speed) + " Mb/s, sysfs says \"" + wantName + "\" at " +
+                                                          std::to_string(wantSpeed));
+      }
+    }
+    const tutti::sim::Fabric& fabric = comm->planning.selector->fabric();
+    check(fabric.nicsPerNode == 1 && fabric.network.gbps == tutti::sim::Fabric::HostFigures{}.tcp.gbps,
+          me + "over Socket the selector's network became " + std::to_string(fabric.nicsPerNode) + " NIC(s) of " +
+              std::to_string(fabric.network.gbps) + " GB/s");
+    runAll({Case{Coll::AllReduce, ncclFloat64, ncclSum, (size_t(1) << 16) + 3, false, 0}}, rank, n, comm);
+  });
+  REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
 TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes", "[net][processes][any-net]") {

@@ -17,8 +17,11 @@
 // placed, and what follows it on that QP behind it, so that completions of different QPs come out
 // of order as they may on hardware (order within a QP is kept; plain writes that arrive with
 // nothing held, such as clear-to-send entries, are not delayed); TUTTI_IBVERBS_STANDIN_RELAXED_ORDERING=0
-// makes registrations asking for optional access flags fail, as in a library without them; and
-// tutti_standin_counters() reports what was asked of the process's stand-in.
+// makes registrations asking for optional access flags fail, as in a library without them;
+// TUTTI_IBVERBS_STANDIN_ACTIVE_SPEED=n gives the ports that active_speed code (verbs' encoding:
+// 32 EDR, 64 HDR, 128 NDR; default 32) at 4x width; tutti_standin_counters() reports what was
+// asked of the process's stand-in, and tutti_standin_device_bytes() the bytes posted for sending
+// through one device.
 //
 // Completion channels have a real pollable descriptor (an eventfd) that becomes readable when a
 // completion arrives on a CQ armed with ibv_req_notify_cq (solicited-only arming: the next
@@ -223,6 +226,7 @@ int delayMs() {
 // backend owns the contexts, so these are the process's (atomic; only ever incremented).
 struct Counters {
   std::atomic<uint64_t> plainWrites{0}, immWrites{0}, relaxedOrderingMrs{0}, heldOps{0};
+  std::atomic<uint64_t> bytesByDevice[2] = {};  // posted for sending, by StandinDevice::index
 };
 Counters& counters() {
   static Counters c;
@@ -689,6 +693,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     if (wr->opcode == IBV_WR_RDMA_WRITE) counters().plainWrites++;
     if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) counters().immWrites++;
+    counters().bytesByDevice[reinterpret_cast<StandinDevice*>(qp->context->device)->index] += length;
     OutItem item;
     item.frame = Frame{};
     item.frame.type = kOp;
@@ -881,6 +886,7 @@ __attribute__((visibility("default"))) int ibv_query_port(ibv_context* context, 
   attr->lid = 0;  // Ethernet ports have no LID
   attr->active_width = 2;   // 4x
   attr->active_speed = 32;  // EDR: 25 Gb/s per lane
+  if (const char* speed = std::getenv("TUTTI_IBVERBS_STANDIN_ACTIVE_SPEED")) attr->active_speed = uint8_t(std::atoi(speed));
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
   if (infinibandLinkLayer()) {
     attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
@@ -1280,4 +1286,12 @@ extern "C" __attribute__((visibility("default"))) void tutti_standin_counters(ui
   if (immWrites) *immWrites = counters().immWrites.load();
   if (relaxedOrderingMrs) *relaxedOrderingMrs = counters().relaxedOrderingMrs.load();
   if (heldOps) *heldOps = counters().heldOps.load();
+}
+
+// For tests: the bytes this process posted for sending (RDMA writes and sends) through the device
+// named `device` ("standin_1"); 0 for a name the stand-in does not have.
+extern "C" __attribute__((visibility("default"))) uint64_t tutti_standin_device_bytes(const char* device) {
+  for (int i = 0; i < 2; ++i)
+    if (std::strcmp(standinDevices()[i].device.name, device) == 0) return counters().bytesByDevice[i].load();
+  return 0;
 }

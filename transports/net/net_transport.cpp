@@ -3,10 +3,21 @@
 //
 // It connects any pair (the fallback when nothing closer is allowed), as long as the host can
 // reach the FIFOs: the proxy sends from them and receives into them.
+//
+// One NIC per ring: a connection of channel c goes through the device the runtime names from the
+// topology (the port channel c's ring takes on this node), else device c mod the device count, on
+// the receiver's side (the listener) and on the sender's (the connecting device) alike. The
+// backend's devices are then the topology's NICs (networkPorts). Not so for Socket: its devices
+// are the host's interfaces, which discovery lists already with their PCI places, and every
+// connection keeps to its first one, the interface NCCL_SOCKET_IFNAME picks first, which peers
+// reach as they reach the bootstrap's.
 #include "transports/net/net_transport.h"
 
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "base/log.h"
 #include "base/tunables.h"
 #include "transports/net/net.h"
 #include "transports/net/net_proxy.h"
@@ -62,7 +73,7 @@ class NetTransport final : public Transport {
   std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
     open();
     net::NetHandle handle{};
-    auto listener = proxy_->backend().listen(0, &handle);
+    auto listener = proxy_->backend().listen(deviceFor(request, "listens"), &handle);
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &handle, sizeof handle);
     return std::make_unique<NetPendingReceive>(context_, *proxy_, request, std::move(listener));
@@ -72,7 +83,7 @@ class NetTransport final : public Transport {
     open();
     net::NetHandle handle;
     std::memcpy(&handle, offer.bytes, sizeof handle);
-    auto sendComm = proxy_->backend().connect(0, handle, deadline, &context_.abortFlag());
+    auto sendComm = proxy_->backend().connect(deviceFor(request, "connects"), handle, deadline, &context_.abortFlag());
     kern::FifoHeader* fifo = proxy_->addSend(std::move(sendComm), request.peer, request.channel, request.tag, request.workerBell);
     return std::make_unique<NetConnection>(fifo, *proxy_);
   }
@@ -85,7 +96,39 @@ class NetTransport final : public Transport {
     return Endpoint{nic.name, nic.address};
   }
 
+  std::vector<topo::NetPort> networkPorts() override {
+    open();
+    if (!portPerChannel()) return {};
+    std::vector<topo::NetPort> ports;
+    for (int d = 0; d < proxy_->backend().deviceCount(); d++) {
+      net::NetProperties p = proxy_->backend().properties(d);
+      ports.push_back(topo::NetPort{p.name, p.pciPath, p.guid, p.speedMbps, p.port, p.maxComms, p.cudaMemory});
+    }
+    return ports;
+  }
+
  private:
+  // Whether channels spread over the backend's devices, which are then the topology's NICs: every
+  // backend's but Socket's (see the top of the file).
+  bool portPerChannel() const { return std::string(proxy_->backend().name()) != "Socket"; }
+
+  // The device of the request's channel: the topology's, else the channel's turn among the devices.
+  int deviceFor(const ConnectionRequest& request, const char* what) {
+    net::NetBackend& backend = proxy_->backend();
+    const int count = backend.deviceCount();
+    if (!portPerChannel() || count <= 1) return 0;
+    int device = request.netDevice;
+    if (device < 0 || device >= count) {
+      if (device >= count)
+        TUTTI_WARN("%s: the topology gives channel %d NIC port %d, but NET/%s has %d device(s); using %d", context_.where().c_str(),
+                   request.channel, device, backend.name(), count, request.channel % count);
+      device = request.channel % count;
+    }
+    TUTTI_TRACE(log::Net, "%s: %s: %s on NET/%s device %d (%s)", context_.where().c_str(), request.description.c_str(), what,
+                backend.name(), device, backend.properties(device).name.c_str());
+    return device;
+  }
+
   TransportContext& context_;
   std::unique_ptr<NetProxy> proxy_;
 };

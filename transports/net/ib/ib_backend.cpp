@@ -38,6 +38,8 @@ class IbBackend final : public NetBackend {
     NetProperties p;
     p.name = d.name();
     p.port = d.port();
+    p.pciPath = d.pciPath();
+    p.guid = d.guid();
     p.speedMbps = d.speedMbps();
     p.hostMemory = true;
     p.cudaMemory = false;  // GPUDirect RDMA is not implemented: CUDA buffers are staged in host memory

@@ -1,11 +1,14 @@
 // IB device ports: opening, GID choice, speed, the registration cache, and async events.
 #include "transports/net/ib/ib_device.h"
 
+#include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -30,6 +33,11 @@ IbDevice::IbDevice(std::shared_ptr<IbVerbs> verbs, ibv_device* device, int port)
   context_ = verbs_->openDevice(device);
   if (!context_) throw Error(ErrorCode::System, "NET/IB: ibv_open_device " + name_ + ": " + strerror(errno));
   int rc = verbs_->queryPort(context_, uint8_t(port), &attr_);
+  // As NCCL places an HCA: its ibdev_path's device link resolved to the PCI function.
+  char resolved[PATH_MAX];
+  if (device->ibdev_path[0] != '\0' && realpath((std::string(device->ibdev_path) + "/device").c_str(), resolved)) pciPath_ = resolved;
+  ibv_device_attr deviceAttr{};
+  if (rc == 0 && verbs_->queryDevice(context_, &deviceAttr) == 0) guid_ = be64toh(deviceAttr.sys_image_guid);
   if (rc == 0) pd_ = verbs_->allocPd(context_);
   if (rc != 0 || !pd_) {
     verbs_->closeDevice(context_);

@@ -42,6 +42,10 @@ class IbDevice {
   int gidIndex() const { return gidIndex_; }
   const ibv_gid& gid() const { return gid_; }
   int speedMbps() const;
+  // The sysfs directory of the device's PCI function ("" when sysfs does not show one) and the
+  // device's system image GUID (what its ports share), for the topology's NIC entries.
+  const std::string& pciPath() const { return pciPath_; }
+  uint64_t guid() const { return guid_; }
   ibv_context* context() const { return context_; }
   ibv_pd* pd() const { return pd_; }
   IbVerbs& verbs() const { return *verbs_; }
@@ -76,6 +80,8 @@ class IbDevice {
   std::shared_ptr<IbVerbs> verbs_;
   std::string name_;
   int port_;
+  std::string pciPath_;
+  uint64_t guid_ = 0;
   ibv_context* context_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_port_attr attr_{};
