@@ -128,7 +128,7 @@ TEST_CASE("p2p level: unset, PXB on Intel hosts and on AMD hosts with more than 
   CHECK(decideP2p(across, unset).allowed);
 }
 
-TEST_CASE("p2p level: read mode over NVLink between compute capability 8.0 GPUs, as NCCL; NCCL_P2P_READ_ENABLE decides", "[topology][p2p]") {
+TEST_CASE("p2p level: read mode over NVLink between compute capability 8.0 GPUs, as NCCL, NCCL_P2P_READ_ENABLE decides", "[topology][p2p]") {
   NodeSystem hopper = syntheticNode(2, 0);  // sm 90 GPUs on one NVSwitch fabric
   GpuPair pair = gpuPair(hopper.graph, hopper.graph.gpus()[0], hopper.graph.gpus()[1]);
   REQUIRE(pair.path == PathType::NVL);
@@ -147,7 +147,7 @@ TEST_CASE("p2p level: read mode over NVLink between compute capability 8.0 GPUs,
   CHECK(decideP2p(gpuPair(node.graph, gpuIndex(node, 0), gpuIndex(node, 1)), yes).read);
 }
 
-TEST_CASE("p2p level: GPUs of unknown distance connect unless NCCL_P2P_DISABLE or LOC; the variables from the environment", "[topology][p2p]") {
+TEST_CASE("p2p level: GPUs of unknown distance connect unless NCCL_P2P_DISABLE or LOC, the variables from the environment", "[topology][p2p]") {
   const GpuPair unknown;
   CHECK(decideP2p(unknown, level("PIX")).allowed);
   CHECK(decideP2p(unknown, level("PIX")).reason.find("unknown") != std::string::npos);
