@@ -73,9 +73,16 @@ const Bool kP2pDisable{"NCCL_P2P_DISABLE", false,
                        "1: no peer-to-peer connections: none in-process between rank threads, none through CUDA IPC "
                        "between processes (use shared memory or network)"};
 const String kP2pLevel{"NCCL_P2P_LEVEL", "",
-                       "how far apart two GPUs may be for CUDA IPC connections between processes: LOC (never), NVL, PIX, "
-                       "PXB, PHB, SYS, or a number 0-5 as NCCL takes them; unset: any (paths are not yet looked up, so only "
-                       "LOC and 0 change anything)"};
+                       "the farthest two GPUs of a node may be for peer-to-peer connections (p2p between processes, "
+                       "local between rank threads): LOC (never), NVL, NVB, PIX, PXB, PHB or SYS, or NCCL's legacy "
+                       "0 LOC, 1 PIX, 2 PXB, 3 PHB, 4+ SYS; unset: PXB (SYS on AMD x86 hosts with at most 2 GPUs)"};
+const Int kP2pReadEnable{"NCCL_P2P_READ_ENABLE", -2,
+                         "p2p read mode (the receiver reads the sender's memory): 1 asks for it, 0 refuses it, -2 "
+                         "chooses as NCCL does (NVLink between compute capability 8.0 GPUs); not implemented yet: "
+                         "where chosen, a warning says so and the sender writes (write mode)"};
+const Bool kP2pUseCudaMemcpy{"NCCL_P2P_USE_CUDA_MEMCPY", false,
+                             "1: p2p copies by the GPU's copy engines (cudaMemcpy) instead of the executor; not "
+                             "implemented yet: a warning says so and the executor copies"};
 const Bool kCommBlocking{"NCCL_COMM_BLOCKING", true, "default of ncclConfig_t.blocking"};
 const String kHostid{"NCCL_HOSTID", "", "overrides the host identity that decides which ranks share a node"};
 
@@ -93,6 +100,13 @@ const String kEmulatedIpc{"TUTTI_EMULATED_IPC", "descriptor",
                           "emulated device with device memory: how a p2p FIFO travels to the peer process, as a "
                           "descriptor (CUDA virtual memory's POSIX handle) or as handle bytes (CUDA's legacy IPC handle)",
                           {"descriptor", "handle"}};
+const String kEmulatedBusIds{"TUTTI_EMULATED_BUS_IDS", "",
+                             "emulated device backend: the PCI bus ids of emulated devices 0, 1, ... (comma-separated), "
+                             "each to be found as a GPU in the node's topology (NCCL_TOPO_FILE), so that the GPUs' "
+                             "distance decides p2p and rings as on a GPU host; unset: the devices have none"};
+const Int kEmulatedDevice{"TUTTI_EMULATED_DEVICE", 0,
+                          "emulated device backend: the device a rank takes where the call names none (what "
+                          "cudaGetDevice would say: ncclCommInitRank); ncclCommInitAll's list names its own"};
 const Bool kAllowSharedGpu{"TUTTI_ALLOW_SHARED_GPU", false,
                            "cuda backend: 1 lets several ranks use one GPU (ranks as threads of one process, or "
                            "processes under CUDA MPS); 0 refuses, naming both ranks, the host and the device"};

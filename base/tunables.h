@@ -40,7 +40,9 @@ extern const params::Int kMinNchannels;         // NCCL_MIN_NCHANNELS
 extern const params::Int kMaxNchannels;         // NCCL_MAX_NCHANNELS
 extern const params::Bool kShmDisable;          // NCCL_SHM_DISABLE
 extern const params::Bool kP2pDisable;          // NCCL_P2P_DISABLE
-extern const params::String kP2pLevel;         // NCCL_P2P_LEVEL
+extern const params::String kP2pLevel;          // NCCL_P2P_LEVEL
+extern const params::Int kP2pReadEnable;        // NCCL_P2P_READ_ENABLE
+extern const params::Bool kP2pUseCudaMemcpy;    // NCCL_P2P_USE_CUDA_MEMCPY
 extern const params::Bool kCommBlocking;        // NCCL_COMM_BLOCKING
 extern const params::String kHostid;            // NCCL_HOSTID
 
@@ -49,6 +51,8 @@ extern const params::String kDevice;            // TUTTI_DEVICE
 extern const params::Int kEmulatedThreads;      // TUTTI_EMULATED_THREADS
 extern const params::String kEmulatedMemory;    // TUTTI_EMULATED_MEMORY
 extern const params::String kEmulatedIpc;       // TUTTI_EMULATED_IPC
+extern const params::String kEmulatedBusIds;    // TUTTI_EMULATED_BUS_IDS
+extern const params::Int kEmulatedDevice;       // TUTTI_EMULATED_DEVICE
 extern const params::Bool kAllowSharedGpu;      // TUTTI_ALLOW_SHARED_GPU
 extern const params::Int kBootstrapTimeout;     // TUTTI_BOOTSTRAP_TIMEOUT
 extern const params::Int kTimeout;              // TUTTI_TIMEOUT

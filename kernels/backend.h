@@ -149,6 +149,9 @@ class ExecutorBackend {
   // Each rank needs a device of its own: ranks sharing one are refused unless allowed
   // (TUTTI_ALLOW_SHARED_GPU).
   virtual bool ownsDevice() const { return false; }
+  // The PCI bus id of its device as NCCL writes it ("0000:17:00.0"), by which the ranks place each
+  // other's GPUs in the topology (NCCL_P2P_LEVEL, rings); "" for none (the host backend).
+  virtual std::string deviceBusId() const { return ""; }
 };
 
 struct BackendOptions {
@@ -162,6 +165,9 @@ struct BackendOptions {
   // emulated, with device memory: exported memory travels as handle bytes (CUDA's legacy IPC
   // handles) instead of descriptors.
   bool emulatedIpcHandles = false;
+  // emulated: the bus ids of its devices 0, 1, ... (TUTTI_EMULATED_BUS_IDS, comma-separated); device
+  // `device` reports its entry, none when the list is shorter.
+  std::string emulatedBusIds;
 };
 
 // Makes the backend a communicator runs on: "host", "emulated" or "cuda". Throws Error

@@ -123,6 +123,7 @@ void makeExecutorBackend(ncclComm* comm) {
   options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
   options.emulatedDeviceMemory = tunables::kEmulatedMemory.get() == "device";
   options.emulatedIpcHandles = tunables::kEmulatedIpc.get() == "handle";
+  options.emulatedBusIds = tunables::kEmulatedBusIds.get();
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
   if (comm->executor.backend->ownsDevice()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
@@ -235,10 +236,12 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
 
   mapControlBlocks(comm);
   phases.done("control");
-  describeLayout(comm);
+  // The topology first: it places the ranks' GPUs, which the choice of transport for a pair (and so
+  // the layout line) depends on (NCCL_P2P_LEVEL).
   comm->planning.ranksPerNode = uniformRanksPerNode(comm->identity.peers);
   comm->planning.topology = exchangeTopology(comm);
   phases.done("topology");
+  describeLayout(comm);
   loadCustomAlgorithms(comm);
   comm->planning.selector = std::make_unique<CommSelector>(comm);
   fitWaitsToHost(comm);

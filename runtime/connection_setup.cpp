@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "runtime/comm.h"
+#include "runtime/topo_init.h"
 #include "transports/registry.h"
 
 namespace tutti {
@@ -179,9 +180,25 @@ Locality localityBetween(const ncclComm* comm, int a, int b) {
   return Locality::OtherHost;
 }
 
+PeerPair pairBetween(const ncclComm* comm, int a, int b) {
+  PeerPair pair;
+  pair.locality = localityBetween(comm, a, b);
+  pair.ranks[0] = a;
+  pair.ranks[1] = b;
+  const CommTopology* topology = comm->planning.topology.get();
+  if (pair.locality == Locality::OtherHost || topology == nullptr) return pair;
+  const std::vector<topo::RankPlacement>& ranks = topology->system.ranks;
+  if (size_t(std::max(a, b)) >= ranks.size()) return pair;
+  const topo::RankPlacement& first = ranks[size_t(a)];
+  const topo::RankPlacement& second = ranks[size_t(b)];
+  if (first.gpu >= 0 && second.gpu >= 0 && first.node == second.node)
+    pair.gpus = topo::gpuPair(topology->system.nodes[size_t(first.node)].graph, first.gpu, second.gpu);
+  return pair;
+}
+
 Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot) {
   std::string reasons;
-  Transport* transport = chooseTransport(comm->links.transports, localityBetween(comm, a, b), &reasons);
+  Transport* transport = chooseTransport(comm->links.transports, pairBetween(comm, a, b), &reasons);
   if (whyNot != nullptr) *whyNot = reasons;
   return transport;
 }

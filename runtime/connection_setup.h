@@ -36,6 +36,9 @@ void makeCommTransports(ncclComm* comm);
 
 // Where ranks a and b of the communicator are relative to each other; both see the same.
 Locality localityBetween(const ncclComm* comm, int a, int b);
+// Ranks a and b as the transports are asked about them: their locality and, where the topology
+// places both on GPUs of one node, the GPUs' distance.
+PeerPair pairBetween(const ncclComm* comm, int a, int b);
 // The transport that connects ranks a and b: the registry's first that can; null when none can,
 // with each transport's reason in *whyNot (if given).
 Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot = nullptr);

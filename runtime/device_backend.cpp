@@ -2,6 +2,8 @@
 // cuda backend where the CUDA driver reports a device, else the host backend.
 #include "runtime/device_backend.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/log.h"
 #include "base/tunables.h"
@@ -24,6 +26,9 @@ int currentDevice(const std::string& backend) {
 #if defined(TUTTI_HAVE_CUDA)
   if (backend == "cuda") return kern::cuda::currentDevice();
 #endif
+  // An emulated device has no cudaSetDevice: a variable plays it, so that rank processes of one host
+  // can take devices of their own (and their bus ids, TUTTI_EMULATED_BUS_IDS).
+  if (backend == "emulated") return int(std::max<int64_t>(0, tunables::kEmulatedDevice.get()));
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/tunables.h"
+#include "kernels/backend.h"
 #include "runtime/comm.h"
 #include "topology/discover.h"
 #include "topology/exchange.h"
@@ -98,6 +99,28 @@ std::string ranksText(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : " ") + std::to_string(r);
   return s;
+}
+
+// One rank's entry of the first exchange: the size of the graph it sends, and its GPU.
+struct RankGraphHeader {
+  uint64_t bytes = 0;
+  char busId[32] = {};  // NUL-terminated; empty: no GPU (a host process, an emulated device without one)
+};
+
+// Each rank's GPU in its node's graph, from the bus ids the ranks sent. A GPU the graph lacks (a
+// topology file that does not describe this host's GPUs) leaves that rank unplaced, as a host
+// process is: its pairs' distance is then unknown, which the p2p decision says in its log line.
+void placeGpus(const ncclComm* comm, const std::vector<RankGraphHeader>& headers, topo::GlobalSystem& system) {
+  for (size_t r = 0; r < headers.size() && r < system.ranks.size(); r++) {
+    const std::string busId(headers[r].busId, strnlen(headers[r].busId, sizeof headers[r].busId));
+    if (busId.empty()) continue;
+    topo::RankPlacement& place = system.ranks[r];
+    const topo::NodeSystem& node = system.nodes[size_t(place.node)];
+    place.gpu = node.graph.find(topo::NodeKind::Gpu, topo::normalizeBusId(busId));
+    if (place.gpu < 0 && int(r) == comm->identity.rank)
+      TUTTI_WARN("%s: this rank's GPU %s is not in the topology of host %s%s: its distance to other GPUs is unknown", comm->where().c_str(),
+                 busId.c_str(), node.hostname.c_str(), tunables::kTopoFile.get().empty() ? "" : " (NCCL_TOPO_FILE)");
+  }
 }
 
 // Channel c follows ring c mod #rings; equal rings share one entry, so that plans are built once
@@ -197,9 +220,16 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   // knows whether the NICs it receives are net devices without being told.
   const std::vector<topo::NetPort> ports = tunables::kTopoFile.get().empty() ? backendPorts(comm) : std::vector<topo::NetPort>();
   std::string mine = describer[size_t(comm->identity.rank)] == comm->identity.rank ? topo::serializeSystem(thisNode(comm, ports)) : std::string();
+  // With each graph's size goes the rank's GPU (its PCI bus id), by which every rank places every
+  // rank's GPU in its node's graph.
+  std::vector<RankGraphHeader> headers(static_cast<size_t>(nranks));
+  RankGraphHeader& own = headers[size_t(comm->identity.rank)];
+  own.bytes = mine.size();
+  const std::string busId = comm->executor.backend ? comm->executor.backend->deviceBusId() : std::string();
+  std::strncpy(own.busId, busId.c_str(), sizeof own.busId - 1);
+  comm->identity.bootstrap->allGather(headers.data(), sizeof(RankGraphHeader));
   std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
-  sizes[size_t(comm->identity.rank)] = mine.size();
-  comm->identity.bootstrap->allGather(sizes.data(), sizeof(uint64_t));
+  for (size_t r = 0; r < sizes.size(); r++) sizes[r] = headers[r].bytes;
   std::vector<size_t> blockSizes(sizes.begin(), sizes.end());
   std::vector<size_t> offset(size_t(nranks) + 1, 0);
   for (size_t r = 0; r < size_t(nranks); r++) offset[r + 1] = offset[r] + blockSizes[r];
@@ -225,6 +255,7 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   result->nicsAreNetDevices = !ports.empty();
   try {
     result->system = topo::mergeSystems(texts, textOfRank, {});
+    placeGpus(comm, headers, result->system);
     result->channels = topo::buildChannels(result->system, 1, comm->settings.nchannels);
     assignRings(*result, comm->settings.nchannels);
     assignTrees(*result, comm->settings.nchannels);

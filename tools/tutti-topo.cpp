@@ -10,6 +10,7 @@
 #include "base/tunables.h"
 #include "topology/channels.h"
 #include "topology/discover.h"
+#include "topology/p2p_level.h"
 #include "topology/synthetic.h"
 #include "topology/xml.h"
 
@@ -22,7 +23,8 @@ void printUsage(FILE* out) {
                "Usage: tutti-topo [--topo FILE | --synthetic G,K] [--nodes N] [--channels MIN,MAX] [--xml [FILE]]\n"
                "       tutti-topo --check FILE\n"
                "  (no option)        discover this node; print devices, links, warnings and notes, the path-type matrix,\n"
-               "                     and the rings and trees tutti would build\n"
+               "                     which GPU pairs connect peer to peer (NCCL_P2P_LEVEL), and the rings and trees\n"
+               "                     tutti would build\n"
                "  --topo FILE        read an NCCL topology XML file instead of discovering (default: NCCL_TOPO_FILE)\n"
                "  --synthetic G,K    a synthetic DGX-like node with G GPUs and K NICs\n"
                "  --nodes N          build rings and trees over N copies of the node (default 1)\n"
@@ -132,6 +134,21 @@ void printPathMatrix(const topo::TopologyGraph& graph) {
   }
 }
 
+// Which GPU pairs may connect peer to peer under this environment's NCCL_P2P_LEVEL (and
+// NCCL_P2P_DISABLE, NCCL_P2P_READ_ENABLE), as a communicator on this node would decide.
+void printP2p(const topo::TopologyGraph& graph) {
+  const std::vector<int> gpus = graph.gpus();
+  if (gpus.size() < 2) return;
+  const topo::P2pSettings settings = topo::p2pSettingsFromEnvironment();
+  std::printf("\nPeer-to-peer between GPUs (NCCL_P2P_LEVEL %s):\n", settings.level ? settings.levelText.c_str() : "unset");
+  for (size_t i = 0; i < gpus.size(); ++i)
+    for (size_t j = i + 1; j < gpus.size(); ++j) {
+      const topo::P2pDecision d = topo::decideP2p(topo::gpuPair(graph, gpus[i], gpus[j]), settings);
+      std::printf("  %s-%s: %s: %s\n", label(graph, gpus[i]).c_str(), label(graph, gpus[j]).c_str(),
+                  d.allowed ? (d.read ? "p2p (read mode)" : "p2p") : "no p2p", d.reason.c_str());
+    }
+}
+
 void printChannels(const topo::GlobalSystem& global, const Options& options) {
   topo::ChannelLayout layout = topo::buildChannels(global, options.minChannels, options.maxChannels);
   std::printf("\n%zu rank(s) on %zu node(s): %d channel(s) (%s)\n", global.ranks.size(), global.nodes.size(),
@@ -176,6 +193,7 @@ int run(const Options& options) {
   }
   printDevices(system);
   printPathMatrix(system.graph);
+  printP2p(system.graph);
   printChannels(topo::replicateNode(system, options.nodes), options);
   return 0;
 }

@@ -29,10 +29,16 @@ std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context
 }
 
 Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality, std::string* whyNot) {
+  PeerPair pair;
+  pair.locality = locality;
+  return chooseTransport(transports, pair, whyNot);
+}
+
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, const PeerPair& pair, std::string* whyNot) {
   std::string reasons;
   for (const auto& transport : transports) {
     std::string reason;
-    if (transport->canConnect(locality, &reason)) return transport.get();
+    if (transport->canConnect(pair, &reason)) return transport.get();
     reasons += (reasons.empty() ? "" : "; ") + transport->name() + ": " + reason;
   }
   *whyNot = reasons;

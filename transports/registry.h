@@ -14,8 +14,10 @@ namespace tutti {
 // the net proxy), in the registry's order: the nearest first.
 std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context);
 
-// The first of `transports` that can connect a peer at `locality`; null when none can, with
-// *whyNot listing each one's reason ("local: ...; shm: ...; net: ...").
+// The first of `transports` that can connect the pair; null when none can, with *whyNot listing
+// each one's reason ("local: ...; shm: ...; net: ...").
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, const PeerPair& pair, std::string* whyNot);
+// The same for a pair known only by its locality (no GPUs placed).
 Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality, std::string* whyNot);
 
 }  // namespace tutti

@@ -34,6 +34,7 @@
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
 #include "topology/net_ports.h"
+#include "topology/p2p_level.h"
 #include "transports/fifo_memory.h"
 
 namespace tutti {
@@ -45,6 +46,15 @@ enum class Locality : uint8_t {
   OtherHost,    // across the network
 };
 const char* localityName(Locality locality);  // "in this process", "on this host", "on another host"
+
+// A pair of ranks as connection setup asks the transports about it. Both ends see the same.
+struct PeerPair {
+  Locality locality = Locality::OtherHost;
+  int ranks[2] = {-1, -1};  // the pair, for log lines
+  // Their GPUs' distance on their node (topology/p2p_level.h), known where both have a GPU placed
+  // in the node's graph: what NCCL_P2P_LEVEL is held against.
+  topo::GpuPair gpus;
+};
 
 // The FIFOs every connection of a communicator gets: agreed by its ranks at init.
 struct FifoShape {
@@ -200,11 +210,12 @@ class Transport {
   // What its connections are called in logs and by tuttiCommTransports: "local", "shm",
   // "net/Socket" ("net" while its backend is not open yet).
   virtual std::string name() const = 0;
-  // Whether it can connect this rank with a peer at `locality`, given the variables that turn
-  // it off (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE) and where the FIFOs live; if not, *whyNot says why,
-  // for "no transport can connect ...". Both ends of a pair must reach the same verdict, so it
-  // depends only on the pair and on what every rank of a job shares.
-  virtual bool canConnect(Locality locality, std::string* whyNot) const = 0;
+  // Whether it can connect the pair, given its locality, the variables that turn it off
+  // (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL against the GPUs' distance, NCCL_SHM_DISABLE) and where the
+  // FIFOs live; if not, *whyNot says why, for "no transport can connect ...". Both ends of a pair
+  // must reach the same verdict, so it depends only on the pair and on what every rank of a job
+  // shares.
+  virtual bool canConnect(const PeerPair& pair, std::string* whyNot) const = 0;
   // Gets ready for connections (net: opens the backend, starts the proxy thread). Idempotent;
   // setup calls it before the first phase. Throws when the transport cannot work here.
   virtual void open() {}

@@ -25,6 +25,7 @@
 #include "kernels/host_stream.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "topology/graph.h"
 
 extern "C" const unsigned char tuttiExecutorFatbin[];
 extern "C" const size_t tuttiExecutorFatbinBytes;
@@ -80,6 +81,9 @@ class CudaBackend final : public ExecutorBackend {
     d_->cuCtxGetCurrent(&current);
     CUdevice device = 0;
     check(*d_, d_->cuDeviceGet(&device, options.device), "cuDeviceGet", where);
+    char busId[32] = {};
+    check(*d_, d_->cuDeviceGetPCIBusId(busId, int(sizeof busId), device), "cuDeviceGetPCIBusId", where);
+    busId_ = topo::normalizeBusId(busId);
     if (current != nullptr) {
       CUdevice currentDevice = -1;
       d_->cuCtxGetDevice(&currentDevice);
@@ -129,6 +133,7 @@ class CudaBackend final : public ExecutorBackend {
   const char* name() const override { return "cuda"; }
   size_t llBytes() const override { return kDeviceLLBytes; }
   bool ownsDevice() const override { return true; }
+  std::string deviceBusId() const override { return busId_; }
   MemorySpace memorySpace() const override { return MemorySpace::Device; }
   int workers() const override { return options_.workers; }
 
@@ -412,6 +417,7 @@ class CudaBackend final : public ExecutorBackend {
   }
 
   BackendOptions options_;
+  std::string busId_;  // the device's PCI bus id, normalised as the topology names GPUs
   const Driver* d_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUdevice retainedDevice_ = -1;

@@ -22,15 +22,33 @@
 #include "kernels/exec_fault.h"
 #include "kernels/host_backend.h"
 #include "base/error.h"
+#include "topology/graph.h"
 
 namespace tutti::kern {
 
 namespace {
 
+// Entry `options.device` of TUTTI_EMULATED_BUS_IDS, normalised; "" when the list is shorter.
+std::string busIdOf(const BackendOptions& options) {
+  std::vector<std::string> ids;
+  for (size_t at = 0; at <= options.emulatedBusIds.size() && !options.emulatedBusIds.empty();) {
+    size_t end = std::min(options.emulatedBusIds.find(',', at), options.emulatedBusIds.size());
+    ids.push_back(options.emulatedBusIds.substr(at, end - at));
+    at = end + 1;
+  }
+  for (size_t d = 0; d < ids.size(); d++)
+    if (!topo::isBusId(ids[d]))
+      throw Error(ErrorCode::InvalidUsage, "TUTTI_EMULATED_BUS_IDS: entry " + std::to_string(d) + " '" + ids[d] +
+                                               "' is not a PCI bus id (domain:bus:device.function, e.g. 0000:17:00.0)");
+  if (options.device < 0 || size_t(options.device) >= ids.size()) return "";
+  return topo::normalizeBusId(ids[size_t(options.device)]);
+}
+
 class EmulatedBackend final : public HostMemoryBackend {
  public:
-  explicit EmulatedBackend(const BackendOptions& options) : HostMemoryBackend(options) {}
+  explicit EmulatedBackend(const BackendOptions& options) : HostMemoryBackend(options), busId_(busIdOf(options)) {}
   const char* name() const override { return "emulated"; }
+  std::string deviceBusId() const override { return busId_; }
   size_t llBytes() const override { return kDeviceLLBytes; }
   // Device memory emulated: the same host pages, which the transports must treat as the executor's
   // own (not the host's) and reach only through copies and mappings, as they would a GPU's.
@@ -146,6 +164,7 @@ class EmulatedBackend final : public HostMemoryBackend {
   }
 
  private:
+  std::string busId_;  // TUTTI_EMULATED_BUS_IDS' entry for this device
   uint32_t abortWord_ = 0;
   ExecFault fault_{};
   // `name`: the shared-memory object the exporter unlinks when it frees the memory ("" if none).

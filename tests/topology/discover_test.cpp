@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "tests/common/env_support.h"
+#include "tests/common/p2p_topology_support.h"
 #include "tests/topology/topology_support.h"
 #include "topology/discover.h"
 #include "topology/xml.h"
@@ -158,6 +160,23 @@ TEST_CASE("tutti-topo --check accepts a good file and rejects a bad one") {
   output.clear();
   CHECK(runTool("--topo " + written + " --nodes 2", output) == 0);
   CHECK(output.find("16 rank(s) on 2 node(s)") != std::string::npos);
+}
+
+TEST_CASE("tutti-topo says which GPU pairs connect peer to peer under NCCL_P2P_LEVEL") {
+  tutti_test::TempDir dir;
+  const std::string file = dir.file("p2p.xml");
+  saveTopologyFile(tutti_test::p2pTestNode(), file);
+  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "PXB");
+  std::string output;
+  REQUIRE(runTool("--topo " + file, output) == 0);
+  INFO(output);
+  CHECK(output.find("Peer-to-peer between GPUs (NCCL_P2P_LEVEL PXB)") != std::string::npos);
+  // The test node's GPUs are numbered by <gpu dev>: GPU0-GPU1 PIX, GPU0-GPU2 PXB, GPU0-GPU4 PHB,
+  // GPU0-GPU3 SYS.
+  CHECK(output.find("GPU0-GPU1: p2p: ") != std::string::npos);
+  CHECK(output.find("GPU0-GPU2: p2p: ") != std::string::npos);
+  CHECK(output.find("GPU0-GPU4: no p2p: ") != std::string::npos);
+  CHECK(output.find("GPU0-GPU3: no p2p: ") != std::string::npos);
 }
 
 TEST_CASE("tutti-topo --check rejects a bad attribute value and names its place") {

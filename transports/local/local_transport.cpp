@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/tunables.h"
 #include "transports/fifo_setup.h"
+#include "transports/p2p/p2p_choice.h"
 #include "transports/token_table.h"
 
 namespace tutti {
@@ -61,20 +62,25 @@ class LocalConnection final : public Connection {
 
 class LocalTransport final : public Transport {
  public:
-  explicit LocalTransport(TransportContext& context) : context_(context) {}
+  explicit LocalTransport(TransportContext& context) : context_(context), choice_(context, "local") {}
 
   std::string name() const override { return "local"; }
 
-  bool canConnect(Locality locality, std::string* whyNot) const override {
-    if (locality != Locality::SameProcess) {
-      *whyNot = std::string("the peer is ") + localityName(locality) + ", not in this process";
+  bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
+    if (pair.locality != Locality::SameProcess) {
+      *whyNot = std::string("the peer is ") + localityName(pair.locality) + ", not in this process";
       return false;
     }
     if (tunables::kP2pDisable.get()) {
       *whyNot = "NCCL_P2P_DISABLE is set";
       return false;
     }
-    return true;
+    // Rank threads with GPUs of their own talk peer to peer as NCCL's p2p transport would, so
+    // NCCL_P2P_LEVEL holds them to their GPUs' distance; host ranks (no GPU) always may.
+    if (!pair.gpus.known) return true;
+    const topo::P2pDecision decision = choice_.decide(pair);
+    if (!decision.allowed) *whyNot = decision.reason;
+    return decision.allowed;
   }
 
   std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
@@ -116,6 +122,7 @@ class LocalTransport final : public Transport {
 
  private:
   TransportContext& context_;
+  P2pChoice choice_;
 };
 
 }  // namespace

@@ -60,7 +60,7 @@ class NetTransport final : public Transport {
   std::string name() const override { return proxy_ ? std::string("net/") + proxy_->backend().name() : "net"; }
 
   // Its FIFOs are host memory, mapped for executors that have memory of their own (NetProxy::add).
-  bool canConnect(Locality, std::string*) const override { return true; }
+  bool canConnect(const PeerPair&, std::string*) const override { return true; }
 
   // The backend and the proxy, once per communicator (NCCL_NET, ncclConfig_t.netName, TUTTI_NET_REQUIRE).
   void open() override {

@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "base/log.h"
-#include "base/tunables.h"
 #include "transports/fifo_setup.h"
 #include "transports/p2p/descriptor_channel.h"
+#include "transports/p2p/p2p_choice.h"
 
 namespace tutti {
 namespace {
@@ -31,13 +31,6 @@ struct P2pOffer {
 };
 static_assert(sizeof(P2pOffer) <= kConnectionOfferBytes);
 
-// NCCL_P2P_LEVEL: LOC (or 0) allows no p2p between processes. Other levels allow it on any path
-// for now: the GPUs' distance is not looked up yet.
-bool levelForbidsP2p() {
-  const std::string level = tunables::kP2pLevel.get();
-  return level == "LOC" || level == "0";
-}
-
 class P2pConnection final : public Connection {
  public:
   // The receiver's end frees the exported FIFO; the sender's unmaps its import.
@@ -57,28 +50,23 @@ class P2pConnection final : public Connection {
 
 class P2pTransport final : public Transport {
  public:
-  explicit P2pTransport(TransportContext& context) : context_(context) {}
+  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p") {}
 
   std::string name() const override { return "p2p"; }
 
-  bool canConnect(Locality locality, std::string* whyNot) const override {
-    if (locality != Locality::SameHost) {
-      *whyNot = std::string("the peer is ") + localityName(locality) + ", not in another process of this host";
-      return false;
-    }
-    if (tunables::kP2pDisable.get()) {
-      *whyNot = "NCCL_P2P_DISABLE is set";
-      return false;
-    }
-    if (levelForbidsP2p()) {
-      *whyNot = "NCCL_P2P_LEVEL=" + tunables::kP2pLevel.get() + " allows no peer-to-peer path";
+  bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
+    if (pair.locality != Locality::SameHost) {
+      *whyNot = std::string("the peer is ") + localityName(pair.locality) + ", not in another process of this host";
       return false;
     }
     if (!context_.fifoMemory()->exportable()) {
       *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() + " memory, which other processes cannot map";
       return false;
     }
-    return true;
+    // NCCL_P2P_DISABLE, and NCCL_P2P_LEVEL against the GPUs' distance, explained once per pair.
+    const topo::P2pDecision decision = choice_.decide(pair);
+    if (!decision.allowed) *whyNot = decision.reason;
+    return decision.allowed;
   }
 
   std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
@@ -168,6 +156,7 @@ class P2pTransport final : public Transport {
   }
 
   TransportContext& context_;
+  P2pChoice choice_;
   std::mutex serverMutex_;
   std::unique_ptr<DescriptorServer> server_;
 };

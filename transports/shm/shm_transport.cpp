@@ -37,9 +37,9 @@ class ShmTransport final : public Transport {
 
   std::string name() const override { return "shm"; }
 
-  bool canConnect(Locality locality, std::string* whyNot) const override {
-    if (locality == Locality::OtherHost) {
-      *whyNot = std::string("the peer is ") + localityName(locality);
+  bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
+    if (pair.locality == Locality::OtherHost) {
+      *whyNot = std::string("the peer is ") + localityName(pair.locality);
       return false;
     }
     if (tunables::kShmDisable.get()) {

@@ -1,0 +1,39 @@
+// Whether a pair of ranks may connect peer to peer, as the p2p transport (processes of a host) and
+// the local transport (rank threads of a process) both ask it: the topology's decision
+// (topology/p2p_level.h) on the pair's GPUs and the variables, with the INFO line that says why,
+// once per pair, and the warnings for the modes tutti does not implement yet.
+#pragma once
+
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "topology/p2p_level.h"
+#include "transports/transport.h"
+
+namespace tutti {
+
+class P2pChoice {
+ public:
+  // `transport`: the asking transport's name, for the log lines.
+  P2pChoice(TransportContext& context, const char* transport) : context_(context), transport_(transport) {}
+
+  // The decision for the pair. The first time a pair is asked about, an INFO line (subsystem P2P)
+  // says whether it connects peer to peer and why; where an allowed pair would use read mode
+  // (NCCL_P2P_READ_ENABLE, or NVLink between compute capability 8.0 GPUs) or
+  // NCCL_P2P_USE_CUDA_MEMCPY=1 asks for copy engines, a WARN line (once per communicator) says
+  // that the mode is not implemented and that the sender writes with the executor's own copies.
+  // Throws InvalidUsage for a malformed NCCL_P2P_LEVEL.
+  topo::P2pDecision decide(const PeerPair& pair) const;
+
+ private:
+  TransportContext& context_;
+  const char* transport_;
+  mutable std::mutex mutex_;
+  mutable std::set<std::pair<int, int>> explained_;
+  mutable bool warnedRead_ = false;
+  mutable bool warnedMemcpy_ = false;
+};
+
+}  // namespace tutti
