@@ -62,6 +62,8 @@
 #include <thread>
 #include <vector>
 
+#include "standin_dmabuf.h"
+
 #undef ibv_query_port
 #undef ibv_reg_mr
 
@@ -96,9 +98,13 @@ struct Frame {
 };
 
 struct StandinMr {
-  ibv_mr mr;
+  ibv_mr mr;  // mr.addr: the address work requests name (the iova)
   int access;
+  char* host;  // where the bytes are (standin_dmabuf.cpp: a mapping of the dmabuf)
 };
+
+// Where the bytes of `addr`, within the region, are.
+char* hostOf(StandinMr* m, uint64_t addr) { return m->host + (addr - uint64_t(uintptr_t(m->mr.addr))); }
 
 struct StandinChannel {
   ibv_comp_channel channel{};  // refcnt: the CQs attached (under the context's mutex)
@@ -370,11 +376,11 @@ bool startOp(StandinContext* c, StandinQp* q, Link& l) {
     }
   }
   if (l.inStatus == IBV_WC_SUCCESS && (f.opcode == IBV_WR_RDMA_WRITE || f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
-    if (!(q->access & IBV_ACCESS_REMOTE_WRITE) ||
-        (f.length > 0 && !findMr(c, f.rkey, q->qp.pd, f.raddr, f.length, IBV_ACCESS_REMOTE_WRITE)))
+    StandinMr* m = f.length > 0 ? findMr(c, f.rkey, q->qp.pd, f.raddr, f.length, IBV_ACCESS_REMOTE_WRITE) : nullptr;
+    if (!(q->access & IBV_ACCESS_REMOTE_WRITE) || (f.length > 0 && !m))
       l.inStatus = IBV_WC_REM_ACCESS_ERR;
     else
-      l.inTarget = reinterpret_cast<char*>(uintptr_t(f.raddr));
+      l.inTarget = m ? hostOf(m, f.raddr) : nullptr;
   }
   if (l.inStatus != IBV_WC_SUCCESS) l.discard.resize(f.length);
   l.payloadGot = 0;
@@ -682,7 +688,8 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     uint32_t length = wr->num_sge == 1 ? wr->sg_list[0].length : 0;
     bool isInline = (wr->send_flags & IBV_SEND_INLINE) != 0;
-    if (wr->num_sge == 1 && !isInline && !findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0)) {
+    StandinMr* source = wr->num_sge == 1 && !isInline ? findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0) : nullptr;
+    if (wr->num_sge == 1 && !isInline && !source) {
       q->pending.push_back({0, wr->wr_id, opcode, true, 0});
       failQp(q, IBV_WC_LOC_PROT_ERR);
       continue;
@@ -701,7 +708,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     item.frame.raddr = wr->wr.rdma.remote_addr;
     item.frame.rkey = wr->wr.rdma.rkey;
     item.frame.length = length;
-    const char* src = reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
+    const char* src = source ? hostOf(source, wr->sg_list[0].addr) : reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
     if (isInline) item.inlineData.assign(src, src + length);
     else item.payload = src;
     if (q->pending.empty()) q->lastHeard = Clock::now();  // the timer starts with the first send outstanding
@@ -923,7 +930,8 @@ __attribute__((visibility("default"))) int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+// The bytes at `addr`, named by work requests as `iova` (ibv_reg_mr_iova2, ibv_reg_dmabuf_mr).
+ibv_mr* standin_register_region(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
   // Remote write needs local write, as the verbs specification requires.
   if (!pd || (!addr && length) || ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
@@ -945,7 +953,8 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
   std::lock_guard<std::mutex> lock(c->mutex);
   m->mr.context = pd->context;
   m->mr.pd = pd;
-  m->mr.addr = addr;
+  m->mr.addr = reinterpret_cast<void*>(uintptr_t(iova));
+  m->host = static_cast<char*>(addr);
   m->mr.length = length;
   m->mr.lkey = m->mr.rkey = c->nextKey++;
   m->access = access;
@@ -953,15 +962,20 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
   return &m->mr;
 }
 
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return standin_register_region(pd, addr, length, uint64_t(uintptr_t(addr)), access);
+}
+
 // Newer headers route ibv_reg_mr through this one.
-__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t, unsigned access) {
-  return ibv_reg_mr(pd, addr, length, int(access));
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  return standin_register_region(pd, addr, length, iova, int(access));
 }
 
 __attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
   StandinContext* c = contextOf(mr->context);
   std::lock_guard<std::mutex> lock(c->mutex);
   c->mrs.erase(mr->lkey);
+  standin_forget_dmabuf_mapping(mr);
   delete reinterpret_cast<StandinMr*>(mr);
   return 0;
 }

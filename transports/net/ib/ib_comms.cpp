@@ -112,6 +112,9 @@ class IbSendComm final : public NetSendComm {
   MemoryRegistration registerMemory(void* data, size_t bytes) override {
     return {device_->registerOwned(data, bytes)};
   }
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
+    return {device_->acquireDmaBuf(data, bytes, fd, offset, "the receiver " + peer())};
+  }
   void deregisterMemory(MemoryRegistration registration) override {
     device_->deregister(static_cast<ibv_mr*>(registration.backendData));
   }
@@ -304,6 +307,9 @@ class IbRecvComm final : public NetRecvComm {
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override {
     return {device_->registerOwned(data, bytes)};
+  }
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
+    return {device_->acquireDmaBuf(data, bytes, fd, offset, "the sender " + qps_.front()->peer())};
   }
   void deregisterMemory(MemoryRegistration registration) override {
     device_->deregister(static_cast<ibv_mr*>(registration.backendData));
