@@ -7,8 +7,8 @@
 // (missing modify_qp attributes, a GID index that does not exist, an MTU beyond the port's, a
 // key without remote-write access, a PSN that does not match) and errors flush the queues.
 //
-// Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics or RDMA read,
-// RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
+// Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics, RDMA read only
+// between QPs of one context (the GDR flush's loopback), RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
 // unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the LID is the context's
 // TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
 //
@@ -667,12 +667,46 @@ int standinPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return 0;
 }
 
+// RDMA read, between QPs of one context only (a QP connected to itself, as the GDR flush's is):
+// placed at once, with the checks hardware makes (the local key's write access, the responder QP's
+// and the remote key's read access). False for a read to another context, which the wire does not
+// carry. Caller holds the mutex.
+bool postLoopbackRead(StandinContext* c, StandinQp* q, ibv_send_wr* wr) {
+  const ibv_ah_attr& ah = q->attr.ah_attr;
+  uint32_t ip = 0;
+  std::memcpy(&ip, ah.grh.dgid.raw + 8, 4);
+  const bool here = ah.is_global ? ip == c->ip && ((ah.grh.dgid.raw[12] << 8) | ah.grh.dgid.raw[13]) == c->port : ah.dlid == c->port;
+  auto target = c->qps.find(q->attr.dest_qp_num);
+  if (!here || target == c->qps.end()) {
+    if (trace()) fprintf(stderr, "standin: QP %u: RDMA read refused: the destination QP %u is %s\n", q->qp.qp_num, q->attr.dest_qp_num,
+                         here ? "not in this context" : "in another context");
+    return false;
+  }
+  const ibv_sge& sge = wr->sg_list[0];
+  StandinMr* local = findMr(c, sge.lkey, q->qp.pd, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE);
+  StandinQp* responder = target->second;
+  StandinMr* remote = findMr(c, wr->wr.rdma.rkey, responder->qp.pd, wr->wr.rdma.remote_addr, sge.length, IBV_ACCESS_REMOTE_READ);
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  if (!local) status = IBV_WC_LOC_PROT_ERR;
+  else if (!(responder->access & IBV_ACCESS_REMOTE_READ) || !remote) status = IBV_WC_REM_ACCESS_ERR;
+  if (status != IBV_WC_SUCCESS) {
+    q->pending.push_back({0, wr->wr_id, IBV_WC_RDMA_READ, true, 0});
+    failQp(q, status);
+    return true;
+  }
+  std::memcpy(hostOf(local, sge.addr), hostOf(remote, wr->wr.rdma.remote_addr), sge.length);
+  standin_note_rdma_read();
+  if (wr->send_flags & IBV_SEND_SIGNALED) pushCompletion(q->qp.send_cq, completion(&q->qp, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, sge.length));
+  return true;
+}
+
 int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   StandinContext* c = contextOf(qp->context);
   StandinQp* q = qpOf(qp);
   std::lock_guard<std::mutex> lock(c->mutex);
   for (; wr; wr = wr->next) {
-    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND;
+    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND ||
+                 wr->opcode == IBV_WR_RDMA_READ;
     if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
       *bad = wr;
       return EINVAL;
@@ -680,6 +714,13 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (!known || wr->num_sge > 1) {
       *bad = wr;
       return EINVAL;
+    }
+    if (wr->opcode == IBV_WR_RDMA_READ && qp->state == IBV_QPS_RTS && wr->num_sge == 1) {
+      if (!postLoopbackRead(c, q, wr)) {
+        *bad = wr;
+        return EINVAL;
+      }
+      continue;
     }
     ibv_wc_opcode opcode = wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
     if (qp->state == IBV_QPS_ERR) {

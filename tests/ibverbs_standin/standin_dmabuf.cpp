@@ -8,7 +8,8 @@
 // its page differs from the dmabuf offset's, access flags a dmabuf region cannot have (memory
 // windows, zero-based, on-demand paging) or remote write without local write (EINVAL).
 // TUTTI_IBVERBS_STANDIN_DMABUF=0 refuses every call with EOPNOTSUPP, as a kernel or device without
-// dmabuf support does. tutti_standin_dmabuf_counters() reports the registrations made.
+// dmabuf support does. tutti_standin_dmabuf_counters() reports the registrations made and the
+// RDMA reads placed (the GDR flush's).
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <sys/mman.h>
@@ -35,6 +36,7 @@ struct DmabufState {
   std::mutex mutex;
   std::map<const ibv_mr*, Mapping> mappings;
   std::atomic<uint64_t> registrations{0};
+  std::atomic<uint64_t> reads{0};
 };
 
 DmabufState& state() {
@@ -96,9 +98,13 @@ void standin_forget_dmabuf_mapping(const ibv_mr* mr) {
   munmap(gone.base, gone.bytes);
 }
 
-// For tests: the dmabuf registrations this process made, and those still registered.
-__attribute__((visibility("default"))) void tutti_standin_dmabuf_counters(uint64_t* registrations, uint64_t* live) {
+void standin_note_rdma_read() { state().reads++; }
+
+// For tests: the dmabuf registrations this process made, those still registered, and the RDMA
+// reads placed.
+__attribute__((visibility("default"))) void tutti_standin_dmabuf_counters(uint64_t* registrations, uint64_t* live, uint64_t* reads) {
   if (registrations) *registrations = state().registrations.load();
+  if (reads) *reads = state().reads.load();
   std::lock_guard<std::mutex> lock(state().mutex);
   if (live) *live = state().mappings.size();
 }

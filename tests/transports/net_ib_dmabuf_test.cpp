@@ -44,17 +44,17 @@ struct DeviceMemory {
   }
 };
 
-// The stand-in's count of dmabuf registrations made, and of those still registered.
+// The stand-in's count of dmabuf registrations made, of those still registered, and of RDMA reads.
 struct DmabufCounts {
-  uint64_t made = 0, live = 0;
+  uint64_t made = 0, live = 0, reads = 0;
 };
 DmabufCounts dmabufCounts() {
   void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
   REQUIRE(library != nullptr);
-  auto counters = reinterpret_cast<void (*)(uint64_t*, uint64_t*)>(dlsym(library, "tutti_standin_dmabuf_counters"));
+  auto counters = reinterpret_cast<void (*)(uint64_t*, uint64_t*, uint64_t*)>(dlsym(library, "tutti_standin_dmabuf_counters"));
   REQUIRE(counters != nullptr);
   DmabufCounts c;
-  counters(&c.made, &c.live);
+  counters(&c.made, &c.live, &c.reads);
   dlclose(library);
   return c;
 }
@@ -98,6 +98,33 @@ TEST_CASE("net/ib: memory registered by dmabuf on both sides receives what was s
     pair.recv->deregisterMemory(shifted);
   }
   pair.send->deregisterMemory(sr);
+  pair.recv->deregisterMemory(rr);
+}
+
+TEST_CASE("net/ib: flush after a receive into dmabuf memory issues an RDMA read of it, unless NCCL_GDR_FLUSH_DISABLE=1",
+          "[net][ib][dmabuf]") {
+  Standin standin;
+  auto backend = openNetBackend("IB", "");
+  auto pair = tutti_test::connectNetPair(*backend);
+  DeviceMemory target(2);
+  MemoryRegistration rr = pair.recv->registerDmaBuf(target.data, target.bytes, target.fd, 0);
+  std::vector<char> out = tutti_test::randomBytes(5000, 21), hostIn(5000);
+  CHECK(tutti_test::exchangeOverNet(pair, out.data(), out.size(), target.data, target.bytes, {}, rr) == out.size());
+  CHECK(std::memcmp(target.data, out.data(), out.size()) == 0);
+  const uint64_t before = dmabufCounts().reads;
+  pair.recv->flush(target.data, out.size(), rr);
+  CHECK(dmabufCounts().reads == before + 1);
+  pair.recv->flush(target.data, out.size(), rr);  // the flush QP is reused
+  CHECK(dmabufCounts().reads == before + 2);
+  {
+    ScopedEnv off("NCCL_GDR_FLUSH_DISABLE", "1");
+    pair.recv->flush(target.data, out.size(), rr);
+    CHECK(dmabufCounts().reads == before + 2);
+  }
+  // Host memory needs no flush: none is issued.
+  CHECK(tutti_test::exchangeOverNet(pair, out, hostIn) == out.size());
+  pair.recv->flush(hostIn.data(), hostIn.size(), {});
+  CHECK(dmabufCounts().reads == before + 2);
   pair.recv->deregisterMemory(rr);
 }
 

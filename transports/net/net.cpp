@@ -89,9 +89,4 @@ std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const s
   throw Error(ErrorCode::System, "no usable network backend (" + reasons + ")");
 }
 
-MemoryRegistration refuseDmaBuf(const char* side, const std::string& peer) {
-  throw Error(ErrorCode::InvalidUsage, std::string("registerDmaBuf on a ") + side + " comm" + (peer.empty() ? "" : " with " + peer) +
-                                           ": this network backend cannot register device memory by dmabuf (its properties report dmaBuf=false)");
-}
-
 }  // namespace tutti::net

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/error.h"
 
 namespace tutti::net {
 
@@ -55,8 +56,12 @@ struct MemoryRegistration {
 // Registration of device memory by its dmabuf descriptor (GPUDirect RDMA): [data, data + bytes)
 // is the executor's address range, which starts `offset` bytes into the dmabuf `fd` (the caller's;
 // the backend does not keep it). The default, for backends whose properties report dmaBuf=false,
-// refuses with an error saying so; `side` and `peer` name the comm for it.
-MemoryRegistration refuseDmaBuf(const char* side, const std::string& peer);
+// refuses with an error saying so; `side` and `peer` name the comm for it. (Inline: the socket
+// plugin library carries the Socket backend without the registry.)
+[[noreturn]] inline MemoryRegistration refuseDmaBuf(const char* side, const std::string& peer) {
+  throw Error(ErrorCode::InvalidUsage, std::string("registerDmaBuf on a ") + side + " comm" + (peer.empty() ? "" : " with " + peer) +
+                                           ": this network backend cannot register device memory by dmabuf (its properties report dmaBuf=false)");
+}
 
 // An outstanding isend/irecv; test() completes it.
 class NetRequest {

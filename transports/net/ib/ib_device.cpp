@@ -200,6 +200,13 @@ void IbDevice::deregister(ibv_mr* mr) {
   verbs_->deregMr(mr);
 }
 
+bool IbDevice::isDmaBuf(const ibv_mr* mr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const CacheEntry& e : cache_)
+    if (e.mr == mr) return e.dmaBuf;
+  return false;
+}
+
 void IbDevice::chooseDmaBuf() {
   dmaBuf_ = false;
   std::string why;

@@ -64,6 +64,8 @@ class IbDevice {
   // file, so that the same range of other memory at a reused address is not taken for it); give it
   // back with deregister(). Throws System naming the device, `peer`, the range, fd and offset.
   ibv_mr* acquireDmaBuf(void* data, size_t bytes, int fd, uint64_t offset, const std::string& peer);
+  // Whether `mr` is a dmabuf registration (device memory, which a GDR flush makes visible).
+  bool isDmaBuf(const ibv_mr* mr);
   // Ends a registration: a cached one is given back to the cache (release), another deregistered.
   void deregister(ibv_mr* mr);
 
