@@ -16,6 +16,7 @@
 #include "runtime/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
+#include "tests/common/log_support.h"
 
 using tutti_test::check;
 using tutti_test::Coll;
@@ -51,8 +52,10 @@ StandinCounts standinCounts() {
 }
 
 // 2 hosts, one rank process each, on the emulated device's device memory over IB on the stand-in,
-// with `environment` added; runs every case and checks whether the FIFOs were registered by dmabuf.
-void runOverIb(std::vector<std::pair<std::string, std::string>> environment, bool expectDmaBuf) {
+// with `environment` added; runs every case and checks whether the FIFOs were registered by dmabuf:
+// the receiving ones (`expectDmaBuf`) and the sending ones (`expectSendDmaBuf`, by the proxy's log).
+void runOverIb(std::vector<std::pair<std::string, std::string>> environment, bool expectDmaBuf, bool expectSendDmaBuf = false) {
+  tutti_test::CapturedLog log("INFO", "NET");
   HostLayout layout;
   layout.hosts = 2;
   layout.ranksPerHost = 1;
@@ -76,6 +79,12 @@ void runOverIb(std::vector<std::pair<std::string, std::string>> environment, boo
     }
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
+  const size_t receiving = log.linesWith("slots in device memory registered by dmabuf (GPUDirect RDMA)").size();
+  const size_t sending = log.linesWith("slots in device memory registered by dmabuf (GPUDirect RDMA read)").size();
+  CHECK((receiving > 0) == expectDmaBuf);
+  CHECK((sending > 0) == expectSendDmaBuf);
+  // Each rank says once per side where its network FIFOs are, and why.
+  CHECK(log.linesWith("network receive FIFOs in").size() == 2);
 }
 
 }  // namespace
@@ -86,7 +95,7 @@ TEST_CASE("net gdr: NCCL_NET_GDR_LEVEL=SYS puts the receiving FIFOs in device me
 }
 
 TEST_CASE("net gdr: with NCCL_NET_GDR_READ=1 the sending FIFOs are device memory too", "[net][processes][gdr]") {
-  runOverIb({{"NCCL_NET_GDR_LEVEL", "4"}, {"NCCL_NET_GDR_READ", "1"}}, true);
+  runOverIb({{"NCCL_NET_GDR_LEVEL", "4"}, {"NCCL_NET_GDR_READ", "1"}}, true, true);
 }
 
 TEST_CASE("net gdr: NCCL_NET_GDR_LEVEL=LOC, and the default PXB on a path that is unknown, keep the FIFOs in host memory",
