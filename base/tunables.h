@@ -31,6 +31,9 @@ extern const params::Int kIbPciRelaxedOrdering; // NCCL_IB_PCI_RELAXED_ORDERING
 extern const params::Int kIbAdaptiveRouting;    // NCCL_IB_ADAPTIVE_ROUTING
 extern const params::Size kIbArThreshold;       // NCCL_IB_AR_THRESHOLD
 extern const params::String kIbverbsLib;        // TUTTI_IBVERBS_LIB
+extern const params::String kNetGdrLevel;       // NCCL_NET_GDR_LEVEL
+extern const params::Bool kNetGdrRead;          // NCCL_NET_GDR_READ
+extern const params::Bool kGdrFlushDisable;     // NCCL_GDR_FLUSH_DISABLE
 extern const params::String kAlgo;              // NCCL_ALGO
 extern const params::String kProto;             // NCCL_PROTO
 extern const params::String kTopoFile;          // NCCL_TOPO_FILE

@@ -102,6 +102,13 @@ class ExecutorBackend {
   virtual void* allocateExportable(size_t bytes, const std::string& what, ExportHandle* handle);
   virtual void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what);
   virtual void releaseImported(void* p) {}
+  // GPUDirect RDMA: [p, p + bytes) of memory from allocateExportable() as a dmabuf a NIC can
+  // register (net::NetRecvComm::registerDmaBuf). cuda: cuMemGetHandleForAddressRange where the
+  // driver and device have it; emulated with device memory: its memfd and the offset in it; host:
+  // not applicable (its memory is the host's: registered as it is). Backends that cannot answer
+  // false and throw Error (InvalidUsage) naming `what`.
+  virtual bool exportsDmaBuf() const { return false; }
+  virtual DmaBufRange exportDmaBuf(void* p, size_t bytes, const std::string& what);
 
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
   // when they can, else why not (the caller names the operation and rank).

@@ -55,6 +55,10 @@ void* ExecutorBackend::allocateExportable(size_t, const std::string& what, Expor
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share its memory with other processes");
 }
 
+DmaBufRange ExecutorBackend::exportDmaBuf(void*, size_t, const std::string& what) {
+  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot export its memory as a dmabuf");
+}
+
 void* ExecutorBackend::importExported(const ExportHandle&, size_t, const std::string& what) {
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot map another process's memory");
 }

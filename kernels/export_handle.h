@@ -15,4 +15,11 @@ struct ExportHandle {
   uint8_t bytes[kBytes] = {};
 };
 
+// A range of device memory as a NIC registers it (GPUDirect RDMA through dmabuf): the dmabuf's
+// descriptor (the holder's to close) and where the range starts in it.
+struct DmaBufRange {
+  int fd = -1;
+  uint64_t offset = 0;
+};
+
 }  // namespace tutti::kern

@@ -107,6 +107,10 @@ class BackendFifoMemory final : public FifoMemory {
     return backend_->importExported(handle, bytes, what);
   }
   void releaseImported(void* memory) override { backend_->releaseImported(memory); }
+  bool exportsDmaBuf() const override { return backend_->exportsDmaBuf(); }
+  kern::DmaBufRange exportDmaBuf(void* memory, size_t bytes, const std::string& what) override {
+    return backend_->exportDmaBuf(memory, bytes, what);
+  }
 
  private:
   std::shared_ptr<kern::ExecutorBackend> backend_;

@@ -158,6 +158,22 @@ class CommTransportContext final : public TransportContext {
   }
   std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
   std::string netName() const override { return comm_->identity.config.netName; }
+  std::optional<topo::PathType> gpuNicPath(const std::string& nicPciPath) const override {
+    const CommTopology* topology = comm_->planning.topology.get();
+    const size_t rank = size_t(comm_->identity.rank);
+    if (topology == nullptr || nicPciPath.empty() || rank >= topology->system.ranks.size()) return std::nullopt;
+    const topo::RankPlacement& place = topology->system.ranks[rank];
+    if (place.gpu < 0 || place.node < 0 || size_t(place.node) >= topology->system.nodes.size()) return std::nullopt;
+    const topo::TopologyGraph& graph = topology->system.nodes[size_t(place.node)].graph;
+    // The NIC's node is named by its PCI bus id, the last element of its sysfs path.
+    const std::string busId = nicPciPath.substr(nicPciPath.find_last_of('/') + 1);
+    if (!topo::isBusId(busId)) return std::nullopt;
+    const int nic = graph.find(topo::NodeKind::Nic, topo::normalizeBusId(busId));
+    if (nic < 0) return std::nullopt;
+    const topo::Path path = graph.path(place.gpu, nic);
+    if (path.nodes.empty()) return std::nullopt;
+    return path.type;
+  }
 
  private:
   ncclComm* comm_;

@@ -92,6 +92,10 @@ void* FifoMemory::allocateExportable(size_t, const std::string& what, kern::Expo
   throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be shared with other processes");
 }
 
+kern::DmaBufRange FifoMemory::exportDmaBuf(void*, size_t, const std::string& what) {
+  throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be exported as a dmabuf");
+}
+
 void* FifoMemory::importExported(const kern::ExportHandle&, size_t, const std::string& what) {
   throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot map another process's");
 }

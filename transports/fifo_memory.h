@@ -42,6 +42,9 @@ class FifoMemory {
   virtual void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle);
   virtual void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what);
   virtual void releaseImported(void* memory) {}
+  // Memory from allocateExportable as a dmabuf a NIC registers (kern::ExecutorBackend::exportDmaBuf).
+  virtual bool exportsDmaBuf() const { return false; }
+  virtual kern::DmaBufRange exportDmaBuf(void* memory, size_t bytes, const std::string& what);
 };
 
 // A FIFO in host memory that the executor reaches through FifoMemory::mapHost: the host's

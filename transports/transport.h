@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "base/error.h"
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
+#include "topology/graph.h"
 #include "topology/net_ports.h"
 #include "topology/p2p_level.h"
 #include "transports/fifo_memory.h"
@@ -98,6 +100,10 @@ class TransportContext {
   virtual std::shared_ptr<FifoMemory> fifoMemory() const = 0;
   // The net backend the communicator asks for (ncclConfig_t.netName); "" leaves it to NCCL_NET.
   virtual std::string netName() const = 0;
+  // The path type between this rank's GPU and the NIC whose sysfs path is `nicPciPath`, from the
+  // topology graph (NCCL_NET_GDR_LEVEL is compared with it); nullopt where either has no PCI
+  // location there (host processes, the emulated device, a NIC the graph does not hold).
+  virtual std::optional<topo::PathType> gpuNicPath(const std::string& nicPciPath) const { return std::nullopt; }
 };
 
 // One connection as setup asks a transport for it (the direction is the call: offer receives,

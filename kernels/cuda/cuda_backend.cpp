@@ -10,6 +10,8 @@
 // parameters, so such a call uploads nothing.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -206,6 +208,27 @@ class CudaBackend final : public ExecutorBackend {
     return reinterpret_cast<void*>(p);
   }
   void releaseImported(void* p) override { release(p); }
+
+  // GPUDirect RDMA through dmabuf (no peer-memory module): the allocation around `p`, whole host
+  // pages of it, as a dmabuf descriptor, and `p`'s offset in it, as NCCL asks the driver for it.
+  bool exportsDmaBuf() const override {
+    if (d_->cuMemGetHandleForAddressRange == nullptr) return false;
+    int supported = 0;
+    d_->cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, options_.device);
+    return supported != 0;
+  }
+  DmaBufRange exportDmaBuf(void* p, size_t bytes, const std::string& what) override {
+    if (!exportsDmaBuf()) return ExecutorBackend::exportDmaBuf(p, bytes, what);
+    makeCurrent();
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    check(*d_, d_->cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(p)), "cuMemGetAddressRange", what);
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    size = (size + page - 1) / page * page;
+    int fd = -1;
+    check(*d_, d_->cuMemGetHandleForAddressRange(&fd, base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0), "cuMemGetHandleForAddressRange", what);
+    return DmaBufRange{fd, uint64_t(reinterpret_cast<CUdeviceptr>(p) - base)};
+  }
 
   // Pinned and mapped into the device's address space (portable: every context of the process),
   // so the kernel reads and writes it over the bus with the system-scope loads and stores of

@@ -49,6 +49,12 @@ Loaded load() {
     l.why = "the CUDA driver lacks " + missing;
     return l;
   }
+  {
+    CUdriverProcAddressQueryResult status{};
+    void* fn = nullptr;
+    if (getProc("cuMemGetHandleForAddressRange", &fn, kDriverAbi, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS)
+      l.driver.cuMemGetHandleForAddressRange = reinterpret_cast<decltype(l.driver.cuMemGetHandleForAddressRange)>(fn);
+  }
   CUresult r = l.driver.cuInit(0);
   if (r != CUDA_SUCCESS) {
     l.why = "cuInit failed: " + describe(l.driver, r, "cuInit");

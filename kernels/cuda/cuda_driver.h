@@ -13,6 +13,8 @@ struct Driver {
 #define TUTTI_CUDA_ENTRY(name) decltype(&::name) name = nullptr;
 #include "kernels/cuda/cuda_entries.h"
 #undef TUTTI_CUDA_ENTRY
+  // Optional (null where the driver lacks it): a dmabuf of device memory, for GPUDirect RDMA.
+  decltype(&::cuMemGetHandleForAddressRange) cuMemGetHandleForAddressRange = nullptr;
   int version = 0;  // cuDriverGetVersion
 };
 

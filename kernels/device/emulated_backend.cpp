@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <cstring>
 #include <mutex>
@@ -97,6 +98,8 @@ class EmulatedBackend final : public HostMemoryBackend {
       unwind();
       throw;
     }
+    // A descriptor of its own for exportDmaBuf, which a NIC maps at an offset.
+    keepDescriptor(p, made);
     if (name.empty()) {
       handle->fd = made;
     } else {
@@ -104,6 +107,25 @@ class EmulatedBackend final : public HostMemoryBackend {
       std::memcpy(handle->bytes, name.data(), std::min(name.size(), ExportHandle::kBytes - 1));
     }
     return p;
+  }
+  // GPUDirect RDMA as the verbs stand-in takes it: the memfd (or shared-memory object) that backs
+  // the exportable memory, and the range's offset in it.
+  bool exportsDmaBuf() const override { return options_.emulatedDeviceMemory; }
+  DmaBufRange exportDmaBuf(void* p, size_t bytes, const std::string& what) override {
+    if (!exportsDmaBuf()) return HostMemoryBackend::exportDmaBuf(p, bytes, what);
+    std::lock_guard<std::mutex> lock(mappedMutex_);
+    auto after = shared_.upper_bound(p);
+    if (after != shared_.begin()) {
+      auto found = std::prev(after);
+      const uintptr_t base = uintptr_t(found->first), at = uintptr_t(p);
+      if (found->second.fd >= 0 && at + bytes <= base + found->second.bytes) {
+        int fd = dup(found->second.fd);
+        if (fd < 0) throwSystemError(what + ": duplicating the emulated device memory's descriptor", errno);
+        return DmaBufRange{fd, uint64_t(at - base)};
+      }
+    }
+    throw Error(ErrorCode::InvalidUsage, what + ": " + std::to_string(bytes) + " bytes at " + std::to_string(uintptr_t(p)) +
+                                             " are not exportable emulated device memory (allocateExportable)");
   }
   void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what) override {
     if (!exportsMemory()) return HostMemoryBackend::importExported(handle, bytes, what);
@@ -185,8 +207,14 @@ class EmulatedBackend final : public HostMemoryBackend {
       shared_.erase(found);
     }
     munmap(p, gone.bytes);
+    if (gone.fd >= 0) close(gone.fd);
     if (!gone.name.empty()) shm_unlink(gone.name.c_str());
     return true;
+  }
+  void keepDescriptor(void* p, int fd) {
+    int own = dup(fd);
+    std::lock_guard<std::mutex> lock(mappedMutex_);
+    shared_[p].fd = own;
   }
 
   std::mutex mappedMutex_;
@@ -194,6 +222,7 @@ class EmulatedBackend final : public HostMemoryBackend {
   struct Shared {
     size_t bytes = 0;
     std::string name;
+    int fd = -1;  // exported memory's own descriptor (exportDmaBuf); closed when unmapped
   };
   std::map<void*, Shared> shared_;  // exported or imported memory, for munmap (and shm_unlink)
 };

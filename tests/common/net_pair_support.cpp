@@ -26,11 +26,16 @@ NetPair connectNetPair(NetBackend& backend) {
 
 size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in, MemoryRegistration sendRegistration,
                        MemoryRegistration recvRegistration) {
+  return exchangeOverNet(pair, out.data(), out.size(), in.data(), in.size(), sendRegistration, recvRegistration);
+}
+
+size_t exchangeOverNet(NetPair& pair, const void* out, size_t outBytes, void* in, size_t capacity, MemoryRegistration sendRegistration,
+                       MemoryRegistration recvRegistration) {
   NetRequest* s = nullptr;
   NetRequest* r = nullptr;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (s == nullptr) s = pair.send->isend(out.data(), out.size(), 0, sendRegistration);
-  while (r == nullptr) r = pair.recv->irecv(in.data(), in.size(), 0, recvRegistration);
+  while (s == nullptr) s = pair.send->isend(out, outBytes, 0, sendRegistration);
+  while (r == nullptr) r = pair.recv->irecv(in, capacity, 0, recvRegistration);
   bool sent = false, received = false;
   size_t got = 0;
   while (!(sent && received)) {

@@ -7,8 +7,8 @@
 // (missing modify_qp attributes, a GID index that does not exist, an MTU beyond the port's, a
 // key without remote-write access, a PSN that does not match) and errors flush the queues.
 //
-// Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics or RDMA read,
-// RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
+// Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics, RDMA read only
+// between QPs of one context (the GDR flush's loopback), RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
 // unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the LID is the context's
 // TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
 //
@@ -65,6 +65,8 @@
 #include <thread>
 #include <vector>
 
+#include "standin_dmabuf.h"
+
 #undef ibv_query_port
 #undef ibv_reg_mr
 
@@ -99,9 +101,13 @@ struct Frame {
 };
 
 struct StandinMr {
-  ibv_mr mr;
+  ibv_mr mr;  // mr.addr: the address work requests name (the iova)
   int access;
+  char* host;  // where the bytes are (standin_dmabuf.cpp: a mapping of the dmabuf)
 };
+
+// Where the bytes of `addr`, within the region, are.
+char* hostOf(StandinMr* m, uint64_t addr) { return m->host + (addr - uint64_t(uintptr_t(m->mr.addr))); }
 
 struct StandinChannel {
   ibv_comp_channel channel{};  // refcnt: the CQs attached (under the context's mutex)
@@ -374,11 +380,11 @@ bool startOp(StandinContext* c, StandinQp* q, Link& l) {
     }
   }
   if (l.inStatus == IBV_WC_SUCCESS && (f.opcode == IBV_WR_RDMA_WRITE || f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
-    if (!(q->access & IBV_ACCESS_REMOTE_WRITE) ||
-        (f.length > 0 && !findMr(c, f.rkey, q->qp.pd, f.raddr, f.length, IBV_ACCESS_REMOTE_WRITE)))
+    StandinMr* m = f.length > 0 ? findMr(c, f.rkey, q->qp.pd, f.raddr, f.length, IBV_ACCESS_REMOTE_WRITE) : nullptr;
+    if (!(q->access & IBV_ACCESS_REMOTE_WRITE) || (f.length > 0 && !m))
       l.inStatus = IBV_WC_REM_ACCESS_ERR;
     else
-      l.inTarget = reinterpret_cast<char*>(uintptr_t(f.raddr));
+      l.inTarget = m ? hostOf(m, f.raddr) : nullptr;
   }
   if (l.inStatus != IBV_WC_SUCCESS) l.discard.resize(f.length);
   l.payloadGot = 0;
@@ -665,12 +671,46 @@ int standinPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return 0;
 }
 
+// RDMA read, between QPs of one context only (a QP connected to itself, as the GDR flush's is):
+// placed at once, with the checks hardware makes (the local key's write access, the responder QP's
+// and the remote key's read access). False for a read to another context, which the wire does not
+// carry. Caller holds the mutex.
+bool postLoopbackRead(StandinContext* c, StandinQp* q, ibv_send_wr* wr) {
+  const ibv_ah_attr& ah = q->attr.ah_attr;
+  uint32_t ip = 0;
+  std::memcpy(&ip, ah.grh.dgid.raw + 8, 4);
+  const bool here = ah.is_global ? ip == c->ip && ((ah.grh.dgid.raw[12] << 8) | ah.grh.dgid.raw[13]) == c->port : ah.dlid == c->port;
+  auto target = c->qps.find(q->attr.dest_qp_num);
+  if (!here || target == c->qps.end()) {
+    if (trace()) fprintf(stderr, "standin: QP %u: RDMA read refused: the destination QP %u is %s\n", q->qp.qp_num, q->attr.dest_qp_num,
+                         here ? "not in this context" : "in another context");
+    return false;
+  }
+  const ibv_sge& sge = wr->sg_list[0];
+  StandinMr* local = findMr(c, sge.lkey, q->qp.pd, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE);
+  StandinQp* responder = target->second;
+  StandinMr* remote = findMr(c, wr->wr.rdma.rkey, responder->qp.pd, wr->wr.rdma.remote_addr, sge.length, IBV_ACCESS_REMOTE_READ);
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  if (!local) status = IBV_WC_LOC_PROT_ERR;
+  else if (!(responder->access & IBV_ACCESS_REMOTE_READ) || !remote) status = IBV_WC_REM_ACCESS_ERR;
+  if (status != IBV_WC_SUCCESS) {
+    q->pending.push_back({0, wr->wr_id, IBV_WC_RDMA_READ, true, 0});
+    failQp(q, status);
+    return true;
+  }
+  std::memcpy(hostOf(local, sge.addr), hostOf(remote, wr->wr.rdma.remote_addr), sge.length);
+  standin_note_rdma_read();
+  if (wr->send_flags & IBV_SEND_SIGNALED) pushCompletion(q->qp.send_cq, completion(&q->qp, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, sge.length));
+  return true;
+}
+
 int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   StandinContext* c = contextOf(qp->context);
   StandinQp* q = qpOf(qp);
   std::lock_guard<std::mutex> lock(c->mutex);
   for (; wr; wr = wr->next) {
-    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND;
+    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND ||
+                 wr->opcode == IBV_WR_RDMA_READ;
     if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
       *bad = wr;
       return EINVAL;
@@ -679,6 +719,13 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       *bad = wr;
       return EINVAL;
     }
+    if (wr->opcode == IBV_WR_RDMA_READ && qp->state == IBV_QPS_RTS && wr->num_sge == 1) {
+      if (!postLoopbackRead(c, q, wr)) {
+        *bad = wr;
+        return EINVAL;
+      }
+      continue;
+    }
     ibv_wc_opcode opcode = wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
     if (qp->state == IBV_QPS_ERR) {
       pushCompletion(qp->send_cq, completion(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, opcode, 0));
@@ -686,7 +733,8 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     uint32_t length = wr->num_sge == 1 ? wr->sg_list[0].length : 0;
     bool isInline = (wr->send_flags & IBV_SEND_INLINE) != 0;
-    if (wr->num_sge == 1 && !isInline && !findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0)) {
+    StandinMr* source = wr->num_sge == 1 && !isInline ? findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0) : nullptr;
+    if (wr->num_sge == 1 && !isInline && !source) {
       q->pending.push_back({0, wr->wr_id, opcode, true, 0});
       failQp(q, IBV_WC_LOC_PROT_ERR);
       continue;
@@ -706,7 +754,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     item.frame.raddr = wr->wr.rdma.remote_addr;
     item.frame.rkey = wr->wr.rdma.rkey;
     item.frame.length = length;
-    const char* src = reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
+    const char* src = source ? hostOf(source, wr->sg_list[0].addr) : reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
     if (isInline) item.inlineData.assign(src, src + length);
     else item.payload = src;
     if (q->pending.empty()) q->lastHeard = Clock::now();  // the timer starts with the first send outstanding
@@ -929,7 +977,8 @@ __attribute__((visibility("default"))) int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+// The bytes at `addr`, named by work requests as `iova` (ibv_reg_mr_iova2, ibv_reg_dmabuf_mr).
+ibv_mr* standin_register_region(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
   // Remote write needs local write, as the verbs specification requires.
   if (!pd || (!addr && length) || ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
@@ -951,7 +1000,8 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
   std::lock_guard<std::mutex> lock(c->mutex);
   m->mr.context = pd->context;
   m->mr.pd = pd;
-  m->mr.addr = addr;
+  m->mr.addr = reinterpret_cast<void*>(uintptr_t(iova));
+  m->host = static_cast<char*>(addr);
   m->mr.length = length;
   m->mr.lkey = m->mr.rkey = c->nextKey++;
   m->access = access;
@@ -959,15 +1009,20 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr
   return &m->mr;
 }
 
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return standin_register_region(pd, addr, length, uint64_t(uintptr_t(addr)), access);
+}
+
 // Newer headers route ibv_reg_mr through this one.
-__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t, unsigned access) {
-  return ibv_reg_mr(pd, addr, length, int(access));
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  return standin_register_region(pd, addr, length, iova, int(access));
 }
 
 __attribute__((visibility("default"))) int ibv_dereg_mr(ibv_mr* mr) {
   StandinContext* c = contextOf(mr->context);
   std::lock_guard<std::mutex> lock(c->mutex);
   c->mrs.erase(mr->lkey);
+  standin_forget_dmabuf_mapping(mr);
   delete reinterpret_cast<StandinMr*>(mr);
   return 0;
 }

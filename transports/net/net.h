@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/error.h"
 
 namespace tutti::net {
 
@@ -28,8 +29,8 @@ struct NetProperties {
   std::string pciPath;     // sysfs path of the device, "" when unknown
   uint64_t guid = 0;
   bool hostMemory = true;  // isend/irecv accept host pointers
-  bool cudaMemory = false; // ... and CUDA device pointers
-  bool dmaBuf = false;     // ... and DMA-BUF registration
+  bool cudaMemory = false; // ... and device memory (GPUDirect RDMA), registered by registerDmaBuf
+  bool dmaBuf = false;     // registerDmaBuf works: device memory is registered by its dmabuf descriptor
   bool registrationIsGlobal = false;  // a registration serves every comm, not only its own
   bool forceFlush = false; // received data needs flush() even where it otherwise would not
   int speedMbps = 0;       // link speed, 0 when unknown
@@ -52,6 +53,16 @@ struct MemoryRegistration {
   void* backendData = nullptr;
 };
 
+// Registration of device memory by its dmabuf descriptor (GPUDirect RDMA): [data, data + bytes)
+// is the executor's address range, which starts `offset` bytes into the dmabuf `fd` (the caller's;
+// the backend does not keep it). The default, for backends whose properties report dmaBuf=false,
+// refuses with an error saying so; `side` and `peer` name the comm for it. (Inline: the socket
+// plugin library carries the Socket backend without the registry.)
+[[noreturn]] inline MemoryRegistration refuseDmaBuf(const char* side, const std::string& peer) {
+  throw Error(ErrorCode::InvalidUsage, std::string("registerDmaBuf on a ") + side + " comm" + (peer.empty() ? "" : " with " + peer) +
+                                           ": this network backend cannot register device memory by dmabuf (its properties report dmaBuf=false)");
+}
+
 // An outstanding isend/irecv; test() completes it.
 class NetRequest {
  public:
@@ -63,6 +74,12 @@ class NetSendComm {
  public:
   virtual ~NetSendComm() = default;
   virtual MemoryRegistration registerMemory(void* data, size_t bytes) = 0;
+  // Device memory by its dmabuf (see refuseDmaBuf); deregisterMemory ends it. Throws naming the
+  // device and peer when the backend or the descriptor refuses.
+  virtual MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) {
+    (void)data, (void)bytes, (void)fd, (void)offset;
+    return refuseDmaBuf("send", "");
+  }
   virtual void deregisterMemory(MemoryRegistration registration) = 0;
   // Starts sending `bytes`; nullptr when the comm cannot take another request now (retry later).
   virtual NetRequest* isend(const void* data, size_t bytes, int tag, MemoryRegistration registration) = 0;
@@ -83,12 +100,18 @@ class NetRecvComm {
  public:
   virtual ~NetRecvComm() = default;
   virtual MemoryRegistration registerMemory(void* data, size_t bytes) = 0;
+  virtual MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) {
+    (void)data, (void)bytes, (void)fd, (void)offset;
+    return refuseDmaBuf("receive", "");
+  }
   virtual void deregisterMemory(MemoryRegistration registration) = 0;
   // Posts a receive of at most `capacity` bytes; nullptr when no more can be posted now.
   virtual NetRequest* irecv(void* data, size_t capacity, int tag, MemoryRegistration registration) = 0;
   // Makes progress; true (and the request is freed) once the message has arrived, with its size.
   virtual bool test(NetRequest* request, size_t* bytes) = 0;
-  // Makes received data visible to the consumer (GPU memory); host memory needs nothing.
+  // Makes received data visible to the consumer (GPU memory); host memory needs nothing. Device
+  // memory registered by dmabuf: an RDMA read from the buffer, waited for with a bound, as NCCL
+  // does (NCCL_GDR_FLUSH_DISABLE=1 skips it).
   virtual void flush(void* data, size_t bytes, MemoryRegistration registration) = 0;
   virtual std::vector<int> pollDescriptors() const = 0;
 };

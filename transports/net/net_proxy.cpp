@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/pages.h"
+#include "transports/net/gdr_policy.h"
 
 namespace tutti {
 namespace {
@@ -53,6 +55,10 @@ struct NetProxy::Connection {
   std::unique_ptr<net::NetSendComm> send;
   std::unique_ptr<net::NetRecvComm> recv;
   net::MemoryRegistration registration;
+  // The slots: after the header in `memory`, or device memory registered by dmabuf (GPUDirect
+  // RDMA), which `deviceMemory` allocated and this thread reaches only through its copies.
+  char* slots = nullptr;
+  std::shared_ptr<FifoMemory> deviceMemory;
   int peer = -1;
   int channel = 0;
   int tag = 0;
@@ -64,6 +70,18 @@ struct NetProxy::Connection {
   ~Connection() {
     if (send) send->deregisterMemory(registration);
     if (recv) recv->deregisterMemory(registration);
+    if (deviceMemory && slots) deviceMemory->release(slots);
+  }
+  char* slot(uint64_t index) const { return slots + (index % fifo->nsteps) * fifo->slotBytes; }
+  // The trailer after a message's `bytes` in slot `index`, read or written through the copies of
+  // device memory where the slots are the device's.
+  void writeTrailer(uint64_t index, size_t bytes, const void* trailer, size_t size) const {
+    if (deviceMemory) deviceMemory->copyIn(slot(index) + bytes, trailer, size);
+    else std::memcpy(slot(index) + bytes, trailer, size);
+  }
+  void readTrailer(uint64_t index, size_t bytes, void* trailer, size_t size) const {
+    if (deviceMemory) deviceMemory->copyOut(trailer, slot(index) + bytes, size);
+    else std::memcpy(trailer, slot(index) + bytes, size);
   }
   bool inFlight() const { return posted != completed; }
 };
@@ -99,19 +117,46 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   // (FifoMemory::mapHost: pinned and mapped for a GPU).
   const FifoShape shape = context_.fifoShape();
   const size_t slotBytes = shape.slotBytes + kSlotTrailerRoom;
-  const size_t bytes = (kern::fifoBytes(shape.nsteps, slotBytes) + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign;
+  const size_t slotsBytes = size_t(shape.nsteps) * slotBytes;
   const std::string what = context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
                            std::to_string(c->peer) + " on channel " + std::to_string(c->channel);
+  // GPUDirect RDMA: the slots in device memory that the NIC registers by dmabuf; the header (head,
+  // tail, sizes) stays host memory mapped for the executor, as this thread polls it.
+  std::shared_ptr<FifoMemory> fifoMemory = context_.fifoMemory();
+  const bool gdr = useGdr(c->send != nullptr, *fifoMemory);
+  const size_t fullBytes = (kern::fifoBytes(shape.nsteps, slotBytes) + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign;
+  const size_t bytes = gdr ? fullBytes - slotsBytes : fullBytes;
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) throwSystemError(what + ": allocating " + std::to_string(bytes) + " bytes", errno);
   c->memory = std::unique_ptr<void, Unmap>(memory, Unmap{bytes});
   zeroPagesForKernel(memory, bytes, what.c_str());
   c->fifo = static_cast<kern::FifoHeader*>(memory);
   kern::fifoInit(c->fifo, shape.nsteps, slotBytes);
-  c->mapping = std::make_unique<HostMapping>(context_.fifoMemory(), memory, bytes, what);
-  if (c->send) c->registration = c->send->registerMemory(memory, bytes);
-  if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
+  c->mapping = std::make_unique<HostMapping>(fifoMemory, memory, bytes, what);
   auto* fifo = static_cast<kern::FifoHeader*>(c->mapping->executor());
+  if (gdr) {
+    kern::ExportHandle handle;
+    c->slots = static_cast<char*>(fifoMemory->allocateExportable(slotsBytes, what + " (slots in device memory)", &handle));
+    c->deviceMemory = fifoMemory;
+    if (handle.fd >= 0) ::close(handle.fd);
+    const kern::DmaBufRange range = fifoMemory->exportDmaBuf(c->slots, slotsBytes, what);
+    try {
+      c->registration = c->send ? c->send->registerDmaBuf(c->slots, slotsBytes, range.fd, range.offset)
+                                : c->recv->registerDmaBuf(c->slots, slotsBytes, range.fd, range.offset);
+    } catch (...) {
+      ::close(range.fd);
+      throw;
+    }
+    ::close(range.fd);
+    // The executor finds slot 0 at this offset from the header as it sees it (kern::fifoSlot).
+    c->fifo->slotOffset = uint64_t(uintptr_t(c->slots)) - uint64_t(uintptr_t(fifo));
+    TUTTI_INFO(log::Net, "%s: slots in device memory registered by dmabuf (GPUDirect RDMA%s)", what.c_str(),
+               c->send ? " read" : "");
+  } else {
+    c->slots = static_cast<char*>(memory) + c->fifo->slotOffset;
+    if (c->send) c->registration = c->send->registerMemory(memory, bytes);
+    if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     added_.push_back(std::move(c));
@@ -119,6 +164,20 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   }
   kern::ringBell(&bell_);
   return fifo;
+}
+
+bool NetProxy::useGdr(bool send, FifoMemory& memory) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<bool>& decided = gdr_[send ? 1 : 0];
+  if (decided) return *decided;
+  const net::NetProperties nic = backend_->properties(0);
+  const net::GdrChoice choice =
+      net::chooseGdr(send, nic, !memory.hostAccessible(), memory.exportsDmaBuf(), context_.gpuNicPath(nic.pciPath));
+  if (!choice.why.empty())
+    TUTTI_INFO(log::Net, "%s: network %s FIFOs %s: %s", context_.where().c_str(), send ? "send" : "receive",
+               choice.deviceMemory ? "in device memory registered by dmabuf (GPUDirect RDMA)" : "in host memory", choice.why.c_str());
+  decided = choice.deviceMemory;
+  return choice.deviceMemory;
 }
 
 kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
@@ -141,13 +200,13 @@ bool NetProxy::progress(Connection& c) {
     const uint64_t head = kern::fifoLoadAcquire(&fifo->head);
     while (c.posted < head) {
       const uint32_t i = uint32_t(c.posted % nsteps);
-      char* slot = kern::fifoSlot(fifo, c.posted);
+      char* slot = c.slot(c.posted);
       const size_t size = size_t(fifo->sizes[i]);
       if (size > fifo->slotBytes - kSlotTrailerRoom)
         throw Error(ErrorCode::Internal, "message " + std::to_string(c.posted) + " of " + std::to_string(size) + " bytes leaves no room for its trailer in a slot of " +
                                             std::to_string(fifo->slotBytes) + " bytes");
       const WireTrailer trailer{fifo->sigs[i], fifo->sigCounts[i]};
-      std::memcpy(slot + size, &trailer, sizeof trailer);
+      c.writeTrailer(c.posted, size, &trailer, sizeof trailer);
       net::NetRequest* r = c.send->isend(slot, size + sizeof trailer, 0, c.registration);
       if (r == nullptr) break;
       c.requests[c.posted % nsteps] = r;
@@ -168,7 +227,7 @@ bool NetProxy::progress(Connection& c) {
   }
   const uint64_t tail = kern::fifoLoadAcquire(&fifo->tail);
   while (c.posted - tail < nsteps) {
-    net::NetRequest* r = c.recv->irecv(kern::fifoSlot(fifo, c.posted), size_t(fifo->slotBytes), 0, c.registration);
+    net::NetRequest* r = c.recv->irecv(c.slot(c.posted), size_t(fifo->slotBytes), 0, c.registration);
     if (r == nullptr) break;
     c.requests[c.posted % nsteps] = r;
     c.posted++;
@@ -177,13 +236,13 @@ bool NetProxy::progress(Connection& c) {
   bool arrived = false;
   size_t bytes = 0;
   while (c.completed < c.posted && c.recv->test(c.requests[c.completed % nsteps], &bytes)) {
-    char* slot = kern::fifoSlot(fifo, c.completed);
+    char* slot = c.slot(c.completed);
     c.recv->flush(slot, bytes, c.registration);
     if (bytes < sizeof(WireTrailer))
       throw Error(ErrorCode::Remote, "message " + std::to_string(c.completed) + " arrived with " + std::to_string(bytes) +
                                         " bytes, less than its " + std::to_string(sizeof(WireTrailer)) + "-byte trailer (a peer of another tutti version?)");
     WireTrailer trailer;
-    std::memcpy(&trailer, slot + bytes - sizeof trailer, sizeof trailer);
+    c.readTrailer(c.completed, bytes - sizeof trailer, &trailer, sizeof trailer);
     const uint32_t i = uint32_t(c.completed % nsteps);
     fifo->sizes[i] = bytes - sizeof trailer;
     fifo->sigs[i] = trailer.signature;

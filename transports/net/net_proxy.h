@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,6 +102,9 @@ class NetProxy final : public TransportProxy {
   void waitForWork(uint32_t seen, bool inFlight);
   bool spinOnBell(uint32_t seen);
   kern::FifoHeader* add(std::unique_ptr<Connection> connection, int peer, int channel, int tag, kern::Bell* workerBell);
+  // Whether the FIFOs of one side are device memory registered by dmabuf (net/gdr_policy.h):
+  // decided at the first connection of that side, and said once in an INFO line.
+  bool useGdr(bool send, FifoMemory& memory);
 
   TransportContext& context_;
   std::unique_ptr<net::NetBackend> backend_;
@@ -108,6 +112,7 @@ class NetProxy final : public TransportProxy {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> added_;  // under mutex_, adopted by the next pass
   std::atomic<bool> hasAdded_{false};
+  std::optional<bool> gdr_[2];  // under mutex_: useGdr's answer for receive [0] and send [1]
   // Held by whichever thread makes a progress pass (this one, or a worker in tryProgress).
   std::mutex progressMutex_;
   std::vector<std::unique_ptr<Connection>> connections_;  // under progressMutex_

@@ -42,7 +42,10 @@ class IbBackend final : public NetBackend {
     p.guid = d.guid();
     p.speedMbps = d.speedMbps();
     p.hostMemory = true;
-    p.cudaMemory = false;  // GPUDirect RDMA is not implemented: CUDA buffers are staged in host memory
+    // GPUDirect RDMA only through dmabuf (no peer-memory module path): device memory is reached
+    // where the library and device register it by its descriptor.
+    p.dmaBuf = d.dmaBuf();
+    p.cudaMemory = d.dmaBuf();
     p.maxRecvs = 1;
     p.maxMessageBytes = UINT32_MAX;  // the size travels as 32-bit immediate data
     p.latencyUs = 0;
@@ -127,9 +130,10 @@ std::unique_ptr<NetBackend> makeIbBackend() {
         }
         device->chooseGid();
         device->chooseRelaxedOrdering();
-        TUTTI_INFO(log::Net, "NET/IB: %s, %s, %d Mb/s, GID index %d %s, relaxed ordering %s", device->name().c_str(),
+        device->chooseDmaBuf();
+        TUTTI_INFO(log::Net, "NET/IB: %s, %s, %d Mb/s, GID index %d %s, relaxed ordering %s, dmabuf %s", device->name().c_str(),
                    device->ethernet() ? "RoCE" : "InfiniBand", device->speedMbps(), device->gidIndex(),
-                   ib::gidText(device->gid()).c_str(), device->relaxedOrdering() ? "on" : "off");
+                   ib::gidText(device->gid()).c_str(), device->relaxedOrdering() ? "on" : "off", device->dmaBuf() ? "on" : "off");
         devices.push_back(std::move(device));
       }
     }

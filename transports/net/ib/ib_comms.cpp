@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -111,6 +112,9 @@ class IbSendComm final : public NetSendComm {
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override {
     return {device_->registerOwned(data, bytes)};
+  }
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
+    return {device_->acquireDmaBuf(data, bytes, fd, offset, "the receiver " + peer())};
   }
   void deregisterMemory(MemoryRegistration registration) override {
     device_->deregister(static_cast<ibv_mr*>(registration.backendData));
@@ -297,6 +301,8 @@ class IbRecvComm final : public NetRecvComm {
   ~IbRecvComm() override {
     socket_.close();
     qps_.clear();
+    flushQp_.reset();
+    device_->deregister(flushMr_);
     device_->deregister(ctsMr_);
     for (Request& r : requests_)
       if (r.inUse && r.cached) device_->release(r.cached);
@@ -304,6 +310,9 @@ class IbRecvComm final : public NetRecvComm {
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override {
     return {device_->registerOwned(data, bytes)};
+  }
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
+    return {device_->acquireDmaBuf(data, bytes, fd, offset, "the sender " + qps_.front()->peer())};
   }
   void deregisterMemory(MemoryRegistration registration) override {
     device_->deregister(static_cast<ibv_mr*>(registration.backendData));
@@ -341,7 +350,38 @@ class IbRecvComm final : public NetRecvComm {
     return finishRequest(*r, r->received, bytes, *device_);
   }
 
-  void flush(void*, size_t, MemoryRegistration) override {}  // host memory: nothing to make visible
+  // Host memory: nothing to make visible. Device memory registered by dmabuf: as NCCL does, an
+  // RDMA read of a few bytes of the received buffer over a QP connected to itself, waited for:
+  // the NIC completes it only after its earlier writes to that memory are visible to the GPU.
+  void flush(void* data, size_t bytes, MemoryRegistration registration) override {
+    auto* mr = static_cast<ibv_mr*>(registration.backendData);
+    if (bytes == 0 || !mr || tunables::kGdrFlushDisable.get() || !device_->isDmaBuf(mr)) return;
+    if (!flushQp_) {
+      flushQp_ = std::make_unique<IbQueuePair>(device_, "itself (GDR flush of the receive from " + qps_.front()->peer() + ")", 2);
+      flushQp_->connectTo(flushQp_->localInfo());
+      flushMr_ = device_->registerOwned(flushBytes_, sizeof flushBytes_, false);
+    }
+    ibv_sge sge{uint64_t(uintptr_t(flushBytes_)), uint32_t(std::min(bytes, sizeof flushBytes_)), flushMr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = kCtsWrite;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = uint64_t(uintptr_t(data));
+    wr.wr.rdma.rkey = mr->rkey;
+    flushQp_->postSend(&wr, "flush (GDR RDMA read)");
+    const SteadyTime deadline = deadlineAfter(kFlushSeconds);
+    for (;;) {
+      ibv_wc wc;
+      if (flushQp_->poll(&wc, 1, "flush (GDR RDMA read)") == 1) return;
+      if (SteadyClock::now() > deadline)
+        throw Error(ErrorCode::System, "NET/IB: flush of the receive from " + qps_.front()->peer() + " on " + device_->name() +
+                                           ": the RDMA read of the received buffer did not complete within " +
+                                           std::to_string(kFlushSeconds) + " s");
+      std::this_thread::yield();
+    }
+  }
   // The QPs' completion channels; and the socket until the connector's QP is ready.
   std::vector<int> pollDescriptors() const override {
     std::vector<int> fds;
@@ -470,6 +510,10 @@ class IbRecvComm final : public NetRecvComm {
   bool splitData_;
   std::unique_ptr<CtsEntry[]> cts_;
   ibv_mr* ctsMr_ = nullptr;
+  static constexpr int kFlushSeconds = 10;  // a local read; this long means the device is stuck
+  std::unique_ptr<IbQueuePair> flushQp_;    // connected to itself, made at the first GDR flush
+  ibv_mr* flushMr_ = nullptr;
+  alignas(16) char flushBytes_[16] = {};
   Socket socket_;
   uint64_t remoteFifo_;
   uint32_t remoteFifoRkey_;

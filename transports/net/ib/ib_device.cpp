@@ -4,6 +4,7 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -195,7 +196,66 @@ ibv_mr* IbDevice::registerOwned(void* data, size_t bytes, bool relaxedOrdering) 
 }
 
 void IbDevice::deregister(ibv_mr* mr) {
-  if (mr) verbs_->deregMr(mr);
+  if (!mr) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (CacheEntry& e : cache_)
+      if (e.mr == mr) {
+        --e.users;
+        return;
+      }
+  }
+  verbs_->deregMr(mr);
+}
+
+bool IbDevice::isDmaBuf(const ibv_mr* mr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const CacheEntry& e : cache_)
+    if (e.mr == mr) return e.dmaBuf;
+  return false;
+}
+
+void IbDevice::chooseDmaBuf() {
+  dmaBuf_ = false;
+  std::string why;
+  if (!verbs_->regDmabufMr) {
+    why = verbs_->path + " lacks ibv_reg_dmabuf_mr";
+  } else {
+    errno = 0;
+    ibv_mr* probe = verbs_->regDmabufMr(pd_, 0, 0, 0, -1, 0);
+    if (probe) verbs_->deregMr(probe);
+    if (!probe && (errno == EOPNOTSUPP || errno == EPROTONOSUPPORT))
+      why = std::string("ibv_reg_dmabuf_mr is not supported by the device or kernel (") + strerror(errno) + ")";
+  }
+  dmaBuf_ = why.empty();
+  if (!dmaBuf_) TUTTI_INFO(log::Net, "NET/IB: %s: no GPUDirect RDMA through dmabuf: %s", name_.c_str(), why.c_str());
+}
+
+ibv_mr* IbDevice::acquireDmaBuf(void* data, size_t bytes, int fd, uint64_t offset, const std::string& peer) {
+  char range[160];
+  snprintf(range, sizeof range, "%p + %zu bytes (dmabuf fd %d at offset %llu)", data, bytes, fd, (unsigned long long)offset);
+  auto fail = [&](const std::string& why) {
+    throw Error(ErrorCode::System, "NET/IB: ibv_reg_dmabuf_mr on " + name_ + " for " + peer + " of " + range + ": " + why);
+  };
+  if (!dmaBuf_) fail("the device cannot register memory by dmabuf (its properties report dmaBuf=false)");
+  struct stat file{};
+  if (fstat(fd, &file) != 0) fail(strerror(errno));
+  uintptr_t begin = uintptr_t(data), end = begin + bytes;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = cache_.begin(); it != cache_.end(); ++it)
+    if (it->dmaBuf && it->fileDevice == uint64_t(file.st_dev) && it->fileInode == uint64_t(file.st_ino) && it->begin <= begin &&
+        end <= it->end && it->offset + (begin - it->begin) == offset) {
+      ++it->users;
+      cache_.splice(cache_.begin(), cache_, it);
+      return it->mr;
+    }
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  if (relaxedOrdering_) access |= IBV_ACCESS_RELAXED_ORDERING;
+  ibv_mr* mr = verbs_->regDmabufMr(pd_, offset, bytes, uint64_t(begin), fd, access);
+  if (!mr) fail(strerror(errno));
+  cache_.push_front({mr, begin, end, 1, true, uint64_t(file.st_dev), uint64_t(file.st_ino), offset});
+  trimCache();
+  return mr;
 }
 
 ibv_mr* IbDevice::acquire(const void* data, size_t bytes) {
@@ -212,6 +272,11 @@ ibv_mr* IbDevice::acquire(const void* data, size_t bytes) {
   uintptr_t alignedBegin = begin & ~(page - 1), alignedEnd = (end + page - 1) & ~(page - 1);
   ibv_mr* mr = registerOwned(reinterpret_cast<void*>(alignedBegin), alignedEnd - alignedBegin);
   cache_.push_front({mr, alignedBegin, alignedEnd, 1});
+  trimCache();
+  return mr;
+}
+
+void IbDevice::trimCache() {
   // Keep the cache small: drop the least recently used entries nobody uses.
   for (auto it = cache_.end(); cache_.size() > kCacheEntries && it != cache_.begin();) {
     --it;
@@ -220,7 +285,6 @@ ibv_mr* IbDevice::acquire(const void* data, size_t bytes) {
       it = cache_.erase(it);
     }
   }
-  return mr;
 }
 
 void IbDevice::release(ibv_mr* mr) {

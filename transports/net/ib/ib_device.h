@@ -34,6 +34,12 @@ class IbDevice {
   void chooseRelaxedOrdering();
   bool relaxedOrdering() const { return relaxedOrdering_; }
 
+  // Decides whether device memory can be registered by dmabuf (GPUDirect RDMA): where the library
+  // has ibv_reg_dmabuf_mr and a probe call with no descriptor fails for the descriptor (EBADF)
+  // rather than for want of support (EOPNOTSUPP, EPROTONOSUPPORT), as NCCL probes it.
+  void chooseDmaBuf();
+  bool dmaBuf() const { return dmaBuf_; }
+
   const std::string& name() const { return name_; }  // "mlx5_0:1"
   int port() const { return port_; }
   bool ethernet() const { return attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
@@ -57,6 +63,14 @@ class IbDevice {
   // Not cached; caller deregisters. `relaxedOrdering` false keeps PCI ordering even where the
   // device uses relaxed ordering: for rings polled by the CPU, whose fields must land in order.
   ibv_mr* registerOwned(void* data, size_t bytes, bool relaxedOrdering = true);
+  // Device memory [data, data + bytes) that starts `offset` bytes into the dmabuf `fd`, with local
+  // write and remote read and write access, from the cache or new (the cache knows a dmabuf by its
+  // file, so that the same range of other memory at a reused address is not taken for it); give it
+  // back with deregister(). Throws System naming the device, `peer`, the range, fd and offset.
+  ibv_mr* acquireDmaBuf(void* data, size_t bytes, int fd, uint64_t offset, const std::string& peer);
+  // Whether `mr` is a dmabuf registration (device memory, which a GDR flush makes visible).
+  bool isDmaBuf(const ibv_mr* mr);
+  // Ends a registration: a cached one is given back to the cache (release), another deregistered.
   void deregister(ibv_mr* mr);
 
   // Once an async event said the port went down or the device failed: throws System naming the
@@ -70,7 +84,11 @@ class IbDevice {
     ibv_mr* mr;
     uintptr_t begin, end;
     int users;
+    // A dmabuf registration: the descriptor's file and the offset in it at `begin`.
+    bool dmaBuf = false;
+    uint64_t fileDevice = 0, fileInode = 0, offset = 0;
   };
+  void trimCache();  // caller holds mutex_
   static constexpr size_t kCacheEntries = 64;
 
   void watchEvents();  // the async-event thread's body
@@ -88,6 +106,7 @@ class IbDevice {
   int gidIndex_ = 0;
   ibv_gid gid_{};
   bool relaxedOrdering_ = false;
+  bool dmaBuf_ = false;
   std::mutex mutex_;
   std::list<CacheEntry> cache_;  // most recently used first
   std::atomic<bool> failed_{false};

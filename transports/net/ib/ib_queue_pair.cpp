@@ -32,7 +32,8 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
   attr.port_num = uint8_t(device_->port());
-  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  // Remote read: the GDR flush reads the received buffer back over a QP connected to itself.
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   if (int rc = v.modifyQp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
     v.destroyQp(qp_);
     throw Error(ErrorCode::System, "NET/IB: ibv_modify_qp to INIT on " + device_->name() + " for " + peer_ + ": " + strerror(rc));

@@ -68,6 +68,7 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   bind(*v, v->destroyQp, "ibv_destroy_qp");
   bind(*v, v->wcStatusStr, "ibv_wc_status_str");
   v->regMrIova2 = reinterpret_cast<decltype(v->regMrIova2)>(dlsym(v->library, "ibv_reg_mr_iova2"));
+  v->regDmabufMr = reinterpret_cast<decltype(v->regDmabufMr)>(dlsym(v->library, "ibv_reg_dmabuf_mr"));
   bind(*v, v->createCompChannel, "ibv_create_comp_channel");
   bind(*v, v->destroyCompChannel, "ibv_destroy_comp_channel");
   bind(*v, v->getCqEvent, "ibv_get_cq_event");

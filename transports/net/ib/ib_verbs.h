@@ -36,6 +36,9 @@ struct IbVerbs {
   // Optional (nullptr when the library lacks it): the registration call that understands the
   // optional access flags (IBV_ACCESS_OPTIONAL_RANGE, e.g. relaxed ordering), rdma-core 28 and later.
   ibv_mr* (*regMrIova2)(ibv_pd*, void*, size_t, uint64_t, unsigned) = nullptr;
+  // Optional: registration of device memory by its dmabuf descriptor (GPUDirect RDMA without a
+  // peer-memory kernel module), rdma-core 34 and later: (pd, offset, length, iova, fd, access).
+  ibv_mr* (*regDmabufMr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int) = nullptr;
   // Completion channels and async events (ib_completion_queue.h, ib_device.h's event thread).
   ibv_comp_channel* (*createCompChannel)(ibv_context*) = nullptr;
   int (*destroyCompChannel)(ibv_comp_channel*) = nullptr;

@@ -219,6 +219,9 @@ class PluginBackend final : public NetBackend {
     for (int d = 0; d < count; d++) {
       NetProperties p;
       session_->check(plugin().properties(d, &p), "getProperties");
+      // The adapter hands plugins host memory only (no regMrDmaBuf, no iflush): whatever the
+      // plugin could do with device memory, the proxy must not offer it any.
+      p.cudaMemory = p.dmaBuf = false;
       if (p.hostMemory) devices_.push_back(DeviceEntry{d, p});
     }
     if (devices_.empty())
