@@ -156,6 +156,7 @@ class CommTransportContext final : public TransportContext {
   }
   std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
   std::string netName() const override { return comm_->identity.config.netName; }
+  bool executorReadsOtherProcesses() const override { return comm_->executor.backend->readsOtherProcesses(); }
 
  private:
   ncclComm* comm_;

@@ -85,6 +85,9 @@ class TransportContext {
   virtual std::shared_ptr<FifoMemory> fifoMemory() const = 0;
   // The net backend the communicator asks for (ncclConfig_t.netName); "" leaves it to NCCL_NET.
   virtual std::string netName() const = 0;
+  // Whether the communicator's executor can read a peer process's buffers itself (cross-memory
+  // reads: the host executor), so that connections between processes may offer it.
+  virtual bool executorReadsOtherProcesses() const { return false; }
 };
 
 // One connection as setup asks a transport for it (the direction is the call: offer receives,
@@ -142,6 +145,10 @@ class Connection {
   // means the same at the receiver (direct messages, kernels/fifo.h): the local transport's. Both
   // ends of a connection answer alike.
   virtual bool sharesAddressSpace() const { return false; }
+  // Whether the receiver reads the sender's user buffers in the sender's process with cross-memory
+  // reads (direct messages between processes, kernels/work.h kDirectAcrossProcesses), as its probe
+  // at setup found. Both ends answer alike; the sender's end may wait, bounded, for the verdict.
+  virtual bool readsAcrossProcesses() const { return false; }
 
  private:
   kern::FifoHeader* fifo_;
