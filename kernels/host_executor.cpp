@@ -70,8 +70,8 @@ bool readAcrossProcesses(const engine::LaneRef& l, const engine::Run& run, engin
     const std::string op = std::string(plan::collTitle(plan::Coll(l.op->coll))) + " #" + std::to_string(l.op->seq);
     throw Error(error == ESRCH ? ErrorCode::Remote : ErrorCode::System,
                 "rank " + std::to_string(ctx.rank) + ": " + op + ", channel " + std::to_string(l.work->channel) + ": reading " +
-                    std::to_string(part.bytes) + " bytes of the registered buffer of " + ctx.describePeer(end.peer) + " in process pid " +
-                    std::to_string(pid) + " with process_vm_readv failed: " + cma::errnoName(error) +
+                    std::to_string(part.bytes) + " bytes of the registered buffer of " + ctx.describePeer(end.peer) +
+                    " with process_vm_readv (pid " + std::to_string(pid) + ") failed: " + cma::errnoName(error) +
                     (error == ESRCH ? ": the peer process has exited" : ""));
   };
   if (ctx.directReads != nullptr) ctx.directReads->fetch_add(1, std::memory_order_relaxed);
