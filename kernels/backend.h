@@ -146,6 +146,9 @@ class ExecutorBackend {
   // backends, whose ranks in one process see each other's buffers. The cuda backend answers no
   // until registered buffers are mapped into the peers (CUDA IPC); the executor is ready for it.
   virtual bool readsPeerBuffers() const { return false; }
+  // Its executor may also read a peer process's user buffer at an address the peer sent, with a
+  // cross-memory read (base/cross_memory.h; kern::kDirectAcrossProcesses): the host executor.
+  virtual bool readsOtherProcesses() const { return false; }
   // Its executor reads a PreMulSum scalar that lives in device memory itself, in stream order;
   // otherwise the caller reads it at enqueue.
   virtual bool readsDeviceScalars() const { return true; }

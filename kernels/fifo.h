@@ -12,8 +12,8 @@
 //     Simple messages that may follow on the same FIFO count from it).
 // A Simple message may instead carry an address (`addrs`, nonzero): the bytes stay in the
 // sender's user buffer, where the receiver reads them ("direct", zero-copy: plan.h, "Direct
-// sends"). Only on connections whose ends share an address space (ConnEnd::direct, both ends
-// alike); the sender's operation does not end before the receiver has freed the slot, so the
+// sends"). Only on connections whose ends share an address space, or whose receiver reads the
+// sender's process with cross-memory reads (ConnEnd::direct, both ends alike); the sender's operation does not end before the receiver has freed the slot, so the
 // buffer outlives the read (lane_engine.h, firstUndrained).
 // Every message also carries its call's signature (kernels/work.h, callSignature) and count: in
 // `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares
@@ -55,7 +55,17 @@ struct alignas(64) FifoHeader {
   uint64_t sigs[kMaxFifoSteps];       // the call signature of each published slot's message
   uint64_t sigCounts[kMaxFifoSteps];  // and its call's count (bytes for send and receive)
   uint64_t addrs[kMaxFifoSteps];      // a direct message's address in the sender's user buffer (0: in the slot)
+  // Direct messages between processes (ConnEnd::direct kDirectAcrossProcesses; transports/shm):
+  // the receiver reads the sender's buffer with a cross-memory read from senderPid. Written at
+  // setup: the sender gives its pid and a probe word (its address and value) when it attaches;
+  // the receiver reads the word and posts its verdict (crossReads) before its connection completes.
+  uint64_t senderPid;
+  uint64_t probeAddr;
+  uint64_t probeValue;
+  uint64_t crossReads;  // 0: no verdict yet, kCrossReadsYes, kCrossReadsNo
 };
+constexpr uint64_t kCrossReadsYes = 1;
+constexpr uint64_t kCrossReadsNo = 2;
 
 constexpr size_t kLLLineBytes = 16;
 // Lines 0 and 1 of an LL slot: halves {size}, {count, low 32 bits}, {signature low}, {signature high}.
@@ -90,6 +100,7 @@ TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t s
   header->llSlotBytes = llSlotBytesFor(llDataBytes);
   header->llOffset = llDataBytes == 0 ? 0 : header->slotOffset + size_t(nsteps) * slotBytes;
   for (uint32_t i = 0; i < kMaxFifoSteps; i++) header->addrs[i] = 0;
+  header->senderPid = header->probeAddr = header->probeValue = header->crossReads = 0;
   header->magic = kFifoMagic;
 }
 

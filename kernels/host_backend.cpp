@@ -94,6 +94,7 @@ class HostBackend final : public HostMemoryBackend {
   bool sleepsOnBells() const override { return true; }
   bool runsMailboxes() const override { return true; }
   bool readsDeviceScalars() const override { return false; }
+  bool readsOtherProcesses() const override { return true; }  // cross-memory reads (host_executor.cpp)
   void abort() override {}  // the host executor watches the communicator's abort flag itself
 
  protected:

@@ -5,11 +5,13 @@
 
 #include <sched.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "kernels/exec_fault.h"
 #include "kernels/lane_engine.h"
+#include "base/cross_memory.h"
 #include "base/error.h"
 
 namespace tutti::kern {
@@ -51,6 +53,47 @@ struct HostMover {
   }
 };
 
+// A direct message from another process (kDirectAcrossProcesses): its bytes are in the sender's
+// process, at part.rptr there. The copying steps read them straight to where they go (the output,
+// or the send slot: one copy instead of the sender's copy into the slot and ours out of it); the
+// reducing ones read them into the receive slot, which the message left empty, and reduce from
+// there. Returns true when the part has moved. A failed read (the peer gone: ESRCH; a range not
+// mapped there: EFAULT) fails the operation naming the peer and its pid.
+bool readAcrossProcesses(const engine::LaneRef& l, const engine::Run& run, engine::Part& part, const ExecutionContext& ctx) {
+  const Step& step = engine::currentStep(l);
+  const ConnEnd& end = l.recvs[step.recvConn];
+  const pid_t pid = pid_t(run.rf->senderPid);
+  const char* remote = part.rptr;
+  auto read = [&](char* to) {
+    const int error = cma::read(pid, remote, to, part.bytes);
+    if (error == 0) return;
+    const std::string op = std::string(plan::collTitle(plan::Coll(l.op->coll))) + " #" + std::to_string(l.op->seq);
+    throw Error(error == ESRCH ? ErrorCode::Remote : ErrorCode::System,
+                "rank " + std::to_string(ctx.rank) + ": " + op + ", channel " + std::to_string(l.work->channel) + ": reading " +
+                    std::to_string(part.bytes) + " bytes of the registered buffer of " + ctx.describePeer(end.peer) +
+                    " with process_vm_readv (pid " + std::to_string(pid) + ") failed: " + cma::errnoName(error) +
+                    (error == ESRCH ? ": the peer process has exited" : ""));
+  };
+  if (ctx.directReads != nullptr) ctx.directReads->fetch_add(1, std::memory_order_relaxed);
+  switch (part.op) {
+    case Op::Recv:
+      read(part.dst);
+      return true;
+    case Op::RecvSend:
+      if (part.sptr == nullptr || part.dst == nullptr) {
+        read(part.sptr == nullptr ? part.dst : part.sptr);
+        return true;
+      }
+      read(part.dst);
+      std::memcpy(part.sptr, part.dst, part.bytes);
+      return true;
+    default:
+      read(run.rslot);
+      part.rptr = run.rslot;
+      return false;
+  }
+}
+
 // Runs the lane's current step, or joined run of steps (one message), if the FIFOs allow it.
 // Returns false when blocked.
 bool tryStep(const engine::LaneRef& l, const ExecutionContext& ctx) {
@@ -63,7 +106,10 @@ bool tryStep(const engine::LaneRef& l, const ExecutionContext& ctx) {
     ExecFault fault{};
     if (!engine::partGeometry(l, run, j, part, fault))
       throw Error(ErrorCode::InvalidUsage, describeFault(fault, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
-    engine::moveData(mover, *l.op, part);
+    // (A direct message is always a run of one part.)
+    const bool across = run.raddr != nullptr && run.parts == 1 && l.recvs[engine::currentStep(l).recvConn].direct == kDirectAcrossProcesses;
+    if (run.raddr != nullptr && !across && ctx.directReads != nullptr) ctx.directReads->fetch_add(1, std::memory_order_relaxed);
+    if (!across || !readAcrossProcesses(l, run, part, ctx)) engine::moveData(mover, *l.op, part);
     engine::endPart(run, j, part);
   }
   engine::finishRun(l, run, sync);

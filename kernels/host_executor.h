@@ -64,6 +64,9 @@ struct ExecutionContext {
   std::string (*probeCall)(const void* arg, int peer, uint64_t signature, uint64_t count) = nullptr;
   const void* probeArg = nullptr;
   static constexpr double kProbeAfterSeconds = 0.5;
+  // Counts the direct messages (zero-copy, lane_engine.h) the worker read in a peer's buffer,
+  // in this process or another; unset: not counted.
+  std::atomic<uint64_t>* directReads = nullptr;
 };
 
 // The idle poll number `idle` (from 0) of a wait: the first ctx.spin polls pause, the next

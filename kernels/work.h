@@ -60,8 +60,16 @@ struct ConnEnd {
                      // side polls (a GPU rings no futex)
   int32_t peer;
   uint16_t ll;      // nonzero: this operation's unjoined messages on the FIFO go as LL lines (fifo.h)
-  uint16_t direct;  // nonzero: the ends share an address space, so a message may carry an address
-                    // into the sender's user buffer (fifo.h); both ends see the same value
+  uint16_t direct;  // DirectKind: nonzero, a message may carry an address into the sender's user
+                    // buffer (fifo.h); both ends see the same value
+};
+
+// ConnEnd::direct: how the receiver reaches an address the sender sent.
+enum DirectKind : uint16_t {
+  kDirectNone = 0,
+  kDirectShared = 1,          // the ends share an address space: the receiver reads it as it is
+  kDirectAcrossProcesses = 2  // the receiver reads the sender's process (FifoHeader::senderPid)
+                              // with a cross-memory read; host executor only
 };
 
 // One lane of one operation on one channel.

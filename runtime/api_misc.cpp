@@ -446,6 +446,14 @@ TUTTI_API ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t
   });
 }
 
+TUTTI_API ncclResult_t tuttiCommZeroCopyReads(ncclComm_t comm, uint64_t* messages) {
+  return guard("tuttiCommZeroCopyReads", [&] {
+    if (messages == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommZeroCopyReads: messages is NULL");
+    checkComm("tuttiCommZeroCopyReads", comm);
+    *messages = comm->executor.directReads.load();
+  });
+}
+
 TUTTI_API ncclResult_t tuttiCommDump(ncclComm_t comm, const char* path) {
   return guard("tuttiCommDump", [&] {
     // Any live communicator, a failed one too: its record says what led there.

@@ -128,6 +128,8 @@ struct ExecutorResources {
   uint64_t mailboxSeq = 0;                // mailbox operations run so far
   std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
   std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now
+  // Direct messages (zero-copy) the host executor read in a peer's buffer (tuttiCommZeroCopyReads).
+  std::atomic<uint64_t> directReads{0};
   // The last operations, for dumps (runtime/flight_recorder_dump.h); null when none are recorded.
   std::unique_ptr<FlightRecorder> flight;
 };

@@ -213,6 +213,7 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork)
   ctx.waitSlot = &comm->executor.waits[size_t(worker)];
   ctx.probeCall = probeCall;
   ctx.probeArg = comm;
+  ctx.directReads = &comm->executor.directReads;
   if (comm->links.proxy() && driveNetwork) {
     ctx.pollNetwork = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->tryProgress(); };
     ctx.networkSendsWaiting = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->sendsWaiting(); };
@@ -357,9 +358,13 @@ void CommLaunch::connect() {
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
           const bool ll = llOnConnection(comm, k.peer, conn.transport(), lanes[i].llMessageBytes);
           // Addresses in the sender's user buffers where both ends read them alike (fifo.h).
-          const bool direct = comm->executor.backend->readsPeerBuffers() && conn.sharesAddressSpace();
+          // Between processes, where the receiver's probe found it may read the sender's (transports/shm).
+          const kern::ExecutorBackend& backend = *comm->executor.backend;
+          const kern::DirectKind direct = backend.readsPeerBuffers() && conn.sharesAddressSpace() ? kern::kDirectShared
+                                          : backend.readsOtherProcesses() && conn.readsAcrossProcesses() ? kern::kDirectAcrossProcesses
+                                                                                                         : kern::kDirectNone;
           return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, uint16_t(ll ? 1 : 0),
-                               uint16_t(direct ? 1 : 0)};
+                               uint16_t(direct)};
         };
         std::vector<kern::ConnEnd> sends, recvs;
         for (const ConnKey& k : lanes[i].sendKeys) sends.push_back(end(k));

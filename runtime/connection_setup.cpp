@@ -174,6 +174,7 @@ class CommTransportContext final : public TransportContext {
     if (path.nodes.empty()) return std::nullopt;
     return path.type;
   }
+  bool executorReadsOtherProcesses() const override { return comm_->executor.backend->readsOtherProcesses(); }
 
  private:
   ncclComm* comm_;

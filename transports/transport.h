@@ -104,6 +104,9 @@ class TransportContext {
   // topology graph (NCCL_NET_GDR_LEVEL is compared with it); nullopt where either has no PCI
   // location there (host processes, the emulated device, a NIC the graph does not hold).
   virtual std::optional<topo::PathType> gpuNicPath(const std::string& nicPciPath) const { return std::nullopt; }
+  // Whether the communicator's executor can read a peer process's buffers itself (cross-memory
+  // reads: the host executor), so that connections between processes may offer it.
+  virtual bool executorReadsOtherProcesses() const { return false; }
 };
 
 // One connection as setup asks a transport for it (the direction is the call: offer receives,
@@ -165,6 +168,10 @@ class Connection {
   // means the same at the receiver (direct messages, kernels/fifo.h): the local transport's. Both
   // ends of a connection answer alike.
   virtual bool sharesAddressSpace() const { return false; }
+  // Whether the receiver reads the sender's user buffers in the sender's process with cross-memory
+  // reads (direct messages between processes, kernels/work.h kDirectAcrossProcesses), as its probe
+  // at setup found. Both ends answer alike; the sender's end may wait, bounded, for the verdict.
+  virtual bool readsAcrossProcesses() const { return false; }
 
  private:
   kern::FifoHeader* fifo_;

@@ -3,6 +3,7 @@
 #define TUTTI_TUTTI_H_
 
 #include "nccl.h"
+#include <stdint.h> /* uint64_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,11 @@ ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective, size_t c
  * when no worker waits. Written NUL-terminated into text (textBytes; ncclInvalidArgument if too
  * short, leaving ""). Safe to call from another thread while comm runs, e.g. before ncclCommAbort. */
 ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t textBytes);
+
+/* How many messages comm's rank has read in place in a peer's registered buffer (zero-copy,
+ * docs/algorithms.md) since init: from rank threads of this process, or from other processes of the
+ * host with cross-memory reads (TUTTI_CMA). Counted by the host executor; 0 on other backends. */
+ncclResult_t tuttiCommZeroCopyReads(ncclComm_t comm, uint64_t* messages);
 
 /* Writes comm's flight record (its last TUTTI_FLIGHT_RECORDER_ENTRIES operations, their states and
  * times, and what each worker waits for) as JSON to path: a file, or a directory where the file is

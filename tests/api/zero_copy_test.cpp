@@ -1,15 +1,23 @@
 // Zero-copy on registered buffers (runtime/registrations.h, "Zero-copy"): all-gather, broadcast and
-// all-reduce whose buffers are registered with ncclCommRegister let their peers read them in place.
+// all-reduce whose buffers are registered with ncclCommRegister let their peers read them in place,
+// as rank threads of one process and, with cross-memory reads, as processes of one host.
 // Every case is checked against the float64 reference and bitwise against the same call on
 // unregistered buffers; each registered buffer is poisoned as soon as its call has returned, so a
 // peer still reading it afterwards (an operation that ended before its direct messages were read)
 // shows as a wrong result.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -17,6 +25,7 @@
 #include "tests/common/env_support.h"
 #include "tests/common/log_support.h"
 #include "tests/common/ranks_support.h"
+#include "tests/common/shared_memory_support.h"
 #include "tutti/tutti.h"
 
 namespace {
@@ -224,4 +233,170 @@ TEST_CASE("ncclCommWindowRegister: symmetric windows of different sizes, or flag
     INFO((flagsDiffer ? "flags differ: " : "sizes differ: ") << failures);
     CHECK(failures.empty());
   }
+}
+
+// Ranks as processes of this host (shm between them): the receiver reads a peer's registered
+// buffer in its process with process_vm_readv (TUTTI_CMA; transports/shm). Every case against the
+// float64 reference (runCase) and bitwise against the copied run; tuttiCommZeroCopyReads says
+// whether messages were read in place: never on unregistered buffers, on registered ones only
+// when `reads`.
+namespace {
+
+// Waits (up to 30 s) until a worker of comm sleeps in a wait: its operation has done all it can
+// before its peer moves (published its sends, copied what it holds).
+bool waitUntilBlocked(ncclComm_t comm) {
+  char text[4096];
+  for (int i = 0; i < 30000; i++) {
+    if (tuttiCommDescribeWait(comm, text, sizeof text) == ncclSuccess && text[0] != '\0') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+void requireSameAsCopiesAcrossProcesses(int nranks, const char* algorithm, bool small, bool reads) {
+  tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
+  const std::vector<Case> cases = zeroCopyCases(nranks, small);
+  std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) {
+    uint64_t readsCopied = 0, readsRegistered = 0;
+    for (const Case& c : cases) {
+      std::vector<char> copied, direct;
+      uint64_t before = 0, middle = 0, after = 0;
+      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &before));
+      tutti_test::runCase(c, rank, n, comm, nullptr, &copied);
+      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &middle));
+      {
+        RegisteredBuffers buffers(comm, false);
+        tutti_test::runCase(c, rank, n, comm, &buffers, &direct);
+      }
+      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
+      readsCopied += middle - before;
+      readsRegistered += after - middle;
+      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
+    }
+    const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(getpid()) + ")";
+    tutti_test::check(readsCopied == 0, who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
+    if (reads)
+      tutti_test::check(readsRegistered > 0, who + " read no message in place from its peers' registered buffers");
+    else
+      tutti_test::check(readsRegistered == 0, who + " read " + std::to_string(readsRegistered) + " messages in place with TUTTI_CMA=0");
+  });
+  INFO(nranks << " rank processes, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)") << ", reads " << reads);
+  INFO(failures);
+  REQUIRE(failures.empty());
+}
+
+}  // namespace
+
+TEST_CASE("zero-copy across processes: registered buffers read with process_vm_readv give the copied path's bytes",
+          "[register][zero-copy][processes][cma]") {
+  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::CapturedLog log("INFO", "SHM");
+  requireSameAsCopiesAcrossProcesses(2, "", false, true);
+  requireSameAsCopiesAcrossProcesses(3, "ring", true, true);
+  requireSameAsCopiesAcrossProcesses(4, "tree", true, true);
+  CHECK(!log.linesWith("zero-copy across processes: registered buffers of pid").empty());
+}
+
+TEST_CASE("zero-copy across processes: TUTTI_CMA=0 copies registered buffers, and says so", "[register][zero-copy][processes][cma]") {
+  tutti_test::ScopedEnv cma("TUTTI_CMA", "0");
+  tutti_test::CapturedLog log("INFO", "SHM");
+  requireSameAsCopiesAcrossProcesses(2, "", true, false);
+  CHECK(!log.linesWith("zero-copy across processes off, copying: TUTTI_CMA=0").empty());
+  CHECK(log.linesWith("are read in place (process_vm_readv)").empty());
+}
+
+TEST_CASE("zero-copy across processes: a sender whose buffer vanishes under a read fails the reader naming it and its pid",
+          "[register][zero-copy][processes][cma][faults]") {
+  // Rank 0 publishes its registered input by address, then unmaps it (a user's error, and the
+  // one way to make process_vm_readv fail with the peer alive: EFAULT) before rank 1 reads it.
+  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "20");
+  tutti_test::ScopedEnv algo("NCCL_ALGO", "ring");
+  // One channel, one worker: once it sleeps, rank 0 has sent and copied all it can.
+  tutti_test::ScopedEnv channels("NCCL_MAX_NCHANNELS", "1");
+  struct State {
+    std::atomic<int> senderPid{0};
+    std::atomic<int> published{0};
+  };
+  tutti_test::SharedWithChildren<State> state;
+  const size_t count = 1 << 16;
+  std::string failures = tutti_test::runProcesses(2, [&](int rank, int n, ncclComm_t comm) {
+    const size_t bytes = count * sizeof(float);
+    // Warm up: connections made and the verdicts posted.
+    std::vector<float> warm(count * size_t(n));
+    TUTTI_NCCL_CHECK(ncclAllGather(warm.data() + size_t(rank) * count, warm.data(), count, ncclFloat32, comm, nullptr));
+    void* in = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    tutti_test::check(in != MAP_FAILED, "mmap failed");
+    std::vector<float> out(count * size_t(n));
+    void* handle = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommRegister(comm, in, bytes, &handle));
+    std::thread unmapper;
+    if (rank == 0) {
+      state->senderPid.store(int(getpid()));
+      // Rank 0's first step sends its input by address; the unmap follows once rank 0 waits for
+      // rank 1's block, which comes only after the unmap.
+      unmapper = std::thread([&] {
+        waitUntilBlocked(comm);
+        munmap(in, bytes);
+        state->published.store(1);
+      });
+    } else {
+      while (state->published.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const ncclResult_t result = ncclAllGather(in, out.data(), count, ncclFloat32, comm, nullptr);
+    if (unmapper.joinable()) unmapper.join();
+    const std::string message = ncclGetLastError(comm);
+    if (rank == 1) {
+      tutti_test::check(result == ncclSystemError, "rank 1: the all-gather returned " + std::string(ncclGetErrorString(result)) + ": " + message);
+      tutti_test::check(message.find("rank 0 (") != std::string::npos &&
+                            message.find("pid " + std::to_string(state->senderPid.load())) != std::string::npos &&
+                            message.find("process_vm_readv") != std::string::npos && message.find("EFAULT") != std::string::npos,
+                        "rank 1's error does not name rank 0, its pid " + std::to_string(state->senderPid.load()) +
+                            " and the failed read: " + message);
+    } else {
+      tutti_test::check(result != ncclSuccess, "rank 0: the all-gather succeeded with its input unmapped under the reader");
+    }
+  }, 60);
+  INFO(failures);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("zero-copy across processes: a sender killed while its messages wait to be read fails the reader naming it",
+          "[register][zero-copy][processes][cma][faults]") {
+  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
+  tutti_test::ScopedEnv algo("NCCL_ALGO", "ring");
+  struct State {
+    std::atomic<int> senderPid{0};
+    std::atomic<int> killed{0};
+  };
+  tutti_test::SharedWithChildren<State> state;
+  const size_t count = 1 << 16;
+  std::string failures = tutti_test::runProcesses(2, [&](int rank, int n, ncclComm_t comm) {
+    std::vector<float> in(count, float(rank + 1)), out(count * size_t(n));
+    void* handles[2] = {nullptr, nullptr};
+    TUTTI_NCCL_CHECK(ncclCommRegister(comm, in.data(), in.size() * sizeof(float), &handles[0]));
+    TUTTI_NCCL_CHECK(ncclCommRegister(comm, out.data(), out.size() * sizeof(float), &handles[1]));
+    TUTTI_NCCL_CHECK(ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr));
+    if (rank == 0) {
+      state->senderPid.store(int(getpid()));
+      // Dies inside the next all-gather, after publishing its block by address.
+      std::thread([&] {
+        waitUntilBlocked(comm);
+        state->killed.store(1);
+        raise(SIGKILL);
+      }).detach();
+    } else {
+      while (state->killed.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const ncclResult_t result = ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr);
+    const std::string message = ncclGetLastError(comm);
+    // The read finds the process gone (ESRCH), or the death notice got there first: either way
+    // the error is the peer's, naming it and its pid.
+    tutti_test::check(result == ncclRemoteError, "rank 1: the all-gather returned " + std::string(ncclGetErrorString(result)) + ": " + message);
+    tutti_test::check(message.find("rank 0 (") != std::string::npos &&
+                          message.find("pid " + std::to_string(state->senderPid.load())) != std::string::npos,
+                      "rank 1's error does not name rank 0 and its pid " + std::to_string(state->senderPid.load()) + ": " + message);
+  }, 60);
+  CHECK(failures == "process 0 died of signal 9\n");
 }
