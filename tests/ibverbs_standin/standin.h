@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -36,15 +37,31 @@ namespace __attribute__((visibility("hidden"))) tutti_standin {
 constexpr int kGidCount = 2;  // index 0: link-local style, index 1: IPv4-mapped (RoCE v2 style)
 constexpr uint32_t kHelloMagic = 0x53544e44;  // "STND"
 
+// The first bytes a sending QP writes on its connection. The host fields let the receiver decide
+// whether the two ends may share memory (standin_wire_shm.cpp).
 struct Hello {
   uint32_t magic;
   uint32_t destQpn;
   uint32_t srcQpn;
   uint32_t pathMtu;
+  uint32_t wantShm;   // 1: the sender made the segment `shmName` and asks for the shared-memory wire
+  uint32_t reserved;
+  uint64_t netns;     // the sender's network namespace (/proc/self/ns/net: device and inode)
+  uint64_t netnsDev;
+  char bootId[40];    // the sender's /proc/sys/kernel/random/boot_id
+  char shmName[64];
+};
+
+// The receiver's answer to a Hello it accepted: the wire the connection carries from now on.
+enum Wire : uint32_t { kWireTcp = 1, kWireShm = 2 };
+struct HelloReply {
+  uint32_t magic;
+  uint32_t wire;
 };
 
 enum FrameType : uint32_t { kOp = 1, kAck = 2, kRnrNak = 3 };
 constexpr uint32_t kFrameSolicited = 1;  // Frame::pad of an op the sender flagged IBV_SEND_SOLICITED
+constexpr uint32_t kFrameNoData = 2;     // Frame::pad: TUTTI_IBVERBS_STANDIN_NO_DATA, no payload follows
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kRnrNakEvery = std::chrono::milliseconds(20);  // while an op waits for a receive
@@ -81,6 +98,9 @@ struct StandinCq {
   bool overrun = false;
   Arming armed = kDisarmed;
   std::atomic<uint32_t> eventsReported{0}, eventsAcked{0};
+  // When a poll_cq last looked at this CQ (steady clock, ns): while a poller spins on a QP's CQ and
+  // has not armed it to sleep, the progress thread asks its shared-memory peers for no doorbells.
+  std::atomic<int64_t> lastPollNs{0};
 };
 
 struct OutItem {
@@ -90,8 +110,14 @@ struct OutItem {
   size_t sent = 0;  // of sizeof(Frame) + length
 };
 
-struct Link {  // one TCP connection of a QP: outbound (ops out, acks in) or inbound (ops in, acks out)
-  int fd = -1;
+struct ShmRing;
+
+struct Link {  // one connection of a QP: outbound (ops out, acks in) or inbound (ops in, acks out)
+  int fd = -1;  // TCP; on the shared-memory wire it carries only doorbells and the end of the peer
+  ShmRing* tx = nullptr;  // shared-memory wire: the ring this end writes, and the one it reads
+  ShmRing* rx = nullptr;
+  void* shmBase = nullptr;
+  size_t shmBytes = 0;
   std::deque<OutItem> out;
   Frame in{};
   size_t inGot = 0;
@@ -155,6 +181,7 @@ struct StandinContext {
   std::mutex asyncMutex;
   std::deque<ibv_async_event> asyncEvents;
   std::atomic<bool> portDown{false};
+  bool noData = false;  // TUTTI_IBVERBS_STANDIN_NO_DATA=1 when the context opened
 };
 
 // The open contexts of this process, so that a test can take a device's port down in all of them
@@ -178,6 +205,7 @@ int delayMs();
 // backend owns the contexts, so these are the process's (atomic; only ever incremented).
 struct Counters {
   std::atomic<uint64_t> plainWrites{0}, immWrites{0}, relaxedOrderingMrs{0}, heldOps{0};
+  std::atomic<uint64_t> tcpOps{0}, shmOps{0};  // operations posted, by the wire that carried them
 };
 Counters& counters();
 
@@ -204,6 +232,25 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 // standin_completion.cpp
 int standinPollCq(ibv_cq* cq, int n, ibv_wc* wc);
 int standinReqNotify(ibv_cq* cq, int solicitedOnly);
+
+// standin_wire_shm.cpp: the shared-memory wire.
+enum WireChoice { kChooseAuto, kChooseTcp, kChooseShm };
+WireChoice wireChoice();  // TUTTI_IBVERBS_STANDIN_WIRE
+void fillHostIdentity(Hello* h);
+bool sameHost(const Hello& h);  // the Hello's sender shares this process's boot and network namespace
+bool createSegment(Link& l, char* name, size_t nameBytes);  // sender: a segment for `l`; false: errno
+bool attachSegment(Link& l, const char* name);             // receiver: the sender's segment
+void unlinkSegment(const char* name);
+void detachSegment(Link& l);
+// Byte-stream I/O on a link, whichever its wire: as send/recv with MSG_DONTWAIT (-1 with EAGAIN
+// when nothing moves; recv's 0, the end of the connection, only on TCP).
+ssize_t linkSend(Link& l, const void* data, size_t n);
+ssize_t linkRecv(Link& l, void* data, size_t n);
+// The reader of `l`'s ring is going to sleep in poll: true if the ring already holds bytes.
+bool armDoorbell(Link& l);
+void disarmDoorbell(Link& l);
+// Reads the doorbells that came on a shared-memory link's socket: false when the peer is gone.
+bool drainDoorbells(Link& l);
 
 // standin_wire.cpp
 void wakeUp(StandinContext* c);

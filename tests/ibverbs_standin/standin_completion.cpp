@@ -64,6 +64,7 @@ int standinPollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   int got = takeCompletions(s, n, wc);
   if (got != 0) return got;
   StandinContext* c = contextOf(cq->context);
+  s->lastPollNs.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   {
     std::unique_lock<std::mutex> lock(c->mutex, std::try_to_lock);
     if (!lock.owns_lock() || c->portDown.load()) return 0;
@@ -83,6 +84,7 @@ int standinReqNotify(ibv_cq* cq, int solicitedOnly) {
   std::lock_guard<std::mutex> lock(s->mutex);
   // Solicited-only does not weaken an arming for any completion that is already in place.
   if (s->armed != kArmedAll) s->armed = solicitedOnly ? kArmedSolicited : kArmedAll;
+  wakeUp(contextOf(cq->context));  // its poller is going to sleep: the progress thread takes over
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // A strict software stand-in for libibverbs (loaded by the IB net backend through TUTTI_IBVERBS_LIB):
 // one RoCE-like device and port, PDs, MRs with key / bounds / access checks, CQs, RC QPs with the
 // RESET -> INIT -> RTR -> RTS state machine, RDMA write (with or without immediate) and send/recv,
-// carried between processes over TCP to the address that the GID encodes.
+// carried between processes through shared memory where they share a host and a network namespace,
+// else over TCP to the address that the GID encodes (standin_wire_shm.cpp says how it decides).
 //
 // Why strict: the backend has run only here, so what hardware refuses must be refused here too
 // (missing modify_qp attributes, a GID index that does not exist, an MTU beyond the port's, a
@@ -29,7 +30,16 @@
 //
 // Wire (one TCP connection per direction of a QP pair, opened at RTS by the sending QP):
 // a Hello naming the destination QP, then Frames; the receiving side answers each OP with an ACK,
-// and an op that waits for a receive to be posted with RNR NAKs now and then.
+// and an op that waits for a receive to be posted with RNR NAKs now and then. On the
+// shared-memory wire the same frames go through two rings beside that connection.
+// TUTTI_IBVERBS_STANDIN_WIRE=tcp|shm picks the wire (default: shared memory where possible);
+// tutti_standin_wire_ops() counts the operations each wire carried.
+//
+// For the per-message overhead benchmark only: TUTTI_IBVERBS_STANDIN_NO_DATA=1 (read when a
+// device opens) moves no payload of a write with immediate or a send: each keeps its length, its
+// checks, its acknowledgement and its completions, but the receiver's memory is left as it was.
+// Plain writes still move their bytes: the stand-in cannot tell data from control there, and the
+// backend's clear-to-send entries, which the peer reads, are plain writes.
 //
 // The transport timer, as hardware runs it: a QP with sends outstanding that hears nothing from its
 // peer (no ACK, no RNR NAK, no byte of its own accepted by the link) for (retry_cnt + 1) times
@@ -38,7 +48,8 @@
 //
 // Files: standin_device.cpp (this one: devices, contexts, ports, GIDs, async events, test switches),
 // standin_memory.cpp (PDs, MRs), standin_completion.cpp (CQs, completion channels),
-// standin_qp.cpp (QPs, posting), standin_wire.cpp (the bytes between QPs), standin.h (shared state).
+// standin_qp.cpp (QPs, posting), standin_wire.cpp (the frames between QPs, the progress thread),
+// standin_wire_shm.cpp (the shared-memory wire), standin.h (shared state).
 #include "standin.h"
 
 namespace tutti_standin {
@@ -173,6 +184,8 @@ STANDIN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   }
   c->port = ntohs(sa.sin_port);
   c->ctx.device = device;
+  const char* noData = std::getenv("TUTTI_IBVERBS_STANDIN_NO_DATA");
+  c->noData = noData && std::strcmp(noData, "1") == 0;
   c->ctx.ops.poll_cq = standinPollCq;
   c->ctx.ops.req_notify_cq = standinReqNotify;
   c->ctx.ops.post_send = standinPostSend;
@@ -361,6 +374,13 @@ STANDIN_EXPORT void tutti_standin_counters(uint64_t* plainWrites, uint64_t* immW
   if (immWrites) *immWrites = counters().immWrites.load();
   if (relaxedOrderingMrs) *relaxedOrderingMrs = counters().relaxedOrderingMrs.load();
   if (heldOps) *heldOps = counters().heldOps.load();
+}
+
+// For tests: the operations this process posted, by the wire that carried them (TCP or shared
+// memory), so that a test can tell a wire that fell back to TCP from the one it asked for.
+STANDIN_EXPORT void tutti_standin_wire_ops(uint64_t* tcpOps, uint64_t* shmOps) {
+  if (tcpOps) *tcpOps = counters().tcpOps.load();
+  if (shmOps) *shmOps = counters().shmOps.load();
 }
 
 }  // extern "C"

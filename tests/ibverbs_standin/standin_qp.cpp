@@ -6,6 +6,7 @@ namespace tutti_standin {
 void closeLink(Link& l) {
   if (l.fd >= 0) ::close(l.fd);
   l.fd = -1;
+  detachSegment(l);
   l.out.clear();
 }
 
@@ -86,11 +87,16 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     q->sendPsn = (q->sendPsn + 1) & 0xffffff;
     item.frame.imm = wr->imm_data;
     item.frame.pad = (wr->send_flags & IBV_SEND_SOLICITED) ? kFrameSolicited : 0;
+    // Without data movement (the benchmark's mode), plain writes still carry their bytes: they are
+    // the control path (the backend's clear-to-send entries), which the peer reads.
+    bool noPayload = c->noData && wr->opcode != IBV_WR_RDMA_WRITE;
+    if (noPayload) item.frame.pad |= kFrameNoData;
+    (q->outbound.tx ? counters().shmOps : counters().tcpOps)++;
     item.frame.raddr = wr->wr.rdma.remote_addr;
     item.frame.rkey = wr->wr.rdma.rkey;
     item.frame.length = length;
     const char* src = reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
-    if (isInline) item.inlineData.assign(src, src + length);
+    if (isInline && !noPayload) item.inlineData.assign(src, src + length);
     else item.payload = src;
     if (q->pending.empty()) q->lastHeard = Clock::now();  // the timer starts with the first send outstanding
     q->pending.push_back({item.frame.seq, wr->wr_id, opcode, (wr->send_flags & IBV_SEND_SIGNALED) != 0, length});
@@ -196,21 +202,51 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
       memcpy(&sa.sin_addr, &c->ip, 4);
       sa.sin_port = htons(q->attr.ah_attr.dlid);
     }
-    Hello h{kHelloMagic, q->attr.dest_qp_num, qp->qp_num, uint32_t(q->attr.path_mtu)};
+    Hello h{};
+    h.magic = kHelloMagic;
+    h.destQpn = q->attr.dest_qp_num;
+    h.srcQpn = qp->qp_num;
+    h.pathMtu = uint32_t(q->attr.path_mtu);
     lock.unlock();
+    // The shared-memory wire is offered with a segment made for it; the receiver decides.
+    WireChoice choice = wireChoice();
+    Link shm;
+    if (choice != kChooseTcp) {
+      fillHostIdentity(&h);
+      if (createSegment(shm, h.shmName, sizeof h.shmName)) h.wantShm = 1;
+      else if (choice == kChooseShm) return errno ? errno : EIO;
+    }
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     timeval tv{5, 0};
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::send(fd, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h)) {
       int e = errno;
       if (fd >= 0) ::close(fd);
+      if (h.wantShm) unlinkSegment(h.shmName);
+      detachSegment(shm);
       return e ? e : EIO;  // the remote address is unreachable
+    }
+    // No answer: the receiver has no such QP and closed the connection; the writes fail later, as
+    // packets to a missing QP time out.
+    HelloReply reply{};
+    bool answered = ::recv(fd, &reply, sizeof reply, MSG_WAITALL) == ssize_t(sizeof reply) && reply.magic == kHelloMagic;
+    if (h.wantShm) unlinkSegment(h.shmName);  // mapped by both ends now, or by none
+    if (!answered || reply.wire != kWireShm) detachSegment(shm);
+    if (answered && reply.wire != kWireShm && choice == kChooseShm) {
+      ::close(fd);
+      if (trace()) fprintf(stderr, "standin: QP %u: the receiver refused the shared-memory wire\n", qp->qp_num);
+      return EPROTONOSUPPORT;  // TUTTI_IBVERBS_STANDIN_WIRE=shm and the ends cannot share memory
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     lock.lock();
     q->outbound.fd = fd;
+    q->outbound.shmBase = shm.shmBase;
+    q->outbound.shmBytes = shm.shmBytes;
+    q->outbound.tx = shm.tx;
+    q->outbound.rx = shm.rx;
     q->attr.timeout = attr->timeout;
     q->attr.retry_cnt = attr->retry_cnt;
   } else {

@@ -15,7 +15,8 @@ void wakeUp(StandinContext* c) {
 bool flushOut(Link& l, bool* progressed) {
   while (!l.out.empty()) {
     OutItem& item = l.out.front();
-    size_t total = sizeof(Frame) + (item.frame.type == kOp ? item.frame.length : 0);
+    bool payload = item.frame.type == kOp && !(item.frame.pad & kFrameNoData);
+    size_t total = sizeof(Frame) + (payload ? item.frame.length : 0);
     while (item.sent < total) {
       const char* src;
       size_t n;
@@ -27,7 +28,7 @@ bool flushOut(Link& l, bool* progressed) {
         src = (item.inlineData.empty() ? item.payload : item.inlineData.data()) + off;
         n = total - item.sent;
       }
-      ssize_t w = ::send(l.fd, src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t w = linkSend(l, src, n);
       if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
         return false;
@@ -76,8 +77,9 @@ bool startOp(StandinContext* c, StandinQp* q, Link& l) {
     else
       l.inTarget = reinterpret_cast<char*>(uintptr_t(f.raddr));
   }
-  if (l.inStatus != IBV_WC_SUCCESS) l.discard.resize(f.length);
-  l.payloadGot = 0;
+  bool payload = !(f.pad & kFrameNoData);
+  if (l.inStatus != IBV_WC_SUCCESS && payload) l.discard.resize(f.length);
+  l.payloadGot = payload ? 0 : f.length;
   return true;
 }
 
@@ -117,12 +119,13 @@ bool waitingOp(const Link& l) { return l.inHeader && l.inGot == sizeof(Frame); }
 bool readInbound(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
   if (waitingOp(l)) {  // an op held or waiting for a receive: the rest waits behind it
+    if (l.rx) return true;  // shared memory: the progress thread watches the socket for the end
     char b;
     return ::recv(l.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0;  // only the end of the connection ends it
   }
   for (;;) {
     if (l.inHeader) {
-      ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
+      ssize_t r = linkRecv(l, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot);
       if (r == 0) return false;
       if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       l.inGot += size_t(r);
@@ -145,7 +148,7 @@ bool readInbound(StandinContext* c, StandinQp* q) {
     if (l.inHeader) continue;
     if (l.payloadGot < l.in.length) {
       char* dst = (l.inStatus == IBV_WC_SUCCESS ? l.inTarget : l.discard.data()) + l.payloadGot;
-      ssize_t r = ::recv(l.fd, dst, l.in.length - l.payloadGot, MSG_DONTWAIT);
+      ssize_t r = linkRecv(l, dst, l.in.length - l.payloadGot);
       if (r == 0) return false;
       if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       l.payloadGot += size_t(r);
@@ -178,7 +181,7 @@ void retryWaiting(StandinContext* c, StandinQp* q) {
   }
   if (startOp(c, q, l)) {
     l.inHeader = false;
-    if (l.in.length == 0) {
+    if (l.payloadGot == l.in.length) {  // nothing (more) to read: no payload, or none on the wire
       finishOp(q, l);
       l.inHeader = true;
       l.inGot = 0;
@@ -196,7 +199,7 @@ void checkTransportTimer(StandinQp* q, Clock::time_point now) {
 bool readAcks(StandinQp* q) {
   Link& l = q->outbound;
   for (;;) {
-    ssize_t r = ::recv(l.fd, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot, MSG_DONTWAIT);
+    ssize_t r = linkRecv(l, reinterpret_cast<char*>(&l.in) + l.inGot, sizeof(Frame) - l.inGot);
     if (r == 0) return false;
     if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     l.inGot += size_t(r);
@@ -230,8 +233,19 @@ void attachAccepted(StandinContext* c, int fd) {
     ::close(fd);  // no such QP: the sender's writes fail, as packets to a missing QP time out
     return;
   }
-  it->second->inbound.fd = fd;
-  it->second->inbound.peerMtu = h.pathMtu;
+  Link& l = it->second->inbound;
+  h.shmName[sizeof h.shmName - 1] = '\0';
+  bool shm = h.wantShm == 1 && wireChoice() != kChooseTcp && sameHost(h) && attachSegment(l, h.shmName);
+  if (!shm) detachSegment(l);  // a segment that was found but is not the stand-in's
+  HelloReply reply{kHelloMagic, shm ? kWireShm : kWireTcp};
+  if (::send(fd, &reply, sizeof reply, MSG_NOSIGNAL) != ssize_t(sizeof reply)) {  // a fresh socket takes 8 bytes
+    detachSegment(l);
+    ::close(fd);
+    return;
+  }
+  if (trace()) fprintf(stderr, "standin: QP %u accepts QP %u on the %s wire\n", h.destQpn, h.srcQpn, shm ? "shared-memory" : "TCP");
+  l.fd = fd;
+  l.peerMtu = h.pathMtu;
 }
 
 // One nonblocking turn of a QP's link: what arrived is read (when `read`), what is queued is
@@ -248,6 +262,17 @@ void serviceLink(StandinContext* c, StandinQp* q, int dir, bool read) {
   if (!ok && q->qp.state != IBV_QPS_ERR) failQp(q, IBV_WC_RETRY_EXC_ERR);
 }
 
+constexpr int64_t kPollersActiveNs = 500 * 1000;
+
+// Whether a poll_cq spins on one of the QP's CQs: polled within kPollersActiveNs and not armed.
+bool polledNow(ibv_cq* cq, int64_t nowNs) {
+  StandinCq* s = cqOf(cq);
+  int64_t since = nowNs - s->lastPollNs.load(std::memory_order_relaxed);
+  if (since < 0 || since >= kPollersActiveNs) return false;
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->armed == kDisarmed;
+}
+
 void progressLoop(StandinContext* c) {
   std::vector<pollfd> fds;
   std::vector<std::pair<StandinQp*, int>> owners;  // per fd after the first two: QP, 0 out / 1 in
@@ -258,17 +283,37 @@ void progressLoop(StandinContext* c) {
       fds.assign({{c->listenFd, POLLIN, 0}, {c->wake[0], POLLIN, 0}});
       owners.clear();
       Clock::time_point now = Clock::now();
+      // A poll_cq that ran within the last stretch will run again and carry its QPs' shared-memory
+      // traffic: the progress thread then looks at the rings each millisecond without asking for
+      // doorbells. Once the pollers stop (or sleep on a completion channel), it asks for doorbells
+      // and sleeps until one comes.
+      int64_t nowNs = now.time_since_epoch().count();
       for (auto& [qpn, q] : c->qps) {
         if (c->portDown.load()) break;  // nothing moves through a port that is down
         retryWaiting(c, q);
         if (q->inbound.holding) timeoutMs = 1;
         checkTransportTimer(q, now);
+        bool pollersActive = (q->outbound.rx || q->inbound.rx) &&
+                             (polledNow(q->qp.send_cq, nowNs) || (q->qp.recv_cq != q->qp.send_cq && polledNow(q->qp.recv_cq, nowNs)));
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
           if (l.fd < 0) continue;
-          // A held op's link is not read until the op is placed (else poll would spin on its data).
-          short ev = dir == 1 && waitingOp(l) ? 0 : POLLIN;
-          if (!l.out.empty()) ev |= POLLOUT;
+          short ev;
+          if (l.rx) {  // shared memory: the rings now, the socket for doorbells and the peer's end
+            serviceLink(c, q, dir, true);
+            if (q->qp.state == IBV_QPS_ERR || l.fd < 0) continue;
+            if (pollersActive) {  // pollers carry the traffic (a full ring rings its bell when emptied)
+              disarmDoorbell(l);
+              timeoutMs = std::min(timeoutMs, 1);
+            } else if (armDoorbell(l)) {
+              timeoutMs = 0;  // bytes came in between: another turn at once
+            }
+            ev = POLLIN;
+          } else {
+            // A held op's link is not read until the op is placed (else poll would spin on its data).
+            ev = dir == 1 && waitingOp(l) ? 0 : POLLIN;
+            if (!l.out.empty()) ev |= POLLOUT;
+          }
           fds.push_back({l.fd, ev, 0});
           owners.emplace_back(q, dir);
         }
@@ -290,6 +335,13 @@ void progressLoop(StandinContext* c) {
       if (c->qps.count(q->qp.qp_num) == 0) continue;
       Link& l = dir == 0 ? q->outbound : q->inbound;
       if (l.fd != fds[i].fd) continue;
+      if (l.rx && fds[i].revents != 0 && !drainDoorbells(l)) {
+        // The peer is gone; what it wrote before it closed (an error's acknowledgement, say) is
+        // read first, as TCP delivers a stream's bytes before its end.
+        serviceLink(c, q, dir, true);
+        if (q->qp.state != IBV_QPS_ERR && !c->portDown.load()) failQp(q, IBV_WC_RETRY_EXC_ERR);
+        continue;
+      }
       serviceLink(c, q, dir, (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0);
     }
   }
