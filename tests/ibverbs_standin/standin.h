@@ -237,7 +237,8 @@ int standinReqNotify(ibv_cq* cq, int solicitedOnly);
 enum WireChoice { kChooseAuto, kChooseTcp, kChooseShm };
 WireChoice wireChoice();  // TUTTI_IBVERBS_STANDIN_WIRE
 void fillHostIdentity(Hello* h);
-bool sameHost(const Hello& h);  // the Hello's sender shares this process's boot and network namespace
+bool sameHost(const Hello& h);
+bool addressIsLocal(in_addr a);  // loopback, or an address of an interface in this network namespace  // the Hello's sender shares this process's boot and network namespace
 bool createSegment(Link& l, char* name, size_t nameBytes);  // sender: a segment for `l`; false: errno
 bool attachSegment(Link& l, const char* name);             // receiver: the sender's segment
 void unlinkSegment(const char* name);

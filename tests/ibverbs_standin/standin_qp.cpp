@@ -211,7 +211,9 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     // The shared-memory wire is offered with a segment made for it; the receiver decides.
     WireChoice choice = wireChoice();
     Link shm;
-    if (choice != kChooseTcp) {
+    // Only an address of this network namespace can be a peer in it: elsewhere the connection is
+    // what it always was, a Hello and frames, with no answer to wait for.
+    if (choice != kChooseTcp && (choice == kChooseShm || addressIsLocal(sa.sin_addr))) {
       fillHostIdentity(&h);
       if (createSegment(shm, h.shmName, sizeof h.shmName)) h.wantShm = 1;
       else if (choice == kChooseShm) return errno ? errno : EIO;
@@ -232,7 +234,7 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     // No answer: the receiver has no such QP and closed the connection; the writes fail later, as
     // packets to a missing QP time out.
     HelloReply reply{};
-    bool answered = ::recv(fd, &reply, sizeof reply, MSG_WAITALL) == ssize_t(sizeof reply) && reply.magic == kHelloMagic;
+    bool answered = h.wantShm && ::recv(fd, &reply, sizeof reply, MSG_WAITALL) == ssize_t(sizeof reply) && reply.magic == kHelloMagic;
     if (h.wantShm) unlinkSegment(h.shmName);  // mapped by both ends now, or by none
     if (!answered || reply.wire != kWireShm) detachSegment(shm);
     if (answered && reply.wire != kWireShm && choice == kChooseShm) {

@@ -238,7 +238,7 @@ void attachAccepted(StandinContext* c, int fd) {
   bool shm = h.wantShm == 1 && wireChoice() != kChooseTcp && sameHost(h) && attachSegment(l, h.shmName);
   if (!shm) detachSegment(l);  // a segment that was found but is not the stand-in's
   HelloReply reply{kHelloMagic, shm ? kWireShm : kWireTcp};
-  if (::send(fd, &reply, sizeof reply, MSG_NOSIGNAL) != ssize_t(sizeof reply)) {  // a fresh socket takes 8 bytes
+  if (h.wantShm == 1 && ::send(fd, &reply, sizeof reply, MSG_NOSIGNAL) != ssize_t(sizeof reply)) {  // a fresh socket takes 8 bytes
     detachSegment(l);
     ::close(fd);
     return;
@@ -337,8 +337,9 @@ void progressLoop(StandinContext* c) {
       if (l.fd != fds[i].fd) continue;
       if (l.rx && fds[i].revents != 0 && !drainDoorbells(l)) {
         // The peer is gone; what it wrote before it closed (an error's acknowledgement, say) is
-        // read first, as TCP delivers a stream's bytes before its end.
-        serviceLink(c, q, dir, true);
+        // read first, on both of the QP's links, as TCP delivers a stream's bytes before its end.
+        serviceLink(c, q, 0, true);
+        serviceLink(c, q, 1, true);
         if (q->qp.state != IBV_QPS_ERR && !c->portDown.load()) failQp(q, IBV_WC_RETRY_EXC_ERR);
         continue;
       }

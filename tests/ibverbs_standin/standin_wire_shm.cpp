@@ -2,9 +2,12 @@
 // namespace, a connection's frames and payload go through two byte rings in a POSIX shared-memory
 // segment instead of through the kernel's TCP stack.
 //
-// How the stand-in knows both ends share memory: the sending QP puts its boot id
+// How the stand-in knows both ends share memory: a sending QP whose destination address belongs
+// to its own network namespace (loopback, or an address of one of its interfaces) offers a
+// segment and puts its boot id
 // (/proc/sys/kernel/random/boot_id) and its network namespace (the device and inode of
-// /proc/self/ns/net) in the Hello; the receiver compares them with its own. One boot means one
+// /proc/self/ns/net) in the Hello; the receiver compares them with its own and answers which
+// wire it took. A destination elsewhere gets the Hello of the TCP wire, with no answer to wait for. One boot means one
 // kernel, so /dev/shm segments are shared (ranks of one host in separate mount namespaces without
 // a common /dev/shm fail to attach and fall back to TCP); one network namespace keeps hosts that
 // tests build from namespaces (a veth between them) on TCP, as hosts they stand for would be.
@@ -108,6 +111,17 @@ bool sameHost(const Hello& h) {
   fillHostIdentity(&mine);
   return mine.bootId[0] != '\0' && std::memcmp(mine.bootId, h.bootId, sizeof mine.bootId) == 0 && mine.netns != 0 &&
          mine.netns == h.netns && mine.netnsDev == h.netnsDev;
+}
+
+bool addressIsLocal(in_addr a) {
+  if ((ntohl(a.s_addr) >> 24) == 127) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next)
+    found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET && reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr;
+  freeifaddrs(list);
+  return found;
 }
 
 bool createSegment(Link& l, char* name, size_t nameBytes) {
