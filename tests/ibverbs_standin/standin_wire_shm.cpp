@@ -4,13 +4,13 @@
 //
 // How the stand-in knows both ends share memory: a sending QP whose destination address belongs
 // to its own network namespace (loopback, or an address of one of its interfaces) offers a
-// segment and puts its boot id
-// (/proc/sys/kernel/random/boot_id) and its network namespace (the device and inode of
-// /proc/self/ns/net) in the Hello; the receiver compares them with its own and answers which
-// wire it took. A destination elsewhere gets the Hello of the TCP wire, with no answer to wait for. One boot means one
-// kernel, so /dev/shm segments are shared (ranks of one host in separate mount namespaces without
-// a common /dev/shm fail to attach and fall back to TCP); one network namespace keeps hosts that
-// tests build from namespaces (a veth between them) on TCP, as hosts they stand for would be.
+// segment and puts its boot id (/proc/sys/kernel/random/boot_id) and its network namespace (the
+// device and inode of /proc/self/ns/net) in the Hello; the receiver compares them with its own
+// and answers which wire it took. A destination elsewhere gets the Hello of the TCP wire, with
+// no answer to wait for. One boot means one kernel, so /dev/shm segments are shared (ranks of
+// one host in separate mount namespaces without a common /dev/shm fail to attach and fall back
+// to TCP); one network namespace keeps hosts that tests build from namespaces (a veth between
+// them) on TCP, as hosts they stand for would be.
 // TUTTI_IBVERBS_STANDIN_WIRE=tcp keeps every connection on TCP; =shm makes a connection that
 // cannot use shared memory fail at RTS (tests use it to make sure the wire under test is the one
 // that ran); unset (or auto): shared memory where the ends allow it, else TCP.
