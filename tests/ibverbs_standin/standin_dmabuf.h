@@ -1,4 +1,4 @@
-// The two hooks between the stand-in's core (ibverbs_standin.cpp) and its registrations of memory
+// The two hooks between the stand-in's core (standin_memory.cpp, standin_qp.cpp) and its registrations of memory
 // by dmabuf (standin_dmabuf.cpp).
 #pragma once
 
