@@ -24,12 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string readLine(const fs::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  if (in) std::getline(in, line);
-  return line;
-}
+std::string readLine(const fs::path& file) { return readFirstLine(file.string()); }
 
 // "dddd:bb:dd.f" (domain of 4 to 8 hex digits). Written out rather than with std::regex, which
 // GCC 12 warns about (-Wmaybe-uninitialized) in sanitizer builds.
@@ -419,6 +414,13 @@ class Discovery {
 };
 
 }  // namespace
+
+std::string readFirstLine(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  if (in) std::getline(in, line);
+  return line;
+}
 
 Attributes pciAttributes(const std::string& busId, const std::string& directory) {
   Attributes attributes = {{"busid", normalizeBusId(busId)}};

@@ -25,6 +25,9 @@ NodeSystem discoverNode(const DiscoveryOptions& options = {});
 // width) from its sysfs directory; what the directory lacks is left out.
 Attributes pciAttributes(const std::string& busId, const std::string& directory);
 
+// The first line of a (sysfs) file, without its newline; "" when it cannot be read.
+std::string readFirstLine(const std::string& file);
+
 // This node as communicator init sees it: the file `topoFile` names (NCCL_TOPO_FILE) in place
 // of discovery when not empty, with this host's identity; written to `dumpFile`
 // (NCCL_TOPO_DUMP_FILE) when not empty. Unlike NCCL, a topology file replaces discovery rather

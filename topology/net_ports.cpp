@@ -13,12 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string readLine(const fs::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  if (in) std::getline(in, line);
-  return line;
-}
+std::string readLine(const fs::path& file) { return readFirstLine(file.string()); }
 
 // Where a port's PCI function is: its bus id, the function's sysfs directory, and the bus ids
 // above it on the way down from the root (shallowest first). Empty when the path shows none.
