@@ -86,6 +86,15 @@ const Bool kP2pUseCudaMemcpy{"NCCL_P2P_USE_CUDA_MEMCPY", false,
 const Bool kCommBlocking{"NCCL_COMM_BLOCKING", true, "default of ncclConfig_t.blocking"};
 const String kHostid{"NCCL_HOSTID", "", "overrides the host identity that decides which ranks share a node"};
 
+const String kNetGdrLevel{"NCCL_NET_GDR_LEVEL", "PXB",
+                          "GPUDirect RDMA: the farthest GPU-NIC path (LOC, PIX, PXB, PHB, SYS, or NCCL's 0 to 5) at which "
+                          "network FIFOs are device memory the NIC registers by dmabuf; an unknown path counts as SYS"};
+const Bool kNetGdrRead{"NCCL_NET_GDR_READ", false,
+                       "GPUDirect RDMA: the sending side's network FIFOs in device memory too (the NIC reads the GPU)"};
+const Bool kGdrFlushDisable{"NCCL_GDR_FLUSH_DISABLE", false,
+                            "GPUDirect RDMA: skip the flush (an RDMA read from the received buffer) after a receive into "
+                            "device memory"};
+
 const String kDevice{"TUTTI_DEVICE", "auto",
                      "device backend: auto (cuda when a device is usable, else host), host, cuda, or emulated "
                      "(emulated: the CUDA executor's device code run on host threads, buffers in host memory)",
@@ -150,13 +159,5 @@ const String kFlightRecorderSignal{"TUTTI_FLIGHT_RECORDER_SIGNAL", "",
                                    "process dumps its flight record, to TUTTI_FLIGHT_RECORDER or else the working directory"};
 const String kIbverbsLib{"TUTTI_IBVERBS_LIB", "",
                          "IB backend: the verbs library to load instead of libibverbs.so.1 (a software stand-in for tests)"};
-const String kNetGdrLevel{"NCCL_NET_GDR_LEVEL", "PXB",
-                          "GPUDirect RDMA: the farthest GPU-NIC path (LOC, PIX, PXB, PHB, SYS, or NCCL's 0 to 5) at which "
-                          "network FIFOs are device memory the NIC registers by dmabuf; an unknown path counts as SYS"};
-const Bool kNetGdrRead{"NCCL_NET_GDR_READ", false,
-                       "GPUDirect RDMA: the sending side's network FIFOs in device memory too (the NIC reads the GPU)"};
-const Bool kGdrFlushDisable{"NCCL_GDR_FLUSH_DISABLE", false,
-                            "GPUDirect RDMA: skip the flush (an RDMA read from the received buffer) after a receive into "
-                            "device memory"};
 
 }  // namespace tutti::tunables
