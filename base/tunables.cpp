@@ -146,9 +146,10 @@ const Int kYield{"TUTTI_YIELD", 50,
 const Bool kCalibrate{"TUTTI_CALIBRATE", true,
                       "1: measure the host fabric at init (handoff between ranks, copy and reduce bandwidth, cores) for "
                       "the selector's cost model; 0: fixed default figures (every rank takes them when the ranks differ)"};
-const Bool kCma{"TUTTI_CMA", true,
+const Bool kCma{"TUTTI_CMA", false,
                 "1: between rank processes of a host, a receiver reads a peer's registered buffer in place with "
-                "process_vm_readv (zero-copy, host executor) where a probe at connection setup allows it; 0: copy"};
+                "process_vm_readv (zero-copy, host executor) where a probe at connection setup allows it; 0: copy "
+                "(the default: the one kernel copy measured slower than the two copies through shared memory)"};
 const String kFlightRecorder{"TUTTI_FLIGHT_RECORDER", "",
                              "a directory: each rank writes its communicator's flight record there as JSON when the "
                              "communicator fails, times out or is aborted mid-operation (tools/tutti-trace reads them)"};

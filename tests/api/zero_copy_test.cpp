@@ -289,12 +289,19 @@ void requireSameAsCopiesAcrossProcesses(int nranks, const char* algorithm, bool 
 
 TEST_CASE("zero-copy across processes: registered buffers read with process_vm_readv give the copied path's bytes",
           "[register][zero-copy][processes][cma]") {
-  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::ScopedEnv cma("TUTTI_CMA", "1");
   tutti_test::CapturedLog log("INFO", "SHM");
   requireSameAsCopiesAcrossProcesses(2, "", false, true);
   requireSameAsCopiesAcrossProcesses(3, "ring", true, true);
   requireSameAsCopiesAcrossProcesses(4, "tree", true, true);
   CHECK(!log.linesWith("zero-copy across processes: registered buffers of pid").empty());
+}
+
+TEST_CASE("zero-copy across processes: off by default, registered buffers are copied", "[register][zero-copy][processes][cma]") {
+  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::CapturedLog log("INFO", "SHM");
+  requireSameAsCopiesAcrossProcesses(2, "", true, false);
+  CHECK(log.linesWith("are read in place (process_vm_readv)").empty());
 }
 
 TEST_CASE("zero-copy across processes: TUTTI_CMA=0 copies registered buffers, and says so", "[register][zero-copy][processes][cma]") {
@@ -309,7 +316,7 @@ TEST_CASE("zero-copy across processes: a sender whose buffer vanishes under a re
           "[register][zero-copy][processes][cma][faults]") {
   // Rank 0 publishes its registered input by address, then unmaps it (a user's error, and the
   // one way to make process_vm_readv fail with the peer alive: EFAULT) before rank 1 reads it.
-  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::ScopedEnv cma("TUTTI_CMA", "1");
   tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "20");
   tutti_test::ScopedEnv algo("NCCL_ALGO", "ring");
   // One channel, one worker: once it sleeps, rank 0 has sent and copied all it can.
@@ -363,7 +370,7 @@ TEST_CASE("zero-copy across processes: a sender whose buffer vanishes under a re
 
 TEST_CASE("zero-copy across processes: a sender killed while its messages wait to be read fails the reader naming it",
           "[register][zero-copy][processes][cma][faults]") {
-  tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
+  tutti_test::ScopedEnv cma("TUTTI_CMA", "1");
   tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
   tutti_test::ScopedEnv algo("NCCL_ALGO", "ring");
   struct State {
