@@ -16,6 +16,7 @@
 #include "runtime/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
+#include "tests/common/ibverbs_standin_support.h"
 #include "tests/common/log_support.h"
 
 using tutti_test::check;
@@ -41,13 +42,10 @@ struct StandinCounts {
 
 // This rank process's count of the stand-in's dmabuf registrations and RDMA reads.
 StandinCounts standinCounts() {
-  void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-  check(library != nullptr, "the verbs stand-in is not loaded in this rank process");
-  auto counters = reinterpret_cast<void (*)(uint64_t*, uint64_t*, uint64_t*)>(dlsym(library, "tutti_standin_dmabuf_counters"));
-  check(counters != nullptr, "the verbs stand-in has no tutti_standin_dmabuf_counters");
+  auto counters = tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
+  check(counters != nullptr, "the verbs stand-in is not loaded in this rank process, or has no tutti_standin_dmabuf_counters");
   StandinCounts c;
   counters(&c.registrations, &c.live, &c.reads);
-  dlclose(library);
   return c;
 }
 

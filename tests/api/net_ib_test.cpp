@@ -13,6 +13,7 @@
 #include "runtime/select.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
+#include "tests/common/ibverbs_standin_support.h"
 #include "tests/common/log_support.h"
 #include "tutti/tutti.h"
 
@@ -77,10 +78,9 @@ TEST_CASE("net/ib: a port going down during all-reduces fails them, naming the d
     for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
       if (rank == 0 && i == 20) {
         // The stand-in's test-only switch: this process's port of standin_0 goes down.
-        void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-        auto portDown = library ? reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_standin_port_down")) : nullptr;
+        auto portDown = tutti_test::loadedStandinSymbol<int (*)(const char*, int)>("tutti_standin_port_down");
         int reached = portDown ? portDown("standin_0", 1) : -1;
-        check(reached >= 1, "rank 0 could not take the stand-in's port down (" + std::to_string(reached) + (library ? "" : ", not loaded") + ")");
+        check(reached >= 1, "rank 0 could not take the stand-in's port down (" + std::to_string(reached) + (portDown ? "" : ", not loaded") + ")");
       }
       result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
     }
@@ -136,8 +136,7 @@ TEST_CASE("net/ib: two IB ports are each host's NICs, the selector counts both, 
               " GB/s, not 2 of " + std::to_string(portMbps / 8000.0));
 
     // (b) A 2-channel ring all-reduce is right, and each channel's bytes went through its own port.
-    void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-    auto deviceBytes = library ? reinterpret_cast<uint64_t (*)(const char*)>(dlsym(library, "tutti_standin_device_bytes")) : nullptr;
+    auto deviceBytes = tutti_test::loadedStandinSymbol<uint64_t (*)(const char*)>("tutti_standin_device_bytes");
     check(deviceBytes != nullptr, me + "the stand-in's tutti_standin_device_bytes is not loaded");
     const uint64_t before[2] = {deviceBytes("standin_0"), deviceBytes("standin_1")};
     const Case allReduce{Coll::AllReduce, ncclFloat64, ncclSum, (size_t(1) << 20) + 3, false, 0};

@@ -49,13 +49,10 @@ struct DmabufCounts {
   uint64_t made = 0, live = 0, reads = 0;
 };
 DmabufCounts dmabufCounts() {
-  void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(library != nullptr);
-  auto counters = reinterpret_cast<void (*)(uint64_t*, uint64_t*, uint64_t*)>(dlsym(library, "tutti_standin_dmabuf_counters"));
+  auto counters = tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
   REQUIRE(counters != nullptr);
   DmabufCounts c;
   counters(&c.made, &c.live, &c.reads);
-  dlclose(library);
   return c;
 }
 

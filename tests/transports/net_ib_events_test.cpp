@@ -238,12 +238,9 @@ TEST_CASE("net/ib: the backend arms a queue before sleeping, takes its event, an
 
 // The stand-in's test-only switch that takes a device's port down in this process.
 int takePortDown(const char* device) {
-  void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(library);
-  auto portDown = reinterpret_cast<int (*)(const char*, int)>(dlsym(library, "tutti_standin_port_down"));
+  auto portDown = tutti_test::loadedStandinSymbol<int (*)(const char*, int)>("tutti_standin_port_down");
   REQUIRE(portDown);
   int reached = portDown(device, 1);
-  dlclose(library);
   return reached;
 }
 

@@ -37,15 +37,12 @@ using tutti_test::errorOf;
 TEST_CASE("net/ib: opening the backend asks the verbs library for fork support before any registration", "[net][ib]") {
   Standin standin;
   auto backend = openNetBackend("IB", "");
-  void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(library != nullptr);
-  auto forkInitialized = reinterpret_cast<int (*)()>(dlsym(library, "tutti_standin_fork_initialized"));
+  auto forkInitialized = tutti_test::loadedStandinSymbol<int (*)()>("tutti_standin_fork_initialized");
   REQUIRE(forkInitialized != nullptr);
   // The stand-in, like rdma-core, refuses fork support once memory was registered without it, so
   // this also shows the call came before the first registration (that of the pair below).
   auto pair = tutti_test::connectNetPair(*backend);
   CHECK(forkInitialized() == 1);
-  dlclose(library);
 }
 
 TEST_CASE("net/ib: messages of many sizes arrive intact through the verbs stand-in", "[net][ib]") {
