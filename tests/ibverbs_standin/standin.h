@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +65,7 @@ struct HelloReply {
 enum FrameType : uint32_t { kOp = 1, kAck = 2, kRnrNak = 3 };
 constexpr uint32_t kFrameSolicited = 1;  // Frame::pad of an op the sender flagged IBV_SEND_SOLICITED
 constexpr uint32_t kFrameNoData = 2;     // Frame::pad: TUTTI_IBVERBS_STANDIN_NO_DATA, no payload follows
+constexpr uint32_t kFrameSignaled = 4;   // Frame::pad of an op posted IBV_SEND_SIGNALED, and of its ACK
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kRnrNakEvery = std::chrono::milliseconds(20);  // while an op waits for a receive
@@ -89,20 +91,33 @@ struct StandinMr {
 // Where the bytes of `addr`, within the region, are.
 inline char* hostOf(StandinMr* m, uint64_t addr) { return m->host + (addr - uint64_t(uintptr_t(m->mr.addr))); }
 
+// A completion channel's descriptor is a datagram socket bound to an abstract name (the
+// channel's id), so that the writer of a shared-memory ring in another process can wake a poller
+// asleep on it (standin_wire_shm.cpp). It is readable while `events` is not empty, and also
+// between such a wake-up (a "poke") and the reading of the ring it was for, which places the
+// completion that raises the event the poke announced.
 struct StandinChannel {
   ibv_comp_channel channel{};  // refcnt: the CQs attached (under the context's mutex)
+  uint64_t id = 0;
   std::mutex mutex;
-  std::deque<ibv_cq*> events;  // the eventfd is nonzero exactly while this is not empty
+  std::deque<ibv_cq*> events;
 };
+inline StandinChannel* channelOf(ibv_comp_channel* c) { return reinterpret_cast<StandinChannel*>(c); }
 
 enum Arming { kDisarmed = 0, kArmedAll, kArmedSolicited };
+
+struct CqEntry {
+  ibv_wc wc;
+  bool solicited;  // a solicited receive or a failed request: what a solicited-only arming waits for
+};
 
 struct StandinCq {
   ibv_cq cq{};
   std::mutex mutex;
-  std::deque<ibv_wc> entries;
+  std::deque<CqEntry> entries;
+  size_t solicitedEntries = 0;  // of `entries`, those with `solicited`
   bool overrun = false;
-  Arming armed = kDisarmed;
+  std::atomic<Arming> armed{kDisarmed};  // written under `mutex`; read without it by the wire
   std::atomic<uint32_t> eventsReported{0}, eventsAcked{0};
   // When a poll_cq last looked at this CQ (steady clock, ns): while a poller spins on a QP's CQ and
   // has not armed it to sleep, the progress thread asks its shared-memory peers for no doorbells.
@@ -212,6 +227,8 @@ int delayMs();
 struct Counters {
   std::atomic<uint64_t> plainWrites{0}, immWrites{0}, relaxedOrderingMrs{0}, heldOps{0};
   std::atomic<uint64_t> tcpOps{0}, shmOps{0};  // operations posted, by the wire that carried them
+  // Shared-memory wire: a ring's reader woken through its completion channel, or its doorbell.
+  std::atomic<uint64_t> channelPokes{0}, doorbells{0};
   std::atomic<uint64_t> bytesByDevice[2] = {};  // posted for sending, by StandinDevice::index
 };
 Counters& counters();
@@ -223,6 +240,9 @@ extern std::atomic<bool> gRegisteredBeforeForkInit;
 // standin_completion.cpp
 void signalEventFd(int fd);
 void clearEventFd(int fd);
+void pokeChannel(uint64_t id);  // makes the channel `id` (of any process in this network namespace) readable
+// Takes the pokes on `channel` unless an event waits there (then the event's taker does).
+void quietChannel(ibv_comp_channel* channel);
 void pushCompletion(ibv_cq* cq, const ibv_wc& wc, bool solicited = false);
 ibv_wc completion(ibv_qp* qp, uint64_t wrId, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t bytes);
 
@@ -256,14 +276,39 @@ void detachSegment(Link& l);
 // when nothing moves; recv's 0, the end of the connection, only on TCP).
 ssize_t linkSend(Link& l, const void* data, size_t n);
 ssize_t linkRecv(Link& l, void* data, size_t n);
+// What the reader of a shared-memory ring asks its writer for (bits of the ring's `wake`).
+enum WakeBits : uint32_t {
+  kWakeBell = 1,          // a doorbell byte on the TCP socket: the progress thread sleeps in poll
+  kWakeOnCompletion = 2,  // a poke to the reader's completion channel for a frame that completes a
+                          // request at the reader: its CQ is armed for any completion
+  kWakeOnSolicited = 4,   // the same for a solicited or failed completion only (solicited-only arming)
+};
+constexpr uint32_t kWakeOnChannel = kWakeOnCompletion | kWakeOnSolicited;
 // The reader of `l`'s ring is going to sleep in poll: true if the ring already holds bytes.
 bool armDoorbell(Link& l);
 void disarmDoorbell(Link& l);
+// The reader's CQ for this ring is armed on channel `channel`: true if the ring already holds bytes.
+bool armChannelWake(Link& l, uint64_t channel, bool solicitedOnly);
+void disarmChannelWake(Link& l);
+// True once per poke the ring's writer sent (after the poke went).
+bool takePoke(Link& l);
+// The writer of `l`'s ring wrote frames: wakes the reader as it asked. `completes`: the
+// kWakeOn* bits of the frames written (what they complete at the reader).
+void wakeReader(Link& l, uint32_t completes);
 // Reads the doorbells that came on a shared-memory link's socket: false when the peer is gone.
 bool drainDoorbells(Link& l);
 
 // standin_wire.cpp
 void wakeUp(StandinContext* c);
+bool waitingOp(const Link& l);
+// The CQ that the frames read from a QP's link complete requests on: acknowledgements on the
+// outbound link (dir 0) complete sends, ops on the inbound link (dir 1) complete receives.
+inline ibv_cq* cqFedBy(StandinQp* q, int dir) { return dir == 0 ? q->qp.send_cq : q->qp.recv_cq; }
+// The pokes of q's rings taken, its links serviced, and the rings' channel wakes set from the
+// arming of the CQs they feed. True when a ring holds bytes after the arming.
+bool serviceForPoller(StandinContext* c, StandinQp* q);
+// The arming of `cq` was used: the rings that feed it ask for no more pokes. Caller holds mutex.
+void dropChannelWakes(StandinContext* c, ibv_cq* cq);
 bool flushOut(Link& l, bool* progressed = nullptr);
 void retryWaiting(StandinContext* c, StandinQp* q);
 void serviceLink(StandinContext* c, StandinQp* q, int dir, bool read);

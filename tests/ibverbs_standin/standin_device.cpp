@@ -24,9 +24,12 @@
 // asked of the process's stand-in, and tutti_standin_device_bytes() the bytes posted for sending
 // through one device.
 //
-// Completion channels have a real pollable descriptor (an eventfd) that becomes readable when a
+// Completion channels have a real pollable descriptor (a datagram socket) that becomes readable when a
 // completion arrives on a CQ armed with ibv_req_notify_cq (solicited-only arming: the next
-// solicited receive or any error completion), one event per arming, as verbs define it. Async
+// solicited receive or any error completion), one event per arming, as verbs define it; an arming
+// with such a completion already queued raises its event at once. On the shared-memory wire the
+// writer of a frame that completes a request on an armed CQ wakes that channel itself, and the
+// woken poller reads the frame (standin_wire_shm.cpp); tutti_standin_wakes() counts those wakes. Async
 // events come on the context's async_fd; tutti_standin_port_down() (exported for tests)
 // takes a device's port down: IBV_EVENT_PORT_ERR is raised and its links stop moving bytes (the
 // peers' QPs exhaust their retries by the transport timer).
@@ -385,6 +388,13 @@ STANDIN_EXPORT void tutti_standin_counters(uint64_t* plainWrites, uint64_t* immW
 STANDIN_EXPORT void tutti_standin_wire_ops(uint64_t* tcpOps, uint64_t* shmOps) {
   if (tcpOps) *tcpOps = counters().tcpOps.load();
   if (shmOps) *shmOps = counters().shmOps.load();
+}
+
+// For tests: how the readers of this process's shared-memory rings were woken for what was
+// written: pokes of their completion channels, and doorbells to their progress threads.
+STANDIN_EXPORT void tutti_standin_wakes(uint64_t* channelPokes, uint64_t* doorbells) {
+  if (channelPokes) *channelPokes = counters().channelPokes.load();
+  if (doorbells) *doorbells = counters().doorbells.load();
 }
 
 }  // extern "C"

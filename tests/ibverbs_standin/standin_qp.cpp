@@ -46,7 +46,8 @@ int standinPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     q->recvs.push_back(*wr);
     q->recvSges.push_back(wr->num_sge == 1 ? wr->sg_list[0] : ibv_sge{});
   }
-  wakeUp(c);
+  // An op that waited for a receive (RNR) is placed by the progress thread; nothing else waits on one.
+  if (waitingOp(q->inbound)) wakeUp(c);
   return 0;
 }
 
@@ -130,6 +131,7 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     q->sendPsn = (q->sendPsn + 1) & 0xffffff;
     item.frame.imm = wr->imm_data;
     item.frame.pad = (wr->send_flags & IBV_SEND_SOLICITED) ? kFrameSolicited : 0;
+    if (wr->send_flags & IBV_SEND_SIGNALED) item.frame.pad |= kFrameSignaled;
     // Without data movement (the benchmark's mode), plain writes still carry their bytes: they are
     // the control path (the backend's clear-to-send entries), which the peer reads.
     bool noPayload = c->noData && wr->opcode != IBV_WR_RDMA_WRITE;

@@ -11,8 +11,29 @@ void wakeUp(StandinContext* c) {
 
 // ---- the progress thread: nonblocking I/O on every link ----
 
+// What a frame completes at its reader, as kWakeOn* bits (see wakeReader).
+uint32_t completesAtReader(const Frame& f) {
+  if (f.type == kOp) {
+    if (f.opcode != IBV_WR_SEND && f.opcode != IBV_WR_RDMA_WRITE_WITH_IMM) return 0;  // a receive's completion
+    return kWakeOnCompletion | ((f.pad & kFrameSolicited) ? kWakeOnSolicited : 0u);
+  }
+  if (f.type == kAck && f.status != IBV_WC_SUCCESS) return kWakeOnChannel;  // the send fails: an error completion
+  if (f.type == kAck && (f.pad & kFrameSignaled)) return kWakeOnCompletion;
+  return 0;  // an unsignaled send's acknowledgement, an RNR NAK
+}
+
 // Writes what the link's queue holds; false when the connection broke. *progressed: some bytes went.
 bool flushOut(Link& l, bool* progressed) {
+  uint32_t completes = 0;
+  bool wrote = false;
+  struct WakeOnExit {  // the reader hears of what was written, however this returns
+    Link& l;
+    const bool& wrote;
+    const uint32_t& completes;
+    ~WakeOnExit() {
+      if (wrote) wakeReader(l, completes);
+    }
+  } wakeOnExit{l, wrote, completes};
   while (!l.out.empty()) {
     OutItem& item = l.out.front();
     bool payload = item.frame.type == kOp && !(item.frame.pad & kFrameNoData);
@@ -34,19 +55,22 @@ bool flushOut(Link& l, bool* progressed) {
         return false;
       }
       item.sent += size_t(w);
+      wrote = wrote || w > 0;
       if (progressed && w > 0) *progressed = true;
     }
+    completes |= completesAtReader(item.frame);
     l.out.pop_front();
   }
   return true;
 }
 
-void sendAck(Link& l, uint64_t seq, uint32_t status, FrameType type = kAck) {
+void sendAck(Link& l, uint64_t seq, uint32_t status, FrameType type = kAck, uint32_t pad = 0) {
   OutItem a;
   a.frame = Frame{};
   a.frame.type = type;
   a.frame.seq = seq;
   a.frame.status = status;
+  a.frame.pad = pad;
   l.out.push_back(std::move(a));
 }
 
@@ -109,7 +133,7 @@ void finishOp(StandinQp* q, Link& l) {
     q->recvSges.pop_front();
     pushCompletion(q->qp.recv_cq, wc, (f.pad & kFrameSolicited) != 0);
   }
-  sendAck(l, f.seq, IBV_WC_SUCCESS);
+  sendAck(l, f.seq, IBV_WC_SUCCESS, kAck, f.pad & kFrameSignaled);
 }
 
 // True while the link's op header has arrived but the op is held (RNR or a delay).
@@ -269,8 +293,36 @@ bool polledNow(ibv_cq* cq, int64_t nowNs) {
   StandinCq* s = cqOf(cq);
   int64_t since = nowNs - s->lastPollNs.load(std::memory_order_relaxed);
   if (since < 0 || since >= kPollersActiveNs) return false;
-  std::lock_guard<std::mutex> lock(s->mutex);
-  return s->armed == kDisarmed;
+  return s->armed.load() == kDisarmed;
+}
+
+bool serviceForPoller(StandinContext* c, StandinQp* q) {
+  // Pokes first: a poke taken is one whose frame the service below reads.
+  for (int dir = 0; dir < 2; ++dir) {
+    Link& l = dir == 0 ? q->outbound : q->inbound;
+    if (l.rx && takePoke(l)) quietChannel(cqFedBy(q, dir)->channel);
+  }
+  retryWaiting(c, q);
+  serviceLink(c, q, 0, true);
+  serviceLink(c, q, 1, true);
+  bool pending = false;
+  for (int dir = 0; dir < 2; ++dir) {
+    Link& l = dir == 0 ? q->outbound : q->inbound;
+    if (!l.rx || l.fd < 0) continue;
+    StandinCq* s = cqOf(cqFedBy(q, dir));
+    Arming a = s->armed.load();
+    if (a == kDisarmed || !s->cq.channel) disarmChannelWake(l);
+    else pending = armChannelWake(l, channelOf(s->cq.channel)->id, a == kArmedSolicited) || pending;
+  }
+  return pending;
+}
+
+void dropChannelWakes(StandinContext* c, ibv_cq* cq) {
+  for (auto& [qpn, q] : c->qps)
+    for (int dir = 0; dir < 2; ++dir) {
+      Link& l = dir == 0 ? q->outbound : q->inbound;
+      if (l.rx && cqFedBy(q, dir) == cq) disarmChannelWake(l);
+    }
 }
 
 void progressLoop(StandinContext* c) {
@@ -290,17 +342,19 @@ void progressLoop(StandinContext* c) {
       int64_t nowNs = now.time_since_epoch().count();
       for (auto& [qpn, q] : c->qps) {
         if (c->portDown.load()) break;  // nothing moves through a port that is down
-        retryWaiting(c, q);
+        bool shm = q->outbound.rx || q->inbound.rx;
+        // Shared memory: the rings now (with the channel wakes of the CQs that are armed), the
+        // socket for doorbells and the peer's end.
+        if (shm && serviceForPoller(c, q)) timeoutMs = 0;  // bytes came in between: another turn at once
+        else retryWaiting(c, q);
         if (q->inbound.holding) timeoutMs = 1;
         checkTransportTimer(q, now);
-        bool pollersActive = (q->outbound.rx || q->inbound.rx) &&
-                             (polledNow(q->qp.send_cq, nowNs) || (q->qp.recv_cq != q->qp.send_cq && polledNow(q->qp.recv_cq, nowNs)));
+        bool pollersActive = shm && (polledNow(q->qp.send_cq, nowNs) || (q->qp.recv_cq != q->qp.send_cq && polledNow(q->qp.recv_cq, nowNs)));
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
           if (l.fd < 0) continue;
           short ev;
-          if (l.rx) {  // shared memory: the rings now, the socket for doorbells and the peer's end
-            serviceLink(c, q, dir, true);
+          if (l.rx) {
             if (q->qp.state == IBV_QPS_ERR || l.fd < 0) continue;
             if (pollersActive) {  // pollers carry the traffic (a full ring rings its bell when emptied)
               disarmDoorbell(l);
@@ -323,7 +377,7 @@ void progressLoop(StandinContext* c) {
     std::lock_guard<std::mutex> lock(c->mutex);
     if (fds[1].revents & POLLIN) {
       char buf[256];
-      while (::read(c->wake[0], buf, sizeof buf) > 0) {
+      while (::read(c->wake[0], buf, sizeof buf) == ssize_t(sizeof buf)) {  // a short read took them all
       }
     }
     if (fds[0].revents & POLLIN) {

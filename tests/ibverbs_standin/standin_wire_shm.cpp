@@ -23,6 +23,17 @@
 // A reader asleep says so in its ring; a writer that finds the flag set sends one doorbell (and a
 // writer that found the ring full, the same the other way). While a poll_cq spins on a QP's CQ
 // the flags stay down and nothing crosses the kernel per message.
+//
+// A poller asleep on a completion channel is woken once per message, as an HCA's interrupt wakes
+// it: while the CQ a ring feeds is armed, the ring asks its writer to poke that channel (a
+// datagram to the channel's socket, by its abstract name) when it writes a frame that completes a
+// request there in a way the arming reports (any completion, or a solicited or failed one). The
+// woken poller's ibv_poll_cq (or ibv_get_cq_event) reads the ring itself, places the completion
+// and raises the event, without the progress thread in between. Frames that complete nothing
+// there (plain writes, acknowledgements of unsignaled writes) ring the progress thread's doorbell
+// as before when it asked for one. The writer marks the ring `poked` after the poke went; a reader
+// that takes that mark takes the poke off the channel before it reads the ring, so the channel
+// does not stay readable for a poke whose frame was read.
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -35,8 +46,10 @@ namespace tutti_standin {
 struct ShmRing {
   alignas(64) std::atomic<uint64_t> head;  // bytes read, advanced by the reader
   alignas(64) std::atomic<uint64_t> tail;  // bytes written, advanced by the writer
-  alignas(64) std::atomic<uint32_t> readerAsleep;  // the reader waits in poll for bytes: ring its bell
-  std::atomic<uint32_t> writerAsleep;               // the writer found the ring full: ring its bell
+  alignas(64) std::atomic<uint32_t> wake;  // WakeBits: how the reader asks to be woken for bytes
+  std::atomic<uint32_t> writerAsleep;      // the writer found the ring full: ring its bell
+  std::atomic<uint32_t> poked;             // the writer poked `wakeChannel` since the reader last looked
+  std::atomic<uint64_t> wakeChannel;       // the reader's completion channel (its id) for kWakeOnChannel
   uint64_t capacity;
   alignas(64) char data[];
 };
@@ -188,9 +201,28 @@ ssize_t linkSend(Link& l, const void* data, size_t n) {
     errno = EAGAIN;
     return -1;
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the tail before the flag (see armDoorbell)
-  if (l.tx->readerAsleep.load(std::memory_order_relaxed) && l.tx->readerAsleep.exchange(0)) ringBell(l);
   return ssize_t(m);
+}
+
+void wakeReader(Link& l, uint32_t completes) {
+  if (!l.tx) return;
+  ShmRing* r = l.tx;
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the tail before the flags (see armDoorbell)
+  uint32_t want = r->wake.load(std::memory_order_relaxed);
+  if (want & completes & kWakeOnChannel) {
+    uint32_t was = r->wake.fetch_and(~kWakeOnChannel);
+    if (was & completes & kWakeOnChannel) {
+      pokeChannel(r->wakeChannel.load(std::memory_order_acquire));
+      r->poked.store(1, std::memory_order_release);
+      counters().channelPokes++;
+      return;  // the poller reads the ring; the progress thread may sleep on
+    }
+    want = was;
+  }
+  if ((want & kWakeBell) && (r->wake.fetch_and(~uint32_t(kWakeBell)) & kWakeBell)) {
+    ringBell(l);
+    counters().doorbells++;
+  }
 }
 
 ssize_t linkRecv(Link& l, void* data, size_t n) {
@@ -206,19 +238,41 @@ ssize_t linkRecv(Link& l, void* data, size_t n) {
 }
 
 bool armDoorbell(Link& l) {
-  l.rx->readerAsleep.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the flag before the tail (see linkSend)
+  if (!(l.rx->wake.load(std::memory_order_relaxed) & kWakeBell)) l.rx->wake.fetch_or(kWakeBell);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the flag before the tail (see wakeReader)
   return !ringEmpty(l.rx);
 }
 
-void disarmDoorbell(Link& l) { l.rx->readerAsleep.store(0, std::memory_order_relaxed); }
+void disarmDoorbell(Link& l) {
+  if (l.rx->wake.load(std::memory_order_relaxed) & kWakeBell) l.rx->wake.fetch_and(~uint32_t(kWakeBell));
+}
+
+bool armChannelWake(Link& l, uint64_t channel, bool solicitedOnly) {
+  ShmRing* r = l.rx;
+  uint32_t bits = solicitedOnly ? kWakeOnSolicited : kWakeOnCompletion;  // every completing frame has kWakeOnCompletion
+  if (r->wakeChannel.load(std::memory_order_relaxed) != channel) r->wakeChannel.store(channel, std::memory_order_relaxed);
+  uint32_t now = r->wake.load(std::memory_order_relaxed);
+  if ((now & kWakeOnChannel) != bits) {
+    r->wake.fetch_and(~(kWakeOnChannel & ~bits));
+    r->wake.fetch_or(bits);  // after wakeChannel: the writer reads it after it takes these bits
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the flags before the tail (see wakeReader)
+  return !ringEmpty(r);
+}
+
+void disarmChannelWake(Link& l) {
+  if (l.rx->wake.load(std::memory_order_relaxed) & kWakeOnChannel) l.rx->wake.fetch_and(~kWakeOnChannel);
+}
+
+bool takePoke(Link& l) { return l.rx->poked.load(std::memory_order_relaxed) && l.rx->poked.exchange(0); }
 
 bool drainDoorbells(Link& l) {
   char bells[64];
-  for (;;) {
+  for (;;) {  // a short read took all there was: no second call to hear EAGAIN
     ssize_t r = ::recv(l.fd, bells, sizeof bells, MSG_DONTWAIT);
     if (r == 0) return false;
     if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (r < ssize_t(sizeof bells)) return true;
   }
 }
 

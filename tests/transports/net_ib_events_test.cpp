@@ -197,6 +197,100 @@ TEST_CASE("net/ib: solicited-only arming wakes on a solicited completion, not on
   CHECK(errno == EAGAIN);
 }
 
+// The stand-in's wake counters (tutti_standin_wakes): channel pokes and doorbells of this process.
+uint64_t channelPokes() {
+  void* library = dlopen(TUTTI_TEST_IBVERBS_STANDIN, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(library);
+  auto wakes = reinterpret_cast<void (*)(uint64_t*, uint64_t*)>(dlsym(library, "tutti_standin_wakes"));
+  REQUIRE(wakes);
+  uint64_t pokes = 0;
+  wakes(&pokes, nullptr);
+  dlclose(library);
+  return pokes;
+}
+
+TEST_CASE("net/ib: on the shared-memory wire the writer wakes an armed CQ's channel itself, once, for what the arming reports",
+          "[net][ib][events]") {
+  ScopedEnv wire("TUTTI_IBVERBS_STANDIN_WIRE", "shm");
+  Standin standin;
+  ChannelPair p;
+  p.writeWithImm(1, false);  // unarmed: a completion, no event and no poke
+  p.awaitReceive(1);
+  uint64_t pokes = channelPokes();
+  CHECK_FALSE(readable(p.channel->fd, 0));
+  // Armed for any completion: the write's poke wakes the channel; the event is there to take
+  // (the ring is read by whoever looks first: this thread's get_cq_event, or the progress thread).
+  REQUIRE(ib::IbVerbs::reqNotifyCq(p.recvCq, 0) == 0);
+  p.writeWithImm(2, false);
+  CHECK(channelPokes() == pokes + 1);
+  REQUIRE(readable(p.channel->fd, 10000));
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  REQUIRE(p.v->getCqEvent(p.channel, &cq, &context) == 0);
+  CHECK(cq == p.recvCq);
+  p.v->ackCqEvents(cq, 1);
+  CHECK_FALSE(readable(p.channel->fd, 0));
+  p.awaitReceive(2);
+  // The arming was used: the next write pokes nobody.
+  p.writeWithImm(3, false);
+  p.awaitReceive(3);
+  CHECK(channelPokes() == pokes + 1);
+  CHECK_FALSE(readable(p.channel->fd, 0));
+  // Solicited-only: a write that is not solicited pokes nobody, a solicited one does.
+  REQUIRE(ib::IbVerbs::reqNotifyCq(p.recvCq, 1) == 0);
+  p.writeWithImm(4, false);
+  p.awaitReceive(4);
+  CHECK(channelPokes() == pokes + 1);
+  CHECK_FALSE(readable(p.channel->fd, 0));
+  p.writeWithImm(5, true);
+  CHECK(channelPokes() == pokes + 2);
+  REQUIRE(readable(p.channel->fd, 10000));
+  REQUIRE(p.v->getCqEvent(p.channel, &cq, &context) == 0);
+  CHECK(cq == p.recvCq);
+  p.v->ackCqEvents(cq, 1);
+  p.awaitReceive(5);
+  CHECK_FALSE(readable(p.channel->fd, 0));
+}
+
+// An arming with completions already queued raises its event at once: a poller that arms, polls
+// again and finds one takes its event, so an event is never owed that does not come.
+TEST_CASE("net/ib: arming a CQ that holds a completion raises the event at once", "[net][ib][events]") {
+  Standin standin;
+  ChannelPair p;
+  // b in the error state: a receive posted now completes (flushed) at once, in this thread.
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  REQUIRE(p.v->modifyQp(p.b, &attr, IBV_QP_STATE) == 0);
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 30;
+  ibv_recv_wr* bad = nullptr;
+  REQUIRE(ib::IbVerbs::postRecv(p.b, &rwr, &bad) == 0);
+  CHECK_FALSE(readable(p.channel->fd, 0));  // not armed: no event
+  REQUIRE(ib::IbVerbs::reqNotifyCq(p.recvCq, 0) == 0);
+  REQUIRE(readable(p.channel->fd, 0));  // the arming found the completion queued
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  REQUIRE(p.v->getCqEvent(p.channel, &cq, &context) == 0);
+  CHECK(cq == p.recvCq);
+  p.v->ackCqEvents(cq, 1);
+  CHECK_FALSE(readable(p.channel->fd, 0));
+  ibv_wc wc{};
+  REQUIRE(ib::IbVerbs::pollCq(p.recvCq, 1, &wc) == 1);
+  CHECK(wc.wr_id == 30);
+  CHECK(wc.status == IBV_WC_WR_FLUSH_ERR);
+  // Nothing queued: the arming raises nothing; a failed completion then wakes even a
+  // solicited-only arming.
+  REQUIRE(ib::IbVerbs::reqNotifyCq(p.recvCq, 1) == 0);
+  CHECK_FALSE(readable(p.channel->fd, 0));
+  rwr.wr_id = 31;
+  REQUIRE(ib::IbVerbs::postRecv(p.b, &rwr, &bad) == 0);
+  REQUIRE(readable(p.channel->fd, 0));
+  REQUIRE(p.v->getCqEvent(p.channel, &cq, &context) == 0);
+  p.v->ackCqEvents(cq, 1);
+  REQUIRE(ib::IbVerbs::pollCq(p.recvCq, 1, &wc) == 1);
+  CHECK(wc.wr_id == 31);
+}
+
 TEST_CASE("net/ib: the backend arms a queue before sleeping, takes its event, and arms it again", "[net][ib][events]") {
   Standin standin;
   auto verbs = ib::loadIbVerbs();

@@ -192,6 +192,22 @@ class IbSendComm final : public NetSendComm {
   void progress() {
     device_->throwIfFailed("isend", peer());
     if (!finishConnect()) return;
+    // Completions first: polling may be what places an arrived clear-to-send entry (a software
+    // verbs library that moves the bytes in the poller's thread), and the entries are read after.
+    int completions = 0;
+    for (auto& qp : qps_) {
+      ibv_wc wc[kSlots];
+      int n = qp->poll(wc, kSlots, "isend");
+      if (n == 0 && qp->armForSleep()) n = qp->poll(wc, kSlots, "isend");  // before the proxy sleeps on it
+      completions += n;
+      for (int i = 0; i < n; ++i) {
+        Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
+        if (r.sequence != wc[i].wr_id || r.outstanding <= 0)
+          throw Error(ErrorCode::Internal, "NET/IB: isend to " + peer() + " on " + device_->name() + ": a completion for message " +
+                                               std::to_string(wc[i].wr_id) + " that is not in flight");
+        if (--r.outstanding == 0) r.done = true;
+      }
+    }
     bool waiting = false;
     while (nextPost_ < nextSequence_) {
       Request& r = requests_[(nextPost_ - 1) % kSlots];
@@ -214,20 +230,6 @@ class IbSendComm final : public NetSendComm {
         postWrite(*qps_[(r.sequence - 1) % qps_.size()], r, entry, begin, length);
       }
       ++nextPost_;
-    }
-    int completions = 0;
-    for (auto& qp : qps_) {
-      ibv_wc wc[kSlots];
-      int n = qp->poll(wc, kSlots, "isend");
-      if (n == 0 && qp->armForSleep()) n = qp->poll(wc, kSlots, "isend");  // before the proxy sleeps on it
-      completions += n;
-      for (int i = 0; i < n; ++i) {
-        Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
-        if (r.sequence != wc[i].wr_id || r.outstanding <= 0)
-          throw Error(ErrorCode::Internal, "NET/IB: isend to " + peer() + " on " + device_->name() + ": a completion for message " +
-                                               std::to_string(wc[i].wr_id) + " that is not in flight");
-        if (--r.outstanding == 0) r.done = true;
-      }
     }
     // A receiver that went away sends no clear-to-send entry and, with nothing in flight, no
     // completion says so: look at the TCP socket now and then.
