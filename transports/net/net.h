@@ -90,6 +90,16 @@ class NetSendComm {
   // What readiness of pollDescriptors() means progress: room to write (a socket's POLLOUT, the
   // default) or, when true, something to read (a completion channel's POLLIN).
   virtual bool pollsForInput() const { return false; }
+  // Called by the proxy just before it sleeps on pollDescriptors(), never while it or a worker
+  // polls: a backend whose descriptors turn readable only once armed (a verbs completion channel)
+  // arms them here. True: something was armed, and the proxy makes one more pass before it sleeps,
+  // since what arrived before the arming raises no event.
+  virtual bool armForSleep() { return false; }
+  // True when every request isend has taken completes without further calls here (an HCA carries
+  // the write; test() only collects its completion), so that the proxy need not hurry back for
+  // them when a worker lets the comms go. False (the default) while a message needs this host's
+  // help to leave: bytes still to write to a socket, a message waiting for the receiver's go.
+  virtual bool completesUnattended() const { return false; }
   // Tells the peer that no message follows, so that the end of the connection is not an error
   // there (a peer that dies without it is). Best effort; never blocks. Called after a drain.
   virtual void closeGracefully() = 0;
@@ -114,6 +124,8 @@ class NetRecvComm {
   // does (NCCL_GDR_FLUSH_DISABLE=1 skips it).
   virtual void flush(void* data, size_t bytes, MemoryRegistration registration) = 0;
   virtual std::vector<int> pollDescriptors() const = 0;
+  // As NetSendComm::armForSleep.
+  virtual bool armForSleep() { return false; }
 };
 
 // A listening endpoint: accept() yields the receiving side of a connection.

@@ -273,6 +273,23 @@ void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
       kern::waitBell(&bell_, seen, kMinPollSliceNs);
       return;
     }
+    // Channels that wake only once armed are armed now; what came before the arming raises no
+    // event, so one more pass looks for it first.
+    bool armed = false;
+    for (auto& c : connections_) {
+      if (!c->inFlight()) continue;
+      try {
+        armed = (c->send ? c->send->armForSleep() : c->recv->armForSleep()) || armed;
+      } catch (const Error& e) {  // reported by the proxy thread, as a pass's failures are
+        if (!failure_) failure_ = std::make_unique<Failure>(Failure{e, c.get()});
+        failed_.store(true, std::memory_order_release);
+        return;
+      }
+    }
+    if (armed && pass(nullptr)) {
+      pollSliceNs_ = kMinPollSliceNs;
+      return;
+    }
     for (auto& c : connections_) {
       if (!c->inFlight()) continue;
       short events = c->send && !c->send->pollsForInput() ? POLLOUT : POLLIN;
@@ -309,6 +326,7 @@ bool NetProxy::spinOnBell(uint32_t seen) {
 bool NetProxy::pass(bool* inFlight) {
   bool moved = false;
   uint64_t unsent = 0;
+  bool needHost = false;
   for (auto& c : connections_) {
     try {
       moved = progress(*c) || moved;
@@ -318,9 +336,14 @@ bool NetProxy::pass(bool* inFlight) {
       return moved;
     }
     if (inFlight != nullptr) *inFlight = *inFlight || c->inFlight();
-    if (c->send) unsent += kern::fifoLoadAcquire(&c->fifo->head) - c->completed;
+    if (c->send) {
+      const uint64_t head = kern::fifoLoadAcquire(&c->fifo->head);
+      unsent += head - c->completed;
+      needHost = needHost || head != c->posted || (c->inFlight() && !c->send->completesUnattended());
+    }
   }
   unsent_.store(unsent, std::memory_order_release);
+  sendsNeedHost_.store(needHost, std::memory_order_release);
   passes_.fetch_add(1, std::memory_order_release);
   return moved;
 }

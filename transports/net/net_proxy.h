@@ -87,7 +87,7 @@ class NetProxy final : public TransportProxy {
   }
   void releaseDriving() override {
     drivers_.fetch_sub(1, std::memory_order_seq_cst);
-    if (unsent_.load(std::memory_order_acquire) != 0) kern::ringBell(&handover_);
+    if (sendsNeedHost_.load(std::memory_order_acquire)) kern::ringBell(&handover_);
   }
   void wake() override { kern::ringBell(&handover_); }
 
@@ -122,7 +122,10 @@ class NetProxy final : public TransportProxy {
   kern::Bell handover_;          // rung when one stops driving (the thread sleeps on it meanwhile)
   std::atomic<bool> stop_{false};
   bool drained_ = false;
-  std::atomic<uint64_t> unsent_{0};  // published send slots not yet taken by the backend
+  std::atomic<uint64_t> unsent_{0};  // published send slots the backend has not finished
+  // Some of those need this host's passes to leave (see NetSendComm::completesUnattended): a
+  // worker that lets the comms go hands them to this thread at once.
+  std::atomic<bool> sendsNeedHost_{false};
   std::atomic<uint64_t> passes_{0};  // progress passes made, so drain() sees a fresh count
   long pollSliceNs_;                 // the thread's: the next poll's length (see waitForWork)
   std::thread thread_;

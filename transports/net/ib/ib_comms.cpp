@@ -17,9 +17,13 @@
 namespace tutti::net::ib {
 namespace {
 
-constexpr char kReadyByte = 'R';  // the connector's QP is in RTS: clear-to-send entries may come
 constexpr char kByeByte = 'B';    // the sender closes after its last message
 constexpr uint64_t kCtsWrite = 1ull << 63;  // wr_id flag of the receiver's clear-to-send writes
+// The connector's QP is in RTS: it says so with a zero-byte write with immediate, which takes the
+// receive the acceptor posted before it answered, and clear-to-send entries may come. (A byte on
+// the side socket said it before: the receiver then read that socket at every proxy pass, a failing
+// system call per pass for each channel whose sender had not connected.)
+constexpr uint64_t kReadyWrite = 1ull << 62;
 constexpr int kDepth = 2 * kSlots + 2;  // per QP: a data write and a completion write for every slot, or a clear-to-send each
 
 // The QPs of one side of a connection: each has its own completion queue.
@@ -56,6 +60,15 @@ PeerState peerState(Socket& socket, int ms) {
 // and a receive that waits for data would otherwise wait for TUTTI_TIMEOUT.
 void watchLink(Socket& socket) {
   socket.setLinkTimeout(int(std::clamp<int64_t>(tunables::kNetLinkTimeout.get(), 0, 24 * 3600)));
+}
+
+// Arms every QP's completion queue before the proxy sleeps on their channels (NetSendComm::
+// armForSleep). Only then: a CQ armed while a worker spins on it raises an event for each
+// completion, each taken later with a system call.
+bool armAll(QueuePairs& qps) {
+  bool armed = false;
+  for (auto& qp : qps) armed = qp->armForSleep() || armed;
+  return armed;
 }
 
 // Polls without a completion between looks at the side socket (the proxy polls about every ms).
@@ -148,6 +161,8 @@ class IbSendComm final : public NetSendComm {
     return fds;
   }
   bool pollsForInput() const override { return true; }
+  bool armForSleep() override { return armAll(qps_); }
+  bool completesUnattended() const override { return nextPost_ == nextSequence_; }
 
   void closeGracefully() override {
     // A connection never used has the acceptor's QP information unread: closing a socket with
@@ -184,7 +199,11 @@ class IbSendComm final : public NetSendComm {
       return false;
     }
     for (size_t i = 0; i < qps_.size(); ++i) qps_[i]->connectTo(remote_[i]);
-    socket_.sendAll(&kReadyByte, 1, deadlineAfter(10), nullptr);
+    ibv_send_wr ready{};
+    ready.wr_id = kReadyWrite;
+    ready.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    ready.send_flags = IBV_SEND_SIGNALED;
+    qps_.front()->postSend(&ready, "connect (ready write)");
     connected_ = true;
     return true;
   }
@@ -198,9 +217,9 @@ class IbSendComm final : public NetSendComm {
     for (auto& qp : qps_) {
       ibv_wc wc[kSlots];
       int n = qp->poll(wc, kSlots, "isend");
-      if (n == 0 && qp->armForSleep()) n = qp->poll(wc, kSlots, "isend");  // before the proxy sleeps on it
       completions += n;
       for (int i = 0; i < n; ++i) {
+        if (wc[i].wr_id == kReadyWrite) continue;
         Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
         if (r.sequence != wc[i].wr_id || r.outstanding <= 0)
           throw Error(ErrorCode::Internal, "NET/IB: isend to " + peer() + " on " + device_->name() + ": a completion for message " +
@@ -384,13 +403,15 @@ class IbRecvComm final : public NetRecvComm {
       std::this_thread::yield();
     }
   }
-  // The QPs' completion channels; and the socket until the connector's QP is ready.
+  // The QPs' completion channels; and the side socket until the connector's QP is ready, for its
+  // goodbye or end.
   std::vector<int> pollDescriptors() const override {
     std::vector<int> fds;
     for (auto& qp : qps_) fds.push_back(qp->descriptor());
-    if (!ready_) fds.push_back(socket_.fd());
+    if (!ready_ && !peerSaidBye_) fds.push_back(socket_.fd());
     return fds;
   }
+  bool armForSleep() override { return armAll(qps_); }
 
  private:
   struct Request : NetRequest {
@@ -426,56 +447,21 @@ class IbRecvComm final : public NetRecvComm {
 
   void progress() {
     device_->throwIfFailed("irecv", qps_.front()->peer());
-    if (!ready_) {
-      // A sender that never sent a message may close without ever connecting its QP: its
-      // goodbye (and the end of the connection after it) is no error, no data will come.
-      if (peerSaidBye_) return;
-      char byte = 0;
-      Socket::ReadResult r = socket_.readSome(&byte, 1);
-      if (r.bytes == 1 && byte == kReadyByte) ready_ = true;
-      else if (r.bytes == 1 && byte == kByeByte) {
-        peerSaidBye_ = true;
-        return;
-      } else if (r.error == ETIMEDOUT)
-        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
-                                           ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)"
-                                           " before its QP was ready");
-      else if (r.closed)
-        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
-                                           ": the peer closed the connection before its QP was ready");
-      else if (r.bytes == 1)
-        throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
-                                           ": the peer sent byte " + std::to_string(int(byte)) +
-                                           " where its QP's ready byte belongs (not a tutti IB peer?)");
-      else return;
-    }
+    // A sender that never sent a message may close without ever connecting its QP: its goodbye
+    // (and the end of the connection after it) is no error, no data will come.
+    if (!ready_ && peerSaidBye_) return;
     bool idle = true;
-    guarded([&] {
-      while (nextCts_ < nextSequence_) {
-        Request& r = requests_[(nextCts_ - 1) % kSlots];
-        CtsEntry& entry = cts_[(nextCts_ - 1) % kSlots];
-        entry = CtsEntry{uint64_t(uintptr_t(r.data)), r.mr ? r.mr->rkey : 0, uint32_t(r.capacity), r.sequence};
-        ibv_sge sge{uint64_t(uintptr_t(&entry)), sizeof entry, ctsMr_->lkey};
-        ibv_send_wr wr{};
-        wr.wr_id = kCtsWrite | r.sequence;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.wr.rdma.remote_addr = remoteFifo_ + ((nextCts_ - 1) % kSlots) * sizeof(CtsEntry);
-        wr.wr.rdma.rkey = remoteFifoRkey_;
-        qps_.front()->postSend(&wr, "irecv (clear to send)");
-        ++nextCts_;
-      }
-    });
     // Each QP on its own: one QP's error (after a goodbye) must not keep another's successes unseen.
     for (auto& qp : qps_)
       guarded([&] {
         ibv_wc wc[2 * kSlots];
         int n = qp->poll(wc, 2 * kSlots, "irecv");
-        if (n == 0 && qp->armForSleep()) n = qp->poll(wc, 2 * kSlots, "irecv");  // before the proxy sleeps on it
         for (int i = 0; i < n; ++i) {
           if (wc[i].wr_id & kCtsWrite) continue;
+          if (wc[i].wr_id == kReadyWrite) {  // the sender's QP is ready (see kReadyWrite)
+            ready_ = true;
+            continue;
+          }
           Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
           if (!r.inUse || r.sequence != wc[i].wr_id || r.outstanding <= 0)
             throw Error(ErrorCode::Internal, "NET/IB: irecv from " + qp->peer() + " on " + device_->name() +
@@ -485,7 +471,28 @@ class IbRecvComm final : public NetRecvComm {
         }
         idle = idle && n == 0;
       });
-    if (idle && awaitingData() && !peerSaidBye_ && ++idlePolls_ % kIdlePollsPerLook == 0) checkPeer();
+    if (ready_)
+      guarded([&] {
+        while (nextCts_ < nextSequence_) {
+          Request& r = requests_[(nextCts_ - 1) % kSlots];
+          CtsEntry& entry = cts_[(nextCts_ - 1) % kSlots];
+          entry = CtsEntry{uint64_t(uintptr_t(r.data)), r.mr ? r.mr->rkey : 0, uint32_t(r.capacity), r.sequence};
+          ibv_sge sge{uint64_t(uintptr_t(&entry)), sizeof entry, ctsMr_->lkey};
+          ibv_send_wr wr{};
+          wr.wr_id = kCtsWrite | r.sequence;
+          wr.sg_list = &sge;
+          wr.num_sge = 1;
+          wr.opcode = IBV_WR_RDMA_WRITE;
+          wr.send_flags = IBV_SEND_SIGNALED;
+          wr.wr.rdma.remote_addr = remoteFifo_ + ((nextCts_ - 1) % kSlots) * sizeof(CtsEntry);
+          wr.wr.rdma.rkey = remoteFifoRkey_;
+          qps_.front()->postSend(&wr, "irecv (clear to send)");
+          ++nextCts_;
+        }
+      });
+    // Before the sender's QP is ready, and while a receive waits for data, the side socket is
+    // looked at now and then for a goodbye, a closed connection or a link that stopped answering.
+    if (idle && (!ready_ || awaitingData()) && !peerSaidBye_ && ++idlePolls_ % kIdlePollsPerLook == 0) checkPeer();
   }
 
   bool awaitingData() const {
@@ -501,10 +508,12 @@ class IbRecvComm final : public NetRecvComm {
     if (state == PeerState::SaidBye) peerSaidBye_ = true;
     if (state == PeerState::LinkTimedOut)
       throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
-                                         ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
+                                         ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)" +
+                                         (ready_ ? "" : " before its QP was ready"));
     if (state == PeerState::Closed)
       throw Error(ErrorCode::Remote, "NET/IB: irecv from " + qps_.front()->peer() + " on " + device_->name() +
-                                         ": the peer closed the connection without saying goodbye");
+                                         ": the peer closed the connection without saying goodbye" +
+                                         (ready_ ? "" : " before its QP was ready"));
   }
 
   std::shared_ptr<IbDevice> device_;
@@ -575,6 +584,9 @@ class IbListenComm final : public NetListenComm {
       qps[i]->connectTo(remote[i]);
       mine.push_back(qps[i]->localInfo());
     }
+    ibv_recv_wr ready{};  // taken by the connector's ready write (kReadyWrite), before any message
+    ready.wr_id = kReadyWrite;
+    qps.front()->postRecv(&ready, "accept (the connector's ready write)");
     socket.sendAll(mine.data(), sizeof(QpInfo) * mine.size(), deadline, abortFlag);
     return std::make_unique<IbRecvComm>(device_, std::move(qps), hello.splitData != 0, std::move(socket), remote[0]);
   }
