@@ -288,12 +288,16 @@ void serviceLink(StandinContext* c, StandinQp* q, int dir, bool read) {
 
 constexpr int64_t kPollersActiveNs = 500 * 1000;
 
-// Whether a poll_cq spins on one of the QP's CQs: polled within kPollersActiveNs and not armed.
+// Whether a poll_cq runs on one of the QP's CQs: polled within kPollersActiveNs. Armed or not:
+// a poller that armed and sleeps is poked by the rings' writers for what completes there, and
+// polls again within its slice. (Counting an armed CQ as unpolled put the progress thread on
+// doorbells for every frame whenever the proxy had armed before a sleep, and then the workers'
+// polls and the progress thread took turns at the context's lock: on a loaded host IB's 8-byte
+// ping-pong fell from 5 us to 120-160 us per message in some runs.)
 bool polledNow(ibv_cq* cq, int64_t nowNs) {
   StandinCq* s = cqOf(cq);
   int64_t since = nowNs - s->lastPollNs.load(std::memory_order_relaxed);
-  if (since < 0 || since >= kPollersActiveNs) return false;
-  return s->armed.load() == kDisarmed;
+  return since >= 0 && since < kPollersActiveNs;
 }
 
 bool serviceForPoller(StandinContext* c, StandinQp* q) {
