@@ -414,25 +414,33 @@ TEST_CASE("zero-copy across processes: a sender killed while its messages wait t
 namespace {
 
 // ncclMemAlloc's memory (or, fromMalloc, plain host memory, which no peer can map), registered
-// with ncclCommRegister when `registers`. The emulated device's memory is the host's pages, so
-// the runner reaches it with memcpy.
+// with ncclCommRegister when `registers` (with ncclCommWindowRegister when `windows`: every rank
+// allocates the same buffers in the same order). The emulated device's memory is the host's
+// pages, so the runner reaches it with memcpy.
 class MemAllocBuffers final : public tutti_test::CaseBuffers {
  public:
-  MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc = false)
-      : comm_(comm), registers_(registers), fromMalloc_(fromMalloc) {}
+  MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc = false, bool windows = false)
+      : comm_(comm), registers_(registers), fromMalloc_(fromMalloc), windows_(windows) {}
   void* allocate(size_t bytes) override {
     void* p = nullptr;
     if (fromMalloc_) p = std::malloc(bytes + 64);
     else TUTTI_NCCL_CHECK(ncclMemAlloc(&p, bytes + 64));
     void* handle = nullptr;
-    if (registers_) TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
+    if (registers_ && windows_) {
+      ncclWindow_t win = nullptr;
+      TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm_, p, bytes + 64, &win, NCCL_WIN_DEFAULT));
+      handle = win;
+    } else if (registers_) {
+      TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
+    }
     held_.push_back({p, bytes + 64, handle});
     return p;
   }
   void release(void* p) override {
     for (auto it = held_.begin(); it != held_.end(); ++it) {
       if (it->p != p) continue;
-      if (registers_) TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
+      if (registers_ && windows_) TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)));
+      else if (registers_) TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
       std::memset(p, 0xa5, it->bytes);
       if (fromMalloc_) std::free(p);
       else TUTTI_NCCL_CHECK(ncclMemFree(p));
@@ -452,14 +460,14 @@ class MemAllocBuffers final : public tutti_test::CaseBuffers {
     void* handle;
   };
   ncclComm_t comm_;
-  bool registers_, fromMalloc_;
+  bool registers_, fromMalloc_, windows_;
   std::vector<Held> held_;
 };
 
 // Every case on unregistered ncclMemAlloc buffers, then on registered ones: the same bytes (and
 // each the float64 reference, in runCase). tuttiCommZeroCopyReads: never a read in place from
 // unregistered buffers; from registered ones some on every rank when `reads`, none otherwise.
-void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false) {
+void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false, bool windows = false) {
   tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
   tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
@@ -481,7 +489,7 @@ void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bo
       }
       TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &middle));
       {
-        MemAllocBuffers buffers(comm, true, fromMalloc);
+        MemAllocBuffers buffers(comm, true, fromMalloc, windows);
         tutti_test::runCase(c, rank, n, comm, &buffers, &direct);
       }
       TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
@@ -516,6 +524,11 @@ TEST_CASE("zero-copy across processes, emulated device: registered buffers mappe
           "[register][zero-copy][processes][emulated]") {
   tutti_test::ScopedEnv ipc("TUTTI_EMULATED_IPC", "handle");
   requireMappedSameAsCopies(2, "ring", true, true);
+}
+
+TEST_CASE("zero-copy across processes, emulated device: buffers registered as windows are mapped by the peers alike",
+          "[register][zero-copy][processes][emulated]") {
+  requireMappedSameAsCopies(2, "", true, true, false, true);
 }
 
 TEST_CASE("zero-copy across processes, emulated device: TUTTI_MAP_REGISTERED=0 copies registered buffers",
