@@ -467,7 +467,9 @@ class MemAllocBuffers final : public tutti_test::CaseBuffers {
 // Every case on unregistered ncclMemAlloc buffers, then on registered ones: the same bytes (and
 // each the float64 reference, in runCase). tuttiCommZeroCopyReads: never a read in place from
 // unregistered buffers; from registered ones some on every rank when `reads`, none otherwise.
-void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false, bool windows = false) {
+// The ranks reach each other through `transport` (p2p; shm with NCCL_P2P_DISABLE).
+void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false, bool windows = false,
+                               const std::string& transport = "p2p") {
   tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
   tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
@@ -477,7 +479,7 @@ void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bo
     char names[64];
     int nodes = 0;
     TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
-    tutti_test::check(std::string(names) == "p2p", who + " reached its peers through " + names + ", not p2p");
+    tutti_test::check(names == transport, who + " reached its peers through " + names + ", not " + transport);
     uint64_t readsCopied = 0, readsRegistered = 0;
     for (const Case& c : cases) {
       std::vector<char> copied, direct;
@@ -529,6 +531,12 @@ TEST_CASE("zero-copy across processes, emulated device: registered buffers mappe
 TEST_CASE("zero-copy across processes, emulated device: buffers registered as windows are mapped by the peers alike",
           "[register][zero-copy][processes][emulated]") {
   requireMappedSameAsCopies(2, "", true, true, false, true);
+}
+
+TEST_CASE("zero-copy across processes, emulated device: with NCCL_P2P_DISABLE, through shared segments, registered buffers are mapped too",
+          "[register][zero-copy][processes][emulated]") {
+  tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
+  requireMappedSameAsCopies(2, "", true, true, false, false, "shm");
 }
 
 TEST_CASE("zero-copy across processes, emulated device: TUTTI_MAP_REGISTERED=0 copies registered buffers",
