@@ -150,6 +150,10 @@ const Bool kCma{"TUTTI_CMA", false,
                 "1: between rank processes of a host, a receiver reads a peer's registered buffer in place with "
                 "process_vm_readv (zero-copy, host executor) where a probe at connection setup allows it; 0: copy "
                 "(the default: the one kernel copy measured slower than the two copies through shared memory)"};
+const Bool kMapRegistered{"TUTTI_MAP_REGISTERED", true,
+                          "1: between rank processes of a host on a device backend (cuda; emulated with device "
+                          "memory), a registered buffer's allocation is exported and mapped by the peers, which read "
+                          "it in place (zero-copy); 0: such buffers are copied as others"};
 const String kFlightRecorder{"TUTTI_FLIGHT_RECORDER", "",
                              "a directory: each rank writes its communicator's flight record there as JSON when the "
                              "communicator fails, times out or is aborted mid-operation (tools/tutti-trace reads them)"};

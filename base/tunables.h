@@ -69,6 +69,7 @@ extern const params::Int kSpin;                 // TUTTI_SPIN
 extern const params::Int kYield;                // TUTTI_YIELD
 extern const params::Bool kCalibrate;           // TUTTI_CALIBRATE
 extern const params::Bool kCma;                 // TUTTI_CMA
+extern const params::Bool kMapRegistered;       // TUTTI_MAP_REGISTERED
 extern const params::String kFlightRecorder;    // TUTTI_FLIGHT_RECORDER
 extern const params::Int kFlightRecorderEntries; // TUTTI_FLIGHT_RECORDER_ENTRIES
 extern const params::String kFlightRecorderSignal;  // TUTTI_FLIGHT_RECORDER_SIGNAL

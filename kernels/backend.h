@@ -109,6 +109,17 @@ class ExecutorBackend {
   // false and throw Error (InvalidUsage) naming `what`.
   virtual bool exportsDmaBuf() const { return false; }
   virtual DmaBufRange exportDmaBuf(void* p, size_t bytes, const std::string& what);
+  // Zero-copy between rank processes of a host (runtime/peer_buffers.h): the allocation that holds
+  // the registered user buffer [p, p + bytes), exported for a peer process to map with
+  // importExported (and unmap with releaseImported); the descriptor, if any, is the caller's to
+  // close. cuda: ncclMemAlloc's virtual memory by its POSIX descriptor, cudaMalloc's by its legacy
+  // IPC handle; emulated with device memory: ncclMemAlloc's memfd (or named object). Backends that
+  // cannot answer false; a buffer that cannot be exported throws Error (InvalidUsage) saying why.
+  virtual bool exportsUserBuffers() const { return false; }
+  virtual UserBufferExport exportUserBuffer(const void* p, size_t bytes, const std::string& what);
+  // Direct messages its device executor read in place (tuttiCommZeroCopyReads); the host
+  // executor counts in ExecutionContext::directReads instead.
+  virtual uint64_t directReads() const { return 0; }
 
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
   // when they can, else why not (the caller names the operation and rank).
@@ -143,8 +154,9 @@ class ExecutorBackend {
   virtual bool runsMailboxes() const { return false; }
   // Its executor may read a peer's user buffer at an address the peer sent (direct messages,
   // kernels/lane_engine.h) over connections whose ends share an address space: the host memory
-  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no
-  // until registered buffers are mapped into the peers (CUDA IPC); the executor is ready for it.
+  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no:
+  // its executor reads other ranks' registered buffers only where they are mapped into its
+  // process (exportsUserBuffers; kern::kDirectMapped).
   virtual bool readsPeerBuffers() const { return false; }
   // Its executor may also read a peer process's user buffer at an address the peer sent, with a
   // cross-memory read (base/cross_memory.h; kern::kDirectAcrossProcesses): the host executor.

@@ -59,6 +59,10 @@ DmaBufRange ExecutorBackend::exportDmaBuf(void*, size_t, const std::string& what
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot export its memory as a dmabuf");
 }
 
+UserBufferExport ExecutorBackend::exportUserBuffer(const void*, size_t, const std::string& what) {
+  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share user buffers with other processes");
+}
+
 void* ExecutorBackend::importExported(const ExportHandle&, size_t, const std::string& what) {
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot map another process's memory");
 }

@@ -22,4 +22,13 @@ struct DmaBufRange {
   uint64_t offset = 0;
 };
 
+// A registered user buffer as another process of this host maps it (zero-copy between rank
+// processes): the handle of the whole allocation that holds it (importExported maps that many
+// bytes), and where the buffer starts in it.
+struct UserBufferExport {
+  ExportHandle handle;
+  uint64_t allocationBytes = 0;
+  uint64_t offset = 0;
+};
+
 }  // namespace tutti::kern

@@ -21,7 +21,8 @@
 //
 // Direct messages (zero-copy; plan.h, "Direct sends"; fifo.h). A lone Simple step flagged kDirect
 // whose sent span lies in a buffer its operation lets peers read (OpWork::direct), on a connection
-// whose ends share an address space (ConnEnd::direct), publishes the span's address and size
+// whose receiver reads the sender's buffers (ConnEnd::direct: the ends share an address space, the
+// receiver reads the sender's process, or it maps the sender's registered buffers), publishes the span's address and size
 // instead of copying it into the slot (sendsDirect); whatever step receives that message reads
 // the peer's buffer at that address as it would read the slot, so every receiving op serves
 // both kinds of message. A worker whose operations sent direct messages does not finish before
@@ -256,6 +257,17 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
   return true;
 }
 
+// Where the peer process `peer` maps [span, span + bytes) of this rank's registered buffers
+// (kDirectMapped), or 0 where it does not.
+TUTTI_ENGINE_HD uint64_t mappedAddress(const MappedBufferTable* table, int32_t peer, uint64_t span, uint64_t bytes) {
+  if (table == nullptr) return 0;
+  for (uint32_t i = 0; i < table->count; i++) {
+    const MappedBuffer& m = table->entries[i];
+    if (m.peer == peer && span >= m.begin && span < m.end && bytes <= m.end - span) return uint64_t(int64_t(span) + m.delta);
+  }
+  return 0;
+}
+
 // Whether the run's lone step sends its span by address (a direct message; see the top).
 TUTTI_ENGINE_HD bool sendsDirect(const LaneRef& l, const Run& run, const Step& step) {
   if (!(step.flags & plan::kDirect) || !run.send || run.sll || run.parts != 1 || l.sends[step.sendConn].direct == 0) return false;
@@ -351,9 +363,12 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   part.rptr = run.recv ? (run.raddr != nullptr && run.parts == 1 ? run.raddr : run.rslot + run.roff) : nullptr;
   part.sptr = run.send ? run.sslot + run.soff : nullptr;
   if (sendsDirect(l, run, step)) {
-    // The span goes by address: a Send's source, else the destination it is written to.
-    run.saddr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(step.op == Op::Send ? src.ptr : dst.ptr));
-    part.sptr = nullptr;
+    // The span goes by address: a Send's source, else the destination it is written to; to a
+    // peer process that maps it, its address there (or, not mapped there, it is copied).
+    const uint64_t span = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(step.op == Op::Send ? src.ptr : dst.ptr));
+    const ConnEnd& to = l.sends[step.sendConn];
+    run.saddr = to.direct == kDirectMapped ? mappedAddress(l.op->mapped, to.peer, span, bytes) : span;
+    if (run.saddr != 0) part.sptr = nullptr;
   }
   part.elems = elems;
   part.bytes = bytes;

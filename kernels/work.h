@@ -17,6 +17,8 @@
 
 namespace tutti::kern {
 
+struct MappedBufferTable;
+
 // One operation's arguments, bound at launch.
 struct OpWork {
   const void* in;
@@ -32,6 +34,9 @@ struct OpWork {
   uint8_t coll;         // plan::Coll
   uint8_t direct;       // DirectBuffers: which buffers this rank's peers may read in place
   uint64_t signature;   // callSignature: what the peers' calls must agree on; 0: not checked
+  // Where this rank's registered buffers are mapped in peer processes (kDirectMapped), in the
+  // executor's memory; null: nowhere.
+  const MappedBufferTable* mapped;
 };
 
 // OpWork::direct: the buffers whose spans a kDirect step may send as their address (plan.h,
@@ -68,9 +73,29 @@ struct ConnEnd {
 enum DirectKind : uint16_t {
   kDirectNone = 0,
   kDirectShared = 1,          // the ends share an address space: the receiver reads it as it is
-  kDirectAcrossProcesses = 2  // the receiver reads the sender's process (FifoHeader::senderPid)
-                              // with a cross-memory read; host executor only
+  kDirectAcrossProcesses = 2,  // the receiver reads the sender's process (FifoHeader::senderPid)
+                               // with a cross-memory read; host executor only
+  kDirectMapped = 3            // the receiver maps the sender's registered buffers (exported memory,
+                               // runtime/peer_buffers.h): the sender sends the address in the
+                               // receiver's mapping (OpWork::mapped), which the receiver reads as
+                               // it is; a span not mapped there is copied
 };
+
+// A sender's registered buffers as its peer processes map them: [begin, end) in the sender's
+// memory is at begin + delta in peer's. Written once per version by the host (a new table for
+// each change, so a running launch never sees one half-written), read by the executor.
+struct MappedBuffer {
+  uint64_t begin, end;
+  int64_t delta;
+  int32_t peer;
+  uint32_t pad;
+};
+struct MappedBufferTable {
+  uint32_t count;
+  uint32_t pad[3];
+  MappedBuffer entries[1];  // `count` of them
+};
+constexpr size_t mappedBufferTableBytes(uint32_t count) { return 16 + size_t(count < 1 ? 1 : count) * sizeof(MappedBuffer); }
 
 // One lane of one operation on one channel.
 struct LaneWork {
@@ -137,7 +162,8 @@ struct LaunchWork {
 #undef TUTTI_WORK_ARRAY
 };
 
-static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 80, "OpWork layout");
+static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 88, "OpWork layout");
+static_assert(sizeof(MappedBuffer) == 32 && offsetof(MappedBufferTable, entries) == 16, "MappedBufferTable layout");
 static_assert(std::is_trivially_copyable_v<ConnEnd> && sizeof(ConnEnd) == 24, "ConnEnd layout");
 static_assert(std::is_trivially_copyable_v<LaneWork> && sizeof(LaneWork) == 64, "LaneWork layout");
 static_assert(std::is_trivially_copyable_v<LaneState> && sizeof(LaneState) == 32, "LaneState layout");

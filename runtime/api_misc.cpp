@@ -16,6 +16,7 @@
 #include "base/tunables.h"
 #include "kernels/host_stream.h"
 #include "runtime/device_backend.h"
+#include "kernels/device/emulated_memory.h"
 #if defined(TUTTI_HAVE_CUDA)
 #include "kernels/cuda/cuda_memory.h"
 #endif
@@ -32,6 +33,27 @@ namespace {
 
 [[noreturn]] void unsupported(const char* operation) {
   throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": not supported yet (tutti's device API is not implemented)");
+}
+
+// A registration (ncclCommRegister, ncclCommWindowRegister): in the cache, and, the first time
+// the range is registered, offered to the host's peer processes to map (runtime/peer_buffers.h).
+void* registerBuffer(ncclComm* comm, void* buff, size_t size) {
+  bool created = false;
+  void* handle = comm->links.registrations.add(buff, size, &created);
+  if (created && comm->links.peerBuffers) comm->links.peerBuffers->publish(handle, buff, size);
+  return handle;
+}
+
+void deregisterBuffer(ncclComm* comm, void* handle, const std::string& where) {
+  bool gone = false;
+  comm->links.registrations.remove(handle, where, &gone);
+  if (gone && comm->links.peerBuffers) comm->links.peerBuffers->withdraw(handle);
+}
+
+// ncclMemAlloc's memory where communicators run on the emulated device with device memory:
+// shareable pages, as the cuda backend's are (kernels/device/emulated_memory.h).
+bool emulatedShareable() {
+  return tunables::kEmulatedMemory.get() == "device" && chooseDeviceBackend("ncclMemAlloc") == "emulated";
 }
 
 }  // namespace
@@ -79,6 +101,10 @@ TUTTI_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
       return;
     }
 #endif
+    if (emulatedShareable()) {
+      *ptr = kern::emulated::allocateShareable(size, tunables::kEmulatedIpc.get() == "handle");
+      return;
+    }
     // Host and emulated backends: page-aligned host memory, as a device allocation would be.
     void* p = nullptr;
     if (int err = posix_memalign(&p, 4096, size)) throwSystemError("ncclMemAlloc: " + std::to_string(size) + " bytes", err);
@@ -91,6 +117,7 @@ TUTTI_API ncclResult_t pncclMemFree(void* ptr) {
 #if defined(TUTTI_HAVE_CUDA)
   if (ptr != nullptr && kern::cuda::freeShareable(ptr)) return ncclSuccess;
 #endif
+  if (ptr != nullptr && kern::emulated::freeShareable(ptr)) return ncclSuccess;
   std::free(ptr);
   return ncclSuccess;
 }
@@ -101,7 +128,7 @@ TUTTI_API ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size
     checkUsableComm("ncclCommRegister", comm);
     if (handle == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommRegister: handle is NULL");
     checkBuffer("ncclCommRegister", comm, buff, size, 1, "buff");
-    *handle = comm->links.registrations.add(buff, size);
+    *handle = registerBuffer(comm, buff, size);
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommRegister)
@@ -109,7 +136,7 @@ TUTTI_NCCL_ALIAS(ncclCommRegister)
 TUTTI_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   return guard("ncclCommDeregister", [&] {
     checkComm("ncclCommDeregister", comm);
-    comm->links.registrations.remove(handle, "ncclCommDeregister: " + comm->where());
+    deregisterBuffer(comm, handle, "ncclCommDeregister: " + comm->where());
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommDeregister)
@@ -144,7 +171,7 @@ TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size
                                                  comm->describePeer(r) + " registers " + std::to_string(e.size) +
                                                  " (NCCL_WIN_COLL_SYMMETRIC windows are the same size on every rank)");
     }
-    *win = reinterpret_cast<ncclWindow_t>(comm->links.registrations.add(buff, size));
+    *win = reinterpret_cast<ncclWindow_t>(registerBuffer(comm, buff, size));
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommWindowRegister)
@@ -153,7 +180,7 @@ TUTTI_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t w
   return guard("ncclCommWindowDeregister", [&] {
     checkComm("ncclCommWindowDeregister", comm);
     if (win == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommWindowDeregister: " + comm->where() + ": win is NULL");
-    comm->links.registrations.remove(win, "ncclCommWindowDeregister: " + comm->where());
+    deregisterBuffer(comm, win, "ncclCommWindowDeregister: " + comm->where());
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommWindowDeregister)
@@ -450,7 +477,7 @@ TUTTI_API ncclResult_t tuttiCommZeroCopyReads(ncclComm_t comm, uint64_t* message
   return guard("tuttiCommZeroCopyReads", [&] {
     if (messages == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommZeroCopyReads: messages is NULL");
     checkComm("tuttiCommZeroCopyReads", comm);
-    *messages = comm->executor.directReads.load();
+    *messages = comm->executor.directReads.load() + (comm->executor.backend ? comm->executor.backend->directReads() : 0);
   });
 }
 

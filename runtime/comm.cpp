@@ -33,6 +33,8 @@ ncclComm::~ncclComm() {
   // Launches and plans hold the backend's memory, as connections do: they go before it.
   executor.launchCache.reset();
   planning.planCache.clear();
+  links.answering.store(nullptr);
+  links.peerBuffers.reset();  // the peers' mappings and the tables, in the backend's memory
   links.transports.clear();  // the net proxy stops before the bells it rings go
   links.connections.clear();
   executor.abortable.store(nullptr);

@@ -29,6 +29,7 @@
 #include "runtime/connection_setup.h"
 #include "runtime/control_block.h"
 #include "runtime/flight_recorder.h"
+#include "runtime/peer_buffers.h"
 #include "runtime/registrations.h"
 #include "runtime/scratch_pool.h"
 #include "runtime/select.h"
@@ -148,6 +149,10 @@ struct CommLinks {
   TransportProxy* proxy() const;
   // User buffers registered with ncclCommRegister (runtime/registrations.h).
   Registrations registrations;
+  // Those mapped by the host's rank processes (runtime/peer_buffers.h): made at init, before the
+  // last barrier; `answering` is the same, for the bootstrap's thread that answers peers' questions.
+  std::unique_ptr<PeerBuffers> peerBuffers;
+  std::atomic<PeerBuffers*> answering{nullptr};
 };
 
 // What chooses and builds the plans an operation runs.

@@ -206,7 +206,11 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   options.abortFlag = &comm->error.abortFlag;
   comm->identity.bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
   comm->identity.bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
-  comm->identity.bootstrap->setAnswerer([comm](int, const std::string&) { return comm->answerWaitQuestion(); });
+  comm->identity.bootstrap->setAnswerer([comm](int asker, const std::string& question) {
+    if (!PeerBuffers::isQuestion(question)) return comm->answerWaitQuestion();
+    PeerBuffers* buffers = comm->links.answering.load(std::memory_order_acquire);
+    return buffers != nullptr ? buffers->answer(asker, question) : std::string("copy: the communicator is not initialised yet");
+  });
   phases.done("bootstrap");
 
   // Everyone's identity, and rank 0's settings for all.
@@ -236,6 +240,8 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   adoptSettings(comm);
   makeExecutorBackend(comm);
   makeCommTransports(comm);
+  comm->links.peerBuffers = std::make_unique<PeerBuffers>(comm);
+  comm->links.answering.store(comm->links.peerBuffers.get(), std::memory_order_release);
   phases.done("backend");
 
   mapControlBlocks(comm);

@@ -162,7 +162,8 @@ bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection)
 
 uint8_t directBuffers(ncclComm* comm, const Task& t) {
   const Registrations& registered = comm->links.registrations;
-  if (registered.empty() || !comm->executor.backend->readsPeerBuffers()) return 0;
+  const bool mapped = comm->links.peerBuffers && comm->links.peerBuffers->table() != nullptr;
+  if (registered.empty() || !(comm->executor.backend->readsPeerBuffers() || mapped)) return 0;
   const BufferUse use = bufferUse(t.coll, t.count, comm->identity.nranks, t.root == comm->identity.rank);
   const size_t eltSize = kern::dtypeSize(t.type);
   uint8_t direct = 0;
@@ -247,6 +248,8 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
   if (reduces(t.coll)) op.redop = resolveRedOp(comm, t.type, t.op, &op.scalar);
   op.signature = nextCallSignature(comm, t, op.redop.kind);
   op.direct = directBuffers(comm, t);
+  // Where the host's peer processes map this rank's registered buffers (runtime/peer_buffers.h).
+  op.mapped = op.direct != 0 && comm->links.peerBuffers ? comm->links.peerBuffers->table() : nullptr;
   return op;
 }
 
@@ -358,11 +361,16 @@ void CommLaunch::connect() {
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
           const bool ll = llOnConnection(comm, k.peer, conn.transport(), lanes[i].llMessageBytes);
           // Addresses in the sender's user buffers where both ends read them alike (fifo.h).
-          // Between processes, where the receiver's probe found it may read the sender's (transports/shm).
+          // Between processes, where the receiver's probe found it may read the sender's (transports/shm),
+          // or, on device backends, through the mappings of registered buffers (runtime/peer_buffers.h)
+          // on the FIFOs of memory transports.
           const kern::ExecutorBackend& backend = *comm->executor.backend;
+          const bool mapped = comm->links.peerBuffers && comm->links.peerBuffers->mapsWith(k.peer) &&
+                              (conn.transport() == "p2p" || conn.transport() == "shm");
           const kern::DirectKind direct = backend.readsPeerBuffers() && conn.sharesAddressSpace() ? kern::kDirectShared
                                           : backend.readsOtherProcesses() && conn.readsAcrossProcesses() ? kern::kDirectAcrossProcesses
-                                                                                                         : kern::kDirectNone;
+                                          : mapped                                                        ? kern::kDirectMapped
+                                                                                                          : kern::kDirectNone;
           return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, uint16_t(ll ? 1 : 0),
                                uint16_t(direct)};
         };

@@ -113,7 +113,8 @@ uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind)
 
 // Which of the call's buffers its peers may read in place (kern::DirectBuffers): those wholly in
 // a registered range (runtime/registrations.h, "Zero-copy"), on a backend whose executor reads
-// peers' buffers; 0 when nothing is registered.
+// peers' buffers or where peer processes map some (runtime/peer_buffers.h); 0 when nothing is
+// registered.
 uint8_t directBuffers(ncclComm* comm, const Task& t);
 
 // The executor context of one of the communicator's workers.

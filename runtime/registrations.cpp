@@ -4,21 +4,24 @@
 
 namespace tutti {
 
-void* Registrations::add(const void* buffer, size_t bytes) {
+void* Registrations::add(const void* buffer, size_t bytes, bool* created) {
   const auto key = std::make_pair(reinterpret_cast<uintptr_t>(buffer), bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_ptr<Entry>& entry = entries_[key];
   if (!entry) entry = std::make_unique<Entry>(Entry{key.first, bytes, 0});
   entry->references++;
+  if (created != nullptr) *created = entry->references == 1;
   ranges_.store(entries_.size(), std::memory_order_relaxed);
   return entry.get();
 }
 
-void Registrations::remove(void* handle, const std::string& where) {
+void Registrations::remove(void* handle, const std::string& where, bool* gone) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.get() != handle) continue;
-    if (--it->second->references == 0) entries_.erase(it);
+    const bool last = --it->second->references == 0;
+    if (gone != nullptr) *gone = last;
+    if (last) entries_.erase(it);
     ranges_.store(entries_.size(), std::memory_order_relaxed);
     return;
   }

@@ -7,14 +7,13 @@
 // Zero-copy. A call whose input or output lies wholly in a registered range lets its peers read
 // that buffer in place: launch asks covers() for each call (CommLaunch::opFor, OpWork::direct), and
 // the plan's kDirect steps then send an address instead of the bytes (algorithms/plan.h, "Direct
-// sends"; kernels/lane_engine.h). Decisions, for the host memory backends today and the cuda
-// backend once registered buffers are mapped through CUDA IPC:
+// sends"; kernels/lane_engine.h). Between rank processes of a host on device backends the
+// buffers are mapped into the peers first (runtime/peer_buffers.h). Decisions:
 //   - Addresses travel per message, in the FIFO beside the size (kernels/fifo.h), not at
 //     registration: a receiver needs no table of its peers' ranges, and registration need not be
-//     collective. Ranks of one process share addresses as they are. A cuda version exchanges each
-//     registration's IPC handle when it is made (a collective ncclCommRegister, as NCCL requires)
-//     and sends (registration, offset) pairs that the receiver maps: the same message, another
-//     address space.
+//     collective. Ranks of one process share addresses as they are; a peer process that mapped
+//     the buffer gets the address in its mapping, which the sender looks up in its table of what
+//     its peers mapped (kern::MappedBufferTable): the same message, the receiver's address space.
 //   - Readiness: a direct message is published like any other (release of the FIFO's head) after
 //     the span is written, so the receiver reads it after its acquire. Reuse: the receiver frees
 //     the slot after reading, and the sender's operation ends only once every FIFO it sent direct
@@ -37,11 +36,12 @@ namespace tutti {
 
 class Registrations {
  public:
-  // The handle of [buffer, buffer + bytes): a new one, or the existing one with another reference.
-  void* add(const void* buffer, size_t bytes);
-  // Drops one reference of `handle`; the range leaves the cache with its last. Throws
-  // InvalidArgument, naming `where`, when the handle is not one of this cache's.
-  void remove(void* handle, const std::string& where);
+  // The handle of [buffer, buffer + bytes): a new one, or the existing one with another reference
+  // (*created, when given, says which).
+  void* add(const void* buffer, size_t bytes, bool* created = nullptr);
+  // Drops one reference of `handle`; the range leaves the cache with its last (*gone, when given,
+  // says so). Throws InvalidArgument, naming `where`, when the handle is not one of this cache's.
+  void remove(void* handle, const std::string& where, bool* gone = nullptr);
   // Whether [p, p + bytes) lies inside one registered range.
   bool covers(const void* p, size_t bytes) const;
   size_t size() const;  // registered ranges

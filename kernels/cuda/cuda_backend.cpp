@@ -41,6 +41,7 @@ struct alignas(64) ControlWords {
   uint32_t abortWord;
   uint32_t pad[15];
   ExecFault fault;
+  uint64_t directReads;  // messages the kernels read in place (tuttiCommZeroCopyReads)
 };
 
 // The executor's kernel in a context: its module is loaded once per context and process.
@@ -230,6 +231,42 @@ class CudaBackend final : public ExecutorBackend {
     return DmaBufRange{fd, uint64_t(reinterpret_cast<CUdeviceptr>(p) - base)};
   }
 
+  // A registered user buffer for a peer process (zero-copy, runtime/peer_buffers.h): the
+  // allocation around it, as NCCL's registration finds it. Virtual memory (ncclMemAlloc) by the
+  // POSIX descriptor of its physical allocation, which the peer maps as the p2p FIFOs are mapped;
+  // memory from cuMemAlloc/cudaMalloc by its legacy IPC handle. Either way the peer maps the
+  // whole allocation, and the buffer lies at `offset` in it.
+  bool exportsUserBuffers() const override { return true; }
+  UserBufferExport exportUserBuffer(const void* p, size_t bytes, const std::string& what) override {
+    makeCurrent();
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    check(*d_, d_->cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(p)), "cuMemGetAddressRange", what);
+    UserBufferExport out;
+    out.allocationBytes = size;
+    out.offset = reinterpret_cast<CUdeviceptr>(p) - base;
+    if (out.offset + bytes > size)
+      throw Error(ErrorCode::InvalidUsage, what + ": the buffer runs past the end of its allocation (" + std::to_string(size) + " bytes)");
+    CUmemGenericAllocationHandle handle = 0;
+    if (d_->cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(base)) == CUDA_SUCCESS) {
+      int fd = -1;
+      const CUresult r = d_->cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      d_->cuMemRelease(handle);  // the retained reference; the mapping keeps the allocation
+      if (r != CUDA_SUCCESS)
+        throw Error(ErrorCode::InvalidUsage, what + ": " + describe(*d_, r, "cuMemExportToShareableHandle") +
+                                                 " (virtual memory made without a POSIX descriptor handle type; ncclMemAlloc's has one)");
+      out.handle.fd = fd;
+      return out;
+    }
+    CUipcMemHandle ipc{};
+    if (CUresult r = d_->cuIpcGetMemHandle(&ipc, base); r != CUDA_SUCCESS)
+      throw Error(ErrorCode::InvalidUsage, what + ": " + describe(*d_, r, "cuIpcGetMemHandle") + " (not memory from cudaMalloc or ncclMemAlloc?)");
+    static_assert(sizeof ipc.reserved == ExportHandle::kBytes);
+    std::memcpy(out.handle.bytes, ipc.reserved, sizeof ipc.reserved);
+    return out;
+  }
+  uint64_t directReads() const override { return __atomic_load_n(&control_->directReads, __ATOMIC_RELAXED); }
+
   // Pinned and mapped into the device's address space (portable: every context of the process),
   // so the kernel reads and writes it over the bus with the system-scope loads and stores of
   // kernels/device/shim.h. With unified addressing the device uses the host's address; where a
@@ -325,6 +362,7 @@ class CudaBackend final : public ExecutorBackend {
       p.control.abortWord = &reinterpret_cast<ControlWords*>(controlDevice_)->abortWord;
       p.control.fault = &reinterpret_cast<ControlWords*>(controlDevice_)->fault;
       p.control.timeoutNs = uint64_t(options_.timeoutSeconds * 1e9);
+      p.control.directReads = &reinterpret_cast<ControlWords*>(controlDevice_)->directReads;
       p.firstBlock = blocks;
       const uint32_t used = opsUsed(params);
       if (used + w.nops <= dev::kParamOps) {

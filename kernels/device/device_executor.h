@@ -18,11 +18,12 @@
 namespace tutti::kern::dev {
 
 // What a launch's blocks share with the host: the abort word the host sets, the fault record the
-// blocks fill, and the wait bound.
+// blocks fill, the wait bound, and the count of messages read in place (tuttiCommZeroCopyReads).
 struct ExecControl {
   const uint32_t* abortWord;  // nonzero: stop (ncclCommAbort)
   ExecFault* fault;           // fault->fault != 0: a block failed; the others stop too
   uint64_t timeoutNs;         // a block with no progress for this long fails
+  uint64_t* directReads;      // counts the direct messages read in place (null: not counted)
 };
 
 // The decisions the first thread shares with the block, in shared memory. The action alternates
@@ -170,6 +171,8 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
       barrier();
     }
     if (lead) {
+      // A message that came by address (a direct message is always a run of one part).
+      if (sh.run.raddr != nullptr && parts == 1 && ctl.directReads != nullptr) countAdd(ctl.directReads, 1);
       engine::finishRun(l, sh.run, sync);
       lastProgress = nowNs();
       polls = 0;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/device/emulated_device.h"
+#include "kernels/device/emulated_memory.h"
 #include "kernels/exec_fault.h"
 #include "kernels/host_backend.h"
 #include "base/error.h"
@@ -127,6 +128,13 @@ class EmulatedBackend final : public HostMemoryBackend {
     throw Error(ErrorCode::InvalidUsage, what + ": " + std::to_string(bytes) + " bytes at " + std::to_string(uintptr_t(p)) +
                                              " are not exportable emulated device memory (allocateExportable)");
   }
+  // Registered user buffers for peer processes: ncclMemAlloc's memfd pages (emulated_memory.h).
+  bool exportsUserBuffers() const override { return options_.emulatedDeviceMemory; }
+  UserBufferExport exportUserBuffer(const void* p, size_t bytes, const std::string& what) override {
+    if (!exportsUserBuffers()) return HostMemoryBackend::exportUserBuffer(p, bytes, what);
+    return emulated::exportShareable(p, bytes, what);
+  }
+  uint64_t directReads() const override { return __atomic_load_n(&directReads_, __ATOMIC_RELAXED); }
   void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what) override {
     if (!exportsMemory()) return HostMemoryBackend::importExported(handle, bytes, what);
     int fd = handle.fd;
@@ -164,7 +172,7 @@ class EmulatedBackend final : public HostMemoryBackend {
     for (Launch* L : launches) {
       if (L->alone()) throw Error(ErrorCode::Internal, "the emulated device cannot run a launch without workers");
       auto& backend = static_cast<EmulatedBackend&>(L->backend());
-      dev::ExecControl control{&backend.abortWord_, &backend.fault_, uint64_t(backend.options_.timeoutSeconds * 1e9)};
+      dev::ExecControl control{&backend.abortWord_, &backend.fault_, uint64_t(backend.options_.timeoutSeconds * 1e9), &backend.directReads_};
       runs.push_back(dev::EmulatedLaunch{&L->work(), L->work().ops(), control});
     }
     dev::runEmulatedLaunches(runs, options_.emulatedThreads);
@@ -189,6 +197,7 @@ class EmulatedBackend final : public HostMemoryBackend {
   std::string busId_;  // TUTTI_EMULATED_BUS_IDS' entry for this device
   uint32_t abortWord_ = 0;
   ExecFault fault_{};
+  uint64_t directReads_ = 0;  // counted by the blocks (dev::countAdd)
   // `name`: the shared-memory object the exporter unlinks when it frees the memory ("" if none).
   void* mapShared(int fd, size_t bytes, const std::string& what, const std::string& name) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

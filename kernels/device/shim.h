@@ -11,6 +11,7 @@
 //   loadLL / storeLL            one half of an LL line (kernels/fifo.h): a single-copy atomic
 //                               8-byte access, no fence (the flag in it validates the data)
 //   nowNs()                     a clock in nanoseconds (the device's global timer)
+//   countAdd                    adds to a counter the host reads (system scope, no order)
 //   pause()                     a short back-off inside a poll loop
 #pragma once
 
@@ -72,6 +73,9 @@ TUTTI_DEVICE Pack16 loadPack(const void* p) {
 TUTTI_DEVICE void storePack(void* p, Pack16 v) { *reinterpret_cast<ulonglong2*>(p) = make_ulonglong2(v.lo, v.hi); }
 // Claims a word that starts at 0: true for the one caller that changed it.
 TUTTI_DEVICE bool claim(uint32_t* word, uint32_t value) { return atomicCAS(word, 0u, value) == 0u; }
+TUTTI_DEVICE void countAdd(uint64_t* p, uint64_t v) {
+  atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
 
 #else  // the emulated device, or host code that only needs the types
 
@@ -107,6 +111,7 @@ inline Pack16 loadPack(const void* p) {
   return v;
 }
 inline void storePack(void* p, Pack16 v) { __builtin_memcpy(p, &v, sizeof v); }
+inline void countAdd(uint64_t* p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 inline bool claim(uint32_t* word, uint32_t value) {
   uint32_t expected = 0;
   return __atomic_compare_exchange_n(word, &expected, value, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);

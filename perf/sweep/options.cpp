@@ -159,7 +159,8 @@ std::vector<std::string> flagNotes(const Options& o, const std::string& backend)
       notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
     if (o.localRegister) notes.push_back("-R: in host mode buffers are registered with ncclCommRegister (host memory needs no pinning), and ranks "
                         "of a host then read each other's buffers in place (zero-copy, docs/algorithms.md; between processes through "
-                        "process_vm_readv unless TUTTI_CMA=0)");
+                        "process_vm_readv with TUTTI_CMA=1, or, on the emulated device with device memory, mapped by the "
+                        "peers unless TUTTI_MAP_REGISTERED=0)");
     if (o.memoryReport) notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
     return notes;
   }

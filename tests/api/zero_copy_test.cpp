@@ -407,3 +407,197 @@ TEST_CASE("zero-copy across processes: a sender killed while its messages wait t
   }, 60);
   CHECK(failures == "process 0 died of signal 9\n");
 }
+
+// Between rank processes on the emulated device with device memory (TUTTI_EMULATED_MEMORY=device),
+// as on GPUs: registered buffers from ncclMemAlloc (memfd pages there, CUDA virtual memory on a
+// GPU) are exported and mapped by the peers (runtime/peer_buffers.h), which read them in place.
+namespace {
+
+// ncclMemAlloc's memory (or, fromMalloc, plain host memory, which no peer can map), registered
+// with ncclCommRegister when `registers` (with ncclCommWindowRegister when `windows`: every rank
+// allocates the same buffers in the same order). The emulated device's memory is the host's
+// pages, so the runner reaches it with memcpy.
+class MemAllocBuffers final : public tutti_test::CaseBuffers {
+ public:
+  MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc = false, bool windows = false)
+      : comm_(comm), registers_(registers), fromMalloc_(fromMalloc), windows_(windows) {}
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (fromMalloc_) p = std::malloc(bytes + 64);
+    else TUTTI_NCCL_CHECK(ncclMemAlloc(&p, bytes + 64));
+    void* handle = nullptr;
+    if (registers_ && windows_) {
+      ncclWindow_t win = nullptr;
+      TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm_, p, bytes + 64, &win, NCCL_WIN_DEFAULT));
+      handle = win;
+    } else if (registers_) {
+      TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
+    }
+    held_.push_back({p, bytes + 64, handle});
+    return p;
+  }
+  void release(void* p) override {
+    for (auto it = held_.begin(); it != held_.end(); ++it) {
+      if (it->p != p) continue;
+      if (registers_ && windows_) TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)));
+      else if (registers_) TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
+      std::memset(p, 0xa5, it->bytes);
+      if (fromMalloc_) std::free(p);
+      else TUTTI_NCCL_CHECK(ncclMemFree(p));
+      held_.erase(it);
+      return;
+    }
+  }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  cudaStream_t stream() override { return nullptr; }
+  void synchronize() override {}
+
+ private:
+  struct Held {
+    void* p;
+    size_t bytes;
+    void* handle;
+  };
+  ncclComm_t comm_;
+  bool registers_, fromMalloc_, windows_;
+  std::vector<Held> held_;
+};
+
+// Every case on unregistered ncclMemAlloc buffers, then on registered ones: the same bytes (and
+// each the float64 reference, in runCase). tuttiCommZeroCopyReads: never a read in place from
+// unregistered buffers; from registered ones some on every rank when `reads`, none otherwise.
+// The ranks reach each other through `transport` (p2p; shm with NCCL_P2P_DISABLE).
+void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false, bool windows = false,
+                               const std::string& transport = "p2p") {
+  tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
+  tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
+  tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
+  const std::vector<Case> cases = zeroCopyCases(nranks, small);
+  std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) {
+    const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(getpid()) + ")";
+    char names[64];
+    int nodes = 0;
+    TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
+    tutti_test::check(names == transport, who + " reached its peers through " + names + ", not " + transport);
+    uint64_t readsCopied = 0, readsRegistered = 0;
+    for (const Case& c : cases) {
+      std::vector<char> copied, direct;
+      uint64_t before = 0, middle = 0, after = 0;
+      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &before));
+      {
+        MemAllocBuffers buffers(comm, false);
+        tutti_test::runCase(c, rank, n, comm, &buffers, &copied);
+      }
+      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &middle));
+      {
+        MemAllocBuffers buffers(comm, true, fromMalloc, windows);
+        tutti_test::runCase(c, rank, n, comm, &buffers, &direct);
+      }
+      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
+      readsCopied += middle - before;
+      readsRegistered += after - middle;
+      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
+    }
+    tutti_test::check(readsCopied == 0, who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
+    if (reads)
+      tutti_test::check(readsRegistered > 0, who + " read no message in place from its peers' registered buffers");
+    else
+      tutti_test::check(readsRegistered == 0, who + " read " + std::to_string(readsRegistered) + " messages in place where none may be");
+  });
+  INFO(nranks << " rank processes on the emulated device, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)") << ", reads " << reads);
+  INFO(failures);
+  REQUIRE(failures.empty());
+}
+
+}  // namespace
+
+TEST_CASE("zero-copy across processes, emulated device: registered ncclMemAlloc buffers mapped by the peers give the copied path's bytes",
+          "[register][zero-copy][processes][emulated]") {
+  tutti_test::ScopedEnv map("TUTTI_MAP_REGISTERED", nullptr);  // the default: on
+  tutti_test::CapturedLog log("INFO", "REG");
+  requireMappedSameAsCopies(2, "", false, true);
+  requireMappedSameAsCopies(4, "ring", true, true);
+  requireMappedSameAsCopies(4, "tree", true, true);
+  CHECK(log.linesWith("is copied").empty());
+}
+
+TEST_CASE("zero-copy across processes, emulated device: registered buffers mapped through named handles (legacy CUDA IPC)",
+          "[register][zero-copy][processes][emulated]") {
+  tutti_test::ScopedEnv ipc("TUTTI_EMULATED_IPC", "handle");
+  requireMappedSameAsCopies(2, "ring", true, true);
+}
+
+TEST_CASE("zero-copy across processes, emulated device: buffers registered as windows are mapped by the peers alike",
+          "[register][zero-copy][processes][emulated]") {
+  requireMappedSameAsCopies(2, "", true, true, false, true);
+}
+
+TEST_CASE("zero-copy across processes, emulated device: with NCCL_P2P_DISABLE, through shared segments, registered buffers are mapped too",
+          "[register][zero-copy][processes][emulated]") {
+  tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
+  requireMappedSameAsCopies(2, "", true, true, false, false, "shm");
+}
+
+TEST_CASE("zero-copy across processes, emulated device: TUTTI_MAP_REGISTERED=0 copies registered buffers",
+          "[register][zero-copy][processes][emulated]") {
+  tutti_test::ScopedEnv map("TUTTI_MAP_REGISTERED", "0");
+  requireMappedSameAsCopies(2, "", true, false);
+}
+
+TEST_CASE("zero-copy across processes, emulated device: registered buffers not from ncclMemAlloc are copied, and the log says why",
+          "[register][zero-copy][processes][emulated]") {
+  tutti_test::CapturedLog log("INFO", "REG");
+  requireMappedSameAsCopies(2, "", true, false, true);
+  CHECK(!log.linesWith("is copied to the peers in other processes").empty());
+  CHECK(!log.linesWith("are not memory from ncclMemAlloc").empty());
+}
+
+TEST_CASE("zero-copy across processes, emulated device: a sender killed while its mapped buffer waits to be read fails the reader naming it",
+          "[register][zero-copy][processes][emulated][faults]") {
+  tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
+  tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
+  tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
+  tutti_test::ScopedEnv algo("NCCL_ALGO", "ring");
+  struct State {
+    std::atomic<int> senderPid{0};
+    std::atomic<int> killed{0};
+  };
+  tutti_test::SharedWithChildren<State> state;
+  const size_t count = 1 << 16;
+  std::string failures = tutti_test::runProcesses(2, [&](int rank, int n, ncclComm_t comm) {
+    void* in = nullptr;
+    void* out = nullptr;
+    TUTTI_NCCL_CHECK(ncclMemAlloc(&in, count * sizeof(float)));
+    TUTTI_NCCL_CHECK(ncclMemAlloc(&out, count * sizeof(float) * size_t(n)));
+    std::vector<float> ones(count, float(rank + 1));
+    std::memcpy(in, ones.data(), count * sizeof(float));
+    void* handles[2] = {nullptr, nullptr};
+    TUTTI_NCCL_CHECK(ncclCommRegister(comm, in, count * sizeof(float), &handles[0]));
+    TUTTI_NCCL_CHECK(ncclCommRegister(comm, out, count * sizeof(float) * size_t(n), &handles[1]));
+    TUTTI_NCCL_CHECK(ncclAllGather(in, out, count, ncclFloat32, comm, nullptr));
+    uint64_t reads = 0;
+    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &reads));
+    tutti_test::check(reads > 0, "rank " + std::to_string(rank) + " read nothing in place in the first all-gather");
+    if (rank == 0) {
+      state->senderPid.store(int(getpid()));
+      // Dies inside the next all-gather, once it has published its block by address.
+      std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        state->killed.store(1);
+        raise(SIGKILL);
+      }).detach();
+    } else {
+      while (state->killed.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const ncclResult_t result = ncclAllGather(in, out, count, ncclFloat32, comm, nullptr);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string message = ncclGetLastError(comm);
+    tutti_test::check(result != ncclSuccess, "rank 1: the all-gather succeeded with rank 0 dead");
+    tutti_test::check(seconds < 50, "rank 1: the all-gather took " + std::to_string(seconds) + " s to fail");
+    tutti_test::check(message.find("rank 0 (") != std::string::npos,
+                      "rank 1's error does not name rank 0 (pid " + std::to_string(state->senderPid.load()) + "): " + message);
+  }, 90);
+  CHECK(failures == "process 0 died of signal 9\n");
+}

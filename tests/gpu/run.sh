@@ -19,7 +19,9 @@
 # 7. perf: the sweep tool on the cuda backend: device buffers, CUDA event timing and checking, -g 2
 #    (two ranks per thread in one group), ranks sharing the GPU; -G (CUDA graphs) stops with the
 #    library's refusal of collectives inside a capture;
-# 8. bench: the executor's copy and reduce loops against cudaMemcpy, all-reduce on a shared GPU.
+# 8. registered buffers mapped between 2 rank processes sharing the GPU (MPS): all-gather,
+#    broadcast, all-reduce with -R 1, checked, and the REG trace saying the peer mapped them;
+# 9. bench: the executor's copy and reduce loops against cudaMemcpy, all-reduce on a shared GPU.
 #
 # Every step is bounded in time (and TUTTI_TIMEOUT bounds every wait inside tutti). Logs and files
 # go to $OUT (default gpu-out/). The exit status is the number of failed checks.
@@ -144,6 +146,37 @@ graph_capture_refused() {
 }
 check graph_capture_refused 60 graph_capture_refused
 grep -E '^# (GPUs|Out of bounds)|^#  Rank' "$OUT/perf_sweep.log" | sed 's/^/     /'
+
+# Registered buffers mapped between rank processes (runtime/peer_buffers.h): 2 processes sharing the
+# GPU under an MPS daemon of our own, all-gather, broadcast and all-reduce on ncclMemAlloc buffers
+# registered with -R 1, checked (-c 1); rank 0's REG trace must say a peer mapped its buffers, and
+# no rank's that one was copied.
+mapped_registered() {
+  local port=$((20000 + RANDOM % 20000)) rc=0 coll r
+  for coll in all_gather_perf broadcast_perf all_reduce_perf; do
+    local pids=()
+    for r in 0 1; do
+      env TUTTI_DEVICE=cuda TUTTI_ALLOW_SHARED_GPU=1 NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=REG NCCL_COMM_ID=127.0.0.1:$port \
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 "$coll" -b 1M -e 16M -f 4 -c 1 -n 5 -w 2 -R 1 \
+        >"$OUT/mapped_${coll}_$r.log" 2>&1 &
+      pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    port=$((port + 1))
+  done
+  ((rc == 0)) && grep -q 'is mapped by' "$OUT"/mapped_*_0.log && ! grep -q 'is copied' "$OUT"/mapped_*.log
+}
+export CUDA_MPS_PIPE_DIRECTORY=$OUT/mps CUDA_MPS_LOG_DIRECTORY=$OUT/mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if nvidia-cuda-mps-control -d 2>"$OUT/mps-start-mapped.log"; then
+  check mapped_registered 240 mapped_registered
+  grep -h -E 'is (mapped by|copied)|Out of bounds' "$OUT"/mapped_*_0.log | head -n 6 | sed 's/^/     /'
+  echo quit | nvidia-cuda-mps-control
+else
+  echo "FAIL mapped registered buffers: the MPS daemon did not start: $(cat "$OUT/mps-start-mapped.log")"
+  failed=$((failed + 1))
+fi
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
 check bench 300 tutti_gpu_bench
 cat "$OUT/bench.log"
