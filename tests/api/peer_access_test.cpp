@@ -5,6 +5,7 @@
 // float64 reference either way.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
@@ -41,7 +42,8 @@ struct EmulatedGpus {
 
 // Rank threads of this process, rank r on emulated device r; `reach(a, b)` is the transport the
 // pair must take (its name or the start of it: "net" for "net/Socket"). Checks each pair's
-// transport, then runs the cases on every rank.
+// transport, runs the cases on every rank, then checks that every connection made is one of those
+// transports.
 std::string runThreads(int nranks, const std::function<std::string(int, int)>& reach) {
   std::vector<ncclComm_t> comms(size_t(nranks), nullptr);
   std::vector<int> devices;
@@ -58,6 +60,16 @@ std::string runThreads(int nranks, const std::function<std::string(int, int)>& r
                              " through " + got + ", not " + want);
     }
     tutti_test::runAll(all, rank, nranks, comms[size_t(rank)]);
+    const std::string made = tutti::connectionTransports(comms[size_t(rank)]);
+    for (size_t at = 0; at <= made.size();) {
+      const size_t end = std::min(made.find('+', at), made.size());
+      const std::string name = made.substr(at, end - at);
+      at = end + 1;
+      bool expected = false;
+      for (int peer = 0; peer < nranks; peer++)
+        expected = expected || (peer != rank && name.rfind(reach(rank, peer), 0) == 0);
+      check(expected, "rank " + std::to_string(rank) + " made a connection through " + name + ", which no pair of it should take");
+    }
   });
   for (ncclComm_t c : comms) ncclCommDestroy(c);
   return failures;
