@@ -33,14 +33,15 @@ using tutti_test::ScopedEnv;
 const char* const kPluginV10 = TUTTI_TEST_NET_PLUGIN;
 const char* const kPluginV6 = TUTTI_TEST_NET_PLUGIN_V6;
 const char* const kPluginIb = TUTTI_TEST_NET_PLUGIN_IB;
+const char* const kPluginIbV6 = TUTTI_TEST_NET_PLUGIN_IB_V6;
 
-// The IB test plugin's counts of regMrDmaBuf calls that registered and iflush calls that flushed,
+// The IB test plugin's (`library`'s) counts of regMrDmaBuf calls that registered and iflush calls that flushed,
 // and the verbs stand-in's of dmabuf registrations and RDMA reads, in this process.
 struct DmaBufCounts {
   uint64_t pluginRegistrations = 0, pluginFlushes = 0, verbsRegistrations = 0, verbsReads = 0;
 };
-DmaBufCounts dmaBufCounts() {
-  void* library = dlopen(kPluginIb, RTLD_NOW | RTLD_NOLOAD);
+DmaBufCounts dmaBufCounts(const char* path) {
+  void* library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   REQUIRE(library != nullptr);
   auto plugin = reinterpret_cast<void (*)(uint64_t*, uint64_t*)>(dlsym(library, "tutti_test_plugin_dmabuf_counters"));
   dlclose(library);
@@ -254,8 +255,20 @@ TEST_CASE("net/plugin: a plugin reporting NCCL_PTR_CUDA and NCCL_PTR_DMABUF take
           "and receives into it are flushed through iflush",
           "[net][plugin][dmabuf]") {
   tutti_test::IbStandinEnv standin;
-  NetPlugin plugin = loadOne(kPluginIb);
-  CHECK(std::string(plugin.net->name()) == "TuttiIB");
+  // The v10 table, and the v6 one (the oldest the adapter takes): both have the calls.
+  const char* path = nullptr;
+  int version = 0;
+  SECTION("v10") {
+    path = kPluginIb;
+    version = 10;
+  }
+  SECTION("v6") {
+    path = kPluginIbV6;
+    version = 6;
+  }
+  NetPlugin plugin = loadOne(path);
+  CHECK(std::string(plugin.net->name()) == (version == 10 ? "TuttiIB" : "TuttiIBV6"));
+  CHECK(plugin.net->version() == version);
   auto backend = makePluginBackend(plugin.net, plugin.library);
   REQUIRE(backend->deviceCount() >= 1);
   NetProperties p = backend->properties(0);
@@ -267,24 +280,24 @@ TEST_CASE("net/plugin: a plugin reporting NCCL_PTR_CUDA and NCCL_PTR_DMABUF take
   const size_t bytes = page + 77;
   std::vector<char> expected = tutti_test::randomBytes(bytes, 5);
   std::memcpy(source.data + 16, expected.data(), bytes);
-  const DmaBufCounts before = dmaBufCounts();
+  const DmaBufCounts before = dmaBufCounts(path);
   MemoryRegistration sr = pair.send->registerDmaBuf(source.data + 16, bytes, source.fd, 16);
   MemoryRegistration rr = pair.recv->registerDmaBuf(target.data + page, bytes, target.fd, page);
-  const DmaBufCounts registered = dmaBufCounts();
+  const DmaBufCounts registered = dmaBufCounts(path);
   CHECK(registered.pluginRegistrations == before.pluginRegistrations + 2);
   CHECK(registered.verbsRegistrations == before.verbsRegistrations + 2);
   REQUIRE(tutti_test::exchangeOverNet(pair, source.data + 16, bytes, target.data + page, bytes, sr, rr) == bytes);
   CHECK(std::memcmp(target.data + page, expected.data(), bytes) == 0);
   // The flush of a receive into device memory is the plugin's iflush, an RDMA read underneath.
   pair.recv->flush(target.data + page, bytes, rr);
-  const DmaBufCounts flushed = dmaBufCounts();
+  const DmaBufCounts flushed = dmaBufCounts(path);
   CHECK(flushed.pluginFlushes == registered.pluginFlushes + 1);
   CHECK(flushed.verbsReads == registered.verbsReads + 1);
   // A receive into host memory is not flushed (the plugin does not ask for forceFlush).
   std::vector<char> host(64);
   MemoryRegistration hr = pair.recv->registerMemory(host.data(), host.size());
   pair.recv->flush(host.data(), host.size(), hr);
-  CHECK(dmaBufCounts().pluginFlushes == flushed.pluginFlushes);
+  CHECK(dmaBufCounts(path).pluginFlushes == flushed.pluginFlushes);
   pair.recv->deregisterMemory(hr);
   pair.send->deregisterMemory(sr);
   pair.recv->deregisterMemory(rr);

@@ -1,9 +1,9 @@
 // tutti's Socket backend as an external NCCL net plugin: libnccl-net-tutti.so exports
 // ncclNetPlugin_v10 named "TuttiSocket". Built again with TUTTI_SOCKET_PLUGIN_VERSION=6 (a test
 // library exporting only ncclNetPlugin_v6, named "TuttiSocketV6") to show that older plugins load,
-// and with TUTTI_PLUGIN_BACKEND_IB=1 over the IB backend instead (a test library, "TuttiIB", whose
-// devices take device memory by dmabuf where the verbs library can: the adapter's regMrDmaBuf and
-// iflush path, tested on the verbs stand-in).
+// and with TUTTI_PLUGIN_BACKEND_IB=1 over the IB backend instead (test libraries, "TuttiIB" and the
+// v6 "TuttiIBV6", whose devices take device memory by dmabuf where the verbs library can: the
+// adapter's regMrDmaBuf and iflush path, tested on the verbs stand-in).
 //
 // A C-ABI shim over a backend: comms are the backend's comms, a request remembers its comm (test()
 // gets only the request), a memory handle is the backend's registration. What it declares and
@@ -38,7 +38,11 @@
 #include <atomic>
 
 #include "transports/net/ib/ib_backend.h"
+#if TUTTI_SOCKET_PLUGIN_VERSION == 6
+#define TUTTI_PLUGIN_NAME "TuttiIBV6"
+#else
 #define TUTTI_PLUGIN_NAME "TuttiIB"
+#endif
 #else
 #include "transports/net/socket/socket_backend.h"
 #if TUTTI_SOCKET_PLUGIN_VERSION == 6
