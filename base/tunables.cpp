@@ -113,6 +113,11 @@ const String kEmulatedBusIds{"TUTTI_EMULATED_BUS_IDS", "",
                              "emulated device backend: the PCI bus ids of emulated devices 0, 1, ... (comma-separated), "
                              "each to be found as a GPU in the node's topology (NCCL_TOPO_FILE), so that the GPUs' "
                              "distance decides p2p and rings as on a GPU host; unset: the devices have none"};
+const String kEmulatedNoPeerAccess{"TUTTI_EMULATED_NO_PEER_ACCESS", "",
+                                   "emulated device backend: pairs of emulated devices that cannot access each other's "
+                                   "memory, as CUDA peer access would say (\"0:1,2:3\"): rank threads of one process on "
+                                   "such a pair connect through host memory, and the executor refuses the other device's "
+                                   "memory as a GPU would fault on it; unset: every pair has peer access"};
 const Int kEmulatedDevice{"TUTTI_EMULATED_DEVICE", 0,
                           "emulated device backend: the device a rank takes where the call names none (what "
                           "cudaGetDevice would say: ncclCommInitRank); ncclCommInitAll's list names its own"};

@@ -55,6 +55,7 @@ extern const params::Int kEmulatedThreads;      // TUTTI_EMULATED_THREADS
 extern const params::String kEmulatedMemory;    // TUTTI_EMULATED_MEMORY
 extern const params::String kEmulatedIpc;       // TUTTI_EMULATED_IPC
 extern const params::String kEmulatedBusIds;    // TUTTI_EMULATED_BUS_IDS
+extern const params::String kEmulatedNoPeerAccess;  // TUTTI_EMULATED_NO_PEER_ACCESS
 extern const params::Int kEmulatedDevice;       // TUTTI_EMULATED_DEVICE
 extern const params::Bool kAllowSharedGpu;      // TUTTI_ALLOW_SHARED_GPU
 extern const params::Int kBootstrapTimeout;     // TUTTI_BOOTSTRAP_TIMEOUT

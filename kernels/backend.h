@@ -174,6 +174,9 @@ class ExecutorBackend {
   // The PCI bus id of its device as NCCL writes it ("0000:17:00.0"), by which the ranks place each
   // other's GPUs in the topology (NCCL_P2P_LEVEL, rings); "" for none (the host backend).
   virtual std::string deviceBusId() const { return ""; }
+  // Whether device `device`'s executor can reach device `peer`'s memory (CUDA peer access), for
+  // rank threads of one process on devices of their own; true where memory is the host's.
+  virtual bool canAccessPeer(int device, int peer) const { return true; }
 };
 
 struct BackendOptions {
@@ -190,6 +193,8 @@ struct BackendOptions {
   // emulated: the bus ids of its devices 0, 1, ... (TUTTI_EMULATED_BUS_IDS, comma-separated); device
   // `device` reports its entry, none when the list is shorter.
   std::string emulatedBusIds;
+  // emulated: pairs of its devices without peer access ("0:1,2:3", TUTTI_EMULATED_NO_PEER_ACCESS).
+  std::string emulatedNoPeerAccess;
 };
 
 // Makes the backend a communicator runs on: "host", "emulated" or "cuda". Throws Error

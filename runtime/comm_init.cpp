@@ -128,6 +128,7 @@ void makeExecutorBackend(ncclComm* comm) {
   options.emulatedDeviceMemory = tunables::kEmulatedMemory.get() == "device";
   options.emulatedIpcHandles = tunables::kEmulatedIpc.get() == "handle";
   options.emulatedBusIds = tunables::kEmulatedBusIds.get();
+  options.emulatedNoPeerAccess = tunables::kEmulatedNoPeerAccess.get();
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
   if (comm->executor.backend->ownsDevice()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];

@@ -202,6 +202,15 @@ PeerPair pairBetween(const ncclComm* comm, int a, int b) {
   pair.locality = localityBetween(comm, a, b);
   pair.ranks[0] = a;
   pair.ranks[1] = b;
+  if (pair.locality == Locality::SameProcess) {
+    // Devices of one process are numbered alike for all its ranks; both directions, so that both
+    // ends of the pair see the same.
+    pair.devices[0] = comm->identity.peers[size_t(a)].device;
+    pair.devices[1] = comm->identity.peers[size_t(b)].device;
+    const kern::ExecutorBackend* backend = comm->executor.backend.get();
+    if (backend != nullptr && pair.devices[0] != pair.devices[1])
+      pair.peerAccess = backend->canAccessPeer(pair.devices[0], pair.devices[1]) && backend->canAccessPeer(pair.devices[1], pair.devices[0]);
+  }
   const CommTopology* topology = comm->planning.topology.get();
   if (pair.locality == Locality::OtherHost || topology == nullptr) return pair;
   const std::vector<topo::RankPlacement>& ranks = topology->system.ranks;

@@ -56,6 +56,10 @@ struct PeerPair {
   // Their GPUs' distance on their node (topology/p2p_level.h), known where both have a GPU placed
   // in the node's graph: what NCCL_P2P_LEVEL is held against.
   topo::GpuPair gpus;
+  // Rank threads of one process: their devices, and whether each can reach the other's memory
+  // (kern::ExecutorBackend::canAccessPeer both ways; true for one device or host memory).
+  int devices[2] = {-1, -1};
+  bool peerAccess = true;
 };
 
 // The FIFOs every connection of a communicator gets: agreed by its ranks at init.

@@ -271,6 +271,16 @@ class CudaBackend final : public ExecutorBackend {
   // so the kernel reads and writes it over the bus with the system-scope loads and stores of
   // kernels/device/shim.h. With unified addressing the device uses the host's address; where a
   // device gives another, that is the one returned.
+  // cuDeviceCanAccessPeer between two devices of this process; a device the driver cannot name
+  // has no peer access.
+  bool canAccessPeer(int device, int peer) const override {
+    if (device == peer) return true;
+    CUdevice a = 0, b = 0;
+    int can = 0;
+    if (d_->cuDeviceGet(&a, device) != CUDA_SUCCESS || d_->cuDeviceGet(&b, peer) != CUDA_SUCCESS) return false;
+    return d_->cuDeviceCanAccessPeer(&can, a, b) == CUDA_SUCCESS && can != 0;
+  }
+
   void* mapHostMemory(void* host, size_t bytes, const std::string& what) override {
     makeCurrent();
     check(*d_, d_->cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP), "cuMemHostRegister", what);
@@ -421,8 +431,8 @@ class CudaBackend final : public ExecutorBackend {
   }
 
   // Ranks of one process on several GPUs write into each other's FIFOs, which live in the
-  // receiver's device memory: this context may reach every device that allows it. (A pair of
-  // GPUs without peer access cannot connect yet: that needs FIFOs in host memory both map.)
+  // receiver's device memory: this context may reach every device that allows it. A pair of GPUs
+  // without peer access (canAccessPeer) connects through host memory both map (the shm transport).
   void enablePeerAccess(CUdevice own) {
     int n = 0;
     if (d_->cuDeviceGetCount(&n) != CUDA_SUCCESS) return;

@@ -46,11 +46,80 @@ std::string busIdOf(const BackendOptions& options) {
   return topo::normalizeBusId(ids[size_t(options.device)]);
 }
 
+// TUTTI_EMULATED_NO_PEER_ACCESS ("0:1,2:3"): the pairs of devices without peer access, each as
+// (lower, higher), since CUDA peer access between two emulated devices is taken to be symmetric.
+std::set<std::pair<int, int>> noPeerAccessOf(const BackendOptions& options) {
+  std::set<std::pair<int, int>> pairs;
+  const std::string& text = options.emulatedNoPeerAccess;
+  for (size_t at = 0; at <= text.size() && !text.empty();) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string entry = text.substr(at, end - at);
+    at = end + 1;
+    const size_t colon = entry.find(':');
+    auto number = [](const std::string& digits) {
+      return !digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos ? std::stoi(digits) : -1;
+    };
+    const int a = colon == std::string::npos ? -1 : number(entry.substr(0, colon));
+    const int b = colon == std::string::npos ? -1 : number(entry.substr(colon + 1));
+    if (a < 0 || b < 0 || a == b)
+      throw Error(ErrorCode::InvalidUsage, "TUTTI_EMULATED_NO_PEER_ACCESS: entry '" + entry +
+                                               "' is not a pair of two different emulated devices (device:device, e.g. 0:1)");
+    pairs.insert({std::min(a, b), std::max(a, b)});
+  }
+  return pairs;
+}
+
+// Which emulated device each allocation of emulated device memory in this process belongs to, as
+// a CUDA driver knows where a pointer lives: process-wide, like the devices it stands for (every
+// backend of the process, one per rank thread, registers and looks up here). Lets a backend refuse
+// another device's memory that it has no peer access to, so that a wrong path fails in tests.
+class DeviceMemoryOwners {
+ public:
+  static DeviceMemoryOwners& instance() {
+    static DeviceMemoryOwners owners;
+    return owners;
+  }
+  void add(const void* p, size_t bytes, int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ranges_[uintptr_t(p)] = Range{uintptr_t(p) + bytes, device};
+  }
+  void remove(const void* p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ranges_.erase(uintptr_t(p));
+  }
+  // The device whose memory holds `p`; -1 when none does (host memory).
+  int ownerOf(const void* p) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto after = ranges_.upper_bound(uintptr_t(p));
+    if (after == ranges_.begin()) return -1;
+    auto found = std::prev(after);
+    return uintptr_t(p) < found->second.end ? found->second.device : -1;
+  }
+
+ private:
+  struct Range {
+    uintptr_t end;
+    int device;
+  };
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, Range> ranges_;
+};
+
 class EmulatedBackend final : public HostMemoryBackend {
  public:
-  explicit EmulatedBackend(const BackendOptions& options) : HostMemoryBackend(options), busId_(busIdOf(options)) {}
+  explicit EmulatedBackend(const BackendOptions& options)
+      : HostMemoryBackend(options), busId_(busIdOf(options)), noPeerAccess_(noPeerAccessOf(options)) {}
   const char* name() const override { return "emulated"; }
   std::string deviceBusId() const override { return busId_; }
+  bool canAccessPeer(int device, int peer) const override {
+    return device == peer || noPeerAccess_.count({std::min(device, peer), std::max(device, peer)}) == 0;
+  }
+  // Device memory is known to belong to this device (DeviceMemoryOwners).
+  void* allocate(size_t bytes, const std::string& what) override {
+    void* p = HostMemoryBackend::allocate(bytes, what);
+    if (options_.emulatedDeviceMemory) DeviceMemoryOwners::instance().add(p, bytes, options_.device);
+    return p;
+  }
   size_t llBytes() const override { return kDeviceLLBytes; }
   // Device memory emulated: the same host pages, which the transports must treat as the executor's
   // own (not the host's) and reach only through copies and mappings, as they would a GPU's.
@@ -101,6 +170,7 @@ class EmulatedBackend final : public HostMemoryBackend {
     }
     // A descriptor of its own for exportDmaBuf, which a NIC maps at an offset.
     keepDescriptor(p, made);
+    DeviceMemoryOwners::instance().add(p, bytes, options_.device);
     if (name.empty()) {
       handle->fd = made;
     } else {
@@ -154,6 +224,7 @@ class EmulatedBackend final : public HostMemoryBackend {
     return p;
   }
   void release(void* p) override {
+    DeviceMemoryOwners::instance().remove(p);
     if (!unmapShared(p)) HostMemoryBackend::release(p);
   }
   void releaseImported(void* p) override { unmapShared(p); }
@@ -167,6 +238,13 @@ class EmulatedBackend final : public HostMemoryBackend {
 
  protected:
   void run(std::span<Launch* const> launches) override {
+    for (Launch* L : launches) {
+      const std::string problem = static_cast<EmulatedBackend&>(L->backend()).unreachableMemory(*L);
+      if (problem.empty()) continue;
+      const Error e(ErrorCode::System, problem);
+      L->failed(e);
+      L->raise(e);
+    }
     RunScope scope(launches);
     std::vector<dev::EmulatedLaunch> runs;
     for (Launch* L : launches) {
@@ -194,7 +272,25 @@ class EmulatedBackend final : public HostMemoryBackend {
   }
 
  private:
+  // Where the launch's connections have a FIFO in another device's memory that this one has no
+  // peer access to: what that is, in words (a GPU's kernel would fault on it); "" when none has.
+  std::string unreachableMemory(Launch& launch) const {
+    if (noPeerAccess_.empty()) return "";
+    const LaunchWork& work = launch.work();
+    for (uint32_t i = 0; i < work.nconns; i++) {
+      const ConnEnd& conn = work.conns()[i];
+      const int owner = DeviceMemoryOwners::instance().ownerOf(conn.fifo);
+      if (owner < 0 || canAccessPeer(options_.device, owner)) continue;
+      ExecutionContext ctx = launch.context(0);
+      return "rank " + std::to_string(ctx.rank) + ": emulated device " + std::to_string(options_.device) + " cannot access emulated device " +
+             std::to_string(owner) + "'s memory, which holds the FIFO of its connection with " + ctx.describePeer(conn.peer) +
+             " (TUTTI_EMULATED_NO_PEER_ACCESS gives the pair no peer access; a GPU would fault here)";
+    }
+    return "";
+  }
+
   std::string busId_;  // TUTTI_EMULATED_BUS_IDS' entry for this device
+  std::set<std::pair<int, int>> noPeerAccess_;  // TUTTI_EMULATED_NO_PEER_ACCESS, as (lower, higher)
   uint32_t abortWord_ = 0;
   ExecFault fault_{};
   uint64_t directReads_ = 0;  // counted by the blocks (dev::countAdd)

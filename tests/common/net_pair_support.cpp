@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -12,6 +15,20 @@
 namespace tutti_test {
 
 using namespace tutti::net;
+
+MemfdMemory::MemfdMemory(size_t pages) : bytes(pages * size_t(sysconf(_SC_PAGESIZE))) {
+  fd = memfd_create("dmabuf-test", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, off_t(bytes)) == 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  REQUIRE(p != MAP_FAILED);
+  data = static_cast<char*>(p);
+}
+
+MemfdMemory::~MemfdMemory() {
+  munmap(data, bytes);
+  close(fd);
+}
 
 NetPair connectNetPair(NetBackend& backend) {
   NetHandle handle{};

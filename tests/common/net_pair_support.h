@@ -42,4 +42,17 @@ std::string errorOf(const std::function<void()>& f);
 // `bytes` pseudo-random bytes from `seed`.
 std::vector<char> randomBytes(size_t bytes, uint32_t seed);
 
+// A memfd of `pages` pages and one mapping of it: memory reached by its dmabuf descriptor, as a
+// device's is (the emulated device's is such a memfd), whose mapping is the "device address". The
+// verbs stand-in reaches the bytes only through its own mapping of the descriptor.
+struct MemfdMemory {
+  int fd = -1;
+  char* data = nullptr;
+  size_t bytes = 0;
+  explicit MemfdMemory(size_t pages);
+  ~MemfdMemory();
+  MemfdMemory(const MemfdMemory&) = delete;
+  MemfdMemory& operator=(const MemfdMemory&) = delete;
+};
+
 }  // namespace tutti_test

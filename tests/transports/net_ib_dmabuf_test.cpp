@@ -24,25 +24,7 @@ namespace {
 using tutti_test::ScopedEnv;
 using Standin = tutti_test::IbStandinEnv;
 
-// A memfd of `pages` pages and one mapping of it: the "device address" the executor would use.
-// The stand-in reaches the bytes only through its own mapping of the descriptor.
-struct DeviceMemory {
-  int fd = -1;
-  char* data = nullptr;
-  size_t bytes = 0;
-  explicit DeviceMemory(size_t pages) : bytes(pages * size_t(sysconf(_SC_PAGESIZE))) {
-    fd = memfd_create("dmabuf-test", MFD_CLOEXEC);
-    REQUIRE(fd >= 0);
-    REQUIRE(ftruncate(fd, off_t(bytes)) == 0);
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    REQUIRE(p != MAP_FAILED);
-    data = static_cast<char*>(p);
-  }
-  ~DeviceMemory() {
-    munmap(data, bytes);
-    close(fd);
-  }
-};
+using DeviceMemory = tutti_test::MemfdMemory;
 
 // The stand-in's count of dmabuf registrations made, of those still registered, and of RDMA reads.
 struct DmabufCounts {

@@ -2,9 +2,11 @@
 // built as libnccl-net-tutti.so, ncclNetPlugin_v10) and the same shim exporting only
 // ncclNetPlugin_v6: loading by path, messages through the adapter, NCCL_NET_PLUGIN's syntax,
 // entries that are skipped (with the INFO line saying why), NCCL_NET's choice among plugins and
-// built-in backends.
+// built-in backends; device memory by dmabuf through a plugin that takes it (the same shim over the
+// IB backend, on the verbs stand-in), and refused where a plugin does not.
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 
 #include "base/error.h"
 #include "tests/common/env_support.h"
+#include "tests/common/ibverbs_standin_support.h"
 #include "tests/common/log_support.h"
 #include "tests/common/net_pair_support.h"
 #include "transports/net/net.h"
@@ -29,6 +32,26 @@ using tutti_test::ScopedEnv;
 
 const char* const kPluginV10 = TUTTI_TEST_NET_PLUGIN;
 const char* const kPluginV6 = TUTTI_TEST_NET_PLUGIN_V6;
+const char* const kPluginIb = TUTTI_TEST_NET_PLUGIN_IB;
+const char* const kPluginIbV6 = TUTTI_TEST_NET_PLUGIN_IB_V6;
+
+// The IB test plugin's (`library`'s) counts of regMrDmaBuf calls that registered and iflush calls that flushed,
+// and the verbs stand-in's of dmabuf registrations and RDMA reads, in this process.
+struct DmaBufCounts {
+  uint64_t pluginRegistrations = 0, pluginFlushes = 0, verbsRegistrations = 0, verbsReads = 0;
+};
+DmaBufCounts dmaBufCounts(const char* path) {
+  void* library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(library != nullptr);
+  auto plugin = reinterpret_cast<void (*)(uint64_t*, uint64_t*)>(dlsym(library, "tutti_test_plugin_dmabuf_counters"));
+  dlclose(library);
+  auto verbs = tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
+  REQUIRE((plugin != nullptr && verbs != nullptr));
+  DmaBufCounts c;
+  plugin(&c.pluginRegistrations, &c.pluginFlushes);
+  verbs(&c.verbsRegistrations, nullptr, &c.verbsReads);
+  return c;
+}
 
 NetPlugin loadOne(const char* path) {
   std::vector<NetPlugin> plugins = openNetPlugins({path});
@@ -225,6 +248,73 @@ TEST_CASE("net/plugin: NCCL_NET picks among the loaded plugins and the built-in 
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("(available: Socket, IB;") != std::string::npos);
   }
+}
+
+
+TEST_CASE("net/plugin: a plugin reporting NCCL_PTR_CUDA and NCCL_PTR_DMABUF takes device memory through regMrDmaBuf, "
+          "and receives into it are flushed through iflush",
+          "[net][plugin][dmabuf]") {
+  tutti_test::IbStandinEnv standin;
+  // The v10 table, and the v6 one (the oldest the adapter takes): both have the calls.
+  const char* path = nullptr;
+  int version = 0;
+  SECTION("v10") {
+    path = kPluginIb;
+    version = 10;
+  }
+  SECTION("v6") {
+    path = kPluginIbV6;
+    version = 6;
+  }
+  NetPlugin plugin = loadOne(path);
+  CHECK(std::string(plugin.net->name()) == (version == 10 ? "TuttiIB" : "TuttiIBV6"));
+  CHECK(plugin.net->version() == version);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  REQUIRE(backend->deviceCount() >= 1);
+  NetProperties p = backend->properties(0);
+  CHECK(p.dmaBuf);
+  CHECK(p.cudaMemory);
+  auto pair = tutti_test::connectNetPair(*backend);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  tutti_test::MemfdMemory source(3), target(3);
+  const size_t bytes = page + 77;
+  std::vector<char> expected = tutti_test::randomBytes(bytes, 5);
+  std::memcpy(source.data + 16, expected.data(), bytes);
+  const DmaBufCounts before = dmaBufCounts(path);
+  MemoryRegistration sr = pair.send->registerDmaBuf(source.data + 16, bytes, source.fd, 16);
+  MemoryRegistration rr = pair.recv->registerDmaBuf(target.data + page, bytes, target.fd, page);
+  const DmaBufCounts registered = dmaBufCounts(path);
+  CHECK(registered.pluginRegistrations == before.pluginRegistrations + 2);
+  CHECK(registered.verbsRegistrations == before.verbsRegistrations + 2);
+  REQUIRE(tutti_test::exchangeOverNet(pair, source.data + 16, bytes, target.data + page, bytes, sr, rr) == bytes);
+  CHECK(std::memcmp(target.data + page, expected.data(), bytes) == 0);
+  // The flush of a receive into device memory is the plugin's iflush, an RDMA read underneath.
+  pair.recv->flush(target.data + page, bytes, rr);
+  const DmaBufCounts flushed = dmaBufCounts(path);
+  CHECK(flushed.pluginFlushes == registered.pluginFlushes + 1);
+  CHECK(flushed.verbsReads == registered.verbsReads + 1);
+  // A receive into host memory is not flushed (the plugin does not ask for forceFlush).
+  std::vector<char> host(64);
+  MemoryRegistration hr = pair.recv->registerMemory(host.data(), host.size());
+  pair.recv->flush(host.data(), host.size(), hr);
+  CHECK(dmaBufCounts(path).pluginFlushes == flushed.pluginFlushes);
+  pair.recv->deregisterMemory(hr);
+  pair.send->deregisterMemory(sr);
+  pair.recv->deregisterMemory(rr);
+}
+
+TEST_CASE("net/plugin: a plugin that declares host memory only reports no dmabuf, and its regMrDmaBuf refuses", "[net][plugin][dmabuf]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  NetPlugin plugin = loadOne(kPluginV10);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  NetProperties p = backend->properties(0);
+  CHECK_FALSE(p.dmaBuf);
+  CHECK_FALSE(p.cudaMemory);
+  auto pair = tutti_test::connectNetPair(*backend);
+  tutti_test::MemfdMemory memory(1);
+  const std::string error = tutti_test::errorOf([&] { pair.recv->registerDmaBuf(memory.data, memory.bytes, memory.fd, 0); });
+  CHECK(error.find("regMrDmaBuf") != std::string::npos);
+  CHECK(error.find("TuttiSocket") != std::string::npos);
 }
 
 }  // namespace tutti::net

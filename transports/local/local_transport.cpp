@@ -7,12 +7,19 @@
 //   entry, in host memory, never in the FIFO.
 // - Both sides hold the entry: whichever rank destroys its communicator last releases the FIFO,
 //   so either may go first. An entry that no sender took leaves the table with its receiver.
+// - The FIFO is the receiver's device memory, which the sender's executor writes: rank threads on
+//   two GPUs without peer access cannot connect here. As NCCL does, their FIFOs then go through
+//   host memory both GPUs map (the shm transport, next in the registry); an INFO line says so.
 #include "transports/local/local_transport.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "base/log.h"
 #include "base/tunables.h"
@@ -75,6 +82,13 @@ class LocalTransport final : public Transport {
       *whyNot = "NCCL_P2P_DISABLE is set";
       return false;
     }
+    if (!pair.peerAccess) {
+      const bool lowerFirst = pair.ranks[0] < pair.ranks[1];  // both ends say it alike
+      *whyNot = "their GPUs (devices " + std::to_string(pair.devices[lowerFirst ? 0 : 1]) + " and " +
+                std::to_string(pair.devices[lowerFirst ? 1 : 0]) + ") cannot access each other's memory (no peer access)";
+      logNoPeerAccess(pair, *whyNot);
+      return false;
+    }
     // Rank threads with GPUs of their own talk peer to peer as NCCL's p2p transport would, so
     // NCCL_P2P_LEVEL holds them to their GPUs' distance; host ranks (no GPU) always may.
     if (!pair.gpus.known) return true;
@@ -121,8 +135,22 @@ class LocalTransport final : public Transport {
   }
 
  private:
+  // Once per pair of this communicator: why the pair leaves the local transport.
+  void logNoPeerAccess(const PeerPair& pair, const std::string& why) const {
+    const std::pair<int, int> key{std::min(pair.ranks[0], pair.ranks[1]), std::max(pair.ranks[0], pair.ranks[1])};
+    {
+      std::lock_guard<std::mutex> lock(loggedMutex_);
+      if (!logged_.insert(key).second) return;
+    }
+    TUTTI_INFO(log::P2p, "%s: rank %d and rank %d of this process do not connect through in-process FIFOs: %s; their FIFOs go "
+               "through host memory both GPUs map",
+               context_.where().c_str(), key.first, key.second, why.c_str());
+  }
+
   TransportContext& context_;
   P2pChoice choice_;
+  mutable std::mutex loggedMutex_;
+  mutable std::set<std::pair<int, int>> logged_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "base/error.h"
@@ -73,6 +74,9 @@ struct PluginRequest : NetRequest {
   void* request = nullptr;
 };
 
+// How long a flush may take before it is an error: as long as the IB backend gives its own.
+constexpr double kFlushSeconds = 10;
+
 // What a send comm and a receive comm share: the plugin's comm, registrations, requests.
 class PluginComm {
  public:
@@ -84,8 +88,23 @@ class PluginComm {
     return MemoryRegistration{mhandle};
   }
 
+  // Device memory, registered as NCCL registers it: regMrDmaBuf with NCCL_PTR_CUDA. Only offered
+  // where the device's properties report dmaBuf (PluginBackend).
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) {
+    void* mhandle = nullptr;
+    ncclResult_t result = plugin().regMrDmaBuf(comm_, data, bytes, abi::kPtrCuda, offset, fd, &mhandle);
+    if (result != ncclSuccess)
+      throw Error(codeOf(result), session_->text + ": regMrDmaBuf of " + std::to_string(bytes) + " bytes of device memory (dmabuf fd " +
+                                      std::to_string(fd) + " at offset " + std::to_string(offset) + ") failed: " + pluginResultName(result));
+    if (mhandle == nullptr) throw Error(ErrorCode::Internal, session_->text + ": regMrDmaBuf returned no memory handle");
+    dmaBufHandles_.insert(mhandle);
+    return MemoryRegistration{mhandle};
+  }
+  bool isDmaBuf(MemoryRegistration registration) const { return dmaBufHandles_.count(registration.backendData) != 0; }
+
   void deregisterMemory(MemoryRegistration registration) {
     if (registration.backendData == nullptr) return;
+    dmaBufHandles_.erase(registration.backendData);
     ncclResult_t result = plugin().deregMr(comm_, registration.backendData);
     if (result != ncclSuccess) TUTTI_WARN("%s: deregMr failed: %s", session_->text.c_str(), pluginResultName(result));
   }
@@ -123,6 +142,7 @@ class PluginComm {
   void* comm_;
   std::vector<std::unique_ptr<PluginRequest>> all_;
   std::vector<PluginRequest*> free_;
+  std::unordered_set<void*> dmaBufHandles_;  // the registrations regMrDmaBuf made: device memory
 };
 
 class PluginSendComm final : public NetSendComm {
@@ -134,6 +154,9 @@ class PluginSendComm final : public NetSendComm {
   }
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override { return comm_.registerMemory(data, bytes); }
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
+    return comm_.registerDmaBuf(data, bytes, fd, offset);
+  }
   void deregisterMemory(MemoryRegistration registration) override { comm_.deregisterMemory(registration); }
 
   NetRequest* isend(const void* data, size_t bytes, int tag, MemoryRegistration registration) override {
@@ -158,13 +181,18 @@ class PluginSendComm final : public NetSendComm {
 
 class PluginRecvComm final : public NetRecvComm {
  public:
-  PluginRecvComm(SessionPtr session, void* comm, size_t maxBytes) : comm_(std::move(session), comm), maxBytes_(maxBytes) {}
+  // forceFlush: the device's property (receives into host memory are flushed too).
+  PluginRecvComm(SessionPtr session, void* comm, size_t maxBytes, bool forceFlush)
+      : comm_(std::move(session), comm), maxBytes_(maxBytes), forceFlush_(forceFlush) {}
   ~PluginRecvComm() override {
     ncclResult_t result = comm_.plugin().closeRecv(comm_.comm());
     if (result != ncclSuccess) TUTTI_WARN("%s: closeRecv failed: %s", comm_.session().text.c_str(), pluginResultName(result));
   }
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override { return comm_.registerMemory(data, bytes); }
+  MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
+    return comm_.registerDmaBuf(data, bytes, fd, offset);
+  }
   void deregisterMemory(MemoryRegistration registration) override { comm_.deregisterMemory(registration); }
 
   NetRequest* irecv(void* data, size_t capacity, int tag, MemoryRegistration registration) override {
@@ -175,19 +203,38 @@ class PluginRecvComm final : public NetRecvComm {
   }
 
   bool test(NetRequest* request, size_t* bytes) override { return comm_.test(request, bytes); }
-  // The proxy hands plugins host memory only (registered as NCCL_PTR_HOST); NCCL too flushes
-  // only receives into GPU memory.
-  void flush(void*, size_t, MemoryRegistration) override {}
+  // As NCCL: a receive into device memory (registered by regMrDmaBuf) is flushed through iflush,
+  // and one into host memory only where the plugin's forceFlush asks. The proxy needs the data
+  // visible before it hands the slot on, so the flush is waited for here, with a bound.
+  void flush(void* data, size_t bytes, MemoryRegistration registration) override {
+    if (bytes == 0 || (!forceFlush_ && !comm_.isDmaBuf(registration))) return;
+    const Session& session = comm_.session();
+    void* request = nullptr;
+    session.check(comm_.plugin().iflush(comm_.comm(), data, bytes, registration.backendData, &request), "iflush");
+    if (request == nullptr) return;  // the plugin had nothing to do (its flush is disabled)
+    const SteadyTime deadline = deadlineAfter(kFlushSeconds);
+    for (;;) {
+      int done = 0, size = 0;
+      session.check(comm_.plugin().test(request, &done, &size), "test (of an iflush)");
+      if (done) return;
+      if (SteadyClock::now() > deadline)
+        throw Error(ErrorCode::System, session.text + ": the iflush of a receive of " + std::to_string(bytes) + " bytes did not complete within " +
+                                           std::to_string(int(kFlushSeconds)) + " s");
+      std::this_thread::yield();
+    }
+  }
   std::vector<int> pollDescriptors() const override { return {}; }
 
  private:
   PluginComm comm_;
   size_t maxBytes_;
+  bool forceFlush_;
 };
 
 class PluginListenComm final : public NetListenComm {
  public:
-  PluginListenComm(SessionPtr session, void* comm, size_t maxBytes) : session_(std::move(session)), comm_(comm), maxBytes_(maxBytes) {}
+  PluginListenComm(SessionPtr session, void* comm, const NetProperties& device)
+      : session_(std::move(session)), comm_(comm), maxBytes_(device.maxMessageBytes), forceFlush_(device.forceFlush) {}
   ~PluginListenComm() override {
     ncclResult_t result = session_->plugin->closeListen(comm_);
     if (result != ncclSuccess) TUTTI_WARN("%s: closeListen failed: %s", session_->text.c_str(), pluginResultName(result));
@@ -196,19 +243,20 @@ class PluginListenComm final : public NetListenComm {
   std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
     void* recv = pollUntilConnected(*session_, "accept", deadline, abortFlag,
                                     [&](void** comm) { return session_->plugin->accept(comm_, comm); });
-    return std::make_unique<PluginRecvComm>(session_, recv, maxBytes_);
+    return std::make_unique<PluginRecvComm>(session_, recv, maxBytes_, forceFlush_);
   }
 
   std::unique_ptr<NetRecvComm> acceptIfReady() override {
     void* recv = nullptr;
     session_->check(session_->plugin->accept(comm_, &recv), "accept");
-    return recv ? std::make_unique<PluginRecvComm>(session_, recv, maxBytes_) : nullptr;
+    return recv ? std::make_unique<PluginRecvComm>(session_, recv, maxBytes_, forceFlush_) : nullptr;
   }
 
  private:
   SessionPtr session_;
   void* comm_;
   size_t maxBytes_;
+  bool forceFlush_;
 };
 
 class PluginBackend final : public NetBackend {
@@ -219,9 +267,7 @@ class PluginBackend final : public NetBackend {
     for (int d = 0; d < count; d++) {
       NetProperties p;
       session_->check(plugin().properties(d, &p), "getProperties");
-      // The adapter hands plugins host memory only (no regMrDmaBuf, no iflush): whatever the
-      // plugin could do with device memory, the proxy must not offer it any.
-      p.cudaMemory = p.dmaBuf = false;
+      decideDmaBuf(d, &p);
       if (p.hostMemory) devices_.push_back(DeviceEntry{d, p});
     }
     if (devices_.empty())
@@ -239,7 +285,7 @@ class PluginBackend final : public NetBackend {
     void* comm = nullptr;
     session_->check(plugin().listen(session_->context, d.pluginDevice, handle->bytes, &comm), "listen");
     if (comm == nullptr) throw Error(ErrorCode::Internal, session_->text + ": listen returned no listening comm");
-    return std::make_unique<PluginListenComm>(session_, comm, d.properties.maxMessageBytes);
+    return std::make_unique<PluginListenComm>(session_, comm, d.properties);
   }
 
   std::unique_ptr<NetSendComm> connect(int device, const NetHandle& handle, SteadyTime deadline,
@@ -258,6 +304,25 @@ class PluginBackend final : public NetBackend {
   };
 
   PluginNet& plugin() const { return *session_->plugin; }
+
+  // Device memory reaches a plugin only by dmabuf (regMrDmaBuf, flushed by iflush), as NCCL
+  // registers it where the plugin reports NCCL_PTR_CUDA and NCCL_PTR_DMABUF; tutti has no path for
+  // NCCL_PTR_CUDA alone (a peer-memory module's regMr of a device pointer). So dmaBuf, and with it
+  // cudaMemory, hold only where the plugin reports both and fills both calls.
+  void decideDmaBuf(int device, NetProperties* p) const {
+    const bool asked = p->dmaBuf;
+    std::string why;
+    if (!p->cudaMemory) why = "it does not report NCCL_PTR_CUDA";
+    else if (!p->dmaBuf) why = "it does not report NCCL_PTR_DMABUF";
+    else if (!plugin().hasDmaBufCalls()) why = "its table lacks regMrDmaBuf or iflush";
+    p->dmaBuf = p->cudaMemory = why.empty();
+    if (p->dmaBuf)
+      TUTTI_INFO(log::Net, "%s: device %d (%s) registers device memory by dmabuf (regMrDmaBuf, GPUDirect RDMA)", session_->text.c_str(),
+                 device, p->name.c_str());
+    else if (asked)
+      TUTTI_INFO(log::Net, "%s: device %d (%s) reports NCCL_PTR_DMABUF, but %s: host memory only", session_->text.c_str(), device,
+                 p->name.c_str(), why.c_str());
+  }
 
   const DeviceEntry& entry(int device) const {
     if (device < 0 || size_t(device) >= devices_.size())

@@ -143,6 +143,13 @@ class VersionedNet final : public PluginNet {
     return table_->regMr(comm, data, RegistrationSize<V>(bytes), pointerType, mhandle);
   }
 
+  // regMrDmaBuf and iflush have one shape in every version (iflush's sizes are int throughout).
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t bytes, int pointerType, uint64_t offset, int fd, void** mhandle) override {
+    if (table_->regMrDmaBuf == nullptr) return ncclInvalidUsage;
+    return table_->regMrDmaBuf(comm, data, bytes, pointerType, offset, fd, mhandle);
+  }
+  bool hasDmaBufCalls() const override { return table_->regMrDmaBuf != nullptr && table_->iflush != nullptr; }
+
   ncclResult_t deregMr(void* comm, void* mhandle) override { return table_->deregMr(comm, mhandle); }
 
   ncclResult_t isend(void* sendComm, void* data, size_t bytes, int tag, void* mhandle, void** request) override {
@@ -164,6 +171,14 @@ class VersionedNet final : public PluginNet {
       return table_->irecv(recvComm, 1, &data, &size, &tag, &mhandle, &profilerHandle, request);
     else
       return table_->irecv(recvComm, 1, &data, &size, &tag, &mhandle, request);
+  }
+
+  ncclResult_t iflush(void* recvComm, void* data, size_t bytes, void* mhandle, void** request) override {
+    *request = nullptr;
+    if (table_->iflush == nullptr) return ncclInvalidUsage;
+    if (!fits<int>(bytes)) return ncclInvalidArgument;
+    int size = int(bytes);
+    return table_->iflush(recvComm, 1, &data, &size, &mhandle, request);
   }
 
   ncclResult_t test(void* request, int* done, int* bytes) override { return table_->test(request, done, bytes); }

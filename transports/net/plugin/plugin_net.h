@@ -31,10 +31,18 @@ class PluginNet {
   virtual ncclResult_t connect(void* context, int device, void* handle, void** sendComm) = 0;
   virtual ncclResult_t accept(void* listenComm, void** recvComm) = 0;
   virtual ncclResult_t regMr(void* comm, void* data, size_t bytes, int pointerType, void** mhandle) = 0;
+  // Device memory by its dmabuf descriptor: [data, data + bytes) starts `offset` bytes into `fd`.
+  // Every version from v6 has the call; hasDmaBufCalls() says whether the table fills it (and iflush).
+  virtual ncclResult_t regMrDmaBuf(void* comm, void* data, size_t bytes, int pointerType, uint64_t offset, int fd,
+                                   void** mhandle) = 0;
+  virtual bool hasDmaBufCalls() const = 0;
   virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
   // One message each; may leave *request null (no request can be taken now).
   virtual ncclResult_t isend(void* sendComm, void* data, size_t bytes, int tag, void* mhandle, void** request) = 0;
   virtual ncclResult_t irecv(void* recvComm, void* data, size_t capacity, int tag, void* mhandle, void** request) = 0;
+  // Starts making one received message in device memory visible to the GPU; may leave *request
+  // null (the plugin has nothing to do), else test() completes it.
+  virtual ncclResult_t iflush(void* recvComm, void* data, size_t bytes, void* mhandle, void** request) = 0;
   // *bytes: what was sent, or what arrived (at most the posted capacity).
   virtual ncclResult_t test(void* request, int* done, int* bytes) = 0;
   virtual ncclResult_t closeSend(void* sendComm) = 0;

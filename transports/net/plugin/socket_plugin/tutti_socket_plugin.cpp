@@ -1,16 +1,22 @@
 // tutti's Socket backend as an external NCCL net plugin: libnccl-net-tutti.so exports
 // ncclNetPlugin_v10 named "TuttiSocket". Built again with TUTTI_SOCKET_PLUGIN_VERSION=6 (a test
-// library exporting only ncclNetPlugin_v6, named "TuttiSocketV6") to show that older plugins load.
+// library exporting only ncclNetPlugin_v6, named "TuttiSocketV6") to show that older plugins load,
+// and with TUTTI_PLUGIN_BACKEND_IB=1 over the IB backend instead (test libraries, "TuttiIB" and the
+// v6 "TuttiIBV6", whose devices take device memory by dmabuf where the verbs library can: the
+// adapter's regMrDmaBuf and iflush path, tested on the verbs stand-in).
 //
-// A C-ABI shim over transports/net/socket: comms are the backend's comms, a request remembers
-// its comm (test() gets only the request), a memory handle is the backend's registration. What
-// it declares and keeps to: host memory only (no GPU pointers, no DMA-BUF), one receive per irecv
-// (maxRecvs 1), messages up to 1 GiB (test reports sizes as int). accept returns at once, with a
-// null comm until the peer is in; connect completes in its first call (a Socket connect needs only
-// the listener, which exists before its handle is handed out), bounded by TUTTI_TIMEOUT.
+// A C-ABI shim over a backend: comms are the backend's comms, a request remembers its comm (test()
+// gets only the request), a memory handle is the backend's registration. What it declares and
+// keeps to: host memory, and device memory by dmabuf only where the backend's properties report
+// dmaBuf (Socket's never do: NCCL_PTR_HOST alone); one receive per irecv (maxRecvs 1), messages up
+// to 1 GiB (test reports sizes as int). accept returns at once, with a null comm until the peer is
+// in; connect completes in its first call (a Socket or IB connect needs only the listener, which
+// exists before its handle is handed out), bounded by TUTTI_TIMEOUT. iflush runs the backend's
+// flush before it returns (a request that the next test reports done).
 //
 // Its copy of tutti's base layer is private to the library (hidden symbols); its log lines go to
 // the logger the host hands init, so they land in the host's log (and NCCL_DEBUG_FILE).
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <exception>
@@ -23,16 +29,45 @@
 #include "base/log.h"
 #include "base/tunables.h"
 #include "transports/net/plugin/net_plugin_abi.h"
-#include "transports/net/socket/socket_backend.h"
 
 #ifndef TUTTI_SOCKET_PLUGIN_VERSION
 #define TUTTI_SOCKET_PLUGIN_VERSION 10
+#endif
+
+#if TUTTI_PLUGIN_BACKEND_IB
+#include <atomic>
+
+#include "transports/net/ib/ib_backend.h"
+#if TUTTI_SOCKET_PLUGIN_VERSION == 6
+#define TUTTI_PLUGIN_NAME "TuttiIBV6"
+#else
+#define TUTTI_PLUGIN_NAME "TuttiIB"
+#endif
+#else
+#include "transports/net/socket/socket_backend.h"
+#if TUTTI_SOCKET_PLUGIN_VERSION == 6
+#define TUTTI_PLUGIN_NAME "TuttiSocketV6"
+#else
+#define TUTTI_PLUGIN_NAME "TuttiSocket"
+#endif
 #endif
 
 namespace tutti::net {
 namespace {
 
 constexpr size_t kMaxMessageBytes = abi::kMaxNetBytesBeforeV9;
+
+#if TUTTI_PLUGIN_BACKEND_IB
+std::unique_ptr<NetBackend> makeBackend() { return makeIbBackend(); }
+// What the tests count: the calls that registered device memory, and the flushes run.
+std::atomic<uint64_t> dmaBufRegistrations{0}, flushes{0};
+void counted(std::atomic<uint64_t>& counter) { counter.fetch_add(1); }
+#else
+std::unique_ptr<NetBackend> makeBackend() { return makeSocketBackend(); }
+struct NoCounter {};
+NoCounter dmaBufRegistrations, flushes;
+void counted(NoCounter&) {}
+#endif
 
 // The backend and what getProperties hands out (its strings must outlive the call).
 struct PluginState {
@@ -52,7 +87,7 @@ struct Comm;
 
 struct Request {
   Comm* comm;
-  NetRequest* request;
+  NetRequest* request;  // null: an iflush, done when made
 };
 
 // A send or receive comm, and its requests not yet reported done (freed with it if it closes
@@ -96,10 +131,10 @@ ncclResult_t guarded(const char* call, Body body) {
     body();
     return ncclSuccess;
   } catch (const Error& e) {
-    TUTTI_WARN("NET/TuttiSocket: %s: %s", call, e.what());
+    TUTTI_WARN("NET/" TUTTI_PLUGIN_NAME ": %s: %s", call, e.what());
     return resultOf(e.code());
   } catch (const std::exception& e) {
-    TUTTI_WARN("NET/TuttiSocket: %s: %s", call, e.what());
+    TUTTI_WARN("NET/" TUTTI_PLUGIN_NAME ": %s: %s", call, e.what());
     return ncclInternalError;
   }
 }
@@ -126,7 +161,7 @@ ncclResult_t pluginInit(abi::Logger logger) {
       log::redirect(toHostLogger);
     }
     auto fresh = std::make_unique<PluginState>();
-    fresh->backend = makeSocketBackend();
+    fresh->backend = makeBackend();
     for (int d = 0; d < fresh->backend->deviceCount(); d++) fresh->properties.push_back(fresh->backend->properties(d));
     state = fresh.release();
   });
@@ -143,7 +178,7 @@ void fillCommonProperties(int device, Props* props) {
   props->name = const_cast<char*>(p.name.c_str());
   props->pciPath = const_cast<char*>(p.pciPath.c_str());
   props->guid = p.guid;
-  props->ptrSupport = abi::kPtrHost;
+  props->ptrSupport = abi::kPtrHost | (p.dmaBuf ? abi::kPtrCuda | abi::kPtrDmaBuf : 0);
   props->speed = p.speedMbps;
   props->port = p.port;
   props->latency = p.latencyUs;
@@ -192,9 +227,16 @@ ncclResult_t pluginRegMr(void* comm, void* data, size_t bytes, int type, void** 
   });
 }
 
-ncclResult_t pluginRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
-  TUTTI_WARN("NET/TuttiSocket: regMrDmaBuf: DMA-BUF registration is not supported (the plugin declares host memory only)");
-  return ncclInvalidUsage;
+// Device memory (NCCL_PTR_CUDA) by its dmabuf: the backend's registerDmaBuf, which refuses where
+// its properties report no dmaBuf (Socket's always).
+ncclResult_t pluginRegMrDmaBuf(void* comm, void* data, size_t bytes, int type, uint64_t offset, int fd, void** mhandle) {
+  return guarded("regMrDmaBuf", [&] {
+    if (type != abi::kPtrCuda) throw Error(ErrorCode::InvalidArgument, "regMrDmaBuf takes device memory (NCCL_PTR_CUDA), not type " + std::to_string(type));
+    Comm* c = static_cast<Comm*>(comm);
+    MemoryRegistration r = c->send ? c->send->registerDmaBuf(data, bytes, fd, offset) : c->recv->registerDmaBuf(data, bytes, fd, offset);
+    *mhandle = new MemoryRegistration(r);
+    counted(dmaBufRegistrations);
+  });
 }
 
 ncclResult_t pluginDeregMr(void* comm, void* mhandle) {
@@ -229,10 +271,19 @@ ncclResult_t pluginIrecv(void* recvComm, int n, void** data, Size* sizes, int* t
   });
 }
 
-ncclResult_t pluginIflush(void*, int, void**, int*, void**, void** request) {
-  *request = nullptr;
-  TUTTI_WARN("NET/TuttiSocket: iflush: nothing to flush into host memory, and the plugin takes no GPU memory");
-  return ncclInternalError;
+// The backend's flush of one receive (nothing for host memory), run before returning: the request
+// only reports it done.
+ncclResult_t pluginIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  return guarded("iflush", [&] {
+    *request = nullptr;
+    if (n != 1) throw Error(ErrorCode::InvalidArgument, "iflush of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
+    Comm* c = static_cast<Comm*>(recvComm);
+    if (!c->recv) throw Error(ErrorCode::InvalidArgument, "iflush on a send comm");
+    c->recv->flush(data[0], size_t(std::max(sizes[0], 0)), registrationOf(mhandles[0]));
+    counted(flushes);
+    c->requests.push_back(std::make_unique<Request>(Request{c, nullptr}));
+    *request = c->requests.back().get();
+  });
 }
 
 // Done: *sizes gets what was sent or what arrived, and the request is gone.
@@ -240,7 +291,8 @@ ncclResult_t pluginTest(void* request, int* done, int* sizes) {
   return guarded("test", [&] {
     auto* r = static_cast<Request*>(request);
     size_t bytes = 0;
-    bool finished = r->comm->send ? r->comm->send->test(r->request, &bytes) : r->comm->recv->test(r->request, &bytes);
+    bool finished = r->request == nullptr ||
+                    (r->comm->send ? r->comm->send->test(r->request, &bytes) : r->comm->recv->test(r->request, &bytes));
     *done = finished ? 1 : 0;
     if (!finished) return;
     if (sizes) *sizes = int(bytes);
@@ -277,7 +329,7 @@ using namespace tutti::net;
 #if TUTTI_SOCKET_PLUGIN_VERSION == 10
 
 extern "C" __attribute__((visibility("default"))) const abi::NetV10 ncclNetPlugin_v10 = {
-    "TuttiSocket",
+    TUTTI_PLUGIN_NAME,
     [](abi::Logger logger, abi::ProfilerCallback) { return pluginInit(logger); },
     pluginDevices,
     [](int device, abi::PropertiesV10* props) {
@@ -315,7 +367,7 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV10 ncclNetPlugi
 #elif TUTTI_SOCKET_PLUGIN_VERSION == 6
 
 extern "C" __attribute__((visibility("default"))) const abi::NetV6 ncclNetPlugin_v6 = {
-    "TuttiSocketV6",
+    TUTTI_PLUGIN_NAME,
     pluginInit,
     pluginDevices,
     [](int device, abi::PropertiesV6* props) {
@@ -343,4 +395,13 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV6 ncclNetPlugin
 
 #else
 #error "TUTTI_SOCKET_PLUGIN_VERSION: 10 (libnccl-net-tutti.so) or 6 (the loader's fallback test)"
+#endif
+
+#if TUTTI_PLUGIN_BACKEND_IB
+// For the tests (exported by the test library's own map): regMrDmaBuf calls that registered, and
+// iflush calls that flushed, in this process.
+extern "C" __attribute__((visibility("default"))) void tutti_test_plugin_dmabuf_counters(uint64_t* registrations, uint64_t* flushed) {
+  if (registrations) *registrations = dmaBufRegistrations.load();
+  if (flushed) *flushed = flushes.load();
+}
 #endif
