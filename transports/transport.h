@@ -125,6 +125,9 @@ struct ConnectionRequest {
   // The peer's worker bells (its control block), one per worker, where this rank maps them (peers
   // on this host); null otherwise.
   kern::Bell* peerBells = nullptr;
+  // The pair as canConnect was asked about it (this rank first), for transports whose connections
+  // depend on it: p2p read mode, where the Simple slots live in the sender's memory.
+  PeerPair pair;
 };
 
 // Whom the executor wakes after it moves a connection's FIFO (publishes a slot, or frees one).
@@ -172,6 +175,10 @@ class Connection {
   // reads (direct messages between processes, kernels/work.h kDirectAcrossProcesses), as its probe
   // at setup found. Both ends answer alike; the sender's end may wait, bounded, for the verdict.
   virtual bool readsAcrossProcesses() const { return false; }
+  // Simple slot 0 as this end's executor reaches it, where the slots are not after the FIFO's
+  // header (kernels/fifo.h): p2p read mode keeps them in the sender's memory, which the receiver
+  // maps. Null: the FIFO's own. Both ends of a connection in read mode answer non-null.
+  virtual char* simpleSlots() const { return nullptr; }
 
  private:
   kern::FifoHeader* fifo_;
