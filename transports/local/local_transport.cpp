@@ -7,6 +7,10 @@
 //   entry, in host memory, never in the FIFO.
 // - Both sides hold the entry: whichever rank destroys its communicator last releases the FIFO,
 //   so either may go first. An entry that no sender took leaves the table with its receiver.
+// - Read mode (rank threads on GPUs of their own, where the p2p decision says so: p2p_choice.h):
+//   the receiver's FIFO holds the header and the LL slots; the sender allocates the Simple slots in
+//   its own FIFO memory (its device) when it attaches and leaves their address in the entry before
+//   it marks the FIFO attached; the receiver's executor reads them there (ConnEnd::slots).
 #include "transports/local/local_transport.h"
 
 #include <unistd.h>
@@ -28,9 +32,16 @@ struct LocalFifo {
   std::shared_ptr<FifoMemory> memory;
   void* base = nullptr;
   size_t bytes = 0;
+  bool read = false;  // read mode: the Simple slots are the sender's (below)
+  // Read mode: the sender's Simple slots, from its FIFO memory; set before `attached`.
+  std::shared_ptr<FifoMemory> senderMemory;
+  char* senderSlots = nullptr;
   std::atomic<bool> attached{false};  // set by the sender; in host memory, unlike the FIFO
 
-  ~LocalFifo() { memory->release(base); }
+  ~LocalFifo() {
+    if (senderSlots != nullptr) senderMemory->release(senderSlots);
+    memory->release(base);
+  }
 };
 
 // Offered FIFOs by token, until their sender takes them (or their receiver is destroyed).
@@ -54,6 +65,8 @@ class LocalConnection final : public Connection {
     if (ownedToken_ != 0) LocalFifoTable::instance().remove(ownedToken_);
   }
   bool sharesAddressSpace() const override { return true; }
+  // Read by the receiver only after its sender attached (the entry's release and acquire).
+  char* simpleSlots() const override { return fifo_->senderSlots; }
 
  private:
   std::shared_ptr<LocalFifo> fifo_;
@@ -88,9 +101,10 @@ class LocalTransport final : public Transport {
     const FifoShape shape = checkedFifoShape(context_, what);
     auto fifo = std::make_shared<LocalFifo>();
     fifo->memory = context_.fifoMemory();
-    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
+    fifo->read = readMode(request.pair);
+    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes, fifo->read);
     fifo->base = fifo->memory->allocate(fifo->bytes, what);
-    writeFifoHeader(*fifo->memory, fifo->base, shape);
+    writeFifoHeader(*fifo->memory, fifo->base, shape, fifo->read);
     const uint64_t token = LocalFifoTable::instance().insert(fifo);
     LocalOffer local{uint64_t(getpid()), token, fifo->bytes};
     std::memset(offer, 0, sizeof *offer);
@@ -116,11 +130,21 @@ class LocalTransport final : public Transport {
       throw Error(ErrorCode::Remote, what + ": in-process segment " + std::to_string(local.token) + " has " +
                                          std::to_string(fifo->bytes) + " bytes, the descriptor says " + std::to_string(local.bytes));
     checkPeerFifo(*fifo->memory, fifo->base, fifo->bytes, what);
+    if (fifo->read) {
+      const FifoShape shape = checkedFifoShape(context_, what);
+      fifo->senderMemory = context_.fifoMemory();
+      fifo->senderSlots = static_cast<char*>(
+          fifo->senderMemory->allocate(kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes), what + " (the sender's Simple slots, read mode)"));
+      TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots at %p", what.c_str(), static_cast<void*>(fifo->senderSlots));
+    }
     fifo->attached.store(true, std::memory_order_release);
     return std::make_unique<LocalConnection>(std::move(fifo), 0, request.peerBells);
   }
 
  private:
+  // Read mode only where the pair is held to the p2p decision at all: ranks on GPUs of their own.
+  bool readMode(const PeerPair& pair) const { return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.readMode(pair); }
+
   TransportContext& context_;
   P2pChoice choice_;
 };

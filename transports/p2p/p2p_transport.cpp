@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "base/log.h"
@@ -15,21 +16,29 @@ namespace tutti {
 namespace {
 
 constexpr uint64_t kP2pOfferMagic = 0x7475747469703270ull;  // "tuttip2p"
+constexpr uint64_t kP2pSlotsMagic = 0x7475747469703273ull;  // "tuttip2s": the sender's Simple slots
 
-// The offer's bytes: the FIFO's size, and how to reach it: a descriptor to take from the owner's
-// server, or a handle that travels in the offer itself.
+// P2pOffer::mode: who holds the Simple slots.
+constexpr uint32_t kWriteMode = 0;  // the receiver's FIFO, after its header
+constexpr uint32_t kReadMode = 1;   // the sender's memory
+
+// The offer's bytes: the memory's size, and how to reach it: a descriptor to take from the owner's
+// server, or a handle that travels in the offer itself. The receiver offers its FIFO this way (in
+// the connection offer); in read mode the sender offers its Simple slots the same way back (in the
+// FIFO header's setup words).
 struct P2pOffer {
   uint64_t magic;
   uint64_t token;  // the descriptor's at the server; 0: the handle is `handle`
   uint64_t bytes;
   int32_t ownerPid;
-  uint32_t reserved;
+  uint32_t mode;  // kWriteMode or kReadMode (the receiver's choice, which the sender follows)
   union {
     char server[kDescriptorServerNameBytes];  // NUL-padded
     uint8_t handle[kern::ExportHandle::kBytes];
   };
 };
 static_assert(sizeof(P2pOffer) <= kConnectionOfferBytes);
+static_assert(sizeof(P2pOffer) <= kern::kFifoSetupBytes);
 
 class P2pConnection final : public Connection {
  public:
@@ -39,13 +48,86 @@ class P2pConnection final : public Connection {
         memory_(std::move(memory)),
         imported_(imported) {}
   ~P2pConnection() override {
+    if (slotsServer_) slotsServer_->withdraw(slotsToken_);
+    if (slots_ != nullptr) {
+      if (slotsImported_) memory_->releaseImported(slots_);
+      else memory_->release(slots_);
+    }
     if (imported_) memory_->releaseImported(fifo());
     else memory_->release(fifo());
+  }
+  char* simpleSlots() const override { return slots_; }
+
+  // Read mode: the Simple slots, the sender's own (released with it) or the receiver's mapping of
+  // the sender's (unmapped with it).
+  void holdSlots(void* slots, bool imported) {
+    slots_ = static_cast<char*>(slots);
+    slotsImported_ = imported;
+  }
+  // The sender's offer of its slots at its server, withdrawn with the connection.
+  void holdSlotsOffer(std::shared_ptr<DescriptorServer> server, uint64_t token) {
+    slotsServer_ = std::move(server);
+    slotsToken_ = token;
   }
 
  private:
   std::shared_ptr<FifoMemory> memory_;
   bool imported_;
+  char* slots_ = nullptr;
+  bool slotsImported_ = false;
+  std::shared_ptr<DescriptorServer> slotsServer_;
+  uint64_t slotsToken_ = 0;
+};
+
+// A read-mode receiver between offer and complete: once its sender has attached (the inner wait),
+// it maps the sender's Simple slots from the offer the sender left in the FIFO header.
+class ReadModeReceive final : public PendingReceive {
+ public:
+  ReadModeReceive(TransportContext& context, int peer, std::string what, std::shared_ptr<FifoMemory> memory,
+                  std::unique_ptr<PendingMemoryReceive> attached, size_t simpleBytes)
+      : context_(context),
+        peer_(peer),
+        what_(std::move(what)),
+        memory_(std::move(memory)),
+        attached_(std::move(attached)),
+        simpleBytes_(simpleBytes) {}
+
+  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
+    std::unique_ptr<Connection> made = attached_->complete(deadline);
+    auto* connection = static_cast<P2pConnection*>(made.get());
+    P2pOffer slots;
+    memory_->copyOut(&slots, connection->fifo()->fromSender, sizeof slots);
+    const std::string peer = context_.describePeer(peer_);
+    if (slots.magic != kP2pSlotsMagic || slots.bytes != simpleBytes_)
+      throw Error(ErrorCode::Remote, what_ + ": " + peer + " attached in read mode but left no offer of its Simple slots of " +
+                                         std::to_string(simpleBytes_) + " bytes in the FIFO header (does it run the same version?)");
+    if (slots.ownerPid != context_.peerPid(peer_))
+      throw Error(ErrorCode::Remote, what_ + ": the Simple slots offered in read mode come from process " +
+                                         std::to_string(slots.ownerPid) + ", not from " + peer);
+    const std::string what = what_ + " (the sender's Simple slots, read mode)";
+    kern::ExportHandle handle;
+    if (slots.token == 0) {  // a legacy IPC handle
+      std::memcpy(handle.bytes, slots.handle, sizeof handle.bytes);
+      connection->holdSlots(memory_->importExported(handle, simpleBytes_, what), true);
+    } else {
+      const std::string server(slots.server, strnlen(slots.server, sizeof slots.server));
+      TakenDescriptor taken = takeDescriptor(server, slots.ownerPid, slots.token, deadline, &context_.abortFlag(), what);
+      handle.fd = taken.fd();
+      connection->holdSlots(memory_->importExported(handle, simpleBytes_, what), true);
+      taken.confirm();
+    }
+    TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots (%zu bytes) mapped at %p", what_.c_str(), simpleBytes_,
+                static_cast<void*>(connection->simpleSlots()));
+    return made;
+  }
+
+ private:
+  TransportContext& context_;
+  int peer_;
+  std::string what_;
+  std::shared_ptr<FifoMemory> memory_;
+  std::unique_ptr<PendingMemoryReceive> attached_;
+  size_t simpleBytes_;
 };
 
 class P2pTransport final : public Transport {
@@ -73,39 +155,49 @@ class P2pTransport final : public Transport {
     const std::string what = fifoWhat(request);
     const FifoShape shape = checkedFifoShape(context_, what);
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
-    const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
+    // Read mode: the Simple slots come from the sender when it attaches; the FIFO keeps the rest.
+    const bool read = choice_.readMode(request.pair);
+    const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes, read);
     kern::ExportHandle exported;
     void* fifo = memory->allocateExportable(bytes, what, &exported);
     OwnedFd descriptor(exported.fd);
     auto connection = std::make_unique<P2pConnection>(memory, fifo, false, request.peerBells);
-    writeFifoHeader(*memory, fifo, shape);
+    writeFifoHeader(*memory, fifo, shape, read);
     P2pOffer p2p{};
     p2p.magic = kP2pOfferMagic;
     p2p.bytes = bytes;
     p2p.ownerPid = int32_t(getpid());
+    p2p.mode = read ? kReadMode : kWriteMode;
+    // What the receiver waits for in phase 3: its sender attached, then, in read mode, the sender's
+    // Simple slots mapped.
+    auto pending = [&](std::function<bool()> attached) -> std::unique_ptr<PendingReceive> {
+      auto waiting = std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), std::move(attached));
+      if (!read) return waiting;
+      return std::make_unique<ReadModeReceive>(context_, request.peer, what, memory, std::move(waiting),
+                                               kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes));
+    };
     std::memset(offer, 0, sizeof *offer);
     const std::string peer = context_.describePeer(request.peer);
     if (descriptor.get() < 0) {
       // A handle in the offer (legacy CUDA IPC): the sender marks the FIFO's header once mapped.
       std::memcpy(p2p.handle, exported.bytes, sizeof p2p.handle);
       std::memcpy(offer->bytes, &p2p, sizeof p2p);
-      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle", what.c_str(), bytes);
+      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle (%s mode)", what.c_str(), bytes, read ? "read" : "write");
       auto* header = static_cast<kern::FifoHeader*>(fifo);
-      return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), [memory, header] {
+      return pending([memory, header] {
         uint64_t attached = 0;
         memory->copyOut(&attached, &header->attached, sizeof attached);
         return attached != 0;
       });
     }
-    DescriptorServer& server = descriptorServer();
-    const uint64_t token = server.offer(descriptor.get(), context_.peerPid(request.peer));
+    std::shared_ptr<DescriptorServer> offeredBy = descriptorServer();
+    const uint64_t token = offeredBy->offer(descriptor.get(), context_.peerPid(request.peer));
     p2p.token = token;
-    std::memcpy(p2p.server, server.name().data(), server.name().size());
+    std::memcpy(p2p.server, offeredBy->name().data(), offeredBy->name().size());
     std::memcpy(offer->bytes, &p2p, sizeof p2p);
-    TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered as descriptor %llu at @%s", what.c_str(), bytes,
-                static_cast<unsigned long long>(token), server.name().c_str());
-    DescriptorServer* offeredBy = &server;
-    return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), [offeredBy, token, peer, what] {
+    TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered as descriptor %llu at @%s (%s mode)", what.c_str(), bytes,
+                static_cast<unsigned long long>(token), offeredBy->name().c_str(), read ? "read" : "write");
+    return pending([offeredBy, token, peer, what] {
       switch (offeredBy->state(token)) {
         case DescriptorServer::State::Confirmed: offeredBy->withdraw(token); return true;
         case DescriptorServer::State::Refused:
@@ -125,6 +217,16 @@ class P2pTransport final : public Transport {
     if (p2p.ownerPid != context_.peerPid(request.peer))
       throw Error(ErrorCode::Remote, what + ": the p2p offer comes from process " + std::to_string(p2p.ownerPid) + ", not from " +
                                          context_.describePeer(request.peer));
+    if (p2p.mode != kWriteMode && p2p.mode != kReadMode)
+      throw Error(ErrorCode::Remote, what + ": the p2p offer of " + context_.describePeer(request.peer) + " asks for mode " +
+                                         std::to_string(p2p.mode) + ", neither write (0) nor read (1)");
+    const bool read = p2p.mode == kReadMode;
+    // The receiver's choice holds, so both ends agree; a rank that would choose otherwise reads
+    // other variables than its peer.
+    if (read != choice_.readMode(request.pair))
+      TUTTI_WARN("%s: %s: %s asks for %s mode, which this rank would not have chosen (does NCCL_P2P_READ_ENABLE differ between "
+                 "them?); following the receiver",
+                 context_.where().c_str(), what.c_str(), context_.describePeer(request.peer).c_str(), read ? "read" : "write");
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     if (p2p.token == 0) {  // a handle in the offer
       kern::ExportHandle handle;
@@ -132,6 +234,7 @@ class P2pTransport final : public Transport {
       void* fifo = memory->importExported(handle, size_t(p2p.bytes), what);
       auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
       checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
+      if (read) offerSlots(request, *connection, what);
       const uint64_t one = 1;
       memory->copyIn(&static_cast<kern::FifoHeader*>(fifo)->attached, &one, sizeof one);
       return connection;
@@ -143,22 +246,57 @@ class P2pTransport final : public Transport {
     void* fifo = memory->importExported(handle, size_t(p2p.bytes), what);
     auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
     checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
+    if (read) offerSlots(request, *connection, what);
     taken.confirm();
     return connection;
   }
 
  private:
-  // One per communicator's transport, made at the first offer.
-  DescriptorServer& descriptorServer() {
+  // One per communicator's transport, made at the first offer; a sender's connection in read mode
+  // keeps it while it offers its slots.
+  std::shared_ptr<DescriptorServer> descriptorServer() {
     std::lock_guard<std::mutex> lock(serverMutex_);
-    if (!server_) server_ = std::make_unique<DescriptorServer>(context_.where());
-    return *server_;
+    if (!server_) server_ = std::make_shared<DescriptorServer>(context_.where());
+    return server_;
+  }
+
+  // Read mode, the sender: the Simple slots in its own exportable memory, offered back to the
+  // receiver through the FIFO header's setup words, written before the sender confirms that it
+  // attached (the receiver reads them once it sees that).
+  void offerSlots(const ConnectionRequest& request, P2pConnection& connection, const std::string& what) {
+    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    kern::FifoHeader header{};
+    memory->copyOut(&header, connection.fifo(), sizeof header);
+    if (header.slotOffset != 0)
+      throw Error(ErrorCode::Remote, what + ": " + context_.describePeer(request.peer) +
+                                         " asks for read mode but its FIFO holds the Simple slots after its header");
+    const size_t bytes = kern::fifoSimpleBytes(header.nsteps, size_t(header.slotBytes));
+    kern::ExportHandle exported;
+    void* slots = memory->allocateExportable(bytes, what + " (the sender's Simple slots, read mode)", &exported);
+    OwnedFd descriptor(exported.fd);
+    connection.holdSlots(slots, false);
+    P2pOffer offer{};
+    offer.magic = kP2pSlotsMagic;
+    offer.bytes = bytes;
+    offer.ownerPid = int32_t(getpid());
+    offer.mode = kReadMode;
+    if (descriptor.get() < 0) {
+      std::memcpy(offer.handle, exported.bytes, sizeof offer.handle);
+    } else {
+      std::shared_ptr<DescriptorServer> server = descriptorServer();
+      offer.token = server->offer(descriptor.get(), context_.peerPid(request.peer));
+      connection.holdSlotsOffer(server, offer.token);
+      std::memcpy(offer.server, server->name().data(), server->name().size());
+    }
+    memory->copyIn(connection.fifo()->fromSender, &offer, sizeof offer);
+    TUTTI_TRACE(log::P2p, "%s: read mode: Simple slots of %zu bytes offered to the receiver %s", what.c_str(), bytes,
+                offer.token != 0 ? "as a descriptor" : "by IPC handle");
   }
 
   TransportContext& context_;
   P2pChoice choice_;
   std::mutex serverMutex_;
-  std::unique_ptr<DescriptorServer> server_;
+  std::shared_ptr<DescriptorServer> server_;
 };
 
 }  // namespace
