@@ -179,6 +179,9 @@ class Connection {
   // header (kernels/fifo.h): p2p read mode keeps them in the sender's memory, which the receiver
   // maps. Null: the FIFO's own. Both ends of a connection in read mode answer non-null.
   virtual char* simpleSlots() const { return nullptr; }
+  // Messages the copy engine has carried from this end's staging FIFO to the receiver's (p2p under
+  // NCCL_P2P_USE_CUDA_MEMCPY, the sender's end); 0 where the executor's stores move them.
+  virtual uint64_t copiedByEngine() const { return 0; }
 
  private:
   kern::FifoHeader* fifo_;

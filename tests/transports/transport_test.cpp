@@ -119,6 +119,11 @@ class FakeDeviceMemory final : public FifoMemory {
     std::memcpy(dst, src, bytes);
     copiesOut++;
   }
+  // The copy engine's part (NCCL_P2P_USE_CUDA_MEMCPY).
+  void copyAcross(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    copiesAcross++;
+  }
   void* mapHost(void* host, size_t bytes, const std::string& what) override {
     void* alias = mremap(host, 0, bytes, MREMAP_MAYMOVE);  // shared pages only, as the transports' are
     if (alias == MAP_FAILED) FAIL(what << ": mremap of " << bytes << " bytes: " << std::strerror(errno));
@@ -153,7 +158,7 @@ class FakeDeviceMemory final : public FifoMemory {
     for (const std::string& name : names) shm_unlink(name.c_str());
   }
   int unmappedUnknown = 0;
-  std::atomic<int> copiesIn{0}, copiesOut{0};
+  std::atomic<int> copiesIn{0}, copiesOut{0}, copiesAcross{0};
 };
 
 Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std::string& name) {
@@ -387,6 +392,33 @@ TEST_CASE("transport: p2p read mode: the Simple slots in the sender's exported m
     for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
     pair.send.reset();  // the sender frees its slots and unmaps the FIFO; the receiver's mappings stay
     CHECK(memory->imported == 1);
+    CHECK(memory->live == 1);
+  }
+  CHECK(memory->live == 0);
+  CHECK(memory->shared.empty());
+}
+
+TEST_CASE("transport: p2p copy mode: the sender writes a staging FIFO, the copy thread carries each slot to the receiver's",
+          "[transport][p2p]") {
+  tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  memory->byHandle = GENERATE(false, true);
+  INFO((memory->byHandle ? "handle bytes" : "descriptors over a Unix socket"));
+  {
+    TransportPair pair("p2p", memory);
+    // The receiver's FIFO, exported and mapped by the sender; the sender's staging FIFO, its own.
+    CHECK(memory->exported == 1);
+    CHECK(memory->imported == 1);
+    CHECK(memory->live == 2);
+    CHECK(pair.send->fifo() != pair.recv->fifo());
+    CHECK(pair.send->simpleSlots() == nullptr);
+    CHECK(pair.recv->simpleSlots() == nullptr);
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+    CHECK(pair.send->copiedByEngine() == 3 * kShape.nsteps);
+    CHECK(pair.recv->copiedByEngine() == 0);
+    CHECK(memory->copiesAcross >= int(3 * kShape.nsteps));
+    pair.send.reset();  // the staging FIFO freed, the receiver's unmapped
+    CHECK(memory->imported == 0);
     CHECK(memory->live == 1);
   }
   CHECK(memory->live == 0);

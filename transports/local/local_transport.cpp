@@ -75,7 +75,7 @@ class LocalConnection final : public Connection {
 
 class LocalTransport final : public Transport {
  public:
-  explicit LocalTransport(TransportContext& context) : context_(context), choice_(context, "local") {}
+  explicit LocalTransport(TransportContext& context) : context_(context), choice_(context, "local", false) {}
 
   std::string name() const override { return "local"; }
 

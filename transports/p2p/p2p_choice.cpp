@@ -15,11 +15,14 @@ topo::P2pDecision P2pChoice::decide(const PeerPair& pair) const {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     explain = explained_.insert(key).second;
-    if (decision.allowed && settings.useCudaMemcpy && !warnedMemcpy_) warnMemcpy = warnedMemcpy_ = true;
+    if (decision.allowed && settings.useCudaMemcpy && !copies_ && !warnedMemcpy_) warnMemcpy = warnedMemcpy_ = true;
   }
   if (explain) {
     std::string mode;
-    if (decision.allowed && decision.read)
+    if (decision.allowed && settings.useCudaMemcpy && copies_)
+      mode = "; copy mode (NCCL_P2P_USE_CUDA_MEMCPY: the sender's executor writes a staging FIFO in its own memory, and a proxy "
+             "thread copies each message into the receiver's by the copy engine)";
+    else if (decision.allowed && decision.read)
       mode = std::string("; read mode (the receiver reads the Simple slots from the sender's memory), by ") +
              (settings.readEnable != -2 ? "NCCL_P2P_READ_ENABLE" : "NCCL's default for NVLink between compute capability 8.0 GPUs");
     else if (decision.allowed)
@@ -28,8 +31,15 @@ topo::P2pDecision P2pChoice::decide(const PeerPair& pair) const {
                decision.allowed ? "connect peer to peer" : "do not connect peer to peer", decision.reason.c_str(), mode.c_str());
   }
   if (warnMemcpy)
-    TUTTI_WARN("%s: NCCL_P2P_USE_CUDA_MEMCPY=1 (copies by the GPU's copy engines) is not implemented: the executor copies", context_.where().c_str());
+    TUTTI_WARN("%s: %s: NCCL_P2P_USE_CUDA_MEMCPY=1 (copies by the GPU's copy engines) is not implemented between rank threads of "
+               "one process: the executor copies",
+               context_.where().c_str(), transport_);
   return decision;
+}
+
+bool P2pChoice::copyMode(const PeerPair& pair) const {
+  const topo::P2pSettings settings = topo::p2pSettingsFromEnvironment();
+  return copies_ && settings.useCudaMemcpy && topo::decideP2p(pair.gpus, settings).allowed;
 }
 
 bool P2pChoice::readMode(const PeerPair& pair) const {

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "transports/fifo_setup.h"
 #include "transports/p2p/descriptor_channel.h"
+#include "transports/p2p/p2p_copy_proxy.h"
 #include "transports/p2p/p2p_choice.h"
 
 namespace tutti {
@@ -18,9 +19,12 @@ namespace {
 constexpr uint64_t kP2pOfferMagic = 0x7475747469703270ull;  // "tuttip2p"
 constexpr uint64_t kP2pSlotsMagic = 0x7475747469703273ull;  // "tuttip2s": the sender's Simple slots
 
-// P2pOffer::mode: who holds the Simple slots.
-constexpr uint32_t kWriteMode = 0;  // the receiver's FIFO, after its header
-constexpr uint32_t kReadMode = 1;   // the sender's memory
+// P2pOffer::mode: who holds the Simple slots, and who moves the bytes into them.
+constexpr uint32_t kWriteMode = 0;  // the receiver's FIFO, after its header; the sender's executor
+constexpr uint32_t kReadMode = 1;   // the sender's memory; the receiver's executor reads them there
+constexpr uint32_t kCopyMode = 2;   // the receiver's FIFO; the copy engine, from the sender's staging
+                                    // FIFO (NCCL_P2P_USE_CUDA_MEMCPY, p2p_copy_proxy.h)
+const char* modeName(uint32_t mode) { return mode == kReadMode ? "read" : mode == kCopyMode ? "copy" : "write"; }
 
 // The offer's bytes: the memory's size, and how to reach it: a descriptor to take from the owner's
 // server, or a handle that travels in the offer itself. The receiver offers its FIFO this way (in
@@ -31,7 +35,7 @@ struct P2pOffer {
   uint64_t token;  // the descriptor's at the server; 0: the handle is `handle`
   uint64_t bytes;
   int32_t ownerPid;
-  uint32_t mode;  // kWriteMode or kReadMode (the receiver's choice, which the sender follows)
+  uint32_t mode;  // kWriteMode, kReadMode or kCopyMode (the receiver's choice, which the sender follows)
   union {
     char server[kDescriptorServerNameBytes];  // NUL-padded
     uint8_t handle[kern::ExportHandle::kBytes];
@@ -48,15 +52,20 @@ class P2pConnection final : public Connection {
         memory_(std::move(memory)),
         imported_(imported) {}
   ~P2pConnection() override {
+    if (copyProxy_) copyProxy_->remove(copyLink_.get());
+    if (peerFifo_ != nullptr) memory_->releaseImported(peerFifo_);
     if (slotsServer_) slotsServer_->withdraw(slotsToken_);
     if (slots_ != nullptr) {
       if (slotsImported_) memory_->releaseImported(slots_);
       else memory_->release(slots_);
     }
+    if (released_) return;
     if (imported_) memory_->releaseImported(fifo());
     else memory_->release(fifo());
   }
   char* simpleSlots() const override { return slots_; }
+  // The import of the receiver's FIFO, handed to a copy-mode connection: no longer this one's.
+  void releasePeerFifo() { released_ = true; }
 
   // Read mode: the Simple slots, the sender's own (released with it) or the receiver's mapping of
   // the sender's (unmapped with it).
@@ -69,14 +78,27 @@ class P2pConnection final : public Connection {
     slotsServer_ = std::move(server);
     slotsToken_ = token;
   }
+  // Copy mode, the sender: its FIFO is the staging one; the receiver's, mapped here, is the proxy's
+  // to fill (unmapped with the connection, after the proxy lets go of it).
+  void holdCopy(void* peerFifo, std::shared_ptr<CopyProxy> proxy, std::shared_ptr<CopyLink> link) {
+    peerFifo_ = peerFifo;
+    copyProxy_ = std::move(proxy);
+    copyLink_ = std::move(link);
+  }
+  // Messages the copy engine has carried to the receiver (copy mode, the sender's end; else 0).
+  uint64_t copiedByEngine() const override { return copyLink_ ? copyLink_->messages.load() : 0; }
 
  private:
   std::shared_ptr<FifoMemory> memory_;
   bool imported_;
+  bool released_ = false;
   char* slots_ = nullptr;
   bool slotsImported_ = false;
   std::shared_ptr<DescriptorServer> slotsServer_;
   uint64_t slotsToken_ = 0;
+  void* peerFifo_ = nullptr;
+  std::shared_ptr<CopyProxy> copyProxy_;
+  std::shared_ptr<CopyLink> copyLink_;
 };
 
 // A read-mode receiver between offer and complete: once its sender has attached (the inner wait),
@@ -132,7 +154,11 @@ class ReadModeReceive final : public PendingReceive {
 
 class P2pTransport final : public Transport {
  public:
-  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p") {}
+  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p", true) {}
+  // The last messages of copy-mode connections reach their receivers before the connections close.
+  ~P2pTransport() override {
+    if (copyProxy_) copyProxy_->stop();
+  }
 
   std::string name() const override { return "p2p"; }
 
@@ -156,7 +182,9 @@ class P2pTransport final : public Transport {
     const FifoShape shape = checkedFifoShape(context_, what);
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     // Read mode: the Simple slots come from the sender when it attaches; the FIFO keeps the rest.
-    const bool read = choice_.readMode(request.pair);
+    // Copy mode fills the receiver's own slots, so it leaves read mode out.
+    const bool copy = choice_.copyMode(request.pair);
+    const bool read = !copy && choice_.readMode(request.pair);
     const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes, read);
     kern::ExportHandle exported;
     void* fifo = memory->allocateExportable(bytes, what, &exported);
@@ -167,7 +195,7 @@ class P2pTransport final : public Transport {
     p2p.magic = kP2pOfferMagic;
     p2p.bytes = bytes;
     p2p.ownerPid = int32_t(getpid());
-    p2p.mode = read ? kReadMode : kWriteMode;
+    p2p.mode = copy ? kCopyMode : read ? kReadMode : kWriteMode;
     // What the receiver waits for in phase 3: its sender attached, then, in read mode, the sender's
     // Simple slots mapped.
     auto pending = [&](std::function<bool()> attached) -> std::unique_ptr<PendingReceive> {
@@ -182,7 +210,7 @@ class P2pTransport final : public Transport {
       // A handle in the offer (legacy CUDA IPC): the sender marks the FIFO's header once mapped.
       std::memcpy(p2p.handle, exported.bytes, sizeof p2p.handle);
       std::memcpy(offer->bytes, &p2p, sizeof p2p);
-      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle (%s mode)", what.c_str(), bytes, read ? "read" : "write");
+      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle (%s mode)", what.c_str(), bytes, modeName(p2p.mode));
       auto* header = static_cast<kern::FifoHeader*>(fifo);
       return pending([memory, header] {
         uint64_t attached = 0;
@@ -196,7 +224,7 @@ class P2pTransport final : public Transport {
     std::memcpy(p2p.server, offeredBy->name().data(), offeredBy->name().size());
     std::memcpy(offer->bytes, &p2p, sizeof p2p);
     TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered as descriptor %llu at @%s (%s mode)", what.c_str(), bytes,
-                static_cast<unsigned long long>(token), offeredBy->name().c_str(), read ? "read" : "write");
+                static_cast<unsigned long long>(token), offeredBy->name().c_str(), modeName(p2p.mode));
     return pending([offeredBy, token, peer, what] {
       switch (offeredBy->state(token)) {
         case DescriptorServer::State::Confirmed: offeredBy->withdraw(token); return true;
@@ -217,16 +245,17 @@ class P2pTransport final : public Transport {
     if (p2p.ownerPid != context_.peerPid(request.peer))
       throw Error(ErrorCode::Remote, what + ": the p2p offer comes from process " + std::to_string(p2p.ownerPid) + ", not from " +
                                          context_.describePeer(request.peer));
-    if (p2p.mode != kWriteMode && p2p.mode != kReadMode)
+    if (p2p.mode != kWriteMode && p2p.mode != kReadMode && p2p.mode != kCopyMode)
       throw Error(ErrorCode::Remote, what + ": the p2p offer of " + context_.describePeer(request.peer) + " asks for mode " +
-                                         std::to_string(p2p.mode) + ", neither write (0) nor read (1)");
+                                         std::to_string(p2p.mode) + ", neither write (0), read (1) nor copy (2)");
     const bool read = p2p.mode == kReadMode;
     // The receiver's choice holds, so both ends agree; a rank that would choose otherwise reads
     // other variables than its peer.
-    if (read != choice_.readMode(request.pair))
-      TUTTI_WARN("%s: %s: %s asks for %s mode, which this rank would not have chosen (does NCCL_P2P_READ_ENABLE differ between "
-                 "them?); following the receiver",
-                 context_.where().c_str(), what.c_str(), context_.describePeer(request.peer).c_str(), read ? "read" : "write");
+    const uint32_t ours = choice_.copyMode(request.pair) ? kCopyMode : choice_.readMode(request.pair) ? kReadMode : kWriteMode;
+    if (ours != p2p.mode)
+      TUTTI_WARN("%s: %s: %s asks for %s mode, where this rank would have chosen %s mode (do NCCL_P2P_READ_ENABLE or "
+                 "NCCL_P2P_USE_CUDA_MEMCPY differ between them?); following the receiver",
+                 context_.where().c_str(), what.c_str(), context_.describePeer(request.peer).c_str(), modeName(p2p.mode), modeName(ours));
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     if (p2p.token == 0) {  // a handle in the offer
       kern::ExportHandle handle;
@@ -235,6 +264,7 @@ class P2pTransport final : public Transport {
       auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
       checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
       if (read) offerSlots(request, *connection, what);
+      if (p2p.mode == kCopyMode) connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
       const uint64_t one = 1;
       memory->copyIn(&static_cast<kern::FifoHeader*>(fifo)->attached, &one, sizeof one);
       return connection;
@@ -247,6 +277,7 @@ class P2pTransport final : public Transport {
     auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
     checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
     if (read) offerSlots(request, *connection, what);
+    if (p2p.mode == kCopyMode) connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
     taken.confirm();
     return connection;
   }
@@ -293,10 +324,52 @@ class P2pTransport final : public Transport {
                 offer.token != 0 ? "as a descriptor" : "by IPC handle");
   }
 
+  // Copy mode, the sender: a staging FIFO in its own memory with the receiver's layout, which its
+  // executor writes; the receiver's FIFO (`imported`'s) goes to the copy proxy, which fills it.
+  std::unique_ptr<P2pConnection> stageThroughProxy(const ConnectionRequest& request, std::unique_ptr<P2pConnection> imported,
+                                                   void* peerFifo, size_t bytes, const std::string& what) {
+    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    kern::FifoHeader header{};
+    memory->copyOut(&header, peerFifo, sizeof header);
+    const FifoShape shape{header.nsteps, size_t(header.slotBytes), kern::llCapacity(size_t(header.llSlotBytes))};
+    if (header.slotOffset != kern::fifoHeaderBytes() || kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes) > bytes)
+      throw Error(ErrorCode::Remote, what + ": " + context_.describePeer(request.peer) +
+                                         " asks for copy mode but its FIFO does not hold its Simple slots after its header");
+    void* staging = memory->allocate(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), what + " (staging, copy mode)");
+    auto connection = std::make_unique<P2pConnection>(memory, staging, false, request.peerBells);
+    writeFifoHeader(*memory, staging, shape);
+    auto link = std::make_shared<CopyLink>();
+    link->memory = memory;
+    link->staging = static_cast<kern::FifoHeader*>(staging);
+    link->peer = static_cast<kern::FifoHeader*>(peerFifo);
+    link->peerRank = request.peer;
+    link->what = what;
+    link->nsteps = header.nsteps;
+    link->slotBytes = header.slotBytes;
+    link->slotOffset = header.slotOffset;
+    link->llOffset = header.llOffset;
+    link->llSlotBytes = header.llSlotBytes;
+    std::shared_ptr<CopyProxy> proxy = copyProxy();
+    // The import changes hands: the new connection unmaps it, after the proxy has let go.
+    imported->releasePeerFifo();
+    connection->holdCopy(peerFifo, proxy, link);
+    proxy->add(link);
+    TUTTI_TRACE(log::P2p, "%s: copy mode: staging FIFO of %zu bytes; the copy proxy fills the receiver's", what.c_str(),
+                kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes));
+    return connection;
+  }
+
+  std::shared_ptr<CopyProxy> copyProxy() {
+    std::lock_guard<std::mutex> lock(serverMutex_);
+    if (!copyProxy_) copyProxy_ = std::make_shared<CopyProxy>(context_);
+    return copyProxy_;
+  }
+
   TransportContext& context_;
   P2pChoice choice_;
-  std::mutex serverMutex_;
+  std::mutex serverMutex_;  // and the copy proxy
   std::shared_ptr<DescriptorServer> server_;
+  std::shared_ptr<CopyProxy> copyProxy_;
 };
 
 }  // namespace

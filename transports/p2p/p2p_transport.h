@@ -11,6 +11,9 @@
 // handle) before it confirms, and the receiver maps them as it completes. Each end's executor then
 // reaches the slots through Connection::simpleSlots (ConnEnd::slots): the sender writes its own
 // memory and the receiver reads the sender's, as NCCL's read mode does for the Simple protocol.
+// Copy mode (NCCL_P2P_USE_CUDA_MEMCPY=1; p2p_copy_proxy.h): the receiver's FIFO is as in write mode,
+// the sender's executor writes a staging FIFO in its own memory, and the transport's copy thread
+// carries each message across by the copy engine. It leaves read mode out.
 // The offer says which mode the receiver chose, and the sender follows it, so both ends agree.
 // Host memory FIFOs are left to shm; ranks in one process to local.
 #pragma once
