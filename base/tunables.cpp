@@ -81,9 +81,8 @@ const Int kP2pReadEnable{"NCCL_P2P_READ_ENABLE", -2,
                          "0 refuses it (the sender writes into the receiver's FIFO), -2 chooses as NCCL does (NVLink "
                          "between compute capability 8.0 GPUs)"};
 const Bool kP2pUseCudaMemcpy{"NCCL_P2P_USE_CUDA_MEMCPY", false,
-                             "1: p2p messages between processes cross by the GPU's copy engine (a proxy thread's "
-                             "cuMemcpyAsync from the sender's staging FIFO) instead of the executor's stores; between "
-                             "rank threads of one process not implemented (a warning, and the executor copies)"};
+                             "1: p2p messages between GPUs cross by the copy engine (a proxy thread's cuMemcpyAsync "
+                             "from the sender's staging FIFO) instead of the executor's stores"};
 const Bool kCommBlocking{"NCCL_COMM_BLOCKING", true, "default of ncclConfig_t.blocking"};
 const String kHostid{"NCCL_HOSTID", "", "overrides the host identity that decides which ranks share a node"};
 

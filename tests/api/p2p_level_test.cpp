@@ -140,18 +140,6 @@ TEST_CASE("p2p level: rank threads with GPUs of their own are held to NCCL_P2P_L
   }
 }
 
-TEST_CASE("p2p level: copy engines asked for are refused with a warning, and the executor's copies carry the data",
-          "[device][emulated][p2p]") {
-  P2pLevelSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
-  tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
-  tutti_test::CapturedLog log("WARN", "ALL");
-  CHECK(runThreads(PathType::SYS) == "");
-  // One per communicator.
-  CHECK(log.linesWith("NCCL_P2P_USE_CUDA_MEMCPY=1").size() == size_t(kRanks));
-  for (const std::string& line : log.linesWith("NCCL_P2P_USE_CUDA_MEMCPY=1")) CHECK(line.find("not implemented") != std::string::npos);
-}
-
 TEST_CASE("p2p level: a bus id that is not one is refused at init, naming the variable", "[device][emulated][p2p]") {
   tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
   tutti_test::ScopedEnv ids("TUTTI_EMULATED_BUS_IDS", "0000:12:00.0,gpu1");

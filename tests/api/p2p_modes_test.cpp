@@ -7,7 +7,7 @@
 // the float64 reference at an LL size, at a few slots, and across many slots of a small
 // NCCL_BUFFSIZE; each connection says whether it is in read mode (Connection::simpleSlots), which
 // the tests count, and NCCL_P2P_READ_ENABLE=0 must leave none in it. Copy mode
-// (NCCL_P2P_USE_CUDA_MEMCPY=1, ranks as processes): the sender's executor writes a staging FIFO and
+// (NCCL_P2P_USE_CUDA_MEMCPY=1, ranks as processes and threads): the sender's executor writes a staging FIFO and
 // the transport's copy thread carries each message into the receiver's with the backend's copy
 // (the copy engine on a GPU, a plain copy here); the sending ends count what it carried.
 #include <catch2/catch.hpp>
@@ -191,7 +191,8 @@ TEST_CASE("p2p read mode: NCCL's default, read over NVLink between compute capab
   }
 }
 
-TEST_CASE("p2p read mode: rank threads on GPUs of their own (local), NCCL_P2P_READ_ENABLE=1 and 0", "[device][emulated][p2p]") {
+TEST_CASE("p2p read mode: rank threads on GPUs of their own (local), NCCL_P2P_READ_ENABLE=1 and 0, and copy mode",
+          "[device][emulated][p2p]") {
   tutti_test::EmulatedNodeSetup setup;
   tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
   tutti_test::ScopedEnv buffsize("NCCL_BUFFSIZE", kBuffsize);
@@ -202,6 +203,10 @@ TEST_CASE("p2p read mode: rank threads on GPUs of their own (local), NCCL_P2P_RE
   SECTION("write") {
     tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "0");
     CHECK(runThreads(Mode::Write) == "");
+  }
+  SECTION("copy") {
+    tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
+    CHECK(runThreads(Mode::Copy) == "");
   }
 }
 

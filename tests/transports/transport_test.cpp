@@ -450,6 +450,29 @@ TEST_CASE("transport: local read mode: rank threads on GPUs NVLink apart hand th
   CHECK(memory->live == 0);
 }
 
+TEST_CASE("transport: local copy mode: rank threads on GPUs write a staging FIFO, the copy thread fills the receiver's",
+          "[transport][p2p]") {
+  tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  PeerPair peers;
+  peers.locality = Locality::SameProcess;
+  peers.ranks[1] = 1;
+  peers.ranks[0] = 0;
+  peers.gpus.known = true;
+  peers.gpus.path = topo::PathType::NVL;
+  {
+    TransportPair pair("local", memory, peers);
+    CHECK(memory->live == 2);  // the receiver's FIFO and the sender's staging FIFO
+    CHECK(pair.send->fifo() != pair.recv->fifo());
+    // The executor's stores no longer reach the receiver, so neither may addresses.
+    CHECK(!pair.send->sharesAddressSpace());
+    CHECK(!pair.recv->sharesAddressSpace());
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+    CHECK(pair.send->copiedByEngine() == 3 * kShape.nsteps);
+  }
+  CHECK(memory->live == 0);
+}
+
 TEST_CASE("transport: a p2p offer is refused to a process it was not made for, and to a second taker", "[transport][faults]") {
   DescriptorServer server("test server");
   const int fd = memfd_create("offered", MFD_CLOEXEC);

@@ -11,15 +11,14 @@ topo::P2pDecision P2pChoice::decide(const PeerPair& pair) const {
   const topo::P2pSettings settings = topo::p2pSettingsFromEnvironment();
   topo::P2pDecision decision = topo::decideP2p(pair.gpus, settings);
   const std::pair<int, int> key(std::min(pair.ranks[0], pair.ranks[1]), std::max(pair.ranks[0], pair.ranks[1]));
-  bool explain = false, warnMemcpy = false;
+  bool explain = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     explain = explained_.insert(key).second;
-    if (decision.allowed && settings.useCudaMemcpy && !copies_ && !warnedMemcpy_) warnMemcpy = warnedMemcpy_ = true;
   }
   if (explain) {
     std::string mode;
-    if (decision.allowed && settings.useCudaMemcpy && copies_)
+    if (decision.allowed && settings.useCudaMemcpy)
       mode = "; copy mode (NCCL_P2P_USE_CUDA_MEMCPY: the sender's executor writes a staging FIFO in its own memory, and a proxy "
              "thread copies each message into the receiver's by the copy engine)";
     else if (decision.allowed && decision.read)
@@ -30,16 +29,12 @@ topo::P2pDecision P2pChoice::decide(const PeerPair& pair) const {
     TUTTI_INFO(log::P2p, "%s: %s: rank %d and rank %d %s: %s%s", context_.where().c_str(), transport_, pair.ranks[0], pair.ranks[1],
                decision.allowed ? "connect peer to peer" : "do not connect peer to peer", decision.reason.c_str(), mode.c_str());
   }
-  if (warnMemcpy)
-    TUTTI_WARN("%s: %s: NCCL_P2P_USE_CUDA_MEMCPY=1 (copies by the GPU's copy engines) is not implemented between rank threads of "
-               "one process: the executor copies",
-               context_.where().c_str(), transport_);
   return decision;
 }
 
 bool P2pChoice::copyMode(const PeerPair& pair) const {
   const topo::P2pSettings settings = topo::p2pSettingsFromEnvironment();
-  return copies_ && settings.useCudaMemcpy && topo::decideP2p(pair.gpus, settings).allowed;
+  return settings.useCudaMemcpy && topo::decideP2p(pair.gpus, settings).allowed;
 }
 
 bool P2pChoice::readMode(const PeerPair& pair) const {

@@ -134,7 +134,7 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
                                            " bytes does not fit its slot");
     const uint64_t at = link.llOffset + slot * link.llSlotBytes;
     memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, bytes);
-  } else {
+  } else if (readWord(memory, &link.staging->addrs[slot]) == 0) {  // else a direct message: its address, no bytes
     const uint64_t size = readWord(memory, &link.staging->sizes[slot]);
     if (size > link.slotBytes)
       throw Error(ErrorCode::Internal, link.what + ": message " + std::to_string(n) + " of " + std::to_string(size) +

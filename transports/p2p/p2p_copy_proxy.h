@@ -1,12 +1,14 @@
-// NCCL_P2P_USE_CUDA_MEMCPY: the p2p connections whose messages cross to the receiver by the copy
-// engine, not by the executor's stores. The sender's executor writes a staging FIFO in its own
-// memory (the same layout as the receiver's); one thread per communicator (CopyProxy) watches each
+// NCCL_P2P_USE_CUDA_MEMCPY: the connections (p2p between processes, local between rank threads on
+// GPUs) whose messages cross to the receiver by the copy engine, not by the executor's stores. The
+// sender's executor writes a staging FIFO in its own memory (the same layout as the receiver's);
+// one thread per communicator and transport (CopyProxy) watches each
 // staging FIFO's head, copies every published message into the receiver's FIFO with
 // FifoMemory::copyAcross (cuMemcpyAsync on a GPU), then its size and signature words, and only then
 // advances the receiver's head; the receiver's tail flows back into the staging header, which frees
 // the sender's slot. Simple messages are copied by their size (a joined run's table included); LL
 // messages (the staging LL slot's line 0 carries the message's flag) by their lines, each half
-// still validated by its flag at the receiver.
+// still validated by its flag at the receiver. A direct message (an address, kernels/fifo.h) has no
+// bytes in the slot: its words carry it.
 //
 // Nothing here is on the executor's side: it sees an ordinary FIFO whose receiver is slower.
 #pragma once

@@ -154,7 +154,7 @@ class ReadModeReceive final : public PendingReceive {
 
 class P2pTransport final : public Transport {
  public:
-  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p", true) {}
+  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p") {}
   // The last messages of copy-mode connections reach their receivers before the connections close.
   ~P2pTransport() override {
     if (copyProxy_) copyProxy_->stop();
