@@ -77,12 +77,12 @@ const String kP2pLevel{"NCCL_P2P_LEVEL", "",
                        "local between rank threads): LOC (never), NVL, NVB, PIX, PXB, PHB or SYS, or NCCL's legacy "
                        "0 LOC, 1 PIX, 2 PXB, 3 PHB, 4+ SYS; unset: PXB (SYS on AMD x86 hosts with at most 2 GPUs)"};
 const Int kP2pReadEnable{"NCCL_P2P_READ_ENABLE", -2,
-                         "p2p read mode (the receiver reads the sender's memory): 1 asks for it, 0 refuses it, -2 "
-                         "chooses as NCCL does (NVLink between compute capability 8.0 GPUs); not implemented yet: "
-                         "where chosen, a warning says so and the sender writes (write mode)"};
+                         "p2p read mode (the Simple slots in the sender's memory, read by the receiver): 1 asks for it, "
+                         "0 refuses it (the sender writes into the receiver's FIFO), -2 chooses as NCCL does (NVLink "
+                         "between compute capability 8.0 GPUs)"};
 const Bool kP2pUseCudaMemcpy{"NCCL_P2P_USE_CUDA_MEMCPY", false,
-                             "1: p2p copies by the GPU's copy engines (cudaMemcpy) instead of the executor; not "
-                             "implemented yet: a warning says so and the executor copies"};
+                             "1: p2p messages between GPUs cross by the copy engine (a proxy thread's cuMemcpyAsync "
+                             "from the sender's staging FIFO) instead of the executor's stores"};
 const Bool kCommBlocking{"NCCL_COMM_BLOCKING", true, "default of ncclConfig_t.blocking"};
 const String kHostid{"NCCL_HOSTID", "", "overrides the host identity that decides which ranks share a node"};
 

@@ -85,6 +85,11 @@ class ExecutorBackend {
   // Synchronous copies between host memory and this backend's memory.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+  // A synchronous copy between two ranges the executor reaches (its own memory, or a peer's mapped
+  // by importExported), issued from a host thread: by the copy engine on cuda (cuMemcpyAsync on the
+  // backend's copy stream, waited for), a plain copy where the memory is the host's. The p2p
+  // transport's copies under NCCL_P2P_USE_CUDA_MEMCPY. Throws Error naming the operation.
+  virtual void copyAcross(void* dst, const void* src, size_t bytes) = 0;
   // Host memory that this backend's executor must reach where its own memory is not the host's:
   // a shared segment that carries FIFOs between processes, a network proxy's FIFOs. Returns the
   // address the executor uses for it (the cuda backend pins and maps it for the device; backends

@@ -15,6 +15,10 @@
 // sends"). Only on connections whose ends share an address space, or whose receiver reads the
 // sender's process with cross-memory reads (ConnEnd::direct, both ends alike); the sender's operation does not end before the receiver has freed the slot, so the
 // buffer outlives the read (lane_engine.h, firstUndrained).
+// Where the Simple slots live is the connection's business too: after the header (slotOffset),
+// or, in p2p read mode (transports/p2p), in the sender's memory, which the receiver maps and reads
+// (slotOffset 0: not here; each end's executor then reaches slot 0 through ConnEnd::slots,
+// kernels/work.h). The header, the counters and the LL slots stay with the receiver either way.
 // Every message also carries its call's signature (kernels/work.h, callSignature) and count: in
 // `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares
 // them with its own call's (0: not carried). The network proxy sends them in a trailer after each
@@ -38,6 +42,7 @@ namespace tutti::kern {
 constexpr uint32_t kFifoMagic = 0x7f1f0001u;
 constexpr uint32_t kMaxFifoSteps = 64;
 constexpr size_t kFifoSlotAlign = 4096;
+constexpr size_t kFifoSetupBytes = 128;
 
 struct alignas(64) FifoHeader {
   uint64_t head;  // slots published by the sender (written by the sender only)
@@ -63,6 +68,9 @@ struct alignas(64) FifoHeader {
   uint64_t probeAddr;
   uint64_t probeValue;
   uint64_t crossReads;  // 0: no verdict yet, kCrossReadsYes, kCrossReadsNo
+  // A transport's words from the sender to the receiver at setup, written before the sender
+  // confirms that it attached: in p2p read mode, how the receiver maps the sender's Simple slots.
+  uint8_t fromSender[kFifoSetupBytes];
 };
 constexpr uint64_t kCrossReadsYes = 1;
 constexpr uint64_t kCrossReadsNo = 2;
@@ -84,23 +92,30 @@ TUTTI_FIFO_HD inline uint32_t llFlag(uint64_t seq) { return uint32_t(seq + 1); }
 // One half of an LL line: 4 data bytes (or line 0's size) and the flag.
 TUTTI_FIFO_HD inline uint64_t llHalf(uint32_t data, uint32_t flag) { return (uint64_t(flag) << 32) | data; }
 
-// llDataBytes: the largest LL message (0: the FIFO has no LL slots).
-TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0) {
-  size_t headerBytes = (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;
-  return headerBytes + size_t(nsteps) * (slotBytes + llSlotBytesFor(llDataBytes));
-}
+// The header's bytes, rounded up so that the slots after it stay aligned.
+TUTTI_FIFO_HD inline size_t fifoHeaderBytes() { return (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign; }
 
-TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0) {
+// llDataBytes: the largest LL message (0: the FIFO has no LL slots). simpleElsewhere: the Simple
+// slots are not in this memory (p2p read mode: the sender's memory holds them).
+TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0, bool simpleElsewhere = false) {
+  return fifoHeaderBytes() + size_t(nsteps) * ((simpleElsewhere ? 0 : slotBytes) + llSlotBytesFor(llDataBytes));
+}
+// The Simple slots of a FIFO kept apart from its header (p2p read mode).
+TUTTI_FIFO_HD inline size_t fifoSimpleBytes(uint32_t nsteps, size_t slotBytes) { return size_t(nsteps) * slotBytes; }
+
+TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0,
+                                   bool simpleElsewhere = false) {
   header->head = 0;
   header->tail = 0;
   header->attached = 0;
   header->nsteps = nsteps;
   header->slotBytes = slotBytes;
-  header->slotOffset = (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;
+  header->slotOffset = simpleElsewhere ? 0 : fifoHeaderBytes();
   header->llSlotBytes = llSlotBytesFor(llDataBytes);
-  header->llOffset = llDataBytes == 0 ? 0 : header->slotOffset + size_t(nsteps) * slotBytes;
+  header->llOffset = llDataBytes == 0 ? 0 : fifoHeaderBytes() + (simpleElsewhere ? 0 : size_t(nsteps) * slotBytes);
   for (uint32_t i = 0; i < kMaxFifoSteps; i++) header->addrs[i] = 0;
   header->senderPid = header->probeAddr = header->probeValue = header->crossReads = 0;
+  for (size_t i = 0; i < kFifoSetupBytes; i++) header->fromSender[i] = 0;
   header->magic = kFifoMagic;
 }
 
@@ -111,6 +126,10 @@ TUTTI_FIFO_HD inline uint64_t* fifoLLSlot(FifoHeader* header, uint64_t index) {
 
 TUTTI_FIFO_HD inline char* fifoSlot(FifoHeader* header, uint64_t index) {
   return reinterpret_cast<char*>(header) + header->slotOffset + (index % header->nsteps) * header->slotBytes;
+}
+// Simple slot `index` where this end reaches slot 0 at `slots` (null: after the header).
+TUTTI_FIFO_HD inline char* fifoSlot(FifoHeader* header, char* slots, uint64_t index) {
+  return slots == nullptr ? fifoSlot(header, index) : slots + (index % header->nsteps) * header->slotBytes;
 }
 
 // A joined message's table at the start of its slot (plan.h, "Joined steps"): a word holding

@@ -27,6 +27,10 @@ void HostMemoryBackend::copyOut(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
+void HostMemoryBackend::copyAcross(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
 std::string HostMemoryBackend::streamProblem(cudaStream_t stream) const {
   if (stream == nullptr || HostStream::fromHandle(stream) != nullptr) return "";
   return std::string("the stream is neither NULL nor a host stream from tuttiStreamCreate (the ") + name() +

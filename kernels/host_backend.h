@@ -21,6 +21,7 @@ class HostMemoryBackend : public ExecutorBackend {
   void release(void* p) override;
   void copyIn(void* dst, const void* src, size_t bytes) override;
   void copyOut(void* dst, const void* src, size_t bytes) override;
+  void copyAcross(void* dst, const void* src, size_t bytes) override;
   std::string streamProblem(cudaStream_t stream) const override;
   void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override;
   void synchronize(cudaStream_t stream) override;

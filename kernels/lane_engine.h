@@ -227,8 +227,8 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
     run.shead = run.sf->head;  // only this side writes it
     if (run.shead - sync.loadAcquire(&run.sf->tail) >= run.sf->nsteps) return false;
   }
-  run.rslot = run.recv ? fifoSlot(run.rf, run.rtail) : nullptr;
-  run.sslot = run.send ? fifoSlot(run.sf, run.shead) : nullptr;
+  run.rslot = run.recv ? fifoSlot(run.rf, l.recvs[step.recvConn].slots, run.rtail) : nullptr;
+  run.sslot = run.send ? fifoSlot(run.sf, l.sends[step.sendConn].slots, run.shead) : nullptr;
   run.got = run.rll ? uint32_t(line0) : run.recv ? run.rf->sizes[run.rtail % run.rf->nsteps] : 0;
   run.theirSig = run.theirCount = 0;
   if (run.rll) {

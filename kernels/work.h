@@ -61,6 +61,9 @@ TUTTI_FLAT_HD uint32_t signatureRoot(uint64_t s) { return uint32_t(s >> 40) & 0x
 // One end of one connection: the FIFO the lane reads (receive) or fills (send).
 struct ConnEnd {
   FifoHeader* fifo;  // owned by the receiving rank
+  char* slots;       // Simple slot 0 as this end reaches it, where the slots are not after the header
+                     // (p2p read mode: in the sender's memory, mapped by the receiver); null: the
+                     // FIFO's own (fifo.h, fifoSlot)
   void* bell;        // host executor: the kern::Bell to ring after moving the FIFO; null: the other
                      // side polls (a GPU rings no futex)
   int32_t peer;
@@ -164,7 +167,7 @@ struct LaunchWork {
 
 static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 88, "OpWork layout");
 static_assert(sizeof(MappedBuffer) == 32 && offsetof(MappedBufferTable, entries) == 16, "MappedBufferTable layout");
-static_assert(std::is_trivially_copyable_v<ConnEnd> && sizeof(ConnEnd) == 24, "ConnEnd layout");
+static_assert(std::is_trivially_copyable_v<ConnEnd> && sizeof(ConnEnd) == 32, "ConnEnd layout");
 static_assert(std::is_trivially_copyable_v<LaneWork> && sizeof(LaneWork) == 64, "LaneWork layout");
 static_assert(std::is_trivially_copyable_v<LaneState> && sizeof(LaneState) == 32, "LaneState layout");
 static_assert(std::is_trivially_copyable_v<LaunchWork> && sizeof(LaunchWork) == 80, "LaunchWork layout");

@@ -97,6 +97,7 @@ class BackendFifoMemory final : public FifoMemory {
   void release(void* memory) override { backend_->release(memory); }
   void copyIn(void* dst, const void* src, size_t bytes) override { backend_->copyIn(dst, src, bytes); }
   void copyOut(void* dst, const void* src, size_t bytes) override { backend_->copyOut(dst, src, bytes); }
+  void copyAcross(void* dst, const void* src, size_t bytes) override { backend_->copyAcross(dst, src, bytes); }
   void* mapHost(void* host, size_t bytes, const std::string& what) override { return backend_->mapHostMemory(host, bytes, what); }
   void unmapHost(void* host) override { backend_->unmapHostMemory(host); }
   bool exportable() const override { return backend_->exportsMemory(); }

@@ -371,7 +371,7 @@ void CommLaunch::connect() {
                                           : backend.readsOtherProcesses() && conn.readsAcrossProcesses() ? kern::kDirectAcrossProcesses
                                           : mapped                                                        ? kern::kDirectMapped
                                                                                                           : kern::kDirectNone;
-          return kern::ConnEnd{conn.fifo(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, uint16_t(ll ? 1 : 0),
+          return kern::ConnEnd{conn.fifo(), conn.simpleSlots(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, uint16_t(ll ? 1 : 0),
                                uint16_t(direct)};
         };
         std::vector<kern::ConnEnd> sends, recvs;

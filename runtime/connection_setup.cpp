@@ -128,6 +128,7 @@ class ConnectionSetup {
     r.workerBell = &comm_->control.own->bells[workerOfChannel(comm_, k.channel)];
     ControlBlock* peerControl = comm_->control.ofRank[size_t(k.peer)];
     r.peerBells = peerControl != nullptr ? peerControl->bells : nullptr;
+    r.pair = pairBetween(comm_, comm_->identity.rank, k.peer);
     return r;
   }
 

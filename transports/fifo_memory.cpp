@@ -88,6 +88,11 @@ std::shared_ptr<FifoMemory> hostFifoMemory() {
   return *memory;
 }
 
+void FifoMemory::copyAcross(void* dst, const void* src, size_t bytes) {
+  if (!hostAccessible()) throw Error(ErrorCode::InvalidUsage, std::string(name()) + " memory has no copies between its ranges");
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
 void* FifoMemory::allocateExportable(size_t, const std::string& what, kern::ExportHandle*) {
   throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be shared with other processes");
 }

@@ -32,6 +32,9 @@ class FifoMemory {
   // Host memory into FIFO memory, and back.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+  // Between two ranges the executor reaches (its own memory, or a peer's from importExported): the
+  // copy engine on a GPU (kern::ExecutorBackend::copyAcross). Host memory: a plain copy.
+  virtual void copyAcross(void* dst, const void* src, size_t bytes);
   // Host memory (page-aligned, outliving the mapping) as the executor of this memory reaches it:
   // the address the executor uses. unmapHost(host) ends the mapping. Host memory: itself.
   virtual void* mapHost(void* host, size_t bytes, const std::string& what) = 0;

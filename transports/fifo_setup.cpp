@@ -24,18 +24,20 @@ FifoShape checkedFifoShape(const TransportContext& context, const std::string& w
   return shape;
 }
 
-void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape) {
+void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape, bool simpleElsewhere) {
   kern::FifoHeader header{};
-  kern::fifoInit(&header, shape.nsteps, shape.slotBytes, shape.llBytes);
+  kern::fifoInit(&header, shape.nsteps, shape.slotBytes, shape.llBytes, simpleElsewhere);
   memory.copyIn(fifo, &header, sizeof header);
 }
 
 void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context) {
   kern::FifoHeader header{};
   if (bytes >= sizeof header) memory.copyOut(&header, fifo, sizeof header);
+  const bool elsewhere = header.slotOffset == 0;
+  const size_t simpleEnd = kern::fifoBytes(header.nsteps, header.slotBytes, 0, elsewhere);
   if (bytes < sizeof header || header.magic != kern::kFifoMagic || header.nsteps == 0 || header.nsteps > kern::kMaxFifoSteps ||
-      kern::fifoBytes(header.nsteps, header.slotBytes) + size_t(header.nsteps) * header.llSlotBytes > bytes ||
-      (header.llSlotBytes != 0 && header.llOffset != kern::fifoBytes(header.nsteps, header.slotBytes)))
+      (!elsewhere && header.slotOffset != kern::fifoHeaderBytes()) || simpleEnd + size_t(header.nsteps) * header.llSlotBytes > bytes ||
+      (header.llSlotBytes != 0 && header.llOffset != simpleEnd))
     throw Error(ErrorCode::Remote, context + ": the peer's FIFO segment is malformed");
 }
 

@@ -129,6 +129,9 @@ struct ConnectionRequest {
   // The peer's worker bells (its control block), one per worker, where this rank maps them (peers
   // on this host); null otherwise.
   kern::Bell* peerBells = nullptr;
+  // The pair as canConnect was asked about it (this rank first), for transports whose connections
+  // depend on it: p2p read mode, where the Simple slots live in the sender's memory.
+  PeerPair pair;
 };
 
 // Whom the executor wakes after it moves a connection's FIFO (publishes a slot, or frees one).
@@ -176,6 +179,13 @@ class Connection {
   // reads (direct messages between processes, kernels/work.h kDirectAcrossProcesses), as its probe
   // at setup found. Both ends answer alike; the sender's end may wait, bounded, for the verdict.
   virtual bool readsAcrossProcesses() const { return false; }
+  // Simple slot 0 as this end's executor reaches it, where the slots are not after the FIFO's
+  // header (kernels/fifo.h): p2p read mode keeps them in the sender's memory, which the receiver
+  // maps. Null: the FIFO's own. Both ends of a connection in read mode answer non-null.
+  virtual char* simpleSlots() const { return nullptr; }
+  // Messages the copy engine has carried from this end's staging FIFO to the receiver's (p2p under
+  // NCCL_P2P_USE_CUDA_MEMCPY, the sender's end); 0 where the executor's stores move them.
+  virtual uint64_t copiedByEngine() const { return 0; }
 
  private:
   kern::FifoHeader* fifo_;

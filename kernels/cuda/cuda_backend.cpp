@@ -171,6 +171,14 @@ class CudaBackend final : public ExecutorBackend {
     check(*d_, d_->cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyDtoHAsync", "copying from the device");
     check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying from the device");
   }
+  // Device to device, the peer's memory mapped here (unified addressing): the copy engine.
+  void copyAcross(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    makeCurrent();
+    check(*d_, d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyAsync",
+          "copying to a peer's FIFO (NCCL_P2P_USE_CUDA_MEMCPY)");
+    check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying to a peer's FIFO (NCCL_P2P_USE_CUDA_MEMCPY)");
+  }
 
   // CUDA IPC through virtual memory: a physical allocation whose POSIX file descriptor the p2p
   // transport passes to the peer process (SCM_RIGHTS), which maps it for its own device. Where the

@@ -5,7 +5,6 @@
 // memory otherwise; the collectives must still match the float64 reference.
 #include <catch2/catch.hpp>
 
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,7 +18,6 @@
 #include "tests/common/p2p_topology_support.h"
 #include "tests/common/ranks_support.h"
 #include "tests/topology/topology_support.h"
-#include "topology/xml.h"
 #include "tutti/tutti.h"
 
 using tutti::topo::PathType;
@@ -46,25 +44,7 @@ std::vector<tutti_test::Case> cases() {
 
 // Where the ranks run, with the environment every one of them shares: the topology file and the
 // emulated devices' bus ids.
-class P2pLevelSetup {
- public:
-  explicit P2pLevelSetup(const char* memory = "device") : memory_("TUTTI_EMULATED_MEMORY", memory) {
-    file_ = dir_.file("p2p-node.xml");
-    tutti::topo::saveTopologyFile(tutti_test::p2pTestNode(), file_);
-    std::string ids;
-    for (const std::string& id : tutti_test::p2pTestBusIds()) ids += (ids.empty() ? "" : ",") + id;
-    topo_.emplace("NCCL_TOPO_FILE", file_.c_str());
-    busIds_.emplace("TUTTI_EMULATED_BUS_IDS", ids.c_str());
-  }
-
- private:
-  tutti_test::TempDir dir_;
-  std::string file_;
-  tutti_test::ScopedEnv device_{"TUTTI_DEVICE", "emulated"};
-  tutti_test::ScopedEnv ifname_{"NCCL_SOCKET_IFNAME", "lo"};
-  tutti_test::ScopedEnv memory_;
-  std::optional<tutti_test::ScopedEnv> topo_, busIds_;
-};
+using P2pLevelSetup = tutti_test::EmulatedNodeSetup;
 
 // Checks that `rank` reaches each peer through `near` where their GPUs are no farther apart than
 // `level` and through shm otherwise, as the transport choice and tuttiCommTransports both say; then
@@ -158,20 +138,6 @@ TEST_CASE("p2p level: rank threads with GPUs of their own are held to NCCL_P2P_L
       CHECK(runThreads(tutti::topo::parsePathType(text)) == "");
     }
   }
-}
-
-TEST_CASE("p2p level: read mode and copy engines asked for are refused with a warning, and write mode carries the data",
-          "[device][emulated][p2p]") {
-  P2pLevelSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
-  tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
-  tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
-  tutti_test::CapturedLog log("WARN", "ALL");
-  CHECK(runThreads(PathType::SYS) == "");
-  // One of each per communicator.
-  CHECK(log.linesWith("p2p read mode").size() == size_t(kRanks));
-  for (const std::string& line : log.linesWith("p2p read mode")) CHECK(line.find("not implemented") != std::string::npos);
-  CHECK(log.linesWith("NCCL_P2P_USE_CUDA_MEMCPY=1").size() == size_t(kRanks));
 }
 
 TEST_CASE("p2p level: a bus id that is not one is refused at init, naming the variable", "[device][emulated][p2p]") {

@@ -119,6 +119,11 @@ class FakeDeviceMemory final : public FifoMemory {
     std::memcpy(dst, src, bytes);
     copiesOut++;
   }
+  // The copy engine's part (NCCL_P2P_USE_CUDA_MEMCPY).
+  void copyAcross(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    copiesAcross++;
+  }
   void* mapHost(void* host, size_t bytes, const std::string& what) override {
     void* alias = mremap(host, 0, bytes, MREMAP_MAYMOVE);  // shared pages only, as the transports' are
     if (alias == MAP_FAILED) FAIL(what << ": mremap of " << bytes << " bytes: " << std::strerror(errno));
@@ -153,7 +158,7 @@ class FakeDeviceMemory final : public FifoMemory {
     for (const std::string& name : names) shm_unlink(name.c_str());
   }
   int unmappedUnknown = 0;
-  std::atomic<int> copiesIn{0}, copiesOut{0};
+  std::atomic<int> copiesIn{0}, copiesOut{0}, copiesAcross{0};
 };
 
 Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std::string& name) {
@@ -182,8 +187,9 @@ struct TransportPair {
   std::vector<std::unique_ptr<Transport>> transports[2];
   std::unique_ptr<Connection> send, recv;
 
-  TransportPair(const std::string& name, std::shared_ptr<FifoMemory> memory = hostFifoMemory())
-      : contexts{{0, 2, kShape, memory}, {1, 2, kShape, memory}} {
+  // `peers`: the pair as canConnect would see it, for the modes that depend on it (read mode).
+  TransportPair(const std::string& name, std::shared_ptr<FifoMemory> memory = hostFifoMemory(), PeerPair peers = {})
+      : contexts{{0, 2, kShape, memory}, {1, 2, kShape, memory}}, peers_(peers) {
     for (int r = 0; r < 2; r++) transports[r] = makeTransports(contexts[r]);
     Transport& sender = byName(transports[0], name);
     Transport& receiver = byName(transports[1], name);
@@ -196,22 +202,25 @@ struct TransportPair {
   }
 
   ConnectionRequest request(int rank, int peer) {
-    return requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
+    ConnectionRequest r = requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
+    r.pair = peers_;
+    return r;
   }
+  PeerPair peers_;
 
   // Rank 0 writes slot n and publishes it; rank 1 waits for it (at most 10 s), checks and frees
   // it; rank 0 waits until it is free again.
   void move(uint64_t n) {
     kern::FifoHeader* out = send->fifo();
     kern::FifoHeader* in = recv->fifo();
-    auto* slot = reinterpret_cast<unsigned char*>(kern::fifoSlot(out, n));
+    auto* slot = reinterpret_cast<unsigned char*>(kern::fifoSlot(out, send->simpleSlots(), n));
     std::memset(slot, int(n & 0xff), 100 + size_t(n));
     out->sizes[n % out->nsteps] = 100 + n;
     kern::fifoStoreRelease(&out->head, n + 1);
     if (kern::Bell* bell = send->bellFor(0)) kern::ringBell(bell);
     waitUntil([&] { return kern::fifoLoadAcquire(&in->head) > n; }, "slot " + std::to_string(n) + " to arrive");
     REQUIRE(in->sizes[n % in->nsteps] == 100 + n);
-    const auto* got = reinterpret_cast<const unsigned char*>(kern::fifoSlot(in, n));
+    const auto* got = reinterpret_cast<const unsigned char*>(kern::fifoSlot(in, recv->simpleSlots(), n));
     for (size_t i = 0; i < 100 + n; i++) REQUIRE(got[i] == (n & 0xff));
     kern::fifoStoreRelease(&in->tail, n + 1);
     if (kern::Bell* bell = recv->bellFor(0)) kern::ringBell(bell);
@@ -361,6 +370,107 @@ TEST_CASE("transport: p2p hands the receiver's exported FIFO to the sender by de
   }
   CHECK(memory->live == 0);
   CHECK(memory->shared.empty());
+}
+
+TEST_CASE("transport: p2p read mode: the Simple slots in the sender's exported memory, which the receiver maps, by descriptor or handle",
+          "[transport][p2p]") {
+  tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  memory->byHandle = GENERATE(false, true);
+  INFO((memory->byHandle ? "handle bytes" : "descriptors over a Unix socket"));
+  {
+    TransportPair pair("p2p", memory);
+    // The receiver's FIFO (header and LL slots only) and the sender's slots, each exported by its
+    // owner and mapped by the other end at an address of its own.
+    CHECK(memory->exported == 2);
+    CHECK(memory->imported == 2);
+    CHECK(pair.recv->fifo()->slotOffset == 0);
+    REQUIRE(pair.send->simpleSlots() != nullptr);
+    REQUIRE(pair.recv->simpleSlots() != nullptr);
+    CHECK(pair.send->simpleSlots() != pair.recv->simpleSlots());
+    // What the sender writes into its own slots, the receiver reads through its mapping of them.
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+    pair.send.reset();  // the sender frees its slots and unmaps the FIFO; the receiver's mappings stay
+    CHECK(memory->imported == 1);
+    CHECK(memory->live == 1);
+  }
+  CHECK(memory->live == 0);
+  CHECK(memory->shared.empty());
+}
+
+TEST_CASE("transport: p2p copy mode: the sender writes a staging FIFO, the copy thread carries each slot to the receiver's",
+          "[transport][p2p]") {
+  tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  memory->byHandle = GENERATE(false, true);
+  INFO((memory->byHandle ? "handle bytes" : "descriptors over a Unix socket"));
+  {
+    TransportPair pair("p2p", memory);
+    // The receiver's FIFO, exported and mapped by the sender; the sender's staging FIFO, its own.
+    CHECK(memory->exported == 1);
+    CHECK(memory->imported == 1);
+    CHECK(memory->live == 2);
+    CHECK(pair.send->fifo() != pair.recv->fifo());
+    CHECK(pair.send->simpleSlots() == nullptr);
+    CHECK(pair.recv->simpleSlots() == nullptr);
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+    CHECK(pair.send->copiedByEngine() == 3 * kShape.nsteps);
+    CHECK(pair.recv->copiedByEngine() == 0);
+    CHECK(memory->copiesAcross >= int(3 * kShape.nsteps));
+    pair.send.reset();  // the staging FIFO freed, the receiver's unmapped
+    CHECK(memory->imported == 0);
+    CHECK(memory->live == 1);
+  }
+  CHECK(memory->live == 0);
+  CHECK(memory->shared.empty());
+}
+
+TEST_CASE("transport: local read mode: rank threads on GPUs NVLink apart hand the sender's Simple slots over in the process",
+          "[transport][p2p]") {
+  tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", GENERATE(as<const char*>(), "1", "0"));
+  const bool reads = std::string(std::getenv("NCCL_P2P_READ_ENABLE")) == "1";
+  INFO("NCCL_P2P_READ_ENABLE=" << (reads ? "1" : "0"));
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  PeerPair peers;
+  peers.locality = Locality::SameProcess;
+  peers.ranks[0] = 0;
+  peers.ranks[1] = 1;
+  peers.gpus.known = true;
+  peers.gpus.path = topo::PathType::NVL;
+  {
+    TransportPair pair("local", memory, peers);
+    CHECK(pair.send->transport() == "local");
+    CHECK(memory->live == (reads ? 2 : 1));  // the FIFO, and in read mode the sender's slots
+    CHECK((pair.recv->fifo()->slotOffset == 0) == reads);
+    CHECK((pair.recv->simpleSlots() != nullptr) == reads);
+    // One address space: both ends reach the same slots.
+    CHECK(pair.send->simpleSlots() == pair.recv->simpleSlots());
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+  }
+  CHECK(memory->live == 0);
+}
+
+TEST_CASE("transport: local copy mode: rank threads on GPUs write a staging FIFO, the copy thread fills the receiver's",
+          "[transport][p2p]") {
+  tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
+  auto memory = std::make_shared<FakeDeviceMemory>();
+  PeerPair peers;
+  peers.locality = Locality::SameProcess;
+  peers.ranks[1] = 1;
+  peers.ranks[0] = 0;
+  peers.gpus.known = true;
+  peers.gpus.path = topo::PathType::NVL;
+  {
+    TransportPair pair("local", memory, peers);
+    CHECK(memory->live == 2);  // the receiver's FIFO and the sender's staging FIFO
+    CHECK(pair.send->fifo() != pair.recv->fifo());
+    // The executor's stores no longer reach the receiver, so neither may addresses.
+    CHECK(!pair.send->sharesAddressSpace());
+    CHECK(!pair.recv->sharesAddressSpace());
+    for (uint64_t n = 0; n < 3 * kShape.nsteps; n++) pair.move(n);
+    CHECK(pair.send->copiedByEngine() == 3 * kShape.nsteps);
+  }
+  CHECK(memory->live == 0);
 }
 
 TEST_CASE("transport: a p2p offer is refused to a process it was not made for, and to a second taker", "[transport][faults]") {

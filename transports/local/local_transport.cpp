@@ -10,6 +10,13 @@
 // - The FIFO is the receiver's device memory, which the sender's executor writes: rank threads on
 //   two GPUs without peer access cannot connect here. As NCCL does, their FIFOs then go through
 //   host memory both GPUs map (the shm transport, next in the registry); an INFO line says so.
+// - Copy mode (NCCL_P2P_USE_CUDA_MEMCPY=1; p2p/p2p_copy_proxy.h): the sender's executor writes a
+//   staging FIFO in its own memory, and the transport's copy thread carries each message into the
+//   receiver's FIFO by the copy engine. Its connections carry no addresses (both ends say so).
+// - Read mode (rank threads on GPUs of their own, where the p2p decision says so: p2p_choice.h):
+//   the receiver's FIFO holds the header and the LL slots; the sender allocates the Simple slots in
+//   its own FIFO memory (its device) when it attaches and leaves their address in the entry before
+//   it marks the FIFO attached; the receiver's executor reads them there (ConnEnd::slots).
 #include "transports/local/local_transport.h"
 
 #include <unistd.h>
@@ -25,6 +32,7 @@
 #include "base/tunables.h"
 #include "transports/fifo_setup.h"
 #include "transports/p2p/p2p_choice.h"
+#include "transports/p2p/p2p_copy_proxy.h"
 #include "transports/token_table.h"
 
 namespace tutti {
@@ -35,9 +43,17 @@ struct LocalFifo {
   std::shared_ptr<FifoMemory> memory;
   void* base = nullptr;
   size_t bytes = 0;
+  bool read = false;  // read mode: the Simple slots are the sender's (below)
+  bool copy = false;  // copy mode: the sender writes a staging FIFO, the copy thread this one
+  // Read mode: the sender's Simple slots, from its FIFO memory; set before `attached`.
+  std::shared_ptr<FifoMemory> senderMemory;
+  char* senderSlots = nullptr;
   std::atomic<bool> attached{false};  // set by the sender; in host memory, unlike the FIFO
 
-  ~LocalFifo() { memory->release(base); }
+  ~LocalFifo() {
+    if (senderSlots != nullptr) senderMemory->release(senderSlots);
+    memory->release(base);
+  }
 };
 
 // Offered FIFOs by token, until their sender takes them (or their receiver is destroyed).
@@ -57,14 +73,28 @@ class LocalConnection final : public Connection {
   LocalConnection(std::shared_ptr<LocalFifo> fifo, uint64_t ownedToken, kern::Bell* peerBells)
       : Connection(static_cast<kern::FifoHeader*>(fifo->base), WakeTarget::peerWorkers(peerBells), "local"),
         fifo_(std::move(fifo)), ownedToken_(ownedToken) {}
+  // Copy mode, the sender: its FIFO is the staging one (its own, released with it); the copy thread
+  // fills the receiver's, which `fifo` keeps alive.
+  LocalConnection(std::shared_ptr<LocalFifo> fifo, void* staging, std::shared_ptr<FifoMemory> stagingMemory, kern::Bell* peerBells,
+                  std::shared_ptr<CopyProxy> proxy, std::shared_ptr<CopyLink> link)
+      : Connection(static_cast<kern::FifoHeader*>(staging), WakeTarget::peerWorkers(peerBells), "local"),
+        fifo_(std::move(fifo)), ownedToken_(0), stagingMemory_(std::move(stagingMemory)), proxy_(std::move(proxy)), link_(std::move(link)) {}
   ~LocalConnection() override {
+    if (proxy_) proxy_->remove(link_.get());
+    if (stagingMemory_) stagingMemory_->release(fifo());
     if (ownedToken_ != 0) LocalFifoTable::instance().remove(ownedToken_);
   }
-  bool sharesAddressSpace() const override { return true; }
+  bool sharesAddressSpace() const override { return !fifo_->copy; }
+  uint64_t copiedByEngine() const override { return link_ ? link_->messages.load() : 0; }
+  // Read by the receiver only after its sender attached (the entry's release and acquire).
+  char* simpleSlots() const override { return fifo_->senderSlots; }
 
  private:
   std::shared_ptr<LocalFifo> fifo_;
   uint64_t ownedToken_;
+  std::shared_ptr<FifoMemory> stagingMemory_;
+  std::shared_ptr<CopyProxy> proxy_;
+  std::shared_ptr<CopyLink> link_;
 };
 
 class LocalTransport final : public Transport {
@@ -102,9 +132,11 @@ class LocalTransport final : public Transport {
     const FifoShape shape = checkedFifoShape(context_, what);
     auto fifo = std::make_shared<LocalFifo>();
     fifo->memory = context_.fifoMemory();
-    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
+    fifo->copy = copyMode(request.pair);
+    fifo->read = !fifo->copy && readMode(request.pair);
+    fifo->bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes, fifo->read);
     fifo->base = fifo->memory->allocate(fifo->bytes, what);
-    writeFifoHeader(*fifo->memory, fifo->base, shape);
+    writeFifoHeader(*fifo->memory, fifo->base, shape, fifo->read);
     const uint64_t token = LocalFifoTable::instance().insert(fifo);
     LocalOffer local{uint64_t(getpid()), token, fifo->bytes};
     std::memset(offer, 0, sizeof *offer);
@@ -130,8 +162,20 @@ class LocalTransport final : public Transport {
       throw Error(ErrorCode::Remote, what + ": in-process segment " + std::to_string(local.token) + " has " +
                                          std::to_string(fifo->bytes) + " bytes, the descriptor says " + std::to_string(local.bytes));
     checkPeerFifo(*fifo->memory, fifo->base, fifo->bytes, what);
+    if (fifo->read) {
+      const FifoShape shape = checkedFifoShape(context_, what);
+      fifo->senderMemory = context_.fifoMemory();
+      fifo->senderSlots = static_cast<char*>(
+          fifo->senderMemory->allocate(kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes), what + " (the sender's Simple slots, read mode)"));
+      TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots at %p", what.c_str(), static_cast<void*>(fifo->senderSlots));
+    }
+    std::unique_ptr<Connection> connection =
+        fifo->copy ? stageThroughProxy(request, fifo, what) : std::make_unique<LocalConnection>(fifo, 0, request.peerBells);
     fifo->attached.store(true, std::memory_order_release);
-    return std::make_unique<LocalConnection>(std::move(fifo), 0, request.peerBells);
+    return connection;
+  }
+  ~LocalTransport() override {
+    if (copyProxy_) copyProxy_->stop();  // the last messages reach their receivers first
   }
 
  private:
@@ -147,10 +191,55 @@ class LocalTransport final : public Transport {
                context_.where().c_str(), key.first, key.second, why.c_str());
   }
 
+  // Read mode only where the pair is held to the p2p decision at all: ranks on GPUs of their own.
+  bool readMode(const PeerPair& pair) const { return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.readMode(pair); }
+  // Copy mode likewise (the host executor, which sleeps on bells, never takes it: nobody would ring
+  // its worker when a copy lands).
+  bool copyMode(const PeerPair& pair) const { return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.copyMode(pair); }
+
+  // Copy mode, the sender: a staging FIFO of the receiver's shape in its own memory, which the copy
+  // thread drains into the receiver's.
+  std::unique_ptr<Connection> stageThroughProxy(const ConnectionRequest& request, const std::shared_ptr<LocalFifo>& fifo,
+                                                const std::string& what) {
+    const FifoShape shape = checkedFifoShape(context_, what);
+    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
+    if (bytes != fifo->bytes)
+      throw Error(ErrorCode::Remote, what + ": the receiver's FIFO has " + std::to_string(fifo->bytes) + " bytes, the sender's shape " +
+                                         std::to_string(bytes));
+    void* staging = memory->allocate(bytes, what + " (staging, copy mode)");
+    writeFifoHeader(*memory, staging, shape);
+    kern::FifoHeader header{};
+    memory->copyOut(&header, staging, sizeof header);
+    auto link = std::make_shared<CopyLink>();
+    link->memory = memory;
+    link->staging = static_cast<kern::FifoHeader*>(staging);
+    link->peer = static_cast<kern::FifoHeader*>(fifo->base);
+    link->peerRank = request.peer;
+    link->what = what;
+    link->nsteps = header.nsteps;
+    link->slotBytes = header.slotBytes;
+    link->slotOffset = header.slotOffset;
+    link->llOffset = header.llOffset;
+    link->llSlotBytes = header.llSlotBytes;
+    std::shared_ptr<CopyProxy> proxy;
+    {
+      std::lock_guard<std::mutex> lock(proxyMutex_);
+      if (!copyProxy_) copyProxy_ = std::make_shared<CopyProxy>(context_);
+      proxy = copyProxy_;
+    }
+    auto connection = std::make_unique<LocalConnection>(fifo, staging, memory, request.peerBells, proxy, link);
+    proxy->add(link);
+    TUTTI_TRACE(log::P2p, "%s: copy mode: staging FIFO of %zu bytes; the copy thread fills the receiver's", what.c_str(), bytes);
+    return connection;
+  }
+
   TransportContext& context_;
   P2pChoice choice_;
   mutable std::mutex loggedMutex_;
   mutable std::set<std::pair<int, int>> logged_;
+  std::mutex proxyMutex_;
+  std::shared_ptr<CopyProxy> copyProxy_;
 };
 
 }  // namespace

@@ -1,0 +1,154 @@
+// The p2p transport's copy thread under NCCL_P2P_USE_CUDA_MEMCPY (see p2p_copy_proxy.h).
+#include "transports/p2p/p2p_copy_proxy.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace tutti {
+namespace {
+
+char* bytesOf(kern::FifoHeader* header) { return reinterpret_cast<char*>(header); }
+
+uint64_t readWord(FifoMemory& memory, const uint64_t* word) {
+  uint64_t value = 0;
+  memory.copyOut(&value, word, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+CopyProxy::CopyProxy(TransportContext& context) : context_(context) {
+  thread_ = std::thread([this] { run(); });
+}
+
+CopyProxy::~CopyProxy() { stop(); }
+
+void CopyProxy::add(std::shared_ptr<CopyLink> link) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  links_.push_back(std::move(link));
+  wake_.notify_all();
+}
+
+void CopyProxy::remove(const CopyLink* link) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  links_.erase(std::remove_if(links_.begin(), links_.end(), [link](const std::shared_ptr<CopyLink>& l) { return l.get() == link; }),
+               links_.end());
+}
+
+void CopyProxy::stop() {
+  if (!thread_.joinable()) return;
+  // The thread keeps copying meanwhile; a failed or aborted communicator does not wait.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(context_.timeoutSeconds());
+  while (!context_.abortFlag().load() && !context_.failed() && std::chrono::steady_clock::now() < deadline) {
+    bool done = false;
+    try {
+      done = drained();
+    } catch (const Error&) {
+      done = true;  // the thread reports what failed
+    }
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stopping_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_.notify_all();
+  }
+  thread_.join();
+}
+
+bool CopyProxy::drained() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::shared_ptr<CopyLink>& link : links_)
+    if (readWord(*link->memory, &link->staging->head) != link->copied) return false;
+  return true;
+}
+
+void CopyProxy::run() {
+  // Busy while messages move; after that the pauses grow to a millisecond (device executors poll,
+  // so nobody rings this thread).
+  auto pause = std::chrono::microseconds(10);
+  int idle = 0;
+  while (!stopping_.load()) {
+    bool moved = false;
+    int failedPeer = -1;
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const std::shared_ptr<CopyLink>& link : links_) {
+        failedPeer = link->peerRank;
+        const uint64_t head = readWord(*link->memory, &link->staging->head);
+        std::atomic_thread_fence(std::memory_order_acquire);  // the message before its head
+        while (link->copied < head) {
+          move(*link, link->copied);
+          link->copied++;
+          link->messages.fetch_add(1, std::memory_order_relaxed);
+          moved = true;
+        }
+        const uint64_t tail = readWord(*link->memory, &link->peer->tail);
+        if (tail != link->tail) {
+          link->memory->copyIn(&link->staging->tail, &tail, sizeof tail);
+          link->tail = tail;
+          moved = true;
+        }
+      }
+    } catch (const Error& e) {
+      context_.fail(Error(e.code(), context_.where() + ": p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY): " + e.message()), failedPeer);
+      return;
+    } catch (const std::exception& e) {
+      context_.fail(Error(ErrorCode::Internal, context_.where() + ": p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY): " + e.what()), failedPeer);
+      return;
+    }
+    if (moved) {
+      pause = std::chrono::microseconds(10);
+      idle = 0;
+      continue;
+    }
+    if (++idle < context_.spin()) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait_for(lock, pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+// Message n: its bytes, then its words, then the receiver's head, each copy finished before the
+// next begins (copyAcross waits), so the head never runs ahead of what it announces.
+void CopyProxy::move(CopyLink& link, uint64_t n) {
+  FifoMemory& memory = *link.memory;
+  const uint64_t slot = n % link.nsteps;
+  bool ll = false;
+  uint64_t line0 = 0;
+  if (link.llSlotBytes != 0) {
+    memory.copyOut(&line0, bytesOf(link.staging) + link.llOffset + slot * link.llSlotBytes, sizeof line0);
+    ll = uint32_t(line0 >> 32) == kern::llFlag(n);
+  }
+  if (ll) {
+    const size_t bytes = std::max(kern::llSlotBytesFor(uint32_t(line0)), kern::kLLLineBytes * kern::kLLHeaderLines);
+    if (bytes > link.llSlotBytes)
+      throw Error(ErrorCode::Internal, link.what + ": LL message " + std::to_string(n) + " of " + std::to_string(uint32_t(line0)) +
+                                           " bytes does not fit its slot");
+    const uint64_t at = link.llOffset + slot * link.llSlotBytes;
+    memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, bytes);
+  } else if (readWord(memory, &link.staging->addrs[slot]) == 0) {  // else a direct message: its address, no bytes
+    const uint64_t size = readWord(memory, &link.staging->sizes[slot]);
+    if (size > link.slotBytes)
+      throw Error(ErrorCode::Internal, link.what + ": message " + std::to_string(n) + " of " + std::to_string(size) +
+                                           " bytes does not fit its slot of " + std::to_string(link.slotBytes));
+    const uint64_t at = link.slotOffset + slot * link.slotBytes;
+    memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, size);
+  }
+  memory.copyAcross(&link.peer->sizes[slot], &link.staging->sizes[slot], sizeof(uint64_t));
+  memory.copyAcross(&link.peer->sigs[slot], &link.staging->sigs[slot], sizeof(uint64_t));
+  memory.copyAcross(&link.peer->sigCounts[slot], &link.staging->sigCounts[slot], sizeof(uint64_t));
+  memory.copyAcross(&link.peer->addrs[slot], &link.staging->addrs[slot], sizeof(uint64_t));
+  std::atomic_thread_fence(std::memory_order_release);
+  const uint64_t head = n + 1;
+  memory.copyIn(&link.peer->head, &head, sizeof head);
+}
+
+}  // namespace tutti
