@@ -211,17 +211,7 @@ class LocalTransport final : public Transport {
     writeFifoHeader(*memory, staging, shape);
     kern::FifoHeader header{};
     memory->copyOut(&header, staging, sizeof header);
-    auto link = std::make_shared<CopyLink>();
-    link->memory = memory;
-    link->staging = static_cast<kern::FifoHeader*>(staging);
-    link->peer = static_cast<kern::FifoHeader*>(fifo->base);
-    link->peerRank = request.peer;
-    link->what = what;
-    link->nsteps = header.nsteps;
-    link->slotBytes = header.slotBytes;
-    link->slotOffset = header.slotOffset;
-    link->llOffset = header.llOffset;
-    link->llSlotBytes = header.llSlotBytes;
+    auto link = makeCopyLink(memory, staging, fifo->base, request.peer, what, header);
     std::shared_ptr<CopyProxy> proxy;
     {
       std::lock_guard<std::mutex> lock(proxyMutex_);

@@ -151,4 +151,20 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
   memory.copyIn(&link.peer->head, &head, sizeof head);
 }
 
+std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<FifoMemory> memory, void* staging, void* peer, int peerRank,
+                                       const std::string& what, const kern::FifoHeader& header) {
+  auto link = std::make_shared<CopyLink>();
+  link->memory = std::move(memory);
+  link->staging = static_cast<kern::FifoHeader*>(staging);
+  link->peer = static_cast<kern::FifoHeader*>(peer);
+  link->peerRank = peerRank;
+  link->what = what;
+  link->nsteps = header.nsteps;
+  link->slotBytes = header.slotBytes;
+  link->slotOffset = header.slotOffset;
+  link->llOffset = header.llOffset;
+  link->llSlotBytes = header.llSlotBytes;
+  return link;
+}
+
 }  // namespace tutti

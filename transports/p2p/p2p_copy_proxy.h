@@ -42,6 +42,11 @@ struct CopyLink {
   std::atomic<uint64_t> messages{0};  // copied so far, for tests and logs
 };
 
+// A link from the sender's `staging` FIFO to the receiver's `peer` FIFO, with the layout the
+// receiver's `header` gives (read once at setup).
+std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<FifoMemory> memory, void* staging, void* peer, int peerRank,
+                                       const std::string& what, const kern::FifoHeader& header);
+
 class CopyProxy {
  public:
   explicit CopyProxy(TransportContext& context);

@@ -338,17 +338,7 @@ class P2pTransport final : public Transport {
     void* staging = memory->allocate(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), what + " (staging, copy mode)");
     auto connection = std::make_unique<P2pConnection>(memory, staging, false, request.peerBells);
     writeFifoHeader(*memory, staging, shape);
-    auto link = std::make_shared<CopyLink>();
-    link->memory = memory;
-    link->staging = static_cast<kern::FifoHeader*>(staging);
-    link->peer = static_cast<kern::FifoHeader*>(peerFifo);
-    link->peerRank = request.peer;
-    link->what = what;
-    link->nsteps = header.nsteps;
-    link->slotBytes = header.slotBytes;
-    link->slotOffset = header.slotOffset;
-    link->llOffset = header.llOffset;
-    link->llSlotBytes = header.llSlotBytes;
+    auto link = makeCopyLink(memory, staging, peerFifo, request.peer, what, header);
     std::shared_ptr<CopyProxy> proxy = copyProxy();
     // The import changes hands: the new connection unmaps it, after the proxy has let go.
     imported->releasePeerFifo();
