@@ -253,32 +253,44 @@ bool waitUntilBlocked(ncclComm_t comm) {
   return false;
 }
 
+// One rank's side of the comparisons of zero-copy across processes: every case run the copied
+// way and then through registered buffers must give the same bytes; the copied runs read nothing
+// in place, the registered ones something where `reads` (else nothing, `noReadsBecause` says why).
+template <typename RunCopied, typename RunRegistered>
+void checkRegisteredAgainstCopied(const std::vector<Case>& cases, int rank, int n, ncclComm_t comm, bool reads,
+                                  const std::string& noReadsBecause, RunCopied&& runCopied, RunRegistered&& runRegistered) {
+  uint64_t readsCopied = 0, readsRegistered = 0;
+  for (const Case& c : cases) {
+    std::vector<char> copied, direct;
+    uint64_t before = 0, middle = 0, after = 0;
+    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &before));
+    runCopied(c, &copied);
+    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &middle));
+    runRegistered(c, &direct);
+    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
+    readsCopied += middle - before;
+    readsRegistered += after - middle;
+    tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
+  }
+  const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(getpid()) + ")";
+  tutti_test::check(readsCopied == 0, who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
+  if (reads)
+    tutti_test::check(readsRegistered > 0, who + " read no message in place from its peers' registered buffers");
+  else
+    tutti_test::check(readsRegistered == 0, who + " read " + std::to_string(readsRegistered) + " messages in place " + noReadsBecause);
+}
+
 void requireSameAsCopiesAcrossProcesses(int nranks, const char* algorithm, bool small, bool reads) {
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
   const std::vector<Case> cases = zeroCopyCases(nranks, small);
   std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) {
-    uint64_t readsCopied = 0, readsRegistered = 0;
-    for (const Case& c : cases) {
-      std::vector<char> copied, direct;
-      uint64_t before = 0, middle = 0, after = 0;
-      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &before));
-      tutti_test::runCase(c, rank, n, comm, nullptr, &copied);
-      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &middle));
-      {
-        RegisteredBuffers buffers(comm, false);
-        tutti_test::runCase(c, rank, n, comm, &buffers, &direct);
-      }
-      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
-      readsCopied += middle - before;
-      readsRegistered += after - middle;
-      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
-    }
-    const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(getpid()) + ")";
-    tutti_test::check(readsCopied == 0, who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
-    if (reads)
-      tutti_test::check(readsRegistered > 0, who + " read no message in place from its peers' registered buffers");
-    else
-      tutti_test::check(readsRegistered == 0, who + " read " + std::to_string(readsRegistered) + " messages in place with TUTTI_CMA=0");
+    checkRegisteredAgainstCopied(
+        cases, rank, n, comm, reads, "with TUTTI_CMA=0",
+        [&](const Case& c, std::vector<char>* out) { tutti_test::runCase(c, rank, n, comm, nullptr, out); },
+        [&](const Case& c, std::vector<char>* out) {
+          RegisteredBuffers buffers(comm, false);
+          tutti_test::runCase(c, rank, n, comm, &buffers, out);
+        });
   });
   INFO(nranks << " rank processes, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)") << ", reads " << reads);
   INFO(failures);
@@ -480,30 +492,16 @@ void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bo
     int nodes = 0;
     TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
     tutti_test::check(names == transport, who + " reached its peers through " + names + ", not " + transport);
-    uint64_t readsCopied = 0, readsRegistered = 0;
-    for (const Case& c : cases) {
-      std::vector<char> copied, direct;
-      uint64_t before = 0, middle = 0, after = 0;
-      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &before));
-      {
-        MemAllocBuffers buffers(comm, false);
-        tutti_test::runCase(c, rank, n, comm, &buffers, &copied);
-      }
-      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &middle));
-      {
-        MemAllocBuffers buffers(comm, true, fromMalloc, windows);
-        tutti_test::runCase(c, rank, n, comm, &buffers, &direct);
-      }
-      TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
-      readsCopied += middle - before;
-      readsRegistered += after - middle;
-      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
-    }
-    tutti_test::check(readsCopied == 0, who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
-    if (reads)
-      tutti_test::check(readsRegistered > 0, who + " read no message in place from its peers' registered buffers");
-    else
-      tutti_test::check(readsRegistered == 0, who + " read " + std::to_string(readsRegistered) + " messages in place where none may be");
+    checkRegisteredAgainstCopied(
+        cases, rank, n, comm, reads, "where none may be",
+        [&](const Case& c, std::vector<char>* out) {
+          MemAllocBuffers buffers(comm, false);
+          tutti_test::runCase(c, rank, n, comm, &buffers, out);
+        },
+        [&](const Case& c, std::vector<char>* out) {
+          MemAllocBuffers buffers(comm, true, fromMalloc, windows);
+          tutti_test::runCase(c, rank, n, comm, &buffers, out);
+        });
   });
   INFO(nranks << " rank processes on the emulated device, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)") << ", reads " << reads);
   INFO(failures);
