@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "tests/common/ranks_support.h"
@@ -82,11 +84,69 @@ double magnitude(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t i) {
   return m;
 }
 
-void expectClose(ncclDataType_t type, ncclRedOp_t op, int nranks, double got, double want, double mag, const std::string& where) {
-  double tol = isInteger(type) ? 0 : tutti_test::tolerance(type, op, nranks, mag);
+// Element i of a reduction's result against the reference; the tolerance (which needs every
+// rank's |input| at i) is worked out only for an element that is not exact.
+void expectClose(ncclDataType_t type, ncclRedOp_t op, int nranks, double got, size_t i, const std::string& where) {
+  double want = reference(type, op, nranks, i);
+  if (got == want) return;
+  double tol = isInteger(type) ? 0 : tutti_test::tolerance(type, op, nranks, magnitude(type, op, nranks, i));
   if (!(std::fabs(got - want) <= tol))
-    throw RankFailure(where + ": got " + std::to_string(got) + ", want " + std::to_string(want) + " (tolerance " + std::to_string(tol) + ")");
+    throw RankFailure(where + " element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " + std::to_string(want) +
+                      " (tolerance " + std::to_string(tol) + ")");
 }
+
+// Sets elements [0, count) of p to v, converted once.
+void fill(ncclDataType_t type, char* p, size_t count, double v) {
+  const size_t elt = tutti_test::elementBytes(type);
+  if (count == 0) return;
+  tutti_test::fromDouble(type, p, 0, v);
+  for (size_t done = elt, total = count * elt; done < total; done *= 2) std::memcpy(p + done, p, std::min(done, total - done));
+}
+
+// Writes value(j) into elements [0, count) of p, as fromDouble does (integers truncated and
+// wrapped), with the type's switch outside the loop.
+template <typename T, typename F>
+void storeAs(char* p, size_t count, F value) {
+  for (size_t j = 0; j < count; j++) {
+    T x;
+    if constexpr (std::is_floating_point_v<T>) x = T(value(j));
+    else x = T(uint64_t(int64_t(value(j))));  // the generated values are integers within int64
+    std::memcpy(p + j * sizeof(T), &x, sizeof(T));
+  }
+}
+
+template <typename F>
+void store(ncclDataType_t type, char* p, size_t count, F value) {
+  switch (type) {
+    case ncclInt8: storeAs<int8_t>(p, count, value); return;
+    case ncclUint8: storeAs<uint8_t>(p, count, value); return;
+    case ncclInt32: storeAs<int32_t>(p, count, value); return;
+    case ncclUint32: storeAs<uint32_t>(p, count, value); return;
+    case ncclInt64: storeAs<int64_t>(p, count, value); return;
+    case ncclUint64: storeAs<uint64_t>(p, count, value); return;
+    case ncclFloat32: storeAs<float>(p, count, value); return;
+    case ncclFloat64: storeAs<double>(p, count, value); return;
+    default:
+      for (size_t j = 0; j < count; j++) tutti_test::fromDouble(type, p, j, value(j));
+  }
+}
+
+// A rank thread's case buffers, kept from case to case: allocating tens of MiB afresh for every
+// case cost more in page faults than the collectives themselves.
+struct Scratch {
+  std::unique_ptr<char[]> bytes;
+  size_t capacity = 0, used = 0;
+  void resize(size_t n) {  // the contents are not kept
+    if (n > capacity) {
+      bytes.reset(new char[n]);
+      capacity = n;
+    }
+    used = n;
+  }
+  char* data() { return bytes.get(); }
+  size_t size() const { return used; }
+};
+thread_local Scratch sendScratch, recvScratch;
 
 }  // namespace
 
@@ -130,29 +190,32 @@ void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* 
   // Element j of rank r's input: for block layouts, the block index joins the index so that
   // every (source, destination) pair carries distinct data.
   auto in = [&](int r, size_t j) { return inputValue(t, c.op, r, j); };
-  std::vector<char> sendBuf((inCount + 1) * elt), recvBuf(std::max(inCount, outCount) * elt + elt);
+  Scratch& sendBuf = sendScratch;
+  Scratch& recvBuf = recvScratch;
+  sendBuf.resize((inCount + 1) * elt);
+  recvBuf.resize(std::max(inCount, outCount) * elt + elt);
   // Unaligned by one element for odd cases, to exercise unaligned pointers.
   char* send = sendBuf.data() + (count % 2 ? elt : 0);
   char* recv = recvBuf.data();
-  for (size_t j = 0; j < inCount; j++) tutti_test::fromDouble(t, send, j, in(rank, j));
-  for (size_t j = 0; j < outCount; j++) tutti_test::fromDouble(t, recv, j, 99);
+  store(t, send, inCount, [&](size_t j) { return in(rank, j); });
+  fill(t, recv, outCount, 99);
   const void* sendArg = send;
   if (c.inPlace) {
     // In place as NCCL defines it: the input lies where this rank's part of the output is.
     switch (c.coll) {
       case Coll::AllGather: case Coll::Gather:
-        for (size_t j = 0; j < count; j++) tutti_test::fromDouble(t, recv, rank * count + j, in(rank, j));
+        store(t, recv + rank * count * elt, count, [&](size_t j) { return in(rank, j); });
         sendArg = recv + rank * count * elt;
         break;
       case Coll::ReduceScatter: case Coll::Scatter:
         recvBuf.resize(inCount * elt + elt);
         recv = recvBuf.data();
-        for (size_t j = 0; j < inCount; j++) tutti_test::fromDouble(t, recv, j, in(rank, j));
+        store(t, recv, inCount, [&](size_t j) { return in(rank, j); });
         sendArg = recv;
         recv = recv + rank * count * elt;
         break;
       default:
-        for (size_t j = 0; j < inCount; j++) tutti_test::fromDouble(t, recv, j, in(rank, j));
+        store(t, recv, inCount, [&](size_t j) { return in(rank, j); });
         sendArg = recv;
         break;
     }
@@ -223,19 +286,14 @@ void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* 
   // What the type makes of an input value (inputs are small integers, exact in every type).
   switch (c.coll) {
     case Coll::AllReduce:
-      for (size_t j = 0; j < count; j++)
-        expectClose(t, c.op, nranks, got(j), reference(t, c.op, nranks, j), magnitude(t, c.op, nranks, j), where + " element " + std::to_string(j));
+      for (size_t j = 0; j < count; j++) expectClose(t, c.op, nranks, got(j), j, where);
       break;
     case Coll::Reduce:
       if (rank == c.root)
-        for (size_t j = 0; j < count; j++)
-          expectClose(t, c.op, nranks, got(j), reference(t, c.op, nranks, j), magnitude(t, c.op, nranks, j), where + " element " + std::to_string(j));
+        for (size_t j = 0; j < count; j++) expectClose(t, c.op, nranks, got(j), j, where);
       break;
     case Coll::ReduceScatter:
-      for (size_t j = 0; j < count; j++) {
-        size_t g = size_t(rank) * count + j;
-        expectClose(t, c.op, nranks, got(j), reference(t, c.op, nranks, g), magnitude(t, c.op, nranks, g), where + " element " + std::to_string(j));
-      }
+      for (size_t j = 0; j < count; j++) expectClose(t, c.op, nranks, got(j), size_t(rank) * count + j, where);
       break;
     case Coll::AllGather:
       for (int r = 0; r < nranks; r++)
