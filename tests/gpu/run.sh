@@ -21,7 +21,12 @@
 #    library's refusal of collectives inside a capture;
 # 8. registered buffers mapped between 2 rank processes sharing the GPU (MPS): all-gather,
 #    broadcast, all-reduce with -R 1, checked, and the REG trace saying the peer mapped them;
-# 9. bench: the executor's copy and reduce loops against cudaMemcpy, all-reduce on a shared GPU.
+# 9. bench: the executor's copy and reduce loops against cudaMemcpy, all-reduce on a shared GPU;
+# 10. NVIDIA's nccl-tests with tutti preloaded, when NCCL_TESTS_DIR names a folder of its binaries
+#    (built on that machine from its public sources against NVIDIA's nccl.h: this repository
+#    neither holds nor builds them): every binary, -c 1, one rank per GPU as threads (-t); then,
+#    when they were built with MPI and OpenMPI's mpirun is there, 2 and 4 processes sharing GPU 0
+#    under MPS.
 #
 # Every step is bounded in time (and TUTTI_TIMEOUT bounds every wait inside tutti). Logs and files
 # go to $OUT (default gpu-out/). The exit status is the number of failed checks.
@@ -180,6 +185,62 @@ unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
 check bench 300 tutti_gpu_bench
 cat "$OUT/bench.log"
+
+# nccl-tests prints "Out of bounds values : N OK|FAILED" and exits non-zero on a wrong value.
+nccl_tests_ok() { grep -q 'Out of bounds values : 0 OK' "$1"; }
+nccl_tests_threads() {  # every binary, one rank per GPU as threads of one process
+  local gpus bin rc=0
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || gpus=1
+  ((gpus >= 1)) || gpus=1
+  for bin in "$NCCL_TESTS_DIR"/*_perf; do
+    echo "== $(basename "$bin") -t $gpus"
+    env LD_PRELOAD="$BUNDLE/nccl/libnccl.so.2" LD_LIBRARY_PATH="$BUNDLE/nccl:$LD_LIBRARY_PATH" TUTTI_DEVICE=cuda \
+      "$bin" -b 8 -e 32M -f 8 -c 1 -n 5 -w 1 -t "$gpus" -g 1 >"$OUT/nccl_tests_$(basename "$bin").log" 2>&1 &&
+      nccl_tests_ok "$OUT/nccl_tests_$(basename "$bin").log" || { echo "FAIL $(basename "$bin")"; rc=1; }
+    grep -E 'Out of bounds|Avg bus bandwidth' "$OUT/nccl_tests_$(basename "$bin").log"
+  done
+  return $rc
+}
+nccl_tests_processes() {  # every binary, $1 processes sharing GPU 0 (NCCL_TESTS_DEVICE=0) under MPS
+  local np=$1 bin rc=0 log
+  for bin in "$NCCL_TESTS_DIR"/*_perf; do
+    log=$OUT/nccl_tests_np${np}_$(basename "$bin").log
+    echo "== $(basename "$bin") mpirun -np $np"
+    mpirun --allow-run-as-root --oversubscribe -np "$np" -x LD_PRELOAD="$BUNDLE/nccl/libnccl.so.2" \
+      -x LD_LIBRARY_PATH="$BUNDLE/nccl:$LD_LIBRARY_PATH" -x TUTTI_DEVICE=cuda -x TUTTI_ALLOW_SHARED_GPU=1 \
+      -x NCCL_TESTS_DEVICE=0 -x NCCL_SOCKET_IFNAME -x TUTTI_TIMEOUT -x CUDA_MPS_PIPE_DIRECTORY \
+      "$bin" -b 8 -e 8M -f 8 -c 1 -n 5 -w 1 >"$log" 2>&1 && nccl_tests_ok "$log" || { echo "FAIL $(basename "$bin")"; rc=1; }
+    grep -E 'Out of bounds|Avg bus bandwidth' "$log"
+  done
+  return $rc
+}
+if [[ -n ${NCCL_TESTS_DIR:-} ]]; then
+  if compgen -G "$NCCL_TESTS_DIR/*_perf" >/dev/null; then
+    check nccl_tests_threads 420 nccl_tests_threads
+    grep -E '^(==|FAIL)|Out of bounds' "$OUT/nccl_tests_threads.log" | sed 's/^/     /'
+    if mpirun --version 2>/dev/null | grep -q 'Open MPI' && ldd "$NCCL_TESTS_DIR/all_reduce_perf" 2>/dev/null | grep -q libmpi; then
+      export CUDA_MPS_PIPE_DIRECTORY=$OUT/mps CUDA_MPS_LOG_DIRECTORY=$OUT/mps-log
+      if nvidia-cuda-mps-control -d 2>"$OUT/mps-start-nccl-tests.log"; then
+        for np in 2 4; do
+          check "nccl_tests_np$np" 420 nccl_tests_processes "$np"
+          grep -E '^(==|FAIL)|Out of bounds' "$OUT/nccl_tests_np$np.log" | sed 's/^/     /'
+        done
+        echo quit | nvidia-cuda-mps-control
+      else
+        echo "FAIL nccl-tests as processes: the MPS daemon did not start: $(cat "$OUT/mps-start-nccl-tests.log")"
+        failed=$((failed + 1))
+      fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    else
+      echo "skip nccl-tests as processes: no OpenMPI mpirun, or its binaries were built without MPI"
+    fi
+  else
+    echo "FAIL nccl-tests: no *_perf binary in NCCL_TESTS_DIR=$NCCL_TESTS_DIR"
+    failed=$((failed + 1))
+  fi
+else
+  echo "skip nccl-tests: NCCL_TESTS_DIR is not set (a folder of its binaries built on this machine)"
+fi
 
 echo "== $failed check(s) failed"
 exit "$failed"
