@@ -24,6 +24,7 @@
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/log_support.h"
+#include "tests/common/mem_alloc_buffers_support.h"
 #include "tests/common/ranks_support.h"
 #include "tests/common/shared_memory_support.h"
 #include "tutti/tutti.h"
@@ -32,6 +33,7 @@ namespace {
 
 using tutti_test::Case;
 using tutti_test::Coll;
+using tutti_test::MemAllocBuffers;
 
 // Host buffers registered on one communicator for the length of one case; on the null stream
 // (blocking calls) or a host stream of their own (queued calls).
@@ -424,57 +426,6 @@ TEST_CASE("zero-copy across processes: a sender killed while its messages wait t
 // as on GPUs: registered buffers from ncclMemAlloc (memfd pages there, CUDA virtual memory on a
 // GPU) are exported and mapped by the peers (runtime/peer_buffers.h), which read them in place.
 namespace {
-
-// ncclMemAlloc's memory (or, fromMalloc, plain host memory, which no peer can map), registered
-// with ncclCommRegister when `registers` (with ncclCommWindowRegister when `windows`: every rank
-// allocates the same buffers in the same order). The emulated device's memory is the host's
-// pages, so the runner reaches it with memcpy.
-class MemAllocBuffers final : public tutti_test::CaseBuffers {
- public:
-  MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc = false, bool windows = false)
-      : comm_(comm), registers_(registers), fromMalloc_(fromMalloc), windows_(windows) {}
-  void* allocate(size_t bytes) override {
-    void* p = nullptr;
-    if (fromMalloc_) p = std::malloc(bytes + 64);
-    else TUTTI_NCCL_CHECK(ncclMemAlloc(&p, bytes + 64));
-    void* handle = nullptr;
-    if (registers_ && windows_) {
-      ncclWindow_t win = nullptr;
-      TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm_, p, bytes + 64, &win, NCCL_WIN_DEFAULT));
-      handle = win;
-    } else if (registers_) {
-      TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
-    }
-    held_.push_back({p, bytes + 64, handle});
-    return p;
-  }
-  void release(void* p) override {
-    for (auto it = held_.begin(); it != held_.end(); ++it) {
-      if (it->p != p) continue;
-      if (registers_ && windows_) TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)));
-      else if (registers_) TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
-      std::memset(p, 0xa5, it->bytes);
-      if (fromMalloc_) std::free(p);
-      else TUTTI_NCCL_CHECK(ncclMemFree(p));
-      held_.erase(it);
-      return;
-    }
-  }
-  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  cudaStream_t stream() override { return nullptr; }
-  void synchronize() override {}
-
- private:
-  struct Held {
-    void* p;
-    size_t bytes;
-    void* handle;
-  };
-  ncclComm_t comm_;
-  bool registers_, fromMalloc_, windows_;
-  std::vector<Held> held_;
-};
 
 // Every case on unregistered ncclMemAlloc buffers, then on registered ones: the same bytes (and
 // each the float64 reference, in runCase). tuttiCommZeroCopyReads: never a read in place from

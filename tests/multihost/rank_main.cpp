@@ -10,7 +10,12 @@
 //        multihost_rank <rank> <nranks> shrink   as faults, then ncclCommShrink without the last
 //            rank (the one run.sh kills), with NCCL_SHRINK_ABORT, and checked all-reduces on the
 //            new communicator: exits 0 when they all gave the survivors' sum.
+//        multihost_rank <rank> <nranks> registered   all-gather, broadcast and all-reduce on
+//            ncclMemAlloc buffers registered with the communicator, each against the float64
+//            reference and bitwise against the same call on unregistered ones; prints how many
+//            messages this rank read in place from its peers' buffers (tuttiCommZeroCopyReads).
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@
 #include "tutti/tutti.h"
 #include "runtime/comm.h"
 #include "tests/common/collective_cases_support.h"
+#include "tests/common/mem_alloc_buffers_support.h"
 #include "tests/common/ranks_support.h"
 
 namespace {
@@ -99,6 +105,51 @@ std::vector<std::string> runEveryAlgorithm(int rank, int nranks, ncclComm_t comm
   return names;
 }
 
+// What ran a rank's calls, for the scripts to check: "device <backend>, transports <names>, <n> nodes".
+std::string ranOn(ncclComm_t comm) {
+  const char* backend = "?";
+  char transports[128] = "";
+  int nodes = 0;
+  tutti_test::checkNccl(tuttiCommDeviceBackend(comm, &backend), "tuttiCommDeviceBackend");
+  tutti_test::checkNccl(tuttiCommTransports(comm, transports, sizeof transports, &nodes), "tuttiCommTransports");
+  return std::string("device ") + backend + ", transports " + transports + ", " + std::to_string(nodes) + " nodes";
+}
+
+// Zero-copy between the rank processes of a host, with the network between hosts: every case on
+// unregistered ncclMemAlloc buffers, then on registered ones, which must give the same bytes
+// (runCase checks both against the float64 reference). Returns the messages read in place.
+uint64_t runRegistered(int rank, int nranks, ncclComm_t comm, size_t* ncases) {
+  using tutti_test::Coll;
+  std::vector<tutti_test::Case> cases;
+  for (size_t count : {size_t(7), size_t(1003), size_t(65537), size_t(300001)})
+    for (ncclDataType_t type : {ncclFloat32, ncclBfloat16}) {
+      if (type != ncclFloat32 && count > 70000) continue;
+      for (bool inPlace : {false, true}) {
+        cases.push_back({Coll::AllGather, type, ncclSum, count, inPlace, 0});
+        cases.push_back({Coll::Broadcast, type, ncclSum, count, inPlace, 0});
+        cases.push_back({Coll::Broadcast, type, ncclSum, count, inPlace, nranks - 1});
+        cases.push_back({Coll::AllReduce, type, ncclSum, count, inPlace, 0});
+      }
+    }
+  uint64_t before = 0, after = 0;
+  tutti_test::checkNccl(tuttiCommZeroCopyReads(comm, &before), "tuttiCommZeroCopyReads");
+  for (const tutti_test::Case& c : cases) {
+    std::vector<char> copied, direct;
+    {
+      tutti_test::MemAllocBuffers buffers(comm, false);
+      tutti_test::runCase(c, rank, nranks, comm, &buffers, &copied);
+    }
+    {
+      tutti_test::MemAllocBuffers buffers(comm, true);
+      tutti_test::runCase(c, rank, nranks, comm, &buffers, &direct);
+    }
+    tutti_test::check(copied == direct, tutti_test::describe(c, rank, nranks) + ": the registered buffers' result differs from the copied one");
+  }
+  tutti_test::checkNccl(tuttiCommZeroCopyReads(comm, &after), "tuttiCommZeroCopyReads");
+  *ncases = cases.size();
+  return after - before;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,6 +172,15 @@ int main(int argc, char** argv) {
       std::printf("rank %d/%d: %zu algorithms passed\n", rank, nranks, names.size());
       return 0;
     }
+    if (mode == "registered") {
+      size_t ncases = 0;
+      const uint64_t reads = runRegistered(rank, nranks, comm, &ncases);
+      const std::string on = ranOn(comm);
+      tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+      std::printf("rank %d/%d: %zu registered cases passed, %llu messages read in place (%s)\n", rank, nranks, ncases,
+                  static_cast<unsigned long long>(reads), on.c_str());
+      return 0;
+    }
     std::vector<tutti_test::Case> cases;
     for (const tutti_test::Case& c : tutti_test::allCases({0, 1, 7, 1023}, nranks))
       if (!quick || c.op == ncclSum) cases.push_back(c);
@@ -128,15 +188,9 @@ int main(int argc, char** argv) {
                                   tutti_test::Coll::AlltoAll})
       cases.push_back(tutti_test::Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 0});
     tutti_test::runAll(cases, rank, nranks, comm);
-    // What ran them, for the scripts to check: the device backend and the transports used.
-    const char* backend = "?";
-    char transports[128] = "";
-    int nodes = 0;
-    tutti_test::checkNccl(tuttiCommDeviceBackend(comm, &backend), "tuttiCommDeviceBackend");
-    tutti_test::checkNccl(tuttiCommTransports(comm, transports, sizeof transports, &nodes), "tuttiCommTransports");
+    const std::string on = ranOn(comm);
     tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
-    std::printf("rank %d/%d: %zu cases passed (device %s, transports %s, %d nodes)\n", rank, nranks, cases.size(), backend, transports,
-                nodes);
+    std::printf("rank %d/%d: %zu cases passed (%s)\n", rank, nranks, cases.size(), on.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d/%d: %s\n", rank, nranks, e.what());

@@ -15,7 +15,8 @@
 #             NCCL_SHRINK_ABORT, and check all-reduces on the new communicator
 #   emulated  as ipv4's 2 hosts x 2 ranks, every rank on the emulated device (the CUDA executor's
 #             code on host threads), through the network transport between hosts; then again with
-#             its memory counted as a GPU's (TUTTI_EMULATED_MEMORY=device)
+#             its memory counted as a GPU's (TUTTI_EMULATED_MEMORY=device), and on registered
+#             ncclMemAlloc buffers that the ranks of a host map and read in place
 #   plugin    2 hosts x 2 ranks (sum only) between hosts through the external net plugin given as
 #             the third argument (libnccl-net-tutti.so), loaded by name: NCCL_NET_PLUGIN=tutti
 #             NCCL_NET=TuttiSocket; every rank's log must say that the plugin carried its traffic
@@ -142,11 +143,24 @@ case "$variant" in
     for r in 0 1 2 3; do
       grep -q "device emulated, transports .*net" "$logdir/rank$r" || { echo "rank $r did not run on the emulated device over net"; exit 1; }
     done
-    # Again with its memory counted as a GPU's: shared segments and network FIFOs mapped for it.
+    # Again with its memory counted as a GPU's: p2p inside a host (each receiver's FIFO exported to
+    # its sender), network FIFOs mapped for the executor between hosts.
     extra_env=(TUTTI_EMULATED_MEMORY=device)
     run_job 2 2 4 quick || exit 1
     for r in 0 1 2 3; do
-      grep -q "device emulated, transports .*net" "$logdir/rank$r" || { echo "rank $r (device memory) did not run over net"; exit 1; }
+      grep -q "device emulated, transports net/Socket+p2p" "$logdir/rank$r" || { echo "rank $r (device memory) did not run over net and p2p"; exit 1; }
+    done
+    # Registered ncclMemAlloc buffers: each host's rank processes map each other's and read them in
+    # place; on each host some rank must have read messages so.
+    run_job 2 2 4 registered || exit 1
+    for h in 0 1; do
+      read_in_place=0
+      for r in $((2 * h)) $((2 * h + 1)); do
+        grep -q "registered cases passed, .*(device emulated, transports net/Socket+p2p" "$logdir/rank$r" ||
+          { echo "rank $r (registered buffers) did not run over net and p2p"; exit 1; }
+        grep -Eq "passed, [1-9][0-9]* messages read in place" "$logdir/rank$r" && read_in_place=1
+      done
+      ((read_in_place)) || { echo "no rank of host $h read a peer's registered buffer in place"; exit 1; }
     done ;;
   plugin)
     [ -f "$plugin_lib" ] || { echo "plugin variant: no plugin library given ($plugin_lib)"; exit 2; }
