@@ -15,8 +15,9 @@
 #             NCCL_SHRINK_ABORT, and check all-reduces on the new communicator
 #   emulated  as ipv4's 2 hosts x 2 ranks, every rank on the emulated device (the CUDA executor's
 #             code on host threads), through the network transport between hosts; then again with
-#             its memory counted as a GPU's (TUTTI_EMULATED_MEMORY=device), and on registered
-#             ncclMemAlloc buffers that the ranks of a host map and read in place
+#             its memory counted as a GPU's (TUTTI_EMULATED_MEMORY=device), in p2p's write, read
+#             and copy modes inside a host, and on registered ncclMemAlloc buffers that the ranks of
+#             a host map and read in place
 #   plugin    2 hosts x 2 ranks (sum only) between hosts through the external net plugin given as
 #             the third argument (libnccl-net-tutti.so), loaded by name: NCCL_NET_PLUGIN=tutti
 #             NCCL_NET=TuttiSocket; every rank's log must say that the plugin carried its traffic
@@ -150,17 +151,34 @@ case "$variant" in
     for r in 0 1 2 3; do
       grep -q "device emulated, transports net/Socket+p2p" "$logdir/rank$r" || { echo "rank $r (device memory) did not run over net and p2p"; exit 1; }
     done
-    # Registered ncclMemAlloc buffers: each host's rank processes map each other's and read them in
-    # place; on each host some rank must have read messages so.
-    run_job 2 2 4 registered || exit 1
-    for h in 0 1; do
-      read_in_place=0
-      for r in $((2 * h)) $((2 * h + 1)); do
-        grep -q "registered cases passed, .*(device emulated, transports net/Socket+p2p" "$logdir/rank$r" ||
-          { echo "rank $r (registered buffers) did not run over net and p2p"; exit 1; }
-        grep -Eq "passed, [1-9][0-9]* messages read in place" "$logdir/rank$r" && read_in_place=1
+    # p2p's read mode (the receiver reads the sender's Simple slots) and copy mode (a proxy thread
+    # copies each message into the receiver's FIFO): every pair inside a host must say it took it.
+    for mode in "NCCL_P2P_READ_ENABLE=1|read mode (the receiver reads" "NCCL_P2P_USE_CUDA_MEMCPY=1|copy mode (NCCL_P2P_USE_CUDA_MEMCPY"; do
+      extra_env=(TUTTI_EMULATED_MEMORY=device "${mode%%|*}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P)
+      run_job 2 2 4 quick || exit 1
+      sleep 0.2  # tee flushes
+      for r in 0 1 2 3; do
+        grep "connect peer to peer" "$logdir/rank$r" | grep -q "${mode#*|}" ||
+          { echo "rank $r: with ${mode%%|*} no pair of its host says it took ${mode#*|}"; exit 1; }
+        if grep "connect peer to peer" "$logdir/rank$r" | grep -qv "${mode#*|}"; then
+          echo "rank $r: with ${mode%%|*} a pair took another mode"; exit 1
+        fi
       done
-      ((read_in_place)) || { echo "no rank of host $h read a peer's registered buffer in place"; exit 1; }
+    done
+    # Registered ncclMemAlloc buffers: each host's rank processes map each other's and read them in
+    # place; on each host some rank must have read messages so. In write mode, then in copy mode.
+    for mode in TUTTI_MAP_REGISTERED=1 NCCL_P2P_USE_CUDA_MEMCPY=1; do
+      extra_env=(TUTTI_EMULATED_MEMORY=device "$mode")
+      run_job 2 2 4 registered || exit 1
+      for h in 0 1; do
+        read_in_place=0
+        for r in $((2 * h)) $((2 * h + 1)); do
+          grep -q "registered cases passed, .*(device emulated, transports net/Socket+p2p" "$logdir/rank$r" ||
+            { echo "rank $r (registered buffers, $mode) did not run over net and p2p"; exit 1; }
+          grep -Eq "passed, [1-9][0-9]* messages read in place" "$logdir/rank$r" && read_in_place=1
+        done
+        ((read_in_place)) || { echo "no rank of host $h read a peer's registered buffer in place ($mode)"; exit 1; }
+      done
     done ;;
   plugin)
     [ -f "$plugin_lib" ] || { echo "plugin variant: no plugin library given ($plugin_lib)"; exit 2; }
