@@ -85,6 +85,16 @@ class ExecutorBackend {
   // Synchronous copies between host memory and this backend's memory.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+  // One FIFO counter (a head or a tail) of this backend's memory that an executor reads or writes
+  // at the same time, from a host thread: an acquire load and a release store where the memory is
+  // the host's (so the words are never torn and what they publish is ordered), synchronous 8-byte
+  // copies otherwise.
+  virtual uint64_t loadWord(const uint64_t* word) {
+    uint64_t value = 0;
+    copyOut(&value, word, sizeof value);
+    return value;
+  }
+  virtual void storeWord(uint64_t* word, uint64_t value) { copyIn(word, &value, sizeof value); }
   // A synchronous copy between two ranges the executor reaches (its own memory, or a peer's mapped
   // by importExported), issued from a host thread: by the copy engine on cuda (cuMemcpyAsync on the
   // backend's copy stream, waited for), a plain copy where the memory is the host's. The p2p

@@ -21,6 +21,8 @@ class HostMemoryBackend : public ExecutorBackend {
   void release(void* p) override;
   void copyIn(void* dst, const void* src, size_t bytes) override;
   void copyOut(void* dst, const void* src, size_t bytes) override;
+  uint64_t loadWord(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+  void storeWord(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
   void copyAcross(void* dst, const void* src, size_t bytes) override;
   std::string streamProblem(cudaStream_t stream) const override;
   void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override;

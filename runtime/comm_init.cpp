@@ -97,6 +97,8 @@ class BackendFifoMemory final : public FifoMemory {
   void release(void* memory) override { backend_->release(memory); }
   void copyIn(void* dst, const void* src, size_t bytes) override { backend_->copyIn(dst, src, bytes); }
   void copyOut(void* dst, const void* src, size_t bytes) override { backend_->copyOut(dst, src, bytes); }
+  uint64_t loadWord(const uint64_t* word) override { return backend_->loadWord(word); }
+  void storeWord(uint64_t* word, uint64_t value) override { backend_->storeWord(word, value); }
   void copyAcross(void* dst, const void* src, size_t bytes) override { backend_->copyAcross(dst, src, bytes); }
   void* mapHost(void* host, size_t bytes, const std::string& what) override { return backend_->mapHostMemory(host, bytes, what); }
   void unmapHost(void* host) override { backend_->unmapHostMemory(host); }

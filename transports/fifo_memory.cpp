@@ -67,6 +67,8 @@ class HostFifoMemory final : public FifoMemory {
 
   void copyIn(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copyOut(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  uint64_t loadWord(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+  void storeWord(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
   void* mapHost(void* host, size_t, const std::string&) override { return host; }
   void unmapHost(void*) override {}
 

@@ -32,6 +32,10 @@ class FifoMemory {
   // Host memory into FIFO memory, and back.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
+  // A FIFO counter the executor reads or writes at the same time (kern::ExecutorBackend::loadWord):
+  // acquire and release on host memory, 8-byte copies where the host cannot touch it.
+  virtual uint64_t loadWord(const uint64_t* word) = 0;
+  virtual void storeWord(uint64_t* word, uint64_t value) = 0;
   // Between two ranges the executor reaches (its own memory, or a peer's from importExported): the
   // copy engine on a GPU (kern::ExecutorBackend::copyAcross). Host memory: a plain copy.
   virtual void copyAcross(void* dst, const void* src, size_t bytes);

@@ -119,6 +119,16 @@ class FakeDeviceMemory final : public FifoMemory {
     std::memcpy(dst, src, bytes);
     copiesOut++;
   }
+  // A counter the executor touches at the same time: one 8-byte copy each way, counted as such,
+  // made atomic as the executor's own accesses are.
+  uint64_t loadWord(const uint64_t* word) override {
+    copiesOut++;
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  }
+  void storeWord(uint64_t* word, uint64_t value) override {
+    copiesIn++;
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+  }
   // The copy engine's part (NCCL_P2P_USE_CUDA_MEMCPY).
   void copyAcross(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);

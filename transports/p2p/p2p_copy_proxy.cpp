@@ -12,11 +12,6 @@ namespace {
 
 char* bytesOf(kern::FifoHeader* header) { return reinterpret_cast<char*>(header); }
 
-uint64_t readWord(FifoMemory& memory, const uint64_t* word) {
-  uint64_t value = 0;
-  memory.copyOut(&value, word, sizeof value);
-  return value;
-}
 
 }  // namespace
 
@@ -63,7 +58,7 @@ void CopyProxy::stop() {
 bool CopyProxy::drained() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const std::shared_ptr<CopyLink>& link : links_)
-    if (readWord(*link->memory, &link->staging->head) != link->copied) return false;
+    if (link->memory->loadWord(&link->staging->head) != link->copied) return false;
   return true;
 }
 
@@ -79,17 +74,16 @@ void CopyProxy::run() {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const std::shared_ptr<CopyLink>& link : links_) {
         failedPeer = link->peerRank;
-        const uint64_t head = readWord(*link->memory, &link->staging->head);
-        std::atomic_thread_fence(std::memory_order_acquire);  // the message before its head
+        const uint64_t head = link->memory->loadWord(&link->staging->head);  // acquire: the message before its head
         while (link->copied < head) {
           move(*link, link->copied);
           link->copied++;
           link->messages.fetch_add(1, std::memory_order_relaxed);
           moved = true;
         }
-        const uint64_t tail = readWord(*link->memory, &link->peer->tail);
+        const uint64_t tail = link->memory->loadWord(&link->peer->tail);
         if (tail != link->tail) {
-          link->memory->copyIn(&link->staging->tail, &tail, sizeof tail);
+          link->memory->storeWord(&link->staging->tail, tail);
           link->tail = tail;
           moved = true;
         }
@@ -134,8 +128,8 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
                                            " bytes does not fit its slot");
     const uint64_t at = link.llOffset + slot * link.llSlotBytes;
     memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, bytes);
-  } else if (readWord(memory, &link.staging->addrs[slot]) == 0) {  // else a direct message: its address, no bytes
-    const uint64_t size = readWord(memory, &link.staging->sizes[slot]);
+  } else if (memory.loadWord(&link.staging->addrs[slot]) == 0) {  // else a direct message: its address, no bytes
+    const uint64_t size = memory.loadWord(&link.staging->sizes[slot]);
     if (size > link.slotBytes)
       throw Error(ErrorCode::Internal, link.what + ": message " + std::to_string(n) + " of " + std::to_string(size) +
                                            " bytes does not fit its slot of " + std::to_string(link.slotBytes));
@@ -146,9 +140,7 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
   memory.copyAcross(&link.peer->sigs[slot], &link.staging->sigs[slot], sizeof(uint64_t));
   memory.copyAcross(&link.peer->sigCounts[slot], &link.staging->sigCounts[slot], sizeof(uint64_t));
   memory.copyAcross(&link.peer->addrs[slot], &link.staging->addrs[slot], sizeof(uint64_t));
-  std::atomic_thread_fence(std::memory_order_release);
-  const uint64_t head = n + 1;
-  memory.copyIn(&link.peer->head, &head, sizeof head);
+  memory.storeWord(&link.peer->head, n + 1);  // release: the message before its head
 }
 
 std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<FifoMemory> memory, void* staging, void* peer, int peerRank,
