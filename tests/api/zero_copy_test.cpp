@@ -35,62 +35,6 @@ using tutti_test::Case;
 using tutti_test::Coll;
 using tutti_test::MemAllocBuffers;
 
-// Host buffers registered on one communicator for the length of one case; on the null stream
-// (blocking calls) or a host stream of their own (queued calls).
-class RegisteredBuffers final : public tutti_test::CaseBuffers {
- public:
-  // windows: registered collectively with ncclCommWindowRegister (every rank allocates the same
-  // buffers in the same order) rather than with ncclCommRegister.
-  RegisteredBuffers(ncclComm_t comm, bool onStream, bool windows = false) : comm_(comm), windows_(windows) {
-    if (onStream) TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream_));
-  }
-  ~RegisteredBuffers() override {
-    if (stream_ != nullptr) tuttiStreamDestroy(stream_);
-  }
-  void* allocate(size_t bytes) override {
-    void* p = std::malloc(bytes + 64);
-    void* handle = nullptr;
-    if (windows_) {
-      ncclWindow_t win = nullptr;
-      TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm_, p, bytes + 64, &win, NCCL_WIN_DEFAULT));
-      handle = win;
-    } else {
-      TUTTI_NCCL_CHECK(ncclCommRegister(comm_, p, bytes + 64, &handle));
-    }
-    held_.push_back({p, bytes + 64, handle});
-    return p;
-  }
-  // The call has returned (and been synchronised): nobody may read the buffer any more.
-  void release(void* p) override {
-    for (auto it = held_.begin(); it != held_.end(); ++it) {
-      if (it->p != p) continue;
-      if (windows_) TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)));
-      else TUTTI_NCCL_CHECK(ncclCommDeregister(comm_, it->handle));
-      std::memset(p, 0xa5, it->bytes);
-      std::free(p);
-      held_.erase(it);
-      return;
-    }
-  }
-  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  cudaStream_t stream() override { return stream_; }
-  void synchronize() override {
-    if (stream_ != nullptr) TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream_));
-  }
-
- private:
-  struct Held {
-    void* p;
-    size_t bytes;
-    void* handle;
-  };
-  ncclComm_t comm_;
-  bool windows_;
-  cudaStream_t stream_ = nullptr;
-  std::vector<Held> held_;
-};
-
 // All-gather, broadcast (first and last root) and all-reduce (sum; average where it is exact
 // enough) at odd counts, in and out of place, in several types. The larger counts exceed the
 // device executors' LL messages (which never go direct) and span several FIFO slots.
@@ -125,7 +69,7 @@ void requireSameAsCopies(int nranks, const char* algorithm, bool onStream, bool 
       std::vector<char> copied, direct;
       tutti_test::runCase(c, rank, n, comm, nullptr, &copied);
       if (registers(rank)) {
-        RegisteredBuffers buffers(comm, onStream);
+        MemAllocBuffers buffers(comm, true, true, false, onStream);  // malloc'd host memory
         tutti_test::runCase(c, rank, n, comm, &buffers, &direct);
       } else {
         tutti_test::runCase(c, rank, n, comm, nullptr, &direct);
@@ -207,7 +151,7 @@ TEST_CASE("zero-copy: buffers registered as windows (ncclCommWindowRegister) go 
     for (const Case& c : cases) {
       std::vector<char> copied, direct;
       tutti_test::runCase(c, rank, n, comm, nullptr, &copied);
-      RegisteredBuffers windows(comm, false, true);
+      MemAllocBuffers windows(comm, true, true, true);
       tutti_test::runCase(c, rank, n, comm, &windows, &direct);
       tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the windows' result differs from the copied one");
     }
@@ -290,7 +234,7 @@ void requireSameAsCopiesAcrossProcesses(int nranks, const char* algorithm, bool 
         cases, rank, n, comm, reads, "with TUTTI_CMA=0",
         [&](const Case& c, std::vector<char>* out) { tutti_test::runCase(c, rank, n, comm, nullptr, out); },
         [&](const Case& c, std::vector<char>* out) {
-          RegisteredBuffers buffers(comm, false);
+          MemAllocBuffers buffers(comm, true, true);
           tutti_test::runCase(c, rank, n, comm, &buffers, out);
         });
   });

@@ -5,8 +5,22 @@
 #include <cstring>
 
 #include "tests/common/ranks_support.h"
+#include "tutti/tutti.h"
 
 namespace tutti_test {
+
+MemAllocBuffers::MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc, bool windows, bool onStream)
+    : comm_(comm), registers_(registers), fromMalloc_(fromMalloc), windows_(windows) {
+  if (onStream) checkNccl(tuttiStreamCreate(&stream_), "tuttiStreamCreate");
+}
+
+MemAllocBuffers::~MemAllocBuffers() {
+  if (stream_ != nullptr) tuttiStreamDestroy(stream_);
+}
+
+void MemAllocBuffers::synchronize() {
+  if (stream_ != nullptr) checkNccl(tuttiStreamSynchronize(stream_), "tuttiStreamSynchronize");
+}
 
 void* MemAllocBuffers::allocate(size_t bytes) {
   void* p = nullptr;
