@@ -37,6 +37,21 @@ constexpr int kRanks = 4;  // on GPUs 0..3 of the p2p test node, NCCL_P2P_LEVEL=
 // the ring of 8 several times).
 constexpr const char* kBuffsize = "524288";
 
+// A node whose ranks connect peer to peer whatever their GPUs' distance (NCCL_P2P_LEVEL=SYS),
+// on the emulated device, with FIFOs small enough for the tests' messages to lap them.
+struct PeerToPeerNode {
+  tutti_test::EmulatedNodeSetup setup;
+  tutti_test::ScopedEnv level{"NCCL_P2P_LEVEL", "SYS"};
+  tutti_test::ScopedEnv buffsize{"NCCL_BUFFSIZE", kBuffsize};
+};
+
+// Each pair says which mode it took, once per rank that asks about it: rank 0 and rank 1 at
+// least, and every pair's line must name `mode`.
+void requireEveryPairSays(const tutti_test::CapturedLog& log, const std::string& mode) {
+  CHECK(!log.linesWith("rank 0 and rank 1 connect peer to peer").empty());
+  for (const std::string& line : log.linesWith("connect peer to peer")) CHECK(line.find(mode) != std::string::npos);
+}
+
 std::vector<tutti_test::Case> cases(int nranks) {
   std::vector<tutti_test::Case> all;
   for (size_t count : {size_t(1023), size_t(40000) + 3, (size_t(1) << 18) + 5}) {
@@ -138,40 +153,28 @@ std::string runThreads(Mode mode) {
 
 TEST_CASE("p2p read mode: rank processes, NCCL_P2P_READ_ENABLE=1: every connection's Simple slots in the sender's memory",
           "[device][emulated][processes][p2p]") {
-  tutti_test::EmulatedNodeSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
+  PeerToPeerNode node;
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
-  tutti_test::ScopedEnv buffsize("NCCL_BUFFSIZE", kBuffsize);
   tutti_test::CapturedLog log("INFO", "P2P");
   CHECK(runProcesses(kRanks, Mode::Read) == "");
-  // Each pair says which mode it took, once per rank that asks about it.
-  CHECK(log.linesWith("rank 0 and rank 1 connect peer to peer").size() >= 1);
-  for (const std::string& line : log.linesWith("connect peer to peer"))
-    CHECK(line.find("read mode (the receiver reads the Simple slots from the sender's memory), by NCCL_P2P_READ_ENABLE") !=
-          std::string::npos);
+  requireEveryPairSays(log, "read mode (the receiver reads the Simple slots from the sender's memory), by NCCL_P2P_READ_ENABLE");
 }
 
 TEST_CASE("p2p read mode: rank processes with legacy IPC handles, the slots' handle left in the FIFO header",
           "[device][emulated][processes][p2p]") {
-  tutti_test::EmulatedNodeSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
+  PeerToPeerNode node;
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
-  tutti_test::ScopedEnv buffsize("NCCL_BUFFSIZE", kBuffsize);
   tutti_test::ScopedEnv ipc("TUTTI_EMULATED_IPC", "handle");
   CHECK(runProcesses(kRanks, Mode::Read) == "");
 }
 
 TEST_CASE("p2p read mode: rank processes, NCCL_P2P_READ_ENABLE=0: the sender writes, no connection in read mode",
           "[device][emulated][processes][p2p]") {
-  tutti_test::EmulatedNodeSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
+  PeerToPeerNode node;
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "0");
-  tutti_test::ScopedEnv buffsize("NCCL_BUFFSIZE", kBuffsize);
   tutti_test::CapturedLog log("INFO", "P2P");
   CHECK(runProcesses(kRanks, Mode::Write) == "");
-  CHECK(!log.linesWith("rank 0 and rank 1 connect peer to peer").empty());
-  for (const std::string& line : log.linesWith("connect peer to peer"))
-    CHECK(line.find("write mode (the sender writes into the receiver's FIFO)") != std::string::npos);
+  requireEveryPairSays(log, "write mode (the sender writes into the receiver's FIFO)");
 }
 
 TEST_CASE("p2p read mode: NCCL's default, read over NVLink between compute capability 8.0 GPUs and write otherwise",
@@ -193,9 +196,7 @@ TEST_CASE("p2p read mode: NCCL's default, read over NVLink between compute capab
 
 TEST_CASE("p2p read mode: rank threads on GPUs of their own (local), NCCL_P2P_READ_ENABLE=1 and 0, and copy mode",
           "[device][emulated][p2p]") {
-  tutti_test::EmulatedNodeSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
-  tutti_test::ScopedEnv buffsize("NCCL_BUFFSIZE", kBuffsize);
+  PeerToPeerNode node;
   SECTION("read") {
     tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
     CHECK(runThreads(Mode::Read) == "");
@@ -212,16 +213,12 @@ TEST_CASE("p2p read mode: rank threads on GPUs of their own (local), NCCL_P2P_RE
 
 TEST_CASE("p2p copy mode: rank processes, NCCL_P2P_USE_CUDA_MEMCPY=1: every message carried by the copy proxy",
           "[device][emulated][processes][p2p]") {
-  tutti_test::EmulatedNodeSetup setup;
-  tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "SYS");
+  PeerToPeerNode node;
   tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
-  tutti_test::ScopedEnv buffsize("NCCL_BUFFSIZE", kBuffsize);
   // Copy mode fills the receiver's own slots: read mode asked for as well gives way.
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", GENERATE(as<const char*>(), "0", "1"));
   tutti_test::ScopedEnv ipc("TUTTI_EMULATED_IPC", GENERATE(as<const char*>(), "descriptor", "handle"));
   tutti_test::CapturedLog log("INFO", "P2P");
   CHECK(runProcesses(kRanks, Mode::Copy) == "");
-  CHECK(!log.linesWith("rank 0 and rank 1 connect peer to peer").empty());
-  for (const std::string& line : log.linesWith("connect peer to peer"))
-    CHECK(line.find("copy mode (NCCL_P2P_USE_CUDA_MEMCPY") != std::string::npos);
+  requireEveryPairSays(log, "copy mode (NCCL_P2P_USE_CUDA_MEMCPY");
 }
