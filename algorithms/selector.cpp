@@ -260,13 +260,17 @@ NameFilter parseProtoFilter(const std::string& value) {
   NameFilter f = parseFilter("NCCL_PROTO", value, v);
   auto check = [&](const NameFilter::Rule& rule, const std::string& scope) {
     if (!rule.set) return;
-    const bool simpleAllowed = contains(rule.names, "simple") != rule.exclude;
-    if (!simpleAllowed)
-      throw Error(ErrorCode::InvalidArgument, "NCCL_PROTO=" + value + scope +
-                                                  ": tutti needs Simple for every collective (LL carries only the small messages of "
-                                                  "device executors, and LL128 is not implemented yet)");
-    if (!rule.exclude && contains(rule.names, "ll128"))
-      f.notes.push_back("NCCL_PROTO" + scope + ": LL128 is not implemented yet; ignored");
+    const bool simple = contains(rule.names, "simple") != rule.exclude;
+    const bool ll = contains(rule.names, "ll") != rule.exclude;
+    const bool ll128 = contains(rule.names, "ll128") != rule.exclude;
+    if (ll128)
+      f.infos.push_back("NCCL_PROTO=" + value + scope + ": LL128 is not implemented yet; " +
+                        (ll ? "LL and Simple carry" : "Simple carries") + " what it would");
+    if (!simple)
+      f.infos.push_back("NCCL_PROTO=" + value + scope + ": " +
+                        (ll ? "LL carries the small messages of device executors on memory transports; the rest, and the host "
+                              "executor's and the network's, go as Simple, the protocol tutti has for them"
+                            : "Simple carries every message, the protocol tutti has for them"));
   };
   check(f.all, "");
   for (int c = 0; c < kCollCount; c++) check(f.perColl[size_t(c)], std::string(" (for ") + plan::collName(Coll(c)) + ")");

@@ -33,6 +33,7 @@ struct NameFilter {
   Rule all;              // the segment without a prefix
   std::array<Rule, kCollCount> perColl;
   std::vector<std::string> notes;  // remarks worth a WARN line (names accepted but ignored)
+  std::vector<std::string> infos;  // remarks worth an INFO line (what carries what a protocol cannot)
 
   const Rule& ruleFor(plan::Coll coll) const { return perColl[size_t(coll)].set ? perColl[size_t(coll)] : all; }
   bool allows(plan::Coll coll, const std::string& name) const;
@@ -46,10 +47,12 @@ struct NameFilter {
 // collective, naming the known ones.
 NameFilter parseAlgoFilter(const std::string& value, const std::vector<std::string>& known);
 
-// Parses NCCL_PROTO (LL, LL128, Simple). Simple carries everything; LL carries the small messages
-// of device executors (kernels/fifo.h) where allowed; LL128 is not implemented. A setting that
-// leaves no Simple for some collective throws tutti::Error (InvalidArgument) saying so; LL128
-// named beside Simple is accepted with a note.
+// Parses NCCL_PROTO (LL, LL128, Simple) as NCCL 2.30 reads it: the set of protocols allowed, for
+// every collective or per collective. LL carries the small messages of device executors on memory
+// transports (kernels/fifo.h) where it is allowed; LL128 is not implemented; Simple carries
+// whatever else there is, also where the setting leaves it out (NCCL_PROTO=LL, or LL128 alone),
+// since tutti has nothing else for it: such a setting is taken, with an INFO remark in `infos`
+// saying so, never refused. Throws tutti::Error (InvalidArgument) on an unknown name.
 NameFilter parseProtoFilter(const std::string& value);
 
 // The names NCCL_ALGO accepts: the cost model's names (ir.md) and the registry's (custom plans).

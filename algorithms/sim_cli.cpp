@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "                   gather, scatter, send, or all\n"
     "  -b SIZE -e SIZE -f FACTOR   sizes from -b to -e, times -f (default 8 to 1G, factor 2)\n"
     "  --algo LIST      NCCL_ALGO syntax (lists, ^, per-collective 'coll:list' separated by ';')\n"
-    "  --proto LIST     NCCL_PROTO syntax (Simple only)\n"
+    "  --proto LIST     NCCL_PROTO syntax (the model times Simple, which carries what others cannot)\n"
     "  --all            every candidate's estimate per size, not just the choice\n"
     "  --model-all      also consider modelled algorithms that have no plan yet\n"
     "  --deterministic  only deterministic algorithms\n"
@@ -248,6 +248,7 @@ int runSimTool(const std::vector<std::string>& args, std::ostream& out, std::ost
         << "\n";
     for (const std::string& note : algo.notes) out << "# note: " << note << "\n";
     for (const std::string& note : proto.notes) out << "# note: " << note << "\n";
+    for (const std::string& info : proto.infos) out << "# note: " << info << "\n";
     for (Coll coll : collsOf(o.coll)) {
       bool served = false;
       for (const plan::Algorithm& a : registry.all()) served = served || a.serves(coll);

@@ -169,6 +169,8 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
     }
     protoFilterSet_ = true;
     for (const std::string& note : protoFilter_.notes) TUTTI_WARN("%s: %s", comm->where().c_str(), note.c_str());
+    if (comm->identity.rank == 0)
+      for (const std::string& info : protoFilter_.infos) TUTTI_INFO(log::Tuning, "%s: %s", comm->where().c_str(), info.c_str());
   }
   deterministic_ = tunables::kDeterministic.get();
 }

@@ -100,11 +100,12 @@ TEST_CASE("selector: NCCL_ALGO errors name what is wrong and what is known") {
   CHECK(selector::parseAlgoFilter("myplan", selector::knownAlgorithms(r)).allows(Coll::AllReduce, "MyPlan"));
 }
 
-TEST_CASE("selector: NCCL_PROTO needs Simple, lets LL be chosen or excluded per collective, and notes LL128") {
+TEST_CASE("selector: NCCL_PROTO is the set of protocols allowed: LL per collective, Simple for what nothing else carries, LL128 noted") {
   CHECK(selector::parseProtoFilter("").notes.empty());
-  CHECK(selector::parseProtoFilter("Simple").notes.empty());
+  CHECK(selector::parseProtoFilter("Simple").infos.empty());
   NameFilter f = selector::parseProtoFilter("ll,SIMPLE");
   CHECK(f.notes.empty());
+  CHECK(f.infos.empty());
   CHECK(f.allows(Coll::AllReduce, "ll"));
   CHECK_FALSE(selector::parseProtoFilter("Simple").allows(Coll::AllReduce, "ll"));  // a list without LL excludes it
   NameFilter noLL = selector::parseProtoFilter("^LL");
@@ -113,17 +114,26 @@ TEST_CASE("selector: NCCL_PROTO needs Simple, lets LL be chosen or excluded per 
   NameFilter perColl = selector::parseProtoFilter("simple,ll;allreduce:simple");
   CHECK_FALSE(perColl.allows(Coll::AllReduce, "ll"));
   CHECK(perColl.allows(Coll::AllGather, "ll"));
-  CHECK(selector::parseProtoFilter("^LL128").notes.empty());
+  CHECK(selector::parseProtoFilter("^LL128").infos.empty());
   NameFilter with128 = selector::parseProtoFilter("Simple,LL128");
-  REQUIRE(with128.notes.size() == 1);
-  CHECK_THAT(with128.notes[0], Catch::Contains("LL128 is not implemented yet"));
+  REQUIRE(with128.infos.size() == 1);
+  CHECK_THAT(with128.infos[0], Catch::Contains("LL128 is not implemented yet"));
 
-  CHECK_THAT(errorOf([] { selector::parseProtoFilter("LL"); }),
-             Catch::Contains("NCCL_PROTO=LL") && Catch::Contains("needs Simple for every collective"));
-  CHECK_THAT(errorOf([] { selector::parseProtoFilter("LL,LL128"); }), Catch::Contains("needs Simple"));
-  CHECK_THAT(errorOf([] { selector::parseProtoFilter("^simple"); }), Catch::Contains("needs Simple"));
-  CHECK_THAT(errorOf([] { selector::parseProtoFilter("simple;allreduce:LL128"); }),
-             Catch::Contains("for allreduce") && Catch::Contains("needs Simple"));
+  // What NCCL takes, tutti takes: Simple carries what the allowed protocols cannot, said once.
+  NameFilter onlyLL = selector::parseProtoFilter("LL");
+  CHECK(onlyLL.allows(Coll::AllReduce, "ll"));
+  REQUIRE(onlyLL.infos.size() == 1);
+  CHECK_THAT(onlyLL.infos[0], Catch::Contains("NCCL_PROTO=LL") && Catch::Contains("go as Simple"));
+  NameFilter llBoth = selector::parseProtoFilter("LL,LL128");
+  CHECK(llBoth.allows(Coll::Broadcast, "ll"));
+  CHECK(llBoth.infos.size() == 2);
+  NameFilter noSimple = selector::parseProtoFilter("^simple");
+  CHECK(noSimple.allows(Coll::AllGather, "ll"));
+  CHECK_THAT(noSimple.infos.back(), Catch::Contains("go as Simple"));
+  NameFilter only128 = selector::parseProtoFilter("simple;allreduce:LL128");
+  CHECK_FALSE(only128.allows(Coll::AllReduce, "ll"));
+  REQUIRE(only128.infos.size() == 2);
+  CHECK_THAT(only128.infos[0] + only128.infos[1], Catch::Contains("for allreduce") && Catch::Contains("Simple carries every message"));
   CHECK_THAT(errorOf([] { selector::parseProtoFilter("Simple,LL64"); }),
              Catch::Contains("\"LL64\"") && Catch::Contains("Simple, LL, LL128"));
 }
@@ -331,8 +341,11 @@ TEST_CASE("selector: tutti-sim prints a table that parses") {
   CHECK(sim::runSimTool({"--min-channels", "4", "--max-channels", "2"}, out2, err2) == 1);
   CHECK_THAT(err2.str(), Catch::Contains("--min-channels is larger than --max-channels"));
   CHECK(sim::runSimTool({"--algo", "LL"}, out2, err2) == 1);
-  CHECK(sim::runSimTool({"--proto", "LL"}, out2, err2) == 1);
-  CHECK_THAT(err2.str(), Catch::Contains("not implemented yet"));
+  std::ostringstream out4, err4;
+  CHECK(sim::runSimTool({"--proto", "LL", "-b", "1M", "-e", "1M"}, out4, err4) == 0);  // as NCCL takes it
+  CHECK_THAT(out4.str(), Catch::Contains("# note: NCCL_PROTO=LL") && Catch::Contains("go as Simple"));
+  CHECK(sim::runSimTool({"--proto", "LL64"}, out2, err2) == 1);
+  CHECK_THAT(err2.str(), Catch::Contains("LL64"));
 }
 
 TEST_CASE("selector: a 100,000-rank sweep of every collective completes") {
