@@ -21,6 +21,24 @@
 
 namespace {
 
+// A port for a bootstrap root the test names itself (NCCL_COMM_ID, MASTER_PORT): below the
+// kernel's ephemeral range (32768 up), where the listeners of the tests that run beside this one
+// (they bind port 0) never land, and free when asked. Distinct offsets give distinct ports.
+int testPort(int offset) {
+  for (int attempt = 0; attempt < 500; attempt++) {
+    const int port = 10000 + int((uint64_t(getpid()) * 7 + uint64_t(offset) * 211 + uint64_t(attempt) * 4099) % 22000);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool free = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    if (fd >= 0) close(fd);
+    if (free) return port;
+  }
+  return 10000 + int(getpid() % 22000);
+}
+
 struct Run {
   int exitCode;
   std::string output;  // stdout and stderr together
@@ -191,7 +209,7 @@ TEST_CASE("perf binaries: a launcher world the tool cannot join is refused") {
 }
 
 TEST_CASE("perf binaries: two processes launched torchrun-style form one world") {
-  int port = 20000 + int(getpid() % 20000);
+  int port = testPort(0);
   std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
   std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " -b 8 -e 4K -f 8 -n 2 -c 1";
   // Rank 1 in the background, rank 0 in the foreground; the exit code is rank 0's, or rank 1's if that failed.
@@ -210,7 +228,7 @@ TEST_CASE("perf binaries: every binary across two hosts over NCCL_NET=IB on the 
   // through the IB backend, which runs on the stand-in that TUTTI_IBVERBS_LIB loads.
   for (const char* name : {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf", "reduce_perf",
                            "alltoall_perf", "sendrecv_perf", "gather_perf", "scatter_perf", "hypercube_perf"}) {
-    int port = 20000 + int((getpid() * 11 + std::hash<std::string>{}(name)) % 20000);
+    int port = testPort(100 + int(std::hash<std::string>{}(name) % 1000));
     std::string env = std::string("env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo NCCL_NET=IB TUTTI_IBVERBS_LIB=") +
                       TUTTI_IBVERBS_STANDIN + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
     std::string tool = " timeout 60 " + toolPath(name) + " -b 8 -e 64K -f 8 -n 2 -w 1 -c 1";
@@ -413,8 +431,6 @@ Run runPair(const std::string& environment, const std::string& arguments, const 
   return runShell(env + " RANK=1 LOCAL_RANK=1" + tool + " >/dev/null 2>&1 & " + beforeRank0 + env + " RANK=0 LOCAL_RANK=0" + tool +
                   " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
 }
-
-int testPort(int offset) { return 20000 + int((getpid() * 7 + offset) % 20000); }
 
 }  // namespace
 

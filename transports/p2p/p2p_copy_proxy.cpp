@@ -126,8 +126,14 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
     if (bytes > link.llSlotBytes)
       throw Error(ErrorCode::Internal, link.what + ": LL message " + std::to_string(n) + " of " + std::to_string(uint32_t(line0)) +
                                            " bytes does not fit its slot");
+    // Line 0's size half is the receiver's sign that the message is whole (the receiver polls it,
+    // not the head): it lands last, after the data lines and the header's other halves, whatever
+    // order a copy engine writes one range in.
     const uint64_t at = link.llOffset + slot * link.llSlotBytes;
-    memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, bytes);
+    const size_t header = kern::kLLLineBytes * kern::kLLHeaderLines;
+    memory.copyAcross(bytesOf(link.peer) + at + header, bytesOf(link.staging) + at + header, bytes - header);
+    memory.copyAcross(bytesOf(link.peer) + at + sizeof(uint64_t), bytesOf(link.staging) + at + sizeof(uint64_t), header - sizeof(uint64_t));
+    memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, sizeof(uint64_t));
   } else if (memory.loadWord(&link.staging->addrs[slot]) == 0) {  // else a direct message: its address, no bytes
     const uint64_t size = memory.loadWord(&link.staging->sizes[slot]);
     if (size > link.slotBytes)
