@@ -66,7 +66,9 @@ const Size kBuffsize{"NCCL_BUFFSIZE", 4 << 20,
                      "bytes of FIFO per connection (K, M, G suffixes accepted); unset with TUTTI_NSTEPS, a communicator "
                      "whose ranks are each alone on their node uses 4 slots of 1 MiB"};
 const Int kMinNchannels{"NCCL_MIN_NCHANNELS", 1, "fewest channels a communicator uses"};
-const Int kMaxNchannels{"NCCL_MAX_NCHANNELS", 2, "most channels a communicator uses (host mode default)"};
+const Int kMaxNchannels{"NCCL_MAX_NCHANNELS", 0,
+                         "most channels a communicator uses; unset (0): 2 in host mode and on the emulated device, 16 on a GPU, "
+                         "fewer where ranks sharing one GPU would not all stay resident"};
 const Bool kShmDisable{"NCCL_SHM_DISABLE", false,
                        "1: no shared-memory connections between processes of a node (use the network)"};
 const Bool kP2pDisable{"NCCL_P2P_DISABLE", false,
@@ -97,18 +99,29 @@ const Bool kGdrFlushDisable{"NCCL_GDR_FLUSH_DISABLE", false,
 
 const String kDevice{"TUTTI_DEVICE", "auto",
                      "device backend: auto (cuda when a device is usable, else host), host, cuda, or emulated "
-                     "(emulated: the CUDA executor's device code run on host threads, buffers in host memory)",
+                     "(emulated: the cuda backend over this library's emulated CUDA driver, which runs the kernels' "
+                     "device code on host threads)",
                      {"auto", "host", "cuda", "emulated"}};
+const String kCudaLibrary{"TUTTI_CUDA_LIBRARY", "libcuda.so.1",
+                          "cuda backend: the CUDA driver library to load (a file name the loader searches for, or a "
+                          "path): NVIDIA's libcuda.so.1, or a stand-in such as the emulated driver the build makes "
+                          "(emulated-cuda/libcuda.so.1)"};
 const Int kEmulatedThreads{"TUTTI_EMULATED_THREADS", 4,
-                           "emulated device backend: host threads per emulated thread block (1 to 64)"};
+                           "emulated CUDA driver: host threads per emulated thread block (1 to 64)"};
 const String kEmulatedMemory{"TUTTI_EMULATED_MEMORY", "host",
-                             "emulated device backend: host (its memory is the host's) or device (counted as a GPU's: "
+                             "emulated device backend: host (its devices are integrated with the host: their memory is the "
+                             "host's) or device (counted as a GPU's: "
                              "FIFOs set up through copies, shared-memory and network FIFOs mapped for it, as on a GPU)",
                              {"host", "device"}};
 const String kEmulatedIpc{"TUTTI_EMULATED_IPC", "descriptor",
                           "emulated device with device memory: how a p2p FIFO travels to the peer process, as a "
                           "descriptor (CUDA virtual memory's POSIX handle) or as handle bytes (CUDA's legacy IPC handle)",
                           {"descriptor", "handle"}};
+const String kEmulatedLacks{"TUTTI_EMULATED_LACKS", "",
+                            "emulated CUDA driver: capabilities its devices lack, comma-separated: vmm (virtual memory "
+                            "management), posix-fd (exporting memory as a POSIX descriptor), dmabuf, gdr (GPUDirect "
+                            "RDMA), pageable (reaching pageable host memory, as GPUs with HMM or ATS do), so that the "
+                            "fallbacks a GPU without them takes run in tests; unset: it has them all"};
 const String kEmulatedBusIds{"TUTTI_EMULATED_BUS_IDS", "",
                              "emulated device backend: the PCI bus ids of emulated devices 0, 1, ... (comma-separated), "
                              "each to be found as a GPU in the node's topology (NCCL_TOPO_FILE), so that the GPUs' "

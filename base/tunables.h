@@ -51,9 +51,11 @@ extern const params::String kHostid;            // NCCL_HOSTID
 
 // Ours.
 extern const params::String kDevice;            // TUTTI_DEVICE
+extern const params::String kCudaLibrary;        // TUTTI_CUDA_LIBRARY
 extern const params::Int kEmulatedThreads;      // TUTTI_EMULATED_THREADS
 extern const params::String kEmulatedMemory;    // TUTTI_EMULATED_MEMORY
 extern const params::String kEmulatedIpc;       // TUTTI_EMULATED_IPC
+extern const params::String kEmulatedLacks;       // TUTTI_EMULATED_LACKS
 extern const params::String kEmulatedBusIds;    // TUTTI_EMULATED_BUS_IDS
 extern const params::String kEmulatedNoPeerAccess;  // TUTTI_EMULATED_NO_PEER_ACCESS
 extern const params::Int kEmulatedDevice;       // TUTTI_EMULATED_DEVICE

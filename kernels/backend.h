@@ -2,9 +2,10 @@
 // (runtime/launch_*.cpp) talks only to this interface; each backend is its own files and one line
 // of the registry (kernels/backend_registry.cpp):
 //   host      host buffers, host streams, the host executor on worker threads;
-//   emulated  the device executor's code on host threads (a block per worker), host buffers
-//             standing in for device memory: the device logic on machines without a GPU;
-//   cuda      device buffers, the user's CUDA streams, the device executor as a kernel.
+//   cuda      device buffers, the user's CUDA streams, the device executor as a kernel;
+//   emulated  the cuda backend over the emulated CUDA driver of this library (kernels/emulated/):
+//             every host-side line of the cuda backend, and the device executor's source on host
+//             threads, on machines without a GPU.
 #pragma once
 
 #include <cstddef>
@@ -35,10 +36,16 @@ class Launch {
   // The arena (WorkBuilder); its ops are the current call's.
   virtual LaunchWork& work() = 0;
   virtual size_t scratchBytes() const = 0;
-  // Host-memory backends, around a run: takes the communicator's scratch for the arena (before),
-  // gives it back (after).
+  // The host backend, around a run on host threads: takes the communicator's scratch for the arena
+  // and marks it running (before); gives the scratch back and marks it ended (after).
   virtual void beforeRun() {}
   virtual void afterRun() {}
+  // Device backends, as the device runs it: queued() when submitted (the network proxy polls from
+  // then on, since a kernel rings no bell), started() once the device began it, ended() once it is
+  // over (after failed(), where it failed).
+  virtual void queued() {}
+  virtual void started() {}
+  virtual void ended() {}
   // Host executors: the context of worker `worker` (bells, waits, network driving, timeout).
   virtual ExecutionContext context(int worker) = 0;
   // Copies the launch needs before its workers, in stream order (an in-place all-to-all's input),
@@ -145,11 +152,11 @@ class ExecutorBackend {
   virtual std::string captureProblem(cudaStream_t stream) const { return ""; }
 
   // Runs the launches (one per communicator of a group, every launch's backend of this one's
-  // kind) in order on `stream`: a null stream on a host backend means before returning; otherwise
-  // they are queued and the call returns. `done` runs once the backend no longer needs the
-  // launches (after they ran on host backends; once queued on device backends, whose stream
-  // order protects them). The error of a run that happens here is thrown (Launch::raise); that of
-  // a queued run is recorded (Launch::failed) and reported by the stream's synchronisation.
+  // kind, each with its own communicator's control words) in order on `stream`: a null stream on
+  // a host backend means before returning; otherwise they are queued and the call returns. `done`
+  // runs once the launches have run and the backend no longer needs them (on whichever thread saw
+  // them end). The error of a run that ends before the call returns is thrown (Launch::raise);
+  // that of a queued run is recorded (Launch::failed) when it ends.
   virtual void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) = 0;
   // Waits until everything queued on the stream has run (host streams; device backends leave
   // this to the user's CUDA calls).
@@ -192,30 +199,28 @@ class ExecutorBackend {
   // Whether device `device`'s executor can reach device `peer`'s memory (CUDA peer access), for
   // rank threads of one process on devices of their own; true where memory is the host's.
   virtual bool canAccessPeer(int device, int peer) const { return true; }
+  // Workers (thread blocks) of its executor that its device holds resident at once, all ranks
+  // sharing it together: a group's blocks wait on each other, so they must all fit; 0: no limit.
+  virtual uint32_t residentWorkers() const { return 0; }
 };
 
 struct BackendOptions {
-  int device = 0;               // the CUDA device (cuda)
+  int device = 0;               // the CUDA device (cuda, emulated)
   int workers = 1;              // workers (host threads, thread blocks) a launch may use
   double timeoutSeconds = 300;  // a device wait without progress fails after this long
-  int emulatedThreads = 4;      // host threads per emulated thread block
-  // emulated: its memory counts as device memory, so the transports take the paths a GPU needs
-  // (FIFOs built through copies, shared segments and network FIFOs mapped for the executor).
-  bool emulatedDeviceMemory = false;
-  // emulated, with device memory: exported memory travels as handle bytes (CUDA's legacy IPC
-  // handles) instead of descriptors.
-  bool emulatedIpcHandles = false;
-  // emulated: the bus ids of its devices 0, 1, ... (TUTTI_EMULATED_BUS_IDS, comma-separated); device
-  // `device` reports its entry, none when the list is shorter.
-  std::string emulatedBusIds;
-  // emulated: pairs of its devices without peer access ("0:1,2:3", TUTTI_EMULATED_NO_PEER_ACCESS).
-  std::string emulatedNoPeerAccess;
 };
 
 // Makes the backend a communicator runs on: "host", "emulated" or "cuda". Throws Error
 // (InvalidUsage) naming `operation` when it cannot be served (no driver, no device).
 std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options,
                                                      const std::string& operation);
+
+// Memory for a user's buffers where communicators of backend `name` run, reachable without a
+// communicator (ncclMemAlloc): page-aligned host memory for host; for cuda and emulated, device
+// memory that peers in other processes can map. Throws Error naming ncclMemAlloc and the size.
+void* allocateUserMemory(const std::string& name, size_t bytes);
+// Frees what allocateUserMemory returned, whichever backend it was for (ncclMemFree).
+void freeUserMemory(void* p);
 
 // The largest LL message of the device executors (kernels/fifo.h): 16 KiB of data, 32 KiB of
 // lines per FIFO slot. NCCL's LL serves small messages alike; a larger one pipelines better
@@ -226,6 +231,10 @@ constexpr size_t kDeviceLLBytes = 16 * 1024;
 struct BackendTraits {
   size_t llBytes = 0;
   bool mailboxes = false;
+  // Channels a communicator uses where NCCL_MAX_NCHANNELS does not say: a host thread per channel
+  // gains nothing past the host's cores (host, and the emulated device's blocks, which are host
+  // threads); a GPU's single node wants tens, as NCCL runs over NVLink.
+  int maxChannels = 2;
 };
 BackendTraits backendTraits(const std::string& name);
 

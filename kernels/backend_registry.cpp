@@ -1,44 +1,85 @@
 // The executor backends by name: the one place that lists them (kernels/backend.h).
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "base/error.h"
 #include "kernels/backend.h"
 #include "kernels/host_backend.h"
-#include "base/error.h"
 #if defined(TUTTI_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_driver.h"
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/emulated/emulated_driver.h"
 #endif
 
 namespace tutti::kern {
 
 namespace {
 
-std::unique_ptr<ExecutorBackend> makeCuda(const BackendOptions& options, const std::string& operation) {
 #if defined(TUTTI_HAVE_CUDA)
-  return cuda::makeCudaBackend(options, operation);
+// The CUDA driver a backend of this name runs over: NVIDIA's for cuda, this library's emulated one
+// for emulated.
+const cuda::Driver& driverFor(const std::string& name, const std::string& operation) {
+  if (name == "emulated") {
+    emulated::checkEnvironment();
+    return *cuda::emulatedDriver();
+  }
+  std::string why;
+  const cuda::Driver* d = cuda::driver(&why);
+  if (d == nullptr) throw Error(ErrorCode::InvalidUsage, operation + ": the cuda device backend cannot start: " + why);
+  return *d;
+}
+#endif
+
+std::unique_ptr<ExecutorBackend> makeDeviceBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
+#if defined(TUTTI_HAVE_CUDA)
+  return cuda::makeCudaBackend(driverFor(name, operation), options, operation);
 #else
   (void)options;
-  throw Error(ErrorCode::InvalidUsage, operation + ": this library was built without CUDA (no nvcc at build time): the cuda device backend is not available");
+  throw Error(ErrorCode::InvalidUsage, operation + ": this library was built without CUDA (no CUDA toolkit at build time): the " + name +
+                                           " device backend is not available");
 #endif
+}
+
+void* allocateDeviceMemory(const std::string& name, size_t bytes) {
+#if defined(TUTTI_HAVE_CUDA)
+  return cuda::allocateShareable(driverFor(name, "ncclMemAlloc"), bytes);
+#else
+  (void)bytes;
+  throw Error(ErrorCode::InvalidUsage, "ncclMemAlloc: this library was built without CUDA: the " + name + " device backend is not available");
+#endif
+}
+
+void* allocateHostMemory(const std::string&, size_t bytes) {
+  void* p = nullptr;
+  if (int err = posix_memalign(&p, 4096, bytes)) throwSystemError("ncclMemAlloc: " + std::to_string(bytes) + " bytes", err);
+  return p;
 }
 
 struct Entry {
   const char* name;
-  std::unique_ptr<ExecutorBackend> (*make)(const BackendOptions&, const std::string&);
+  std::unique_ptr<ExecutorBackend> (*make)(const std::string&, const BackendOptions&, const std::string&);
+  void* (*allocateUser)(const std::string&, size_t);
   BackendTraits traits;  // what it makes answers
 };
 
 const Entry kBackends[] = {
-    {"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); }, {0, true}},
-    {"emulated", [](const BackendOptions& o, const std::string&) { return makeEmulatedBackend(o); }, {kDeviceLLBytes, false}},
-    {"cuda", makeCuda, {kDeviceLLBytes, false}},
+    {"host", [](const std::string&, const BackendOptions& o, const std::string&) { return makeHostBackend(o); }, allocateHostMemory, {0, true, 2}},
+    {"emulated", makeDeviceBackend, allocateDeviceMemory, {kDeviceLLBytes, false, 2}},
+    {"cuda", makeDeviceBackend, allocateDeviceMemory, {kDeviceLLBytes, false, 16}},
 };
+
+const Entry& entryOf(const std::string& name, const std::string& operation) {
+  for (const Entry& e : kBackends)
+    if (name == e.name) return e;
+  throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (host, emulated or cuda)");
+}
 
 }  // namespace
 
 std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
-  for (const Entry& e : kBackends)
-    if (name == e.name) return e.make(options, operation);
-  throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (host, emulated or cuda)");
+  return entryOf(name, operation).make(name, options, operation);
 }
 
 BackendTraits backendTraits(const std::string& name) {
@@ -47,9 +88,15 @@ BackendTraits backendTraits(const std::string& name) {
   return BackendTraits{};
 }
 
-}  // namespace tutti::kern
+void* allocateUserMemory(const std::string& name, size_t bytes) { return entryOf(name, "ncclMemAlloc").allocateUser(name, bytes); }
 
-namespace tutti::kern {
+void freeUserMemory(void* p) {
+  if (p == nullptr) return;
+#if defined(TUTTI_HAVE_CUDA)
+  if (cuda::freeShareable(p)) return;
+#endif
+  std::free(p);
+}
 
 void* ExecutorBackend::allocateExportable(size_t, const std::string& what, ExportHandle*) {
   throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share its memory with other processes");

@@ -1,5 +1,4 @@
-// The host backend and what it shares with the emulated one: host memory and host streams
-// (host_backend.h).
+// The host backend: host memory, host streams and the host executor (host_backend.h).
 #include "kernels/host_backend.h"
 
 #include <cstdint>

@@ -1,7 +1,6 @@
-// The backends whose memory is the host's (kernels/backend.h): plain memory for FIFOs and
-// scratch, host streams for asynchronous work. The host backend runs the host executor on its
-// worker threads; the emulated backend (kernels/device/emulated_backend.cpp) runs the device
-// executor's code on host threads.
+// The host backend (kernels/backend.h): plain memory for FIFOs and scratch, host streams for
+// asynchronous work, and the host executor on its worker threads. HostMemoryBackend holds what a
+// backend whose memory and streams are the host's does; the host backend is the one.
 #pragma once
 
 #include <memory>
@@ -49,7 +48,5 @@ class HostMemoryBackend : public ExecutorBackend {
 
 // Host buffers and the host executor (kernels/host_executor.h) on a pool of worker threads.
 std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options);
-// The device executor's code on host threads, over host memory (kernels/device/emulated_backend.cpp).
-std::unique_ptr<ExecutorBackend> makeEmulatedBackend(const BackendOptions& options);
 
 }  // namespace tutti::kern

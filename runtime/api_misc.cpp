@@ -16,10 +16,7 @@
 #include "base/tunables.h"
 #include "kernels/host_stream.h"
 #include "runtime/device_backend.h"
-#include "kernels/device/emulated_memory.h"
-#if defined(TUTTI_HAVE_CUDA)
-#include "kernels/cuda/cuda_memory.h"
-#endif
+#include "kernels/backend.h"
 #include "runtime/group.h"
 #include "tutti/tutti.h"
 
@@ -48,12 +45,6 @@ void deregisterBuffer(ncclComm* comm, void* handle, const std::string& where) {
   bool gone = false;
   comm->links.registrations.remove(handle, where, &gone);
   if (gone && comm->links.peerBuffers) comm->links.peerBuffers->withdraw(handle);
-}
-
-// ncclMemAlloc's memory where communicators run on the emulated device with device memory:
-// shareable pages, as the cuda backend's are (kernels/device/emulated_memory.h).
-bool emulatedShareable() {
-  return tunables::kEmulatedMemory.get() == "device" && chooseDeviceBackend("ncclMemAlloc") == "emulated";
 }
 
 }  // namespace
@@ -94,31 +85,14 @@ TUTTI_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     if (ptr == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclMemAlloc: ptr is NULL");
     *ptr = nullptr;
     if (size == 0) return;
-#if defined(TUTTI_HAVE_CUDA)
-    // Where communicators would run: device memory for the cuda backend, as NCCL gives.
-    if (chooseDeviceBackend("ncclMemAlloc") == "cuda") {
-      *ptr = kern::cuda::allocateShareable(size);
-      return;
-    }
-#endif
-    if (emulatedShareable()) {
-      *ptr = kern::emulated::allocateShareable(size, tunables::kEmulatedIpc.get() == "handle");
-      return;
-    }
-    // Host and emulated backends: page-aligned host memory, as a device allocation would be.
-    void* p = nullptr;
-    if (int err = posix_memalign(&p, 4096, size)) throwSystemError("ncclMemAlloc: " + std::to_string(size) + " bytes", err);
-    *ptr = p;
+    // Where communicators made now would run (TUTTI_DEVICE), as NCCL gives device memory.
+    *ptr = kern::allocateUserMemory(chooseDeviceBackend("ncclMemAlloc"), size);
   });
 }
 TUTTI_NCCL_ALIAS(ncclMemAlloc)
 
 TUTTI_API ncclResult_t pncclMemFree(void* ptr) {
-#if defined(TUTTI_HAVE_CUDA)
-  if (ptr != nullptr && kern::cuda::freeShareable(ptr)) return ncclSuccess;
-#endif
-  if (ptr != nullptr && kern::emulated::freeShareable(ptr)) return ncclSuccess;
-  std::free(ptr);
+  kern::freeUserMemory(ptr);
   return ncclSuccess;
 }
 TUTTI_NCCL_ALIAS(ncclMemFree)

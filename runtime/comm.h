@@ -260,10 +260,13 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
 
 int workerOfChannel(const ncclComm* comm, int channel);
 
-// Settings at init (runtime/comm_settings.cpp): this rank's proposal, the adoption of rank 0's
-// by every rank, and the waits fitted to the host's cores once the selector knows them.
-void proposeSettings(const ncclComm* comm, RankInfo* me);
+// Settings at init (runtime/comm_settings.cpp): this rank's proposal (channels defaulting to the
+// backend's), the adoption of rank 0's by every rank, the channels fitted to what a shared GPU
+// holds resident once the backend is made, and the waits fitted to the host's cores once the
+// selector knows them.
+void proposeSettings(const ncclComm* comm, RankInfo* me, const kern::BackendTraits& traits);
 void adoptSettings(ncclComm* comm);
+void fitChannelsToDevice(ncclComm* comm);
 void fitWaitsToHost(ncclComm* comm);
 
 // The communicator's nodes: hosts as their host hashes tell them apart (NCCL_HOSTID).

@@ -127,11 +127,6 @@ void makeExecutorBackend(ncclComm* comm) {
   options.device = comm->identity.device;
   options.workers = comm->settings.nworkers;
   options.timeoutSeconds = comm->settings.timeoutSeconds;
-  options.emulatedThreads = int(std::clamp<int64_t>(tunables::kEmulatedThreads.get(), 1, 64));
-  options.emulatedDeviceMemory = tunables::kEmulatedMemory.get() == "device";
-  options.emulatedIpcHandles = tunables::kEmulatedIpc.get() == "handle";
-  options.emulatedBusIds = tunables::kEmulatedBusIds.get();
-  options.emulatedNoPeerAccess = tunables::kEmulatedNoPeerAccess.get();
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
   if (comm->executor.backend->ownsDevice()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
@@ -228,7 +223,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   me.mailboxes = traits.mailboxes ? 1 : 0;
   std::string host = hostname();
   std::strncpy(me.hostname, host.c_str(), sizeof me.hostname - 1);
-  proposeSettings(comm, &me);
+  proposeSettings(comm, &me, traits);
 
   comm->identity.peers.assign(size_t(nranks), RankInfo{});
   comm->identity.peers[size_t(rank)] = me;
@@ -243,6 +238,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->identity.bootstrap->setPeerLostHandler([comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
   adoptSettings(comm);
   makeExecutorBackend(comm);
+  fitChannelsToDevice(comm);
   makeCommTransports(comm);
   comm->links.peerBuffers = std::make_unique<PeerBuffers>(comm);
   comm->links.answering.store(comm->links.peerBuffers.get(), std::memory_order_release);

@@ -435,6 +435,19 @@ void CommLaunch::afterRun() {
   work().scratch = nullptr;
 }
 
+// A device launch: the network proxy polls from its submission to its end (a kernel rings no
+// bell), and the flight recorder follows the device, not the queue.
+void CommLaunch::queued() {
+  if (TransportProxy* proxy = comm->links.proxy()) proxy->holdPolling();
+}
+
+void CommLaunch::started() { recordFlightRunning(comm, work()); }
+
+void CommLaunch::ended() {
+  recordFlightEnded(comm, work());  // done, unless failed() came first
+  if (TransportProxy* proxy = comm->links.proxy()) proxy->releasePolling();
+}
+
 bool CommLaunch::workersDriveNetwork() const {
   // When each of the launch's workers has a core to itself (comm->settings.drivingWorkers, set at init).
   int active = 0;

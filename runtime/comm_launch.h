@@ -57,6 +57,9 @@ class CommLaunch final : public kern::Launch {
   size_t scratchBytes() const override { return scratchBytes_; }
   void beforeRun() override;
   void afterRun() override;
+  void queued() override;
+  void started() override;
+  void ended() override;
   kern::ExecutionContext context(int worker) override;
   std::span<const Copy> prologue() const override { return prologue_; }
   bool alone() const override { return mailbox; }

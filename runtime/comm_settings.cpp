@@ -1,6 +1,7 @@
 // The settings rank 0 proposes and every rank adopts at init (channels, FIFO slots, workers,
 // timeouts), and how the waits are then fitted to the host's cores.
 #include <algorithm>
+#include <map>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -23,8 +24,8 @@ constexpr int kOversubscribedSpin = 20;
 
 }  // namespace
 
-void proposeSettings(const ncclComm* comm, RankInfo* me) {
-  int maxChannels = int(tunables::kMaxNchannels.get());
+void proposeSettings(const ncclComm* comm, RankInfo* me, const kern::BackendTraits& traits) {
+  int maxChannels = tunables::kMaxNchannels.get() > 0 ? int(tunables::kMaxNchannels.get()) : traits.maxChannels;
   int minChannels = int(tunables::kMinNchannels.get());
   if (comm->identity.config.maxCTAs) maxChannels = std::min(maxChannels, *comm->identity.config.maxCTAs);
   if (comm->identity.config.minCTAs) minChannels = std::max(minChannels, *comm->identity.config.minCTAs);
@@ -64,6 +65,23 @@ void adoptSettings(ncclComm* comm) {
   if (comm->settings.timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
   comm->settings.spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
   comm->settings.yields = int(std::max<int64_t>(0, tunables::kYield.get()));
+}
+
+void fitChannelsToDevice(ncclComm* comm) {
+  const uint32_t resident = comm->executor.backend->residentWorkers();
+  if (resident == 0) return;
+  // The most ranks of this job on one GPU: their blocks must all stay resident (every rank computes
+  // the same, its GPUs being of one kind).
+  std::map<std::pair<uint64_t, int>, int> sharing;
+  int most = 1;
+  for (const RankInfo& p : comm->identity.peers) most = std::max(most, ++sharing[{p.hostHash, p.device}]);
+  const int fit = std::max(1, int(resident) / most);
+  if (comm->settings.nchannels <= fit) return;
+  TUTTI_INFO(log::Init, "%s: %d channel(s) instead of %d: %d rank(s) share a GPU that holds %u of the executor's blocks at once",
+             comm->where().c_str(), fit, comm->settings.nchannels, most, resident);
+  comm->settings.nchannels = fit;
+  comm->settings.minChannels = std::min(comm->settings.minChannels, fit);
+  comm->settings.nworkers = std::min(comm->settings.nworkers, fit);
 }
 
 void fitWaitsToHost(ncclComm* comm) {

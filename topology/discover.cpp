@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "base/host_identity.h"
+#include "base/tunables.h"
 
 namespace tutti::topo {
 
@@ -241,7 +242,7 @@ class Discovery {
   };
 
   std::vector<CudaGpu> cudaGpus() {
-    Library cuda("libcuda.so.1");
+    Library cuda(tunables::kCudaLibrary.get().c_str());
     using Init = int (*)(unsigned);
     using Count = int (*)(int*);
     using Get = int (*)(int*, int);
@@ -267,6 +268,7 @@ class Discovery {
         warn("CUDA device " + std::to_string(i) + ": no PCI bus id; skipped");
         continue;
       }
+      if (id[0] == '\0') continue;  // no place on a PCI bus (the emulated driver's devices, unless given one)
       attribute(&major, 75, device);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
       attribute(&minor, 76, device);
       if (attribute(&gdr, 116, device) != 0) gdr = 0;  // ..._GPU_DIRECT_RDMA_SUPPORTED

@@ -218,6 +218,19 @@ class TransportProxy {
   virtual void stopDriving() = 0;
   virtual void releaseDriving() = 0;
   virtual void wake() = 0;  // the thread is wanted now: workers of a launch leave it the passes
+  // Brackets a device launch, from its submission to its end: a kernel rings no bell, so while any
+  // is outstanding the thread polls its FIFOs without sleeping (as NCCL's proxy spins while it has
+  // operations), and a message a kernel publishes leaves at once rather than at the thread's next
+  // timer.
+  virtual void holdPolling() = 0;
+  virtual void releasePolling() = 0;
+  // What the holds did, for tests: holds taken, and sleeps the thread began (on its bell, or in
+  // poll with a timeout) while one was taken.
+  struct HoldStats {
+    uint64_t holds = 0;
+    uint64_t sleepsWhileHeld = 0;
+  };
+  virtual HoldStats holdStats() const = 0;
   // Waits (at most `seconds`, or an abort) until every published send slot has left: a healthy
   // communicator's last sends reach their peers before its connections close.
   virtual void drain(double seconds) = 0;

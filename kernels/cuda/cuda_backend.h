@@ -1,4 +1,6 @@
-// The cuda executor backend (cuda_backend.cpp): made by makeExecutorBackend for "cuda".
+// The cuda executor backend (cuda_backend.cpp, cuda_submit.cpp): made by makeExecutorBackend for
+// "cuda" over the CUDA driver, and for "emulated" over the emulated driver of this library
+// (kernels/emulated/emulated_driver.h), so that every line of its host side runs in CI.
 #pragma once
 
 #include <memory>
@@ -8,8 +10,10 @@
 
 namespace tutti::kern::cuda {
 
-// Throws Error (InvalidUsage) naming `operation` when there is no usable driver or device.
-std::unique_ptr<ExecutorBackend> makeCudaBackend(const BackendOptions& options, const std::string& operation);
+struct Driver;  // cuda_driver.h, which needs the toolkit's cuda.h
+
+// Throws Error (InvalidUsage) naming `operation` when the device cannot be used.
+std::unique_ptr<ExecutorBackend> makeCudaBackend(const Driver& driver, const BackendOptions& options, const std::string& operation);
 
 // CUDA devices the driver reports; 0 without a driver.
 int deviceCount();

@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "base/tunables.h"
+#include "kernels/emulated/emulated_driver.h"
 
 namespace tutti::kern::cuda {
 
@@ -20,22 +22,11 @@ struct Loaded {
   std::string why;
 };
 
-Loaded load() {
+using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+// Every entry point through `getProc`, then cuInit.
+Loaded resolve(GetProc getProc) {
   Loaded l;
-  // The driver stays loaded for the process's lifetime: unloading it under a CUDA application
-  // is unsafe.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* err = dlerror();
-    l.why = std::string("no CUDA driver (libcuda.so.1: ") + (err ? err : "not found") + ")";
-    return l;
-  }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  auto getProc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
-  if (getProc == nullptr) {
-    l.why = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
-    return l;
-  }
   std::string missing;
   auto entry = [&](const char* name, void** fn) {
     CUdriverProcAddressQueryResult status{};
@@ -65,12 +56,41 @@ Loaded load() {
   return l;
 }
 
+Loaded load() {
+  Loaded l;
+  // The driver stays loaded for the process's lifetime: unloading it under a CUDA application
+  // is unsafe.
+  const std::string library = tunables::kCudaLibrary.get();
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = dlerror();
+    l.why = "no CUDA driver (" + library + ": " + (err ? err : "not found") + ")";
+    return l;
+  }
+  auto getProc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+  if (getProc == nullptr) {
+    l.why = "the CUDA driver " + library + " is older than CUDA 12 (no cuGetProcAddress_v2)";
+    return l;
+  }
+  return resolve(getProc);
+}
+
 }  // namespace
 
 const Driver* driver(std::string* why) {
   static const Loaded loaded = load();
   if (why != nullptr) *why = loaded.why;
   return loaded.ok ? &loaded.driver : nullptr;
+}
+
+const Driver* emulatedDriver() {
+  static const Loaded loaded = [] {
+    Loaded l = resolve(emulated::getProcAddress);
+    l.driver.emulated = true;
+    if (!l.ok) throw Error(ErrorCode::Internal, "the emulated CUDA driver: " + l.why);
+    return l;
+  }();
+  return &loaded.driver;
 }
 
 std::string describe(const Driver& d, CUresult result, const char* call) {

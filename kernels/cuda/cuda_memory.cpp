@@ -1,20 +1,22 @@
-// ncclMemAlloc's CUDA virtual memory (cuda_memory.h).
+// ncclMemAlloc's memory and the p2p transport's exported FIFOs (cuda_memory.h).
 #include "kernels/cuda/cuda_memory.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "base/error.h"
-#include "kernels/cuda/cuda_driver.h"
+#include "base/log.h"
 
 namespace tutti::kern::cuda {
 
 namespace {
 
 struct Mapping {
-  CUmemGenericAllocationHandle handle;
+  const Driver* d;
+  CUmemGenericAllocationHandle handle;  // 0: cuMemAlloc'd memory
   size_t bytes;
 };
 
@@ -25,6 +27,11 @@ std::mutex& mutex() {
 std::map<CUdeviceptr, Mapping>& mappings() {
   static std::map<CUdeviceptr, Mapping> m;
   return m;
+}
+
+void remember(const Driver& d, CUdeviceptr ptr, CUmemGenericAllocationHandle handle, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex());
+  mappings()[ptr] = Mapping{&d, handle, size};
 }
 
 // Maps `handle` (of `size`, a multiple of the granularity) at a fresh address range, readable and
@@ -48,75 +55,98 @@ CUdeviceptr mapHandle(const Driver& d, CUmemGenericAllocationHandle handle, size
     d.cuMemRelease(handle);
     check(d, r, "mapping the allocation (cuMemAddressReserve/cuMemMap/cuMemSetAccess)", what);
   }
-  std::lock_guard<std::mutex> lock(mutex());
-  mappings()[ptr] = Mapping{handle, size};
+  remember(d, ptr, handle, size);
   return ptr;
 }
 
-CUmemAllocationProp shareableProp(CUdevice device) {
+CUmemAllocationProp allocationProp(CUdevice device, bool exportable, bool gdr) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.requestedHandleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device;
+  prop.allocFlags.gpuDirectRDMACapable = gdr ? 1 : 0;
   return prop;
 }
 
 size_t granularityOf(const Driver& d, const CUmemAllocationProp& prop, const std::string& what) {
   size_t granularity = 0;
-  check(d, d.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity",
-        what);
+  check(d, d.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity", what);
   return granularity;
+}
+
+bool attribute(const Driver& d, CUdevice device, CUdevice_attribute which) {
+  int value = 0;
+  return d.cuDeviceGetAttribute(&value, which, device) == CUDA_SUCCESS && value != 0;
+}
+
+// Says once per process and reason why ncclMemAlloc's memory is not what peers map best.
+void sayOnce(std::atomic<bool>& said, const char* what) {
+  if (!said.exchange(true)) TUTTI_INFO(log::Init, "ncclMemAlloc: %s", what);
 }
 
 }  // namespace
 
-void* allocateShareable(size_t bytes) {
-  std::string why;
-  const Driver* d = driver(&why);
+void* allocateShareable(const Driver& d, size_t bytes) {
   const std::string what = "ncclMemAlloc(" + std::to_string(bytes) + " bytes)";
-  if (d == nullptr) throw Error(ErrorCode::System, what + ": " + why);
   CUcontext ctx = nullptr;
-  d->cuCtxGetCurrent(&ctx);
+  d.cuCtxGetCurrent(&ctx);
   if (ctx == nullptr) {
     CUdevice dev0 = 0;
-    check(*d, d->cuDeviceGet(&dev0, 0), "cuDeviceGet", what);
-    check(*d, d->cuDevicePrimaryCtxRetain(&ctx, dev0), "cuDevicePrimaryCtxRetain", what);
-    check(*d, d->cuCtxSetCurrent(ctx), "cuCtxSetCurrent", what);
+    check(d, d.cuDeviceGet(&dev0, 0), "cuDeviceGet", what);
+    // Kept for the process, as the CUDA runtime keeps the primary context it makes current.
+    check(d, d.cuDevicePrimaryCtxRetain(&ctx, dev0), "cuDevicePrimaryCtxRetain", what);
   }
+  ContextScope scope(d, ctx);
   CUdevice device = 0;
-  check(*d, d->cuCtxGetDevice(&device), "cuCtxGetDevice", what);
-  return allocateExportable(device, bytes, what, nullptr);
-}
-
-void* allocateExportable(int device, size_t bytes, const std::string& what, int* fd) {
-  const Driver* d = driver();
-  const CUmemAllocationProp prop = shareableProp(device);
-  const size_t granularity = granularityOf(*d, prop, what);
+  check(d, d.cuCtxGetDevice(&device), "cuCtxGetDevice", what);
+  // Virtual memory with a POSIX descriptor, as NCCL allocates it, where the device has both; else
+  // cuMemAlloc's memory, which peers in other processes still map by its legacy IPC handle.
+  static std::atomic<bool> said{false};
+  const bool vmm = attribute(d, device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+  if (!vmm || !attribute(d, device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)) {
+    sayOnce(said, vmm ? "the device cannot export virtual memory as a POSIX descriptor: memory from cuMemAlloc, which peers in other "
+                        "processes map by its legacy IPC handle"
+                      : "the device has no virtual memory management: memory from cuMemAlloc, which peers in other processes map by "
+                        "its legacy IPC handle");
+    CUdeviceptr p = 0;
+    check(d, d.cuMemAlloc(&p, bytes), "cuMemAlloc", what);
+    remember(d, p, 0, bytes);
+    return reinterpret_cast<void*>(p);
+  }
+  const CUmemAllocationProp prop = allocationProp(device, true, attribute(d, device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
+  const size_t granularity = granularityOf(d, prop, what);
   const size_t size = (bytes + granularity - 1) / granularity * granularity;
   CUmemGenericAllocationHandle handle = 0;
-  check(*d, d->cuMemCreate(&handle, size, &prop, 0), "cuMemCreate", what);
+  check(d, d.cuMemCreate(&handle, size, &prop, 0), "cuMemCreate", what);
+  return reinterpret_cast<void*>(mapHandle(d, handle, size, granularity, device, what));
+}
+
+void* allocateExportable(const Driver& d, int device, size_t bytes, const std::string& what, int* fd) {
+  const CUmemAllocationProp prop = allocationProp(device, true, attribute(d, device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
+  const size_t granularity = granularityOf(d, prop, what);
+  const size_t size = (bytes + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle = 0;
+  check(d, d.cuMemCreate(&handle, size, &prop, 0), "cuMemCreate", what);
   if (fd != nullptr) {
     int exported = -1;
-    if (CUresult r = d->cuMemExportToShareableHandle(&exported, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0); r != CUDA_SUCCESS) {
-      d->cuMemRelease(handle);
-      check(*d, r, "cuMemExportToShareableHandle (POSIX file descriptor)", what);
+    if (CUresult r = d.cuMemExportToShareableHandle(&exported, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0); r != CUDA_SUCCESS) {
+      d.cuMemRelease(handle);
+      check(d, r, "cuMemExportToShareableHandle (POSIX file descriptor)", what);
     }
     *fd = exported;
   }
-  return reinterpret_cast<void*>(mapHandle(*d, handle, size, granularity, device, what));
+  return reinterpret_cast<void*>(mapHandle(d, handle, size, granularity, device, what));
 }
 
-void* importExported(int device, int fd, size_t bytes, const std::string& what) {
-  const Driver* d = driver();
-  const CUmemAllocationProp prop = shareableProp(device);
-  const size_t granularity = granularityOf(*d, prop, what);
+void* importExported(const Driver& d, int device, int fd, size_t bytes, const std::string& what) {
+  const CUmemAllocationProp prop = allocationProp(device, true, false);
+  const size_t granularity = granularityOf(d, prop, what);
   const size_t size = (bytes + granularity - 1) / granularity * granularity;
   CUmemGenericAllocationHandle handle = 0;
-  check(*d,
-        d->cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+  check(d, d.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
         "cuMemImportFromShareableHandle", what);
-  return reinterpret_cast<void*>(mapHandle(*d, handle, size, granularity, device, what));
+  return reinterpret_cast<void*>(mapHandle(d, handle, size, granularity, device, what));
 }
 
 bool freeShareable(void* p) {
@@ -128,11 +158,14 @@ bool freeShareable(void* p) {
     m = it->second;
     mappings().erase(it);
   }
-  const Driver* d = driver();
   const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(p);
-  d->cuMemUnmap(ptr, m.bytes);
-  d->cuMemAddressFree(ptr, m.bytes);
-  d->cuMemRelease(m.handle);
+  if (m.handle == 0) {
+    m.d->cuMemFree(ptr);
+    return true;
+  }
+  m.d->cuMemUnmap(ptr, m.bytes);
+  m.d->cuMemAddressFree(ptr, m.bytes);
+  m.d->cuMemRelease(m.handle);
   return true;
 }
 

@@ -12,14 +12,16 @@
 
 namespace tutti::kern::dev {
 
-// One launch for the emulated device: its arena, its operations and its control words.
+// One launch for the emulated device: its arena, its operations, its control words, and the blocks
+// it runs (its first workers: those after the last with work are not launched).
 struct EmulatedLaunch {
   LaunchWork* work;
   const OpWork* ops;
   ExecControl control;
+  uint32_t blocks;
 };
 
-// Runs every worker of the launches as a block of `threadsPerBlock` host threads, all blocks at
+// Runs the blocks of the launches, each as a block of `threadsPerBlock` host threads, all blocks at
 // once (a group's launches may wait on each other), and returns when all have returned (each is
 // bounded by its control's timeout and abort word). Faults are in each control's fault record.
 void runEmulatedLaunches(const std::vector<EmulatedLaunch>& launches, int threadsPerBlock);

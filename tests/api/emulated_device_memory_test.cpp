@@ -74,6 +74,14 @@ TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, eac
   runWithDeviceMemory(oneHostOfFour({{"TUTTI_EMULATED_IPC", "handle"}}), "p2p");
 }
 
+// What a GPU lacks is asked, never assumed (kernels/cuda/cuda_backend.cpp): without virtual memory
+// management (as without descriptor export, TUTTI_EMULATED_IPC=handle above) the p2p FIFOs are
+// cuMemAlloc's memory whose legacy IPC handle travels in the offer.
+TEST_CASE("emulated device memory: 4 rank processes of one host on GPUs without virtual memory management",
+          "[device][emulated][processes][capabilities]") {
+  runWithDeviceMemory(oneHostOfFour({{"TUTTI_EMULATED_LACKS", "vmm,dmabuf,gdr"}}), "p2p");
+}
+
 TEST_CASE("emulated device memory: 4 rank processes of one host with NCCL_P2P_DISABLE, through shared segments mapped for the executor",
           "[device][emulated][processes]") {
   runWithDeviceMemory(oneHostOfFour({{"NCCL_P2P_DISABLE", "1"}}), "shm");

@@ -138,6 +138,11 @@ TEST_CASE("net gdr: NCCL_NET_GDR_LEVEL=LOC, and the default PXB on a path that i
   SECTION("the default") { runOverIb({}, false); }
 }
 
+TEST_CASE("net gdr: a GPU that cannot export dmabufs keeps the FIFOs in host memory, whatever NCCL_NET_GDR_LEVEL allows",
+          "[net][processes][gdr][capabilities]") {
+  runOverIb({{"NCCL_NET_GDR_LEVEL", "SYS"}, {"TUTTI_EMULATED_LACKS", "dmabuf"}}, false);
+}
+
 TEST_CASE("net gdr: through a net plugin that takes dmabuf, NCCL_NET_GDR_LEVEL=SYS registers the receiving FIFOs by its regMrDmaBuf "
           "and flushes through its iflush",
           "[net][processes][gdr][plugin]") {

@@ -421,6 +421,13 @@ TEST_CASE("zero-copy across processes, emulated device: registered buffers mappe
   requireMappedSameAsCopies(2, "ring", true, true);
 }
 
+TEST_CASE("zero-copy across processes, emulated device: without virtual memory management ncclMemAlloc gives cuMemAlloc's memory, mapped by its "
+          "legacy IPC handle",
+          "[register][zero-copy][processes][emulated][capabilities]") {
+  tutti_test::ScopedEnv lacks("TUTTI_EMULATED_LACKS", "vmm");
+  requireMappedSameAsCopies(2, "ring", true, true);
+}
+
 TEST_CASE("zero-copy across processes, emulated device: buffers registered as windows are mapped by the peers alike",
           "[register][zero-copy][processes][emulated]") {
   requireMappedSameAsCopies(2, "", true, true, false, true);

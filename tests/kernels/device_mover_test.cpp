@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/device/block_mover.h"
-#include "kernels/device/emulated_device.h"
+#include "kernels/emulated/emulated_device.h"
 #include "kernels/host_reduce.h"
 #include "tests/common/reference_support.h"
 

@@ -1,7 +1,7 @@
-// The emulated device without peer access (TUTTI_EMULATED_NO_PEER_ACCESS, BackendOptions::
-// emulatedNoPeerAccess): its backends answer canAccessPeer for the listed pairs with no, and a
-// launch whose connection has its FIFO in the memory of a device it cannot reach fails before it
-// runs, naming both devices, as a GPU's kernel would fault on it.
+// The emulated device without peer access (TUTTI_EMULATED_NO_PEER_ACCESS): the emulated driver
+// answers cuDeviceCanAccessPeer for the listed pairs with no, so the backends do too; and a launch
+// whose connection has its FIFO in the memory of a device its context cannot reach fails before it
+// runs, naming both devices, where a GPU's kernel would fault on it.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -9,32 +9,34 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/host_backend.h"
 #include "kernels/work.h"
+#include "tests/common/env_support.h"
 
 using namespace tutti;
 using namespace tutti::kern;
 
 namespace {
 
-std::unique_ptr<ExecutorBackend> emulatedDevice(int device, const std::string& noPeerAccess) {
+std::unique_ptr<ExecutorBackend> emulatedDevice(int device) {
   BackendOptions options;
   options.device = device;
-  options.emulatedDeviceMemory = true;
-  options.emulatedNoPeerAccess = noPeerAccess;
-  return makeEmulatedBackend(options);
+  return makeExecutorBackend("emulated", options, "test");
 }
 
-// A launch with no operation and one connection end, whose FIFO is at `fifo`: all that the
-// backend's check of the memory a launch reaches looks at.
+// A launch with no operation and one connection end, whose FIFO is at `fifo`, run by one worker
+// with no queue: all that the driver's check of the memory a launch reaches looks at.
 class OneConnectionLaunch final : public Launch {
  public:
-  OneConnectionLaunch(ExecutorBackend& backend, void* fifo, int peer) : backend_(backend), arena_(sizeof(LaunchWork) + sizeof(ConnEnd)) {
+  OneConnectionLaunch(ExecutorBackend& backend, void* fifo, int peer)
+      : backend_(backend), arena_((sizeof(LaunchWork) + sizeof(ConnEnd) + sizeof(WorkerWork)) / sizeof(uint64_t) + 1) {
     LaunchWork& w = work();
     w.magic = kLaunchWorkMagic;
     w.bytes = uint32_t(arena_.size() * sizeof(uint64_t));
     w.nconns = 1;
     w.connsOffset = uint32_t(sizeof(LaunchWork));
+    w.nworkers = 1;
+    w.workersOffset = uint32_t(sizeof(LaunchWork) + sizeof(ConnEnd));
+    w.stateOffset = w.bytes;
     ConnEnd& end = w.conns()[0];
     end.fifo = static_cast<FifoHeader*>(fifo);
     end.peer = peer;
@@ -54,26 +56,30 @@ class OneConnectionLaunch final : public Launch {
 
  private:
   ExecutorBackend& backend_;
-  std::vector<uint64_t> arena_;  // 8-byte aligned, large enough for the header and one ConnEnd
+  std::vector<uint64_t> arena_;  // 8-byte aligned, large enough for the header, one ConnEnd and one worker
 };
 
 }  // namespace
 
 TEST_CASE("emulated peer access: the listed pairs have none both ways, the others and a device with itself have it",
           "[kernels][emulated][peer-access]") {
-  auto device0 = emulatedDevice(0, "0:1,3:2");
+  tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", "0:1,3:2");
+  auto device0 = emulatedDevice(0);
   CHECK(!device0->canAccessPeer(0, 1));
   CHECK(!device0->canAccessPeer(1, 0));
   CHECK(!device0->canAccessPeer(2, 3));
   CHECK(device0->canAccessPeer(0, 2));
   CHECK(device0->canAccessPeer(1, 1));
-  CHECK(emulatedDevice(0, "")->canAccessPeer(0, 1));
+  tutti_test::ScopedEnv none("TUTTI_EMULATED_NO_PEER_ACCESS", "");
+  CHECK(emulatedDevice(0)->canAccessPeer(0, 1));
 }
 
 TEST_CASE("emulated peer access: a launch that reaches a device without peer access fails naming both devices, and runs nothing",
           "[kernels][emulated][peer-access]") {
-  auto device0 = emulatedDevice(0, "0:1");
-  auto device1 = emulatedDevice(1, "0:1");
+  tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
+  tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", "0:1");
+  auto device0 = emulatedDevice(0);
+  auto device1 = emulatedDevice(1);
   void* fifo = device1->allocate(4096, "device 1's FIFO");
   OneConnectionLaunch launch(*device0, fifo, 1);
   Launch* launches[] = {&launch};
@@ -95,6 +101,7 @@ TEST_CASE("emulated peer access: a launch that reaches a device without peer acc
 TEST_CASE("emulated peer access: a malformed pair list is refused, naming the variable", "[kernels][emulated][peer-access]") {
   for (const char* bad : {"0", "0:0", "a:1", "0:1,", "0:1:2"}) {
     INFO(bad);
-    CHECK_THROWS_WITH(emulatedDevice(0, bad), Catch::Contains("TUTTI_EMULATED_NO_PEER_ACCESS"));
+    tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", bad);
+    CHECK_THROWS_WITH(emulatedDevice(0), Catch::Contains("TUTTI_EMULATED_NO_PEER_ACCESS"));
   }
 }

@@ -430,6 +430,12 @@ void NetProxy::run() {
       pollSliceNs_ = kMinPollSliceNs;
       continue;
     }
+    // A device launch is outstanding: its kernel publishes without ringing, so look again now.
+    if (holds_.load(std::memory_order_acquire) > 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (holds_.load(std::memory_order_acquire) > 0) sleepsWhileHeld_.fetch_add(1, std::memory_order_relaxed);
     waitForWork(seen, inFlight);
   }
 }

@@ -90,6 +90,16 @@ class NetProxy final : public TransportProxy {
     if (sendsNeedHost_.load(std::memory_order_acquire)) kern::ringBell(&handover_);
   }
   void wake() override { kern::ringBell(&handover_); }
+  void holdPolling() override {
+    holds_.fetch_add(1, std::memory_order_seq_cst);
+    holdsTaken_.fetch_add(1, std::memory_order_relaxed);
+    kern::ringBell(&bell_);
+    kern::ringBell(&handover_);
+  }
+  void releasePolling() override { holds_.fetch_sub(1, std::memory_order_seq_cst); }
+  HoldStats holdStats() const override {
+    return HoldStats{holdsTaken_.load(std::memory_order_relaxed), sleepsWhileHeld_.load(std::memory_order_relaxed)};
+  }
 
  private:
   struct Connection;
@@ -119,6 +129,8 @@ class NetProxy final : public TransportProxy {
   std::unique_ptr<Failure> failure_;                      // under progressMutex_: the first, to report
   std::atomic<bool> failed_{false};
   std::atomic<int> drivers_{0};  // workers between startDriving and stopDriving
+  std::atomic<int> holds_{0};    // device launches outstanding (holdPolling)
+  std::atomic<uint64_t> holdsTaken_{0}, sleepsWhileHeld_{0};
   kern::Bell handover_;          // rung when one stops driving (the thread sleeps on it meanwhile)
   std::atomic<bool> stop_{false};
   bool drained_ = false;
