@@ -48,7 +48,8 @@ int printVersion() {
   const char* built = "built without CUDA";
 #endif
   if (devices > 0)
-    std::printf("  cuda  %d CUDA device(s) found; %s; the CUDA device backend is not implemented yet\n", devices, built);
+    std::printf("  cuda  %d CUDA device(s) found; %s; the cuda backend is built, but has not yet run on a GPU (README.md, Not yet)\n",
+                devices, built);
   else
     std::printf("  cuda  not available: no CUDA driver or device found (%s)\n", built);
 
