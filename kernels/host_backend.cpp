@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/host_stream.h"
+#include "kernels/word_copy.h"
 #include "base/error.h"
 
 namespace tutti::kern {
@@ -27,19 +28,8 @@ void HostMemoryBackend::copyOut(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
-// The copy proxy's copies into a FIFO the receiving executor polls at the same time (LL lines,
-// whose flag shares each 8-byte word with its data): word by word, each word whole, where both
-// ends allow it (a copy engine writes no word in halves either).
-void HostMemoryBackend::copyAcross(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) % sizeof(uint64_t) != 0) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  auto* to = static_cast<uint64_t*>(dst);
-  const auto* from = static_cast<const uint64_t*>(src);
-  for (size_t i = 0; i < bytes / sizeof(uint64_t); i++) __atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-}
+// The copy proxy's copies into a FIFO the receiving executor polls at the same time.
+void HostMemoryBackend::copyAcross(void* dst, const void* src, size_t bytes) { copyWholeWords(dst, src, bytes); }
 
 std::string HostMemoryBackend::streamProblem(cudaStream_t stream) const {
   if (stream == nullptr || HostStream::fromHandle(stream) != nullptr) return "";

@@ -238,15 +238,4 @@ const char* errorString(CUresult code) {
   return tText.c_str();
 }
 
-void copyWords(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) % sizeof(uint64_t) != 0) {
-    std::memmove(dst, src, bytes);
-    return;
-  }
-  auto* to = static_cast<uint64_t*>(dst);
-  const auto* from = static_cast<const uint64_t*>(src);
-  for (size_t i = 0; i < bytes / sizeof(uint64_t); i++) __atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-}
-
 }  // namespace tutti::kern::emulated

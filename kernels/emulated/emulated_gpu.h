@@ -22,6 +22,8 @@
 #include <set>
 #include <string>
 
+#include "kernels/word_copy.h"
+
 namespace tutti::kern::emulated {
 
 constexpr int kDevices = 8;                        // emulated devices 0..7
@@ -121,8 +123,7 @@ CUresult fail(CUresult code, const std::string& detail);
 const char* errorString(CUresult code);
 const char* errorName(CUresult code);
 
-// Copies as a copy engine does: whole aligned 8-byte words, each in one access, where both ends
-// and the size allow (a peer polls LL lines in the same words), else bytes.
-void copyWords(void* dst, const void* src, size_t bytes);
+// Copies as a copy engine does (kernels/word_copy.h).
+inline void copyWords(void* dst, const void* src, size_t bytes) { copyWholeWords(dst, src, bytes); }
 
 }  // namespace tutti::kern::emulated

@@ -24,19 +24,25 @@ std::unique_ptr<ExecutorBackend> emulatedDevice(int device) {
 }
 
 // A launch with no operation and one connection end, whose FIFO is at `fifo`, run by one worker
-// with no queue: all that the driver's check of the memory a launch reaches looks at.
+// with one queue of no lanes: all that the driver's check of the memory a launch reaches looks at.
 class OneConnectionLaunch final : public Launch {
  public:
   OneConnectionLaunch(ExecutorBackend& backend, void* fifo, int peer)
-      : backend_(backend), arena_((sizeof(LaunchWork) + sizeof(ConnEnd) + sizeof(WorkerWork)) / sizeof(uint64_t) + 1) {
+      : backend_(backend),
+        arena_((sizeof(LaunchWork) + sizeof(ConnEnd) + sizeof(WorkerWork) + sizeof(QueueWork) + sizeof(QueueState)) / sizeof(uint64_t)) {
     LaunchWork& w = work();
     w.magic = kLaunchWorkMagic;
     w.bytes = uint32_t(arena_.size() * sizeof(uint64_t));
     w.nconns = 1;
     w.connsOffset = uint32_t(sizeof(LaunchWork));
     w.nworkers = 1;
-    w.workersOffset = uint32_t(sizeof(LaunchWork) + sizeof(ConnEnd));
-    w.stateOffset = w.bytes;
+    w.workersOffset = w.connsOffset + uint32_t(sizeof(ConnEnd));
+    w.nqueues = 1;
+    w.queuesOffset = w.workersOffset + uint32_t(sizeof(WorkerWork));
+    w.queueStatesOffset = w.queuesOffset + uint32_t(sizeof(QueueWork));
+    w.stateOffset = w.queueStatesOffset;
+    w.workers()[0] = WorkerWork{0, 1};
+    w.queues()[0] = QueueWork{0, 0};
     ConnEnd& end = w.conns()[0];
     end.fifo = static_cast<FifoHeader*>(fifo);
     end.peer = peer;
