@@ -219,7 +219,11 @@ TUTTI_ENGINE_HD bool tryBegin(const LaneRef& l, Run& run, const Sync& sync) {
     if (run.rll) {
       line0 = sync.loadAcquire(fifoLLSlot(run.rf, run.rtail));
       if (uint32_t(line0 >> 32) != llFlag(run.rtail)) return false;
-    } else if (sync.loadAcquire(&run.rf->head) == run.rtail) {
+    } else if (sync.loadAcquire(&run.rf->head) <= run.rtail) {
+      // Not "==": the receiver may be past head. It takes an LL message once its line 0 lands,
+      // and a p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY) moves head only after it copied the
+      // message's Simple words as well; a Simple message that follows at once must wait for its
+      // own head, or its slot's words are a lap old.
       return false;
     }
   }
@@ -498,8 +502,8 @@ TUTTI_ENGINE_HD void blockedOn(const LaneRef& l, ExecFault& f, const Sync& sync)
   const ConnEnd* recv = plan::stepReceives(step.op) ? &l.recvs[step.recvConn] : nullptr;
   const ConnEnd* send = plan::stepSends(step.op) ? &l.sends[step.sendConn] : nullptr;
   setFault(f, Fault::Timeout, l, -1, 0, 0);
-  // (For an LL message the counters tell the same: the sender advances head after line 0.)
-  if (recv != nullptr && (send == nullptr || sync.loadAcquire(&recv->fifo->head) == recv->fifo->tail)) {
+  // (For an LL message the counters tell the same: head moves after line 0, and may trail tail.)
+  if (recv != nullptr && (send == nullptr || sync.loadAcquire(&recv->fifo->head) <= recv->fifo->tail)) {
     f.waitingForData = 1;
     f.peer = recv->peer;
   } else if (send != nullptr) {
