@@ -16,9 +16,10 @@ int nodeCount(const ncclComm* comm) {
 }  // namespace tutti
 
 ncclComm::~ncclComm() {
-  // A healthy communicator may still have our last sends queued in the proxy: let them leave.
-  if (tutti::TransportProxy* p = links.proxy(); p != nullptr && !error.abortFlag.load() && error.asyncError.load() == ncclSuccess)
-    p->drain(settings.timeoutSeconds);
+  // A healthy communicator may still have our last sends with a transport's thread (the net
+  // proxy, a copy thread): let them leave before the abort flag stops those threads.
+  if (!error.abortFlag.load() && error.asyncError.load() == ncclSuccess)
+    for (const auto& transport : links.transports) transport->drainSends(settings.timeoutSeconds);
   error.abortFlag.store(true);
   if (lifecycle.initThread.joinable()) lifecycle.initThread.join();
   if (identity.bootstrap) {

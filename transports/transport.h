@@ -266,6 +266,11 @@ class Transport {
                                              SteadyTime deadline) = 0;
   // Its progress engine once one runs; null for transports whose FIFOs the executor moves alone.
   virtual TransportProxy* proxy() { return nullptr; }
+  // Waits (at most `seconds`, or an abort or a failure) until every message this rank's
+  // connections published has left for its receiver, where a thread of the transport carries them
+  // (the net proxy, the p2p copy thread): a healthy communicator calls it before it tears down,
+  // so that its last sends reach their peers.
+  virtual void drainSends(double seconds) {}
   // Where peers on other hosts reach this rank; empty for transports within a host. Opens it.
   virtual Endpoint endpoint() { return {}; }
   // The ports through which it reaches other hosts, as the topology's NICs (device i is the

@@ -102,6 +102,14 @@ class LocalTransport final : public Transport {
   explicit LocalTransport(TransportContext& context) : context_(context), choice_(context, "local") {}
 
   std::string name() const override { return "local"; }
+  void drainSends(double seconds) override {
+    std::shared_ptr<CopyProxy> proxy;
+    {
+      std::lock_guard<std::mutex> lock(proxyMutex_);
+      proxy = copyProxy_;
+    }
+    if (proxy) proxy->drain(seconds);
+  }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality != Locality::SameProcess) {

@@ -58,6 +58,9 @@ class NetTransport final : public Transport {
   explicit NetTransport(TransportContext& context) : context_(context) {}
 
   std::string name() const override { return proxy_ ? std::string("net/") + proxy_->backend().name() : "net"; }
+  void drainSends(double seconds) override {
+    if (proxy_) proxy_->drain(seconds);
+  }
 
   // Its FIFOs are host memory, mapped for executors that have memory of their own (NetProxy::add).
   bool canConnect(const PeerPair&, std::string*) const override { return true; }

@@ -35,8 +35,19 @@ void CopyProxy::remove(const CopyLink* link) {
 
 void CopyProxy::stop() {
   if (!thread_.joinable()) return;
+  drain(context_.timeoutSeconds());
+  stopping_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_.notify_all();
+  }
+  thread_.join();
+}
+
+void CopyProxy::drain(double seconds) {
+  if (!thread_.joinable() || stopping_.load()) return;  // nobody copies any more
   // The thread keeps copying meanwhile; a failed or aborted communicator does not wait.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(context_.timeoutSeconds());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!context_.abortFlag().load() && !context_.failed() && std::chrono::steady_clock::now() < deadline) {
     bool done = false;
     try {
@@ -47,12 +58,6 @@ void CopyProxy::stop() {
     if (done) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  stopping_.store(true);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    wake_.notify_all();
-  }
-  thread_.join();
 }
 
 bool CopyProxy::drained() {

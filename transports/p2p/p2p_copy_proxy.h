@@ -60,6 +60,9 @@ class CopyProxy {
   // Copies what was published (at most TUTTI_TIMEOUT, or until an abort or a failure), then ends
   // the thread: a sender's last messages reach their receiver before its connections close.
   void stop();
+  // Waits (at most `seconds`, or until an abort or a failure) until what every link's sender
+  // published was copied; the thread goes on (Transport::drainSends).
+  void drain(double seconds);
 
  private:
   void run();

@@ -161,6 +161,14 @@ class P2pTransport final : public Transport {
   }
 
   std::string name() const override { return "p2p"; }
+  void drainSends(double seconds) override {
+    std::shared_ptr<CopyProxy> proxy;
+    {
+      std::lock_guard<std::mutex> lock(serverMutex_);
+      proxy = copyProxy_;
+    }
+    if (proxy) proxy->drain(seconds);
+  }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality != Locality::SameHost) {
