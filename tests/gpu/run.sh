@@ -515,12 +515,24 @@ mps_stop() {
 }
 mps_up() { [[ -p $MPS_PIPES/control ]] || { echo "skipped: no MPS daemon (see mps_start)"; return 77; }; }
 
+# free_port: a loopback port for a bootstrap root, below the kernel's ephemeral range (where the
+# sockets of whatever runs beside this script land) and not listened on now.
+free_port() {
+  local port tries
+  for tries in 1 2 3 4 5 6 7 8; do
+    port=$((20000 + RANDOM % 12000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return 0; }
+  done
+  echo "$port"
+}
+
 # two_ranks LOG PROGRAM ARGS...: 2 rank processes sharing the GPU (torchrun-style variables, MPS),
 # each logging to LOG.rankR.log.
 two_ranks() {
   local log=$1 r rc=0 pids=()
   shift
-  local port=$((20000 + RANDOM % 20000))
+  local port
+  port=$(free_port)
   for r in 0 1; do
     env "${MPS_ENV[@]}" TUTTI_DEVICE=cuda TUTTI_ALLOW_SHARED_GPU=1 NCCL_COMM_ID="127.0.0.1:$port" \
       RANK="$r" WORLD_SIZE=2 LOCAL_RANK="$r" LOCAL_WORLD_SIZE=2 "$@" >"$log.rank$r.log" 2>&1 &
