@@ -1,5 +1,6 @@
 // The catalogue of tunables, one definition each. The order of definition is the order of
-// registration, and so of tutti-info --env and the README's table: NCCL's names first, then ours.
+// registration, and so of tutti-info --env and of docs/environment.md, which that generates: NCCL's
+// names first, then ours.
 #include "base/tunables.h"
 
 namespace tutti::tunables {
@@ -100,8 +101,8 @@ const Bool kGdrFlushDisable{"NCCL_GDR_FLUSH_DISABLE", false,
 const String kDevice{"TUTTI_DEVICE", "auto",
                      "device backend: auto (cuda when a device is usable, else host), host, cuda, or emulated "
                      "(emulated: the cuda backend over this library's emulated CUDA driver, which runs the kernels' "
-                     "device code on host threads)",
-                     {"auto", "host", "cuda", "emulated"}};
+                     "device code on host threads), or the name of a backend a program registered (the registry, "
+                     "kernels/backend.h, refuses a name it does not know)"};
 const String kCudaLibrary{"TUTTI_CUDA_LIBRARY", "libcuda.so.1",
                           "cuda backend: the CUDA driver library to load (a file name the loader searches for, or a "
                           "path): NVIDIA's libcuda.so.1, or a stand-in such as the emulated driver the build makes "
@@ -144,7 +145,7 @@ const String kAlgoFile{"TUTTI_ALGO_FILE", "",
                        "custom algorithms: plan files (':'-separated), verified at init and selectable by name"};
 const Bool kDeterministic{"TUTTI_DETERMINISTIC", false,
                           "1: only algorithms with a fixed reduction order, so results are bitwise identical across runs "
-                          "and message sizes for a given rank count, type and op (slower: see the README)"};
+                          "and message sizes for a given rank count, type and op (slower: see docs/algorithms.md, Determinism)"};
 const Int kNetLinkTimeout{"TUTTI_NET_LINK_TIMEOUT", 15,
                           "seconds a network connection may leave data unacknowledged (or keepalive probes unanswered) "
                           "before it counts as broken, so a cut link fails in seconds (0: the kernel's defaults)"};

@@ -215,6 +215,18 @@ struct BackendOptions {
 std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options,
                                                      const std::string& operation);
 
+// The backend a communicator made now takes, by TUTTI_DEVICE (auto|host|emulated|cuda): auto is
+// the first backend that finds a device here (cuda, where the driver reports one), else host.
+// Throws InvalidUsage naming `operation` for another value.
+std::string chooseBackend(const std::string& operation);
+// Devices the backend `name` finds here, probed once (cuda: 0 without a driver, or in a build
+// without CUDA); 0 for a backend that has none of its own, or an unknown name.
+int backendDevices(const std::string& name);
+// The device a communicator made now on this thread uses with backend `name`: for cuda, the device
+// of the thread's current context (cudaSetDevice), as NCCL takes it; for emulated,
+// TUTTI_EMULATED_DEVICE; 0 for host.
+int currentDevice(const std::string& name);
+
 // Memory for a user's buffers where communicators of backend `name` run, reachable without a
 // communicator (ncclMemAlloc): page-aligned host memory for host; for cuda and emulated, device
 // memory that peers in other processes can map. Throws Error naming ncclMemAlloc and the size.
@@ -237,5 +249,23 @@ struct BackendTraits {
   int maxChannels = 2;
 };
 BackendTraits backendTraits(const std::string& name);
+
+// A backend by name, as the registry keeps it: the built-in ones (cuda, emulated, host, in the
+// order TUTTI_DEVICE=auto tries them) and any registered after them.
+struct BackendRegistration {
+  std::string name;
+  // Makes one for a communicator; throws Error naming `operation` when it cannot.
+  std::function<std::unique_ptr<ExecutorBackend>(const BackendOptions&, const std::string& operation)> make;
+  // ncclMemAlloc's memory where communicators of this backend run; empty: page-aligned host memory.
+  std::function<void*(size_t bytes)> allocateUser;
+  int (*devices)() = nullptr;        // devices it finds here (auto takes the first that finds one); null: none
+  int (*currentDevice)() = nullptr;  // the calling thread's device, for a communicator made now; null: 0
+  BackendTraits traits;
+};
+// Adds a backend that TUTTI_DEVICE may then name (a backend built outside this library: tests, an
+// out-of-tree executor). Throws Error (InvalidUsage) when the name is taken.
+void registerBackend(BackendRegistration backend);
+// The names the registry knows, in its order ("cuda, emulated, host").
+std::string backendNames();
 
 }  // namespace tutti::kern

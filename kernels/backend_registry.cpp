@@ -1,9 +1,15 @@
 // The executor backends by name: the one place that lists them (kernels/backend.h).
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <vector>
 #include <cstring>
 #include <string>
 
 #include "base/error.h"
+#include "base/tunables.h"
 #include "kernels/backend.h"
 #include "kernels/host_backend.h"
 #if defined(TUTTI_HAVE_CUDA)
@@ -57,38 +63,132 @@ void* allocateHostMemory(const std::string&, size_t bytes) {
   return p;
 }
 
-struct Entry {
-  const char* name;
-  std::unique_ptr<ExecutorBackend> (*make)(const std::string&, const BackendOptions&, const std::string&);
-  void* (*allocateUser)(const std::string&, size_t);
-  BackendTraits traits;  // what it makes answers
+int noDevices() { return 0; }
+
+int cudaDevices() {
+#if defined(TUTTI_HAVE_CUDA)
+  static const int count = cuda::deviceCount();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+int cudaCurrentDevice() {
+#if defined(TUTTI_HAVE_CUDA)
+  return cuda::currentDevice();
+#else
+  return 0;
+#endif
+}
+
+// An emulated device has no cudaSetDevice: a variable plays it, so that rank processes of one host
+// can take devices of their own (and their bus ids, TUTTI_EMULATED_BUS_IDS).
+int emulatedCurrentDevice() { return int(std::max<int64_t>(0, tunables::kEmulatedDevice.get())); }
+
+std::unique_ptr<ExecutorBackend> makeHost(const std::string&, const BackendOptions& options, const std::string&) {
+  return makeHostBackend(options);
+}
+
+void* allocateHost(size_t bytes) { return allocateHostMemory("host", bytes); }
+
+// The list, in the order TUTTI_DEVICE=auto tries them: built in, then registered (registerBackend).
+struct Backends {
+  std::mutex mutex;
+  std::deque<BackendRegistration> list;  // a deque: an entry's address outlives later additions
+
+  Backends() {
+    auto device = [](const char* name, int (*devices)(), int (*current)(), BackendTraits traits) {
+      return BackendRegistration{name, [name = std::string(name)](const BackendOptions& o, const std::string& op) {
+                                   return makeDeviceBackend(name, o, op);
+                                 },
+                                 [name = std::string(name)](size_t bytes) { return allocateDeviceMemory(name, bytes); }, devices,
+                                 current, traits};
+    };
+    list.push_back(device("cuda", cudaDevices, cudaCurrentDevice, {kDeviceLLBytes, false, 16}));
+    list.push_back(device("emulated", noDevices, emulatedCurrentDevice, {kDeviceLLBytes, false, 2}));
+    list.push_back(BackendRegistration{"host", [](const BackendOptions& o, const std::string& op) { return makeHost("host", o, op); },
+                                       allocateHost, noDevices, noDevices, {0, true, 2}});
+  }
 };
 
-const Entry kBackends[] = {
-    {"host", [](const std::string&, const BackendOptions& o, const std::string&) { return makeHostBackend(o); }, allocateHostMemory, {0, true, 2}},
-    {"emulated", makeDeviceBackend, allocateDeviceMemory, {kDeviceLLBytes, false, 2}},
-    {"cuda", makeDeviceBackend, allocateDeviceMemory, {kDeviceLLBytes, false, 16}},
-};
+Backends& backends() {
+  static Backends* b = new Backends;  // never destroyed: communicators may outlive static destruction
+  return *b;
+}
 
-const Entry& entryOf(const std::string& name, const std::string& operation) {
-  for (const Entry& e : kBackends)
-    if (name == e.name) return e;
-  throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (host, emulated or cuda)");
+const BackendRegistration* find(const std::string& name) {
+  Backends& b = backends();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  for (const BackendRegistration& e : b.list)
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+const BackendRegistration& entryOf(const std::string& name, const std::string& operation) {
+  if (const BackendRegistration* e = find(name)) return *e;
+  throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (known: " + backendNames() + ")");
 }
 
 }  // namespace
 
-std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
-  return entryOf(name, operation).make(name, options, operation);
+void registerBackend(BackendRegistration backend) {
+  if (backend.name.empty() || backend.name == "auto" || !backend.make)
+    throw Error(ErrorCode::InvalidArgument, "registerBackend: a backend needs a name other than \"auto\" and a make function");
+  if (!backend.allocateUser) backend.allocateUser = [name = backend.name](size_t bytes) { return allocateHostMemory(name, bytes); };
+  if (!backend.devices) backend.devices = noDevices;
+  if (!backend.currentDevice) backend.currentDevice = noDevices;
+  Backends& b = backends();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  for (const BackendRegistration& e : b.list)
+    if (e.name == backend.name) throw Error(ErrorCode::InvalidUsage, "registerBackend: a backend named \"" + backend.name + "\" is already known");
+  b.list.push_back(std::move(backend));
 }
+
+std::string backendNames() {
+  Backends& b = backends();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  std::string names;
+  for (const BackendRegistration& e : b.list) names += (names.empty() ? "" : ", ") + e.name;
+  return names;
+}
+
+std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
+  return entryOf(name, operation).make(options, operation);
+}
+
+std::string chooseBackend(const std::string& operation) {
+  std::string wanted;
+  try {
+    wanted = tunables::kDevice.get();
+  } catch (const Error& error) {
+    throw Error(error.code(), operation + ": " + error.message());
+  }
+  if (!wanted.empty() && wanted != "auto") return entryOf(wanted, operation + " (TUTTI_DEVICE)").name;
+  std::vector<const BackendRegistration*> all;
+  {
+    Backends& b = backends();
+    std::lock_guard<std::mutex> lock(b.mutex);
+    for (const BackendRegistration& e : b.list) all.push_back(&e);
+  }
+  for (const BackendRegistration* e : all)
+    if (e->devices() > 0) return e->name;
+  return "host";
+}
+
+int backendDevices(const std::string& name) {
+  const BackendRegistration* e = find(name);
+  return e != nullptr ? e->devices() : 0;
+}
+
+int currentDevice(const std::string& name) { return entryOf(name, "currentDevice").currentDevice(); }
 
 BackendTraits backendTraits(const std::string& name) {
-  for (const Entry& e : kBackends)
-    if (name == e.name) return e.traits;
-  return BackendTraits{};
+  const BackendRegistration* e = find(name);
+  return e != nullptr ? e->traits : BackendTraits{};
 }
 
-void* allocateUserMemory(const std::string& name, size_t bytes) { return entryOf(name, "ncclMemAlloc").allocateUser(name, bytes); }
+void* allocateUserMemory(const std::string& name, size_t bytes) { return entryOf(name, "ncclMemAlloc").allocateUser(bytes); }
 
 void freeUserMemory(void* p) {
   if (p == nullptr) return;

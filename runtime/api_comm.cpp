@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "base/log.h"
+#include "kernels/backend.h"
 #include "runtime/api.h"
 #include "runtime/comm_shrink.h"
-#include "runtime/device_backend.h"
 
 using namespace tutti;
 
@@ -28,8 +28,8 @@ void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids,
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": rank " + std::to_string(rank) + " is out of range (0.." +
                                                 std::to_string(nranks - 1) + ")");
   auto comm = std::make_unique<ncclComm>();
-  comm->identity.backendName = chooseDeviceBackend(operation);
-  if (device == kCurrentDevice) device = currentDevice(comm->identity.backendName);
+  comm->identity.backendName = kern::chooseBackend(operation);
+  if (device == kCurrentDevice) device = kern::currentDevice(comm->identity.backendName);
   comm->identity.config = config;
   comm->identity.rank = rank;
   comm->identity.nranks = nranks;

@@ -15,7 +15,6 @@
 #include "runtime/flight_recorder_dump.h"
 #include "base/tunables.h"
 #include "kernels/host_stream.h"
-#include "runtime/device_backend.h"
 #include "kernels/backend.h"
 #include "runtime/group.h"
 #include "tutti/tutti.h"
@@ -86,7 +85,7 @@ TUTTI_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     *ptr = nullptr;
     if (size == 0) return;
     // Where communicators made now would run (TUTTI_DEVICE), as NCCL gives device memory.
-    *ptr = kern::allocateUserMemory(chooseDeviceBackend("ncclMemAlloc"), size);
+    *ptr = kern::allocateUserMemory(kern::chooseBackend("ncclMemAlloc"), size);
   });
 }
 TUTTI_NCCL_ALIAS(ncclMemAlloc)
@@ -429,7 +428,7 @@ TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name
   return guard("tuttiCommDeviceBackend", [&] {
     checkComm("tuttiCommDeviceBackend", comm);
     if (name == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommDeviceBackend: name is NULL");
-    *name = comm->executor.backend ? comm->executor.backend->name() : "host";
+    *name = comm->identity.backendName.c_str();
   });
 }
 

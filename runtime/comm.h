@@ -82,7 +82,7 @@ struct CommIdentity {
   int rank = 0;
   int nranks = 1;
   int device = 0;
-  std::string backendName = "host";  // the executor backend: host, emulated or cuda (kernels/backend.h)
+  std::string backendName;  // the executor backend (kernels/backend.h, chooseBackend)
   CommConfig config;
   std::vector<RankInfo> peers;  // by rank
   // Set once peers holds every rank's identity: a failure notice can arrive (on the bootstrap's

@@ -359,14 +359,15 @@ void CommLaunch::connect() {
           // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy. LL
           // where the message fits what both ends take, on a memory transport's FIFO (the
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
-          const bool ll = llOnConnection(comm, k.peer, conn.transport(), lanes[i].llMessageBytes);
+          const TransportTraits carrier = transportTo(comm, k.peer).traits();
+          const bool ll = llOnConnection(comm, k.peer, carrier, lanes[i].llMessageBytes);
           // Addresses in the sender's user buffers where both ends read them alike (fifo.h).
           // Between processes, where the receiver's probe found it may read the sender's (transports/shm),
           // or, on device backends, through the mappings of registered buffers (runtime/peer_buffers.h)
           // on the FIFOs of memory transports.
           const kern::ExecutorBackend& backend = *comm->executor.backend;
           const bool mapped = comm->links.peerBuffers && comm->links.peerBuffers->mapsWith(k.peer) &&
-                              (conn.transport() == "p2p" || conn.transport() == "shm");
+                              carrier.mapsPeerBuffers;
           const kern::DirectKind direct = backend.readsPeerBuffers() && conn.sharesAddressSpace() ? kern::kDirectShared
                                           : backend.readsOtherProcesses() && conn.readsAcrossProcesses() ? kern::kDirectAcrossProcesses
                                           : mapped                                                        ? kern::kDirectMapped
@@ -392,9 +393,9 @@ size_t llMessageBytes(const ncclComm* comm, const Task& t) {
   return allowed ? largestBuffer : 0;
 }
 
-bool llOnConnection(const ncclComm* comm, int peer, const std::string& transport, size_t messageBytes) {
+bool llOnConnection(const ncclComm* comm, int peer, const TransportTraits& carrier, size_t messageBytes) {
   const size_t both = std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(peer)].llBytes);
-  return messageBytes > 0 && messageBytes <= both && transport.rfind("net", 0) != 0;
+  return messageBytes > 0 && messageBytes <= both && carrier.carriesLL;
 }
 
 std::string protocolFor(const ncclComm* comm, const Task& t) {
@@ -402,7 +403,7 @@ std::string protocolFor(const ncclComm* comm, const Task& t) {
   bool ll = false, simple = false;
   for (int p = 0; p < comm->identity.nranks; p++) {
     if (p == comm->identity.rank) continue;
-    (llOnConnection(comm, p, transportTo(comm, p).name(), bytes) ? ll : simple) = true;
+    (llOnConnection(comm, p, transportTo(comm, p).traits(), bytes) ? ll : simple) = true;
   }
   return ll && simple ? "LL+Simple" : ll ? "LL" : "Simple";
 }

@@ -96,11 +96,11 @@ Selection chooseAlgorithm(ncclComm* comm, const Task& t);
 bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection);
 
 // The largest message of t when its messages may go as LL lines (NCCL_PROTO allows LL for the
-// collective), else 0; and whether the connection to peer through `transport` carries such a
-// message as LL: both ends' executors take it (RankInfo::llBytes) and the FIFO is a memory
-// transport's (the network proxy moves Simple slots). The same answer at both ends of a FIFO.
+// collective), else 0; and whether the connection to peer by a transport of traits `carrier`
+// carries such a message as LL: both ends' executors take it (RankInfo::llBytes) and the transport
+// carries LL lines (TransportTraits::carriesLL). The same answer at both ends of a FIFO.
 size_t llMessageBytes(const ncclComm* comm, const Task& t);
-bool llOnConnection(const ncclComm* comm, int peer, const std::string& transport, size_t messageBytes);
+bool llOnConnection(const ncclComm* comm, int peer, const TransportTraits& carrier, size_t messageBytes);
 // "LL", "Simple" or "LL+Simple": how t's messages would travel, over the connections to every peer.
 std::string protocolFor(const ncclComm* comm, const Task& t);
 

@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "base/tunables.h"
 #include "runtime/comm.h"
-#include "transports/p2p/descriptor_channel.h"
+#include "transports/descriptor_channel.h"
 
 namespace tutti {
 

@@ -11,7 +11,7 @@
 //     questions: the peer answers on a thread of its own bootstrap, not its caller's, so
 //     registration is not collective and never waits for the peer's next call. A descriptor goes by
 //     SCM_RIGHTS from this rank's descriptor server to the one process it is offered to (pids
-//     checked, transports/p2p/descriptor_channel.h); a legacy handle travels in the question.
+//     checked, transports/descriptor_channel.h); a legacy handle travels in the question.
 //   - The peer answers where it mapped it, or why it could not (then the buffer is copied to it, and
 //     both sides log an INFO line, subsystem REG, naming rank, peer and reason). It maps each
 //     allocation of a peer once (its registrations share the mapping, counted) and unmaps it when

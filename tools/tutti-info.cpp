@@ -11,8 +11,8 @@
 #include "base/error.h"
 #include "base/params.h"
 #include "base/tunables.h"
+#include "kernels/backend.h"
 #include "nccl.h"
-#include "runtime/device_backend.h"
 #include "tutti/tutti.h"
 
 extern char** environ;
@@ -41,7 +41,7 @@ int printVersion() {
 
   std::printf("Device backends:\n");
   std::printf("  host  available (host buffers, host streams run by worker threads)\n");
-  int devices = tutti::cudaDeviceCount();
+  int devices = tutti::kern::backendDevices("cuda");
 #ifdef TUTTI_HAVE_CUDA
   const char* built = "CUDA parts built";
 #else
@@ -55,7 +55,7 @@ int printVersion() {
 
   std::string wanted = tutti::tunables::kDevice.text();
   try {
-    std::printf("\nTUTTI_DEVICE=%s selects: %s\n", wanted.c_str(), tutti::chooseDeviceBackend("tutti-info").c_str());
+    std::printf("\nTUTTI_DEVICE=%s selects: %s\n", wanted.c_str(), tutti::kern::chooseBackend("tutti-info").c_str());
   } catch (const tutti::Error& error) {
     std::printf("\nTUTTI_DEVICE=%s selects nothing: %s\n", wanted.c_str(), error.what());
   }

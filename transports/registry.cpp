@@ -1,7 +1,10 @@
 // The registry of transports: the one list of them, nearest first. A new transport is its folder
-// and one line in kTransports.
+// and one line in kTransports, or a registerTransport call from outside the library.
 #include "transports/registry.h"
 
+#include <mutex>
+
+#include "base/error.h"
 #include "transports/local/local_transport.h"
 #include "transports/net/net_transport.h"
 #include "transports/p2p/p2p_transport.h"
@@ -10,21 +13,43 @@
 namespace tutti {
 namespace {
 
-using TransportFactory = std::unique_ptr<Transport> (*)(TransportContext&);
-
 // Connection setup takes the first that can connect a pair.
-constexpr TransportFactory kTransports[] = {
+constexpr std::unique_ptr<Transport> (*kTransports[])(TransportContext&) = {
     makeLocalTransport,  // rank threads of one process
     makeP2pTransport,    // processes of one node, FIFOs in device memory the peer maps (CUDA IPC)
     makeShmTransport,    // processes of one node
     makeNetTransport,    // anything else, and whatever the variables above turn off
 };
 
+struct Registered {
+  std::mutex mutex;
+  std::vector<TransportFactory> factories;
+};
+
+Registered& registered() {
+  static Registered* r = new Registered;  // never destroyed: communicators may outlive static destruction
+  return *r;
+}
+
 }  // namespace
 
+void registerTransport(TransportFactory make) {
+  if (!make) throw Error(ErrorCode::InvalidArgument, "registerTransport: no factory given");
+  Registered& r = registered();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.factories.push_back(std::move(make));
+}
+
 std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context) {
+  std::vector<TransportFactory> first;
+  {
+    Registered& r = registered();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    first = r.factories;
+  }
   std::vector<std::unique_ptr<Transport>> made;
-  for (TransportFactory make : kTransports) made.push_back(make(context));
+  for (const TransportFactory& make : first) made.push_back(make(context));
+  for (auto make : kTransports) made.push_back(make(context));
   return made;
 }
 

@@ -2,6 +2,7 @@
 // one pair of ranks.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,12 @@ namespace tutti {
 // One of each transport, made for a communicator (each may keep per-communicator state, such as
 // the net proxy), in the registry's order: the nearest first.
 std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context);
+
+// Adds a transport built outside this library (tests, an out-of-tree transport) to every
+// communicator made after the call, tried before the built-in ones: it takes the pairs its
+// canConnect accepts and leaves the others to them.
+using TransportFactory = std::function<std::unique_ptr<Transport>(TransportContext&)>;
+void registerTransport(TransportFactory make);
 
 // The first of `transports` that can connect the pair; null when none can, with *whyNot listing
 // each one's reason ("local: ...; shm: ...; net: ...").

@@ -242,6 +242,18 @@ struct Endpoint {
   std::string address;        // "10.0.0.1"
 };
 
+// What a transport's connections are, for the runtime to decide by without knowing its name.
+struct TransportTraits {
+  // Its FIFOs carry LL lines that the executors read and write in place (memory transports); a
+  // transport whose proxy moves only Simple slots (the network) says no, and its connections use
+  // Simple at every size.
+  bool carriesLL = true;
+  // Its FIFOs live in memory that both processes map (shared memory, GPU peer memory), so that
+  // a message may name an address in the sender's registered buffers through the mappings that
+  // runtime/peer_buffers.h makes (kDirectMapped, kernels/work.h).
+  bool mapsPeerBuffers = false;
+};
+
 // One transport of one communicator: made by the registry for each communicator, with its
 // context (transports/registry.h).
 class Transport {
@@ -250,6 +262,7 @@ class Transport {
   // What its connections are called in logs and by tuttiCommTransports: "local", "shm",
   // "net/Socket" ("net" while its backend is not open yet).
   virtual std::string name() const = 0;
+  virtual TransportTraits traits() const = 0;
   // Whether it can connect the pair, given its locality, the variables that turn it off
   // (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL against the GPUs' distance, NCCL_SHM_DISABLE) and where the
   // FIFOs live; if not, *whyNot says why, for "no transport can connect ...". Both ends of a pair

@@ -210,18 +210,18 @@ TEST_CASE("params: booleans", "[params]") {
 }
 
 TEST_CASE("params: a string with allowed values refuses any other", "[params]") {
-  for (const char* value : {"auto", "host", "cuda", "emulated"}) {
-    ScopedEnv set("TUTTI_DEVICE", value);
-    CHECK(tunables::kDevice.get() == value);
+  for (const char* value : {"descriptor", "handle"}) {
+    ScopedEnv set("TUTTI_EMULATED_IPC", value);
+    CHECK(tunables::kEmulatedIpc.get() == value);
   }
-  ScopedEnv set("TUTTI_DEVICE", "gpu");
-  CHECK(codeOf([] { tunables::kDevice.get(); }) == ErrorCode::InvalidUsage);
-  CHECK(messageOf([] { tunables::kDevice.get(); }) == "TUTTI_DEVICE=gpu: expected auto, host, cuda or emulated");
-  CHECK(tunables::kDevice.text() == "gpu");  // what the user wrote, for tutti-info to show
+  ScopedEnv set("TUTTI_EMULATED_IPC", "fd");
+  CHECK(codeOf([] { tunables::kEmulatedIpc.get(); }) == ErrorCode::InvalidUsage);
+  CHECK(messageOf([] { tunables::kEmulatedIpc.get(); }) == "TUTTI_EMULATED_IPC=fd: expected descriptor or handle");
+  CHECK(tunables::kEmulatedIpc.text() == "fd");  // what the user wrote, for tutti-info to show
   // The list is there through the base class too, for the generated environment page; a handle
-  // without one has an empty list.
-  const params::Param& device = tunables::kDevice;
-  CHECK(device.allowed() == std::vector<std::string>{"auto", "host", "cuda", "emulated"});
+  // without one has an empty list (TUTTI_DEVICE's names are the backend registry's to check).
+  const params::Param& ipc = tunables::kEmulatedIpc;
+  CHECK(ipc.allowed() == std::vector<std::string>{"descriptor", "handle"});
   const params::Param& nsteps = tunables::kNsteps;
   CHECK(nsteps.allowed().empty());
 }
@@ -234,9 +234,9 @@ TEST_CASE("params: an empty numeric value counts as unset, an empty string is a 
   CHECK(tunables::kDebugFile.isSet());
   CHECK(tunables::kDebugFile.get().empty());
   // With allowed values the empty string is none of them: it counts as unset, as a number's does.
-  ScopedEnv device("TUTTI_DEVICE", "");
-  CHECK_FALSE(tunables::kDevice.isSet());
-  CHECK(tunables::kDevice.get() == "auto");
+  ScopedEnv ipc("TUTTI_EMULATED_IPC", "");
+  CHECK_FALSE(tunables::kEmulatedIpc.isSet());
+  CHECK(tunables::kEmulatedIpc.get() == "descriptor");
 }
 
 TEST_CASE("params: a registry refuses a second parameter of one name and malformed names", "[params]") {

@@ -22,7 +22,7 @@
 #include "kernels/fifo.h"
 #include "tests/common/env_support.h"
 #include "tests/common/transport_context_support.h"
-#include "transports/p2p/descriptor_channel.h"
+#include "transports/descriptor_channel.h"
 #include "transports/registry.h"
 
 namespace tutti {

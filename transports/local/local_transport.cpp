@@ -110,6 +110,7 @@ class LocalTransport final : public Transport {
     }
     if (proxy) proxy->drain(seconds);
   }
+  TransportTraits traits() const override { return {true, false}; }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality != Locality::SameProcess) {

@@ -9,7 +9,7 @@
 
 #include "base/log.h"
 #include "transports/fifo_setup.h"
-#include "transports/p2p/descriptor_channel.h"
+#include "transports/descriptor_channel.h"
 #include "transports/p2p/p2p_copy_proxy.h"
 #include "transports/p2p/p2p_choice.h"
 
@@ -169,6 +169,7 @@ class P2pTransport final : public Transport {
     }
     if (proxy) proxy->drain(seconds);
   }
+  TransportTraits traits() const override { return {true, true}; }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality != Locality::SameHost) {

@@ -1,5 +1,5 @@
 // Descriptors between processes of one host over abstract Unix-domain sockets (see the header).
-#include "transports/p2p/descriptor_channel.h"
+#include "transports/descriptor_channel.h"
 
 #include <fcntl.h>
 #include <poll.h>
