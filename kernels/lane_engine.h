@@ -422,17 +422,34 @@ TUTTI_ENGINE_HD void moveData(Mover& m, const OpWork& op, const Part& p) {
 }
 
 // LL, every thread of the worker (thread t of nt): before the run's parts move, the message's
-// lines into its slot, each half once its flag says it landed (the sender wrote line 0 after the
-// data, so every half is on its way); after they moved, the slot into the send FIFO's lines.
-// Sync provides loadLL(const uint64_t*) and storeLL(uint64_t*, uint64_t): single-copy atomic
-// 8-byte accesses. Both copy whole 4-byte words: up to 3 bytes past the message, inside the slot.
+// lines into the run's receive staging (run.rslot: the device executor's block stages on chip,
+// kernels/device/device_executor.h), each half once its flag says it landed (the sender wrote
+// line 0 after the data, so every half is on its way); after they moved, the send staging
+// (run.sslot) into the send FIFO's lines. Whole lines go in one 16-byte access where the lines are
+// aligned to it (they are unless a FIFO's slot size is not a multiple of 16); a lone last half,
+// alone. Both copy whole 4-byte words: up to 3 bytes past the message, inside the staging. What
+// lands in the lines is what one half at a time wrote before: the wire format is fifo.h's.
+// Sync provides loadLL / storeLL (one half) and loadLLLine / storeLLLine (two halves, each
+// single-copy atomic), without fences.
 template <class Sync>
 TUTTI_ENGINE_HD void llUnpack(const Run& run, uint32_t t, uint32_t nt, const Sync& sync) {
   const uint64_t* halves = fifoLLSlot(run.rf, run.rtail) + kLLHeaderHalves;
   const uint32_t flag = llFlag(run.rtail);
   uint32_t* out = reinterpret_cast<uint32_t*>(run.rslot);
   const uint64_t words = (run.got + 3) / 4;
-  for (uint64_t i = t; i < words; i += nt) {
+  uint64_t first = 0;  // the first word read half by half
+  if (reinterpret_cast<uintptr_t>(halves) % kLLLineBytes == 0) {
+    const uint64_t lines = words / 2;
+    for (uint64_t i = t; i < lines; i += nt) {
+      uint64_t a, b;
+      sync.loadLLLine(&halves[2 * i], a, b);
+      while (uint32_t(a >> 32) != flag || uint32_t(b >> 32) != flag) sync.loadLLLine(&halves[2 * i], a, b);
+      out[2 * i] = uint32_t(a);
+      out[2 * i + 1] = uint32_t(b);
+    }
+    first = 2 * lines;
+  }
+  for (uint64_t i = first + t; i < words; i += nt) {
     uint64_t v = sync.loadLL(&halves[i]);
     while (uint32_t(v >> 32) != flag) v = sync.loadLL(&halves[i]);
     out[i] = uint32_t(v);
@@ -444,7 +461,13 @@ TUTTI_ENGINE_HD void llPack(const Run& run, uint32_t t, uint32_t nt, const Sync&
   const uint32_t flag = llFlag(run.shead);
   const uint32_t* in = reinterpret_cast<const uint32_t*>(run.sslot);
   const uint64_t words = (run.sent + 3) / 4;
-  for (uint64_t i = t; i < words; i += nt) sync.storeLL(&halves[i], llHalf(in[i], flag));
+  uint64_t first = 0;  // the first word written half by half
+  if (reinterpret_cast<uintptr_t>(halves) % kLLLineBytes == 0) {
+    const uint64_t lines = words / 2;
+    for (uint64_t i = t; i < lines; i += nt) sync.storeLLLine(&halves[2 * i], llHalf(in[2 * i], flag), llHalf(in[2 * i + 1], flag));
+    first = 2 * lines;
+  }
+  for (uint64_t i = first + t; i < words; i += nt) sync.storeLL(&halves[i], llHalf(in[i], flag));
 }
 
 // Phase 4a: after part j has moved, its size in the joined table and the slots' offsets.
@@ -469,7 +492,11 @@ TUTTI_ENGINE_HD void finishRun(const LaneRef& l, const Run& run, const Sync& syn
     const uint64_t slot = run.shead % run.sf->nsteps;
     const uint64_t count = signatureCount(*l.op);
     // An LL message is the receiver's the moment line 0's size half lands (after its data:
-    // llPack ran first); the call's signature travels in the header's other halves.
+    // llPack ran first); the call's signature travels in the header's other halves, so the
+    // Simple words beside `sizes` are not written (no reader of an LL message reads them: the
+    // receiver takes all from the lines, and the p2p copy proxy copies the lines, then the words
+    // whatever they hold). `head` still moves, after the lines: the p2p copy proxy (p2p_copy_proxy.cpp)
+    // copies a message once its head says so, and a Simple message that follows counts from it.
     if (run.sll) {
       uint64_t* header = fifoLLSlot(run.sf, run.shead);
       const uint32_t flag = llFlag(run.shead);
@@ -477,11 +504,12 @@ TUTTI_ENGINE_HD void finishRun(const LaneRef& l, const Run& run, const Sync& syn
       sync.storeLL(&header[2], llHalf(uint32_t(l.op->signature), flag));
       sync.storeLL(&header[3], llHalf(uint32_t(l.op->signature >> 32), flag));
       sync.storeLL(&header[0], llHalf(uint32_t(run.sent), flag));
+    } else {
+      run.sf->addrs[slot] = run.saddr;
+      run.sf->sigs[slot] = l.op->signature;
+      run.sf->sigCounts[slot] = count;
+      run.sf->sizes[slot] = run.sent;
     }
-    run.sf->addrs[slot] = run.sll ? 0 : run.saddr;
-    run.sf->sigs[slot] = l.op->signature;
-    run.sf->sigCounts[slot] = count;
-    run.sf->sizes[run.shead % run.sf->nsteps] = run.sent;
     sync.storeRelease(&run.sf->head, run.shead + 1);
     sync.notify(l.sends[step.sendConn]);
   }

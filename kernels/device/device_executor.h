@@ -4,8 +4,8 @@
 // each part of its step; every thread then moves the part's bytes (block_mover.h); the first
 // thread publishes. A wait is bounded: with no progress for the timeout, or once the host sets
 // the abort word, or once another block has failed, the block records why in the launch's fault
-// record (first writer wins) and returns. Built by nvcc as a kernel (cuda_executor.cu) and by g++
-// for the emulated device (emulated_device.cpp), from this one source.
+// record (first writer wins) and returns. Built by nvcc as a kernel (kernels/cuda/executor_kernel.cu)
+// and by g++ for the emulated device (kernels/emulated/emulated_device.cpp), from this one source.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,11 @@ struct ExecControl {
   uint64_t* directReads;      // counts the direct messages read in place (null: not counted)
 };
 
+// The largest LL message the block stages on chip: kDeviceLLBytes (kernels/backend.h), what both
+// ends of an LL connection of the device executors agreed to. A larger one (no executor of this
+// tree sends one) is staged in its Simple slot instead.
+constexpr uint64_t kLLStageBytes = 16 * 1024;
+
 // The decisions the first thread shares with the block, in shared memory. The action alternates
 // between two words, so that the first thread can decide the next round while slower threads
 // still read this one's (every thread passes a barrier between two rounds of the same parity).
@@ -36,16 +41,53 @@ struct BlockShared {
   uint32_t lane;  // the launch's lane index that runs
   engine::Run run;
   engine::Part part;
+  // An LL run's message as plain bytes: the lines unpacked into llIn, the parts read it and write
+  // llOut, which is packed into the receiver's lines (lane_engine.h, llUnpack and llPack). On
+  // chip, where the Simple slot would cost a trip over the bus and back (in p2p write mode the
+  // send slot is in the peer's memory; in read mode the receive slot is).
+  alignas(16) char llIn[kLLStageBytes];
+  alignas(16) char llOut[kLLStageBytes];
 };
 
 // The sync policy of the lane engine on a device: peers poll, so nothing is rung.
+//  * Its loads are polls (shim.h loadPoll: relaxed, no L1 invalidation each time). runWorker adds
+//    the one acquire a run needs (fenceAcquire) once a poll found it ready, where the block then
+//    reads what the sender wrote before publishing: a Simple message (its size, signature, address
+//    and bytes). An LL message needs none: each half carries its flag, and is read with volatile
+//    loads that L1 does not serve. A send needs none either: the receiver's reads of the slot it
+//    freed had completed (see storeFree).
+//  * Its stores publish with one fence (shim.h publish), except the tail that finishRun frees,
+//    `freed`, which only says that the block's reads of a slot are done (shim.h storeFree).
 struct DeviceSync {
-  TUTTI_DEVICE uint64_t loadAcquire(const uint64_t* p) const { return dev::loadAcquire(p); }
-  TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) const { dev::storeRelease(p, v); }
+  const uint64_t* freed = nullptr;
+
+  TUTTI_DEVICE uint64_t loadAcquire(const uint64_t* p) const { return loadPoll(p); }
+  TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) const {
+    if (p == freed) storeFree(p, v);
+    else publish(p, v);
+  }
   TUTTI_DEVICE void notify(const ConnEnd&) const {}
   TUTTI_DEVICE uint64_t loadLL(const uint64_t* p) const { return dev::loadLL(p); }
   TUTTI_DEVICE void storeLL(uint64_t* p, uint64_t v) const { dev::storeLL(p, v); }
+  TUTTI_DEVICE void loadLLLine(const uint64_t* p, uint64_t& a, uint64_t& b) const { dev::loadLLLine(p, a, b); }
+  TUTTI_DEVICE void storeLLLine(uint64_t* p, uint64_t a, uint64_t b) const { dev::storeLLLine(p, a, b); }
 };
+
+// Phase 1 on a device (lane_engine.h, tryBegin), by the first thread: polls with relaxed loads;
+// a run found ready that reads a Simple message gets its one acquire, and is read again after it
+// (the counters only grow, so it is still ready). An LL run's message is then staged on chip.
+TUTTI_DEVICE bool tryBeginOnDevice(const engine::LaneRef& l, BlockShared& sh, const DeviceSync& sync) {
+  engine::Run& run = sh.run;
+  bool ready = engine::tryBegin(l, run, sync);
+  if (ready && run.recv && !run.rll) {
+    fenceAcquire();
+    ready = engine::tryBegin(l, run, sync);
+  }
+  if (!ready) return false;
+  if (run.rll && run.got <= kLLStageBytes) run.rslot = sh.llIn;
+  if (run.sll && llCapacity(run.sf->llSlotBytes) <= kLLStageBytes) run.sslot = sh.llOut;
+  return true;
+}
 
 // The fault word while its record is being written.
 constexpr uint32_t kFaultBeingWritten = 0xffffffffu;
@@ -104,7 +146,7 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
         if (qs.current == qw.nlanes) continue;
         action = BlockShared::Idle;
         const uint32_t lane = qw.firstLane + qs.current;
-        if (engine::tryBegin(engine::laneRef(w, lane, ops), sh.run, sync)) {
+        if (tryBeginOnDevice(engine::laneRef(w, lane, ops), sh, sync)) {
           action = BlockShared::Step;
           sh.lane = lane;
           next = qi;
@@ -146,7 +188,7 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
     // Read now, while the run is this round's: once the last barrier below is passed, the first
     // thread may begin the next round's run.
     const bool rll = sh.run.rll, sll = sh.run.sll;
-    if (rll) {  // the message's lines into its slot first (lane_engine.h, llUnpack)
+    if (rll) {  // the message's lines into its stage first (lane_engine.h, llUnpack)
       engine::llUnpack(sh.run, uint32_t(threadId()), uint32_t(threadCount()), sync);
       barrier();
     }
@@ -165,7 +207,7 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
       barrier();
       if (lead) engine::endPart(sh.run, j, part);
     }
-    if (sll) {  // the slot into the receiver's lines, then line 0 (finishRun)
+    if (sll) {  // the stage into the receiver's lines, then line 0 (finishRun)
       barrier();
       engine::llPack(sh.run, uint32_t(threadId()), uint32_t(threadCount()), sync);
       barrier();
@@ -173,7 +215,8 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
     if (lead) {
       // A message that came by address (a direct message is always a run of one part).
       if (sh.run.raddr != nullptr && parts == 1 && ctl.directReads != nullptr) countAdd(ctl.directReads, 1);
-      engine::finishRun(l, sh.run, sync);
+      // The receive FIFO's tail frees what the block read; the rest publishes (DeviceSync).
+      engine::finishRun(l, sh.run, DeviceSync{sh.run.recv ? &sh.run.rf->tail : nullptr});
       lastProgress = nowNs();
       polls = 0;
     }

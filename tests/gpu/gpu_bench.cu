@@ -2,9 +2,13 @@
 //  1. the device executor's copy and reduce loops (kernels/device/block_mover.h) over a whole
 //     GPU, against cudaMemcpyAsync device-to-device, in memory traffic per second;
 //  2. all-reduce through the cuda backend with 2 ranks as threads sharing the GPU: the median
-//     time per call from 8 bytes up, against cudaMemcpyAsync of the same bytes.
+//     time per call from 8 bytes up, against cudaMemcpyAsync of the same bytes;
+//  3. the copy loop with 1, 2, 4, ... blocks of the executor's size up to one per SM, from 1 MiB
+//     up to 256 MiB: what one channel (a block) moves, and how many it takes to reach the
+//     memory's speed, beside cudaMemcpyAsync of the same bytes.
 // Prints Markdown tables. Exit status: 0, 1 on a wrong result, 77 without a CUDA device.
-//   tutti_gpu_bench [MAXBYTES]   (default 1 GiB for the loops, 256 MiB for all-reduce)
+//   tutti_gpu_bench [MAXBYTES]   (default 1 GiB for the loops, 256 MiB for all-reduce and the
+//                                 copy by blocks; run.sh passes 64 MiB)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/executor_params.h"
 #include "kernels/device/block_mover.h"
 #include "nccl.h"
 
@@ -24,6 +29,7 @@ namespace {
 
 using tutti::kern::dev::blockCopy;
 using tutti::kern::dev::blockReduce;
+using tutti::kern::dev::kExecutorThreads;
 
 #define CHECK_CUDA(call)                                                                 \
   do {                                                                                  \
@@ -35,13 +41,13 @@ using tutti::kern::dev::blockReduce;
   } while (0)
 
 // Each block takes its slice of the buffer, as each channel takes its range of an operation.
-__global__ void __launch_bounds__(512) copyKernel(char* dst, const char* src, size_t bytes) {
+__global__ void __launch_bounds__(kExecutorThreads) copyKernel(char* dst, const char* src, size_t bytes) {
   const size_t per = (bytes / gridDim.x + 15) / 16 * 16;
   const size_t begin = min(bytes, per * blockIdx.x), end = min(bytes, begin + per);
   blockCopy(dst + begin, nullptr, src + begin, end - begin);
 }
 
-__global__ void __launch_bounds__(512) reduceKernel(float* dst, const float* a, const float* b, size_t n) {
+__global__ void __launch_bounds__(kExecutorThreads) reduceKernel(float* dst, const float* a, const float* b, size_t n) {
   const size_t per = (n / gridDim.x + 3) / 4 * 4;
   const size_t begin = min(n, per * blockIdx.x), end = min(n, begin + per);
   tutti::kern::ElementReducer<float, tutti::kern::OpSum, false, false> sum;
@@ -50,6 +56,12 @@ __global__ void __launch_bounds__(512) reduceKernel(float* dst, const float* a, 
 
 __global__ void fillKernel(float* p, size_t n, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = float(i % 1024) * scale;
+}
+
+__global__ void countDifferentWords(const uint32_t* a, const uint32_t* b, size_t n, unsigned long long* differ) {
+  unsigned long long mine = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) mine += a[i] != b[i];
+  if (mine != 0) atomicAdd(differ, mine);
 }
 
 // A reusable barrier for the rank threads (nvcc here builds C++17: no std::barrier).
@@ -110,9 +122,9 @@ void loops(size_t maxBytes, int sms) {
   for (size_t bytes = size_t(16) << 20; bytes <= maxBytes; bytes *= 4) {
     // Memory traffic: a copy reads and writes each byte; a reduction reads two and writes one.
     const double memcpyMs = medianMs(20, [&] { CHECK_CUDA(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice)); });
-    const double copyMs = medianMs(20, [&] { copyKernel<<<sms * 2, 512>>>(c, a, bytes); });
+    const double copyMs = medianMs(20, [&] { copyKernel<<<sms * 2, kExecutorThreads>>>(c, a, bytes); });
     const double reduceMs = medianMs(20, [&] {
-      reduceKernel<<<sms * 2, 512>>>(reinterpret_cast<float*>(c), reinterpret_cast<float*>(a), reinterpret_cast<float*>(b), bytes / 4);
+      reduceKernel<<<sms * 2, kExecutorThreads>>>(reinterpret_cast<float*>(c), reinterpret_cast<float*>(a), reinterpret_cast<float*>(b), bytes / 4);
     });
     const double memcpyGBs = 2.0 * bytes / memcpyMs / 1e6, copyGBs = 2.0 * bytes / copyMs / 1e6, reduceGBs = 3.0 * bytes / reduceMs / 1e6;
     std::printf("| %zu MiB | %.0f | %.0f | %.2f | %.0f | %.2f |\n", bytes >> 20, memcpyGBs, copyGBs, copyGBs / memcpyGBs, reduceGBs,
@@ -133,6 +145,55 @@ void loops(size_t maxBytes, int sms) {
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
+}
+
+// The copy loop by number of blocks (one line per size and count), each block copying its slice as
+// a channel copies its range: 1, 2, 4, ... blocks, and one per SM. Median of 5 runs after one to
+// warm up; the traffic is read plus written bytes, as in loops().
+void copyByBlocks(size_t maxBytes, int sms) {
+  std::printf("\n### Copy loop by blocks of %d threads (one per SM at most) against cudaMemcpyAsync (device to device)\n\n",
+              kExecutorThreads);
+  std::printf("| bytes | blocks | copy loop GB/s | GB/s per block | memcpy GB/s | copy/memcpy |\n|---|---|---|---|---|---|\n");
+  const size_t top = std::min(maxBytes, size_t(256) << 20);
+  char *src = nullptr, *dst = nullptr;
+  CHECK_CUDA(cudaMalloc(&src, top));
+  CHECK_CUDA(cudaMalloc(&dst, top));
+  fillKernel<<<1024, 256>>>(reinterpret_cast<float*>(src), top / 4, 1.0f);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<int> counts;
+  for (int blocks = 1; blocks < sms; blocks *= 2) counts.push_back(blocks);
+  counts.push_back(sms);
+  size_t largest = 0;  // the largest copy, which the check below reads back
+  for (size_t bytes = size_t(1) << 20; bytes <= top; bytes *= 4) {
+    largest = bytes;
+    const double memcpyGBs = 2.0 * bytes / medianMs(5, [&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }) / 1e6;
+    for (int blocks : counts) {
+      const double copyGBs = 2.0 * bytes / medianMs(5, [&] { copyKernel<<<blocks, kExecutorThreads>>>(dst, src, bytes); }) / 1e6;
+      std::printf("| %zu MiB | %d | %.0f | %.1f | %.0f | %.2f |\n", bytes >> 20, blocks, copyGBs, copyGBs / blocks, memcpyGBs,
+                  copyGBs / memcpyGBs);
+    }
+  }
+  CHECK_CUDA(cudaGetLastError());
+  // Every byte of the largest copy checked, over a destination cleared first, with one block, an
+  // odd count (uneven slices, a last partial group of packs) and one per SM.
+  unsigned long long* bad = nullptr;
+  CHECK_CUDA(cudaMalloc(&bad, sizeof *bad));
+  for (int blocks : {1, 3, sms}) {
+    if (largest == 0) break;
+    CHECK_CUDA(cudaMemset(dst, 0xff, largest));
+    CHECK_CUDA(cudaMemset(bad, 0, sizeof *bad));
+    copyKernel<<<blocks, kExecutorThreads>>>(dst, src, largest);
+    countDifferentWords<<<1024, 256>>>(reinterpret_cast<const uint32_t*>(dst), reinterpret_cast<const uint32_t*>(src), largest / 4, bad);
+    unsigned long long differ = 0;
+    CHECK_CUDA(cudaMemcpy(&differ, bad, sizeof differ, cudaMemcpyDeviceToHost));
+    if (differ != 0) {
+      std::printf("FAIL copy loop, %d block(s): %llu of %zu words differ\n", blocks, differ, largest / 4);
+      std::exit(1);
+    }
+  }
+  cudaFree(bad);
+  cudaFree(src);
+  cudaFree(dst);
 }
 
 // 2 ranks as threads sharing the GPU, each on its own stream; both launch each call together
@@ -232,5 +293,6 @@ int main(int argc, char** argv) {
   std::printf("## %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   loops(maxBytes, prop.multiProcessorCount);
   allReduce(std::min(maxBytes, size_t(256) << 20));
+  copyByBlocks(maxBytes, prop.multiProcessorCount);  // last: run.sh's summary shows a step's first lines
   return 0;
 }
