@@ -76,6 +76,34 @@ class Launch {
 // Where an executor's memory is.
 enum class MemorySpace : uint8_t { Host, Device };
 
+// The largest LL message of the device executors (kernels/fifo.h): 16 KiB of data, 32 KiB of
+// lines per FIFO slot. NCCL's LL serves small messages alike; a larger one pipelines better
+// through Simple's slots.
+constexpr size_t kDeviceLLBytes = 16 * 1024;
+// What a backend answers for itself, fixed by its kind: the registry's entry for its name, known
+// before one is made (backendTraits), so that the ranks agree on it at init.
+struct BackendTraits {
+  // The largest message its executor sends as LL lines (kernels/fifo.h) on FIFOs of memory
+  // transports; 0: Simple only (the host executor: a host thread gains nothing from LL).
+  size_t llBytes = 0;
+  // The one-shot all-reduce through the control blocks' mailboxes (kernels/mailbox.h), run by a
+  // host thread, can serve this backend's operations.
+  bool mailboxes = false;
+  // Channels a communicator uses where NCCL_MAX_NCHANNELS does not say: a host thread per channel
+  // gains nothing past the host's cores (host, and the emulated device's blocks, which are host
+  // threads); a GPU's single node wants tens, as NCCL runs over NVLink.
+  int maxChannels = 2;
+  // Its waits sleep on bells (kern::Bell) that whoever fills or drains a FIFO must ring; the
+  // others poll (a kernel cannot sleep on a futex).
+  bool bells = false;
+  // Its executor may read a peer process's user buffer at an address the peer sent, with a
+  // cross-memory read (base/cross_memory.h; kern::kDirectAcrossProcesses): the host executor.
+  bool readsOtherProcesses = false;
+  // Its executor reads a PreMulSum scalar that lives in device memory itself, in stream order;
+  // otherwise the caller reads it at enqueue.
+  bool readsDeviceScalars = true;
+};
+
 class ExecutorBackend {
  public:
   virtual ~ExecutorBackend() = default;
@@ -167,29 +195,22 @@ class ExecutorBackend {
   // Makes every running or queued launch stop soon (ncclCommAbort): sets the abort word.
   virtual void abort() = 0;
 
-  // What the layers above must do for this backend's executors, asked instead of its name:
-  // Its waits sleep on bells (kern::Bell) that whoever fills or drains a FIFO must ring; the
-  // others poll (a kernel cannot sleep on a futex).
-  virtual bool sleepsOnBells() const { return false; }
-  // The one-shot all-reduce through the control blocks' mailboxes (kernels/mailbox.h), run by
-  // a host thread, can serve this backend's operations.
-  virtual bool runsMailboxes() const { return false; }
+  // What the layers above must do for this backend's executors, asked instead of its name. The
+  // fixed answers are its traits (BackendTraits, above), the registry's entry for its name, which
+  // the registry gives every backend it makes: the one place they are stated.
+  const BackendTraits& traits() const { return traits_; }
+  void adoptTraits(const BackendTraits& traits) { traits_ = traits; }  // by the registry, once made
+  bool sleepsOnBells() const { return traits_.bells; }
+  bool runsMailboxes() const { return traits_.mailboxes; }
+  bool readsOtherProcesses() const { return traits_.readsOtherProcesses; }
+  bool readsDeviceScalars() const { return traits_.readsDeviceScalars; }
+  size_t llBytes() const { return traits_.llBytes; }
   // Its executor may read a peer's user buffer at an address the peer sent (direct messages,
   // kernels/lane_engine.h) over connections whose ends share an address space: the host memory
-  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no:
-  // its executor reads other ranks' registered buffers only where they are mapped into its
-  // process (exportsUserBuffers; kern::kDirectMapped).
+  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no
+  // unless its device is integrated with the host: its executor reads other ranks' registered
+  // buffers only where they are mapped into its process (exportsUserBuffers; kern::kDirectMapped).
   virtual bool readsPeerBuffers() const { return false; }
-  // Its executor may also read a peer process's user buffer at an address the peer sent, with a
-  // cross-memory read (base/cross_memory.h; kern::kDirectAcrossProcesses): the host executor.
-  virtual bool readsOtherProcesses() const { return false; }
-  // Its executor reads a PreMulSum scalar that lives in device memory itself, in stream order;
-  // otherwise the caller reads it at enqueue.
-  virtual bool readsDeviceScalars() const { return true; }
-  // The largest message its executor sends as LL lines (kernels/fifo.h) on FIFOs of memory
-  // transports; 0: Simple only (the host executor: a host thread gains nothing from LL).
-  // backendTraits(name()) before one is made.
-  virtual size_t llBytes() const { return 0; }
   // Each rank needs a device of its own: ranks sharing one are refused unless allowed
   // (TUTTI_ALLOW_SHARED_GPU).
   virtual bool ownsDevice() const { return false; }
@@ -202,6 +223,9 @@ class ExecutorBackend {
   // Workers (thread blocks) of its executor that its device holds resident at once, all ranks
   // sharing it together: a group's blocks wait on each other, so they must all fit; 0: no limit.
   virtual uint32_t residentWorkers() const { return 0; }
+
+ private:
+  BackendTraits traits_;
 };
 
 struct BackendOptions {
@@ -234,20 +258,7 @@ void* allocateUserMemory(const std::string& name, size_t bytes);
 // Frees what allocateUserMemory returned, whichever backend it was for (ncclMemFree).
 void freeUserMemory(void* p);
 
-// The largest LL message of the device executors (kernels/fifo.h): 16 KiB of data, 32 KiB of
-// lines per FIFO slot. NCCL's LL serves small messages alike; a larger one pipelines better
-// through Simple's slots.
-constexpr size_t kDeviceLLBytes = 16 * 1024;
-// What the backend `name` makes will answer, known before it is made, for the ranks to agree on at
-// init (ExecutorBackend::llBytes and runsMailboxes); an unknown name: zeros.
-struct BackendTraits {
-  size_t llBytes = 0;
-  bool mailboxes = false;
-  // Channels a communicator uses where NCCL_MAX_NCHANNELS does not say: a host thread per channel
-  // gains nothing past the host's cores (host, and the emulated device's blocks, which are host
-  // threads); a GPU's single node wants tens, as NCCL runs over NVLink.
-  int maxChannels = 2;
-};
+// The traits of backend `name`; an unknown name: the defaults.
 BackendTraits backendTraits(const std::string& name);
 
 // A backend by name, as the registry keeps it: the built-in ones (cuda, emulated, host, in the

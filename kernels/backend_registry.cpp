@@ -107,8 +107,17 @@ struct Backends {
     };
     list.push_back(device("cuda", cudaDevices, cudaCurrentDevice, {kDeviceLLBytes, false, 16}));
     list.push_back(device("emulated", noDevices, emulatedCurrentDevice, {kDeviceLLBytes, false, 2}));
+    // The host executor: worker threads that sleep on bells, read peer processes' buffers by
+    // cross-memory reads (host_executor.cpp), run the mailboxes, and take scalars at enqueue.
+    BackendTraits host;
+    host.llBytes = 0;
+    host.mailboxes = true;
+    host.maxChannels = 2;
+    host.bells = true;
+    host.readsOtherProcesses = true;
+    host.readsDeviceScalars = false;
     list.push_back(BackendRegistration{"host", [](const BackendOptions& o, const std::string& op) { return makeHost("host", o, op); },
-                                       allocateHost, noDevices, noDevices, {0, true, 2}});
+                                       allocateHost, noDevices, noDevices, host});
   }
 };
 
@@ -154,7 +163,10 @@ std::string backendNames() {
 }
 
 std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
-  return entryOf(name, operation).make(options, operation);
+  const BackendRegistration& entry = entryOf(name, operation);
+  std::unique_ptr<ExecutorBackend> made = entry.make(options, operation);
+  made->adoptTraits(entry.traits);
+  return made;
 }
 
 std::string chooseBackend(const std::string& operation) {

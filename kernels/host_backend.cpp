@@ -95,10 +95,6 @@ class HostBackend final : public HostMemoryBackend {
  public:
   explicit HostBackend(const BackendOptions& options) : HostMemoryBackend(options), pool_(options.workers) {}
   const char* name() const override { return "host"; }
-  bool sleepsOnBells() const override { return true; }
-  bool runsMailboxes() const override { return true; }
-  bool readsDeviceScalars() const override { return false; }
-  bool readsOtherProcesses() const override { return true; }  // cross-memory reads (host_executor.cpp)
   void abort() override {}  // the host executor watches the communicator's abort flag itself
 
  protected:

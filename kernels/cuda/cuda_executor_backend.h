@@ -32,7 +32,6 @@ class CudaBackend final : public ExecutorBackend {
   ~CudaBackend() override;
 
   const char* name() const override { return d_->emulated ? "emulated" : "cuda"; }
-  size_t llBytes() const override { return kDeviceLLBytes; }
   // The emulated driver's devices run any number of ranks side by side.
   bool ownsDevice() const override { return !d_->emulated; }
   std::string deviceBusId() const override { return busId_; }

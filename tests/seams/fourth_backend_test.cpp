@@ -42,8 +42,6 @@ class LoopHostBackend final : public tutti::kern::HostMemoryBackend {
  public:
   using HostMemoryBackend::HostMemoryBackend;
   const char* name() const override { return "loop-host"; }
-  bool sleepsOnBells() const override { return true; }
-  bool readsDeviceScalars() const override { return false; }
   void abort() override {}  // the host executor watches the communicator's abort flag
 
  protected:
@@ -174,7 +172,8 @@ void registerOnce() {
     tutti::kern::BackendRegistration loop;
     loop.name = "loop-host";
     loop.make = [](const tutti::kern::BackendOptions& options, const std::string&) { return std::make_unique<LoopHostBackend>(options); };
-    loop.traits = tutti::kern::BackendTraits{0, false, 2};
+    loop.traits.bells = true;  // the host executor sleeps on bells
+    loop.traits.readsDeviceScalars = false;
     tutti::kern::registerBackend(std::move(loop));
     tutti::registerTransport([](tutti::TransportContext& context) { return std::make_unique<LoopTransport>(context); });
   });
