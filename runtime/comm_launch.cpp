@@ -359,7 +359,7 @@ void CommLaunch::connect() {
           // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy. LL
           // where the message fits what both ends take, on a memory transport's FIFO (the
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
-          const TransportTraits carrier = transportTo(comm, k.peer).traits();
+          const TransportTraits& carrier = conn.carrier();
           const bool ll = llOnConnection(comm, k.peer, carrier, lanes[i].llMessageBytes);
           // Addresses in the sender's user buffers where both ends read them alike (fifo.h).
           // Between processes, where the receiver's probe found it may read the sender's (transports/shm),

@@ -75,6 +75,8 @@ class ConnectionSetup {
     }
     pending_.clear();
     for (auto& [k, conn] : made_) {
+      const size_t i = size_t(std::lower_bound(keys_.begin(), keys_.end(), k) - keys_.begin());
+      conn->adoptCarrier(transports_[i]->traits());
       TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(), k.send ? "to" : "from",
                   k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn->transport().c_str());
       comm_->links.connections[k] = std::move(conn);

@@ -157,6 +157,18 @@ class WakeTarget {
   bool perWorker_;
 };
 
+// What a transport's connections are, for the runtime to decide by without knowing its name.
+struct TransportTraits {
+  // Its FIFOs carry LL lines that the executors read and write in place (memory transports); a
+  // transport whose proxy moves only Simple slots (the network) says no, and its connections use
+  // Simple at every size.
+  bool carriesLL = true;
+  // Its FIFOs live in memory that both processes map (shared memory, GPU peer memory), so that
+  // a message may name an address in the sender's registered buffers through the mappings that
+  // runtime/peer_buffers.h makes (kDirectMapped, kernels/work.h).
+  bool mapsPeerBuffers = false;
+};
+
 // One end of a made connection, as the executor uses it. The transport's subclass owns what
 // backs it (memory both ranks reach, a proxy's FIFO), released when the connection is destroyed.
 class Connection {
@@ -186,11 +198,16 @@ class Connection {
   // Messages the copy engine has carried from this end's staging FIFO to the receiver's (p2p under
   // NCCL_P2P_USE_CUDA_MEMCPY, the sender's end); 0 where the executor's stores move them.
   virtual uint64_t copiedByEngine() const { return 0; }
+  // The traits of the transport that made it, which connection setup records once it is made:
+  // what the executor may do on it is decided from them, never from a choice made again later.
+  const TransportTraits& carrier() const { return carrier_; }
+  void adoptCarrier(const TransportTraits& traits) { carrier_ = traits; }
 
  private:
   kern::FifoHeader* fifo_;
   WakeTarget wake_;
   std::string transport_;
+  TransportTraits carrier_;
 };
 
 // A receiver's connection between its offer and its completion.
@@ -242,17 +259,6 @@ struct Endpoint {
   std::string address;        // "10.0.0.1"
 };
 
-// What a transport's connections are, for the runtime to decide by without knowing its name.
-struct TransportTraits {
-  // Its FIFOs carry LL lines that the executors read and write in place (memory transports); a
-  // transport whose proxy moves only Simple slots (the network) says no, and its connections use
-  // Simple at every size.
-  bool carriesLL = true;
-  // Its FIFOs live in memory that both processes map (shared memory, GPU peer memory), so that
-  // a message may name an address in the sender's registered buffers through the mappings that
-  // runtime/peer_buffers.h makes (kDirectMapped, kernels/work.h).
-  bool mapsPeerBuffers = false;
-};
 
 // One transport of one communicator: made by the registry for each communicator, with its
 // context (transports/registry.h).
