@@ -278,5 +278,8 @@ struct BackendRegistration {
 void registerBackend(BackendRegistration backend);
 // The names the registry knows, in its order ("cuda, emulated, host").
 std::string backendNames();
+// The registry's own copy of a known name, valid for the life of the process (the C API hands it
+// out); "" for an unknown one.
+const char* registeredName(const std::string& name);
 
 }  // namespace tutti::kern

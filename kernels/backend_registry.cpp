@@ -154,6 +154,11 @@ void registerBackend(BackendRegistration backend) {
   b.list.push_back(std::move(backend));
 }
 
+const char* registeredName(const std::string& name) {
+  const BackendRegistration* e = find(name);
+  return e != nullptr ? e->name.c_str() : "";
+}
+
 std::string backendNames() {
   Backends& b = backends();
   std::lock_guard<std::mutex> lock(b.mutex);
@@ -165,6 +170,7 @@ std::string backendNames() {
 std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
   const BackendRegistration& entry = entryOf(name, operation);
   std::unique_ptr<ExecutorBackend> made = entry.make(options, operation);
+  if (made == nullptr) throw Error(ErrorCode::Internal, operation + ": the " + name + " backend's make function returned nothing");
   made->adoptTraits(entry.traits);
   return made;
 }

@@ -428,7 +428,7 @@ TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name
   return guard("tuttiCommDeviceBackend", [&] {
     checkComm("tuttiCommDeviceBackend", comm);
     if (name == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommDeviceBackend: name is NULL");
-    *name = comm->identity.backendName.c_str();
+    *name = kern::registeredName(comm->identity.backendName);  // static, as tutti.h promises
   });
 }
 

@@ -30,7 +30,8 @@ ncclResult_t tuttiStreamDestroy(cudaStream_t stream);
 /* The library's name and version, e.g. "tutti 0.1.0 (NCCL 2.28.9 API)". */
 const char* tuttiVersionString(void);
 
-/* The device backend comm runs on, "host" or "cuda", in *name (a static string). */
+/* The device backend comm runs on ("host", "cuda", "emulated", or the name of a backend a program
+   registered), in *name (a static string). */
 ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name);
 
 /* How this rank reaches its peers: the transports the communicator picks for them, distinct names
