@@ -1,6 +1,8 @@
 // The communicator's teardown, and the small questions about it every layer above asks.
 #include "runtime/comm.h"
 
+#include <algorithm>
+#include <chrono>
 #include <set>
 
 namespace tutti {
@@ -18,8 +20,12 @@ int nodeCount(const ncclComm* comm) {
 ncclComm::~ncclComm() {
   // A healthy communicator may still have our last sends with a transport's thread (the net
   // proxy, a copy thread): let them leave before the abort flag stops those threads.
-  if (!error.abortFlag.load() && error.asyncError.load() == ncclSuccess)
-    for (const auto& transport : links.transports) transport->drainSends(settings.timeoutSeconds);
+  // One deadline for all of them, not TUTTI_TIMEOUT each.
+  if (!error.abortFlag.load() && error.asyncError.load() == ncclSuccess) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(settings.timeoutSeconds);
+    for (const auto& transport : links.transports)
+      transport->drainSends(std::max(0.0, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count()));
+  }
   error.abortFlag.store(true);
   if (lifecycle.initThread.joinable()) lifecycle.initThread.join();
   if (identity.bootstrap) {

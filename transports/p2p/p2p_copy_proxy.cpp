@@ -115,8 +115,9 @@ void CopyProxy::run() {
   }
 }
 
-// Message n: its bytes, then its words, then the receiver's head, each copy finished before the
-// next begins (copyAcross waits), so the head never runs ahead of what it announces.
+// Message n: its bytes, then (a Simple message) its words, then the receiver's head, each copy
+// finished before the next begins (copyAcross waits), so the head never runs ahead of what it
+// announces.
 void CopyProxy::move(CopyLink& link, uint64_t n) {
   FifoMemory& memory = *link.memory;
   const uint64_t slot = n % link.nsteps;
@@ -139,6 +140,10 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
     memory.copyAcross(bytesOf(link.peer) + at + header, bytesOf(link.staging) + at + header, bytes - header);
     memory.copyAcross(bytesOf(link.peer) + at + sizeof(uint64_t), bytesOf(link.staging) + at + sizeof(uint64_t), header - sizeof(uint64_t));
     memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, sizeof(uint64_t));
+    // An LL message carries its size and signature in its lines; the Simple words beside them are
+    // not written for it (kernels/lane_engine.h, finishRun), and no receiver reads them.
+    memory.storeWord(&link.peer->head, n + 1);
+    return;
   } else if (memory.loadWord(&link.staging->addrs[slot]) == 0) {  // else a direct message: its address, no bytes
     const uint64_t size = memory.loadWord(&link.staging->sizes[slot]);
     if (size > link.slotBytes)
