@@ -118,7 +118,7 @@ TUTTI_DEVICE Pack16 reducePack(Pack16 a, Pack16 b, const Reducer& r) {
   Lanes va, vb, out;
   va.pack = a;
   vb.pack = b;
-  for (int k = 0; k < int(16 / sizeof(T)); k++) {
+  TUTTI_UNROLL for (int k = 0; k < int(16 / sizeof(T)); k++) {
     if constexpr (HasA) out.e[k] = r(va.e[k], vb.e[k]);
     else out.e[k] = r.first(vb.e[k]);
   }

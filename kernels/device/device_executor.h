@@ -215,8 +215,11 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
     if (lead) {
       // A message that came by address (a direct message is always a run of one part).
       if (sh.run.raddr != nullptr && parts == 1 && ctl.directReads != nullptr) countAdd(ctl.directReads, 1);
-      // The receive FIFO's tail frees what the block read; the rest publishes (DeviceSync).
-      engine::finishRun(l, sh.run, DeviceSync{sh.run.recv ? &sh.run.rf->tail : nullptr});
+      // The receive FIFO's tail frees what the block only read; the rest publishes (DeviceSync).
+      // An LL message too large to stage on chip was unpacked into its Simple slot: the block
+      // wrote that slot (in p2p read mode, the sender's memory), so its tail publishes too.
+      const bool wroteSlot = sh.run.rll && sh.run.rslot != sh.llIn;
+      engine::finishRun(l, sh.run, DeviceSync{sh.run.recv && !wroteSlot ? &sh.run.rf->tail : nullptr});
       lastProgress = nowNs();
       polls = 0;
     }
