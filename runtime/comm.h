@@ -137,8 +137,8 @@ struct ExecutorResources {
 
 // How this rank reaches its peers (runtime/connection_setup.h).
 struct CommLinks {
-  // Where the FIFOs live: host memory for now. The hook a device executor backend points at its
-  // own memory, before init makes the first connections.
+  // Where the FIFOs live: host memory until init points it at the executor backend's own memory
+  // (comm_init.cpp, BackendFifoMemory), before it makes the first connections.
   std::shared_ptr<FifoMemory> fifoMemory = hostFifoMemory();
   // The communicator as its transports see it, and its transports in the registry's order
   // (transports/registry.h), made at init.

@@ -1,4 +1,4 @@
-// What the memory transports (local, shm; next p2p) share when they set up a FIFO: the check of
+// What the memory transports (local, p2p, shm) share when they set up a FIFO: the check of
 // its number of slots, its header written through the FIFO memory, the check of a peer's header,
 // and the receiver's wait for its sender.
 #pragma once

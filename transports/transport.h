@@ -3,9 +3,11 @@
 // A connection is one direction between two ranks on one channel: the receiver owns a FIFO
 // (kernels/fifo.h), the sender writes into it. Every transport answers the same few calls, as
 // NCCL's transport tables and Gloo's transport/pair.h do, and each lives in its own folder
-// (local/, shm/, net/; next p2p/) with the same file names. transports/registry.cpp lists them in
+// (local/, p2p/, shm/, net/) with the same file names. transports/registry.cpp lists them in
 // order of preference; connection setup (runtime/connection_setup.cpp) takes the first that can
-// connect a pair, so adding a transport is adding its files and one line there.
+// connect a pair, so adding a transport is adding its files and one line there (or, from outside
+// the library, a registerTransport call). What the runtime may do on a connection it learns from
+// the transport's TransportTraits, never from its name.
 //
 // Setup runs in three phases, each over every connection of one or more communicators, so that
 // one thread can drive several ranks of a job (ncclCommInitAll, a group over its communicators):
