@@ -99,18 +99,11 @@ class LocalConnection final : public Connection {
 
 class LocalTransport final : public Transport {
  public:
-  explicit LocalTransport(TransportContext& context) : context_(context), choice_(context, "local") {}
+  explicit LocalTransport(TransportContext& context) : context_(context), choice_(context, "local"), copies_(context) {}
 
   std::string name() const override { return "local"; }
-  void drainSends(double seconds) override {
-    std::shared_ptr<CopyProxy> proxy;
-    {
-      std::lock_guard<std::mutex> lock(proxyMutex_);
-      proxy = copyProxy_;
-    }
-    if (proxy) proxy->drain(seconds);
-  }
-  TransportTraits traits() const override { return {true, false}; }
+  void drainSends(double seconds) override { copies_.drain(seconds); }
+  TransportTraits traits() const override { return {.carriesLL = true, .mapsPeerBuffers = false}; }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality != Locality::SameProcess) {
@@ -183,9 +176,6 @@ class LocalTransport final : public Transport {
     fifo->attached.store(true, std::memory_order_release);
     return connection;
   }
-  ~LocalTransport() override {
-    if (copyProxy_) copyProxy_->stop();  // the last messages reach their receivers first
-  }
 
  private:
   // Once per pair of this communicator: why the pair leaves the local transport.
@@ -221,12 +211,7 @@ class LocalTransport final : public Transport {
     kern::FifoHeader header{};
     memory->copyOut(&header, staging, sizeof header);
     auto link = makeCopyLink(memory, staging, fifo->base, request.peer, what, header);
-    std::shared_ptr<CopyProxy> proxy;
-    {
-      std::lock_guard<std::mutex> lock(proxyMutex_);
-      if (!copyProxy_) copyProxy_ = std::make_shared<CopyProxy>(context_);
-      proxy = copyProxy_;
-    }
+    std::shared_ptr<CopyProxy> proxy = copies_.get();
     auto connection = std::make_unique<LocalConnection>(fifo, staging, memory, request.peerBells, proxy, link);
     proxy->add(link);
     TUTTI_TRACE(log::P2p, "%s: copy mode: staging FIFO of %zu bytes; the copy thread fills the receiver's", what.c_str(), bytes);
@@ -237,8 +222,7 @@ class LocalTransport final : public Transport {
   P2pChoice choice_;
   mutable std::mutex loggedMutex_;
   mutable std::set<std::pair<int, int>> logged_;
-  std::mutex proxyMutex_;
-  std::shared_ptr<CopyProxy> copyProxy_;
+  CopyProxyOwner copies_;  // destroyed first: the last messages reach their receivers first
 };
 
 }  // namespace

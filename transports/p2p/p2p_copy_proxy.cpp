@@ -175,4 +175,23 @@ std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<FifoMemory> memory, void*
   return link;
 }
 
+std::shared_ptr<CopyProxy> CopyProxyOwner::get() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!proxy_) proxy_ = std::make_shared<CopyProxy>(context_);
+  return proxy_;
+}
+
+std::shared_ptr<CopyProxy> CopyProxyOwner::running() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return proxy_;
+}
+
+void CopyProxyOwner::drain(double seconds) {
+  if (std::shared_ptr<CopyProxy> proxy = running()) proxy->drain(seconds);
+}
+
+void CopyProxyOwner::stop() {
+  if (std::shared_ptr<CopyProxy> proxy = running()) proxy->stop();
+}
+
 }  // namespace tutti

@@ -78,4 +78,24 @@ class CopyProxy {
   std::thread thread_;
 };
 
+// A transport's copy thread (the local and p2p transports'): started by its first copy-mode
+// connection, drained on request, stopped with the transport.
+class CopyProxyOwner {
+ public:
+  explicit CopyProxyOwner(TransportContext& context) : context_(context) {}
+  ~CopyProxyOwner() { stop(); }
+  CopyProxyOwner(const CopyProxyOwner&) = delete;
+  CopyProxyOwner& operator=(const CopyProxyOwner&) = delete;
+
+  std::shared_ptr<CopyProxy> get();  // the thread, started at the first call
+  void drain(double seconds);        // CopyProxy::drain, when a thread runs
+  void stop();                       // CopyProxy::stop: the last messages reach their receivers first
+
+ private:
+  std::shared_ptr<CopyProxy> running();
+  TransportContext& context_;
+  std::mutex mutex_;
+  std::shared_ptr<CopyProxy> proxy_;
+};
+
 }  // namespace tutti

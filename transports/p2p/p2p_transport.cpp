@@ -154,22 +154,11 @@ class ReadModeReceive final : public PendingReceive {
 
 class P2pTransport final : public Transport {
  public:
-  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p") {}
-  // The last messages of copy-mode connections reach their receivers before the connections close.
-  ~P2pTransport() override {
-    if (copyProxy_) copyProxy_->stop();
-  }
+  explicit P2pTransport(TransportContext& context) : context_(context), choice_(context, "p2p"), copies_(context) {}
 
   std::string name() const override { return "p2p"; }
-  void drainSends(double seconds) override {
-    std::shared_ptr<CopyProxy> proxy;
-    {
-      std::lock_guard<std::mutex> lock(serverMutex_);
-      proxy = copyProxy_;
-    }
-    if (proxy) proxy->drain(seconds);
-  }
-  TransportTraits traits() const override { return {true, true}; }
+  void drainSends(double seconds) override { copies_.drain(seconds); }
+  TransportTraits traits() const override { return {.carriesLL = true, .mapsPeerBuffers = true}; }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality != Locality::SameHost) {
@@ -348,7 +337,7 @@ class P2pTransport final : public Transport {
     auto connection = std::make_unique<P2pConnection>(memory, staging, false, request.peerBells);
     writeFifoHeader(*memory, staging, shape);
     auto link = makeCopyLink(memory, staging, peerFifo, request.peer, what, header);
-    std::shared_ptr<CopyProxy> proxy = copyProxy();
+    std::shared_ptr<CopyProxy> proxy = copies_.get();
     // The import changes hands: the new connection unmaps it, after the proxy has let go.
     imported->releasePeerFifo();
     connection->holdCopy(peerFifo, proxy, link);
@@ -358,17 +347,13 @@ class P2pTransport final : public Transport {
     return connection;
   }
 
-  std::shared_ptr<CopyProxy> copyProxy() {
-    std::lock_guard<std::mutex> lock(serverMutex_);
-    if (!copyProxy_) copyProxy_ = std::make_shared<CopyProxy>(context_);
-    return copyProxy_;
-  }
-
   TransportContext& context_;
   P2pChoice choice_;
-  std::mutex serverMutex_;  // and the copy proxy
+  std::mutex serverMutex_;
   std::shared_ptr<DescriptorServer> server_;
-  std::shared_ptr<CopyProxy> copyProxy_;
+  // Destroyed first: the last messages of copy-mode connections reach their receivers before the
+  // connections close.
+  CopyProxyOwner copies_;
 };
 
 }  // namespace
