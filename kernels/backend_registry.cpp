@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <mutex>
-#include <vector>
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/tunables.h"
@@ -86,11 +86,6 @@ int cudaCurrentDevice() {
 // can take devices of their own (and their bus ids, TUTTI_EMULATED_BUS_IDS).
 int emulatedCurrentDevice() { return int(std::max<int64_t>(0, tunables::kEmulatedDevice.get())); }
 
-std::unique_ptr<ExecutorBackend> makeHost(const std::string&, const BackendOptions& options, const std::string&) {
-  return makeHostBackend(options);
-}
-
-void* allocateHost(size_t bytes) { return allocateHostMemory("host", bytes); }
 
 // The list, in the order TUTTI_DEVICE=auto tries them: built in, then registered (registerBackend).
 struct Backends {
@@ -105,19 +100,14 @@ struct Backends {
                                  [name = std::string(name)](size_t bytes) { return allocateDeviceMemory(name, bytes); }, devices,
                                  current, traits};
     };
-    list.push_back(device("cuda", cudaDevices, cudaCurrentDevice, {kDeviceLLBytes, false, 16}));
-    list.push_back(device("emulated", noDevices, emulatedCurrentDevice, {kDeviceLLBytes, false, 2}));
+    list.push_back(device("cuda", cudaDevices, cudaCurrentDevice, {.llBytes = kDeviceLLBytes, .maxChannels = 16}));
+    list.push_back(device("emulated", noDevices, emulatedCurrentDevice, {.llBytes = kDeviceLLBytes, .maxChannels = 2}));
     // The host executor: worker threads that sleep on bells, read peer processes' buffers by
     // cross-memory reads (host_executor.cpp), run the mailboxes, and take scalars at enqueue.
-    BackendTraits host;
-    host.llBytes = 0;
-    host.mailboxes = true;
-    host.maxChannels = 2;
-    host.bells = true;
-    host.readsOtherProcesses = true;
-    host.readsDeviceScalars = false;
-    list.push_back(BackendRegistration{"host", [](const BackendOptions& o, const std::string& op) { return makeHost("host", o, op); },
-                                       allocateHost, noDevices, noDevices, host});
+    const BackendTraits host{.llBytes = 0, .mailboxes = true, .maxChannels = 2, .bells = true, .readsOtherProcesses = true,
+                             .readsDeviceScalars = false};
+    list.push_back(BackendRegistration{"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); },
+                                       [](size_t bytes) { return allocateHostMemory("host", bytes); }, noDevices, noDevices, host});
   }
 };
 

@@ -54,8 +54,8 @@ void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys);
 void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted);
 
 // How this rank reaches its peers, as the transport choice decides it for each pair (whether or
-// not a connection has been made yet): the distinct names joined by '+' ("local", "shm",
-// "net/Socket"), "none" for a communicator of one rank.
+// not a connection has been made yet): the distinct Transport::name()s joined by '+', "none" for
+// a communicator of one rank.
 std::string peerTransports(const ncclComm* comm);
 // The transports of the connections made so far, named alike.
 std::string connectionTransports(const ncclComm* comm);

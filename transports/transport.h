@@ -209,7 +209,7 @@ class Connection {
   kern::FifoHeader* fifo_;
   WakeTarget wake_;
   std::string transport_;
-  TransportTraits carrier_;
+  TransportTraits carrier_{.carriesLL = false, .mapsPeerBuffers = false};  // until setup records them
 };
 
 // A receiver's connection between its offer and its completion.
@@ -260,7 +260,6 @@ struct Endpoint {
   std::string interfaceName;  // "eth0"
   std::string address;        // "10.0.0.1"
 };
-
 
 // One transport of one communicator: made by the registry for each communicator, with its
 // context (transports/registry.h).

@@ -119,7 +119,7 @@ class LoopTransport final : public tutti::Transport {
  public:
   explicit LoopTransport(tutti::TransportContext& context) : context_(context) {}
   std::string name() const override { return "loop"; }
-  tutti::TransportTraits traits() const override { return {true, false}; }
+  tutti::TransportTraits traits() const override { return {.carriesLL = true, .mapsPeerBuffers = false}; }
   bool canConnect(const tutti::PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality == tutti::Locality::SameProcess) return true;
     *whyNot = "the peer is not in this process";

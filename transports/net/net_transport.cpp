@@ -61,7 +61,7 @@ class NetTransport final : public Transport {
   void drainSends(double seconds) override {
     if (proxy_) proxy_->drain(seconds);
   }
-  TransportTraits traits() const override { return {false, false}; }
+  TransportTraits traits() const override { return {.carriesLL = false, .mapsPeerBuffers = false}; }
 
   // Its FIFOs are host memory, mapped for executors that have memory of their own (NetProxy::add).
   bool canConnect(const PeerPair&, std::string*) const override { return true; }

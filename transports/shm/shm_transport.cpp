@@ -145,7 +145,7 @@ class ShmTransport final : public Transport {
   explicit ShmTransport(TransportContext& context) : context_(context) {}
 
   std::string name() const override { return "shm"; }
-  TransportTraits traits() const override { return {true, true}; }
+  TransportTraits traits() const override { return {.carriesLL = true, .mapsPeerBuffers = true}; }
 
   bool canConnect(const PeerPair& pair, std::string* whyNot) const override {
     if (pair.locality == Locality::OtherHost) {
