@@ -43,6 +43,9 @@
 
 namespace tutti {
 
+// How long a receive that reached its deadline still waits for a failure notice in flight.
+constexpr std::chrono::milliseconds kNoticeGrace{500};
+
 namespace {
 
 using namespace bootstrap_wire;
@@ -494,6 +497,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
                    double seconds = 0, const std::atomic<bool>* abortFlag = nullptr) {
     if (abortFlag == nullptr) abortFlag = abortFlag_;
     std::vector<uint8_t> message;
+    bool graced = false;  // the deadline was extended once for a notice in flight (below)
     {
       std::unique_lock<std::mutex> lock(inboxMutex_);
       for (;;) {
@@ -512,8 +516,16 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
         if (abortFlag != nullptr && abortFlag->load(std::memory_order_acquire))
           throw Error(ErrorCode::Aborted, where + ": aborted while waiting");
         SteadyTime now = SteadyClock::now();
-        if (now >= deadline)
+        if (now >= deadline && !graced) {
+          // The peer may have gone quiet because its own wait failed a moment ago (ranks start
+          // their waits together, with one timeout): its failure notice, naming the rank at the
+          // root, can be on the way. A short grace lets it land, so that the error names that
+          // rank rather than the peer that waited on it.
+          graced = true;
+          deadline = now + kNoticeGrace;
+        } else if (now >= deadline) {
           throw Error(ErrorCode::Timeout, where + ": nothing arrived within " + secondsText(seconds > 0 ? seconds : timeoutSeconds_));
+        }
         inboxChanged_.wait_until(lock, std::min(deadline, now + kPollSlice));
       }
     }
