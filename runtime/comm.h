@@ -183,6 +183,9 @@ struct UserRedOps {
   std::vector<UserRedOp> ops;  // ncclRedOp_t(ncclNumOps + i)
 };
 
+// The failure notice a rank sends its peers when ncclCommRevoke revokes the communicator.
+inline constexpr char kRevokeNotice[] = "it revoked the communicator (ncclCommRevoke)";
+
 // The communicator's error: once set it is unusable (only destroy or abort), and every wait ends.
 struct CommErrorState {
   std::atomic<bool> abortFlag{false};
@@ -196,6 +199,12 @@ struct CommErrorState {
   // ncclCommGetAsyncError answers ncclSuccess (NCCL's rule), while every call but shrink, destroy
   // and abort is refused (runtime/comm_shrink.h).
   std::atomic<bool> revoked{false};
+  // Set under `mutex` when init has finished. A peer that revoked the communicator has finished
+  // init, but this rank may still be receiving the final barrier's last message: its notice waits
+  // here until then, so that init completes and the revoke lands on a finished communicator.
+  bool initFinished = false;
+  int deferredRevokeFrom = -1;
+  std::string deferredRevokeText;
 };
 
 // Init and end of the handle's life.
@@ -228,6 +237,9 @@ struct ncclComm {
   // first error is also sent to the other ranks (a failure notice) unless tellPeers is false.
   // peer: the rank whose connection failed, when that is the cause.
   void fail(const tutti::Error& cause, bool tellPeers = true, int peer = -1);
+  // Init's last step: from now on a peer's revoke notice lands at once, and one that came early
+  // lands now.
+  void finishInit();
   // A failure notice from another rank. When our own error was that rank's connection closing
   // (it tore its connections down after failing), its notice says why, and replaces it.
   void failFromNotice(int sender, const std::string& text);

@@ -16,6 +16,16 @@ using tutti::Error;
 using tutti::ErrorCode;
 
 void ncclComm::failFromNotice(int sender, const std::string& text) {
+  if (text == tutti::kRevokeNotice) {
+    std::lock_guard<std::mutex> lock(error.mutex);
+    if (!error.initFinished) {
+      if (error.deferredRevokeFrom < 0) {
+        error.deferredRevokeFrom = sender;
+        error.deferredRevokeText = text;
+      }
+      return;
+    }
+  }
   std::string message = where() + ": " + describePeer(sender) + " failed: " + text;
   {
     std::lock_guard<std::mutex> lock(error.mutex);
@@ -28,6 +38,18 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
     }
   }
   fail(Error(ErrorCode::Remote, message), false);
+}
+
+void ncclComm::finishInit() {
+  int sender = -1;
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(error.mutex);
+    error.initFinished = true;
+    sender = error.deferredRevokeFrom;
+    text = std::move(error.deferredRevokeText);
+  }
+  if (sender >= 0) failFromNotice(sender, text);
 }
 
 void ncclComm::failFromPeerLost(int peer, const std::string& reason) {

@@ -278,6 +278,7 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // this barrier a rank could finish init, destroy its communicator and take the FIFO with it
   // while a slower peer is still attaching.
   comm->identity.bootstrap->barrier();
+  comm->finishInit();
   phases.done("barrier");
   comm->executor.flight = makeFlightRecorder(comm, ids, nIds);
   comm->lifecycle.initSeconds = secondsSince(start);

@@ -164,7 +164,7 @@ void revokeComm(ncclComm* comm) {
   const bool healthy = comm->error.asyncError.load() == ncclSuccess;
   comm->error.revoked.store(true);
   if (healthy && comm->identity.bootstrap && comm->identity.nranks > 1)
-    comm->identity.bootstrap->broadcastNotice("it revoked the communicator (ncclCommRevoke)");
+    comm->identity.bootstrap->broadcastNotice(kRevokeNotice);
   comm->fail(Error(ErrorCode::InvalidUsage, comm->where() + ": the communicator was revoked by ncclCommRevoke"), false);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "runtime/comm.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 #include "tests/common/reference_support.h"
@@ -210,6 +211,36 @@ TEST_CASE("ncclCommSplit of a revoked communicator: colors and keys still meet, 
     (void)nranks;
   });
   CHECK(failures == "");
+}
+
+// A peer returns from init once the final barrier has its messages, while this rank may still be
+// receiving its last one; if that peer revokes at once, its notice must not fail this rank's init
+// (the split that follows needs every rank). Played on a bare communicator, where the window is
+// not left to the scheduler.
+TEST_CASE("a peer's revoke notice that arrives before init has finished lands when init finishes, and no sooner",
+          "[shrink][revoke]") {
+  ncclComm comm;
+  comm.identity.rank = 0;
+  comm.identity.nranks = 4;
+  comm.failFromNotice(2, tutti::kRevokeNotice);
+  CHECK(comm.error.asyncError.load() == ncclSuccess);
+  CHECK_FALSE(comm.error.abortFlag.load());
+  comm.finishInit();
+  CHECK(comm.error.asyncError.load() == ncclRemoteError);
+  CHECK(comm.error.abortFlag.load());
+  INFO(comm.error.message);
+  CHECK(comm.error.message.find("rank 2") != std::string::npos);
+  CHECK(comm.error.message.find("ncclCommRevoke") != std::string::npos);
+
+  // Any other notice is a failure of init itself: it stops this rank's init at once.
+  ncclComm other;
+  other.identity.rank = 0;
+  other.identity.nranks = 4;
+  other.failFromNotice(3, "its connection setup to rank 1 failed");
+  CHECK(other.error.asyncError.load() == ncclRemoteError);
+  CHECK(other.error.abortFlag.load());
+  INFO(other.error.message);
+  CHECK(other.error.message.find("rank 3") != std::string::npos);
 }
 
 TEST_CASE("ncclCommShrink and ncclCommRevoke refuse bad arguments with ncclInvalidArgument, naming them", "[shrink][arguments]") {
