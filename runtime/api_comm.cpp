@@ -73,7 +73,7 @@ void quiesce(ncclComm* comm) {
 TUTTI_API ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   return guard("ncclGetUniqueId", [&] {
     if (uniqueId == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
-    bootstrapGetUniqueId(uniqueId);
+    bootstrap::getUniqueId(uniqueId);
   });
 }
 TUTTI_NCCL_ALIAS(ncclGetUniqueId)
@@ -130,7 +130,7 @@ TUTTI_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
           throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(i) + "] is " + std::to_string(devlist[i]) +
                                                       ", not a device index");
     ncclUniqueId id;
-    bootstrapGetUniqueId(&id);
+    bootstrap::getUniqueId(&id);
     CommConfig config = readConfig(nullptr, "ncclCommInitAll");
     config.blocking = true;
     std::vector<ncclComm_t> made(static_cast<size_t>(ndev), nullptr);
@@ -198,7 +198,7 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             std::stable_sort(members.begin(), members.end(),
                                              [&](int a, int b) { return all[size_t(a)].key < all[size_t(b)].key; });
                             bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == comm->identity.rank;
-                            if (leader) bootstrapNewUniqueId(&all[size_t(comm->identity.rank)].id);
+                            if (leader) bootstrap::newUniqueId(&all[size_t(comm->identity.rank)].id);
                             exchange(1);
                             if (color == NCCL_SPLIT_NOCOLOR) return;
                             int newRank = int(std::find(members.begin(), members.end(), comm->identity.rank) - members.begin());

@@ -24,7 +24,7 @@
 #include "kernels/mailbox.h"
 #include "kernels/wait_slot.h"
 #include "nccl.h"
-#include "runtime/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 #include "runtime/config.h"
 #include "runtime/connection_setup.h"
 #include "runtime/control_block.h"
@@ -88,7 +88,7 @@ struct CommIdentity {
   // Set once peers holds every rank's identity: a failure notice can arrive (on the bootstrap's
   // listener thread) while init is still filling it in.
   std::atomic<bool> peersKnown{false};
-  std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<bootstrap::Bootstrap> bootstrap;
 };
 
 // Settings agreed at init (runtime/comm_settings.cpp): the same on every rank, so that all ranks

@@ -201,9 +201,9 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   comm->identity.device = device;
   log::setThreadDevice(device);
 
-  BootstrapOptions options;
+  bootstrap::BootstrapOptions options;
   options.abortFlag = &comm->error.abortFlag;
-  comm->identity.bootstrap = Bootstrap::create(ids, nIds, rank, nranks, options);
+  comm->identity.bootstrap = bootstrap::Bootstrap::create(ids, nIds, rank, nranks, options);
   comm->identity.bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
   comm->identity.bootstrap->setAnswerer([comm](int asker, const std::string& question) {
     if (!PeerBuffers::isQuestion(question)) return comm->answerWaitQuestion();

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "runtime/bootstrap.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 
 namespace tutti {
 
@@ -103,16 +103,16 @@ ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors) 
   const int me = int(std::find(survivors.begin(), survivors.end(), parent->identity.rank) - survivors.begin());
   // A survivor may still be inside an operation of the failed parent for TUTTI_TIMEOUT (when no
   // notice reaches it), then arrives as late as a rank joining a bootstrap may.
-  const double timeout = parent->settings.timeoutSeconds + bootstrap_wire::configuredTimeoutSeconds();
+  const double timeout = parent->settings.timeoutSeconds + bootstrap::wire::configuredTimeoutSeconds();
   const uint64_t membership = membershipHash(survivors);
-  Bootstrap& bootstrap = *parent->identity.bootstrap;
+  bootstrap::Bootstrap& bootstrap = *parent->identity.bootstrap;
   Invitation invitation{};
   if (me == 0) {
     invitation.magic = kInvitationMagic;
     invitation.membership = membership;
     invitation.survivors = n;
     invitation.leader = parent->identity.rank;
-    bootstrapNewUniqueId(&invitation.id);
+    bootstrap::newUniqueId(&invitation.id);
   } else {
     // Binomial tree over the survivors' indices: i hears from i with its lowest set bit cleared.
     const int from = survivors[size_t(me & (me - 1))];
@@ -141,7 +141,7 @@ ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors) 
   // Every survivor's listener has been open since the parent's init, so a child that does not
   // take a connection within the handshake time (10 s at most) is gone.
   const int lowest = me == 0 ? 1 << 30 : (me & -me);
-  const double sendSeconds = bootstrap_wire::handshakeSeconds(timeout);
+  const double sendSeconds = bootstrap::wire::handshakeSeconds(timeout);
   std::string unreached;
   for (int step = 1 << 30; step >= 1; step >>= 1) {
     if (step >= lowest || me + step >= n) continue;
@@ -174,9 +174,9 @@ bool commBusy(const ncclComm* comm) {
 
 void allGatherRevoked(ncclComm* comm, void* data, size_t bytes, uint32_t round) {
   const int n = comm->identity.nranks, rank = comm->identity.rank;
-  const double timeout = comm->settings.timeoutSeconds + bootstrap_wire::configuredTimeoutSeconds();
+  const double timeout = comm->settings.timeoutSeconds + bootstrap::wire::configuredTimeoutSeconds();
   const uint32_t gather = kSplitRevokedTag + 2 * round, scatter = gather + 1;
-  Bootstrap& bootstrap = *comm->identity.bootstrap;
+  bootstrap::Bootstrap& bootstrap = *comm->identity.bootstrap;
   auto* all = static_cast<char*>(data);
   const std::string where = "ncclCommSplit: " + comm->where() + " (revoked)";
   try {

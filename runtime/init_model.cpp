@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 #include "runtime/comm.h"
 #include "transports/segment.h"
 #include "transports/transport.h"
@@ -39,10 +39,10 @@ std::vector<InitExchange> modelInit(const InitShape& s) {
   // roots, root 0 sends each other root the whole table. Then the ranks exchange every address.
   const int nClamped = int(std::min<int64_t>(n, INT32_MAX));
   InitExchange join{"join", "join", 1, 0, 0, 0};
-  join.bytesOut = double(sizeof(bootstrap_wire::RegistrationPayload));
-  join.bytesIn = double(bootstrap_wire::neighbourTablePayloadMaxBytes(nClamped));
+  join.bytesOut = double(sizeof(bootstrap::wire::RegistrationPayload));
+  join.bytesIn = double(bootstrap::wire::neighbourTablePayloadMaxBytes(nClamped));
   join.rootBytes = double(perRoot) * (join.bytesOut + join.bytesIn) +
-                   double(std::max(0, s.rootsCount - 1)) * double(bootstrap_wire::tablePayloadBytes(nClamped));
+                   double(std::max(0, s.rootsCount - 1)) * double(bootstrap::wire::tablePayloadBytes(nClamped));
   out.push_back(join);
   out.push_back(allGather("listener addresses", n, double(SocketAddress::kWireBytes)));
 

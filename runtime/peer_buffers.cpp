@@ -186,18 +186,18 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
     published_[handle] = std::move(published);
     return;
   }
-  const std::vector<PeerAnswer> answers = comm_->identity.bootstrap->ask(hostPeers_, encode(request), questionSeconds(comm_));
+  const std::vector<bootstrap::PeerAnswer> answers = comm_->identity.bootstrap->ask(hostPeers_, encode(request), questionSeconds(comm_));
   for (uint64_t token : offered) server_->withdraw(token);  // taken by now, or never
-  for (const PeerAnswer& a : answers) {
+  for (const bootstrap::PeerAnswer& a : answers) {
     uint64_t address = 0;
-    if (a.kind == PeerAnswer::Kind::Answered && std::sscanf(a.text.c_str(), "mapped %" SCNx64, &address) == 1 && address != 0) {
+    if (a.kind == bootstrap::PeerAnswer::Kind::Answered && std::sscanf(a.text.c_str(), "mapped %" SCNx64, &address) == 1 && address != 0) {
       published->mappedAt[a.peer] = address;
       published->asked.push_back(a.peer);
       TUTTI_TRACE(log::Reg, "%s: registered buffer %p (%zu bytes) is mapped by %s at 0x%" PRIx64, where.c_str(), buffer, bytes,
                   comm_->describePeer(a.peer).c_str(), address);
       continue;
     }
-    const std::string why = a.kind == PeerAnswer::Kind::Answered ? a.text : a.kind == PeerAnswer::Kind::NoAnswer ? "no answer: " + a.text
+    const std::string why = a.kind == bootstrap::PeerAnswer::Kind::Answered ? a.text : a.kind == bootstrap::PeerAnswer::Kind::NoAnswer ? "no answer: " + a.text
                                                                                                                  : "unreachable: " + a.text;
     TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to %s, which did not map it (%s)", where.c_str(), buffer, bytes,
                comm_->describePeer(a.peer).c_str(), why.c_str());
@@ -222,10 +222,10 @@ void PeerBuffers::withdraw(const void* handle) {
   if (asked.empty()) return;
   // The user deregisters only once the calls that use the buffer have completed, so no peer reads
   // it any more. A peer that does not answer keeps its mapping until its communicator goes.
-  const std::vector<PeerAnswer> answers =
+  const std::vector<bootstrap::PeerAnswer> answers =
       comm_->identity.bootstrap->ask(asked, std::string(kUnmapQuestion) + " " + std::to_string(id), questionSeconds(comm_));
-  for (const PeerAnswer& a : answers)
-    if (a.kind != PeerAnswer::Kind::Answered)
+  for (const bootstrap::PeerAnswer& a : answers)
+    if (a.kind != bootstrap::PeerAnswer::Kind::Answered)
       TUTTI_INFO(log::Reg, "%s: %s did not confirm that it unmapped registration %" PRIu64 " (%s)", comm_->where().c_str(),
                  comm_->describePeer(a.peer).c_str(), id, a.text.c_str());
 }

@@ -69,7 +69,7 @@ class PeerBuffers {
   // The table launches carry now (in the executor's memory), or null when no peer maps anything.
   const kern::MappedBufferTable* table() const { return table_.load(std::memory_order_acquire); }
 
-  // A question of a peer's publish or withdraw (Bootstrap::ask): whether `question` is one, and
+  // A question of a peer's publish or withdraw (bootstrap::Bootstrap::ask): whether `question` is one, and
   // its answer.
   static bool isQuestion(const std::string& question);
   std::string answer(int asker, const std::string& question);

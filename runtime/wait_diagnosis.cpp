@@ -6,8 +6,8 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "runtime/bootstrap.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 
 namespace tutti {
 
@@ -70,7 +70,7 @@ RankWait waitOfRecords(const std::vector<kern::WaitRecord>& records) {
   return wait;
 }
 
-std::string diagnoseWait(Bootstrap& bootstrap, const RankWait& mine, const std::function<std::string(int)>& peerName,
+std::string diagnoseWait(bootstrap::Bootstrap& bootstrap, const RankWait& mine, const std::function<std::string(int)>& peerName,
                          double budgetSeconds) {
   const int me = bootstrap.rank();
   const int nranks = bootstrap.nranks();
@@ -95,7 +95,7 @@ std::string diagnoseWait(Bootstrap& bootstrap, const RankWait& mine, const std::
     double left = std::chrono::duration<double>(deadline - SteadyClock::now()).count();
     if (left < 0.05) break;  // the rest stay Unknown
     double seconds = std::min(kAnswerSeconds, left);
-    std::vector<PeerAnswer> answers;
+    std::vector<bootstrap::PeerAnswer> answers;
     try {
       answers = bootstrap.ask(frontier, kWaitQuestion, seconds);
     } catch (const std::exception& error) {
@@ -103,18 +103,18 @@ std::string diagnoseWait(Bootstrap& bootstrap, const RankWait& mine, const std::
       break;
     }
     std::vector<int> following;
-    for (const PeerAnswer& answer : answers) {
+    for (const bootstrap::PeerAnswer& answer : answers) {
       RankWait& w = graph.ranks[size_t(answer.peer)];
       switch (answer.kind) {
-        case PeerAnswer::Kind::Answered:
+        case bootstrap::PeerAnswer::Kind::Answered:
           w = parseWaitAnswer(answer.text);
           next(w, following);
           break;
-        case PeerAnswer::Kind::NoAnswer:
+        case bootstrap::PeerAnswer::Kind::NoAnswer:
           w.state = RankWaitState::NoAnswer;
-          w.detail = "did not answer within " + bootstrap_wire::secondsText(seconds) + ": stopped or hung";
+          w.detail = "did not answer within " + bootstrap::wire::secondsText(seconds) + ": stopped or hung";
           break;
-        case PeerAnswer::Kind::Unreachable:
+        case bootstrap::PeerAnswer::Kind::Unreachable:
           w.state = RankWaitState::Gone;
           w.detail = unreachableDetail(answer.text);
           break;

@@ -14,7 +14,9 @@
 
 namespace tutti {
 
+namespace bootstrap {
 class Bootstrap;
+}
 
 // The question, and how a rank's answer is written and read: "waiting <opSeq> <opName> <p>,<p>"
 // or "idle". Text that is not an answer reads as Unknown.
@@ -31,7 +33,7 @@ RankWait waitOfRecords(const std::vector<kern::WaitRecord>& records);
 // front of the error message ("rank 0 waits for rank 1 in AllReduce #4, which waits for rank 2 ...;
 // rank 2 (host pid) did not answer within 1 s: stopped or hung"), or empty when nothing was found.
 // peerName names a rank with its host and pid.
-std::string diagnoseWait(Bootstrap& bootstrap, const RankWait& mine, const std::function<std::string(int)>& peerName,
+std::string diagnoseWait(bootstrap::Bootstrap& bootstrap, const RankWait& mine, const std::function<std::string(int)>& peerName,
                          double budgetSeconds);
 
 }  // namespace tutti

@@ -22,7 +22,7 @@ command -v ccache >/dev/null && launcher=ccache
 
 # target name: its sources besides the fuzz target itself
 declare -A sources=(
-  [fuzz_bootstrap_frames]="runtime/bootstrap_wire.cpp $(cd "$src" && echo base/*.cpp)"
+  [fuzz_bootstrap_frames]="bootstrap/wire.cpp $(cd "$src" && echo base/*.cpp)"
   [fuzz_socket_stream]="transports/net/socket/socket_backend.cpp $(cd "$src" && echo base/*.cpp)"
 )
 status=0

@@ -1,5 +1,5 @@
 // libFuzzer target: bytes from the network through the bootstrap's frame reader, as the root and
-// the ranks' listeners read them (runtime/bootstrap_wire: readFrame and checkFrameHeader over a
+// the ranks' listeners read them (bootstrap/wire: readFrame and checkFrameHeader over a
 // real loopback TCP connection), then through the decoders of what the frames carry (error
 // text, address tables, registrations). A refused frame or payload is a tutti::Error; anything
 // else (a crash, a sanitizer report, another exception, a hang) is a finding.
@@ -16,10 +16,10 @@
 #include "base/error.h"
 #include "base/socket.h"
 #include "base/socket_address.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 
 using namespace tutti;
-using namespace tutti::bootstrap_wire;
+using namespace tutti::bootstrap::wire;
 
 namespace {
 

@@ -22,9 +22,9 @@
 #include "base/log.h"
 #include "base/network_interface.h"
 #include "base/socket.h"
-#include "runtime/bootstrap.h"
-#include "runtime/bootstrap_id.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/id.h"
+#include "bootstrap/wire.h"
 
 #include "tests/runtime/bootstrap_test_support.h"
 
@@ -32,7 +32,7 @@ namespace tutti {
 namespace {
 
 using namespace bootstrap_test;
-using namespace bootstrap_wire;
+using namespace bootstrap::wire;
 
 RankOutcome joinThrough(const SocketAddress& root) {
   UniqueIdContents contents;
@@ -40,7 +40,7 @@ RankOutcome joinThrough(const SocketAddress& root) {
   contents.secret = {1, 2};
   ncclUniqueId id;
   encodeUniqueId(contents, &id);
-  return runRanks(1, [&](int) { Bootstrap::create(&id, 1, 0, 2, BootstrapOptions()); })[0];
+  return runRanks(1, [&](int) { bootstrap::Bootstrap::create(&id, 1, 0, 2, bootstrap::BootstrapOptions()); })[0];
 }
 
 TEST_CASE("bootstrap: a root that never answers, or is not there, fails the rank") {
@@ -170,7 +170,7 @@ TEST_CASE("bootstrap: bad connections to the root and to a rank during init are 
 
   std::vector<std::atomic<int>> arrivals(3);
   std::vector<RankOutcome> outcomes = runRanks(nranks, [&](int rank) {
-    BootstrapOptions options;
+    bootstrap::BootstrapOptions options;
     if (rank == 2) {
       // The last rank joins only after the attack, so the root is still gathering.
       std::unique_lock<std::mutex> lock(mutex);
@@ -182,7 +182,7 @@ TEST_CASE("bootstrap: bad connections to the root and to a rank during init are 
         rank1Listener = address;
         changed.notify_all();
       };
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     exerciseBootstrap(*bootstrap, arrivals);
   });
   attacker.join();
@@ -245,9 +245,9 @@ TEST_CASE("bootstrap: fuzzed frames never take down a root or a listener") {
   CHECK(fuzz(contents.root, contents.secret, {kRegister, kBlockReport, kBlockFailed}, sizeof(RegistrationPayload),
              300, 1) == "");
   const int nranks = 3;
-  std::vector<std::unique_ptr<Bootstrap>> ranks(nranks);
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    ranks[rank] = Bootstrap::create(ids.data(), 1, rank, nranks, BootstrapOptions());
+    ranks[rank] = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, bootstrap::BootstrapOptions());
   }));
   for (int rank = 0; rank < nranks; ++rank)
     CHECK(fuzz(SocketAddress::parse(ranks[rank]->peerAddress(rank)), contents.secret, {kData, kDataPart},
@@ -260,9 +260,9 @@ TEST_CASE("bootstrap: a rank's connection that ends without a goodbye reports th
   useLoopback();
   std::vector<ncclUniqueId> ids = makeIds(1);
   Secret secret = decodeUniqueId(ids[0]).secret;
-  std::vector<std::unique_ptr<Bootstrap>> ranks(2);
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(2);
   requireAllOk(runRanks(2, [&](int rank) {
-    ranks[rank] = Bootstrap::create(ids.data(), 1, rank, 2, BootstrapOptions());
+    ranks[rank] = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, bootstrap::BootstrapOptions());
     ranks[rank]->barrier();
   }));
   std::mutex mutex;

@@ -1,4 +1,4 @@
-// Tests of the bootstrap's questions (Bootstrap::ask, setAnswerer) with ranks as threads, through
+// Tests of the bootstrap's questions (bootstrap::Bootstrap::ask, setAnswerer) with ranks as threads, through
 // their inboxes and through the sockets: answers arrive, a peer that never answers and a peer that
 // left give no answer by the deadline instead of a hang.
 #include <atomic>
@@ -19,11 +19,11 @@ TEST_CASE("bootstrap: every peer answers a question through its answerer") {
   INFO((shortcut ? "same-process shortcut" : "sockets"));
   const int nranks = 4;
   std::vector<ncclUniqueId> ids = makeIds(1);
-  BootstrapOptions options;
+  bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
-  std::vector<std::vector<PeerAnswer>> got(nranks);
+  std::vector<std::vector<bootstrap::PeerAnswer>> got(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     bootstrap->setAnswerer([rank](int asker, const std::string& question) {
       return "rank " + std::to_string(rank) + " to rank " + std::to_string(asker) + ": " + question;
     });
@@ -38,9 +38,9 @@ TEST_CASE("bootstrap: every peer answers a question through its answerer") {
   for (int rank = 0; rank < nranks; ++rank) {
     INFO("asker rank " << rank);
     REQUIRE(got[size_t(rank)].size() == size_t(nranks - 1));
-    for (const PeerAnswer& answer : got[size_t(rank)]) {
+    for (const bootstrap::PeerAnswer& answer : got[size_t(rank)]) {
       INFO("peer " << answer.peer << ": " << answer.text);
-      CHECK(answer.kind == PeerAnswer::Kind::Answered);
+      CHECK(answer.kind == bootstrap::PeerAnswer::Kind::Answered);
       CHECK(answer.text == "rank " + std::to_string(answer.peer) + " to rank " + std::to_string(rank) + ": what from " +
                                std::to_string(rank) + "?");
     }
@@ -53,11 +53,11 @@ TEST_CASE("bootstrap: a peer that never answers or that left gives no answer by 
   INFO((shortcut ? "same-process shortcut" : "sockets"));
   const int nranks = 3;
   std::vector<ncclUniqueId> ids = makeIds(1);
-  BootstrapOptions options;
+  bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
-  std::vector<std::unique_ptr<Bootstrap>> ranks(nranks);
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    ranks[size_t(rank)] = Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    ranks[size_t(rank)] = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     ranks[size_t(rank)]->barrier();  // every rank holds a connection from its neighbours
   }));
 
@@ -71,7 +71,7 @@ TEST_CASE("bootstrap: a peer that never answers or that left gives no answer by 
     return std::string("late");
   });
   ranks[2]->setAnswerer([](int, const std::string&) { return std::string("here"); });
-  std::vector<PeerAnswer> answers = ranks[0]->ask({1, 2}, "where?", 0.5);
+  std::vector<bootstrap::PeerAnswer> answers = ranks[0]->ask({1, 2}, "where?", 0.5);
   {
     std::lock_guard<std::mutex> lock(mutex);
     released = true;
@@ -79,17 +79,17 @@ TEST_CASE("bootstrap: a peer that never answers or that left gives no answer by 
   changed.notify_all();
   REQUIRE(answers.size() == 2);
   CHECK(answers[0].peer == 1);
-  CHECK(answers[0].kind == PeerAnswer::Kind::NoAnswer);
+  CHECK(answers[0].kind == bootstrap::PeerAnswer::Kind::NoAnswer);
   CHECK(answers[0].text.find("did not answer") != std::string::npos);
   CHECK(answers[1].peer == 2);
-  CHECK(answers[1].kind == PeerAnswer::Kind::Answered);
+  CHECK(answers[1].kind == bootstrap::PeerAnswer::Kind::Answered);
   CHECK(answers[1].text == "here");
 
   // The late answer, once it comes, is not taken for the next question's.
   ranks[1]->setAnswerer([](int, const std::string& q) { return "now: " + q; });
   answers = ranks[0]->ask({1}, "again?", 10.0);
   REQUIRE(answers.size() == 1);
-  CHECK(answers[0].kind == PeerAnswer::Kind::Answered);
+  CHECK(answers[0].kind == bootstrap::PeerAnswer::Kind::Answered);
   CHECK(answers[0].text == "now: again?");
 
   // Rank 2 leaves: no hang, and not an answer.
@@ -98,6 +98,6 @@ TEST_CASE("bootstrap: a peer that never answers or that left gives no answer by 
   answers = ranks[0]->ask({2}, "still there?", 2.0);
   REQUIRE(answers.size() == 1);
   INFO(answers[0].text);
-  CHECK(answers[0].kind != PeerAnswer::Kind::Answered);
+  CHECK(answers[0].kind != bootstrap::PeerAnswer::Kind::Answered);
   ranks[1]->setAnswerer(nullptr);
 }

@@ -23,9 +23,9 @@
 #include "base/log.h"
 #include "base/network_interface.h"
 #include "base/socket.h"
-#include "runtime/bootstrap.h"
-#include "runtime/bootstrap_id.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/id.h"
+#include "bootstrap/wire.h"
 
 #include "tests/runtime/bootstrap_test_support.h"
 
@@ -33,7 +33,7 @@ namespace tutti {
 namespace {
 
 using namespace bootstrap_test;
-using namespace bootstrap_wire;
+using namespace bootstrap::wire;
 
 TEST_CASE("bootstrap: allGather, barrier and p2p for 1, 2, 3, 5 and 8 ranks") {
   useLoopback();
@@ -43,10 +43,10 @@ TEST_CASE("bootstrap: allGather, barrier and p2p for 1, 2, 3, 5 and 8 ranks") {
   INFO("nranks " << nranks << (shortcut ? ", same-process shortcut" : ", sockets"));
   std::vector<ncclUniqueId> ids = makeIds(1);
   std::vector<std::atomic<int>> arrivals(3);
-  BootstrapOptions options;
+  bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
   std::vector<RankOutcome> outcomes = runRanks(nranks, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     if (bootstrap->rank() != rank || bootstrap->nranks() != nranks)
       throw Error(ErrorCode::Internal, "rank/nranks mismatch");
     for (int peer = 0; peer < nranks; ++peer)
@@ -65,7 +65,7 @@ TEST_CASE("bootstrap: several roots (nIds 2 and 3) give every rank the full tabl
   std::vector<ncclUniqueId> ids = makeIds(nIds);
   std::vector<std::atomic<int>> arrivals(3);
   std::vector<RankOutcome> outcomes = runRanks(nranks, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), nIds, rank, nranks, BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), nIds, rank, nranks, bootstrap::BootstrapOptions());
     exerciseBootstrap(*bootstrap, arrivals);
   });
   requireAllOk(outcomes);
@@ -76,7 +76,7 @@ TEST_CASE("bootstrap: a message larger than one frame arrives whole") {
   std::vector<ncclUniqueId> ids = makeIds(1);
   const size_t size = (9 << 20) + 17;  // several frames
   requireAllOk(runRanks(2, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, 2, BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, bootstrap::BootstrapOptions());
     if (rank == 0) {
       sendPattern(*bootstrap, 1, 1000, size);
       sendPattern(*bootstrap, 1, 1001, 3);
@@ -97,7 +97,7 @@ TEST_CASE("bootstrap: a failure notice reaches every other rank, even with a dea
   std::condition_variable changed;
   std::vector<std::vector<std::pair<int, std::string>>> received(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 1, rank, nranks, BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, bootstrap::BootstrapOptions());
     bootstrap->setNoticeHandler([&, rank](int sender, const std::string& t) {
       std::lock_guard<std::mutex> lock(mutex);
       received[size_t(rank)].emplace_back(sender, t);
@@ -131,7 +131,7 @@ TEST_CASE("bootstrap: ranks that never join are named in every other rank's erro
     std::vector<ncclUniqueId> ids = makeIds(1);
     std::vector<RankOutcome> outcomes = runRanks(4, [&](int rank) {
       if (rank == 2) return;  // never joins
-      Bootstrap::create(ids.data(), 1, rank, 4, BootstrapOptions());
+      bootstrap::Bootstrap::create(ids.data(), 1, rank, 4, bootstrap::BootstrapOptions());
     });
     for (int rank : {0, 1, 3}) {
       INFO("rank " << rank << ": " << outcomes[rank].message);
@@ -145,7 +145,7 @@ TEST_CASE("bootstrap: ranks that never join are named in every other rank's erro
     std::vector<ncclUniqueId> ids = makeIds(1);
     std::vector<RankOutcome> outcomes = runRanks(6, [&](int rank) {
       if (rank == 1 || rank == 3 || rank == 4) return;
-      Bootstrap::create(ids.data(), 1, rank, 6, BootstrapOptions());
+      bootstrap::Bootstrap::create(ids.data(), 1, rank, 6, bootstrap::BootstrapOptions());
     });
     for (int rank : {0, 2, 5}) {
       INFO("rank " << rank << ": " << outcomes[rank].message);
@@ -157,7 +157,7 @@ TEST_CASE("bootstrap: ranks that never join are named in every other rank's erro
     std::vector<ncclUniqueId> ids = makeIds(2);
     std::vector<RankOutcome> outcomes = runRanks(5, [&](int rank) {
       if (rank == 4) return;  // blocks are {0,1,2} and {3,4}
-      Bootstrap::create(ids.data(), 2, rank, 5, BootstrapOptions());
+      bootstrap::Bootstrap::create(ids.data(), 2, rank, 5, bootstrap::BootstrapOptions());
     });
     for (int rank : {0, 1, 2, 3}) {
       INFO("rank " << rank << ": " << outcomes[rank].message);
@@ -185,7 +185,7 @@ TEST_CASE("bootstrap: IPv6 loopback") {
   std::vector<std::atomic<int>> arrivals(3);
   std::vector<std::string> addresses(3);
   requireAllOk(runRanks(3, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(ids.data(), 2, rank, 3, BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 2, rank, 3, bootstrap::BootstrapOptions());
     addresses[rank] = bootstrap->peerAddress((rank + 1) % 3);
     exerciseBootstrap(*bootstrap, arrivals);
   }));
@@ -196,12 +196,12 @@ TEST_CASE("bootstrap: abort ends a waiting recv promptly, a deadline names the p
   useLoopback();
   std::vector<ncclUniqueId> ids = makeIds(1);
   std::atomic<bool> abortFlag{false};
-  std::vector<std::unique_ptr<Bootstrap>> ranks(2);
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(2);
   requireAllOk(runRanks(2, [&](int rank) {
-    BootstrapOptions options;
+    bootstrap::BootstrapOptions options;
     options.abortFlag = &abortFlag;
     options.timeoutSeconds = rank == 0 ? 60 : 1;
-    ranks[rank] = Bootstrap::create(ids.data(), 1, rank, 2, options);
+    ranks[rank] = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, options);
   }));
 
   std::thread aborter([&] {
@@ -234,10 +234,10 @@ TEST_CASE("bootstrap: misuse and departed peers give clear errors") {
   bool shortcut = GENERATE(true, false);
   INFO((shortcut ? "same-process shortcut" : "sockets"));
   std::vector<ncclUniqueId> ids = makeIds(1);
-  std::vector<std::unique_ptr<Bootstrap>> ranks(2);
-  BootstrapOptions options;
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(2);
+  bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
-  requireAllOk(runRanks(2, [&](int rank) { ranks[rank] = Bootstrap::create(ids.data(), 1, rank, 2, options); }));
+  requireAllOk(runRanks(2, [&](int rank) { ranks[rank] = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, options); }));
 
   uint8_t bytes[8] = {};
   auto codeOf = [](const std::function<void()>& action) {
@@ -275,7 +275,7 @@ TEST_CASE("bootstrap: NCCL_COMM_ID names a fixed root that the first rank starts
   std::string commId = "127.0.0.1:" + std::to_string(port);
   setenv("NCCL_COMM_ID", commId.c_str(), 1);
   ncclUniqueId id;
-  bootstrapGetUniqueId(&id);
+  bootstrap::getUniqueId(&id);
   UniqueIdContents contents = decodeUniqueId(id);
   CHECK(contents.fromCommId);
   CHECK(contents.root.toString() == commId);
@@ -285,7 +285,7 @@ TEST_CASE("bootstrap: NCCL_COMM_ID names a fixed root that the first rank starts
     INFO("job " << job);
     std::vector<std::atomic<int>> arrivals(3);
     requireAllOk(runRanks(3, [&](int rank) {
-      std::unique_ptr<Bootstrap> bootstrap = Bootstrap::create(&id, 1, rank, 3, BootstrapOptions());
+      std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(&id, 1, rank, 3, bootstrap::BootstrapOptions());
       exerciseBootstrap(*bootstrap, arrivals);
     }));
   }
@@ -307,13 +307,13 @@ TEST_CASE("bootstrap: unique ids round-trip and foreign bytes are refused") {
   CHECK_THROWS_AS(decodeUniqueId(zeros), Error);
   useLoopback();
   try {
-    Bootstrap::create(&zeros, 1, 0, 1, BootstrapOptions());
+    bootstrap::Bootstrap::create(&zeros, 1, 0, 1, bootstrap::BootstrapOptions());
     FAIL("an all-zero id was accepted");
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::InvalidArgument);
   }
-  CHECK_THROWS_AS(Bootstrap::create(&id, 2, 0, 1, BootstrapOptions()), Error);  // more ids than ranks
-  CHECK_THROWS_AS(Bootstrap::create(&id, 1, 1, 1, BootstrapOptions()), Error);  // rank out of range
+  CHECK_THROWS_AS(bootstrap::Bootstrap::create(&id, 2, 0, 1, bootstrap::BootstrapOptions()), Error);  // more ids than ranks
+  CHECK_THROWS_AS(bootstrap::Bootstrap::create(&id, 1, 1, 1, bootstrap::BootstrapOptions()), Error);  // rank out of range
 }
 
 TEST_CASE("bootstrap: rank lists and blocks") {

@@ -22,15 +22,15 @@
 #include "base/log.h"
 #include "base/network_interface.h"
 #include "base/socket.h"
-#include "runtime/bootstrap.h"
-#include "runtime/bootstrap_id.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/id.h"
+#include "bootstrap/wire.h"
 
 #include <catch2/catch.hpp>
 
 namespace tutti::bootstrap_test {
 
-using namespace bootstrap_wire;
+using namespace bootstrap::wire;
 
 // Every test runs on loopback with a short bootstrap timeout, so failure cases end quickly.
 inline void useLoopback(int timeoutSeconds = 3) {
@@ -79,7 +79,7 @@ inline void requireAllOk(const std::vector<RankOutcome>& outcomes) {
 
 inline std::vector<ncclUniqueId> makeIds(int nIds) {
   std::vector<ncclUniqueId> ids(nIds);
-  for (ncclUniqueId& id : ids) bootstrapGetUniqueId(&id);
+  for (ncclUniqueId& id : ids) bootstrap::getUniqueId(&id);
   return ids;
 }
 
@@ -95,7 +95,7 @@ inline std::vector<uint8_t> pattern(int from, int to, uint32_t tag, size_t size)
 }
 
 // allGather of distinct per-rank bytes; every slot is checked against what its owner wrote.
-inline void checkAllGather(Bootstrap& bootstrap, size_t bytesPerRank, uint32_t salt) {
+inline void checkAllGather(bootstrap::Bootstrap& bootstrap, size_t bytesPerRank, uint32_t salt) {
   int n = bootstrap.nranks();
   std::vector<uint8_t> data(n * bytesPerRank, 0xEE);
   std::vector<uint8_t> mine = pattern(bootstrap.rank(), -1, salt, bytesPerRank);
@@ -110,7 +110,7 @@ inline void checkAllGather(Bootstrap& bootstrap, size_t bytesPerRank, uint32_t s
 
 // allGatherV with blocks of different sizes, some empty (rank r's size from sizeOf(r)); every
 // block is checked against what its owner wrote, and the bytes around them are not touched.
-inline void checkAllGatherV(Bootstrap& bootstrap, const std::function<size_t(int)>& sizeOf, uint32_t salt) {
+inline void checkAllGatherV(bootstrap::Bootstrap& bootstrap, const std::function<size_t(int)>& sizeOf, uint32_t salt) {
   int n = bootstrap.nranks();
   std::vector<size_t> sizes, offsets;
   size_t total = 0;
@@ -131,7 +131,7 @@ inline void checkAllGatherV(Bootstrap& bootstrap, const std::function<size_t(int
   if (data[total] != 0xEE) throw Error(ErrorCode::Internal, "allGatherV wrote past the blocks on rank " + std::to_string(bootstrap.rank()));
 }
 
-inline void expectMessage(Bootstrap& bootstrap, int from, uint32_t tag, size_t size) {
+inline void expectMessage(bootstrap::Bootstrap& bootstrap, int from, uint32_t tag, size_t size) {
   std::vector<uint8_t> received(size, 0xEE);
   bootstrap.recv(from, tag, received.data(), size);
   if (received != pattern(from, bootstrap.rank(), tag, size))
@@ -139,13 +139,13 @@ inline void expectMessage(Bootstrap& bootstrap, int from, uint32_t tag, size_t s
                                          " has wrong contents on rank " + std::to_string(bootstrap.rank()));
 }
 
-inline void sendPattern(Bootstrap& bootstrap, int to, uint32_t tag, size_t size) {
+inline void sendPattern(bootstrap::Bootstrap& bootstrap, int to, uint32_t tag, size_t size) {
   std::vector<uint8_t> bytes = pattern(bootstrap.rank(), to, tag, size);
   bootstrap.send(to, tag, bytes.data(), size);
 }
 
 // Everything a job does over the bootstrap, with results checked.
-inline void exerciseBootstrap(Bootstrap& bootstrap, std::vector<std::atomic<int>>& arrivals) {
+inline void exerciseBootstrap(bootstrap::Bootstrap& bootstrap, std::vector<std::atomic<int>>& arrivals) {
   int rank = bootstrap.rank();
   int n = bootstrap.nranks();
   checkAllGather(bootstrap, 1, 1);

@@ -66,11 +66,11 @@ TEST_CASE("wait diagnosis: the chain is followed to a rank that never answers or
   INFO((shortcut ? "same-process shortcut" : "sockets") << (left ? ", rank 3 left" : ", rank 3 hangs"));
   const int nranks = 4;
   std::vector<ncclUniqueId> ids = makeIds(1);
-  BootstrapOptions options;
+  bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
-  std::vector<std::unique_ptr<Bootstrap>> ranks(nranks);
+  std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    ranks[size_t(rank)] = Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    ranks[size_t(rank)] = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     ranks[size_t(rank)]->barrier();
   }));
   // Rank 0 waits for 1, which waits for 2, which waits for 3; rank 3 hangs in its answer or left.

@@ -4,9 +4,9 @@
 
 #include "base/socket_address.h"
 #include "nccl.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 
-namespace tutti::bootstrap_wire {
+namespace tutti::bootstrap::wire {
 
 inline constexpr uint64_t kUniqueIdMagic = 0x3144494954545554ull;  // "TUTTIID1"
 
@@ -15,7 +15,7 @@ inline constexpr uint64_t kUniqueIdMagic = 0x3144494954545554ull;  // "TUTTIID1"
 // and size, but anyone who can reach the root can join. Use ncclGetUniqueId for a real secret.
 inline constexpr Secret kCommIdSecret = {0x4e4f2d5345435245ull, 0x542d434f4d4d4944ull};
 
-// What an ncclUniqueId made by bootstrapGetUniqueId holds. Throws InvalidArgument when the bytes
+// What an ncclUniqueId made by getUniqueId holds. Throws InvalidArgument when the bytes
 // are not such an id.
 struct UniqueIdContents {
   SocketAddress root;
@@ -25,4 +25,4 @@ struct UniqueIdContents {
 UniqueIdContents decodeUniqueId(const ncclUniqueId& id);
 void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id);
 
-}  // namespace tutti::bootstrap_wire
+}  // namespace tutti::bootstrap::wire

@@ -1,5 +1,5 @@
 // Failure notices between the ranks of one bootstrap: the sending thread and the handlers.
-#include "runtime/bootstrap_notices.h"
+#include "bootstrap/notices.h"
 
 #include <chrono>
 #include <system_error>
@@ -7,9 +7,9 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 namespace {
 
@@ -25,7 +25,7 @@ FailureNotices::FailureNotices(int rank, int nranks, std::string context, Notice
 void FailureNotices::broadcast(const std::string& text) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (thread_.joinable()) return;
-  std::string message = text.substr(0, bootstrap_wire::kMaxErrorBytes);
+  std::string message = text.substr(0, bootstrap::wire::kMaxErrorBytes);
   try {
     thread_ = std::thread([this, message] { sendAll(message); });
   } catch (const std::system_error& error) {
@@ -86,4 +86,4 @@ void FailureNotices::sendAll(const std::string& message) {
   doneChanged_.notify_all();
 }
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

@@ -4,10 +4,10 @@
 
 #include "base/clock.h"
 #include "base/socket.h"
-#include "runtime/bootstrap_id.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/id.h"
+#include "bootstrap/wire.h"
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 // A rank waits this much past its deadline for the root's answer, so that the root's error
 // (which it sends at the earliest rank's deadline) arrives before the rank gives up on it.
@@ -19,10 +19,10 @@ inline constexpr double kRootZeroAnswerGraceSeconds = 2;
 
 // Starts a root thread on an open listener and detaches it: it ends by itself after one
 // rendezvous or its timeout, and must not keep the process from exiting.
-void startRoot(Socket listener, const bootstrap_wire::Secret& secret, double timeoutSeconds);
+void startRoot(Socket listener, const bootstrap::wire::Secret& secret, double timeoutSeconds);
 
 // NCCL_COMM_ID: the first rank of the block starts the root on the fixed address, unless this
 // process already runs one there. The previous job's root may still be closing its listener.
-void ensureCommIdRoot(const bootstrap_wire::UniqueIdContents& id, double timeoutSeconds, SteadyTime deadline);
+void ensureCommIdRoot(const bootstrap::wire::UniqueIdContents& id, double timeoutSeconds, SteadyTime deadline);
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

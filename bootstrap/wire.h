@@ -19,7 +19,7 @@
 #include "base/socket.h"
 #include "base/socket_address.h"
 
-namespace tutti::bootstrap_wire {
+namespace tutti::bootstrap::wire {
 
 using Secret = std::array<uint64_t, 2>;
 using WireAddress = std::array<uint8_t, SocketAddress::kWireBytes>;
@@ -139,4 +139,4 @@ std::string secondsText(double seconds);
 std::string printable(const uint8_t* bytes, size_t size);
 [[noreturn]] void rethrowWithContext(const Error& error, const std::string& context);
 
-}  // namespace tutti::bootstrap_wire
+}  // namespace tutti::bootstrap::wire

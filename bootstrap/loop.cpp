@@ -1,12 +1,12 @@
 // The bootstrap's event loop: reading frames without blocking, and the wakeup.
-#include "runtime/bootstrap_loop.h"
+#include "bootstrap/loop.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 IncomingConnection::IncomingConnection(Socket socket, double handshakeSeconds)
     : socket_(std::move(socket)),
@@ -21,7 +21,7 @@ IncomingConnection::Status IncomingConnection::pump(const FramePolicy& policy, s
     size_t wanted = 0;
     if (!inPayload_) {
       target = reinterpret_cast<uint8_t*>(&current_.header) + headerBytes_;
-      wanted = sizeof(bootstrap_wire::FrameHeader) - headerBytes_;
+      wanted = sizeof(bootstrap::wire::FrameHeader) - headerBytes_;
     } else {
       target = current_.payload.data() + payloadBytes_;
       wanted = current_.payload.size() - payloadBytes_;
@@ -39,14 +39,14 @@ IncomingConnection::Status IncomingConnection::pump(const FramePolicy& policy, s
       if (!inPayload_) headerBytes_ += read.bytes;
       else payloadBytes_ += read.bytes;
       budget -= std::min(budget, read.bytes);
-      if (!inPayload_ && headerBytes_ < sizeof(bootstrap_wire::FrameHeader)) continue;
+      if (!inPayload_ && headerBytes_ < sizeof(bootstrap::wire::FrameHeader)) continue;
       if (inPayload_ && payloadBytes_ < current_.payload.size()) {
         if (budget == 0) return Status::Open;
         continue;
       }
     }
     if (!inPayload_) {
-      reason = bootstrap_wire::checkFrameHeader(current_.header, policy);
+      reason = bootstrap::wire::checkFrameHeader(current_.header, policy);
       if (!reason.empty()) return Status::Rejected;
       current_.payload.resize(current_.header.payloadBytes);  // bounded by the policy
       inPayload_ = true;
@@ -65,7 +65,7 @@ IncomingConnection::Status IncomingConnection::pump(const FramePolicy& policy, s
 
 std::string IncomingConnection::stallReason() const {
   return (framesSeen_ || midFrame() ? "truncated frame: no progress for " : "no frame within ") +
-         bootstrap_wire::secondsText(handshakeSeconds_);
+         bootstrap::wire::secondsText(handshakeSeconds_);
 }
 
 WakeupEvent::WakeupEvent() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -84,4 +84,4 @@ void WakeupEvent::drain() {
   (void)!::read(fd_, &value, sizeof value);
 }
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

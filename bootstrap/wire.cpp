@@ -1,5 +1,5 @@
 // The bootstrap's frames: building, checking, sending and reading them, and their payloads.
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "base/tunables.h"
 
-namespace tutti::bootstrap_wire {
+namespace tutti::bootstrap::wire {
 
 namespace {
 
@@ -191,4 +191,4 @@ std::string printable(const uint8_t* bytes, size_t size) {
   throw Error(error.code(), context + ": " + error.message());
 }
 
-}  // namespace tutti::bootstrap_wire
+}  // namespace tutti::bootstrap::wire

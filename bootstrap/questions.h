@@ -19,7 +19,7 @@
 
 #include "base/clock.h"
 
-namespace tutti {
+namespace tutti::bootstrap {
 
 // What one peer said to a question (Bootstrap::ask).
 struct PeerAnswer {
@@ -29,9 +29,9 @@ struct PeerAnswer {
   std::string text;  // Answered: the answer; otherwise why there is none
 };
 
-}  // namespace tutti
+}  // namespace tutti::bootstrap
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 // What the questions need of the rank side that carries them.
 class QuestionCarrier {
@@ -92,4 +92,4 @@ class Questions {
   std::thread thread_;  // the answering thread, once a question came
 };
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

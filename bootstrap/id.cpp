@@ -1,6 +1,6 @@
 // ncclUniqueId: making one (a fresh root and a random secret, or NCCL_COMM_ID's fixed root), and
 // its byte layout.
-#include "runtime/bootstrap_id.h"
+#include "bootstrap/id.h"
 
 #include <sys/random.h>
 
@@ -11,12 +11,12 @@
 #include "base/network_interface.h"
 #include "base/socket.h"
 #include "base/tunables.h"
-#include "runtime/bootstrap.h"
-#include "runtime/bootstrap_root.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/root.h"
 
-namespace tutti {
+namespace tutti::bootstrap {
 
-namespace bootstrap_wire {
+namespace wire {
 
 namespace {
 
@@ -58,11 +58,11 @@ void encodeUniqueId(const UniqueIdContents& contents, ncclUniqueId* id) {
   std::memcpy(id, &layout, sizeof layout);
 }
 
-}  // namespace bootstrap_wire
+}  // namespace wire
 
 namespace {
 
-using namespace bootstrap_wire;
+using namespace wire;
 
 Secret randomSecret() {
   Secret secret{};
@@ -81,7 +81,7 @@ Secret randomSecret() {
 
 }  // namespace
 
-void bootstrapGetUniqueId(ncclUniqueId* id) {
+void getUniqueId(ncclUniqueId* id) {
   if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclGetUniqueId: uniqueId is null");
   UniqueIdContents contents;
   std::string commId = tunables::kCommId.get();
@@ -98,10 +98,10 @@ void bootstrapGetUniqueId(ncclUniqueId* id) {
     encodeUniqueId(contents, id);
     return;
   }
-  bootstrapNewUniqueId(id);
+  newUniqueId(id);
 }
 
-void bootstrapNewUniqueId(ncclUniqueId* id) {
+void newUniqueId(ncclUniqueId* id) {
   if (id == nullptr) throw Error(ErrorCode::InvalidArgument, "bootstrap: the unique id to fill is null");
   UniqueIdContents contents;
   double timeoutSeconds = configuredTimeoutSeconds();
@@ -109,8 +109,8 @@ void bootstrapNewUniqueId(ncclUniqueId* id) {
   Socket listener = Socket::listen(interface.address);
   contents.root = listener.localAddress();
   contents.secret = randomSecret();
-  bootstrap_detail::startRoot(std::move(listener), contents.secret, timeoutSeconds);
+  bootstrap::startRoot(std::move(listener), contents.secret, timeoutSeconds);
   encodeUniqueId(contents, id);
 }
 
-}  // namespace tutti
+}  // namespace tutti::bootstrap

@@ -11,7 +11,7 @@
 
 #include "base/clock.h"
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 // What the notices need of the rank side that carries them.
 class NoticeCarrier {
@@ -71,4 +71,4 @@ class FailureNotices {
   std::thread thread_;
 };
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

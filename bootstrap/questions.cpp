@@ -1,5 +1,5 @@
 // Questions between the ranks of one bootstrap: asking with a deadline, and the answering thread.
-#include "runtime/bootstrap_questions.h"
+#include "bootstrap/questions.h"
 
 #include <cstring>
 #include <system_error>
@@ -7,9 +7,9 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 namespace {
 
@@ -71,7 +71,7 @@ std::vector<PeerAnswer> Questions::ask(const std::vector<int>& peers, const std:
       answers[i].text = std::move(p.text);
     } else {
       answers[i].kind = PeerAnswer::Kind::NoAnswer;
-      answers[i].text = "did not answer within " + bootstrap_wire::secondsText(seconds);
+      answers[i].text = "did not answer within " + bootstrap::wire::secondsText(seconds);
     }
     pending_.erase(ids[i]);
   }
@@ -148,4 +148,4 @@ void Questions::answerLoop() {
   }
 }
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

@@ -8,12 +8,12 @@
 // - Deadlines: a rank gives up at its deadline (plus a grace period while waiting for the root's
 //   answer, so that the root's better error can arrive).
 // - An orderly close says goodbye on every connection it made, so that a peer can tell it from a
-//   process that died; failure notices (bootstrap_notices.h) ride on the same messages.
+//   process that died; failure notices (notices.h) ride on the same messages.
 // - Ranks that are threads of one process skip the sockets: a message to a peer whose listener
 //   is in this process goes straight into that peer's inbox, and a close tells such peers
 //   directly. A thousand ranks as threads would otherwise hold tens of thousands of
 //   connections (beyond the descriptor limit) and pay a system call per frame.
-#include "runtime/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 
 #include <unistd.h>
 
@@ -34,22 +34,21 @@
 #include "base/log.h"
 #include "base/network_interface.h"
 #include "base/socket.h"
-#include "runtime/bootstrap_id.h"
-#include "runtime/bootstrap_loop.h"
-#include "runtime/bootstrap_notices.h"
-#include "runtime/bootstrap_questions.h"
-#include "runtime/bootstrap_root.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/id.h"
+#include "bootstrap/loop.h"
+#include "bootstrap/notices.h"
+#include "bootstrap/questions.h"
+#include "bootstrap/root.h"
+#include "bootstrap/wire.h"
 
-namespace tutti {
+namespace tutti::bootstrap {
 
 // How long a receive that reached its deadline still waits for a failure notice in flight.
 constexpr std::chrono::milliseconds kNoticeGrace{500};
 
 namespace {
 
-using namespace bootstrap_wire;
-using namespace bootstrap_detail;
+using namespace wire;
 
 // Tags below 1000 are ours; a collective's round is added to its base.
 constexpr uint32_t kTagAllGather = 100;
@@ -200,7 +199,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     TUTTI_INFO(log::Bootstrap, "%s: joined; %d ranks known", context().c_str(), nranks_);
   }
 
-  // The root's answer: the listeners of this rank's neighbours (bootstrap_wire.h), checked to be
+  // The root's answer: the listeners of this rank's neighbours (wire.h), checked to be
   // exactly those; the other entries stay empty until learnEveryAddress.
   std::vector<SocketAddress> neighboursFrom(const std::vector<uint8_t>& payload, const std::string& rootText) const {
     const std::vector<int> expected = neighbourRanks(rank_, nranks_);
@@ -713,4 +712,4 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const ncclUniqueId* ids, int nIds, 
   return bootstrap;
 }
 
-}  // namespace tutti
+}  // namespace tutti::bootstrap

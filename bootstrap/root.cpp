@@ -12,7 +12,7 @@
 //   block that times out tells root 0 why, so every rank's error names the missing ranks.
 // - The root's deadline is the earliest of its ranks' deadlines (each registration carries the
 //   time its rank has left).
-#include "runtime/bootstrap_root.h"
+#include "bootstrap/root.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -28,13 +28,13 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "runtime/bootstrap_loop.h"
+#include "bootstrap/loop.h"
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
 namespace {
 
-using namespace bootstrap_wire;
+using namespace wire;
 
 // The root servers running in this process. Never destroyed: detached root threads may still
 // look at it while the process exits.
@@ -348,7 +348,7 @@ class RootServer {
     }
   }
 
-  // Each rank of this block gets its neighbours' addresses (bootstrap_wire.h, neighbourRanks).
+  // Each rank of this block gets its neighbours' addresses (wire.h, neighbourRanks).
   void sendTableToRanks(const std::vector<WireAddress>& table) {
     for (size_t i = 0; i < rankPeers_.size(); ++i)
       if (rankPeers_[i] != nullptr) answer(*rankPeers_[i], kTable, neighbourTablePayload(table, shape_->firstRank + int(i)));
@@ -559,4 +559,4 @@ void ensureCommIdRoot(const UniqueIdContents& id, double timeoutSeconds, SteadyT
   }
 }
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

@@ -18,12 +18,12 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/socket.h"
-#include "runtime/bootstrap_wire.h"
+#include "bootstrap/wire.h"
 
-namespace tutti::bootstrap_detail {
+namespace tutti::bootstrap {
 
-using bootstrap_wire::Frame;
-using bootstrap_wire::FramePolicy;
+using bootstrap::wire::Frame;
+using bootstrap::wire::FramePolicy;
 
 // A connection read without blocking by an event loop, one frame at a time.
 class IncomingConnection {
@@ -139,4 +139,4 @@ void serveConnectionsOnce(Socket& listener, WakeupEvent* wakeup, std::vector<std
       entries.push_back(std::make_unique<Entry>(std::move(accepted), handshakeSeconds));
 }
 
-}  // namespace tutti::bootstrap_detail
+}  // namespace tutti::bootstrap

@@ -7,7 +7,7 @@
 // talk to each other directly. Every message is framed (magic, type, tag, length, secret) and
 // bounded in size; a connection without the secret is dropped and logged. Every wait has a
 // deadline (TUTTI_BOOTSTRAP_TIMEOUT) and polls an abort flag. The wire format is in
-// bootstrap_wire.h and bootstrap_id.h.
+// wire.h and id.h.
 #pragma once
 
 #include <atomic>
@@ -19,17 +19,17 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/bootstrap_questions.h"
+#include "bootstrap/questions.h"
 
-namespace tutti {
+namespace tutti::bootstrap {
 
 // Fills id: a fresh root listener in this process, or the one NCCL_COMM_ID names (then the
 // root is started by the rank-0 process at init if the address is local).
-void bootstrapGetUniqueId(ncclUniqueId* id);
+void getUniqueId(ncclUniqueId* id);
 // Fills id with a fresh root listener in this process and a random secret, whatever NCCL_COMM_ID says: for the
 // communicators a library call makes from another one (ncclCommSplit), whose ranks must not meet at the user's fixed
 // root, where every such communicator would share one address and one secret.
-void bootstrapNewUniqueId(ncclUniqueId* id);
+void newUniqueId(ncclUniqueId* id);
 
 struct BootstrapOptions {
   double timeoutSeconds = 0;                     // 0: take TUTTI_BOOTSTRAP_TIMEOUT
@@ -109,4 +109,4 @@ class Bootstrap {
   virtual void setAnswerer(std::function<std::string(int asker, const std::string& question)> answerer) = 0;
 };
 
-}  // namespace tutti
+}  // namespace tutti::bootstrap
