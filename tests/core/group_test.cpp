@@ -73,6 +73,8 @@ TEST_CASE("group: an error recorded inside a group fails its outermost end, drop
   float buffer[4] = {};
   tutti::groupRecordError(ncclInvalidArgument);  // outside any group: not kept
   tutti::groupStart();
+  REQUIRE_NOTHROW(tutti::groupEnd());
+  tutti::groupStart();
   tutti::enqueueTask(allReduce(buffer, buffer, 4, &never));
   tutti::groupStart();
   tutti::enqueueTask(allReduce(buffer, buffer, 4, &never));

@@ -302,11 +302,20 @@ TEST_CASE("host executor: a worker that drives the network polls it while waitin
     int polls = 0;
     kern::FifoHeader* deliverTo = nullptr;  // null: nothing ever arrives
     bool sendsWaiting = true;
+    kern::WaitSlot slot;
+    // Whether the wait had already timed out when the worker stopped driving: it must stop before
+    // it first sleeps, not when it gives up.
+    bool stoppedAfterTimeout = false;
   } net;
   LoneReceiver receiver(&peerBell);
   ExecutionContext ctx = contextOf(&bell, 0, kShort);
   ctx.networkArg = &net;
-  ctx.driveNetwork = [](void* arg, ExecutionContext::Drive change) { static_cast<Network*>(arg)->drives.push_back(change); };
+  ctx.waitSlot = &net.slot;
+  ctx.driveNetwork = [](void* arg, ExecutionContext::Drive change) {
+    auto* n = static_cast<Network*>(arg);
+    n->drives.push_back(change);
+    if (change == ExecutionContext::Drive::Stop && n->slot.timedOut().what != kern::WaitFor::Nothing) n->stoppedAfterTimeout = true;
+  };
   ctx.networkSendsWaiting = [](void* arg) { return static_cast<Network*>(arg)->sendsWaiting; };
   // A poll is the proxy's pass: the third one receives the peer's message into the FIFO.
   ctx.pollNetwork = [](void* arg) {
@@ -332,6 +341,7 @@ TEST_CASE("host executor: a worker that drives the network polls it while waitin
     REQUIRE_FALSE(net.drives.empty());
     CHECK(net.drives.front() == Drive::Start);
     CHECK(net.drives.back() == Drive::Stop);
+    CHECK_FALSE(net.stoppedAfterTimeout);
     for (size_t i = 1; i < net.drives.size(); i++) CHECK(net.drives[i] != net.drives[i - 1]);  // balanced
     CHECK(net.polls <= ctx.spin + ctx.yields);  // only busy polls, none once asleep
   }

@@ -133,6 +133,14 @@ TEST_CASE("lane engine: the tiles of every layout cover the lane's range once, a
         const engine::Span s = engine::resolve(l, in(k));
         const uint64_t first = uint64_t(s.ptr - reinterpret_cast<const char*>(input.data())) / 4;
         for (uint64_t e = first; e < first + s.elems; e++) covered.at(e)++;
+        // The last Split tile shares what is left among all its chunks, not the first ones only.
+        if (c.layout == Layout::Split && t + 1 == l.state->ntiles) {
+          const uint64_t rest = kEnd - (kBegin + t * uint64_t(chunks) * kChunk);
+          const uint64_t share = (rest + uint64_t(chunks) - 1) / uint64_t(chunks);
+          INFO("chunk " << k << " of the last tile");
+          CHECK(s.elems > 0);
+          CHECK(s.elems <= share);
+        }
       }
     }
     for (size_t e = 0; e < covered.size(); e++) {
@@ -221,6 +229,36 @@ TEST_CASE("lane engine: a receive waits for a message, a send for a free slot, a
     INFO("element " << i);
     REQUIRE(double(sum[i]) == double(a[i]) + double(b[i]));  // exact: quarters of small integers
   }
+}
+
+TEST_CASE("lane engine: a step that receives and sends waits for data first, then for room, naming each peer") {
+  constexpr uint64_t kCount = 16;
+  HostFifo fromPrev(1, kCount * 4), toNext(1, kCount * 4);
+  std::vector<float> a = ramp(kCount, 4, 0.5f), got(kCount, 0.0f);
+  // Rank 1 of a chain 0 -> 1 -> 2 forwards what it receives and keeps a copy.
+  auto forwarder = makeLaunch(planOf({lane(Layout::Whole, {2}, {0}, {step(Op::RecvSend, none(), out())})}),
+                              opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 3), 64, 0, kCount,
+                              {LaneConns{{connEnd(toNext.header(), 2)}, {connEnd(fromPrev.header(), 0)}}});
+  const engine::LaneRef f = prepared(*forwarder);
+  CountingSync sync;
+  ExecFault fault{};
+  toNext.header()->head = 1;  // rank 2 has not read the last message yet: no room either
+  CHECK(runStep(f, sync, fault) == Outcome::Blocked);
+  engine::blockedOn(f, fault, sync);
+  CHECK(fault.waitingForData == 1);
+  CHECK(fault.peer == 0);
+  // The data arrives; the step still cannot run, now for want of room at rank 2.
+  std::memcpy(kern::fifoSlot(fromPrev.header(), 0), a.data(), kCount * 4);
+  fromPrev.header()->sizes[0] = kCount * 4;
+  fromPrev.header()->head = 1;
+  CHECK(runStep(f, sync, fault) == Outcome::Blocked);
+  engine::blockedOn(f, fault, sync);
+  CHECK(fault.waitingForData == 0);
+  CHECK(fault.peer == 2);
+  toNext.header()->tail = 1;  // rank 2 read it
+  REQUIRE(runStep(f, sync, fault) == Outcome::Ran);
+  CHECK(got == a);
+  CHECK(std::memcmp(kern::fifoSlot(toNext.header(), 1), a.data(), kCount * 4) == 0);
 }
 
 TEST_CASE("lane engine: a joined run travels as one message with its table, and a receiver that joins otherwise refuses it") {
