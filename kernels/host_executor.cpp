@@ -190,22 +190,24 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
   auto lastProgress = Clock::now();
   Clock::time_point probeAt = Clock::time_point::max();  // when a stalled wait next compares calls
   int idle = 0;
-  // Whether this worker is driving the network (ctx.pollNetwork): from its first network poll
+  const WaitHooks& hooks = *ctx.hooks;
+  const bool network = hooks.drivesNetwork();  // whether this worker moves network FIFOs itself
+  // Whether this worker is driving the network (hooks.pollNetwork): from its first network poll
   // until a wait is about to sleep or the operation ends, however it ends.
-  using Drive = ExecutionContext::Drive;
+  using Drive = WaitHooks::Drive;
   struct Driving {
-    const ExecutionContext& ctx;
+    const WaitHooks& hooks;
     bool on = false;
     void start() {
-      if (!on) ctx.driveNetwork(ctx.networkArg, Drive::Start);
+      if (!on) hooks.driveNetwork(Drive::Start);
       on = true;
     }
     void end(Drive how) {
-      if (on) ctx.driveNetwork(ctx.networkArg, how);
+      if (on) hooks.driveNetwork(how);
       on = false;
     }
     ~Driving() { end(Drive::Stop); }
-  } driving{ctx};
+  } driving{hooks};
   // What this worker waits for, published before each sleep (ctx.waitSlot) and cleared once it
   // moves again or the operation ends, however it ends; between sleeps only a local flag is
   // looked at.
@@ -252,9 +254,9 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
       // the sockets are released rather than handed back: the next operation's worker usually
       // takes them again before the proxy thread would (a switch to it and back per operation,
       // on a core the rank's threads share).
-      if (ctx.pollNetwork && ctx.networkSendsWaiting && ctx.networkSendsWaiting(ctx.networkArg)) {
+      if (network && hooks.networkSendsWaiting()) {
         driving.start();
-        ctx.pollNetwork(ctx.networkArg);
+        hooks.pollNetwork();
       }
       driving.end(Drive::Release);
       return;
@@ -262,16 +264,16 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     if (progress) {
       // A driving worker that keeps finding work would hold the slots it fills until it next
       // waits, and the link would idle meanwhile: it passes them on after every round.
-      if (driving.on) ctx.pollNetwork(ctx.networkArg);
+      if (driving.on) hooks.pollNetwork();
       published.clear();
       idle = 0;
       continue;
     }
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
       throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
-    if (ctx.pollNetwork && idle < ctx.spin + ctx.yields) {
+    if (network && idle < ctx.spin + ctx.yields) {
       driving.start();
-      if (ctx.pollNetwork(ctx.networkArg)) {
+      if (hooks.pollNetwork()) {
         idle = 0;
         continue;
       }
@@ -300,13 +302,13 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     waitBell(ctx.bell, seen, 100 * 1000 * 1000L);
     // Stalled: does the awaited peer's call of this number differ (a mismatch that took it down
     // another path)? Asked again each second, as a peer may simply not have reached the call yet.
-    if (ctx.probeCall != nullptr && undrained == nullptr && Clock::now() >= probeAt) {
+    if (undrained == nullptr && Clock::now() >= probeAt) {
       probeAt = Clock::now() + std::chrono::seconds(1);
       const engine::LaneRef l = firstWaiting();
       ExecFault f{};
       engine::blockedOn(l, f, HostSync{});
       if (f.peer >= 0 && l.op->signature != 0) {
-        std::string mismatch = ctx.probeCall(ctx.probeArg, f.peer, l.op->signature, engine::signatureCount(*l.op));
+        std::string mismatch = hooks.probeCall(f.peer, l.op->signature, engine::signatureCount(*l.op));
         if (!mismatch.empty()) throw Error(ErrorCode::InvalidUsage, mismatch);
       }
     }

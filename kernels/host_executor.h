@@ -21,6 +21,7 @@
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
 #include "kernels/host_reduce.h"
+#include "kernels/wait_hooks.h"
 #include "kernels/wait_slot.h"
 #include "kernels/work.h"
 #include "nccl.h"
@@ -34,35 +35,16 @@ struct ExecutionContext {
   int spin = 200;                              // busy polls before yielding
   int yields = 50;                             // polls that yield the CPU before sleeping
   int rank = 0;
-  // Names a peer in errors, "rank 3 (host:pid)": peerNamer(peerNamerArg, peer). A plain function
-  // pointer, so that making a context per operation costs nothing. Unset: "rank 3".
-  std::string (*peerNamer)(const void* arg, int peer) = nullptr;
-  const void* peerNamerArg = nullptr;
-  std::string describePeer(int peer) const { return peerNamer ? peerNamer(peerNamerArg, peer) : "rank " + std::to_string(peer); }
+  // What the worker's waits ask of the runtime: peers' names, peers' calls, the network
+  // (kernels/wait_hooks.h). A pointer to hooks that outlive the operation (the runtime's belong to
+  // the communicator), so that making a context per operation costs nothing. Never null: unset,
+  // the defaults (bare rank numbers, no probes, no network).
+  const WaitHooks* hooks = &WaitHooks::none();
+  std::string describePeer(int peer) const { return hooks->describePeer(peer); }
   // Where the worker publishes what it waits for while a wait sleeps (and clears it when it moves
   // on or the operation ends), for readers on other threads. Unset: nothing is published.
   WaitSlot* waitSlot = nullptr;
-  // Set where the worker moves network FIFOs itself while it waits: pollNetwork makes one
-  // progress pass of the communicator's net proxy, true if a slot moved (NetProxy::tryProgress);
-  // it runs on each busy poll of a wait, never once the wait sleeps. driveNetwork brackets the
-  // stretch in which the worker does so: Start, then Stop (before a wait sleeps, or on an error:
-  // the proxy thread takes the sockets at once) or Release (the operation is done and nothing is
-  // left to send: NetProxy::releaseDriving).
-  enum class Drive { Start, Stop, Release };
-  bool (*pollNetwork)(void* arg) = nullptr;
-  // Whether slots the executor published to network FIFOs are still to be sent (no system call:
-  // NetProxy::sendsWaiting). An operation that ends with some makes one more pass for them;
-  // unset, it makes none.
-  bool (*networkSendsWaiting)(void* arg) = nullptr;
-  void (*driveNetwork)(void* arg, Drive change) = nullptr;
-  void* networkArg = nullptr;
-  // Set where peers' calls can be looked up (ranks of this host): once a wait has stalled
-  // kProbeAfterSeconds, and each second after, the waiting worker asks whether `peer`'s call with
-  // the same collective number as `signature` differs; a non-empty answer is the mismatch, in
-  // describeCallMismatch's words, and the operation fails with it at once instead of at the
-  // timeout. Catches mismatches that leave the ranks waiting on different connections.
-  std::string (*probeCall)(const void* arg, int peer, uint64_t signature, uint64_t count) = nullptr;
-  const void* probeArg = nullptr;
+  // How long a wait stalls before it first asks hooks->probeCall (then each second).
   static constexpr double kProbeAfterSeconds = 0.5;
   // Counts the direct messages (zero-copy, lane_engine.h) the worker read in a peer's buffer,
   // in this process or another; unset: not counted.

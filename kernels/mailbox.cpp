@@ -59,9 +59,9 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     // Stalled: has the peer made another call of this number (one that does not go through the
     // mailboxes)? Asked each second from the first.
-    if (!arrived() && ctx.probeCall != nullptr && op.signature != 0 && Clock::now() >= probeAt) {
+    if (!arrived() && op.signature != 0 && Clock::now() >= probeAt) {
       probeAt = Clock::now() + std::chrono::seconds(1);
-      std::string mismatch = ctx.probeCall(ctx.probeArg, p, op.signature, op.count);
+      std::string mismatch = ctx.hooks->probeCall(p, op.signature, op.count);
       if (!mismatch.empty()) throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " + mismatch);
     }
     if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds) {

@@ -2,7 +2,8 @@
 // a mismatch that makes two ranks take different algorithms or paths (AllReduce against
 // Broadcast, a mailbox all-reduce against one through the FIFOs) leaves them waiting on different
 // connections, where no message ever carries a signature to compare. A wait that stalls looks up
-// the awaited peer's call of the same number here instead (runtime/comm_launch.cpp, probeCall).
+// the awaited peer's call of the same number here instead (runtime/comm_wait_hooks.cpp,
+// CommWaitHooks::probeCall).
 #pragma once
 
 #include <atomic>

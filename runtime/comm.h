@@ -25,6 +25,7 @@
 #include "kernels/wait_slot.h"
 #include "nccl.h"
 #include "bootstrap/bootstrap.h"
+#include "runtime/comm_wait_hooks.h"
 #include "runtime/config.h"
 #include "runtime/connection_setup.h"
 #include "runtime/control_block.h"
@@ -109,6 +110,7 @@ struct CommSettings {
 
 // What the executor runs operations with, and the operations in flight.
 struct ExecutorResources {
+  explicit ExecutorResources(const ncclComm& comm) : waitHooks(comm, false), drivingWaitHooks(comm, true) {}
   // Where launches run, and where FIFOs and scratch live (kernels/backend.h): made at init.
   // Shared with the device memory it hands out: a FIFO between two ranks of one process lives in
   // the receiver's memory until the sender's end is gone too, which may be after this comm.
@@ -119,6 +121,9 @@ struct ExecutorResources {
   // By worker: what it waits for while a wait sleeps (kern::ExecutionContext::waitSlot), read by
   // describeWaits from any thread.
   std::array<kern::WaitSlot, kMaxWorkers> waits;
+  // What the workers' waits ask of the communicator (kern::ExecutionContext::hooks): for workers
+  // that leave the network to the proxy thread, and for those that drive it themselves.
+  CommWaitHooks waitHooks, drivingWaitHooks;
   // Scratch memory of the plans' lanes, taken by each launch while it runs.
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
   // Bound launches of single operations, kept for the next call of the same shape, which then
@@ -226,7 +231,7 @@ struct ncclComm {
   tutti::CommIdentity identity;
   tutti::CommSettings settings;
   tutti::ControlBlocks control;  // this rank's and its host's peers' (runtime/control_block.h)
-  tutti::ExecutorResources executor;
+  tutti::ExecutorResources executor{*this};
   tutti::CommLinks links;
   tutti::CommPlanning planning;
   tutti::UserRedOps redops;

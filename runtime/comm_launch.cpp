@@ -187,20 +187,6 @@ void throwRecordedCause(ncclComm* comm) {
     throw Error(comm->error.code, comm->error.message);
 }
 
-namespace {
-// A stalled wait's question (kern::ExecutionContext::probeCall): the peer's call of the same
-// collective number, from its control block, if it is on this host and has reached it.
-std::string probeCall(const void* owner, int peer, uint64_t signature, uint64_t count) {
-  const auto* comm = static_cast<const ncclComm*>(owner);
-  if (kern::signatureColl(signature) == uint32_t(plan::Coll::Send)) return "";  // send and receive are not numbered
-  const ControlBlock* block = size_t(peer) < comm->control.ofRank.size() ? comm->control.ofRank[size_t(peer)] : nullptr;
-  uint64_t theirs = 0, theirCount = 0;
-  if (block == nullptr || !block->calls.find(kern::signatureSeq(signature), &theirs, &theirCount)) return "";
-  if (theirs == signature && theirCount == count) return "";
-  return kern::describeCallMismatch(comm->describePeer(peer), theirs, theirCount, comm->identity.rank, signature, count);
-}
-}  // namespace
-
 kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork) {
   kern::ExecutionContext ctx;
   ctx.bell = &comm->control.own->bells[worker];
@@ -209,25 +195,9 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork)
   ctx.spin = comm->settings.spin;
   ctx.yields = comm->settings.yields;
   ctx.rank = comm->identity.rank;
-  ctx.peerNamer = [](const void* owner, int peer) { return static_cast<const ncclComm*>(owner)->describePeer(peer); };
-  ctx.peerNamerArg = comm;
+  ctx.hooks = driveNetwork ? &comm->executor.drivingWaitHooks : &comm->executor.waitHooks;
   ctx.waitSlot = &comm->executor.waits[size_t(worker)];
-  ctx.probeCall = probeCall;
-  ctx.probeArg = comm;
   ctx.directReads = &comm->executor.directReads;
-  if (comm->links.proxy() && driveNetwork) {
-    ctx.pollNetwork = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->tryProgress(); };
-    ctx.networkSendsWaiting = [](void* proxy) { return static_cast<TransportProxy*>(proxy)->sendsWaiting(); };
-    ctx.driveNetwork = [](void* proxy, kern::ExecutionContext::Drive change) {
-      auto* p = static_cast<TransportProxy*>(proxy);
-      switch (change) {
-        case kern::ExecutionContext::Drive::Start: p->startDriving(); break;
-        case kern::ExecutionContext::Drive::Stop: p->stopDriving(); break;
-        case kern::ExecutionContext::Drive::Release: p->releaseDriving(); break;
-      }
-    };
-    ctx.networkArg = comm->links.proxy();
-  }
   return ctx;
 }
 

@@ -120,7 +120,8 @@ uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind)
 // registered.
 uint8_t directBuffers(ncclComm* comm, const Task& t);
 
-// The executor context of one of the communicator's workers.
+// The executor context of one of the communicator's workers. driveNetwork: whether the worker
+// moves the net proxy's FIFOs itself while it waits (the communicator's drivingWaitHooks).
 kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork = false);
 
 }  // namespace tutti
