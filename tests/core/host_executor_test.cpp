@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "kernels/bell.h"
 #include "kernels/host_executor.h"
+#include "kernels/wait_hooks.h"
 #include "kernels/wait_slot.h"
 #include "tests/core/core_test_support.h"
 
@@ -35,7 +36,11 @@ using tutti::ErrorCode;
 constexpr double kGenerous = 20;
 constexpr double kShort = 0.3;
 
-std::string namePeer(const void*, int peer) { return "rank " + std::to_string(peer) + " (host-b pid 4242)"; }
+// Hooks that name peers as the runtime's do, "rank N (host pid)": errors must use them.
+struct NamingHooks : kern::WaitHooks {
+  std::string describePeer(int peer) const override { return "rank " + std::to_string(peer) + " (host-b pid 4242)"; }
+};
+const NamingHooks kNamingHooks;
 
 ExecutionContext contextOf(kern::Bell* bell, int rank, double timeoutSeconds) {
   ExecutionContext ctx;
@@ -44,7 +49,7 @@ ExecutionContext contextOf(kern::Bell* bell, int rank, double timeoutSeconds) {
   ctx.timeoutSeconds = timeoutSeconds;
   ctx.spin = 20;
   ctx.yields = 5;
-  ctx.peerNamer = namePeer;
+  ctx.hooks = &kNamingHooks;
   return ctx;
 }
 
@@ -278,16 +283,19 @@ TEST_CASE("host executor: a stalled wait asks whether the peer's call differs, a
   } asked;
   const uint64_t signature = kern::callSignature(3, uint32_t(plan::Coll::Broadcast), uint32_t(ncclFloat32), 0, 0);
   LoneReceiver receiver(&peerBell, signature);
+  struct ProbeHooks : NamingHooks {
+    Asked* asked = nullptr;
+    std::string probeCall(int peer, uint64_t sig, uint64_t count) const override {
+      std::lock_guard<std::mutex> lock(asked->mutex);
+      asked->peer = peer;
+      asked->signature = sig;
+      asked->count = count;
+      return "rank 1 called AllGather where rank 0 called Broadcast";
+    }
+  } hooks;
+  hooks.asked = &asked;
   ExecutionContext ctx = contextOf(&bell, 0, kGenerous);
-  ctx.probeArg = &asked;
-  ctx.probeCall = [](const void* arg, int peer, uint64_t sig, uint64_t count) -> std::string {
-    auto* a = static_cast<Asked*>(const_cast<void*>(arg));
-    std::lock_guard<std::mutex> lock(a->mutex);
-    a->peer = peer;
-    a->signature = sig;
-    a->count = count;
-    return "rank 1 called AllGather where rank 0 called Broadcast";
-  };
+  ctx.hooks = &hooks;
   const std::string message = errorOf([&] { receiver.run(ctx); }, ErrorCode::InvalidUsage);
   CHECK(message == "rank 1 called AllGather where rank 0 called Broadcast");
   CHECK(asked.peer == 1);
@@ -298,7 +306,7 @@ TEST_CASE("host executor: a stalled wait asks whether the peer's call differs, a
 TEST_CASE("host executor: a worker that drives the network polls it while waiting and never sleeps holding it") {
   kern::Bell bell, peerBell;
   struct Network {
-    std::vector<ExecutionContext::Drive> drives;
+    std::vector<kern::WaitHooks::Drive> drives;
     int polls = 0;
     kern::FifoHeader* deliverTo = nullptr;  // null: nothing ever arrives
     bool sendsWaiting = true;
@@ -309,26 +317,29 @@ TEST_CASE("host executor: a worker that drives the network polls it while waitin
   } net;
   LoneReceiver receiver(&peerBell);
   ExecutionContext ctx = contextOf(&bell, 0, kShort);
-  ctx.networkArg = &net;
   ctx.waitSlot = &net.slot;
-  ctx.driveNetwork = [](void* arg, ExecutionContext::Drive change) {
-    auto* n = static_cast<Network*>(arg);
-    n->drives.push_back(change);
-    if (change == ExecutionContext::Drive::Stop && n->slot.timedOut().what != kern::WaitFor::Nothing) n->stoppedAfterTimeout = true;
-  };
-  ctx.networkSendsWaiting = [](void* arg) { return static_cast<Network*>(arg)->sendsWaiting; };
-  // A poll is the proxy's pass: the third one receives the peer's message into the FIFO.
-  ctx.pollNetwork = [](void* arg) {
-    auto* n = static_cast<Network*>(arg);
-    if (++n->polls != 3 || n->deliverTo == nullptr) return false;
-    std::vector<float> data(16);
-    for (size_t i = 0; i < data.size(); i++) data[i] = float(i) + 0.5f;
-    std::memcpy(kern::fifoSlot(n->deliverTo, 0), data.data(), 64);
-    n->deliverTo->sizes[0] = 64;
-    kern::fifoStoreRelease(&n->deliverTo->head, 1);
-    return true;
-  };
-  using Drive = ExecutionContext::Drive;
+  struct NetworkHooks : NamingHooks {
+    Network* n = nullptr;
+    bool drivesNetwork() const override { return true; }
+    void driveNetwork(Drive change) const override {
+      n->drives.push_back(change);
+      if (change == Drive::Stop && n->slot.timedOut().what != kern::WaitFor::Nothing) n->stoppedAfterTimeout = true;
+    }
+    bool networkSendsWaiting() const override { return n->sendsWaiting; }
+    // A poll is the proxy's pass: the third one receives the peer's message into the FIFO.
+    bool pollNetwork() const override {
+      if (++n->polls != 3 || n->deliverTo == nullptr) return false;
+      std::vector<float> data(16);
+      for (size_t i = 0; i < data.size(); i++) data[i] = float(i) + 0.5f;
+      std::memcpy(kern::fifoSlot(n->deliverTo, 0), data.data(), 64);
+      n->deliverTo->sizes[0] = 64;
+      kern::fifoStoreRelease(&n->deliverTo->head, 1);
+      return true;
+    }
+  } hooks;
+  hooks.n = &net;
+  ctx.hooks = &hooks;
+  using Drive = kern::WaitHooks::Drive;
   SECTION("the message arrives through a poll: the worker finishes and releases the network") {
     net.deliverTo = receiver.fifo.header();
     REQUIRE_NOTHROW(receiver.run(ctx));
