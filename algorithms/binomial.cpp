@@ -31,7 +31,8 @@ Node nodeOf(int r, int n, int root) {
   int v = mod(r - root, n);
   Node node;
   if (v > 0) node.parent = mod(v - (1 << highestBit(v)) + root, n);
-  for (int j = v == 0 ? 0 : highestBit(v) + 1; v + (1 << j) < n; j++) node.children.push_back(mod(v + (1 << j) + root, n));
+  for (int j = v == 0 ? 0 : highestBit(v) + 1; v + (1 << j) < n; j++)
+    node.children.push_back(mod(v + (1 << j) + root, n));
   return node;
 }
 
@@ -43,7 +44,7 @@ RankPlan binomialBroadcast(int r, int n, int root) {
   std::vector<int> kids(node.children.rbegin(), node.children.rend());
   LaneSpec lane = directLane(Layout::Whole);
   if (node.parent < 0) {
-    copy(lane, in(), out());  // skipped in place
+    copy(lane, in(), out());                          // skipped in place
     for (int c : kids) send(lane, c, in(), kDirect);  // the broadcast's data is final: direct (plan.h)
   } else if (kids.empty()) {
     recv(lane, node.parent, out());
@@ -73,7 +74,8 @@ RankPlan binomialReduce(int r, int n, int root) {
     return RankPlan{"binomial", {lane}};
   }
   lane.scratchChunks = 1;
-  for (size_t i = 0; i + 1 < kids.size(); i++) recvReduceCopy(lane, kids[i], i == 0 ? in() : scratch(0), scratch(0), i == 0 ? kPre : 0);
+  for (size_t i = 0; i + 1 < kids.size(); i++)
+    recvReduceCopy(lane, kids[i], i == 0 ? in() : scratch(0), scratch(0), i == 0 ? kPre : 0);
   bool only = kids.size() == 1;
   recvReduceSend(lane, kids.back(), node.parent, only ? in() : scratch(0), only ? kPre : 0);
   return RankPlan{"binomial", {lane}};

@@ -83,7 +83,8 @@ struct BruckModel : sim::CostModel {
     long long width = 1;
     for (long long d = 1; d < n; d <<= 1) width = std::max(width, blocks(d));
     if (plan::joinedChunkBytes(p.chunkBytes, size_t(width)) == 0) return std::nullopt;  // a round does not fit a slot
-    std::vector<std::pair<long long, long long>> rounds;  // (distance, blocks): to r + d, from r - d (all-gather: the reverse)
+    std::vector<std::pair<long long, long long>>
+        rounds;  // (distance, blocks): to r + d, from r - d (all-gather: the reverse)
     for (long long d = 1; d < n; d <<= 1) rounds.emplace_back(d, blocks(d));
     Tiles t = joinedTiles(Layout::Blocks, size_t(width));
     auto perTile = [&](double c, bool first) {

@@ -47,8 +47,8 @@ constexpr int kTreeChunks = 1;
 RankPlan recdoublingAllReduce(int rank, int nranks);   // recursive doubling (deterministic)
 RankPlan rabenseifnerAllReduce(int rank, int nranks);  // halving reduce-scatter + doubling all-gather
 RankPlan hierarchicalAllReduce(int rank, int nranks, int ranksPerNode);
-RankPlan chainAllReduce(int rank, int nranks);         // fixed order 0, 1, ..., n-1 (deterministic)
-RankPlan oneshotAllReduce(int rank, int nranks);       // every rank folds all inputs, order 0, 1, ..., n-1
+RankPlan chainAllReduce(int rank, int nranks);    // fixed order 0, 1, ..., n-1 (deterministic)
+RankPlan oneshotAllReduce(int rank, int nranks);  // every rank folds all inputs, order 0, 1, ..., n-1
 RankPlan bruckAlltoAll(int rank, int nranks);
 RankPlan bruckAllGather(int rank, int nranks);
 RankPlan pairwiseAlltoAll(int rank, int nranks);

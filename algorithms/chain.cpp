@@ -32,10 +32,14 @@ RankPlan chainAllReduce(int r, int n) {
     recvReduceCopySend(lane, prev, next, in(), out(), kPre | kPost);
     return RankPlan{"chain", {lane}};
   }
-  if (r == 0) send(lane, next, in(), kPre);
-  else recvReduceSend(lane, prev, next, in(), kPre);
-  if (r == n - 2) recv(lane, prev, out());
-  else recvSend(lane, prev, next, out());
+  if (r == 0)
+    send(lane, next, in(), kPre);
+  else
+    recvReduceSend(lane, prev, next, in(), kPre);
+  if (r == n - 2)
+    recv(lane, prev, out());
+  else
+    recvSend(lane, prev, next, out());
   return RankPlan{"chain", {lane}};
 }
 
@@ -46,9 +50,7 @@ namespace {
 struct ChainModel : sim::CostModel {
   // Tiles and channels in flight collide at the node's NIC pool; a transfer that finds the pool
   // busy waits, on average, for half of what the pool carries per tile (`netChunks` chunks).
-  double nicQueueing(double c, double netChunks) const {
-    return multiNode() ? 0.5 * portFloor(c, 0, netChunks) : 0;
-  }
+  double nicQueueing(double c, double netChunks) const { return multiNode() ? 0.5 * portFloor(c, 0, netChunks) : 0; }
 
   // Chain all-reduce (chain.cpp): per tile the partial sum walks 0 -> ... -> n-1 and the result
   // on round to n-2: 2n - 2 hops. Rank 0 starts the next tile when the result has come round

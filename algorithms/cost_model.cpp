@@ -68,7 +68,8 @@ double CostModel::foldRound(double c, long long count, long long pw, bool first)
   // channel's, except that across nodes, once spread out, one channel folds in while the
   // other folds out (the two directions use different nodes' NIC pools)
   double channelFlows = first || local ? nch : 1;
-  double stream = std::max(double(count) * (o + x), count > 1 ? double(count) * flows * channelFlows * c / portRate(local) : 0.0);
+  double stream =
+      std::max(double(count) * (o + x), count > 1 ? double(count) * flows * channelFlows * c / portRate(local) : 0.0);
   return stream + latency(local) + o + (first ? stagger(c, local) : 0);
 }
 
@@ -79,7 +80,8 @@ double CostModel::foldHead(double c, long long count, long long pw, bool first) 
   return std::min(saved, foldRound(c, count, pw, first));
 }
 
-double CostModel::joinedRounds(double c, const std::vector<std::pair<long long, long long>>& rounds, int dir, Load& load) const {
+double CostModel::joinedRounds(double c, const std::vector<std::pair<long long, long long>>& rounds, int dir,
+                               Load& load) const {
   // (on one node every rank's path is the same: one state)
   const bool byRank = multiNode() && n <= kExactPathRanks;
   const long long g = perNode(), states = !multiNode() ? 1 : byRank ? n : g;
@@ -90,7 +92,8 @@ double CostModel::joinedRounds(double c, const std::vector<std::pair<long long, 
     load.localChunks += double(count) * (1 - crossing / double(g));
     load.netChunks += double(count) * crossing;
     const double message = double(count) * c;
-    const double local = o + xfer(message, true, 1), net = o + xfer(message, false, nch * (flowsOf(false, crossing) + 1) / 2);
+    const double local = o + xfer(message, true, 1),
+                 net = o + xfer(message, false, nch * (flowsOf(false, crossing) + 1) / 2);
     for (long long r = 0; r < states; r++) {
       long long from = 0, to = 0;
       bool fromCrosses = false, toCrosses = false;

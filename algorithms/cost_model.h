@@ -27,7 +27,9 @@ namespace tutti::sim {
 // operation from its fields and cuts it with the tiling rule (tiling.h).
 struct CostModel {
   using Tiles = tiling::Tiles;
-  static Tiles tilesOf(size_t range, size_t chunkBytes, size_t perTile) { return tiling::tilesOf(range, chunkBytes, perTile); }
+  static Tiles tilesOf(size_t range, size_t chunkBytes, size_t perTile) {
+    return tiling::tilesOf(range, chunkBytes, perTile);
+  }
 
   const Fabric& f;
   const Pipeline& p;
@@ -108,7 +110,8 @@ struct CostModel {
   double serialTiles(const tiling::Tiles& t, Fn perTile) const {
     if (t.count == 0) return 0;
     double first = perTile(double(t.chunkOf(0)), true);
-    double rest = t.count > 1 ? double(t.count - 2) * perTile(double(t.chunk), false) + perTile(double(t.lastChunk), false) : 0;
+    double rest =
+        t.count > 1 ? double(t.count - 2) * perTile(double(t.chunk), false) + perTile(double(t.lastChunk), false) : 0;
     return first + rest;
   }
 

@@ -103,7 +103,8 @@ struct DirectModel : sim::CostModel {
   // Spread lanes (LaneSpec::spread) move whole blocks, each on one channel, so every channel
   // moves bytes however short the blocks.
   bool spreads() const {
-    return (coll == Coll::AlltoAll || coll == Coll::Gather || coll == Coll::Scatter) && plan::spreadsOverChannels(n, channels);
+    return (coll == Coll::AlltoAll || coll == Coll::Gather || coll == Coll::Scatter) &&
+           plan::spreadsOverChannels(n, channels);
   }
 
   // Many concurrent streams of chunks out of (or into) each rank: the slowest of the
@@ -163,7 +164,8 @@ struct DirectModel : sim::CostModel {
         return done;
       }
       case Coll::Scatter: return std::max(lastLaneStarts, lanes * tiles * o + tail(!s.anyNetwork) + o);
-      default: return std::max({lastLaneStarts, (2 * lanes - 1) * tiles * o, lanes * tiles * o + tail(!s.anyNetwork) + o});
+      default:
+        return std::max({lastLaneStarts, (2 * lanes - 1) * tiles * o, lanes * tiles * o + tail(!s.anyNetwork) + o});
     }
   }
 

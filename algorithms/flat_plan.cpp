@@ -15,23 +15,27 @@ namespace {
 constexpr size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 [[noreturn]] void tooLarge(const RankPlan& plan, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage, "algorithm \"" + plan.algorithm + "\": " + what + " (a compiled plan's fixed limit)");
+  throw Error(ErrorCode::InvalidUsage,
+              "algorithm \"" + plan.algorithm + "\": " + what + " (a compiled plan's fixed limit)");
 }
 
 }  // namespace
 
 std::vector<uint64_t> compilePlan(const RankPlan& plan) {
   size_t nsteps = 0, npeers = 0;
-  if (plan.lanes.size() > kMaxPlanLanes) tooLarge(plan, std::to_string(plan.lanes.size()) + " lanes, more than " + std::to_string(kMaxPlanLanes));
+  if (plan.lanes.size() > kMaxPlanLanes)
+    tooLarge(plan, std::to_string(plan.lanes.size()) + " lanes, more than " + std::to_string(kMaxPlanLanes));
   for (size_t l = 0; l < plan.lanes.size(); l++) {
     const LaneSpec& lane = plan.lanes[l];
     if (lane.sendPeers.size() > kMaxLanePeers || lane.recvPeers.size() > kMaxLanePeers)
-      tooLarge(plan, "lane " + std::to_string(l) + " has " + std::to_string(std::max(lane.sendPeers.size(), lane.recvPeers.size())) +
+      tooLarge(plan, "lane " + std::to_string(l) + " has " +
+                         std::to_string(std::max(lane.sendPeers.size(), lane.recvPeers.size())) +
                          " peers in one direction, more than " + std::to_string(kMaxLanePeers));
     nsteps += lane.steps.size();
     npeers += lane.sendPeers.size() + lane.recvPeers.size();
   }
-  if (nsteps > kMaxPlanSteps) tooLarge(plan, std::to_string(nsteps) + " steps, more than " + std::to_string(kMaxPlanSteps));
+  if (nsteps > kMaxPlanSteps)
+    tooLarge(plan, std::to_string(nsteps) + " steps, more than " + std::to_string(kMaxPlanSteps));
 
   const size_t lanesOffset = align8(sizeof(FlatPlan));
   const size_t stepsOffset = align8(lanesOffset + plan.lanes.size() * sizeof(FlatLane));
@@ -66,7 +70,8 @@ std::vector<uint64_t> compilePlan(const RankPlan& plan) {
     lane.spread = spec.spread;
     lane.firstStep = step;
     lane.nsteps = uint32_t(spec.steps.size());
-    if (!spec.steps.empty()) std::memcpy(base + stepsOffset + step * sizeof(Step), spec.steps.data(), spec.steps.size() * sizeof(Step));
+    if (!spec.steps.empty())
+      std::memcpy(base + stepsOffset + step * sizeof(Step), spec.steps.data(), spec.steps.size() * sizeof(Step));
     step += lane.nsteps;
     lane.firstSendPeer = peer;
     lane.nsendPeers = uint32_t(spec.sendPeers.size());

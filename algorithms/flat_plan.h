@@ -52,7 +52,7 @@ struct FlatPlan {
   uint32_t bytes;
   uint32_t nlanes, nsteps, npeers;
   uint32_t lanesOffset, stepsOffset, peersOffset;
-  uint32_t joinWidth;     // the most steps of any joined run (lane.h, joinWidth)
+  uint32_t joinWidth;  // the most steps of any joined run (lane.h, joinWidth)
   uint32_t pad;
   char algorithm[kAlgorithmNameBytes];  // NUL-terminated, cut if longer
 
@@ -99,7 +99,9 @@ struct RankPlan;
 // tutti::Error (InvalidUsage) naming the algorithm and lane when the plan exceeds a fixed limit
 // (kMaxLanePeers, kMaxPlanLanes, kMaxPlanSteps).
 std::vector<uint64_t> compilePlan(const RankPlan& plan);
-inline const FlatPlan& flatPlanOf(const std::vector<uint64_t>& arena) { return *reinterpret_cast<const FlatPlan*>(arena.data()); }
+inline const FlatPlan& flatPlanOf(const std::vector<uint64_t>& arena) {
+  return *reinterpret_cast<const FlatPlan*>(arena.data());
+}
 
 }  // namespace tutti::plan
 #endif

@@ -68,7 +68,9 @@ size_t joinWidth(const RankPlan& plan) {
   return width;
 }
 
-bool opSends(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend; }
+bool opSends(Op op) {
+  return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend;
+}
 bool opReceives(Op op) { return op != Op::Send && op != Op::Copy && op != Op::Reduce; }
 
 std::string joinProblem(const LaneSpec& lane, size_t* step) {
@@ -81,7 +83,8 @@ std::string joinProblem(const LaneSpec& lane, size_t* step) {
       return std::string("joins a local ") + opName(a.op) + " (only steps that talk to a peer travel as one message)";
     if (s + 1 == steps.size()) return "ends the lane with kJoin (a joined run must end with a step without it)";
     const Step& b = steps[s + 1];
-    if (b.op != a.op) return std::string("joins a ") + opName(a.op) + " with a " + opName(b.op) + " (a joined run keeps one op)";
+    if (b.op != a.op)
+      return std::string("joins a ") + opName(a.op) + " with a " + opName(b.op) + " (a joined run keeps one op)";
     if ((opSends(a.op) && a.sendConn != b.sendConn) || (opReceives(a.op) && a.recvConn != b.recvConn))
       return "joins steps on different connections (a joined run is one message to one peer)";
   }
@@ -108,7 +111,8 @@ std::string describe(const RankPlan& plan) {
     };
     s += " {send " + peers(lane.sendPeers) + " recv " + peers(lane.recvPeers) + ":";
     for (const Step& step : lane.steps) {
-      s += std::string(" ") + opName(step.op) + ((step.flags & kJoin) ? "+" : "") + ((step.flags & kDirect) ? "*" : "") + "(" + bufName(step.src) + "->" + bufName(step.dst);
+      s += std::string(" ") + opName(step.op) + ((step.flags & kJoin) ? "+" : "") +
+           ((step.flags & kDirect) ? "*" : "") + "(" + bufName(step.src) + "->" + bufName(step.dst);
       if (lane.sendPeers.size() > 1 && step.sendConn) s += " to#" + std::to_string(step.sendConn);
       if (lane.recvPeers.size() > 1 && step.recvConn) s += " from#" + std::to_string(step.recvConn);
       s += ")";

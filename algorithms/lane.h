@@ -15,14 +15,14 @@ struct LaneSpec {
   std::vector<int> sendPeers;  // Step::sendConn indexes this; empty: the lane sends nothing
   std::vector<int> recvPeers;  // Step::recvConn indexes this; empty: the lane receives nothing
   Layout layout = Layout::Whole;
-  int tileChunks = 0;          // Split: chunks per tile (0: one per rank)
-  int scratchChunks = 0;       // chunks of scratch per tile
+  int tileChunks = 0;     // Split: chunks per tile (0: one per rank)
+  int scratchChunks = 0;  // chunks of scratch per tile
   // -1: the lane runs on every channel, over that channel's part of the buffer. >= 0, when the
   // plan spreads (spreadsOverChannels): the lane runs on channel `spread` mod nchannels only, over
   // the whole buffer, so that a channel's worker takes a share of a direct exchange's peers
   // rather than a step for every peer. Both ends of a connection must give the same value.
   int spread = -1;
-  std::vector<Step> steps;     // run in order for every tile
+  std::vector<Step> steps;  // run in order for every tile
 
   int sendPeer() const { return sendPeers.empty() ? -1 : sendPeers[0]; }
   int recvPeer() const { return recvPeers.empty() ? -1 : recvPeers[0]; }

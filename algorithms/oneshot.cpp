@@ -43,8 +43,10 @@ RankPlan oneshotAllReduce(int r, int n) {
       if (p == 0) continue;
       x = scratch(1);
     }
-    if (p == 0) lane.steps.push_back({Op::Copy, 0, x, out()});
-    else lane.steps.push_back({Op::Reduce, post, x, out()});
+    if (p == 0)
+      lane.steps.push_back({Op::Copy, 0, x, out()});
+    else
+      lane.steps.push_back({Op::Reduce, post, x, out()});
   }
   return RankPlan{"oneshot", {lane}};
 }

@@ -52,9 +52,9 @@ enum class Op : uint8_t {
 
 // Flags of a step.
 enum StepFlags : uint8_t {
-  kPre = 1,   // apply the reduction's pre-operation (PreMulSum's scalar) to src
-  kPost = 2,  // apply the reduction's post-operation (average's division) to the result
-  kJoin = 4,  // this step and the next travel as one message (see "Joined steps" below)
+  kPre = 1,     // apply the reduction's pre-operation (PreMulSum's scalar) to src
+  kPost = 2,    // apply the reduction's post-operation (average's division) to the result
+  kJoin = 4,    // this step and the next travel as one message (see "Joined steps" below)
   kDirect = 8,  // what the step sends may go as its address instead of its bytes ("Direct sends")
 };
 
@@ -79,7 +79,9 @@ struct Step {
 // writes the table.
 constexpr uint32_t kJoinMagic = 0x6a6f696eu;  // "join"
 constexpr size_t kJoinAlign = 16;
-TUTTI_PLAN_HD constexpr size_t joinTableBytes(size_t parts) { return (8 + 4 * parts + kJoinAlign - 1) / kJoinAlign * kJoinAlign; }
+TUTTI_PLAN_HD constexpr size_t joinTableBytes(size_t parts) {
+  return (8 + 4 * parts + kJoinAlign - 1) / kJoinAlign * kJoinAlign;
+}
 // The largest chunk (bytes) of which `parts` fit one slot of slotBytes with their table
 // (slotBytes itself for a lone step; 0 if not even one byte each fits).
 TUTTI_PLAN_HD constexpr size_t joinedChunkBytes(size_t slotBytes, size_t parts) {
@@ -94,14 +96,29 @@ TUTTI_PLAN_HD constexpr size_t joinedChunkBytes(size_t slotBytes, size_t parts) 
 // space, the message is a lone Simple step without a pre-operation to apply: kernels/lane_engine.h),
 // the message then carries the span's address instead of its bytes, and the receiver reads the
 // peer's buffer in place: one copy instead of two. Elsewhere the flag changes nothing.
-TUTTI_PLAN_HD constexpr bool directSendable(Op op) { return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceCopySend; }
+TUTTI_PLAN_HD constexpr bool directSendable(Op op) {
+  return op == Op::Send || op == Op::RecvSend || op == Op::RecvReduceCopySend;
+}
 
 // The collectives a plan can implement.
-enum class Coll : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send, Recv };
+enum class Coll : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AlltoAll,
+  Gather,
+  Scatter,
+  Send,
+  Recv
+};
 const char* collName(Coll coll);   // "allreduce", ... (NCCL_ALGO's per-collective prefixes)
 const char* collTitle(Coll coll);  // "AllReduce", ... (as NCCL's logs and errors name them)
 // Broadcast, reduce, gather and scatter: the collectives with a root.
-inline bool rootedColl(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter; }
+inline bool rootedColl(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter;
+}
 
 // Which connections a lane uses. Ring lanes use the channel's ring connections; direct lanes
 // use point-to-point connections. With the lane's tag, a plan can keep two uses of the same

@@ -58,9 +58,12 @@ class Expression {
   int64_t sum() {
     int64_t v = product();
     for (;;) {
-      if (eat('+')) v = bounded(v + product());
-      else if (eat('-')) v = bounded(v - product());
-      else return v;
+      if (eat('+'))
+        v = bounded(v + product());
+      else if (eat('-'))
+        v = bounded(v - product());
+      else
+        return v;
     }
   }
   int64_t product() {
@@ -146,8 +149,8 @@ std::vector<std::string> words(const std::string& line) {
 }
 
 bool parseColl(const std::string& s, Coll& c) {
-  for (Coll x : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce, Coll::AlltoAll, Coll::Gather,
-                 Coll::Scatter})
+  for (Coll x : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce, Coll::AlltoAll,
+                 Coll::Gather, Coll::Scatter})
     if (s == collName(x)) {
       c = x;
       return true;
@@ -156,7 +159,8 @@ bool parseColl(const std::string& s, Coll& c) {
 }
 
 bool parseOp(const std::string& s, Op& op) {
-  for (Op x : {Op::Send, Op::Recv, Op::RecvSend, Op::RecvReduceSend, Op::RecvReduceCopy, Op::RecvReduceCopySend, Op::Copy, Op::Reduce})
+  for (Op x : {Op::Send, Op::Recv, Op::RecvSend, Op::RecvReduceSend, Op::RecvReduceCopy, Op::RecvReduceCopySend,
+               Op::Copy, Op::Reduce})
     if (s == opName(x)) {
       op = x;
       return true;
@@ -204,9 +208,11 @@ class Parser {
 
   int integer(const std::string& s, int lo, int hi, const char* what) const {
     if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
-      fail(std::string(what) + " as a number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not \"" + s + "\"");
+      fail(std::string(what) + " as a number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not \"" +
+           s + "\"");
     int v = std::stoi(s);
-    if (v < lo || v > hi) fail(std::string(what) + " from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not " + s);
+    if (v < lo || v > hi)
+      fail(std::string(what) + " from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not " + s);
     return v;
   }
 
@@ -219,7 +225,8 @@ class Parser {
     if (w[1].size() > 64 || w[1].find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
       fail("an algorithm name of lower-case letters, digits, '_' and '-' (at most 64)");
     for (const AlgorithmText& a : algorithms_)
-      if (a.name == w[1]) fail("a new algorithm name: \"" + w[1] + "\" is already defined at line " + std::to_string(a.line));
+      if (a.name == w[1])
+        fail("a new algorithm name: \"" + w[1] + "\" is already defined at line " + std::to_string(a.line));
     algorithms_.push_back({w[1], 0, false, {}, line_});
     rank_ = nullptr;
     lane_ = nullptr;
@@ -242,10 +249,12 @@ class Parser {
     if (algorithm().nranks == 0) fail("\"ranks <n>\" before the first \"coll\"");
     CollText c;
     if (!parseColl(w[1], c.coll))
-      fail("a collective (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter), not \"" + w[1] + "\"");
+      fail("a collective (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter), not \"" +
+           w[1] + "\"");
     if (w.size() == 4) c.root = integer(w[3], 0, algorithm().nranks - 1, "a root");
     for (const CollText& other : algorithm().colls)
-      if (other.coll == c.coll) fail(std::string("one section per collective: ") + w[1] + " is already at line " + std::to_string(other.line));
+      if (other.coll == c.coll)
+        fail(std::string("one section per collective: ") + w[1] + " is already at line " + std::to_string(other.line));
     c.line = line_;
     algorithm().colls.push_back(std::move(c));
     rank_ = nullptr;
@@ -278,10 +287,14 @@ class Parser {
       if (eq == std::string::npos) fail("key=value in a lane, not \"" + w[i] + "\"");
       std::string key = w[i].substr(0, eq), value = w[i].substr(eq + 1);
       if (key == "kind") {
-        if (value == "none") lane.kind = ConnKind::None;
-        else if (value == "ring") lane.kind = ConnKind::Ring;
-        else if (value == "direct") lane.kind = ConnKind::Direct;
-        else fail("kind=none|ring|direct");
+        if (value == "none")
+          lane.kind = ConnKind::None;
+        else if (value == "ring")
+          lane.kind = ConnKind::Ring;
+        else if (value == "direct")
+          lane.kind = ConnKind::Direct;
+        else
+          fail("kind=none|ring|direct");
       } else if (key == "tag") {
         lane.tag = integer(value, 0, 65535, "a tag");
       } else if (key == "send" || key == "recv") {
@@ -293,10 +306,14 @@ class Parser {
         }
         if (peers.size() > 256) fail("at most 256 peers per side of a lane");
       } else if (key == "layout") {
-        if (value == "split") lane.layout = Layout::Split;
-        else if (value == "blocks") lane.layout = Layout::Blocks;
-        else if (value == "whole") lane.layout = Layout::Whole;
-        else fail("layout=split|blocks|whole");
+        if (value == "split")
+          lane.layout = Layout::Split;
+        else if (value == "blocks")
+          lane.layout = Layout::Blocks;
+        else if (value == "whole")
+          lane.layout = Layout::Whole;
+        else
+          fail("layout=split|blocks|whole");
       } else if (key == "chunks") {
         lane.chunks = integer(value, 0, 65536, "chunks");
       } else if (key == "scratch") {
@@ -313,10 +330,14 @@ class Parser {
     BufText b;
     std::string name = s.substr(0, s.find('['));
     if (name == "-" && s == "-") return b;
-    if (name == "in") b.buf = Buf::In;
-    else if (name == "out") b.buf = Buf::Out;
-    else if (name == "scratch") b.buf = Buf::Scratch;
-    else fail("a buffer (in, out, scratch[<expr>] or -), not \"" + s + "\"");
+    if (name == "in")
+      b.buf = Buf::In;
+    else if (name == "out")
+      b.buf = Buf::Out;
+    else if (name == "scratch")
+      b.buf = Buf::Scratch;
+    else
+      fail("a buffer (in, out, scratch[<expr>] or -), not \"" + s + "\"");
     if (name.size() == s.size()) {
       if (b.buf == Buf::Scratch) fail("scratch[<expr>]");
       return b;
@@ -333,25 +354,44 @@ class Parser {
     step.op = op;
     step.line = line_;
     for (size_t i = 1; i < w.size(); i++) {
-      if (w[i] == "pre") { step.flags |= kPre; continue; }
-      if (w[i] == "post") { step.flags |= kPost; continue; }
-      if (w[i] == "join") { step.flags |= kJoin; continue; }
-      if (w[i] == "direct") { step.flags |= kDirect; continue; }
+      if (w[i] == "pre") {
+        step.flags |= kPre;
+        continue;
+      }
+      if (w[i] == "post") {
+        step.flags |= kPost;
+        continue;
+      }
+      if (w[i] == "join") {
+        step.flags |= kJoin;
+        continue;
+      }
+      if (w[i] == "direct") {
+        step.flags |= kDirect;
+        continue;
+      }
       size_t eq = w[i].find('=');
       std::string key = w[i].substr(0, eq), value = eq == std::string::npos ? "" : w[i].substr(eq + 1);
-      if (eq == std::string::npos || value.empty()) fail("pre, post, join, direct, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
-      if (key == "src") step.src = buffer(value);
-      else if (key == "dst") step.dst = buffer(value);
-      else if (key == "to") step.to = value;
-      else if (key == "from") step.from = value;
-      else fail("pre, post, join, direct, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
+      if (eq == std::string::npos || value.empty())
+        fail("pre, post, join, direct, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
+      if (key == "src")
+        step.src = buffer(value);
+      else if (key == "dst")
+        step.dst = buffer(value);
+      else if (key == "to")
+        step.to = value;
+      else if (key == "from")
+        step.from = value;
+      else
+        fail("pre, post, join, direct, src=, dst=, to= or from= in a step, not \"" + w[i] + "\"");
     }
     lane_->steps.push_back(std::move(step));
   }
 };
 
 // Evaluates an expression of the plan text for one rank; errors name file:line.
-int evaluate(const std::string& text, int r, int n, const std::string& origin, int line, int64_t lo, int64_t hi, const char* what) {
+int evaluate(const std::string& text, int r, int n, const std::string& origin, int line, int64_t lo, int64_t hi,
+             const char* what) {
   int64_t v;
   try {
     v = Expression(text, r, n).evaluate();
@@ -359,8 +399,8 @@ int evaluate(const std::string& text, int r, int n, const std::string& origin, i
     invalid(origin + ":" + std::to_string(line) + ": for rank " + std::to_string(r) + ": " + e.message());
   }
   if (v < lo || v > hi)
-    invalid(origin + ":" + std::to_string(line) + ": for rank " + std::to_string(r) + ": " + what + " \"" + text + "\" is " +
-            std::to_string(v) + ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    invalid(origin + ":" + std::to_string(line) + ": for rank " + std::to_string(r) + ": " + what + " \"" + text +
+            "\" is " + std::to_string(v) + ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
   return int(v);
 }
 
@@ -399,14 +439,14 @@ std::vector<RankPlan> plansOf(const AlgorithmText& a, const CollText& c, const s
   for (int r = 0; r < a.nranks; r++) {
     auto it = c.ranks.find(r);
     if (it == c.ranks.end() && !c.any)
-      invalid(origin + ":" + std::to_string(c.line) + ": algorithm " + a.name + " " + collName(c.coll) + " has no plan for rank " +
-              std::to_string(r) + " (add \"rank " + std::to_string(r) + "\" or \"rank *\")");
+      invalid(origin + ":" + std::to_string(c.line) + ": algorithm " + a.name + " " + collName(c.coll) +
+              " has no plan for rank " + std::to_string(r) + " (add \"rank " + std::to_string(r) + "\" or \"rank *\")");
     const RankText& text = it != c.ranks.end() ? it->second : *c.any;
     total += text.lanes.size();
     for (const LaneText& lane : text.lanes) total += lane.steps.size();
     if (total > kMaxTotalSteps)
-      invalid(origin + ": algorithm " + a.name + " " + collName(c.coll) + " has more than " + std::to_string(kMaxTotalSteps) +
-              " lanes and steps over all ranks");
+      invalid(origin + ": algorithm " + a.name + " " + collName(c.coll) + " has more than " +
+              std::to_string(kMaxTotalSteps) + " lanes and steps over all ranks");
     plans.push_back(instantiate(a, text, r, origin));
   }
   return plans;
@@ -420,7 +460,8 @@ struct CollPlans {
 
 Algorithm accept(const AlgorithmText& a, const std::string& origin) {
   if (a.nranks == 0) invalid(origin + ":" + std::to_string(a.line) + ": algorithm " + a.name + " has no \"ranks <n>\"");
-  if (a.colls.empty()) invalid(origin + ":" + std::to_string(a.line) + ": algorithm " + a.name + " has no \"coll\" section");
+  if (a.colls.empty())
+    invalid(origin + ":" + std::to_string(a.line) + ": algorithm " + a.name + " has no \"coll\" section");
   auto all = std::make_shared<std::vector<CollPlans>>();
   Algorithm algorithm;
   algorithm.name = a.name;
@@ -438,8 +479,8 @@ Algorithm accept(const AlgorithmText& a, const std::string& origin) {
       q.inPlace = inPlace;
       std::string err = verify(q);
       if (!err.empty())
-        invalid(origin + ":" + std::to_string(c.line) + ": algorithm " + a.name + " " + collName(c.coll) + " is wrong " +
-                (inPlace ? "in place" : "out of place") + ": " + err);
+        invalid(origin + ":" + std::to_string(c.line) + ": algorithm " + a.name + " " + collName(c.coll) +
+                " is wrong " + (inPlace ? "in place" : "out of place") + ": " + err);
     }
     algorithm.colls.push_back(c.coll);
   }

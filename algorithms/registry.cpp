@@ -51,45 +51,80 @@ std::vector<TreeShape> blockTrees(int nranks, int perNode) {
 // An algorithm serving one collective with a generator that needs only the rank and the count.
 Algorithm simple(const char* name, Coll coll, bool deterministic, RankPlan (*generate)(int, int),
                  std::optional<double> (*cost)(const sim::CostModel&)) {
-  return {name, {coll}, deterministic, "built-in",
+  return {name,
+          {coll},
+          deterministic,
+          "built-in",
           [name, coll, generate](const PlanRequest& q) {
             if (q.coll != coll) noPlan(name, q.coll);
             return generate(q.rank, q.nranks);
           },
-          false, cost};
+          false,
+          cost};
 }
 
 void addLibrary(AlgorithmRegistry& r) {
-  r.add({"tree", {Coll::AllReduce}, false, "built-in", [](const PlanRequest& q) {
+  r.add({"tree",
+         {Coll::AllReduce},
+         false,
+         "built-in",
+         [](const PlanRequest& q) {
            if (q.coll != Coll::AllReduce) noPlan("tree", q.coll);
-           return treeAllReduce(q.rank, RingOrder(q.nranks, q.ring), q.trees.empty() ? blockTrees(q.nranks, q.ranksPerNode) : q.trees);
-         }, false, treeCost});
+           return treeAllReduce(q.rank, RingOrder(q.nranks, q.ring),
+                                q.trees.empty() ? blockTrees(q.nranks, q.ranksPerNode) : q.trees);
+         },
+         false,
+         treeCost});
   // Deterministic: see recdoubling.cpp for why its order does not depend on size or rank.
   r.add(simple("recdoubling", Coll::AllReduce, true, recdoublingAllReduce, recdoublingCost));
   r.add(simple("rabenseifner", Coll::AllReduce, false, rabenseifnerAllReduce, rabenseifnerCost));
-  r.add({"hierarchical", {Coll::AllReduce}, false, "built-in", [](const PlanRequest& q) {
+  r.add({"hierarchical",
+         {Coll::AllReduce},
+         false,
+         "built-in",
+         [](const PlanRequest& q) {
            if (q.coll != Coll::AllReduce) noPlan("hierarchical", q.coll);
            return hierarchicalAllReduce(q.rank, q.nranks, q.ranksPerNode);
-         }, false, hierarchicalCost});
-  r.add({"bruck", {Coll::AlltoAll, Coll::AllGather}, false, "built-in", [](const PlanRequest& q) {
+         },
+         false,
+         hierarchicalCost});
+  r.add({"bruck",
+         {Coll::AlltoAll, Coll::AllGather},
+         false,
+         "built-in",
+         [](const PlanRequest& q) {
            if (q.coll == Coll::AlltoAll) return bruckAlltoAll(q.rank, q.nranks);
            if (q.coll == Coll::AllGather) return bruckAllGather(q.rank, q.nranks);
            noPlan("bruck", q.coll);
-         }, true, bruckCost});
+         },
+         true,
+         bruckCost});
   r.add(simple("pairwise", Coll::AlltoAll, false, pairwiseAlltoAll, pairwiseCost));
   // PAT and binomial are deterministic for the collectives they reduce in (reduce-scatter, reduce):
   // each element is summed along trees fixed by the rank count (and root), not by the size, the
   // channel or the ring order, so TUTTI_DETERMINISTIC has one of each to keep to.
-  r.add({"pat", {Coll::AllGather, Coll::ReduceScatter}, true, "built-in", [](const PlanRequest& q) {
+  r.add({"pat",
+         {Coll::AllGather, Coll::ReduceScatter},
+         true,
+         "built-in",
+         [](const PlanRequest& q) {
            if (q.coll == Coll::AllGather) return patAllGather(q.rank, q.nranks);
            if (q.coll == Coll::ReduceScatter) return patReduceScatter(q.rank, q.nranks);
            noPlan("pat", q.coll);
-         }, true, patCost});
-  r.add({"binomial", {Coll::Broadcast, Coll::Reduce}, true, "built-in", [](const PlanRequest& q) {
+         },
+         true,
+         patCost});
+  r.add({"binomial",
+         {Coll::Broadcast, Coll::Reduce},
+         true,
+         "built-in",
+         [](const PlanRequest& q) {
            if (q.coll == Coll::Broadcast) return binomialBroadcast(q.rank, q.nranks, q.root);
            if (q.coll == Coll::Reduce) return binomialReduce(q.rank, q.nranks, q.root);
            noPlan("binomial", q.coll);
-         }, false, binomialCost});
+         },
+         false,
+         binomialCost});
   // Chain keeps rank order rather than the topology's ring: its fold order is its contract, so
   // a result must not change with where the ranks were placed.
   r.add(simple("chain", Coll::AllReduce, true, chainAllReduce, chainCost));

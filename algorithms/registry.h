@@ -22,7 +22,7 @@ struct PlanRequest {
   Coll coll = Coll::AllReduce;
   int rank = 0;
   int nranks = 1;
-  int root = 0;  // root of rooted collectives, the peer of Send/Recv
+  int root = 0;          // root of rooted collectives, the peer of Send/Recv
   int ranksPerNode = 0;  // ranks of a node are contiguous; 0: all ranks on one node
   // The order the channel's ring visits the ranks (ring[i] sends to ring[i + 1], the last to the
   // first), the same on every rank; empty: rank order. Ring plans follow it (ring_order.h).
@@ -34,9 +34,9 @@ struct PlanRequest {
 };
 
 struct Algorithm {
-  std::string name;             // as NCCL_ALGO and logs name it: "ring", "direct", ...
-  std::vector<Coll> colls;      // the collectives it implements
-  bool deterministic = false;   // a fixed reduction order, independent of the message size
+  std::string name;                 // as NCCL_ALGO and logs name it: "ring", "direct", ...
+  std::vector<Coll> colls;          // the collectives it implements
+  bool deterministic = false;       // a fixed reduction order, independent of the message size
   std::string origin = "built-in";  // or the plan file it came from
   // Builds one rank's plan. Throws tutti::Error (InvalidUsage) when it cannot serve the request,
   // for example a plan file written for another number of ranks.

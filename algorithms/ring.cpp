@@ -159,9 +159,9 @@ struct RingModel : sim::CostModel {
   // the worst window of the remaining (steps mod size) hops (the max-plus form of the ring).
   struct RingShape {
     int size;
-    int sends;         // chunk sends per rank per tile
+    int sends;  // chunk sends per rank per tile
     bool spansNodes;
-    double nicFlows;   // flows on a node's NIC pool at once
+    double nicFlows;       // flows on a node's NIC pool at once
     bool reduces = false;  // steps reduce (all-reduce, reduce-scatter): see kLockstepWait
   };
   double ringStep(double c, const RingShape& r, double* localHop, double* netHop) const {
@@ -190,12 +190,14 @@ struct RingModel : sim::CostModel {
       double b = portBound(c, true, nch);
       return r.spansNodes ? std::max(b, portBound(c, false, r.nicFlows)) : b;
     };
-    double steps = overTiles(t, [&](double c) { return double(r.sends) * ringStep(c, r, &localHop, &netHop) + o + extra(c); });
+    double steps =
+        overTiles(t, [&](double c) { return double(r.sends) * ringStep(c, r, &localHop, &netHop) + o + extra(c); });
     double c = double(t.chunk);
     double portTime = overTiles(t, [&](double ch) { return double(r.sends) * ports(ch); }) + extra(c) + 2 * o +
                       latency(!r.spansNodes);
     double total = std::max(steps, portTime);
-    if (r.reduces && t.count == 1 && !r.spansNodes) total += kLockstepWait * (1 - f.threadShare(channels)) * double(r.sends) * c / capRate(true);
+    if (r.reduces && t.count == 1 && !r.spansNodes)
+      total += kLockstepWait * (1 - f.threadShare(channels)) * double(r.sends) * c / capRate(true);
     double step = ringStep(c, r, &localHop, &netHop);
     bool hopBound = steps > portTime;
     if (hopBound) total += double(nch - 1) * c / portRate(true);  // channels leave the first port one after another

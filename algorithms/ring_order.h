@@ -20,7 +20,8 @@ class RingOrder {
     if (int(ranks_.size()) != nranks) fail("it has " + std::to_string(ranks_.size()) + " ranks");
     for (int i = 0; i < nranks; i++) {
       int r = ranks_[size_t(i)];
-      if (r < 0 || r >= nranks || position_[size_t(r)] >= 0) fail("rank " + std::to_string(r) + " is out of range or repeated");
+      if (r < 0 || r >= nranks || position_[size_t(r)] >= 0)
+        fail("rank " + std::to_string(r) + " is out of range or repeated");
       position_[size_t(r)] = i;
     }
   }
@@ -33,7 +34,8 @@ class RingOrder {
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
-    throw Error(ErrorCode::InvalidArgument, "ring order over " + std::to_string(position_.size()) + " ranks is not a permutation: " + why);
+    throw Error(ErrorCode::InvalidArgument,
+                "ring order over " + std::to_string(position_.size()) + " ranks is not a permutation: " + why);
   }
 
   std::vector<int> ranks_;

@@ -17,8 +17,8 @@ using plan::Coll;
 
 constexpr int kExactSimMaxRanks = 64;
 constexpr size_t kExactSimMaxChunks = size_t(1) << 16;  // rank-chunks the exact simulator may time per estimate
-constexpr size_t kMinBytesPerChannel = 64 * 1024;  // below this a channel is not worth its launch
-constexpr double kChannelGain = 0.01;              // a channel more must gain 1%
+constexpr size_t kMinBytesPerChannel = 64 * 1024;       // below this a channel is not worth its launch
+constexpr double kChannelGain = 0.01;                   // a channel more must gain 1%
 // ... and below kMinBytesPerChannel a quarter: what many channels buy a small operation is the
 // per-peer steps a direct exchange spreads over their workers (LaneSpec::spread), not bandwidth.
 constexpr double kSmallChannelGain = 0.25;
@@ -102,7 +102,8 @@ NameFilter::Rule parseRule(const std::string& variable, const std::string& value
   }
   if (rule.names.empty() && !rule.exclude) {
     if (!namedIgnored)
-      throw Error(ErrorCode::InvalidArgument, variable + "=" + value + ": an empty list" + scope + "; known: " + vocab.display);
+      throw Error(ErrorCode::InvalidArgument,
+                  variable + "=" + value + ": an empty list" + scope + "; known: " + vocab.display);
     notes.push_back(variable + ": the list" + scope + " names nothing tutti has; it does not restrict the choice");
     return rule;
   }
@@ -126,8 +127,8 @@ NameFilter parseFilter(const std::string& variable, const std::string& value, co
     std::string prefix = toLower(trim(segment.substr(0, colon)));
     int coll = collOfPrefix(prefix);
     if (coll < 0)
-      throw Error(ErrorCode::InvalidArgument, variable + "=" + value + ": unknown collective \"" + prefix +
-                                                  "\"; known: " + joined(collNames()));
+      throw Error(ErrorCode::InvalidArgument,
+                  variable + "=" + value + ": unknown collective \"" + prefix + "\"; known: " + joined(collNames()));
     f.perColl[size_t(coll)] = parseRule(variable, value, " for " + prefix, segment.substr(colon + 1), vocab, f.notes);
   }
   return f;
@@ -136,7 +137,8 @@ NameFilter parseFilter(const std::string& variable, const std::string& value, co
 const std::vector<std::string> kNcclOnlyAlgorithms = {"collnetdirect", "collnetchain", "nvls", "nvlstree"};
 
 bool pointToPointFamily(Coll coll) {
-  return coll == Coll::AlltoAll || coll == Coll::Gather || coll == Coll::Scatter || coll == Coll::Send || coll == Coll::Recv;
+  return coll == Coll::AlltoAll || coll == Coll::Gather || coll == Coll::Scatter || coll == Coll::Send ||
+         coll == Coll::Recv;
 }
 
 std::vector<int> channelCounts(ChannelLimits limits) {
@@ -163,8 +165,9 @@ std::optional<double> estimateAt(const plan::Algorithm& a, Coll coll, size_t byt
     return std::nullopt;
   }
   if (n > kExactSimMaxRanks || chunks * size_t(n) > kExactSimMaxChunks) {
-    *why = "too large to time step by step (" + std::to_string(n) + " ranks x " + std::to_string(chunks) + " chunks; at most " +
-           std::to_string(kExactSimMaxRanks) + " ranks and " + std::to_string(kExactSimMaxChunks) + " rank-chunks)";
+    *why = "too large to time step by step (" + std::to_string(n) + " ranks x " + std::to_string(chunks) +
+           " chunks; at most " + std::to_string(kExactSimMaxRanks) + " ranks and " +
+           std::to_string(kExactSimMaxChunks) + " rank-chunks)";
     return std::nullopt;
   }
   try {
@@ -205,9 +208,10 @@ std::vector<const plan::Algorithm*> candidatesFor(Coll coll, const Context& ctx)
     std::vector<std::string> registered;
     for (const plan::Algorithm& a : ctx.registry.all())
       if (a.serves(coll)) registered.push_back(a.name + (a.deterministic ? " (deterministic)" : ""));
-    std::string why = registered.empty()                         ? "no algorithm is registered"
-                      : serving.empty() && ctx.deterministicOnly ? "no deterministic algorithm"
-                                                                 : f->variable + "=" + f->value + " leaves no algorithm";
+    std::string why = registered.empty() ? "no algorithm is registered"
+                      : serving.empty() && ctx.deterministicOnly
+                          ? "no deterministic algorithm"
+                          : f->variable + "=" + f->value + " leaves no algorithm";
     throw Error(ErrorCode::InvalidUsage, std::string("selector: ") + why + " for " + plan::collName(coll) +
                                              "; registered for " + plan::collName(coll) + ": " +
                                              (registered.empty() ? "none" : joined(registered)));
@@ -247,8 +251,9 @@ NameFilter parseAlgoFilter(const std::string& value, const std::vector<std::stri
   Vocabulary v;
   for (const std::string& k : known) v.known.push_back(toLower(k));
   v.ignored = kNcclOnlyAlgorithms;
-  v.display = joined(v.known) + " (NCCL's Ring, Tree and PAT are ring, tree and pat; CollnetDirect, CollnetChain, NVLS and "
-                                "NVLSTree are accepted and ignored)";
+  v.display = joined(v.known) +
+              " (NCCL's Ring, Tree and PAT are ring, tree and pat; CollnetDirect, CollnetChain, NVLS and "
+              "NVLSTree are accepted and ignored)";
   v.ignoredWhy = "is NCCL's and has no equivalent in tutti; ignored";
   return parseFilter("NCCL_ALGO", value, v);
 }
@@ -267,13 +272,15 @@ NameFilter parseProtoFilter(const std::string& value) {
       f.infos.push_back("NCCL_PROTO=" + value + scope + ": LL128 is not implemented yet; " +
                         (ll ? "LL and Simple carry" : "Simple carries") + " what it would");
     if (!simple)
-      f.infos.push_back("NCCL_PROTO=" + value + scope + ": " +
-                        (ll ? "LL carries the small messages of device executors on memory transports; the rest, and the host "
-                              "executor's and the network's, go as Simple, the protocol tutti has for them"
-                            : "Simple carries every message, the protocol tutti has for them"));
+      f.infos.push_back(
+          "NCCL_PROTO=" + value + scope + ": " +
+          (ll ? "LL carries the small messages of device executors on memory transports; the rest, and the host "
+                "executor's and the network's, go as Simple, the protocol tutti has for them"
+              : "Simple carries every message, the protocol tutti has for them"));
   };
   check(f.all, "");
-  for (int c = 0; c < kCollCount; c++) check(f.perColl[size_t(c)], std::string(" (for ") + plan::collName(Coll(c)) + ")");
+  for (int c = 0; c < kCollCount; c++)
+    check(f.perColl[size_t(c)], std::string(" (for ") + plan::collName(Coll(c)) + ")");
   return f;
 }
 
@@ -283,7 +290,8 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
                                                 std::to_string(ctx.fabric.nranks));
   Choice choice;
   ChannelLimits limits = ctx.channels;
-  if (limits.maxUpTo > 0 && bytes <= limits.upToBytes) limits.max = std::max(limits.min, std::min(limits.max, limits.maxUpTo));
+  if (limits.maxUpTo > 0 && bytes <= limits.upToBytes)
+    limits.max = std::max(limits.min, std::min(limits.max, limits.maxUpTo));
   std::vector<std::string> unestimated;
   for (const plan::Algorithm* a : candidatesFor(coll, ctx)) {
     Estimate best{a->name, 0, 0};
@@ -293,15 +301,20 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
       bool small = nch > ctx.channels.min && size_t(nch - 1) * kMinBytesPerChannel >= bytes;
       std::optional<double> us = estimateAt(*a, coll, bytes, ctx, nch, &why);
       double gain = small ? kSmallChannelGain : kChannelGain;
-      if (us && (best.nchannels == 0 || *us < best.us * (1 - gain))) best = {a->name, nch, *us};
-      else if (small) break;
+      if (us && (best.nchannels == 0 || *us < best.us * (1 - gain)))
+        best = {a->name, nch, *us};
+      else if (small)
+        break;
     }
-    if (best.nchannels > 0) choice.candidates.push_back(best);
-    else unestimated.push_back(a->name + " (" + (why.empty() ? "no model" : why) + ")");
+    if (best.nchannels > 0)
+      choice.candidates.push_back(best);
+    else
+      unestimated.push_back(a->name + " (" + (why.empty() ? "no model" : why) + ")");
   }
   if (choice.candidates.empty())
     throw Error(ErrorCode::InvalidUsage, std::string("selector: no candidate for ") + plan::collName(coll) + " at " +
-                                             std::to_string(nranks) + " ranks has a cost estimate: " + joined(unestimated));
+                                             std::to_string(nranks) +
+                                             " ranks has a cost estimate: " + joined(unestimated));
   std::stable_sort(choice.candidates.begin(), choice.candidates.end(),
                    [](const Estimate& a, const Estimate& b) { return a.us < b.us; });
   if (ctx.fabric.hostExecutor && bytes / size_t(std::max(1, nranks)) > kHostJoinedBlockBytes) {
@@ -310,7 +323,8 @@ Choice choose(Coll coll, size_t bytes, int nranks, const Context& ctx) {
       return a != nullptr && a->joinsRounds;
     };
     // Past the limit they stay listed with their estimates, behind every other candidate.
-    std::stable_partition(choice.candidates.begin(), choice.candidates.end(), [&](const Estimate& e) { return !joins(e); });
+    std::stable_partition(choice.candidates.begin(), choice.candidates.end(),
+                          [&](const Estimate& e) { return !joins(e); });
   }
   choice.algorithm = choice.candidates[0].algorithm;
   choice.nchannels = choice.candidates[0].nchannels;

@@ -77,7 +77,7 @@ struct Context {
   const NameFilter* algoFilter = nullptr;  // nullptr: NCCL_ALGO unset
   bool deterministicOnly = false;          // only algorithms marked deterministic
   ChannelLimits channels;
-  sim::Pipeline pipeline;                  // chunk size and FIFO depth (nchannels is chosen)
+  sim::Pipeline pipeline;  // chunk size and FIFO depth (nchannels is chosen)
 };
 
 struct Estimate {
@@ -91,7 +91,7 @@ struct Choice {
   std::string protocol = "Simple";
   int nchannels = 1;
   double estimateUs = 0;
-  std::string runnerUp;      // empty when there was a single candidate
+  std::string runnerUp;  // empty when there was a single candidate
   double runnerUpUs = 0;
   std::vector<Estimate> candidates;  // every candidate's best estimate, fastest first
 };
@@ -99,10 +99,9 @@ struct Choice {
 // Picks the fastest candidate for `coll` of `bytes` (sim.h's size convention) among the
 // registry's algorithms that serve it, pass the filter and, if asked, are deterministic.
 // Each candidate gets the channel count in [min, max] (powers of two and the bounds) with its
-// lowest estimate; another channel must gain 1% and carry 64 KiB, or gain a quarter. Algorithms the analytic model does not know (plan
-// files) are timed by the exact simulator when nranks <= 64 and nranks x chunks <= 65536,
-// otherwise left out. Throws
-// tutti::Error (InvalidUsage) when no candidate is left, saying why. As in NCCL, a list without a
+// lowest estimate; another channel must gain 1% and carry 64 KiB, or gain a quarter. Algorithms the analytic model does
+// not know (plan files) are timed by the exact simulator when nranks <= 64 and nranks x chunks <= 65536, otherwise left
+// out. Throws tutti::Error (InvalidUsage) when no candidate is left, saying why. As in NCCL, a list without a
 // collective prefix does not apply to a collective when it names none of its algorithms
 // (an exclusion list still does, except for the point-to-point family: alltoall, gather,
 // scatter, send, recv).

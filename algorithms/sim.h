@@ -38,19 +38,19 @@ struct Fabric {
   std::string name;
   int nranks = 1;
   int nodes = 1;
-  int ranksPerNode = 1;        // the most ranks of any node
+  int ranksPerNode = 1;         // the most ranks of any node
   std::vector<int> nodeOfRank;  // empty: rank r is on node r / ranksPerNode
   Link local;
-  Link network;                // one NIC
+  Link network;  // one NIC
   int nicsPerNode = 1;
-  double stepOverheadUs = 0;   // software cost of issuing one step (a FIFO slot's bookkeeping)
-  double channelGBps = 0;      // the most one channel's executor moves (one CUDA block, one thread)
-  double copyGBps = 0;         // local copies (plan Copy steps)
+  double stepOverheadUs = 0;  // software cost of issuing one step (a FIFO slot's bookkeeping)
+  double channelGBps = 0;     // the most one channel's executor moves (one CUDA block, one thread)
+  double copyGBps = 0;        // local copies (plan Copy steps)
   // Host mode: the cores a node's ranks share, and the most worker threads a rank runs (one per
   // channel up to that). 0 cores: executors do not compete for cores (a GPU's blocks).
   int coresPerNode = 0;
-  int workersPerRank = 0;      // 0: one per channel, without bound
-  bool hostExecutor = false;   // host mode: CPU threads copy every byte (Fabric::host)
+  int workersPerRank = 0;     // 0: one per channel, without bound
+  bool hostExecutor = false;  // host mode: CPU threads copy every byte (Fabric::host)
   // Host mode, one node: the largest all-reduce (bytes) whose one-shot form runs through the
   // ranks' shared mailboxes (kernels/mailbox.h) rather than its plan's FIFOs. 0: none.
   size_t mailboxBytes = 0;
@@ -74,8 +74,8 @@ struct Fabric {
 
   // Host mode: ranks are CPU threads/processes; shared memory inside a host, TCP between hosts.
   struct HostFigures {
-    Link shm{1.0, 8.0};     // a futex wake-up and a memcpy through a shared segment
-    Link tcp{25.0, 1.25};   // 10 GbE
+    Link shm{1.0, 8.0};    // a futex wake-up and a memcpy through a shared segment
+    Link tcp{25.0, 1.25};  // 10 GbE
     int nicsPerHost = 1;
     double stepOverheadUs = 2.0;
     double channelGBps = 8.0;  // one worker thread's memcpy
@@ -143,7 +143,8 @@ inline size_t laneBytes(plan::Coll coll, plan::Layout layout, size_t bytes, int 
 // bytes, not the element type, so they cut as if an element were one byte: ranges are 16-byte
 // aligned where the launch's are 16 elements aligned, so a modelled range is off by less than 16
 // elements. Channel 0's range is the largest.
-inline size_t channelBytes(plan::Coll coll, plan::Layout layout, size_t bytes, int nranks, int nchannels, int channel = 0) {
+inline size_t channelBytes(plan::Coll coll, plan::Layout layout, size_t bytes, int nranks, int nchannels,
+                           int channel = 0) {
   return tiling::channelRange(laneBytes(coll, layout, bytes, nranks), nchannels, channel).size();
 }
 

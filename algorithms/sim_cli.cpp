@@ -61,7 +61,11 @@ size_t parseSize(const std::string& flag, const std::string& text) {
     bad(flag + ": \"" + text + "\" is not a size");
   }
   std::string unit = text.substr(used);
-  double scale = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
+  double scale = unit.empty() || unit == "B" ? 1
+                 : unit == "K"               ? 1024.0
+                 : unit == "M"               ? 1048576.0
+                 : unit == "G"               ? 1073741824.0
+                                             : -1;
   if (scale < 0 || v < 0) bad(flag + ": \"" + text + "\" is not a size (a number with K, M or G)");
   return size_t(v * scale);
 }
@@ -85,28 +89,49 @@ Options parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) bad(a + " needs a value");
       return args[++i];
     };
-    if (a == "--nodes") o.nodes = parseInt(a, value(), 1), synthetic = true;
-    else if (a == "--gpus-per-node") o.gpusPerNode = parseInt(a, value(), 1), synthetic = true;
-    else if (a == "--nics-per-node") o.nicsPerNode = parseInt(a, value(), 1), synthetic = true;
-    else if (a == "--host-ranks") o.hostRanks = parseInt(a, value(), 1);
-    else if (a == "--host-ranks-per-node") o.hostPerNode = parseInt(a, value(), 1);
-    else if (a == "--host-cores") o.hostCores = parseInt(a, value(), 1);
-    else if (a == "--topo") o.topo = value();
-    else if (a == "--coll") o.coll = value();
-    else if (a == "-b") o.minBytes = parseSize(a, value());
-    else if (a == "-e") o.maxBytes = parseSize(a, value());
-    else if (a == "-f") o.factor = double(parseInt(a, value(), 2));
-    else if (a == "--algo") o.algo = value();
-    else if (a == "--proto") o.proto = value();
-    else if (a == "--all") o.all = true;
-    else if (a == "--model-all") o.modelAll = true;
-    else if (a == "--deterministic") o.deterministic = true;
-    else if (a == "--min-channels") o.minChannels = parseInt(a, value(), 1);
-    else if (a == "--max-channels") o.maxChannels = parseInt(a, value(), 1);
-    else if (a == "--chunk") o.chunk = parseSize(a, value());
-    else bad("unknown argument \"" + a + "\"");
+    if (a == "--nodes")
+      o.nodes = parseInt(a, value(), 1), synthetic = true;
+    else if (a == "--gpus-per-node")
+      o.gpusPerNode = parseInt(a, value(), 1), synthetic = true;
+    else if (a == "--nics-per-node")
+      o.nicsPerNode = parseInt(a, value(), 1), synthetic = true;
+    else if (a == "--host-ranks")
+      o.hostRanks = parseInt(a, value(), 1);
+    else if (a == "--host-ranks-per-node")
+      o.hostPerNode = parseInt(a, value(), 1);
+    else if (a == "--host-cores")
+      o.hostCores = parseInt(a, value(), 1);
+    else if (a == "--topo")
+      o.topo = value();
+    else if (a == "--coll")
+      o.coll = value();
+    else if (a == "-b")
+      o.minBytes = parseSize(a, value());
+    else if (a == "-e")
+      o.maxBytes = parseSize(a, value());
+    else if (a == "-f")
+      o.factor = double(parseInt(a, value(), 2));
+    else if (a == "--algo")
+      o.algo = value();
+    else if (a == "--proto")
+      o.proto = value();
+    else if (a == "--all")
+      o.all = true;
+    else if (a == "--model-all")
+      o.modelAll = true;
+    else if (a == "--deterministic")
+      o.deterministic = true;
+    else if (a == "--min-channels")
+      o.minChannels = parseInt(a, value(), 1);
+    else if (a == "--max-channels")
+      o.maxChannels = parseInt(a, value(), 1);
+    else if (a == "--chunk")
+      o.chunk = parseSize(a, value());
+    else
+      bad("unknown argument \"" + a + "\"");
   }
-  if (o.hostRanks > 0 && synthetic) bad("--host-ranks and --nodes/--gpus-per-node/--nics-per-node describe different systems; give one");
+  if (o.hostRanks > 0 && synthetic)
+    bad("--host-ranks and --nodes/--gpus-per-node/--nics-per-node describe different systems; give one");
   if (o.hostCores > 0 && o.hostRanks == 0) bad("--host-cores describes a host: give --host-ranks too");
   if (int64_t(o.nodes) * o.gpusPerNode > 10'000'000) bad("too many ranks (at most 10,000,000)");
   if (o.minBytes > o.maxBytes) bad("-b is larger than -e");
@@ -191,8 +216,8 @@ std::string sizeText(size_t bytes) {
 void sweep(Coll coll, const Options& o, const selector::Context& ctx, std::ostream& out) {
   char line[512];
   out << "#\n# " << plan::collName(coll) << "\n";
-  std::snprintf(line, sizeof line, "# %14s  %-12s %-6s %3s %14s %12s %12s  %-12s %14s\n", "size(B)", "algorithm", "proto",
-                "ch", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "runner-up", "time(us)");
+  std::snprintf(line, sizeof line, "# %14s  %-12s %-6s %3s %14s %12s %12s  %-12s %14s\n", "size(B)", "algorithm",
+                "proto", "ch", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "runner-up", "time(us)");
   out << line;
   std::vector<std::pair<size_t, std::string>> crossovers;
   std::string previous;
@@ -203,9 +228,9 @@ void sweep(Coll coll, const Options& o, const selector::Context& ctx, std::ostre
     double busbw = algbw * busBandwidthFactor(coll, ctx.fabric.nranks);
     char runnerUpUs[32] = "-";
     if (!ch.runnerUp.empty()) std::snprintf(runnerUpUs, sizeof runnerUpUs, "%.2f", ch.runnerUpUs);
-    std::snprintf(line, sizeof line, "  %14zu  %-12s %-6s %3d %14.2f %12.3f %12.3f  %-12s %14s", bytes, ch.algorithm.c_str(),
-                  ch.protocol.c_str(), ch.nchannels, ch.estimateUs, algbw, busbw, ch.runnerUp.empty() ? "-" : ch.runnerUp.c_str(),
-                  runnerUpUs);
+    std::snprintf(line, sizeof line, "  %14zu  %-12s %-6s %3d %14.2f %12.3f %12.3f  %-12s %14s", bytes,
+                  ch.algorithm.c_str(), ch.protocol.c_str(), ch.nchannels, ch.estimateUs, algbw, busbw,
+                  ch.runnerUp.empty() ? "-" : ch.runnerUp.c_str(), runnerUpUs);
     out << line;
     if (o.all)
       for (const selector::Estimate& e : ch.candidates) {
@@ -243,17 +268,19 @@ int runSimTool(const std::vector<std::string>& args, std::ostream& out, std::ost
     ctx.channels.max = o.maxChannels > 0 ? o.maxChannels : (o.hostRanks > 0 ? 2 : 32);
     ctx.pipeline.chunkBytes = o.chunk;
     out << "# tutti-sim: " << fabric.describe() << "\n";
-    out << "# chunk " << o.chunk << " B, " << ctx.pipeline.fifoSlots << " FIFO slots, channels " << ctx.channels.min << ".."
-        << ctx.channels.max << (o.algo.empty() ? "" : ", NCCL_ALGO=" + o.algo) << (o.deterministic ? ", deterministic only" : "")
-        << "\n";
+    out << "# chunk " << o.chunk << " B, " << ctx.pipeline.fifoSlots << " FIFO slots, channels " << ctx.channels.min
+        << ".." << ctx.channels.max << (o.algo.empty() ? "" : ", NCCL_ALGO=" + o.algo)
+        << (o.deterministic ? ", deterministic only" : "") << "\n";
     for (const std::string& note : algo.notes) out << "# note: " << note << "\n";
     for (const std::string& note : proto.notes) out << "# note: " << note << "\n";
     for (const std::string& info : proto.infos) out << "# note: " << info << "\n";
     for (Coll coll : collsOf(o.coll)) {
       bool served = false;
       for (const plan::Algorithm& a : registry.all()) served = served || a.serves(coll);
-      if (served) sweep(coll, o, ctx, out);
-      else out << "#\n# " << plan::collName(coll) << ": no algorithm registered\n";
+      if (served)
+        sweep(coll, o, ctx, out);
+      else
+        out << "#\n# " << plan::collName(coll) << ": no algorithm registered\n";
     }
     return 0;
   } catch (const Error& e) {

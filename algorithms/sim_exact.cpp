@@ -53,7 +53,7 @@ struct Fifo {
   std::vector<double> arrivals;  // when chunk i reaches the receiver
   std::vector<double> released;  // when the sender sees chunk i's slot free again
   double latencyUs = 0;
-  int waitingSender = -1;  // queue blocked on a free slot
+  int waitingSender = -1;    // queue blocked on a free slot
   int waitingReceiver = -1;  // queue blocked on a chunk
 };
 
@@ -74,12 +74,13 @@ struct Queue {
 
 class ExactSim {
  public:
-  ExactSim(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric, const Pipeline& pipe)
+  ExactSim(const std::vector<plan::RankPlan>& plans, plan::Coll coll, size_t bytes, const Fabric& fabric,
+           const Pipeline& pipe)
       : plans_(plans), fabric_(fabric), pipe_(pipe) {
     if (int(plans.size()) != fabric.nranks)
       throw Error(ErrorCode::InvalidArgument, "sim: " + std::to_string(plans.size()) + " plans for a fabric of " +
                                                   std::to_string(fabric.nranks) + " ranks");
-        for (int r = 0; r < fabric.nranks; r++) {
+    for (int r = 0; r < fabric.nranks; r++) {
       localOut_.push_back({0, fabric.local.gbps * kBytesPerUsPerGBps});
       localIn_.push_back({0, fabric.local.gbps * kBytesPerUsPerGBps});
     }
@@ -113,7 +114,8 @@ class ExactSim {
  private:
   // (from, to, channel, kind, tag) packed into one key: ranks and channels below 2^20 and 2^8.
   static uint64_t connKey(int from, int to, int channel, const plan::LaneSpec& spec) {
-    uint64_t key = (uint64_t(uint32_t(from)) << 44) | (uint64_t(uint32_t(to)) << 24) | (uint64_t(uint32_t(channel) & 0xff) << 16);
+    uint64_t key =
+        (uint64_t(uint32_t(from)) << 44) | (uint64_t(uint32_t(to)) << 24) | (uint64_t(uint32_t(channel) & 0xff) << 16);
     return key | (uint64_t(spec.kind) << 12) | (uint64_t(uint32_t(spec.tag)) & 0xfff);
   }
 
@@ -138,7 +140,8 @@ class ExactSim {
       LaneRun lane;
       lane.spec = &spec;
       lane.rank = rank;
-      size_t perTile = spec.layout == plan::Layout::Split ? size_t(spec.tileChunks > 0 ? spec.tileChunks : fabric_.nranks) : 1;
+      size_t perTile =
+          spec.layout == plan::Layout::Split ? size_t(spec.tileChunks > 0 ? spec.tileChunks : fabric_.nranks) : 1;
       const size_t chunk = plan::joinedChunkBytes(pipe_.chunkBytes, plan::joinWidth(plan));
       if (chunk == 0)
         throw Error(ErrorCode::InvalidArgument, "sim: " + plan.algorithm + " joins more steps than a chunk of " +

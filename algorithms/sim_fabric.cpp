@@ -23,11 +23,12 @@ void setExecutor(Fabric& f, double stepOverheadUs, double channelGBps, double co
 
 std::string Fabric::describe() const {
   char text[512];
-  std::snprintf(text, sizeof text,
-                "%s: %d ranks on %d node(s) (up to %d per node); local %.1f us %.1f GB/s; network %.1f us %.1f GB/s x %d "
-                "NIC(s) per node; step overhead %.2f us; channel %.1f GB/s; copy %.1f GB/s",
-                name.c_str(), nranks, nodes, ranksPerNode, local.latencyUs, local.gbps, network.latencyUs, network.gbps,
-                nicsPerNode, stepOverheadUs, channelGBps, copyGBps);
+  std::snprintf(
+      text, sizeof text,
+      "%s: %d ranks on %d node(s) (up to %d per node); local %.1f us %.1f GB/s; network %.1f us %.1f GB/s x %d "
+      "NIC(s) per node; step overhead %.2f us; channel %.1f GB/s; copy %.1f GB/s",
+      name.c_str(), nranks, nodes, ranksPerNode, local.latencyUs, local.gbps, network.latencyUs, network.gbps,
+      nicsPerNode, stepOverheadUs, channelGBps, copyGBps);
   std::string out = text;
   if (coresPerNode > 0) {
     std::snprintf(text, sizeof text, "; %d core(s) per node, %d worker(s) per rank", coresPerNode, workersPerRank);
@@ -68,7 +69,8 @@ constexpr double kStepShareOfHop = 0.5;
 constexpr double kStreamingShare = 0.25;
 
 Fabric::HostFigures hostFigures(const HostMeasurements& m, int ranksPerHost, const Fabric::HostFigures& base) {
-  require(m.hopUs > 0 && m.copyGBps > 0 && m.reduceGBps > 0, "host measurements need a positive handoff time and bandwidths");
+  require(m.hopUs > 0 && m.copyGBps > 0 && m.reduceGBps > 0,
+          "host measurements need a positive handoff time and bandwidths");
   require(ranksPerHost >= 1, "host measurements need ranks per host >= 1");
   Fabric::HostFigures f = base;
   // With more ranks than cores a rank's thread runs a share of the time (the handoff was timed
@@ -103,7 +105,8 @@ Fabric::HostFigures hostFigures(const HostMeasurements& m, int ranksPerHost, con
 // - HBM3 copy: ~3.35 TB/s (H100) read+write, so ~1.5 TB/s of copy.
 // - Step overhead: ~0.4 us of flag polling and fences per FIFO step.
 Fabric Fabric::synthetic(int nodes, int gpusPerNode, int nicsPerNode) {
-  require(nodes >= 1 && gpusPerNode >= 1 && nicsPerNode >= 1, "synthetic needs nodes, GPUs per node and NICs per node >= 1");
+  require(nodes >= 1 && gpusPerNode >= 1 && nicsPerNode >= 1,
+          "synthetic needs nodes, GPUs per node and NICs per node >= 1");
   require(int64_t(nodes) * gpusPerNode <= 10'000'000, "synthetic: too many ranks");
   Fabric f;
   f.name = "synthetic " + std::to_string(nodes) + "x" + std::to_string(gpusPerNode) + " GPUs, " +

@@ -28,13 +28,15 @@ inline void recv(LaneSpec& lane, int from, BufRef dst) {
   lane.steps.push_back({Op::Recv, 0, none(), dst, 0, peerIndex(lane.recvPeers, from)});
 }
 inline void recvSend(LaneSpec& lane, int from, int to, BufRef dst, uint8_t flags = 0) {
-  lane.steps.push_back({Op::RecvSend, flags, none(), dst, peerIndex(lane.sendPeers, to), peerIndex(lane.recvPeers, from)});
+  lane.steps.push_back(
+      {Op::RecvSend, flags, none(), dst, peerIndex(lane.sendPeers, to), peerIndex(lane.recvPeers, from)});
 }
 inline void recvReduceCopy(LaneSpec& lane, int from, BufRef src, BufRef dst, uint8_t flags = 0) {
   lane.steps.push_back({Op::RecvReduceCopy, flags, src, dst, 0, peerIndex(lane.recvPeers, from)});
 }
 inline void recvReduceSend(LaneSpec& lane, int from, int to, BufRef src, uint8_t flags = 0) {
-  lane.steps.push_back({Op::RecvReduceSend, flags, src, none(), peerIndex(lane.sendPeers, to), peerIndex(lane.recvPeers, from)});
+  lane.steps.push_back(
+      {Op::RecvReduceSend, flags, src, none(), peerIndex(lane.sendPeers, to), peerIndex(lane.recvPeers, from)});
 }
 inline void recvReduceCopySend(LaneSpec& lane, int from, int to, BufRef src, BufRef dst, uint8_t flags = 0) {
   lane.steps.push_back(
@@ -70,12 +72,18 @@ inline RankPlan localCopy(const char* algorithm, Layout layout, BufRef src, BufR
 
 inline int highestBit(int v) {
   int b = -1;
-  while (v) { v >>= 1; b++; }
+  while (v) {
+    v >>= 1;
+    b++;
+  }
   return b;
 }
 inline int lowestBit(int v) {
   int b = 0;
-  while (!(v & 1)) { v >>= 1; b++; }
+  while (!(v & 1)) {
+    v >>= 1;
+    b++;
+  }
   return b;
 }
 inline int floorPow2(int n) { return 1 << highestBit(n); }

@@ -149,8 +149,8 @@ RankPlan treeAllReduce(int r, const RingOrder& order, const std::vector<TreeShap
   if (order.size() == 1) return localCopy("tree", Layout::Split, in(0), out(0), kPre | kPost);
   if (trees.empty()) return RankPlan{"tree", {treeLane(nodeOf(r, order, 0), 0), treeLane(nodeOf(r, order, 1), 1)}};
   const size_t n = size_t(order.size());
-  if (trees.size() != 2 || trees[0].parent.size() != n || trees[1].parent.size() != n || trees[0].children.size() != n ||
-      trees[1].children.size() != n)
+  if (trees.size() != 2 || trees[0].parent.size() != n || trees[1].parent.size() != n ||
+      trees[0].children.size() != n || trees[1].children.size() != n)
     throw Error(ErrorCode::Internal, "tree: rank " + std::to_string(r) + " was given " + std::to_string(trees.size()) +
                                          " tree shapes, not two over " + std::to_string(n) + " ranks");
   return RankPlan{"tree", {treeLane(nodeOf(r, trees[0]), 0), treeLane(nodeOf(r, trees[1]), 1)}};
@@ -225,12 +225,10 @@ struct TreeModel : sim::CostModel {
   // contiguous ranks, the last possibly short, or counted from the fabric's placement.
   struct NodeSizes {
     long long count = 1;
-    long long full = 0;           // ranks of every node but the last
+    long long full = 0;  // ranks of every node but the last
     long long last = 0;
     std::vector<long long> each;  // every node's, when they differ before the last
-    long long of(long long node) const {
-      return !each.empty() ? each[size_t(node)] : node + 1 == count ? last : full;
-    }
+    long long of(long long node) const { return !each.empty() ? each[size_t(node)] : node + 1 == count ? last : full; }
   };
   NodeSizes nodeSizes() const {
     NodeSizes s;
@@ -308,7 +306,9 @@ struct TreeModel : sim::CostModel {
     std::vector<std::pair<long long, long long>> below;
     if (lo < top) below.emplace_back(lo, top - 1);
     if (top < hi) below.emplace_back(top + 1, hi);
-    auto nodeOf = [&](const std::pair<long long, long long>& r) { return w.order.nodeAt(NodeOrder::rootOf(r.first, r.second)); };
+    auto nodeOf = [&](const std::pair<long long, long long>& r) {
+      return w.order.nodeAt(NodeOrder::rootOf(r.first, r.second));
+    };
     if (below.size() == 2 && nodeOf(below[1]) < nodeOf(below[0])) std::swap(below[0], below[1]);
     for (auto [klo, khi] : below) kids.push_back({nodeTree(w, klo, khi), false});
     TreeTimes result = rankTimes(kids, lo == 1 && hi == count, false, w.c);

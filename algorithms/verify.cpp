@@ -18,8 +18,8 @@ std::string Checker::run() {
   plans_.resize(size_t(n_));
   for (int r = 0; r < n_; r++) plans_[size_t(r)] = q_.planOf(r);
   std::string err;
-  if (!(err = geometry()).empty() || !(err = bindLanes()).empty() || !(err = checkJoinWidths()).empty() || !(err = checkSize()).empty() ||
-      !(err = checkConflicts()).empty())
+  if (!(err = geometry()).empty() || !(err = bindLanes()).empty() || !(err = checkJoinWidths()).empty() ||
+      !(err = checkSize()).empty() || !(err = checkConflicts()).empty())
     return err;
   initBuffers();
   if (!(err = simulate()).empty() || !(err = checkDrained()).empty()) return err;
@@ -29,7 +29,8 @@ std::string Checker::run() {
 std::string Checker::describeValue(const Value& v) const {
   if (v.tile < 0) return "nothing";
   std::string what = layout_ == Layout::Split ? "chunk " : layout_ == Layout::Blocks ? "block " : "piece ";
-  std::string s = "(tile " + std::to_string(v.tile) + ", " + what + std::to_string(v.index) + ") of ranks " + rankSet(v.ranks, n_);
+  std::string s =
+      "(tile " + std::to_string(v.tile) + ", " + what + std::to_string(v.index) + ") of ranks " + rankSet(v.ranks, n_);
   if (reducing(q_.coll)) s += ", kPre on " + rankSet(v.pre, n_) + (v.post ? ", kPost applied" : ", no kPost");
   return s;
 }
@@ -73,7 +74,8 @@ std::string Checker::combine(const Value& got, const Value& own, Value& result) 
   if (intersects(got.ranks, own.ranks)) {
     Bits both = got.ranks;
     for (size_t i = 0; i < both.size(); i++) both[i] &= own.ranks[i];
-    return "reduces the contribution of ranks " + rankSet(both, n_) + " twice (" + describeValue(got) + " with " + describeValue(own) + ")";
+    return "reduces the contribution of ranks " + rankSet(both, n_) + " twice (" + describeValue(got) + " with " +
+           describeValue(own) + ")";
   }
   result = got;
   unite(result.ranks, own.ranks);
@@ -90,18 +92,23 @@ std::string Checker::execute(LaneRun& l, int parts) {
   if (readsSrc(step.op)) {
     own = at(l, sw);
     if (own.tile < 0)
-      return "reads " + refName(sw) + " before anything was written to it" + (sw.buf == Buf::Scratch ? " in this tile" : "");
+      return "reads " + refName(sw) + " before anything was written to it" +
+             (sw.buf == Buf::Scratch ? " in this tile" : "");
   }
   if (step.flags & kPre) {
     if (own.ranks != only(l.rank))
-      return "applies kPre to " + describeValue(own) + ", which is not rank " + std::to_string(l.rank) + "'s own contribution";
-    if (intersects(own.pre, own.ranks)) return "applies kPre twice to rank " + std::to_string(l.rank) + "'s contribution";
+      return "applies kPre to " + describeValue(own) + ", which is not rank " + std::to_string(l.rank) +
+             "'s own contribution";
+    if (intersects(own.pre, own.ranks))
+      return "applies kPre twice to rank " + std::to_string(l.rank) + "'s contribution";
     unite(own.pre, own.ranks);
   }
   Value result;
   switch (step.op) {
-    case Op::Send: case Op::Copy: result = own; break;
-    case Op::Recv: case Op::RecvSend: result = rf->data.front().value; break;
+    case Op::Send:
+    case Op::Copy: result = own; break;
+    case Op::Recv:
+    case Op::RecvSend: result = rf->data.front().value; break;
     case Op::Reduce: {
       // the accumulator in dst, then the source: dst = dst (op) src
       const Value acc = at(l, dw);
@@ -134,7 +141,8 @@ std::string Checker::execute(LaneRun& l, int parts) {
   // A span sent by address (plan.h, "Direct sends") is read by the peer where it lies, whenever
   // the peer gets to it: the rank may not write it again in the operation.
   if (dw.buf == Buf::In || dw.buf == Buf::Out) {
-    if (at(l, dw).sentDirect) return "writes " + refName(dw) + " after a kDirect step sent it (a peer may still read it in place)";
+    if (at(l, dw).sentDirect)
+      return "writes " + refName(dw) + " after a kDirect step sent it (a peer may still read it in place)";
   }
   result.sentDirect = false;
   if (dw.buf != Buf::None) at(l, dw) = result;
@@ -169,16 +177,23 @@ std::string Checker::advance(int id) {
     const size_t parts = joinedRunLength(l.spec->steps, l.step);
     if (opReceives(step.op)) {
       Fifo& f = fifos_[size_t(l.recvFifo[step.recvConn])];
-      if (f.data.empty()) { f.waiters.push_back(id); return ""; }
+      if (f.data.empty()) {
+        f.waiters.push_back(id);
+        return "";
+      }
       const Entry& m = f.data.front();
       if (size_t(m.parts) != parts)
         return stepName(l, l.step, true) + ": receives as " + std::to_string(parts) + " joined step(s) a message of " +
-               std::to_string(m.parts) + " part(s) that rank " + std::to_string(m.rank) + " lane " + std::to_string(m.lane) +
-               " step " + std::to_string(m.step) + " sent (message boundaries must match between sender and receiver)";
+               std::to_string(m.parts) + " part(s) that rank " + std::to_string(m.rank) + " lane " +
+               std::to_string(m.lane) + " step " + std::to_string(m.step) +
+               " sent (message boundaries must match between sender and receiver)";
     }
     if (opSends(step.op)) {
       Fifo& f = fifos_[size_t(l.sendFifo[step.sendConn])];
-      if (f.messages >= q_.fifoCapacity) { f.waiters.push_back(id); return ""; }
+      if (f.messages >= q_.fifoCapacity) {
+        f.waiters.push_back(id);
+        return "";
+      }
     }
     for (size_t j = 0; j < parts; j++, l.step++) {
       std::string err = execute(l, j == 0 ? int(parts) : 0);
@@ -223,29 +238,45 @@ std::string Checker::stuckReport() const {
     why = "waits for data from rank " + std::to_string(l.spec->recvPeers[step.recvConn]);
   else
     why = "waits for room in its FIFO to rank " + std::to_string(l.spec->sendPeers[step.sendConn]);
-  return stepName(l, l.step, true) + " is stuck: it " + why + " (" + kindName(l.spec->kind) + " tag " + std::to_string(l.spec->tag) +
-         "); " + std::to_string(stuck) + " lane(s) stuck in all (deadlock, or a send nobody receives)";
+  return stepName(l, l.step, true) + " is stuck: it " + why + " (" + kindName(l.spec->kind) + " tag " +
+         std::to_string(l.spec->tag) + "); " + std::to_string(stuck) +
+         " lane(s) stuck in all (deadlock, or a send nobody receives)";
 }
 
 std::string Checker::checkDrained() const {
   for (const Fifo& f : fifos_)
     if (!f.data.empty())
-      return "rank " + std::to_string(f.from) + " sent " + std::to_string(f.data.size()) + " chunk(s) to rank " + std::to_string(f.to) +
-             " (" + kindName(f.kind) + " tag " + std::to_string(f.tag) + ") that nobody received";
+      return "rank " + std::to_string(f.from) + " sent " + std::to_string(f.data.size()) + " chunk(s) to rank " +
+             std::to_string(f.to) + " (" + kindName(f.kind) + " tag " + std::to_string(f.tag) +
+             ") that nobody received";
   return "";
 }
 
 Value Checker::expected(int r, int tile, int index) const {
   Value v{tile, 0, none(), none(), false};
   switch (q_.coll) {
-    case Coll::AllReduce: v.index = index; v.ranks = everyone(); break;
-    case Coll::ReduceScatter: v.index = r; v.ranks = everyone(); break;
+    case Coll::AllReduce:
+      v.index = index;
+      v.ranks = everyone();
+      break;
+    case Coll::ReduceScatter:
+      v.index = r;
+      v.ranks = everyone();
+      break;
     case Coll::Reduce: v.ranks = everyone(); break;
-    case Coll::AllGather: case Coll::Gather: v.ranks = only(index); break;
+    case Coll::AllGather:
+    case Coll::Gather: v.ranks = only(index); break;
     case Coll::Broadcast: v.ranks = only(q_.root); break;
-    case Coll::AlltoAll: v.index = r; v.ranks = only(index); break;
-    case Coll::Scatter: v.index = r; v.ranks = only(q_.root); break;
-    case Coll::Send: case Coll::Recv: v.ranks = only(((r - q_.root) % n_ + n_) % n_); break;
+    case Coll::AlltoAll:
+      v.index = r;
+      v.ranks = only(index);
+      break;
+    case Coll::Scatter:
+      v.index = r;
+      v.ranks = only(q_.root);
+      break;
+    case Coll::Send:
+    case Coll::Recv: v.ranks = only(((r - q_.root) % n_ + n_) % n_); break;
   }
   if (reducing(q_.coll)) {
     v.pre = v.ranks;
@@ -263,7 +294,8 @@ std::string Checker::checkPostcondition() {
         const Value& got = storage(r, w.buf)[size_t(t * indices(w.buf) + w.index)];
         Value want = expected(r, t, i);
         if (samePiece(got, want) && got.ranks == want.ranks && got.pre == want.pre && got.post == want.post) continue;
-        std::string where = "rank " + std::to_string(r) + " out[" + std::to_string(i) + "] of tile " + std::to_string(t);
+        std::string where =
+            "rank " + std::to_string(r) + " out[" + std::to_string(i) + "] of tile " + std::to_string(t);
         if (samePiece(got, want) && got.ranks == want.ranks && got.pre != want.pre)
           return where + " misses kPre: it was applied on " + rankSet(got.pre, n_) + " of " + rankSet(want.ranks, n_);
         if (samePiece(got, want) && got.ranks == want.ranks) return where + " never had kPost applied";
@@ -298,7 +330,8 @@ std::string verify(const VerifyRequest& request) {
   }
 }
 
-std::string verifyAlgorithm(const Algorithm& algorithm, Coll coll, int nranks, int root, int ranksPerNode, int fifoCapacity) {
+std::string verifyAlgorithm(const Algorithm& algorithm, Coll coll, int nranks, int root, int ranksPerNode,
+                            int fifoCapacity) {
   VerifyRequest q;
   q.coll = coll;
   q.nranks = nranks;
@@ -313,8 +346,8 @@ std::string verifyAlgorithm(const Algorithm& algorithm, Coll coll, int nranks, i
     q.inPlace = inPlace;
     std::string err = verify(q);
     if (!err.empty())
-      return algorithm.name + " " + collName(coll) + " on " + std::to_string(nranks) + " ranks, root " + std::to_string(root) +
-             (inPlace ? ", in place" : ", out of place") + ": " + err;
+      return algorithm.name + " " + collName(coll) + " on " + std::to_string(nranks) + " ranks, root " +
+             std::to_string(root) + (inPlace ? ", in place" : ", out of place") + ": " + err;
   }
   return "";
 }

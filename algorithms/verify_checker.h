@@ -52,10 +52,17 @@ inline void unite(Bits& a, const Bits& b) {
 inline std::string rankSet(const Bits& b, int n) {
   std::string s;
   for (int i = 0; i < n;) {
-    if (!test(b, i)) { i++; continue; }
+    if (!test(b, i)) {
+      i++;
+      continue;
+    }
     int j = i;
     while (j + 1 < n && test(b, j + 1)) j++;
-    s += (s.empty() ? "" : ",") + std::to_string(i) + (j > i + 1 ? "-" : j > i ? "," : "") + (j > i ? std::to_string(j) : "");
+    s += (s.empty() ? "" : ",") + std::to_string(i) +
+         (j > i + 1 ? "-"
+          : j > i   ? ","
+                    : "") +
+         (j > i ? std::to_string(j) : "");
     i = j + 1;
   }
   return "{" + s + "}";
@@ -78,8 +85,10 @@ inline bool pointToPoint(Coll c) { return c == Coll::Send || c == Coll::Recv; }
 
 inline bool multiBlock(Coll c, Buf b) {
   switch (c) {
-    case Coll::AllGather: case Coll::Gather: return b == Buf::Out;
-    case Coll::ReduceScatter: case Coll::Scatter: return b == Buf::In;
+    case Coll::AllGather:
+    case Coll::Gather: return b == Buf::Out;
+    case Coll::ReduceScatter:
+    case Coll::Scatter: return b == Buf::In;
     case Coll::AlltoAll: return true;
     default: return false;
   }
@@ -87,19 +96,32 @@ inline bool multiBlock(Coll c, Buf b) {
 
 inline bool hasBuffer(Coll c, Buf b, int rank, int root) {
   switch (c) {
-    case Coll::Reduce: case Coll::Gather: return b == Buf::In || rank == root;
-    case Coll::Broadcast: case Coll::Scatter: return b == Buf::Out || rank == root;
+    case Coll::Reduce:
+    case Coll::Gather: return b == Buf::In || rank == root;
+    case Coll::Broadcast:
+    case Coll::Scatter: return b == Buf::Out || rank == root;
     default: return true;
   }
 }
 
-inline bool reduces(Op op) { return op == Op::RecvReduceSend || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce; }
+inline bool reduces(Op op) {
+  return op == Op::RecvReduceSend || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce;
+}
 inline bool readsSrc(Op op) { return op == Op::Send || op == Op::Copy || reduces(op); }
-inline bool writesDst(Op op) { return op == Op::Recv || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Copy || op == Op::Reduce; }
-inline bool appliesPost(Op op) { return op == Op::Copy || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce; }
+inline bool writesDst(Op op) {
+  return op == Op::Recv || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Copy ||
+         op == Op::Reduce;
+}
+inline bool appliesPost(Op op) {
+  return op == Op::Copy || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend || op == Op::Reduce;
+}
 
-inline const char* bufName(Buf b) { return b == Buf::In ? "in" : b == Buf::Out ? "out" : b == Buf::Scratch ? "scratch" : "none"; }
-inline const char* kindName(ConnKind k) { return k == ConnKind::Ring ? "ring" : k == ConnKind::Direct ? "direct" : "none"; }
+inline const char* bufName(Buf b) {
+  return b == Buf::In ? "in" : b == Buf::Out ? "out" : b == Buf::Scratch ? "scratch" : "none";
+}
+inline const char* kindName(ConnKind k) {
+  return k == ConnKind::Ring ? "ring" : k == ConnKind::Direct ? "direct" : "none";
+}
 
 // A buffer location within a tile, after in-place aliasing.
 struct Where {
@@ -144,7 +166,7 @@ class Queue {
 
 struct Fifo {
   Queue data;
-  int messages = 0;  // in the queue; at most the FIFO's capacity (a joined run is one)
+  int messages = 0;          // in the queue; at most the FIFO's capacity (a joined run is one)
   std::vector<int> waiters;  // lanes to wake when the FIFO changes
   int from, to;
   ConnKind kind;
@@ -178,7 +200,7 @@ class Checker {
   Layout layout_ = Layout::Whole;
   int chunks_ = 1;  // Split: chunks per tile
   std::vector<LaneRun> lanes_;
-  std::vector<int> base_;  // rank -> id of its first lane
+  std::vector<int> base_;                              // rank -> id of its first lane
   std::vector<std::vector<std::vector<int>>> groups_;  // rank -> queue -> lane ids, in plan order
   std::vector<std::vector<size_t>> groupHead_;         // rank -> queue -> index of the running lane
   std::vector<Fifo> fifos_;

@@ -17,7 +17,8 @@ std::string Checker::geometry() {
     for (size_t l = 0; l < plans_[size_t(r)].lanes.size(); l++) {
       const LaneSpec& lane = plans_[size_t(r)].lanes[l];
       if (lane.steps.empty()) continue;
-      if (lane.tileChunks < 0) return "rank " + std::to_string(r) + " lane " + std::to_string(l) + " has negative tileChunks";
+      if (lane.tileChunks < 0)
+        return "rank " + std::to_string(r) + " lane " + std::to_string(l) + " has negative tileChunks";
       int chunks = lane.layout == Layout::Split ? (lane.tileChunks ? lane.tileChunks : n_) : 1;
       if (!found) {
         found = true;
@@ -31,7 +32,8 @@ std::string Checker::geometry() {
   if (chunks_ > 65536) return "tileChunks " + std::to_string(chunks_) + " is too large";
   for (Buf b : {Buf::In, Buf::Out})
     if (multiBlock(q_.coll, b) && layout_ != Layout::Blocks && found)
-      return std::string(collName(q_.coll)) + " needs the Blocks layout (its " + bufName(b) + " buffer has one block per rank)";
+      return std::string(collName(q_.coll)) + " needs the Blocks layout (its " + bufName(b) +
+             " buffer has one block per rank)";
   return "";
 }
 
@@ -41,7 +43,8 @@ std::string Checker::checkJoinWidths() const {
     size_t mine = std::max<size_t>(1, joinWidth(plans_[size_t(r)]));
     if (mine != first)
       return "rank " + std::to_string(r) + "'s widest joined run has " + std::to_string(mine) + " steps and rank 0's " +
-             std::to_string(first) + ": chunks are cut so that the widest run fits one FIFO slot, so every rank's must be as wide";
+             std::to_string(first) +
+             ": chunks are cut so that the widest run fits one FIFO slot, so every rank's must be as wide";
   }
   return "";
 }
@@ -50,14 +53,17 @@ std::string Checker::checkSize() const {
   int64_t cells = int64_t(n_) * std::max(indices(Buf::In), indices(Buf::Out)) * q_.tiles;
   for (const LaneRun& l : lanes_) cells += l.spec->scratchChunks;
   if (cells * int64_t(words_ + 1) > (int64_t(1) << 24))
-    return "the plans are too large to verify (" + std::to_string(cells) + " chunks of " + std::to_string(n_) + "-rank values)";
+    return "the plans are too large to verify (" + std::to_string(cells) + " chunks of " + std::to_string(n_) +
+           "-rank values)";
   return "";
 }
 
 Where Checker::alias(int rank, Where w) const {
   if (!q_.inPlace) return w;
   switch (q_.coll) {
-    case Coll::AllReduce: case Coll::Broadcast: case Coll::Reduce:
+    case Coll::AllReduce:
+    case Coll::Broadcast:
+    case Coll::Reduce:
       if (w.buf == Buf::Out && hasBuffer(q_.coll, Buf::In, rank, q_.root)) w.buf = Buf::In;
       return w;
     case Coll::AllGather: return w.buf == Buf::In ? Where{Buf::Out, rank} : w;
@@ -99,21 +105,26 @@ std::string Checker::checkStep(const LaneRun& l, size_t s, Where& src, Where& ds
   const Step& step = l.spec->steps[s];
   const LaneSpec& lane = *l.spec;
   if (opSends(step.op) && step.sendConn >= lane.sendPeers.size())
-    return "sends on connection " + std::to_string(step.sendConn) + " of a lane with " + std::to_string(lane.sendPeers.size()) + " send peers";
+    return "sends on connection " + std::to_string(step.sendConn) + " of a lane with " +
+           std::to_string(lane.sendPeers.size()) + " send peers";
   if (opReceives(step.op) && step.recvConn >= lane.recvPeers.size())
-    return "receives on connection " + std::to_string(step.recvConn) + " of a lane with " + std::to_string(lane.recvPeers.size()) +
-           " receive peers";
-  if (reduces(step.op) && !reducing(q_.coll)) return std::string("reduces, but ") + collName(q_.coll) + " has no reduction";
+    return "receives on connection " + std::to_string(step.recvConn) + " of a lane with " +
+           std::to_string(lane.recvPeers.size()) + " receive peers";
+  if (reduces(step.op) && !reducing(q_.coll))
+    return std::string("reduces, but ") + collName(q_.coll) + " has no reduction";
   if (step.flags & ~(kPre | kPost | kJoin | kDirect)) return "has unknown flags";
   if (step.flags & kDirect) {
-    if (!directSendable(step.op)) return std::string("sets kDirect on ") + opName(step.op) + ", which sends no user buffer";
+    if (!directSendable(step.op))
+      return std::string("sets kDirect on ") + opName(step.op) + ", which sends no user buffer";
     const BufRef& sent = step.op == Op::Send ? step.src : step.dst;
-    if (sent.buf != Buf::In && sent.buf != Buf::Out) return "sets kDirect on a step whose sent span is not in the input or output";
+    if (sent.buf != Buf::In && sent.buf != Buf::Out)
+      return "sets kDirect on a step whose sent span is not in the input or output";
   }
   if ((step.flags & (kPre | kPost)) && !reducing(q_.coll))
     return std::string("sets kPre/kPost, but ") + collName(q_.coll) + " has no reduction";
   if ((step.flags & kPre) && !readsSrc(step.op)) return "sets kPre on a step without a source";
-  if ((step.flags & kPost) && !appliesPost(step.op)) return "sets kPost, which this op does not apply (it writes no result)";
+  if ((step.flags & kPost) && !appliesPost(step.op))
+    return "sets kPost, which this op does not apply (it writes no result)";
   std::string err;
   if (readsSrc(step.op) && !(err = locate(l.rank, lane, step.src, false, src)).empty()) return "source " + err;
   if (!readsSrc(step.op) && step.src.buf != Buf::None) return "has a source that the op ignores";
@@ -139,7 +150,8 @@ std::string Checker::checkPeers(int r, size_t l, const LaneSpec& lane) const {
   for (const auto* peers : {&lane.sendPeers, &lane.recvPeers}) {
     if (peers->size() > 256) return where + " has more than 256 peers on one side (steps index them with 8 bits)";
     for (int p : *peers)
-      if (p < 0 || p >= n_ || p == r) return where + " names peer " + std::to_string(p) + ", which is not another rank of " + std::to_string(n_);
+      if (p < 0 || p >= n_ || p == r)
+        return where + " names peer " + std::to_string(p) + ", which is not another rank of " + std::to_string(n_);
   }
   if (lane.scratchChunks < 0 || lane.scratchChunks > 65536) return where + " has an invalid scratchChunks";
   return "";
@@ -188,7 +200,10 @@ int Checker::queueOf(int r, const LaneSpec& lane, std::map<std::tuple<int, int, 
     auto it = connGroup.find(key);
     if (it == connGroup.end()) return;
     int h = it->second;
-    if (g < 0 || g == h) { g = h; return; }
+    if (g < 0 || g == h) {
+      g = h;
+      return;
+    }
     // Merge queue h into g, keeping plan order (lane ids grow with plan order).
     auto& a = groups[size_t(g)];
     a.insert(a.end(), groups[size_t(h)].begin(), groups[size_t(h)].end());
@@ -211,14 +226,18 @@ int Checker::queueOf(int r, const LaneSpec& lane, std::map<std::tuple<int, int, 
 
 std::string Checker::checkConflicts() const {
   for (int r = 0; r < n_; r++) {
-    struct Touch { int lane; bool write; };
+    struct Touch {
+      int lane;
+      bool write;
+    };
     std::unordered_map<int, std::vector<Touch>> slots;
     size_t end = r + 1 < n_ ? size_t(base_[size_t(r) + 1]) : lanes_.size();
     for (size_t id = size_t(base_[size_t(r)]); id < end; id++) {
       const LaneRun& l = lanes_[id];
       for (size_t s = 0; s < l.spec->steps.size(); s++) {
         const Step& step = l.spec->steps[s];
-        bool skipped = step.op == Op::Copy && !step.flags && l.src[s].buf == l.dst[s].buf && l.src[s].index == l.dst[s].index;
+        bool skipped =
+            step.op == Op::Copy && !step.flags && l.src[s].buf == l.dst[s].buf && l.src[s].index == l.dst[s].index;
         if (skipped) continue;
         if (readsSrc(step.op) && l.src[s].buf != Buf::Scratch)
           slots[int(l.src[s].buf) * 65536 + l.src[s].index].push_back({l.lane, false});
@@ -233,9 +252,9 @@ std::string Checker::checkConflicts() const {
         for (const Touch& t : touches)
           if (lanes_[size_t(base + t.lane)].group != lanes_[size_t(base + w.lane)].group)
             return "rank " + std::to_string(r) + " lanes " + std::to_string(w.lane) + " and " + std::to_string(t.lane) +
-                   " may run at the same time, and lane " + std::to_string(w.lane) + " writes " + bufName(Buf(slot / 65536)) +
-                   "[" + std::to_string(slot % 65536) + "] that lane " + std::to_string(t.lane) + (t.write ? " writes" : " reads") +
-                   " (put dependent phases in one lane)";
+                   " may run at the same time, and lane " + std::to_string(w.lane) + " writes " +
+                   bufName(Buf(slot / 65536)) + "[" + std::to_string(slot % 65536) + "] that lane " +
+                   std::to_string(t.lane) + (t.write ? " writes" : " reads") + " (put dependent phases in one lane)";
         break;
       }
   }

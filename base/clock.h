@@ -32,6 +32,8 @@ inline uint32_t millisecondsUntil(SteadyTime deadline) {
 }
 
 // Seconds from `since` to now.
-inline double secondsSince(SteadyTime since) { return std::chrono::duration<double>(SteadyClock::now() - since).count(); }
+inline double secondsSince(SteadyTime since) {
+  return std::chrono::duration<double>(SteadyClock::now() - since).count();
+}
 
 }  // namespace tutti

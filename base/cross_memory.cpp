@@ -16,7 +16,9 @@ int read(pid_t pid, const void* remote, void* local, size_t bytes) {
   const char* from = static_cast<const char*>(remote);
   while (bytes > 0) {
     // One call moves at most about 2 GiB (MAX_RW_COUNT); a short count means part is unmapped.
-    struct iovec l{to, bytes}, r{const_cast<char*>(from), bytes};
+    struct iovec l {
+      to, bytes
+    }, r{const_cast<char*>(from), bytes};
     const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -31,8 +33,12 @@ int read(pid_t pid, const void* remote, void* local, size_t bytes) {
 }
 
 std::string errnoName(int error) {
-  const char* name = error == ESRCH ? "ESRCH" : error == EFAULT ? "EFAULT" : error == EPERM ? "EPERM" : error == ENOMEM ? "ENOMEM"
-                     : error == ENOSYS ? "ENOSYS" : nullptr;
+  const char* name = error == ESRCH    ? "ESRCH"
+                     : error == EFAULT ? "EFAULT"
+                     : error == EPERM  ? "EPERM"
+                     : error == ENOMEM ? "ENOMEM"
+                     : error == ENOSYS ? "ENOSYS"
+                                       : nullptr;
   const std::string what = std::strerror(error);
   return name != nullptr ? std::string(name) + " (" + what + ")" : "errno " + std::to_string(error) + " (" + what + ")";
 }
@@ -55,7 +61,8 @@ std::atomic<pid_t> namedReader{0};
 bool nameReader(pid_t reader, std::string* whyNot) {
   pid_t expected = 0;
   if (!namedReader.compare_exchange_strong(expected, reader) && expected != reader) {
-    *whyNot = "Yama ptrace_scope 1 lets a process name one reader, and this one named pid " + std::to_string(expected) + " already";
+    *whyNot = "Yama ptrace_scope 1 lets a process name one reader, and this one named pid " + std::to_string(expected) +
+              " already";
     return false;
   }
   if (expected == reader) return true;

@@ -5,9 +5,9 @@
 // kernels/host_executor.cpp).
 #pragma once
 
+#include <sys/types.h>
 #include <cstddef>
 #include <string>
-#include <sys/types.h>
 
 namespace tutti::cma {
 

@@ -24,6 +24,8 @@ std::string errnoText(int err) {
   return std::string(text) + " (errno " + std::to_string(err) + ")";
 }
 
-void throwSystemError(const std::string& what, int err) { throw Error(ErrorCode::System, what + ": " + errnoText(err)); }
+void throwSystemError(const std::string& what, int err) {
+  throw Error(ErrorCode::System, what + ": " + errnoText(err));
+}
 
 }  // namespace tutti

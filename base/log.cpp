@@ -50,11 +50,9 @@ struct SubsysName {
   uint64_t bits;
 };
 constexpr SubsysName kSubsysNames[] = {
-    {"INIT", Init},     {"COLL", Coll},         {"P2P", P2p},       {"SHM", Shm},
-    {"NET", Net},       {"GRAPH", Graph},       {"TUNING", Tuning}, {"ENV", Env},
-    {"ALLOC", Alloc},   {"CALL", Call},         {"PROXY", Proxy},   {"NVLS", Nvls},
-    {"BOOTSTRAP", Bootstrap}, {"REG", Reg},     {"PROFILE", Profile}, {"RAS", Ras},
-    {"ALL", All},
+    {"INIT", Init},           {"COLL", Coll}, {"P2P", P2p},         {"SHM", Shm},   {"NET", Net},     {"GRAPH", Graph},
+    {"TUNING", Tuning},       {"ENV", Env},   {"ALLOC", Alloc},     {"CALL", Call}, {"PROXY", Proxy}, {"NVLS", Nvls},
+    {"BOOTSTRAP", Bootstrap}, {"REG", Reg},   {"PROFILE", Profile}, {"RAS", Ras},   {"ALL", All},
 };
 
 // -1 until the environment has been read; then a Level.
@@ -193,27 +191,23 @@ std::string prefix(Level level, uint64_t subsys, const char* file, int line) {
   switch (level) {
     case Level::Warn:
     case Level::Abort:
-      std::snprintf(head, sizeof head, "%s:%d:%d [%d] %s:%d NCCL %s ", out.hostname.c_str(), pid, tid,
-                    tThreadDevice, shortFile(file), line, level == Level::Warn ? "WARN" : "ABORT");
+      std::snprintf(head, sizeof head, "%s:%d:%d [%d] %s:%d NCCL %s ", out.hostname.c_str(), pid, tid, tThreadDevice,
+                    shortFile(file), line, level == Level::Warn ? "WARN" : "ABORT");
       break;
     case Level::Info:
-      std::snprintf(head, sizeof head, "%s:%d:%d [%d] NCCL INFO ", out.hostname.c_str(), pid, tid,
-                    tThreadDevice);
+      std::snprintf(head, sizeof head, "%s:%d:%d [%d] NCCL INFO ", out.hostname.c_str(), pid, tid, tThreadDevice);
       break;
     case Level::Trace:
       if (subsys == Call) {
         std::snprintf(head, sizeof head, "%s:%d:%d NCCL CALL ", out.hostname.c_str(), pid, tid);
       } else {
-        double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - out.epoch).count();
-        std::snprintf(head, sizeof head, "%s:%d:%d [%d] %f %s:%d NCCL TRACE ", out.hostname.c_str(),
-                      pid, tid, tThreadDevice, seconds, shortFile(file), line);
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - out.epoch).count();
+        std::snprintf(head, sizeof head, "%s:%d:%d [%d] %f %s:%d NCCL TRACE ", out.hostname.c_str(), pid, tid,
+                      tThreadDevice, seconds, shortFile(file), line);
       }
       break;
     case Level::Version:
-    case Level::None:
-      head[0] = '\0';
-      break;
+    case Level::None: head[0] = '\0'; break;
   }
   return head;
 }
@@ -273,8 +267,8 @@ void configureLocked() {
                ": unknown level (expected VERSION, WARN, INFO, ABORT or TRACE); using WARN\n");
   }
   if (!failedFile.empty()) {
-    emitLocked(prefix(Level::Warn, All, __FILE__, __LINE__) + "NCCL_DEBUG_FILE: cannot open " +
-               failedFile + ": " + std::strerror(failedErrno) + "; logging to stdout\n");
+    emitLocked(prefix(Level::Warn, All, __FILE__, __LINE__) + "NCCL_DEBUG_FILE: cannot open " + failedFile + ": " +
+               std::strerror(failedErrno) + "; logging to stdout\n");
   }
 }
 

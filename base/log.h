@@ -59,14 +59,15 @@ std::string expandDebugFileName(std::string_view pattern, const std::string& hos
 
 }  // namespace tutti::log
 
-#define TUTTI_WARN(...) ::tutti::log::write(::tutti::log::Level::Warn, ::tutti::log::All, __FILE__, __LINE__, __VA_ARGS__)
-#define TUTTI_INFO(subsys, ...)                                                           \
-  do {                                                                                    \
-    if (::tutti::log::enabled(::tutti::log::Level::Info, (subsys)))                       \
+#define TUTTI_WARN(...) \
+  ::tutti::log::write(::tutti::log::Level::Warn, ::tutti::log::All, __FILE__, __LINE__, __VA_ARGS__)
+#define TUTTI_INFO(subsys, ...)                                                                  \
+  do {                                                                                           \
+    if (::tutti::log::enabled(::tutti::log::Level::Info, (subsys)))                              \
       ::tutti::log::write(::tutti::log::Level::Info, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define TUTTI_TRACE(subsys, ...)                                                          \
-  do {                                                                                    \
-    if (::tutti::log::enabled(::tutti::log::Level::Trace, (subsys)))                      \
+#define TUTTI_TRACE(subsys, ...)                                                                  \
+  do {                                                                                            \
+    if (::tutti::log::enabled(::tutti::log::Level::Trace, (subsys)))                              \
       ::tutti::log::write(::tutti::log::Level::Trace, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)

@@ -62,8 +62,8 @@ std::vector<NetworkInterface> listNetworkInterfaces() {
     if (family != AF_INET && family != AF_INET6) continue;
     NetworkInterface interface;
     interface.name = entry->ifa_name;
-    interface.address = SocketAddress::fromSockaddr(
-        entry->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    interface.address =
+        SocketAddress::fromSockaddr(entry->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
     interface.address.setPort(0);
     interface.prefixLength = prefixLengthOf(entry->ifa_netmask);
     interface.loopback = (entry->ifa_flags & IFF_LOOPBACK) != 0 || interface.address.isLoopback();
@@ -121,13 +121,13 @@ std::vector<NetworkInterface> selectNetworkInterfaces(const std::vector<NetworkI
     for (const NetworkInterface& interface : candidates)
       if (filter.matches(interface.name)) chosen.push_back(interface);
     if (chosen.empty())
-      throw Error(ErrorCode::InvalidUsage,
-                  "NCCL_SOCKET_IFNAME=" + ifnameSpec + " matches none of this host's interfaces (" +
-                      familyName(family) + "): " + describeInterfaces(available));
+      throw Error(ErrorCode::InvalidUsage, "NCCL_SOCKET_IFNAME=" + ifnameSpec +
+                                               " matches none of this host's interfaces (" + familyName(family) +
+                                               "): " + describeInterfaces(available));
   } else {
     for (const NetworkInterface& interface : candidates)
-      if (!interface.loopback && !interface.address.isLinkLocal() &&
-          !startsWith(interface.name, "docker") && !startsWith(interface.name, "virbr"))
+      if (!interface.loopback && !interface.address.isLinkLocal() && !startsWith(interface.name, "docker") &&
+          !startsWith(interface.name, "virbr"))
         chosen.push_back(interface);
     if (chosen.empty())
       for (const NetworkInterface& interface : candidates)

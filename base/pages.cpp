@@ -30,7 +30,8 @@ void touchPages(void* base, size_t bytes) {
 void zeroPagesForKernel(void* base, size_t bytes, const char* what) {
   // read() from /dev/zero: the kernel clears the buffer through this process's mapping.
   int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throwSystemError(std::string(what) + ": open /dev/zero to prepare " + std::to_string(bytes) + " bytes", errno);
+  if (fd < 0)
+    throwSystemError(std::string(what) + ": open /dev/zero to prepare " + std::to_string(bytes) + " bytes", errno);
   size_t done = 0;
   while (done < bytes) {
     ssize_t got = read(fd, static_cast<char*>(base) + done, bytes - done);

@@ -134,8 +134,7 @@ void Registry::add(const Param& param) {
   if (!isWellFormedName(name))
     throw Error(ErrorCode::Internal, "parameter '" + std::string(name) +
                                          "': a name must be NCCL_ or TUTTI_ followed by capitals, digits and '_'");
-  if (find(name) != nullptr)
-    throw Error(ErrorCode::Internal, "parameter " + std::string(name) + " is declared twice");
+  if (find(name) != nullptr) throw Error(ErrorCode::Internal, "parameter " + std::string(name) + " is declared twice");
   params_.push_back(&param);
 }
 

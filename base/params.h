@@ -59,7 +59,7 @@ class Param {
   ~Param() = default;
 
   const char* environmentValue() const;  // nullptr when unset (see isSet)
-  bool emptyMeansUnset_ = true;  // see isSet()
+  bool emptyMeansUnset_ = true;          // see isSet()
 
  private:
   const char* name_;

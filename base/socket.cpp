@@ -19,8 +19,8 @@ namespace {
 
 // Connection errors that mean "not (yet) there": the listener may still be starting.
 bool isRetryableConnectError(int err) {
-  return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
-         err == ECONNRESET || err == EAGAIN;
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNRESET ||
+         err == EAGAIN;
 }
 
 int openStreamSocket(int family, const char* operation, const SocketAddress& address) {
@@ -90,13 +90,11 @@ Socket Socket::listen(const SocketAddress& local, int backlog) {
 SocketAddress Socket::localAddress() const {
   sockaddr_storage storage{};
   socklen_t length = sizeof storage;
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &length) != 0)
-    throwSystemError("getsockname", errno);
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &length) != 0) throwSystemError("getsockname", errno);
   return SocketAddress::fromSockaddr(reinterpret_cast<sockaddr*>(&storage), length);
 }
 
-Socket Socket::connect(const SocketAddress& remote, SteadyTime deadline,
-                       const std::atomic<bool>* abortFlag) {
+Socket Socket::connect(const SocketAddress& remote, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
   auto backoff = std::chrono::milliseconds(10);
   int lastError = 0;
   int attempts = 0;
@@ -105,8 +103,8 @@ Socket Socket::connect(const SocketAddress& remote, SteadyTime deadline,
       throw Error(ErrorCode::Aborted, "connect to " + remote.toString() + ": aborted");
     if (attempts > 0 && SteadyClock::now() >= deadline)
       throw Error(ErrorCode::Timeout, "connect to " + remote.toString() + ": no connection after " +
-                                          std::to_string(attempts) + " attempts (last error: " +
-                                          errnoText(lastError) + ")");
+                                          std::to_string(attempts) + " attempts (last error: " + errnoText(lastError) +
+                                          ")");
     ++attempts;
     Socket socket(openStreamSocket(remote.family(), "connect to", remote), remote);
     setNoDelay(socket.fd_);
@@ -154,8 +152,7 @@ Socket Socket::accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) {
   }
 }
 
-void Socket::sendAll(const void* data, size_t size, SteadyTime deadline,
-                     const std::atomic<bool>* abortFlag) {
+void Socket::sendAll(const void* data, size_t size, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
   const char* bytes = static_cast<const char*>(data);
   size_t sent = 0;
   while (sent < size) {
@@ -216,8 +213,8 @@ Socket::ReadResult Socket::readSome(void* data, size_t size) {
   }
 }
 
-void waitForSocket(int fd, short events, SteadyTime deadline, const std::atomic<bool>* abortFlag,
-                   const char* operation, const SocketAddress& peer) {
+void waitForSocket(int fd, short events, SteadyTime deadline, const std::atomic<bool>* abortFlag, const char* operation,
+                   const SocketAddress& peer) {
   for (;;) {
     if (abortFlag != nullptr && abortFlag->load(std::memory_order_acquire))
       throw Error(ErrorCode::Aborted, std::string(operation) + " " + peer.toString() + ": aborted");
@@ -225,8 +222,7 @@ void waitForSocket(int fd, short events, SteadyTime deadline, const std::atomic<
     if (now >= deadline)
       throw Error(ErrorCode::Timeout, std::string(operation) + " " + peer.toString() + ": deadline passed");
     auto slice = std::min<SteadyClock::duration>(kPollSlice, deadline - now);
-    int milliseconds = static_cast<int>(
-        std::chrono::ceil<std::chrono::milliseconds>(slice).count());
+    int milliseconds = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(slice).count());
     pollfd entry{fd, events, 0};
     int ready = ::poll(&entry, 1, milliseconds);
     if (ready > 0) return;

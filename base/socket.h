@@ -33,8 +33,7 @@ class Socket {
 
   // Connects, retrying with backoff while the peer refuses, is unreachable or times out (its
   // listener may not be up yet), until the deadline: then Timeout, naming the last errno.
-  static Socket connect(const SocketAddress& remote, SteadyTime deadline,
-                        const std::atomic<bool>* abortFlag);
+  static Socket connect(const SocketAddress& remote, SteadyTime deadline, const std::atomic<bool>* abortFlag);
 
   // A pending connection, or an invalid Socket when none is pending now (for event loops).
   Socket tryAccept();
@@ -75,7 +74,7 @@ class Socket {
 
 // Waits until fd has `events` (POLLIN/POLLOUT; an error or hangup also ends the wait) or throws
 // Timeout / Aborted with "<operation> <peer>: ...". Polls in slices of kPollSlice.
-void waitForSocket(int fd, short events, SteadyTime deadline, const std::atomic<bool>* abortFlag,
-                   const char* operation, const SocketAddress& peer);
+void waitForSocket(int fd, short events, SteadyTime deadline, const std::atomic<bool>* abortFlag, const char* operation,
+                   const SocketAddress& peer);
 
 }  // namespace tutti

@@ -53,8 +53,7 @@ SocketAddress SocketAddress::parse(const std::string& text) {
   if (!text.empty() && text.front() == '[') {
     size_t close = text.find(']');
     if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      throw Error(ErrorCode::InvalidArgument,
-                  "address '" + text + "': expected [ipv6]:port");
+      throw Error(ErrorCode::InvalidArgument, "address '" + text + "': expected [ipv6]:port");
     host = text.substr(1, close - 1);
     portText = text.substr(close + 2);
   } else {
@@ -67,13 +66,11 @@ SocketAddress SocketAddress::parse(const std::string& text) {
     host = text.substr(0, colon);
     portText = text.substr(colon + 1);
   }
-  if (host.empty())
-    throw Error(ErrorCode::InvalidArgument, "address '" + text + "': the host is missing");
+  if (host.empty()) throw Error(ErrorCode::InvalidArgument, "address '" + text + "': the host is missing");
   if (portText.empty() || portText.size() > 5 ||
       !std::all_of(portText.begin(), portText.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
       std::stoul(portText) > 65535)
-    throw Error(ErrorCode::InvalidArgument,
-                "address '" + text + "': the port must be a number from 0 to 65535");
+    throw Error(ErrorCode::InvalidArgument, "address '" + text + "': the port must be a number from 0 to 65535");
   uint16_t port = static_cast<uint16_t>(std::stoul(portText));
 
   try {
@@ -176,9 +173,8 @@ std::string SocketAddress::host() const {
     if (storage_.v6.sin6_scope_id != 0) {
       char name[IF_NAMESIZE] = {};
       result += '%';
-      result += if_indextoname(storage_.v6.sin6_scope_id, name) != nullptr
-                    ? std::string(name)
-                    : std::to_string(storage_.v6.sin6_scope_id);
+      result += if_indextoname(storage_.v6.sin6_scope_id, name) != nullptr ? std::string(name)
+                                                                           : std::to_string(storage_.v6.sin6_scope_id);
     }
     return result;
   }
@@ -226,8 +222,7 @@ SocketAddress SocketAddress::fromWire(const uint8_t* in) {
     for (int i = 0; i < 4; ++i) scope = (scope << 8) | in[4 + i];
     address.storage_.v6.sin6_scope_id = scope;
   } else if (in[0] != 0) {
-    throw Error(ErrorCode::InvalidArgument,
-                "encoded socket address has unknown family byte " + std::to_string(in[0]));
+    throw Error(ErrorCode::InvalidArgument, "encoded socket address has unknown family byte " + std::to_string(in[0]));
   }
   address.setPort(port);
   return address;

@@ -53,7 +53,7 @@ using namespace wire;
 // Tags below 1000 are ours; a collective's round is added to its base.
 constexpr uint32_t kTagAllGather = 100;
 constexpr uint32_t kTagBarrier = 200;
-constexpr uint32_t kTagNotice = 900;  // a failure notice (broadcastNotice)
+constexpr uint32_t kTagNotice = 900;    // a failure notice (broadcastNotice)
 constexpr uint32_t kTagQuestion = 910;  // a question (ask)
 constexpr uint32_t kTagAnswer = 911;    // its answer
 constexpr uint32_t kFirstUserTag = 1000;
@@ -100,8 +100,8 @@ class ProcessBootstraps {
 
 class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private QuestionCarrier {
  public:
-  SocketBootstrap(int rank, int nranks, double timeoutSeconds, const std::atomic<bool>* abortFlag,
-                  const Secret& secret, bool sameProcessShortcut)
+  SocketBootstrap(int rank, int nranks, double timeoutSeconds, const std::atomic<bool>* abortFlag, const Secret& secret,
+                  bool sameProcessShortcut)
       : rank_(rank),
         nranks_(nranks),
         timeoutSeconds_(timeoutSeconds),
@@ -205,19 +205,20 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     const std::vector<int> expected = neighbourRanks(rank_, nranks_);
     int32_t header[2] = {0, 0};
     if (payload.size() >= sizeof header) std::memcpy(header, payload.data(), sizeof header);
-    if (payload.size() != 8 + expected.size() * kNeighbourEntryBytes || header[0] != nranks_ || header[1] != int32_t(expected.size()))
-      throw Error(ErrorCode::Remote, context() + ": " + rootText + " sent a table of " + std::to_string(payload.size()) +
-                                         " bytes for " + std::to_string(header[0]) + " ranks, expected the " +
-                                         std::to_string(expected.size()) + " neighbours of rank " + std::to_string(rank_) +
-                                         " of " + std::to_string(nranks_));
+    if (payload.size() != 8 + expected.size() * kNeighbourEntryBytes || header[0] != nranks_ ||
+        header[1] != int32_t(expected.size()))
+      throw Error(ErrorCode::Remote,
+                  context() + ": " + rootText + " sent a table of " + std::to_string(payload.size()) + " bytes for " +
+                      std::to_string(header[0]) + " ranks, expected the " + std::to_string(expected.size()) +
+                      " neighbours of rank " + std::to_string(rank_) + " of " + std::to_string(nranks_));
     std::vector<SocketAddress> peers(static_cast<size_t>(nranks_));
     for (size_t i = 0; i < expected.size(); ++i) {
       const uint8_t* entry = payload.data() + 8 + i * kNeighbourEntryBytes;
       int32_t r = -1;
       std::memcpy(&r, entry, sizeof r);
       if (r != expected[i])
-        throw Error(ErrorCode::Remote, context() + ": the table from " + rootText + " lists rank " + std::to_string(r) + " where rank " +
-                                           std::to_string(expected[i]) + " was expected");
+        throw Error(ErrorCode::Remote, context() + ": the table from " + rootText + " lists rank " + std::to_string(r) +
+                                           " where rank " + std::to_string(expected[i]) + " was expected");
       try {
         peers[size_t(r)] = SocketAddress::fromWire(entry + 8);
       } catch (const Error& error) {
@@ -238,11 +239,12 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
       try {
         SocketAddress address = SocketAddress::fromWire(table[size_t(r)].data());
         if (fromRoot[size_t(r)] && address.toString() != peers_[size_t(r)].toString())
-          throw Error(ErrorCode::Remote, "rank " + std::to_string(r) + " says it listens at " + address.toString() + ", the root said " +
-                                             peers_[size_t(r)].toString());
+          throw Error(ErrorCode::Remote, "rank " + std::to_string(r) + " says it listens at " + address.toString() +
+                                             ", the root said " + peers_[size_t(r)].toString());
         peers_[size_t(r)] = address;
       } catch (const Error& error) {
-        rethrowWithContext(error, context() + ": the exchange of listener addresses, entry for rank " + std::to_string(r));
+        rethrowWithContext(error,
+                           context() + ": the exchange of listener addresses, entry for rank " + std::to_string(r));
       }
     }
   }
@@ -264,7 +266,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     notices_.setPeerLostHandler(std::move(handler));
   }
 
-  std::vector<PeerAnswer> ask(const std::vector<int>& peers, const std::string& question, double timeoutSeconds) override {
+  std::vector<PeerAnswer> ask(const std::vector<int>& peers, const std::string& question,
+                              double timeoutSeconds) override {
     for (int peer : peers) checkPeer(peer, "ask");
     return questions_.ask(peers, question, timeoutSeconds);
   }
@@ -298,7 +301,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
   void recvWatching(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds,
                     const std::atomic<bool>* stop) override {
     checkUserMessage(peer, tag, data, size, "recv");
-    recvMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds), "recv", timeoutSeconds, stop ? stop : &kNeverStopped);
+    recvMessage(peer, tag, data, size, deadlineAfter(timeoutSeconds), "recv", timeoutSeconds,
+                stop ? stop : &kNeverStopped);
   }
 
   void allGather(void* data, size_t bytesPerRank) override {
@@ -310,12 +314,13 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
   // (an empty one costs nothing), so a rank receives only the bytes there are.
   void allGatherV(void* data, const std::vector<size_t>& sizes) override {
     if (sizes.size() != size_t(nranks_))
-      throw Error(ErrorCode::InvalidArgument, context() + ": allGather with " + std::to_string(sizes.size()) + " block sizes for " +
-                                                  std::to_string(nranks_) + " ranks");
+      throw Error(ErrorCode::InvalidArgument, context() + ": allGather with " + std::to_string(sizes.size()) +
+                                                  " block sizes for " + std::to_string(nranks_) + " ranks");
     size_t n = size_t(nranks_);
     std::vector<size_t> offset(n + 1, 0);  // of rank r's block in data
     for (size_t r = 0; r < n; r++) offset[r + 1] = offset[r] + sizes[r];
-    if (data == nullptr && offset[n] > 0) throw Error(ErrorCode::InvalidArgument, context() + ": allGather of a null buffer");
+    if (data == nullptr && offset[n] > 0)
+      throw Error(ErrorCode::InvalidArgument, context() + ": allGather of a null buffer");
     if (nranks_ == 1 || offset[n] == 0) return;
     SteadyTime deadline = deadlineAfter(timeoutSeconds_);
     std::vector<size_t> start(n + 1, 0);  // of the i-th block after ours in the rotated buffer
@@ -353,9 +358,9 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
   struct PeerConnection {
     PeerConnection(Socket socket, double handshakeSeconds) : connection(std::move(socket), handshakeSeconds) {}
     IncomingConnection connection;
-    int sender = -1;  // fixed by the first frame
+    int sender = -1;           // fixed by the first frame
     bool saidGoodbye = false;  // its end is then an orderly close
-    bool inMessage = false;  // kDataPart frames seen, the kData that ends them not yet
+    bool inMessage = false;    // kDataPart frames seen, the kData that ends them not yet
     uint32_t messageTag = 0;
     std::vector<uint8_t> message;
   };
@@ -369,9 +374,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     std::string broken;  // why a send failed midway; the stream is unusable after that
   };
 
-  std::string context() const {
-    return "bootstrap rank " + std::to_string(rank_) + " of " + std::to_string(nranks_);
-  }
+  std::string context() const { return "bootstrap rank " + std::to_string(rank_) + " of " + std::to_string(nranks_); }
 
   std::string describePeer(int peer) const override {
     return "rank " + std::to_string(peer) + " (" + (peers_.empty() ? std::string("?") : peers_[peer].toString()) + ")";
@@ -390,8 +393,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
                                                   "; tags below " + std::to_string(kFirstUserTag) +
                                                   " are reserved for the bootstrap");
     if (data == nullptr && size > 0)
-      throw Error(ErrorCode::InvalidArgument, context() + ": " + operation + " of " + std::to_string(size) +
-                                                  " bytes from a null buffer");
+      throw Error(ErrorCode::InvalidArgument,
+                  context() + ": " + operation + " of " + std::to_string(size) + " bytes from a null buffer");
   }
 
   // Tells every peer this rank has a connection to that the close is orderly. Never waits long:
@@ -438,8 +441,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
                 answer ? "answer" : "question", stop);
   }
 
-  void sendMessage(int peer, uint32_t tag, const void* data, size_t size, SteadyTime deadline,
-                   const char* operation, const std::atomic<bool>* abortFlag = nullptr) {
+  void sendMessage(int peer, uint32_t tag, const void* data, size_t size, SteadyTime deadline, const char* operation,
+                   const std::atomic<bool>* abortFlag = nullptr) {
     if (abortFlag == nullptr) abortFlag = abortFlag_;
     const uint8_t* bytes = static_cast<const uint8_t*>(data);
     if (peer == rank_) {
@@ -462,8 +465,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
       link.inProcess = false;
     }
     std::string where = context() + ": " + operation + " to " + describePeer(peer) + " with tag " + std::to_string(tag);
-    if (!link.broken.empty())
-      throw Error(ErrorCode::Remote, where + ": the connection failed earlier: " + link.broken);
+    if (!link.broken.empty()) throw Error(ErrorCode::Remote, where + ": the connection failed earlier: " + link.broken);
     if (!link.socket.valid()) {
       try {
         link.socket = Socket::connect(peers_[peer], deadline, abortFlag);
@@ -486,9 +488,9 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
       // Part of a frame may be out: nothing more can go on this connection.
       link.socket.close();
       link.broken = error.message();
-      rethrowWithContext(error, where + (error.code() == ErrorCode::Timeout
-                                             ? " (not sent within " + secondsText(timeoutSeconds_) + ")"
-                                             : std::string()));
+      rethrowWithContext(
+          error, where + (error.code() == ErrorCode::Timeout ? " (not sent within " + secondsText(timeoutSeconds_) + ")"
+                                                             : std::string()));
     }
   }
 
@@ -507,8 +509,8 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
           if (queue->second.empty()) inbox_.erase(queue);
           break;
         }
-        std::string where = context() + ": " + operation + " from " + describePeer(peer) + " with tag " +
-                            std::to_string(tag);
+        std::string where =
+            context() + ": " + operation + " from " + describePeer(peer) + " with tag " + std::to_string(tag);
         if (!listenerFailure_.empty())
           throw Error(ErrorCode::System, where + ": this rank's listener failed: " + listenerFailure_);
         if (!peerGone_[peer].empty()) throw Error(ErrorCode::Remote, where + ": " + peerGone_[peer]);
@@ -523,16 +525,16 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
           graced = true;
           deadline = now + kNoticeGrace;
         } else if (now >= deadline) {
-          throw Error(ErrorCode::Timeout, where + ": nothing arrived within " + secondsText(seconds > 0 ? seconds : timeoutSeconds_));
+          throw Error(ErrorCode::Timeout,
+                      where + ": nothing arrived within " + secondsText(seconds > 0 ? seconds : timeoutSeconds_));
         }
         inboxChanged_.wait_until(lock, std::min(deadline, now + kPollSlice));
       }
     }
     if (message.size() != size)
-      throw Error(ErrorCode::InvalidUsage, context() + ": " + operation + " from " + describePeer(peer) +
-                                               " with tag " + std::to_string(tag) + " expected " +
-                                               std::to_string(size) + " bytes, but " + std::to_string(message.size()) +
-                                               " were sent");
+      throw Error(ErrorCode::InvalidUsage, context() + ": " + operation + " from " + describePeer(peer) + " with tag " +
+                                               std::to_string(tag) + " expected " + std::to_string(size) +
+                                               " bytes, but " + std::to_string(message.size()) + " were sent");
     if (size > 0) std::memcpy(data, message.data(), size);
   }
 
@@ -611,9 +613,9 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
   void dropPeerConnection(PeerConnection& peer, DropKind kind, const std::string& reason) {
     bool orderly = kind == DropKind::Closed && !peer.inMessage;
     std::string why = kind != DropKind::Closed ? reason
-                      : peer.inMessage          ? "closed in the middle of a message"
-                      : peer.saidGoodbye        ? "closed by the peer after its goodbye"
-                                                : "closed by the peer";
+                      : peer.inMessage         ? "closed in the middle of a message"
+                      : peer.saidGoodbye       ? "closed by the peer after its goodbye"
+                                               : "closed by the peer";
     if (!orderly)
       TUTTI_WARN("%s: dropped connection from %s: %s", context().c_str(), peer.connection.remote().toString().c_str(),
                  why.c_str());
@@ -638,11 +640,12 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     const std::string name = context();
     ServeScratch scratch;
     while (!stopping_.load(std::memory_order_acquire)) {
-      serveConnectionsOnce(listener_, wakeup_.get(), connections, framePolicy, handshake, name, scratch,
-                           [this](PeerConnection& peer, Frame& frame) { return handleFrame(peer, frame); },
-                           [this](PeerConnection& peer, DropKind kind, const std::string& reason) {
-                             dropPeerConnection(peer, kind, reason);
-                           });
+      serveConnectionsOnce(
+          listener_, wakeup_.get(), connections, framePolicy, handshake, name, scratch,
+          [this](PeerConnection& peer, Frame& frame) { return handleFrame(peer, frame); },
+          [this](PeerConnection& peer, DropKind kind, const std::string& reason) {
+            dropPeerConnection(peer, kind, reason);
+          });
     }
   }
 
@@ -655,7 +658,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
 
   Socket listener_;
   SocketAddress listenerAddress_;
-  std::string listenerText_;  // its "host:port": the key of this bootstrap in ProcessBootstraps
+  std::string listenerText_;          // its "host:port": the key of this bootstrap in ProcessBootstraps
   std::vector<SocketAddress> peers_;  // every rank's listener, once joined
 
   std::mutex inboxMutex_;
@@ -667,7 +670,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
   std::vector<Link> links_;  // by peer
 
   FailureNotices notices_;  // stopped first: its thread sends through the links
-  Questions questions_;      // likewise: its answering thread sends through the links
+  Questions questions_;     // likewise: its answering thread sends through the links
 
   std::unique_ptr<WakeupEvent> wakeup_;
   std::atomic<bool> stopping_{false};
@@ -687,8 +690,7 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const ncclUniqueId* ids, int nIds, 
     throw Error(ErrorCode::InvalidArgument, "bootstrap rank " + std::to_string(rank) + ": " + std::to_string(nIds) +
                                                 " unique ids for " + std::to_string(nranks) +
                                                 " ranks; expected 1 to nranks");
-  if (options.timeoutSeconds < 0)
-    throw Error(ErrorCode::InvalidArgument, "bootstrap: negative timeout");
+  if (options.timeoutSeconds < 0) throw Error(ErrorCode::InvalidArgument, "bootstrap: negative timeout");
   double timeoutSeconds = options.timeoutSeconds > 0 ? options.timeoutSeconds : configuredTimeoutSeconds();
   SteadyTime deadline = deadlineAfter(timeoutSeconds);
 

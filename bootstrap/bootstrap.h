@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "nccl.h"
 #include "bootstrap/questions.h"
+#include "nccl.h"
 
 namespace tutti::bootstrap {
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "base/socket_address.h"
-#include "nccl.h"
 #include "bootstrap/wire.h"
+#include "nccl.h"
 
 namespace tutti::bootstrap::wire {
 

@@ -36,8 +36,10 @@ IncomingConnection::Status IncomingConnection::pump(const FramePolicy& policy, s
         return Status::Rejected;
       }
       progressDeadline_ = later(SteadyClock::now(), handshakeSeconds_);
-      if (!inPayload_) headerBytes_ += read.bytes;
-      else payloadBytes_ += read.bytes;
+      if (!inPayload_)
+        headerBytes_ += read.bytes;
+      else
+        payloadBytes_ += read.bytes;
       budget -= std::min(budget, read.bytes);
       if (!inPayload_ && headerBytes_ < sizeof(bootstrap::wire::FrameHeader)) continue;
       if (inPayload_ && payloadBytes_ < current_.payload.size()) {

@@ -26,8 +26,7 @@ std::string withId(uint64_t id, const std::string& text) {
 
 }  // namespace
 
-Questions::Questions(std::string context, QuestionCarrier& carrier)
-    : context_(std::move(context)), carrier_(carrier) {}
+Questions::Questions(std::string context, QuestionCarrier& carrier) : context_(std::move(context)), carrier_(carrier) {}
 
 std::vector<PeerAnswer> Questions::ask(const std::vector<int>& peers, const std::string& question, double seconds) {
   const SteadyTime deadline = deadlineAfter(seconds);

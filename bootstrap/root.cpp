@@ -68,8 +68,8 @@ class RootServer {
       serve();
     } catch (const std::exception& error) {
       TUTTI_WARN("bootstrap root %s: %s", address_.toString().c_str(), error.what());
-      failEveryone(ErrorCode::Internal, std::string("bootstrap root ") + address_.toString() +
-                                            " failed: " + error.what());
+      failEveryone(ErrorCode::Internal,
+                   std::string("bootstrap root ") + address_.toString() + " failed: " + error.what());
     }
     RootRegistry& registry = rootRegistry();
     std::lock_guard<std::mutex> lock(registry.mutex);
@@ -133,8 +133,10 @@ class RootServer {
         }
       } else if (shape_->nIds == 1 || shape_->block > 0) {
         if (ownBlockComplete()) {
-          if (shape_->nIds == 1) sendTableToRanks(entries_);
-          else forwardThroughRootZero();
+          if (shape_->nIds == 1)
+            sendTableToRanks(entries_);
+          else
+            forwardThroughRootZero();
           return;
         }
         if (now >= deadline()) {
@@ -160,16 +162,17 @@ class RootServer {
         }
       }
 
-      serveConnectionsOnce(listener_, nullptr, peers_, framePolicy, handshakeSeconds_, name, scratch,
-                           [this](Peer& peer, Frame& frame) { return handleFrame(peer, frame); },
-                           [this](Peer& peer, DropKind kind, const std::string& reason) {
-                             if (kind == DropKind::Closed)
-                               noteClosed(peer);
-                             else
-                               TUTTI_WARN("%s: dropped connection from %s: %s", who().c_str(),
-                                          peer.connection.remote().toString().c_str(), reason.c_str());
-                             forgetPeer(&peer);
-                           });
+      serveConnectionsOnce(
+          listener_, nullptr, peers_, framePolicy, handshakeSeconds_, name, scratch,
+          [this](Peer& peer, Frame& frame) { return handleFrame(peer, frame); },
+          [this](Peer& peer, DropKind kind, const std::string& reason) {
+            if (kind == DropKind::Closed)
+              noteClosed(peer);
+            else
+              TUTTI_WARN("%s: dropped connection from %s: %s", who().c_str(),
+                         peer.connection.remote().toString().c_str(), reason.c_str());
+            forgetPeer(&peer);
+          });
     }
   }
 
@@ -178,8 +181,7 @@ class RootServer {
     // message says it had come and left, not that it never came.
     if (peer.role == Role::Rank) leftRanks_[peer.id] = describe(peer);
     if (peer.role == Role::Rank || peer.role == Role::BlockRoot)
-      TUTTI_WARN("%s: %s closed its connection before the rendezvous completed", who().c_str(),
-                 describe(peer).c_str());
+      TUTTI_WARN("%s: %s closed its connection before the rendezvous completed", who().c_str(), describe(peer).c_str());
     else if (peer.role == Role::Unknown)
       TUTTI_INFO(log::Bootstrap, "%s: %s closed its connection without sending anything", who().c_str(),
                  peer.connection.remote().toString().c_str());
@@ -201,8 +203,8 @@ class RootServer {
   // when it agrees.
   std::string adoptShape(int nranks, int nIds, int block, uint32_t timeoutMs, const std::string& sender) {
     if (nranks < 1 || nIds < 1 || nIds > nranks || block < 0 || block >= nIds)
-      return sender + " describes an impossible job: nranks " + std::to_string(nranks) + ", " +
-             std::to_string(nIds) + " ids, root " + std::to_string(block);
+      return sender + " describes an impossible job: nranks " + std::to_string(nranks) + ", " + std::to_string(nIds) +
+             " ids, root " + std::to_string(block);
     if (!shape_) {
       Shape shape;
       shape.nranks = nranks;
@@ -257,8 +259,8 @@ class RootServer {
                                  strnlen(registration.host, sizeof registration.host));
     std::string sender = "rank " + std::to_string(registration.rank) + " (host " + host + ", pid " +
                          std::to_string(registration.pid) + ")";
-    std::string problem = adoptShape(registration.nranks, registration.nIds, registration.block,
-                                     registration.timeoutMs, sender);
+    std::string problem =
+        adoptShape(registration.nranks, registration.nIds, registration.block, registration.timeoutMs, sender);
     if (!problem.empty()) return refuse(peer, ErrorCode::InvalidUsage, problem);
     int rank = registration.rank;
     if (rank < shape_->firstRank || rank >= shape_->firstRank + shape_->count)
@@ -272,7 +274,8 @@ class RootServer {
                         rankPeers_[slot]->host + ", pid " + std::to_string(rankPeers_[slot]->pid));
     try {
       SocketAddress listener = SocketAddress::fromWire(registration.listener);
-      if (listener.empty() || listener.port() == 0) return refuse(peer, ErrorCode::InvalidUsage, sender + " sent no listener address");
+      if (listener.empty() || listener.port() == 0)
+        return refuse(peer, ErrorCode::InvalidUsage, sender + " sent no listener address");
       if (shape_->block > 0) {
         rootZero_ = SocketAddress::fromWire(registration.rootZero);
         rootZeroSecret_ = {registration.rootZeroSecret[0], registration.rootZeroSecret[1]};
@@ -288,9 +291,10 @@ class RootServer {
     rankPeers_[slot] = &peer;
     leftRanks_.erase(rank);
     tightenDeadline(registration.remainingMs);
-    TUTTI_INFO(log::Bootstrap, "%s: %s registered (%d of %d here)", who().c_str(), sender.c_str(),
-               static_cast<int>(std::count_if(rankPeers_.begin(), rankPeers_.end(), [](Peer* p) { return p != nullptr; })),
-               shape_->count);
+    TUTTI_INFO(
+        log::Bootstrap, "%s: %s registered (%d of %d here)", who().c_str(), sender.c_str(),
+        static_cast<int>(std::count_if(rankPeers_.begin(), rankPeers_.end(), [](Peer* p) { return p != nullptr; })),
+        shape_->count);
     return {};
   }
 
@@ -305,8 +309,7 @@ class RootServer {
     if (report.count != blockSize(report.block, report.nranks, report.nIds) ||
         frame.payload.size() != sizeof report + static_cast<size_t>(report.count) * SocketAddress::kWireBytes)
       return refuse(peer, ErrorCode::InvalidUsage, sender + " sent a block report of the wrong size");
-    if (blockPeers_[report.block] != nullptr)
-      return refuse(peer, ErrorCode::InvalidUsage, sender + " reported twice");
+    if (blockPeers_[report.block] != nullptr) return refuse(peer, ErrorCode::InvalidUsage, sender + " reported twice");
     std::vector<WireAddress>& entries = blockEntries_[report.block];
     entries.assign(report.count, WireAddress{});
     for (int i = 0; i < report.count; ++i)
@@ -351,7 +354,8 @@ class RootServer {
   // Each rank of this block gets its neighbours' addresses (wire.h, neighbourRanks).
   void sendTableToRanks(const std::vector<WireAddress>& table) {
     for (size_t i = 0; i < rankPeers_.size(); ++i)
-      if (rankPeers_[i] != nullptr) answer(*rankPeers_[i], kTable, neighbourTablePayload(table, shape_->firstRank + int(i)));
+      if (rankPeers_[i] != nullptr)
+        answer(*rankPeers_[i], kTable, neighbourTablePayload(table, shape_->firstRank + int(i)));
   }
 
   void sendToRanks(uint32_t type, const std::vector<uint8_t>& payload) {
@@ -380,7 +384,8 @@ class RootServer {
     for (int rank : missing) {
       auto left = leftRanks_.find(rank);
       if (left != leftRanks_.end())
-        text += "; " + left->second + " had registered, but its connection closed before the rendezvous completed "
+        text += "; " + left->second +
+                " had registered, but its connection closed before the rendezvous completed "
                 "and it did not register again (did the process end?)";
     }
     return text;
@@ -400,8 +405,8 @@ class RootServer {
         sendFrame(socket, kBlockFailed, static_cast<uint32_t>(shape_->block), -1, rootZeroSecret_, payload.data(),
                   payload.size(), until, &rootRegistry().exiting);
       } catch (const Error& error) {
-        TUTTI_INFO(log::Bootstrap, "%s: could not tell root 0 at %s: %s", who().c_str(),
-                   rootZero_.toString().c_str(), error.what());
+        TUTTI_INFO(log::Bootstrap, "%s: could not tell root 0 at %s: %s", who().c_str(), rootZero_.toString().c_str(),
+                   error.what());
       }
     }
   }
@@ -438,7 +443,8 @@ class RootServer {
                                            std::to_string(tablePayloadBytes(shape_->nranks)));
       std::vector<WireAddress> table(static_cast<size_t>(shape_->nranks));
       for (size_t i = 0; i < table.size(); ++i)
-        std::memcpy(table[i].data(), answer.payload.data() + 8 + i * SocketAddress::kWireBytes, SocketAddress::kWireBytes);
+        std::memcpy(table[i].data(), answer.payload.data() + 8 + i * SocketAddress::kWireBytes,
+                    SocketAddress::kWireBytes);
       sendTableToRanks(table);
     } catch (const Error& error) {
       std::string message = blockText(shape_->block) + " at " + address_.toString() +
@@ -473,8 +479,7 @@ class RootServer {
         for (int r = first; r < first + blockSize(block, shape_->nranks, shape_->nIds); ++r) ranks.push_back(r);
         parts.push_back((ranks.size() == 1 ? "rank " : "ranks ") + formatRankList(ranks) + " of " +
                         std::to_string(shape_->nranks) + " (served by " + blockText(block) +
-                        ") never reported to bootstrap root 0 at " + address_.toString() + " within " +
-                        timeoutText());
+                        ") never reported to bootstrap root 0 at " + address_.toString() + " within " + timeoutText());
       }
     }
     for (const std::string& early : earlyFailures_) parts.push_back(early);
@@ -494,10 +499,10 @@ class RootServer {
   std::optional<Shape> shape_;
   SteadyTime deadline_{};
   bool haveDeadline_ = false;
-  std::vector<Peer*> rankPeers_;   // by rank - firstRank; null: not (or no longer) here
+  std::vector<Peer*> rankPeers_;          // by rank - firstRank; null: not (or no longer) here
   std::map<int, std::string> leftRanks_;  // ranks whose registered connection closed, described
   std::vector<WireAddress> entries_;
-  SocketAddress rootZero_;         // block roots: where to send the block
+  SocketAddress rootZero_;  // block roots: where to send the block
   Secret rootZeroSecret_{};
   std::vector<Peer*> blockPeers_;  // root 0: the block roots that reported, by block
   std::vector<std::vector<WireAddress>> blockEntries_;
@@ -551,7 +556,8 @@ void ensureCommIdRoot(const UniqueIdContents& id, double timeoutSeconds, SteadyT
         if (mentionsErrno(error, EADDRNOTAVAIL))
           throw Error(ErrorCode::InvalidUsage, "NCCL_COMM_ID=" + address +
                                                    " is not an address of this host, so the first rank cannot "
-                                                   "start the bootstrap root there: " + error.message());
+                                                   "start the bootstrap root there: " +
+                                                   error.message());
         rethrowWithContext(error, "starting the bootstrap root for NCCL_COMM_ID=" + address);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

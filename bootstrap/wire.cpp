@@ -53,9 +53,7 @@ int firstRankOfBlock(int block, int nranks, int nIds) {
   return block * base + std::min(block, larger);
 }
 
-int blockSize(int block, int nranks, int nIds) {
-  return nranks / nIds + (block < nranks % nIds ? 1 : 0);
-}
+int blockSize(int block, int nranks, int nIds) { return nranks / nIds + (block < nranks % nIds ? 1 : 0); }
 
 FrameHeader makeFrameHeader(uint32_t type, uint32_t tag, int32_t sender, const Secret& secret, uint64_t payloadBytes) {
   FrameHeader header{};
@@ -86,8 +84,8 @@ std::string checkFrameHeader(const FrameHeader& header, const FramePolicy& polic
   return {};
 }
 
-void sendFrame(Socket& socket, uint32_t type, uint32_t tag, int32_t sender, const Secret& secret,
-               const void* payload, size_t size, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
+void sendFrame(Socket& socket, uint32_t type, uint32_t tag, int32_t sender, const Secret& secret, const void* payload,
+               size_t size, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
   FrameHeader header = makeFrameHeader(type, tag, sender, secret, size);
   if (size <= kCoalesceBytes) {
     uint8_t buffer[sizeof(FrameHeader) + kCoalesceBytes];
@@ -125,8 +123,8 @@ Error errorFromPayload(const std::vector<uint8_t>& payload, const SocketAddress&
     return Error(ErrorCode::Remote, "malformed error frame from " + from.toString());
   uint32_t codeValue = 0;
   std::memcpy(&codeValue, payload.data(), sizeof codeValue);
-  ErrorCode code = codeValue <= static_cast<uint32_t>(ErrorCode::Aborted) ? static_cast<ErrorCode>(codeValue)
-                                                                          : ErrorCode::Remote;
+  ErrorCode code =
+      codeValue <= static_cast<uint32_t>(ErrorCode::Aborted) ? static_cast<ErrorCode>(codeValue) : ErrorCode::Remote;
   return Error(code, printable(payload.data() + sizeof codeValue, payload.size() - sizeof codeValue));
 }
 
@@ -143,7 +141,8 @@ uint64_t tablePayloadBytes(int nranks) { return 8 + static_cast<uint64_t>(nranks
 
 std::vector<int> neighbourRanks(int rank, int nranks) {
   std::vector<int> ranks;
-  for (int64_t distance = 1; distance < nranks; distance *= 2) ranks.push_back(int((rank - distance % nranks + nranks) % nranks));
+  for (int64_t distance = 1; distance < nranks; distance *= 2)
+    ranks.push_back(int((rank - distance % nranks + nranks) % nranks));
   return ranks;
 }
 
@@ -162,7 +161,9 @@ std::vector<uint8_t> neighbourTablePayload(const std::vector<WireAddress>& table
   return payload;
 }
 
-uint64_t neighbourTablePayloadMaxBytes(int nranks) { return 8 + neighbourRanks(0, nranks).size() * kNeighbourEntryBytes; }
+uint64_t neighbourTablePayloadMaxBytes(int nranks) {
+  return 8 + neighbourRanks(0, nranks).size() * kNeighbourEntryBytes;
+}
 
 double configuredTimeoutSeconds() {
   int64_t seconds = tunables::kBootstrapTimeout.get();

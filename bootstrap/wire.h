@@ -52,7 +52,7 @@ struct RegistrationPayload {
   int32_t rank;
   int32_t nranks;
   int32_t nIds;
-  int32_t block;        // which root this is: ranks go to roots in contiguous blocks
+  int32_t block;         // which root this is: ranks go to roots in contiguous blocks
   uint32_t remainingMs;  // of the rank's deadline when it sent this
   uint32_t timeoutMs;    // the whole bootstrap timeout, for messages
   uint32_t pid;
@@ -109,8 +109,8 @@ struct FramePolicy {
 // Empty when the header is acceptable, else why not.
 std::string checkFrameHeader(const FrameHeader& header, const FramePolicy& policy);
 
-void sendFrame(Socket& socket, uint32_t type, uint32_t tag, int32_t sender, const Secret& secret,
-               const void* payload, size_t size, SteadyTime deadline, const std::atomic<bool>* abortFlag);
+void sendFrame(Socket& socket, uint32_t type, uint32_t tag, int32_t sender, const Secret& secret, const void* payload,
+               size_t size, SteadyTime deadline, const std::atomic<bool>* abortFlag);
 // Reads one whole frame, waiting until the deadline. A frame the policy refuses is a Remote error.
 Frame readFrame(Socket& socket, const FramePolicy& policy, SteadyTime deadline, const std::atomic<bool>* abortFlag);
 

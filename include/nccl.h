@@ -34,8 +34,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 #define NCCL_VERSION_CODE 22809
 /* Versions up to 2.8 were coded as X*1000+Y*100+Z; later ones as X*10000+Y*100+Z. */
-#define NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 /* ncclResetDebugInit is kept for binary compatibility but marked deprecated, as NVIDIA does.
  * Compilers without the message form of the attribute get the plain one. */
@@ -57,8 +56,8 @@ extern "C" {
 
 /* ---- Handles and identifiers ------------------------------------------------------------ */
 
-typedef struct ncclComm* ncclComm_t;                 /* a communicator */
-typedef struct ncclWindow_vidmem* ncclWindow_t;      /* a registered memory window */
+typedef struct ncclComm* ncclComm_t;            /* a communicator */
+typedef struct ncclWindow_vidmem* ncclWindow_t; /* a registered memory window */
 #define NCCL_COMM_NULL NULL
 
 #define NCCL_UNIQUE_ID_BYTES 128
@@ -110,44 +109,43 @@ typedef enum {
 /* Fields are only ever appended; `size` tells the library how much of the struct the caller's
  * header knew about. Always start from NCCL_CONFIG_INITIALIZER, then set what you need. */
 typedef struct ncclConfig_v22800 {
-  size_t size;           /* sizeof(ncclConfig_t) as the caller compiled it */
-  unsigned int magic;    /* 0xcafebeef */
-  unsigned int version;  /* NCCL_VERSION of the caller's header */
-  int blocking;          /* 0: init and collectives may return ncclInProgress */
+  size_t size;          /* sizeof(ncclConfig_t) as the caller compiled it */
+  unsigned int magic;   /* 0xcafebeef */
+  unsigned int version; /* NCCL_VERSION of the caller's header */
+  int blocking;         /* 0: init and collectives may return ncclInProgress */
   int cgaClusterSize;
   int minCTAs;
   int maxCTAs;
-  const char* netName;   /* network backend by name, e.g. "Socket" or "IB" */
-  int splitShare;        /* children of ncclCommSplit share the parent's resources */
+  const char* netName; /* network backend by name, e.g. "Socket" or "IB" */
+  int splitShare;      /* children of ncclCommSplit share the parent's resources */
   int trafficClass;
-  const char* commName;  /* shown in logs */
+  const char* commName; /* shown in logs */
   int collnetEnable;
-  int CTAPolicy;         /* NCCL_CTA_POLICY_* */
-  int shrinkShare;       /* children of ncclCommShrink share the parent's resources */
+  int CTAPolicy;   /* NCCL_CTA_POLICY_* */
+  int shrinkShare; /* children of ncclCommShrink share the parent's resources */
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                             \
-  {                                                                                         \
-    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),     \
-        NCCL_CONFIG_UNDEF_INT /* blocking */, NCCL_CONFIG_UNDEF_INT /* cgaClusterSize */,   \
-        NCCL_CONFIG_UNDEF_INT /* minCTAs */, NCCL_CONFIG_UNDEF_INT /* maxCTAs */,           \
-        NCCL_CONFIG_UNDEF_PTR /* netName */, NCCL_CONFIG_UNDEF_INT /* splitShare */,        \
-        NCCL_CONFIG_UNDEF_INT /* trafficClass */, NCCL_CONFIG_UNDEF_PTR /* commName */,     \
-        NCCL_CONFIG_UNDEF_INT /* collnetEnable */, NCCL_CONFIG_UNDEF_INT /* CTAPolicy */,   \
-        NCCL_CONFIG_UNDEF_INT /* shrinkShare */, NCCL_CONFIG_UNDEF_INT /* nvlsCTAs */,      \
-        NCCL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,                                    \
-        NCCL_CONFIG_UNDEF_INT /* nvlinkCentricSched */                                      \
+#define NCCL_CONFIG_INITIALIZER                                                                                        \
+  {                                                                                                                    \
+    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),                                \
+        NCCL_CONFIG_UNDEF_INT /* blocking */, NCCL_CONFIG_UNDEF_INT /* cgaClusterSize */,                              \
+        NCCL_CONFIG_UNDEF_INT /* minCTAs */, NCCL_CONFIG_UNDEF_INT /* maxCTAs */, NCCL_CONFIG_UNDEF_PTR /* netName */, \
+        NCCL_CONFIG_UNDEF_INT /* splitShare */, NCCL_CONFIG_UNDEF_INT /* trafficClass */,                              \
+        NCCL_CONFIG_UNDEF_PTR /* commName */, NCCL_CONFIG_UNDEF_INT /* collnetEnable */,                               \
+        NCCL_CONFIG_UNDEF_INT /* CTAPolicy */, NCCL_CONFIG_UNDEF_INT /* shrinkShare */,                                \
+        NCCL_CONFIG_UNDEF_INT /* nvlsCTAs */, NCCL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,                         \
+        NCCL_CONFIG_UNDEF_INT /* nvlinkCentricSched */                                                                 \
   }
 
 /* What ncclGroupSimulateEnd reports. Start from NCCL_SIM_INFO_INITIALIZER. */
 typedef struct ncclSimInfo_v22200 {
   size_t size;
-  unsigned int magic;   /* 0x74685283 */
+  unsigned int magic; /* 0x74685283 */
   unsigned int version;
-  float estimatedTime;  /* microseconds the group is expected to take */
+  float estimatedTime; /* microseconds the group is expected to take */
 } ncclSimInfo_t;
 
 #define NCCL_SIM_INFO_INITIALIZER \
@@ -171,15 +169,20 @@ typedef enum {
 } ncclRedOp_t;
 
 typedef enum {
-  ncclInt8 = 0, ncclChar = 0,
+  ncclInt8 = 0,
+  ncclChar = 0,
   ncclUint8 = 1,
-  ncclInt32 = 2, ncclInt = 2,
+  ncclInt32 = 2,
+  ncclInt = 2,
   ncclUint32 = 3,
   ncclInt64 = 4,
   ncclUint64 = 5,
-  ncclFloat16 = 6, ncclHalf = 6,
-  ncclFloat32 = 7, ncclFloat = 7,
-  ncclFloat64 = 8, ncclDouble = 8,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10,
   ncclFloat8e5m2 = 11,
@@ -188,8 +191,8 @@ typedef enum {
 
 /* Where the scalar of ncclRedOpCreatePreMulSum lives and when it is read. */
 typedef enum {
-  ncclScalarDevice = 0,        /* device memory, read while each collective runs */
-  ncclScalarHostImmediate = 1  /* host memory, read once before the create call returns */
+  ncclScalarDevice = 0,       /* device memory, read while each collective runs */
+  ncclScalarHostImmediate = 1 /* host memory, read once before the create call returns */
 } ncclScalarResidence_t;
 
 /*
@@ -216,10 +219,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId);
 
 /* Joins rank `rank` of `nranks` to the communicator named by commId, with a configuration. */
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                    ncclConfig_t* config);
-ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                     ncclConfig_t* config);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config);
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config);
 
 /* Joins rank `rank` of `nranks` to the communicator named by commId; collective over all ranks. */
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
@@ -246,22 +247,20 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /* Makes a communicator of the ranks sharing `color`, ordered by `key` (config NULL: inherit). */
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t* config);
-ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                            ncclConfig_t* config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
 
 /* Makes a communicator of comm's ranks minus excludeRanksList (flags: NCCL_SHRINK_*). */
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
-ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags);
 
 /* Like ncclCommInitRankConfig, with nId ids (the same list on every rank) to spread init load. */
-ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                      ncclUniqueId* commIds, ncclConfig_t* config);
-ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                       ncclUniqueId* commIds, ncclConfig_t* config);
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config);
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config);
 
 /* The name of a result code. */
 const char* ncclGetErrorString(ncclResult_t result);
@@ -302,10 +301,8 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
 
 /* Registers a memory window (collective over comm; winFlags: NCCL_WIN_*). */
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-                                    int winFlags);
-ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-                                     int winFlags);
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 
 /* Undoes ncclCommWindowRegister. */
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
@@ -327,10 +324,10 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
  */
 
 /* Reduces count elements over all ranks into recvbuff on `root`. */
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream);
 
 /* Broadcast in place from `root` (the older form of ncclBroadcast). */
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -339,67 +336,63 @@ ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int r
                         cudaStream_t stream);
 
 /* Copies count elements from sendbuff on `root` to recvbuff on every rank. */
-ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream);
 
 /* Reduces count elements over all ranks into recvbuff on every rank. */
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t stream);
-ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                            cudaStream_t stream);
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t stream);
 
 /* Reduces nranks*recvcount elements; rank i keeps block i (in place: recvbuff ==
  * sendbuff + rank*recvcount). */
-ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t stream);
-ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                cudaStream_t stream);
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 
 /* Rank i's sendcount elements land at recvbuff + i*sendcount on every rank (in place:
  * sendbuff == recvbuff + rank*sendcount). */
-ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream);
 
 /* Block j of sendbuff (count elements) goes to rank j; block i of recvbuff comes from rank i. */
-ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream);
 
 /* Rank i's count elements land at recvbuff + i*count on `root` (in place: sendbuff ==
  * recvbuff + root*count). */
-ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
 
 /* Block i of sendbuff on `root` (count elements) goes to rank i's recvbuff (in place:
  * recvbuff == sendbuff + root*count). */
-ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count,
-                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream);
 
 /* Point to point: sends count elements to `peer`, which posts a matching ncclRecv. Put sends
  * and receives that must progress together in one group. */
-ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                       ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream);
 
 /* Receives count elements from `peer`, which posts a matching ncclSend. */
-ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t stream);
-ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                       ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream);
 
 /*
  * Groups. Calls between ncclGroupStart and the matching ncclGroupEnd are collected and
@@ -441,10 +434,8 @@ typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
 
 /* Builds the device-side communicator that kernels using the device API receive. */
-ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
-                               ncclDevComm_t* outDevComm);
-ncclResult_t pncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
-                                ncclDevComm_t* outDevComm);
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm);
+ncclResult_t pncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm);
 
 /* Frees what ncclDevCommCreate built. */
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* devComm);
@@ -471,20 +462,16 @@ int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
 int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
 
 /* Asks for nBarriers load/store barriers over `team` in the next ncclDevCommCreate. */
-ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                             ncclLsaBarrierHandle_t* outHandle,
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle,
                                              ncclDevResourceRequirements_t* outReq);
-ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                              ncclLsaBarrierHandle_t* outHandle,
+ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle,
                                               ncclDevResourceRequirements_t* outReq);
 
 /* Asks for nBarriers network (GPU-initiated) barriers over `team` in the next ncclDevCommCreate. */
 ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                             ncclGinBarrierHandle_t* outHandle,
-                                             ncclDevResourceRequirements_t* outReq);
+                                             ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq);
 ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                              ncclGinBarrierHandle_t* outHandle,
-                                              ncclDevResourceRequirements_t* outReq);
+                                              ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq);
 
 /* The slots a low-latency all-to-all needs for maxElts elements of maxEltSize bytes. */
 int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);

@@ -38,13 +38,15 @@ const cuda::Driver& driverFor(const std::string& name, const std::string& operat
 }
 #endif
 
-std::unique_ptr<ExecutorBackend> makeDeviceBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
+std::unique_ptr<ExecutorBackend> makeDeviceBackend(const std::string& name, const BackendOptions& options,
+                                                   const std::string& operation) {
 #if defined(TUTTI_HAVE_CUDA)
   return cuda::makeCudaBackend(driverFor(name, operation), options, operation);
 #else
   (void)options;
-  throw Error(ErrorCode::InvalidUsage, operation + ": this library was built without CUDA (no CUDA toolkit at build time): the " + name +
-                                           " device backend is not available");
+  throw Error(ErrorCode::InvalidUsage,
+              operation + ": this library was built without CUDA (no CUDA toolkit at build time): the " + name +
+                  " device backend is not available");
 #endif
 }
 
@@ -53,13 +55,15 @@ void* allocateDeviceMemory(const std::string& name, size_t bytes) {
   return cuda::allocateShareable(driverFor(name, "ncclMemAlloc"), bytes);
 #else
   (void)bytes;
-  throw Error(ErrorCode::InvalidUsage, "ncclMemAlloc: this library was built without CUDA: the " + name + " device backend is not available");
+  throw Error(ErrorCode::InvalidUsage,
+              "ncclMemAlloc: this library was built without CUDA: the " + name + " device backend is not available");
 #endif
 }
 
 void* allocateHostMemory(const std::string&, size_t bytes) {
   void* p = nullptr;
-  if (int err = posix_memalign(&p, 4096, bytes)) throwSystemError("ncclMemAlloc: " + std::to_string(bytes) + " bytes", err);
+  if (int err = posix_memalign(&p, 4096, bytes))
+    throwSystemError("ncclMemAlloc: " + std::to_string(bytes) + " bytes", err);
   return p;
 }
 
@@ -86,7 +90,6 @@ int cudaCurrentDevice() {
 // can take devices of their own (and their bus ids, TUTTI_EMULATED_BUS_IDS).
 int emulatedCurrentDevice() { return int(std::max<int64_t>(0, tunables::kEmulatedDevice.get())); }
 
-
 // The list, in the order TUTTI_DEVICE=auto tries them: built in, then registered (registerBackend).
 struct Backends {
   std::mutex mutex;
@@ -94,20 +97,28 @@ struct Backends {
 
   Backends() {
     auto device = [](const char* name, int (*devices)(), int (*current)(), BackendTraits traits) {
-      return BackendRegistration{name, [name = std::string(name)](const BackendOptions& o, const std::string& op) {
+      return BackendRegistration{name,
+                                 [name = std::string(name)](const BackendOptions& o, const std::string& op) {
                                    return makeDeviceBackend(name, o, op);
                                  },
-                                 [name = std::string(name)](size_t bytes) { return allocateDeviceMemory(name, bytes); }, devices,
-                                 current, traits};
+                                 [name = std::string(name)](size_t bytes) { return allocateDeviceMemory(name, bytes); },
+                                 devices,
+                                 current,
+                                 traits};
     };
     list.push_back(device("cuda", cudaDevices, cudaCurrentDevice, {.llBytes = kDeviceLLBytes, .maxChannels = 16}));
     list.push_back(device("emulated", noDevices, emulatedCurrentDevice, {.llBytes = kDeviceLLBytes, .maxChannels = 2}));
     // The host executor: worker threads that sleep on bells, read peer processes' buffers by
     // cross-memory reads (host_executor.cpp), run the mailboxes, and take scalars at enqueue.
-    const BackendTraits host{.llBytes = 0, .mailboxes = true, .maxChannels = 2, .bells = true, .readsOtherProcesses = true,
+    const BackendTraits host{.llBytes = 0,
+                             .mailboxes = true,
+                             .maxChannels = 2,
+                             .bells = true,
+                             .readsOtherProcesses = true,
                              .readsDeviceScalars = false};
-    list.push_back(BackendRegistration{"host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); },
-                                       [](size_t bytes) { return allocateHostMemory("host", bytes); }, noDevices, noDevices, host});
+    list.push_back(BackendRegistration{
+        "host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); },
+        [](size_t bytes) { return allocateHostMemory("host", bytes); }, noDevices, noDevices, host});
   }
 };
 
@@ -126,21 +137,26 @@ const BackendRegistration* find(const std::string& name) {
 
 const BackendRegistration& entryOf(const std::string& name, const std::string& operation) {
   if (const BackendRegistration* e = find(name)) return *e;
-  throw Error(ErrorCode::InvalidUsage, operation + ": unknown device backend \"" + name + "\" (known: " + backendNames() + ")");
+  throw Error(ErrorCode::InvalidUsage,
+              operation + ": unknown device backend \"" + name + "\" (known: " + backendNames() + ")");
 }
 
 }  // namespace
 
 void registerBackend(BackendRegistration backend) {
   if (backend.name.empty() || backend.name == "auto" || !backend.make)
-    throw Error(ErrorCode::InvalidArgument, "registerBackend: a backend needs a name other than \"auto\" and a make function");
-  if (!backend.allocateUser) backend.allocateUser = [name = backend.name](size_t bytes) { return allocateHostMemory(name, bytes); };
+    throw Error(ErrorCode::InvalidArgument,
+                "registerBackend: a backend needs a name other than \"auto\" and a make function");
+  if (!backend.allocateUser)
+    backend.allocateUser = [name = backend.name](size_t bytes) { return allocateHostMemory(name, bytes); };
   if (!backend.devices) backend.devices = noDevices;
   if (!backend.currentDevice) backend.currentDevice = noDevices;
   Backends& b = backends();
   std::lock_guard<std::mutex> lock(b.mutex);
   for (const BackendRegistration& e : b.list)
-    if (e.name == backend.name) throw Error(ErrorCode::InvalidUsage, "registerBackend: a backend named \"" + backend.name + "\" is already known");
+    if (e.name == backend.name)
+      throw Error(ErrorCode::InvalidUsage,
+                  "registerBackend: a backend named \"" + backend.name + "\" is already known");
   b.list.push_back(std::move(backend));
 }
 
@@ -157,10 +173,12 @@ std::string backendNames() {
   return names;
 }
 
-std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options, const std::string& operation) {
+std::unique_ptr<ExecutorBackend> makeExecutorBackend(const std::string& name, const BackendOptions& options,
+                                                     const std::string& operation) {
   const BackendRegistration& entry = entryOf(name, operation);
   std::unique_ptr<ExecutorBackend> made = entry.make(options, operation);
-  if (made == nullptr) throw Error(ErrorCode::Internal, operation + ": the " + name + " backend's make function returned nothing");
+  if (made == nullptr)
+    throw Error(ErrorCode::Internal, operation + ": the " + name + " backend's make function returned nothing");
   made->adoptTraits(entry.traits);
   return made;
 }
@@ -196,7 +214,9 @@ BackendTraits backendTraits(const std::string& name) {
   return e != nullptr ? e->traits : BackendTraits{};
 }
 
-void* allocateUserMemory(const std::string& name, size_t bytes) { return entryOf(name, "ncclMemAlloc").allocateUser(bytes); }
+void* allocateUserMemory(const std::string& name, size_t bytes) {
+  return entryOf(name, "ncclMemAlloc").allocateUser(bytes);
+}
 
 void freeUserMemory(void* p) {
   if (p == nullptr) return;
@@ -207,7 +227,8 @@ void freeUserMemory(void* p) {
 }
 
 void* ExecutorBackend::allocateExportable(size_t, const std::string& what, ExportHandle*) {
-  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share its memory with other processes");
+  throw Error(ErrorCode::InvalidUsage,
+              what + ": the " + name() + " backend cannot share its memory with other processes");
 }
 
 DmaBufRange ExecutorBackend::exportDmaBuf(void*, size_t, const std::string& what) {
@@ -215,7 +236,8 @@ DmaBufRange ExecutorBackend::exportDmaBuf(void*, size_t, const std::string& what
 }
 
 UserBufferExport ExecutorBackend::exportUserBuffer(const void*, size_t, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot share user buffers with other processes");
+  throw Error(ErrorCode::InvalidUsage,
+              what + ": the " + name() + " backend cannot share user buffers with other processes");
 }
 
 void* ExecutorBackend::importExported(const ExportHandle&, size_t, const std::string& what) {

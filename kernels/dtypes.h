@@ -80,7 +80,7 @@ template <int kExpBits, int kManBits, bool kIeeeSpecials, uint32_t kOverflowCode
 struct MiniFloat {
   static constexpr int kBits = 1 + kExpBits + kManBits;
   static constexpr int kBias = (1 << (kExpBits - 1)) - 1;
-  static constexpr int kShift = 23 - kManBits;              // float mantissa bits dropped
+  static constexpr int kShift = 23 - kManBits;  // float mantissa bits dropped
   static constexpr uint32_t kSignBit = 1u << (kBits - 1);
   static constexpr uint32_t kMagnitudeMask = kSignBit - 1;
   static constexpr uint32_t kRebias = uint32_t(127 - kBias) << 23;
@@ -96,8 +96,7 @@ struct MiniFloat {
     uint32_t bits = floatToBits(value);
     uint32_t sign = bits & 0x80000000u;
     uint32_t magnitude = bits ^ sign;
-    uint32_t subnormal =
-        floatToBits(bitsToFloat(magnitude) + bitsToFloat(kSubnormalMagicBits)) - kSubnormalMagicBits;
+    uint32_t subnormal = floatToBits(bitsToFloat(magnitude) + bitsToFloat(kSubnormalMagicBits)) - kSubnormalMagicBits;
     uint32_t lsb = (magnitude >> kShift) & 1u;
     uint32_t normal = (magnitude - kRebias + ((1u << (kShift - 1)) - 1u) + lsb) >> kShift;
     uint32_t code = select(magnitude < kMinNormalBits, subnormal, normal);
@@ -113,8 +112,7 @@ struct MiniFloat {
     uint32_t exponent = magnitude >> kManBits;
     uint32_t normal = (magnitude << kShift) + kRebias;
     // m * 2^(1 - bias - man) as (2^(1 - bias) * (1 + m / 2^man)) - 2^(1 - bias): exact.
-    uint32_t subnormal = floatToBits(bitsToFloat(kMinNormalBits | (magnitude << kShift)) -
-                                     bitsToFloat(kMinNormalBits));
+    uint32_t subnormal = floatToBits(bitsToFloat(kMinNormalBits | (magnitude << kShift)) - bitsToFloat(kMinNormalBits));
     uint32_t result = select(exponent == 0, subnormal, normal);
     if constexpr (kIeeeSpecials) {
       uint32_t special = 0x7f800000u | (magnitude << kShift);  // inf, or NaN keeping its payload
@@ -173,20 +171,58 @@ struct fp8e5m2_t {
 };
 
 // The element type of each Dtype.
-template <Dtype kType> struct DtypeElement;
-template <> struct DtypeElement<Dtype::Int8> { using type = int8_t; };
-template <> struct DtypeElement<Dtype::Uint8> { using type = uint8_t; };
-template <> struct DtypeElement<Dtype::Int32> { using type = int32_t; };
-template <> struct DtypeElement<Dtype::Uint32> { using type = uint32_t; };
-template <> struct DtypeElement<Dtype::Int64> { using type = int64_t; };
-template <> struct DtypeElement<Dtype::Uint64> { using type = uint64_t; };
-template <> struct DtypeElement<Dtype::Float16> { using type = half_t; };
-template <> struct DtypeElement<Dtype::Float32> { using type = float; };
-template <> struct DtypeElement<Dtype::Float64> { using type = double; };
-template <> struct DtypeElement<Dtype::Bfloat16> { using type = bf16_t; };
-template <> struct DtypeElement<Dtype::Fp8E4M3> { using type = fp8e4m3_t; };
-template <> struct DtypeElement<Dtype::Fp8E5M2> { using type = fp8e5m2_t; };
-template <Dtype kType> using DtypeElementT = typename DtypeElement<kType>::type;
+template <Dtype kType>
+struct DtypeElement;
+template <>
+struct DtypeElement<Dtype::Int8> {
+  using type = int8_t;
+};
+template <>
+struct DtypeElement<Dtype::Uint8> {
+  using type = uint8_t;
+};
+template <>
+struct DtypeElement<Dtype::Int32> {
+  using type = int32_t;
+};
+template <>
+struct DtypeElement<Dtype::Uint32> {
+  using type = uint32_t;
+};
+template <>
+struct DtypeElement<Dtype::Int64> {
+  using type = int64_t;
+};
+template <>
+struct DtypeElement<Dtype::Uint64> {
+  using type = uint64_t;
+};
+template <>
+struct DtypeElement<Dtype::Float16> {
+  using type = half_t;
+};
+template <>
+struct DtypeElement<Dtype::Float32> {
+  using type = float;
+};
+template <>
+struct DtypeElement<Dtype::Float64> {
+  using type = double;
+};
+template <>
+struct DtypeElement<Dtype::Bfloat16> {
+  using type = bf16_t;
+};
+template <>
+struct DtypeElement<Dtype::Fp8E4M3> {
+  using type = fp8e4m3_t;
+};
+template <>
+struct DtypeElement<Dtype::Fp8E5M2> {
+  using type = fp8e5m2_t;
+};
+template <Dtype kType>
+using DtypeElementT = typename DtypeElement<kType>::type;
 
 static_assert(sizeof(half_t) == 2 && sizeof(bf16_t) == 2, "16-bit storage types");
 static_assert(sizeof(fp8e4m3_t) == 1 && sizeof(fp8e5m2_t) == 1, "8-bit storage types");

@@ -14,7 +14,8 @@ namespace tutti::kern {
 
 // "AllReduce #12: rank 3 received 64 bytes from rank 2 (host pid) where it expected 128 (...)".
 // peerName(peer) names a peer ("rank 2 (host pid 1234)"); timeoutSeconds is quoted by timeouts.
-std::string describeFault(const ExecFault& fault, int rank, const std::function<std::string(int)>& peerName, double timeoutSeconds);
+std::string describeFault(const ExecFault& fault, int rank, const std::function<std::string(int)>& peerName,
+                          double timeoutSeconds);
 
 // What a lane stopped by a Timeout or Aborted fault (or blocked right now) waits for, as the
 // wait record that describeWaitingOp and describeWaitedFor word (sinceNs left 0).

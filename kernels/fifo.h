@@ -8,22 +8,21 @@
 //     the slot's LL lines, each 16-byte line two 8-byte halves of {4 data bytes, a 32-bit flag};
 //     line 0 holds {size, flag}. The flag is the message's sequence number + 1, so a half is
 //     valid the moment it lands, with no fence and no counter to wait for: the receiver polls
-//     line 0, then each half. Line 1 holds the call's signature (below). The sender still advances `head` afterwards (diagnostics, and the
-//     Simple messages that may follow on the same FIFO count from it).
+//     line 0, then each half. Line 1 holds the call's signature (below). The sender still advances `head` afterwards
+//     (diagnostics, and the Simple messages that may follow on the same FIFO count from it).
 // A Simple message may instead carry an address (`addrs`, nonzero): the bytes stay in the
 // sender's user buffer, where the receiver reads them ("direct", zero-copy: plan.h, "Direct
 // sends"). Only on connections whose ends share an address space, or whose receiver reads the
-// sender's process with cross-memory reads (ConnEnd::direct, both ends alike); the sender's operation does not end before the receiver has freed the slot, so the
-// buffer outlives the read (lane_engine.h, firstUndrained).
-// Where the Simple slots live is the connection's business too: after the header (slotOffset),
-// or, in p2p read mode (transports/p2p), in the sender's memory, which the receiver maps and reads
-// (slotOffset 0: not here; each end's executor then reaches slot 0 through ConnEnd::slots,
-// kernels/work.h). The header, the counters and the LL slots stay with the receiver either way.
-// Every message also carries its call's signature (kernels/work.h, callSignature) and count: in
-// `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares
-// them with its own call's (0: not carried). The network proxy sends them in a trailer after each
-// message (transports/net/net_proxy.cpp, WireTrailer).
-// Read by every executor (host, device, emulated), so it stays free of heavy includes.
+// sender's process with cross-memory reads (ConnEnd::direct, both ends alike); the sender's operation does not end
+// before the receiver has freed the slot, so the buffer outlives the read (lane_engine.h, firstUndrained). Where the
+// Simple slots live is the connection's business too: after the header (slotOffset), or, in p2p read mode
+// (transports/p2p), in the sender's memory, which the receiver maps and reads (slotOffset 0: not here; each end's
+// executor then reaches slot 0 through ConnEnd::slots, kernels/work.h). The header, the counters and the LL slots stay
+// with the receiver either way. Every message also carries its call's signature (kernels/work.h, callSignature) and
+// count: in `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares them with its
+// own call's (0: not carried). The network proxy sends them in a trailer after each message
+// (transports/net/net_proxy.cpp, WireTrailer). Read by every executor (host, device, emulated), so it stays free of
+// heavy includes.
 #pragma once
 
 #include <cstddef>
@@ -93,11 +92,14 @@ TUTTI_FIFO_HD inline uint32_t llFlag(uint64_t seq) { return uint32_t(seq + 1); }
 TUTTI_FIFO_HD inline uint64_t llHalf(uint32_t data, uint32_t flag) { return (uint64_t(flag) << 32) | data; }
 
 // The header's bytes, rounded up so that the slots after it stay aligned.
-TUTTI_FIFO_HD inline size_t fifoHeaderBytes() { return (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign; }
+TUTTI_FIFO_HD inline size_t fifoHeaderBytes() {
+  return (sizeof(FifoHeader) + kFifoSlotAlign - 1) / kFifoSlotAlign * kFifoSlotAlign;
+}
 
 // llDataBytes: the largest LL message (0: the FIFO has no LL slots). simpleElsewhere: the Simple
 // slots are not in this memory (p2p read mode: the sender's memory holds them).
-TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0, bool simpleElsewhere = false) {
+TUTTI_FIFO_HD inline size_t fifoBytes(uint32_t nsteps, size_t slotBytes, size_t llDataBytes = 0,
+                                      bool simpleElsewhere = false) {
   return fifoHeaderBytes() + size_t(nsteps) * ((simpleElsewhere ? 0 : slotBytes) + llSlotBytesFor(llDataBytes));
 }
 // The Simple slots of a FIFO kept apart from its header (p2p read mode).
@@ -121,7 +123,8 @@ TUTTI_FIFO_HD inline void fifoInit(FifoHeader* header, uint32_t nsteps, size_t s
 
 // LL slot `index`'s halves: the header's first (kLLHeaderHalves of them), then the data's.
 TUTTI_FIFO_HD inline uint64_t* fifoLLSlot(FifoHeader* header, uint64_t index) {
-  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(header) + header->llOffset + (index % header->nsteps) * header->llSlotBytes);
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(header) + header->llOffset +
+                                     (index % header->nsteps) * header->llSlotBytes);
 }
 
 TUTTI_FIFO_HD inline char* fifoSlot(FifoHeader* header, uint64_t index) {

@@ -7,15 +7,16 @@
 #include <exception>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/host_stream.h"
 #include "kernels/word_copy.h"
-#include "base/error.h"
 
 namespace tutti::kern {
 
 void* HostMemoryBackend::allocate(size_t bytes, const std::string& what) {
   void* p = nullptr;
-  if (posix_memalign(&p, 4096, bytes == 0 ? 1 : bytes) != 0) throw Error(ErrorCode::System, what + ": out of host memory");
+  if (posix_memalign(&p, 4096, bytes == 0 ? 1 : bytes) != 0)
+    throw Error(ErrorCode::System, what + ": out of host memory");
   std::memset(p, 0, bytes);
   return p;
 }
@@ -111,7 +112,8 @@ class HostBackend final : public HostMemoryBackend {
       }
       for (uint32_t worker = inlineFirst ? 1 : 0; worker < w.nworkers; worker++)
         if (w.workers()[worker].nqueues > 0)
-          pool.start(int(worker), [L, worker] { runWorker(L->work(), L->work().ops(), worker, L->context(int(worker))); });
+          pool.start(int(worker),
+                     [L, worker] { runWorker(L->work(), L->work().ops(), worker, L->context(int(worker))); });
     }
     std::exception_ptr first;
     Launch* firstLaunch = nullptr;
@@ -125,8 +127,10 @@ class HostBackend final : public HostMemoryBackend {
     if (inlineFirst) {
       Launch* L = launches[0];
       try {
-        if (L->alone()) L->runAlone();
-        else if (L->work().workers()[0].nqueues > 0) runWorker(L->work(), L->work().ops(), 0, L->context(0));
+        if (L->alone())
+          L->runAlone();
+        else if (L->work().workers()[0].nqueues > 0)
+          runWorker(L->work(), L->work().ops(), 0, L->context(0));
       } catch (const Error& e) {
         record(L, e);
       }
@@ -153,6 +157,8 @@ class HostBackend final : public HostMemoryBackend {
 
 }  // namespace
 
-std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options) { return std::make_unique<HostBackend>(options); }
+std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options) {
+  return std::make_unique<HostBackend>(options);
+}
 
 }  // namespace tutti::kern

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "kernels/exec_fault.h"
-#include "kernels/lane_engine.h"
 #include "base/cross_memory.h"
 #include "base/error.h"
+#include "kernels/exec_fault.h"
+#include "kernels/lane_engine.h"
 
 namespace tutti::kern {
 
@@ -59,7 +59,8 @@ struct HostMover {
 // reducing ones read them into the receive slot, which the message left empty, and reduce from
 // there. Returns true when the part has moved. A failed read (the peer gone: ESRCH; a range not
 // mapped there: EFAULT) fails the operation naming the peer and its pid.
-bool readAcrossProcesses(const engine::LaneRef& l, const engine::Run& run, engine::Part& part, const ExecutionContext& ctx) {
+bool readAcrossProcesses(const engine::LaneRef& l, const engine::Run& run, engine::Part& part,
+                         const ExecutionContext& ctx) {
   const Step& step = engine::currentStep(l);
   const ConnEnd& end = l.recvs[step.recvConn];
   const pid_t pid = pid_t(run.rf->senderPid);
@@ -69,16 +70,14 @@ bool readAcrossProcesses(const engine::LaneRef& l, const engine::Run& run, engin
     if (error == 0) return;
     const std::string op = std::string(plan::collTitle(plan::Coll(l.op->coll))) + " #" + std::to_string(l.op->seq);
     throw Error(error == ESRCH ? ErrorCode::Remote : ErrorCode::System,
-                "rank " + std::to_string(ctx.rank) + ": " + op + ", channel " + std::to_string(l.work->channel) + ": reading " +
-                    std::to_string(part.bytes) + " bytes of the registered buffer of " + ctx.describePeer(end.peer) +
-                    " with process_vm_readv (pid " + std::to_string(pid) + ") failed: " + cma::errnoName(error) +
-                    (error == ESRCH ? ": the peer process has exited" : ""));
+                "rank " + std::to_string(ctx.rank) + ": " + op + ", channel " + std::to_string(l.work->channel) +
+                    ": reading " + std::to_string(part.bytes) + " bytes of the registered buffer of " +
+                    ctx.describePeer(end.peer) + " with process_vm_readv (pid " + std::to_string(pid) +
+                    ") failed: " + cma::errnoName(error) + (error == ESRCH ? ": the peer process has exited" : ""));
   };
   if (ctx.directReads != nullptr) ctx.directReads->fetch_add(1, std::memory_order_relaxed);
   switch (part.op) {
-    case Op::Recv:
-      read(part.dst);
-      return true;
+    case Op::Recv: read(part.dst); return true;
     case Op::RecvSend:
       if (part.sptr == nullptr || part.dst == nullptr) {
         read(part.sptr == nullptr ? part.dst : part.sptr);
@@ -105,10 +104,14 @@ bool tryStep(const engine::LaneRef& l, const ExecutionContext& ctx) {
     engine::Part part;
     ExecFault fault{};
     if (!engine::partGeometry(l, run, j, part, fault))
-      throw Error(ErrorCode::InvalidUsage, describeFault(fault, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
+      throw Error(ErrorCode::InvalidUsage,
+                  describeFault(
+                      fault, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
     // (A direct message is always a run of one part.)
-    const bool across = run.raddr != nullptr && run.parts == 1 && l.recvs[engine::currentStep(l).recvConn].direct == kDirectAcrossProcesses;
-    if (run.raddr != nullptr && !across && ctx.directReads != nullptr) ctx.directReads->fetch_add(1, std::memory_order_relaxed);
+    const bool across = run.raddr != nullptr && run.parts == 1 &&
+                        l.recvs[engine::currentStep(l).recvConn].direct == kDirectAcrossProcesses;
+    if (run.raddr != nullptr && !across && ctx.directReads != nullptr)
+      ctx.directReads->fetch_add(1, std::memory_order_relaxed);
     if (!across || !readAcrossProcesses(l, run, part, ctx)) engine::moveData(mover, *l.op, part);
     engine::endPart(run, j, part);
   }
@@ -136,9 +139,10 @@ void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
   for (size_t l = 0; l < plan.lanes.size(); l++) {
     const plan::LaneSpec& lane = plan.lanes[l];
     auto fail = [&](size_t s, const std::string& what) {
-      throw Error(ErrorCode::InvalidUsage, "algorithm \"" + plan.algorithm + "\", rank " + std::to_string(rank) + " of " +
-                                               std::to_string(nranks) + ", lane " + std::to_string(l) +
-                                               (s < lane.steps.size() ? ", step " + std::to_string(s) : std::string()) + ": " + what);
+      throw Error(ErrorCode::InvalidUsage, "algorithm \"" + plan.algorithm + "\", rank " + std::to_string(rank) +
+                                               " of " + std::to_string(nranks) + ", lane " + std::to_string(l) +
+                                               (s < lane.steps.size() ? ", step " + std::to_string(s) : std::string()) +
+                                               ": " + what);
     };
     const size_t none = size_t(-1);
     if (lane.tileChunks < 0 || lane.scratchChunks < 0) fail(none, "negative tileChunks or scratchChunks");
@@ -151,23 +155,26 @@ void checkPlanBounds(const plan::RankPlan& plan, int rank, int nranks) {
     const int splitChunks = lane.tileChunks > 0 ? lane.tileChunks : nranks;
     auto checkRef = [&](size_t s, const BufRef& ref, const char* role) {
       bool ok = true;
-      if (ref.buf == Buf::Scratch) ok = ref.chunk >= 0 && ref.chunk < lane.scratchChunks;
-      else if (ref.buf != Buf::None && lane.layout == Layout::Split) ok = ref.chunk >= 0 && ref.chunk < splitChunks;
-      else if (ref.buf != Buf::None && lane.layout == Layout::Blocks) ok = ref.chunk >= -1 && ref.chunk < nranks;
+      if (ref.buf == Buf::Scratch)
+        ok = ref.chunk >= 0 && ref.chunk < lane.scratchChunks;
+      else if (ref.buf != Buf::None && lane.layout == Layout::Split)
+        ok = ref.chunk >= 0 && ref.chunk < splitChunks;
+      else if (ref.buf != Buf::None && lane.layout == Layout::Blocks)
+        ok = ref.chunk >= -1 && ref.chunk < nranks;
       if (!ok) fail(s, std::string(role) + " chunk " + std::to_string(ref.chunk) + " is out of range");
     };
     for (size_t s = 0; s < lane.steps.size(); s++) {
       const Step& step = lane.steps[s];
       if (plan::stepReceives(step.op) && step.recvConn >= lane.recvPeers.size())
-        fail(s, std::string(plan::opName(step.op)) + " uses receive connection " + std::to_string(step.recvConn) + " of " +
-                    std::to_string(lane.recvPeers.size()));
+        fail(s, std::string(plan::opName(step.op)) + " uses receive connection " + std::to_string(step.recvConn) +
+                    " of " + std::to_string(lane.recvPeers.size()));
       if (plan::stepSends(step.op) && step.sendConn >= lane.sendPeers.size())
         fail(s, std::string(plan::opName(step.op)) + " uses send connection " + std::to_string(step.sendConn) + " of " +
                     std::to_string(lane.sendPeers.size()));
       bool needsSrc = step.op == Op::Send || step.op == Op::Copy || step.op == Op::RecvReduceSend ||
                       step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend || step.op == Op::Reduce;
-      bool needsDst = step.op == Op::Recv || step.op == Op::Copy || step.op == Op::RecvReduceCopy || step.op == Op::RecvReduceCopySend ||
-                      step.op == Op::Reduce;
+      bool needsDst = step.op == Op::Recv || step.op == Op::Copy || step.op == Op::RecvReduceCopy ||
+                      step.op == Op::RecvReduceCopySend || step.op == Op::Reduce;
       if (needsSrc && step.src.buf == Buf::None) fail(s, std::string(plan::opName(step.op)) + " has no source");
       if (needsDst && step.dst.buf == Buf::None) fail(s, std::string(plan::opName(step.op)) + " has no destination");
       checkRef(s, step.src, "source");
@@ -270,7 +277,8 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
       continue;
     }
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
-      throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
+      throw Error(ErrorCode::Aborted,
+                  "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
     if (network && idle < ctx.spin + ctx.yields) {
       driving.start();
       if (hooks.pollNetwork()) {
@@ -282,7 +290,8 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     if (idlePoll(++idle, ctx)) continue;
     if (idle == ctx.spin + ctx.yields) {
       lastProgress = Clock::now();
-      probeAt = lastProgress + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ExecutionContext::kProbeAfterSeconds));
+      probeAt = lastProgress + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(ExecutionContext::kProbeAfterSeconds));
     }
     driving.end(Drive::Stop);  // a worker never sleeps holding the sockets
     // Again before every sleep, not only the first: a step that waited for data may now wait for
@@ -290,8 +299,10 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     // What this worker waits for: a blocked lane, or a receiver still to read its direct messages.
     auto waitingFault = [&] {
       ExecFault f{};
-      if (undrained != nullptr) engine::undrainedFault(w, ops, ww, *undrained, f);
-      else engine::blockedOn(firstWaiting(), f, HostSync{});
+      if (undrained != nullptr)
+        engine::undrainedFault(w, ops, ww, *undrained, f);
+      else
+        engine::blockedOn(firstWaiting(), f, HostSync{});
       return f;
     };
     if (published.slot) {
@@ -315,7 +326,9 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
     if (std::chrono::duration<double>(Clock::now() - lastProgress).count() > ctx.timeoutSeconds) {
       ExecFault f = waitingFault();
       if (published.slot) published.slot->keepTimedOut(waitRecordOf(f));
-      throw Error(ErrorCode::Timeout, describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
+      throw Error(ErrorCode::Timeout,
+                  describeFault(
+                      f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, ctx.timeoutSeconds));
     }
   }
 }

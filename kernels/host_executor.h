@@ -29,11 +29,11 @@
 namespace tutti::kern {
 
 struct ExecutionContext {
-  Bell* bell = nullptr;                        // this worker's bell
+  Bell* bell = nullptr;  // this worker's bell
   const std::atomic<bool>* abortFlag = nullptr;
-  double timeoutSeconds = 300;                 // with no progress at all
-  int spin = 200;                              // busy polls before yielding
-  int yields = 50;                             // polls that yield the CPU before sleeping
+  double timeoutSeconds = 300;  // with no progress at all
+  int spin = 200;               // busy polls before yielding
+  int yields = 50;              // polls that yield the CPU before sleeping
   int rank = 0;
   // What the worker's waits ask of the runtime: peers' names, peers' calls, the network
   // (kernels/wait_hooks.h). A pointer to hooks that outlive the operation (the runtime's belong to

@@ -10,25 +10,26 @@
 
 namespace tutti::kern {
 
-static_assert(int(Dtype::Int8) == ncclInt8 && int(Dtype::Uint8) == ncclUint8 &&
-                  int(Dtype::Int32) == ncclInt32 && int(Dtype::Uint32) == ncclUint32 &&
-                  int(Dtype::Int64) == ncclInt64 && int(Dtype::Uint64) == ncclUint64 &&
-                  int(Dtype::Float16) == ncclFloat16 && int(Dtype::Float32) == ncclFloat32 &&
-                  int(Dtype::Float64) == ncclFloat64 && int(Dtype::Bfloat16) == ncclBfloat16 &&
-                  int(Dtype::Fp8E4M3) == ncclFloat8e4m3 && int(Dtype::Fp8E5M2) == ncclFloat8e5m2 &&
-                  kDtypeCount == ncclNumTypes,
+static_assert(int(Dtype::Int8) == ncclInt8 && int(Dtype::Uint8) == ncclUint8 && int(Dtype::Int32) == ncclInt32 &&
+                  int(Dtype::Uint32) == ncclUint32 && int(Dtype::Int64) == ncclInt64 &&
+                  int(Dtype::Uint64) == ncclUint64 && int(Dtype::Float16) == ncclFloat16 &&
+                  int(Dtype::Float32) == ncclFloat32 && int(Dtype::Float64) == ncclFloat64 &&
+                  int(Dtype::Bfloat16) == ncclBfloat16 && int(Dtype::Fp8E4M3) == ncclFloat8e4m3 &&
+                  int(Dtype::Fp8E5M2) == ncclFloat8e5m2 && kDtypeCount == ncclNumTypes,
               "kern::Dtype must number the types as ncclDataType_t does");
 
 namespace {
 
 // Elements are moved with memcpy so that any byte alignment is legal: g++ turns these into
 // plain (unaligned) vector loads and stores.
-template <typename T> inline T loadElement(const unsigned char* base, size_t i) {
+template <typename T>
+inline T loadElement(const unsigned char* base, size_t i) {
   T value;
   std::memcpy(&value, base + i * sizeof(T), sizeof(T));
   return value;
 }
-template <typename T> inline void storeElement(unsigned char* base, size_t i, T value) {
+template <typename T>
+inline void storeElement(unsigned char* base, size_t i, T value) {
   std::memcpy(base + i * sizeof(T), &value, sizeof(T));
 }
 
@@ -61,15 +62,14 @@ template <typename T> inline void storeElement(unsigned char* base, size_t i, T 
 
 template <typename T, typename Reducer>
 TUTTI_REDUCE_LOOP void combineDistinct(unsigned char* __restrict__ dst, const unsigned char* __restrict__ a,
-                     const unsigned char* __restrict__ b, size_t n, const Reducer reducer) {
-  for (size_t i = 0; i < n; ++i)
-    storeElement<T>(dst, i, reducer(loadElement<T>(a, i), loadElement<T>(b, i)));
+                                       const unsigned char* __restrict__ b, size_t n, const Reducer reducer) {
+  for (size_t i = 0; i < n; ++i) storeElement<T>(dst, i, reducer(loadElement<T>(a, i), loadElement<T>(b, i)));
 }
 
 // dst is a (kDstIsA) or b, and the other input is separate.
 template <typename T, typename Reducer, bool kDstIsA>
 TUTTI_REDUCE_LOOP void combineInPlace(unsigned char* __restrict__ dst, const unsigned char* __restrict__ other,
-                    size_t n, const Reducer reducer) {
+                                      size_t n, const Reducer reducer) {
   for (size_t i = 0; i < n; ++i) {
     T mine = loadElement<T>(dst, i);
     T theirs = loadElement<T>(other, i);
@@ -88,7 +88,7 @@ TUTTI_REDUCE_LOOP void combineSelf(unsigned char* dst, size_t n, const Reducer r
 
 template <typename T, typename Reducer>
 TUTTI_REDUCE_LOOP void firstDistinct(unsigned char* __restrict__ dst, const unsigned char* __restrict__ b, size_t n,
-                   const Reducer reducer) {
+                                     const Reducer reducer) {
   for (size_t i = 0; i < n; ++i) storeElement<T>(dst, i, reducer.first(loadElement<T>(b, i)));
 }
 
@@ -104,13 +104,16 @@ struct Buffers {
   size_t n;
 };
 
-template <typename T, typename Reducer> void runReducer(const Buffers& buffers, const Reducer& reducer) {
+template <typename T, typename Reducer>
+void runReducer(const Buffers& buffers, const Reducer& reducer) {
   unsigned char* dst = buffers.dst;
   const unsigned char* a = buffers.a;
   const unsigned char* b = buffers.b;
   if (a == nullptr) {
-    if (dst == b) firstInPlace<T>(dst, buffers.n, reducer);
-    else firstDistinct<T>(dst, b, buffers.n, reducer);
+    if (dst == b)
+      firstInPlace<T>(dst, buffers.n, reducer);
+    else
+      firstDistinct<T>(dst, b, buffers.n, reducer);
   } else if (dst == a && dst == b) {
     combineSelf<T>(dst, buffers.n, reducer);
   } else if (dst == a) {
@@ -123,7 +126,8 @@ template <typename T, typename Reducer> void runReducer(const Buffers& buffers, 
 }
 
 // a OP b, or with no accumulator (and nothing to scale) a plain copy, or nothing in place.
-template <typename T, typename Op> void combineOrCopy(const Buffers& buffers) {
+template <typename T, typename Op>
+void combineOrCopy(const Buffers& buffers) {
   if (buffers.a != nullptr) return runReducer<T>(buffers, ElementReducer<T, Op, false, false>{});
   if (buffers.n > 0 && buffers.dst != buffers.b) std::memcpy(buffers.dst, buffers.b, buffers.n * sizeof(T));
 }
@@ -132,7 +136,8 @@ template <typename T, typename Op> void combineOrCopy(const Buffers& buffers) {
   throw Error(ErrorCode::InvalidArgument, "reduceHost: " + message);
 }
 
-template <typename T> void reduceTyped(const RedOp& op, const Buffers& buffers, unsigned flags) {
+template <typename T>
+void reduceTyped(const RedOp& op, const Buffers& buffers, unsigned flags) {
   using Compute = typename Arith<T>::Compute;
   switch (op.kind) {
     case RedKind::Sum: return combineOrCopy<T, OpSum>(buffers);
@@ -142,8 +147,10 @@ template <typename T> void reduceTyped(const RedOp& op, const Buffers& buffers, 
     case RedKind::PreMulSum: {
       if (!(flags & kPreOnB)) return combineOrCopy<T, OpSum>(buffers);
       ElementReducer<T, OpSum, true, false> reducer;
-      if constexpr (IntegerTraits<T>::kIsInteger) reducer.preScalar = T(op.intScalar);
-      else reducer.preScalar = Compute(op.floatScalar);
+      if constexpr (IntegerTraits<T>::kIsInteger)
+        reducer.preScalar = T(op.intScalar);
+      else
+        reducer.preScalar = Compute(op.floatScalar);
       return runReducer<T>(buffers, reducer);
     }
     case RedKind::SumPostDiv: {
@@ -170,21 +177,16 @@ size_t dtypeSize(ncclDataType_t type) {
     case ncclInt8:
     case ncclUint8:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
+    case ncclFloat8e5m2: return 1;
     case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
+    case ncclBfloat16: return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32:
-      return 4;
+    case ncclFloat32: return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0;
+    case ncclFloat64: return 8;
+    default: return 0;
   }
 }
 
@@ -213,15 +215,13 @@ bool dtypeIsFloating(ncclDataType_t type) {
     case ncclFloat64:
     case ncclBfloat16:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return true;
-    default:
-      return false;
+    case ncclFloat8e5m2: return true;
+    default: return false;
   }
 }
 
-void reduceHost(ncclDataType_t type, const RedOp& op, void* dst, const void* a, const void* b,
-                size_t n, unsigned flags) {
+void reduceHost(ncclDataType_t type, const RedOp& op, void* dst, const void* a, const void* b, size_t n,
+                unsigned flags) {
   Buffers buffers{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(a),
                   static_cast<const unsigned char*>(b), n};
   switch (type) {

@@ -22,7 +22,7 @@ bool dtypeIsFloating(ncclDataType_t type);   // fp16, bf16, fp32, fp64, fp8 type
 // Throws tutti::Error (InvalidArgument) for an unknown type or kind, or a SumPostDiv count of
 // zero (or above INT64_MAX for a signed type). n == 0 does nothing, and the pointers may then
 // be null.
-void reduceHost(ncclDataType_t type, const RedOp& op, void* dst, const void* a, const void* b,
-                size_t n, unsigned flags);
+void reduceHost(ncclDataType_t type, const RedOp& op, void* dst, const void* a, const void* b, size_t n,
+                unsigned flags);
 
 }  // namespace tutti::kern

@@ -28,7 +28,9 @@ bool HostStream::pollFor(Pred pred) {
   return pred();
 }
 
-HostStream::HostStream() : ring_(kCapacity), thread_([this] { loop(); }) { LiveHandles<HostStream>::instance().insert(this); }
+HostStream::HostStream() : ring_(kCapacity), thread_([this] { loop(); }) {
+  LiveHandles<HostStream>::instance().insert(this);
+}
 
 HostStream::~HostStream() {
   LiveHandles<HostStream>::instance().erase(this);

@@ -22,12 +22,11 @@
 // Direct messages (zero-copy; plan.h, "Direct sends"; fifo.h). A lone Simple step flagged kDirect
 // whose sent span lies in a buffer its operation lets peers read (OpWork::direct), on a connection
 // whose receiver reads the sender's buffers (ConnEnd::direct: the ends share an address space, the
-// receiver reads the sender's process, or it maps the sender's registered buffers), publishes the span's address and size
-// instead of copying it into the slot (sendsDirect); whatever step receives that message reads
-// the peer's buffer at that address as it would read the slot, so every receiving op serves
-// both kinds of message. A worker whose operations sent direct messages does not finish before
-// each such FIFO is drained (firstUndrained): the receiver frees a slot only after reading, so
-// once the sender's operation ends its buffers are no longer read and may be reused.
+// receiver reads the sender's process, or it maps the sender's registered buffers), publishes the span's address and
+// size instead of copying it into the slot (sendsDirect); whatever step receives that message reads the peer's buffer
+// at that address as it would read the slot, so every receiving op serves both kinds of message. A worker whose
+// operations sent direct messages does not finish before each such FIFO is drained (firstUndrained): the receiver frees
+// a slot only after reading, so once the sender's operation ends its buffers are no longer read and may be reused.
 #pragma once
 
 #include <cstddef>
@@ -99,7 +98,8 @@ TUTTI_ENGINE_HD void prepareLane(const LaneRef& l) {
   LaneState& s = *l.state;
   const plan::FlatLane& spec = *l.spec;
   s.tileChunks = 1;
-  if (spec.layout == Layout::Split) s.tileChunks = spec.tileChunks > 0 ? uint32_t(spec.tileChunks) : uint32_t(l.op->nranks);
+  if (spec.layout == Layout::Split)
+    s.tileChunks = spec.tileChunks > 0 ? uint32_t(spec.tileChunks) : uint32_t(l.op->nranks);
   const uint64_t range = l.work->end > l.work->begin ? l.work->end - l.work->begin : 0;
   s.ntiles = range == 0 || spec.nsteps == 0 ? 0 : tiling::ceilDiv(range, l.work->chunkElems * s.tileChunks);
   for (int32_t c = 0; c < spec.scratchChunks; c++) l.extents[c] = 0;
@@ -166,12 +166,12 @@ struct Run {
   uint64_t rtail, shead;
   char* rslot;
   char* sslot;
-  uint64_t got;         // bytes in the received slot
+  uint64_t got;                   // bytes in the received slot
   uint64_t theirSig, theirCount;  // the received message's call signature and count (0: not carried)
-  uint64_t roff, soff;  // where the next part starts in each slot
-  uint64_t sent;        // bytes written to the send slot (or sent by address)
-  const char* raddr;    // the received message's address in the sender's buffer (null: in the slot)
-  uint64_t saddr;       // the address the run sends instead of bytes (0: the bytes, in the slot)
+  uint64_t roff, soff;            // where the next part starts in each slot
+  uint64_t sent;                  // bytes written to the send slot (or sent by address)
+  const char* raddr;              // the received message's address in the sender's buffer (null: in the slot)
+  uint64_t saddr;                 // the address the run sends instead of bytes (0: the bytes, in the slot)
 };
 
 // One part of a run, ready to move.
@@ -185,7 +185,8 @@ struct Part {
   uint64_t elems, bytes;
 };
 
-TUTTI_ENGINE_HD void setFault(ExecFault& f, Fault kind, const LaneRef& l, int32_t peer, uint64_t got, uint64_t expected) {
+TUTTI_ENGINE_HD void setFault(ExecFault& f, Fault kind, const LaneRef& l, int32_t peer, uint64_t got,
+                              uint64_t expected) {
   f.fault = uint32_t(kind);
   f.peer = peer;
   f.channel = l.work->channel;
@@ -267,14 +268,16 @@ TUTTI_ENGINE_HD uint64_t mappedAddress(const MappedBufferTable* table, int32_t p
   if (table == nullptr) return 0;
   for (uint32_t i = 0; i < table->count; i++) {
     const MappedBuffer& m = table->entries[i];
-    if (m.peer == peer && span >= m.begin && span < m.end && bytes <= m.end - span) return uint64_t(int64_t(span) + m.delta);
+    if (m.peer == peer && span >= m.begin && span < m.end && bytes <= m.end - span)
+      return uint64_t(int64_t(span) + m.delta);
   }
   return 0;
 }
 
 // Whether the run's lone step sends its span by address (a direct message; see the top).
 TUTTI_ENGINE_HD bool sendsDirect(const LaneRef& l, const Run& run, const Step& step) {
-  if (!(step.flags & plan::kDirect) || !run.send || run.sll || run.parts != 1 || l.sends[step.sendConn].direct == 0) return false;
+  if (!(step.flags & plan::kDirect) || !run.send || run.sll || run.parts != 1 || l.sends[step.sendConn].direct == 0)
+    return false;
   const BufRef& sent = step.op == Op::Send ? step.src : step.dst;
   const uint8_t needs = sent.buf == Buf::In ? kDirectIn : sent.buf == Buf::Out ? kDirectOut : 0;
   if (needs == 0 || (l.op->direct & needs) == 0 || !plan::directSendable(step.op)) return false;
@@ -329,12 +332,14 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
     }
     if (run.recv) {
       arrived = fifoJoinSizes(run.rslot)[j];
-      if (run.roff + arrived > run.got) return setFault(fault, Fault::SizeMismatch, l, rpeer, run.got, run.roff + arrived), false;
+      if (run.roff + arrived > run.got)
+        return setFault(fault, Fault::SizeMismatch, l, rpeer, run.got, run.roff + arrived), false;
     }
     // The chunk was cut so that the run fits (joinedChunkBytes); a plan whose ranks disagree on
     // it must not write past the slot.
     if (run.send && run.soff + l.work->chunkElems * elt > run.sf->slotBytes)
-      return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, run.soff + l.work->chunkElems * elt, run.sf->slotBytes),
+      return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, run.soff + l.work->chunkElems * elt,
+                      run.sf->slotBytes),
              false;
   }
   const Span src = resolve(l, step.src), dst = resolve(l, step.dst);
@@ -359,7 +364,8 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   if (run.recv && arrived != bytes) return setFault(fault, Fault::SizeMismatch, l, rpeer, arrived, bytes), false;
   // The launch chose LL only for operations whose messages fit an LL slot (ConnEnd::ll).
   const uint64_t capacity = run.sll ? llCapacity(run.sf->llSlotBytes) : 0;
-  if (run.sll && bytes > capacity) return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, bytes, capacity), false;
+  if (run.sll && bytes > capacity)
+    return setFault(fault, Fault::SlotOverflow, l, l.sends[step.sendConn].peer, bytes, capacity), false;
   part.op = step.op;
   part.flags = reduceFlagsOf(step);
   part.src = src.ptr;
@@ -391,33 +397,30 @@ TUTTI_ENGINE_HD void moveData(Mover& m, const OpWork& op, const Part& p) {
   switch (p.op) {
     case Op::Send:
       if (p.sptr == nullptr) break;
-      if (pre) m.reduce(p.sptr, nullptr, nullptr, p.src, p.elems, kPreOnB);
-      else m.copy(p.sptr, p.src, p.bytes);
+      if (pre)
+        m.reduce(p.sptr, nullptr, nullptr, p.src, p.elems, kPreOnB);
+      else
+        m.copy(p.sptr, p.src, p.bytes);
       break;
-    case Op::Recv:
-      m.copy(p.dst, p.rptr, p.bytes);
-      break;
+    case Op::Recv: m.copy(p.dst, p.rptr, p.bytes); break;
     case Op::RecvSend:
-      if (p.sptr == nullptr) m.copy(p.dst, p.rptr, p.bytes);
-      else if (p.dst != nullptr) m.copy2(p.sptr, p.dst, p.rptr, p.bytes);
-      else m.copy(p.sptr, p.rptr, p.bytes);
+      if (p.sptr == nullptr)
+        m.copy(p.dst, p.rptr, p.bytes);
+      else if (p.dst != nullptr)
+        m.copy2(p.sptr, p.dst, p.rptr, p.bytes);
+      else
+        m.copy(p.sptr, p.rptr, p.bytes);
       break;
-    case Op::RecvReduceSend:
-      m.reduce(p.sptr, nullptr, p.rptr, p.src, p.elems, p.flags & kPreOnB);
-      break;
-    case Op::RecvReduceCopy:
-      m.reduce(p.dst, nullptr, p.rptr, p.src, p.elems, p.flags);
-      break;
-    case Op::RecvReduceCopySend:
-      m.reduce(p.dst, p.sptr, p.rptr, p.src, p.elems, p.flags);
-      break;
+    case Op::RecvReduceSend: m.reduce(p.sptr, nullptr, p.rptr, p.src, p.elems, p.flags & kPreOnB); break;
+    case Op::RecvReduceCopy: m.reduce(p.dst, nullptr, p.rptr, p.src, p.elems, p.flags); break;
+    case Op::RecvReduceCopySend: m.reduce(p.dst, p.sptr, p.rptr, p.src, p.elems, p.flags); break;
     case Op::Copy:
-      if (pre || post) m.reduce(p.dst, nullptr, nullptr, p.src, p.elems, p.flags);
-      else if (p.dst != p.src) m.move(p.dst, p.src, p.bytes);
+      if (pre || post)
+        m.reduce(p.dst, nullptr, nullptr, p.src, p.elems, p.flags);
+      else if (p.dst != p.src)
+        m.move(p.dst, p.src, p.bytes);
       break;
-    case Op::Reduce:
-      m.reduce(p.dst, nullptr, p.dst, p.src, p.elems, p.flags);
-      break;
+    case Op::Reduce: m.reduce(p.dst, nullptr, p.dst, p.src, p.elems, p.flags); break;
   }
 }
 
@@ -464,7 +467,8 @@ TUTTI_ENGINE_HD void llPack(const Run& run, uint32_t t, uint32_t nt, const Sync&
   uint64_t first = 0;  // the first word written half by half
   if (reinterpret_cast<uintptr_t>(halves) % kLLLineBytes == 0) {
     const uint64_t lines = words / 2;
-    for (uint64_t i = t; i < lines; i += nt) sync.storeLLLine(&halves[2 * i], llHalf(in[2 * i], flag), llHalf(in[2 * i + 1], flag));
+    for (uint64_t i = t; i < lines; i += nt)
+      sync.storeLLLine(&halves[2 * i], llHalf(in[2 * i], flag), llHalf(in[2 * i + 1], flag));
     first = 2 * lines;
   }
   for (uint64_t i = first + t; i < words; i += nt) sync.storeLL(&halves[i], llHalf(in[i], flag));
@@ -543,7 +547,8 @@ TUTTI_ENGINE_HD void blockedOn(const LaneRef& l, ExecFault& f, const Sync& sync)
 // (its FIFO not drained), or null: a worker that sent direct messages finishes only at null (see
 // the top). Only operations with buffers peers may read (OpWork::direct) are looked at.
 template <class Sync>
-TUTTI_ENGINE_HD const ConnEnd* firstUndrained(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, const Sync& sync) {
+TUTTI_ENGINE_HD const ConnEnd* firstUndrained(LaunchWork& w, const OpWork* ops, const WorkerWork& ww,
+                                              const Sync& sync) {
   for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
     const QueueWork& qw = w.queues()[q];
     for (uint32_t i = qw.firstLane; i < qw.firstLane + qw.nlanes; i++) {
@@ -560,7 +565,8 @@ TUTTI_ENGINE_HD const ConnEnd* firstUndrained(LaunchWork& w, const OpWork* ops, 
 }
 
 // The fault of a worker that waited too long for `end`'s receiver to read its direct messages.
-TUTTI_ENGINE_HD void undrainedFault(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, const ConnEnd& end, ExecFault& f) {
+TUTTI_ENGINE_HD void undrainedFault(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, const ConnEnd& end,
+                                    ExecFault& f) {
   const LaneWork& lw = w.lanes()[w.queues()[ww.firstQueue].firstLane];
   f.fault = uint32_t(Fault::Timeout);
   f.peer = end.peer;

@@ -40,11 +40,13 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
   } published;
   for (int idle = 0; !arrived(); idle++) {
     if (ctx.abortFlag && ctx.abortFlag->load(std::memory_order_relaxed))
-      throw Error(ErrorCode::Aborted, "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
+      throw Error(ErrorCode::Aborted,
+                  "rank " + std::to_string(ctx.rank) + ": operation aborted (ncclCommAbort or an earlier fatal error)");
     if (idlePoll(idle, ctx)) continue;
     if (sleptSince == Clock::time_point{}) {
       sleptSince = Clock::now();
-      probeAt = sleptSince + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ExecutionContext::kProbeAfterSeconds));
+      probeAt = sleptSince + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(ExecutionContext::kProbeAfterSeconds));
       if (ctx.waitSlot) {
         ctx.waitSlot->publish(waitingFor(op, p, sleptSince));
         published.slot = ctx.waitSlot;
@@ -62,13 +64,15 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
     if (!arrived() && op.signature != 0 && Clock::now() >= probeAt) {
       probeAt = Clock::now() + std::chrono::seconds(1);
       std::string mismatch = ctx.hooks->probeCall(p, op.signature, op.count);
-      if (!mismatch.empty()) throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " + mismatch);
+      if (!mismatch.empty())
+        throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " + mismatch);
     }
     if (!arrived() && std::chrono::duration<double>(Clock::now() - sleptSince).count() > ctx.timeoutSeconds) {
       WaitRecord waiting = waitingFor(op, p, sleptSince);
       throw Error(ErrorCode::Timeout, describeWaitingOp(waiting, ctx.rank) + " is waiting for " +
-                                          describeWaitedFor(waiting, ctx.describePeer(p)) + " and made no progress for " +
-                                          std::to_string(int(ctx.timeoutSeconds)) + " s (TUTTI_TIMEOUT)");
+                                          describeWaitedFor(waiting, ctx.describePeer(p)) +
+                                          " and made no progress for " + std::to_string(int(ctx.timeoutSeconds)) +
+                                          " s (TUTTI_TIMEOUT)");
     }
   }
 }
@@ -77,7 +81,8 @@ void awaitInput(const MailboxAllReduce& op, int p, const ExecutionContext& ctx) 
 
 void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx) {
   const size_t bytes = op.count * dtypeSize(op.type);
-  if (bytes > kMailboxBytes) throw Error(ErrorCode::Internal, "mailbox all-reduce of " + std::to_string(bytes) + " bytes");
+  if (bytes > kMailboxBytes)
+    throw Error(ErrorCode::Internal, "mailbox all-reduce of " + std::to_string(bytes) + " bytes");
   Mailbox* mine = op.boxes[op.rank];
   reduceHost(op.type, op.redop, mine->data, nullptr, op.in, op.count, kPreOnB);
   mine->signature = op.signature;
@@ -92,8 +97,8 @@ void runMailboxAllReduce(const MailboxAllReduce& op, const ExecutionContext& ctx
     const Mailbox* box = op.boxes[p];
     if (op.signature != 0 && box->signature != 0 && (box->signature != op.signature || box->count != op.count))
       throw Error(ErrorCode::InvalidUsage, std::string(op.name) + " #" + std::to_string(op.opSeq) + ": " +
-                                               describeCallMismatch(ctx.describePeer(p), box->signature, box->count, op.rank,
-                                                                    op.signature, op.count));
+                                               describeCallMismatch(ctx.describePeer(p), box->signature, box->count,
+                                                                    op.rank, op.signature, op.count));
   };
   auto postAt = [&](int p) { return p == op.nranks - 1 ? unsigned(kPost) : 0u; };
   if (op.nranks == 1) {

@@ -29,13 +29,13 @@ struct alignas(64) Mailbox {
   std::atomic<uint64_t> seq{0};  // the operation whose input the mailbox holds (0: none yet)
   uint64_t signature = 0;        // its call (kernels/work.h, callSignature), compared by the readers
   uint64_t count = 0;
-  char data[kMailboxBytes];      // the first 40 bytes share seq's cache line
+  char data[kMailboxBytes];  // the first 40 bytes share seq's cache line
 };
 static_assert(sizeof(Mailbox) == 8192 + 64);
 
 // One all-reduce through the mailboxes, on every rank of the communicator (all on this host).
 struct MailboxAllReduce {
-  uint64_t seq = 0;            // the operation's number, 1, 2, ... in the order every rank runs them
+  uint64_t seq = 0;  // the operation's number, 1, 2, ... in the order every rank runs them
   int rank = 0, nranks = 1;
   Mailbox* const* boxes = nullptr;  // by rank: each rank's mailbox for this operation (seq % 2)
   Bell* const* bells = nullptr;     // by rank: the bell its waiting thread sleeps on

@@ -25,11 +25,11 @@ struct WaitRecord {
   WaitFor what = WaitFor::Nothing;
   plan::Op step = plan::Op::Send;  // the lane's current step (FIFO waits)
   int peer = -1;
-  int channel = 0;                 // FIFO waits
+  int channel = 0;  // FIFO waits
   const char* opName = "";
   uint64_t opSeq = 0;
-  uint64_t tile = 0, ntiles = 0;   // FIFO waits: the lane's progress
-  int64_t sinceNs = 0;             // steady_clock: when the worker last made progress
+  uint64_t tile = 0, ntiles = 0;  // FIFO waits: the lane's progress
+  int64_t sinceNs = 0;            // steady_clock: when the worker last made progress
 };
 
 // One worker's record. A mutex rather than a seqlock: the worker takes it only when a wait is

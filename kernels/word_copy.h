@@ -17,7 +17,8 @@ inline void copyWholeWords(void* dst, const void* src, size_t bytes) {
   }
   auto* to = static_cast<uint64_t*>(dst);
   const auto* from = static_cast<const uint64_t*>(src);
-  for (size_t i = 0; i < bytes / sizeof(uint64_t); i++) __atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  for (size_t i = 0; i < bytes / sizeof(uint64_t); i++)
+    __atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
 }  // namespace tutti::kern

@@ -23,17 +23,17 @@ struct MappedBufferTable;
 struct OpWork {
   const void* in;
   void* out;
-  uint64_t count;       // elements of the whole range (Split, Whole) or of one block (Blocks)
-  uint64_t seq;         // the operation's number on its communicator (errors name it)
+  uint64_t count;  // elements of the whole range (Split, Whole) or of one block (Blocks)
+  uint64_t seq;    // the operation's number on its communicator (errors name it)
   RedOp redop;
-  const void* scalar;   // PreMulSum's scalar in the executor's memory, read when the operation
-                        // runs (ncclScalarDevice); null: redop's own scalar
+  const void* scalar;  // PreMulSum's scalar in the executor's memory, read when the operation
+                       // runs (ncclScalarDevice); null: redop's own scalar
   int32_t nranks;
-  uint8_t dtype;        // kern::Dtype
+  uint8_t dtype;  // kern::Dtype
   uint8_t eltSize;
-  uint8_t coll;         // plan::Coll
-  uint8_t direct;       // DirectBuffers: which buffers this rank's peers may read in place
-  uint64_t signature;   // callSignature: what the peers' calls must agree on; 0: not checked
+  uint8_t coll;        // plan::Coll
+  uint8_t direct;      // DirectBuffers: which buffers this rank's peers may read in place
+  uint64_t signature;  // callSignature: what the peers' calls must agree on; 0: not checked
   // Where this rank's registered buffers are mapped in peer processes (kDirectMapped), in the
   // executor's memory; null: nowhere.
   const MappedBufferTable* mapped;
@@ -49,8 +49,8 @@ enum DirectBuffers : uint8_t { kDirectIn = 1, kDirectOut = 2 };
 // reduction where they matter, and the root (23 bits). 0 never results: the top bit is set for
 // every valid call.
 TUTTI_FLAT_HD uint64_t callSignature(uint32_t collSeq, uint32_t coll, uint32_t dtype, uint32_t redKind, uint32_t root) {
-  return uint64_t(collSeq & 0xffffffu) | uint64_t(coll & 0xfu) << 24 | uint64_t(dtype & 0xfu) << 28 | uint64_t(redKind & 0xffu) << 32 |
-         uint64_t(root & 0x7fffffu) << 40 | uint64_t(1) << 63;
+  return uint64_t(collSeq & 0xffffffu) | uint64_t(coll & 0xfu) << 24 | uint64_t(dtype & 0xfu) << 28 |
+         uint64_t(redKind & 0xffu) << 32 | uint64_t(root & 0x7fffffu) << 40 | uint64_t(1) << 63;
 }
 TUTTI_FLAT_HD uint32_t signatureSeq(uint64_t s) { return uint32_t(s & 0xffffffu); }
 TUTTI_FLAT_HD uint32_t signatureColl(uint64_t s) { return uint32_t(s >> 24) & 0xfu; }
@@ -75,7 +75,7 @@ struct ConnEnd {
 // ConnEnd::direct: how the receiver reaches an address the sender sent.
 enum DirectKind : uint16_t {
   kDirectNone = 0,
-  kDirectShared = 1,          // the ends share an address space: the receiver reads it as it is
+  kDirectShared = 1,           // the ends share an address space: the receiver reads it as it is
   kDirectAcrossProcesses = 2,  // the receiver reads the sender's process (FifoHeader::senderPid)
                                // with a cross-memory read; host executor only
   kDirectMapped = 3            // the receiver maps the sender's registered buffers (exported memory,
@@ -98,7 +98,9 @@ struct MappedBufferTable {
   uint32_t pad[3];
   MappedBuffer entries[1];  // `count` of them
 };
-constexpr size_t mappedBufferTableBytes(uint32_t count) { return 16 + size_t(count < 1 ? 1 : count) * sizeof(MappedBuffer); }
+constexpr size_t mappedBufferTableBytes(uint32_t count) {
+  return 16 + size_t(count < 1 ? 1 : count) * sizeof(MappedBuffer);
+}
 
 // One lane of one operation on one channel.
 struct LaneWork {
@@ -147,12 +149,12 @@ struct LaunchWork {
   uint32_t laneStatesOffset, queueStatesOffset, extentsOffset;  // the state
   uint32_t stateOffset;  // where the state starts (the bytes up to it never change in a run)
   uint32_t pad;
-  char* scratch;         // the launch's scratch block (null: none needed)
+  char* scratch;  // the launch's scratch block (null: none needed)
 
-#define TUTTI_WORK_ARRAY(Type, name, offset)                                                     \
+#define TUTTI_WORK_ARRAY(Type, name, offset)                                                             \
   TUTTI_FLAT_HD Type* name() { return reinterpret_cast<Type*>(reinterpret_cast<char*>(this) + offset); } \
-  TUTTI_FLAT_HD const Type* name() const {                                                       \
-    return reinterpret_cast<const Type*>(reinterpret_cast<const char*>(this) + offset);          \
+  TUTTI_FLAT_HD const Type* name() const {                                                               \
+    return reinterpret_cast<const Type*>(reinterpret_cast<const char*>(this) + offset);                  \
   }
   TUTTI_WORK_ARRAY(WorkerWork, workers, workersOffset)
   TUTTI_WORK_ARRAY(QueueWork, queues, queuesOffset)
@@ -189,14 +191,14 @@ enum class Fault : uint32_t {
 };
 
 struct ExecFault {
-  uint32_t fault;       // Fault
-  int32_t peer;         // -1: none
+  uint32_t fault;  // Fault
+  int32_t peer;    // -1: none
   int32_t channel;
-  uint32_t coll;        // plan::Coll
+  uint32_t coll;  // plan::Coll
   uint64_t opSeq;
   uint64_t got, expected;
   uint64_t tile, ntiles;
-  uint32_t step;        // plan::Op of the step
+  uint32_t step;            // plan::Op of the step
   uint32_t waitingForData;  // Timeout: 1 data from peer, 0 space at peer, 2 peer's direct reads (fifo.h)
   uint64_t waitedNs;        // Timeout: how long
 };

@@ -28,12 +28,18 @@ bool parse(int argc, char** argv, Options& o) {
     std::string a = argv[i];
     if (i + 1 >= argc) return false;
     long long v = std::atoll(argv[++i]);
-    if (a == "--ranks") o.ranks = int(v);
-    else if (a == "--min") o.minBytes = size_t(v);
-    else if (a == "--max") o.maxBytes = size_t(v);
-    else if (a == "--iters") o.iters = int(v);
-    else if (a == "--warmup") o.warmup = int(v);
-    else return false;
+    if (a == "--ranks")
+      o.ranks = int(v);
+    else if (a == "--min")
+      o.minBytes = size_t(v);
+    else if (a == "--max")
+      o.maxBytes = size_t(v);
+    else if (a == "--iters")
+      o.iters = int(v);
+    else if (a == "--warmup")
+      o.warmup = int(v);
+    else
+      return false;
   }
   return o.ranks >= 1 && o.iters >= 1 && o.minBytes >= 4 && o.maxBytes >= o.minBytes;
 }
@@ -76,7 +82,8 @@ int main(int argc, char** argv) {
             failed[size_t(r)] = 1;
             return;
           }
-          if (it >= o.warmup) samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          if (it >= o.warmup)
+            samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         std::nth_element(samples.begin(), samples.begin() + long(samples.size() / 2), samples.end());
         times[k][size_t(r)] = samples[samples.size() / 2];
@@ -90,7 +97,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "local_allreduce: %s\n", f == 2 ? "wrong results" : "a rank failed");
       return 1;
     }
-  std::printf("# tutti local all-reduce: %d ranks (threads, host mode), float32 sum, median of %d iterations\n", o.ranks, o.iters);
+  std::printf("# tutti local all-reduce: %d ranks (threads, host mode), float32 sum, median of %d iterations\n",
+              o.ranks, o.iters);
   std::printf("# %12s %12s %12s %12s %12s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
   for (size_t k = 0; k < sizes.size(); k++) {
     double t = *std::max_element(times[k].begin(), times[k].end());  // the slowest rank's median

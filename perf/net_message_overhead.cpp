@@ -78,8 +78,8 @@ int runRank(int rank, const ncclUniqueId& id, const Options& o, int resultFd) {
     std::sort(perMessageUs.begin(), perMessageUs.end());
     const char* net = getenv("NCCL_NET");
     double median = perMessageUs[perMessageUs.size() / 2];
-    std::printf("net=%s bytes=%zu iters=%d reps=%d per-message-us median=%.2f min=%.2f max=%.2f\n", net ? net : "(default)",
-                o.bytes, o.iters, o.reps, median, perMessageUs.front(), perMessageUs.back());
+    std::printf("net=%s bytes=%zu iters=%d reps=%d per-message-us median=%.2f min=%.2f max=%.2f\n",
+                net ? net : "(default)", o.bytes, o.iters, o.reps, median, perMessageUs.front(), perMessageUs.back());
     if (resultFd >= 0 && write(resultFd, &median, sizeof median) != ssize_t(sizeof median)) return 1;
   }
   return 0;
@@ -149,8 +149,10 @@ int compare(const Options& o) {
     ibUs.push_back(i);
   }
   double sm = medianOf(socketUs), im = medianOf(ibUs);
-  std::printf("compare runs=%d bytes=%zu: Socket median %.2f us, IB (stand-in shm wire, no data) median %.2f us, IB/Socket %.2f\n",
-              o.compare, o.bytes, sm, im, im / sm);
+  std::printf(
+      "compare runs=%d bytes=%zu: Socket median %.2f us, IB (stand-in shm wire, no data) median %.2f us, IB/Socket "
+      "%.2f\n",
+      o.compare, o.bytes, sm, im, im / sm);
   return 0;
 }
 
@@ -161,10 +163,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     long long v = std::atoll(argv[i + 1]);
-    if (a == "--bytes" && v >= 1) o.bytes = size_t(v);
-    else if (a == "--iters" && v >= 1) o.iters = int(v);
-    else if (a == "--reps" && v >= 1) o.reps = int(v);
-    else if (a == "--compare" && v >= 1) o.compare = int(v);
+    if (a == "--bytes" && v >= 1)
+      o.bytes = size_t(v);
+    else if (a == "--iters" && v >= 1)
+      o.iters = int(v);
+    else if (a == "--reps" && v >= 1)
+      o.reps = int(v);
+    else if (a == "--compare" && v >= 1)
+      o.compare = int(v);
     else {
       std::fprintf(stderr, "usage: net_message_overhead [--bytes N] [--iters N] [--reps N] [--compare RUNS]\n");
       return 2;

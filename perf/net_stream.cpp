@@ -84,7 +84,8 @@ int receiveSide(const char* host, const char* port, double limit) {
   if (listener.get() < 0) fail("socket");
   int one = 1;
   setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(listener.get(), address->ai_addr, address->ai_addrlen) != 0) fail(std::string("bind ") + host + ":" + port);
+  if (::bind(listener.get(), address->ai_addr, address->ai_addrlen) != 0)
+    fail(std::string("bind ") + host + ":" + port);
   freeaddrinfo(address);
   if (::listen(listener.get(), 64) != 0) fail("listen");
 
@@ -103,7 +104,8 @@ int receiveSide(const char* host, const char* port, double limit) {
   std::vector<Descriptor> connections;
   connections.push_back(acceptOne());
   uint32_t streams = 0;
-  if (::recv(connections[0].get(), &streams, sizeof streams, MSG_WAITALL) != sizeof streams || streams == 0 || streams > 64)
+  if (::recv(connections[0].get(), &streams, sizeof streams, MSG_WAITALL) != sizeof streams || streams == 0 ||
+      streams > 64)
     fail("reading the stream count");
   while (connections.size() < streams) connections.push_back(acceptOne());
 
@@ -136,12 +138,14 @@ int sendSide(const char* host, const char* port, uint64_t bytes, uint32_t stream
     setTimeouts(connection.get(), limit);
     // The receiver may still be starting: retry a refused connect until the limit.
     while (::connect(connection.get(), address->ai_addr, address->ai_addrlen) != 0) {
-      if (errno != ECONNREFUSED || Clock::now() - start > std::chrono::duration<double>(limit)) fail(std::string("connect ") + host + ":" + port);
+      if (errno != ECONNREFUSED || Clock::now() - start > std::chrono::duration<double>(limit))
+        fail(std::string("connect ") + host + ":" + port);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       connection = Descriptor(::socket(address->ai_family, SOCK_STREAM, 0));
       setTimeouts(connection.get(), limit);
     }
-    if (i == 0 && ::send(connection.get(), &streams, sizeof streams, MSG_NOSIGNAL) != sizeof streams) fail("sending the stream count");
+    if (i == 0 && ::send(connection.get(), &streams, sizeof streams, MSG_NOSIGNAL) != sizeof streams)
+      fail("sending the stream count");
     connections.push_back(std::move(connection));
   }
   freeaddrinfo(address);
@@ -154,7 +158,8 @@ int sendSide(const char* host, const char* port, uint64_t bytes, uint32_t stream
       std::vector<char> buffer(kBufferBytes, char(i));
       uint64_t share = bytes / streams + (i < bytes % streams ? 1 : 0);
       while (share > 0) {
-        ssize_t sent = ::send(connections[i].get(), buffer.data(), size_t(std::min<uint64_t>(share, buffer.size())), MSG_NOSIGNAL);
+        ssize_t sent =
+            ::send(connections[i].get(), buffer.data(), size_t(std::min<uint64_t>(share, buffer.size())), MSG_NOSIGNAL);
         if (sent <= 0) {
           failed = true;
           return;
@@ -166,14 +171,16 @@ int sendSide(const char* host, const char* port, uint64_t bytes, uint32_t stream
   for (auto& t : senders) t.join();
   if (failed) fail("send");
   uint64_t acknowledged = 0;
-  if (::recv(connections[0].get(), &acknowledged, sizeof acknowledged, MSG_WAITALL) != sizeof acknowledged) fail("waiting for the acknowledgement");
+  if (::recv(connections[0].get(), &acknowledged, sizeof acknowledged, MSG_WAITALL) != sizeof acknowledged)
+    fail("waiting for the acknowledgement");
   double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   if (acknowledged != bytes) {
-    std::fprintf(stderr, "net_stream: sent %llu bytes, the receiver counted %llu\n", static_cast<unsigned long long>(bytes),
-                 static_cast<unsigned long long>(acknowledged));
+    std::fprintf(stderr, "net_stream: sent %llu bytes, the receiver counted %llu\n",
+                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(acknowledged));
     return 1;
   }
-  std::printf("%llu bytes %u streams %.3f s %.3f GB/s\n", static_cast<unsigned long long>(bytes), streams, seconds, double(bytes) / seconds / 1e9);
+  std::printf("%llu bytes %u streams %.3f s %.3f GB/s\n", static_cast<unsigned long long>(bytes), streams, seconds,
+              double(bytes) / seconds / 1e9);
   return 0;
 }
 
@@ -183,7 +190,8 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "recv" && argc >= 4) return receiveSide(argv[2], argv[3], argc > 4 ? std::atof(argv[4]) : 60);
   if (mode == "send" && argc >= 5)
-    return sendSide(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0), argc > 5 ? uint32_t(std::clamp(std::atoi(argv[5]), 1, 64)) : 1u,
+    return sendSide(argv[2], argv[3], std::strtoull(argv[4], nullptr, 0),
+                    argc > 5 ? uint32_t(std::clamp(std::atoi(argv[5]), 1, 64)) : 1u,
                     argc > 6 ? std::atof(argv[6]) : 60);
   std::fprintf(stderr,
                "usage: net_stream recv <bind-address> <port> [seconds-limit]\n"

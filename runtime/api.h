@@ -28,14 +28,15 @@ ncclResult_t failCall(const char* operation, const Error& error);
 
 // Argument checks shared by the entry points; each throws InvalidArgument/InvalidUsage naming
 // the operation and the rank.
-void checkComm(const char* operation, const ncclComm* comm);       // live, not aborted
-void checkUsableComm(const char* operation, ncclComm* comm);       // also initialised, not failed
+void checkComm(const char* operation, const ncclComm* comm);  // live, not aborted
+void checkUsableComm(const char* operation, ncclComm* comm);  // also initialised, not failed
 void checkType(const char* operation, const ncclComm* comm, ncclDataType_t type);
 void checkOp(const char* operation, ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
 void checkRank(const char* operation, const ncclComm* comm, int rank, const char* what);
 // A buffer of `count` elements of eltSize bytes: not null when count > 0, and usable by the
 // communicator's backend (device memory for the cuda backend).
-void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, size_t eltSize, const char* what);
+void checkBuffer(const char* operation, const ncclComm* comm, const void* buffer, size_t count, size_t eltSize,
+                 const char* what);
 void checkStream(const char* operation, const ncclComm* comm, cudaStream_t stream);
 
 template <typename Body>

@@ -10,28 +10,32 @@ using namespace tutti;
 
 namespace {
 
-ncclResult_t submit(const char* operation, plan::Coll kind, const void* in, void* out, size_t count, ncclDataType_t type,
-                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t submit(const char* operation, plan::Coll kind, const void* in, void* out, size_t count,
+                    ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guard(operation, [&] {
     checkUsableComm(operation, comm);
     log::setThreadDevice(comm->identity.device);
     checkType(operation, comm, type);
     bool reducing = kind == plan::Coll::AllReduce || kind == plan::Coll::ReduceScatter || kind == plan::Coll::Reduce;
     if (reducing) checkOp(operation, comm, op, type);
-    bool rooted = kind == plan::Coll::Broadcast || kind == plan::Coll::Reduce || kind == plan::Coll::Gather || kind == plan::Coll::Scatter;
+    bool rooted = kind == plan::Coll::Broadcast || kind == plan::Coll::Reduce || kind == plan::Coll::Gather ||
+                  kind == plan::Coll::Scatter;
     if (rooted) checkRank(operation, comm, root, "root");
     if (kind == plan::Coll::Send || kind == plan::Coll::Recv) checkRank(operation, comm, root, "peer");
     if (count > std::numeric_limits<size_t>::max() / kern::dtypeSize(type) / size_t(comm->identity.nranks))
-      throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": count " + std::to_string(count) +
-                                                  " overflows the address space");
+      throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": count " +
+                                                  std::to_string(count) + " overflows the address space");
     BufferUse use = bufferUse(kind, count, comm->identity.nranks, root == comm->identity.rank);
     if (use.readsIn) checkBuffer(operation, comm, in, use.inCount, kern::dtypeSize(type), "sendbuff");
     if (use.writesOut) checkBuffer(operation, comm, out, use.outCount, kern::dtypeSize(type), "recvbuff");
     checkStream(operation, comm, stream);
-    TUTTI_INFO(log::Coll, "%s: opCount %llx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
-               operation, (unsigned long long)comm->executor.opSeq, in, static_cast<void*>(out), count, int(type), int(op), root,
-               static_cast<void*>(comm), comm->identity.nranks, static_cast<void*>(stream));
-    enqueueTask(Task{kind, use.readsIn ? in : nullptr, use.writesOut ? out : nullptr, count, type, op, root, comm, stream});
+    TUTTI_INFO(
+        log::Coll,
+        "%s: opCount %llx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
+        operation, (unsigned long long)comm->executor.opSeq, in, static_cast<void*>(out), count, int(type), int(op),
+        root, static_cast<void*>(comm), comm->identity.nranks, static_cast<void*>(stream));
+    enqueueTask(
+        Task{kind, use.readsIn ? in : nullptr, use.writesOut ? out : nullptr, count, type, op, root, comm, stream});
   });
 }
 
@@ -45,29 +49,34 @@ TUTTI_NCCL_ALIAS(ncclAllReduce)
 
 TUTTI_API ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                                       ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclAllGather", plan::Coll::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+  return submit("ncclAllGather", plan::Coll::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm,
+                stream);
 }
 TUTTI_NCCL_ALIAS(ncclAllGather)
 
-TUTTI_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclReduceScatter", plan::Coll::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+TUTTI_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  return submit("ncclReduceScatter", plan::Coll::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm,
+                stream);
 }
 TUTTI_NCCL_ALIAS(ncclReduceScatter)
 
-TUTTI_API ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                                      ncclComm_t comm, cudaStream_t stream) {
-  return submit("ncclBroadcast", plan::Coll::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+TUTTI_API ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      int root, ncclComm_t comm, cudaStream_t stream) {
+  return submit("ncclBroadcast", plan::Coll::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                stream);
 }
 TUTTI_NCCL_ALIAS(ncclBroadcast)
 
-TUTTI_API ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+TUTTI_API ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream) {
   return submit("ncclBcast", plan::Coll::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclBcast)
 
-TUTTI_API ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                                   int root, ncclComm_t comm, cudaStream_t stream) {
+TUTTI_API ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return submit("ncclReduce", plan::Coll::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclReduce)
@@ -78,14 +87,14 @@ TUTTI_API ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_
 }
 TUTTI_NCCL_ALIAS(ncclAlltoAll)
 
-TUTTI_API ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                                   ncclComm_t comm, cudaStream_t stream) {
+TUTTI_API ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   int root, ncclComm_t comm, cudaStream_t stream) {
   return submit("ncclGather", plan::Coll::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclGather)
 
-TUTTI_API ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                                    ncclComm_t comm, cudaStream_t stream) {
+TUTTI_API ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
   return submit("ncclScatter", plan::Coll::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 TUTTI_NCCL_ALIAS(ncclScatter)
@@ -121,8 +130,9 @@ TUTTI_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
         groupEnd();
       } catch (const Error&) {
       }
-      throw Error(ErrorCode::InvalidArgument, "ncclGroupSimulateEnd: simInfo is null or not initialised with "
-                                              "NCCL_SIM_INFO_INITIALIZER; the group's operations were dropped");
+      throw Error(ErrorCode::InvalidArgument,
+                  "ncclGroupSimulateEnd: simInfo is null or not initialised with "
+                  "NCCL_SIM_INFO_INITIALIZER; the group's operations were dropped");
     }
     simInfo->estimatedTime = float(groupSimulateEnd());
   });

@@ -19,14 +19,17 @@ namespace {
 // handle reports ncclInProgress. device -1: the calling thread's current CUDA device (NCCL's rule
 // for ncclCommInitRank and its siblings), 0 off the cuda backend.
 constexpr int kCurrentDevice = -1;
-void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids, int nIds, int nranks, int rank, int device,
-                const CommConfig& config) {
-  if (out == nullptr) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": comm (the output pointer) is NULL");
+void createComm(const char* operation, ncclComm_t* out, const ncclUniqueId* ids, int nIds, int nranks, int rank,
+                int device, const CommConfig& config) {
+  if (out == nullptr)
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": comm (the output pointer) is NULL");
   *out = nullptr;
-  if (nranks < 1) throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": nranks " + std::to_string(nranks) + " must be at least 1");
+  if (nranks < 1)
+    throw Error(ErrorCode::InvalidArgument,
+                std::string(operation) + ": nranks " + std::to_string(nranks) + " must be at least 1");
   if (rank < 0 || rank >= nranks)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": rank " + std::to_string(rank) + " is out of range (0.." +
-                                                std::to_string(nranks - 1) + ")");
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": rank " + std::to_string(rank) +
+                                                " is out of range (0.." + std::to_string(nranks - 1) + ")");
   auto comm = std::make_unique<ncclComm>();
   comm->identity.backendName = kern::chooseBackend(operation);
   if (device == kCurrentDevice) device = kern::currentDevice(comm->identity.backendName);
@@ -84,7 +87,8 @@ static ncclResult_t initResult(ncclResult_t result, ncclComm_t* comm) {
   return result;
 }
 
-TUTTI_API ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+TUTTI_API ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                               ncclConfig_t* config) {
   return initResult(guard("ncclCommInitRankConfig",
                           [&] {
                             CommConfig c = readConfig(config, "ncclCommInitRankConfig");
@@ -96,39 +100,45 @@ TUTTI_NCCL_ALIAS(ncclCommInitRankConfig)
 
 TUTTI_API ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return initResult(guard("ncclCommInitRank",
-                          [&] { createComm("ncclCommInitRank", comm, &commId, 1, nranks, rank, kCurrentDevice, readConfig(nullptr, "ncclCommInitRank")); }),
+                          [&] {
+                            createComm("ncclCommInitRank", comm, &commId, 1, nranks, rank, kCurrentDevice,
+                                       readConfig(nullptr, "ncclCommInitRank"));
+                          }),
                     comm);
 }
 TUTTI_NCCL_ALIAS(ncclCommInitRank)
 
-TUTTI_API ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
-                                                 ncclConfig_t* config) {
-  return initResult(guard("ncclCommInitRankScalable",
-                          [&] {
-                            if (nId < 1 || commIds == nullptr)
-                              throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: needs nId >= 1 unique ids (nId " +
-                                                                          std::to_string(nId) + ", commIds " + (commIds ? "set" : "NULL") + ")");
-                            if (nId > nranks)
-                              throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: nId " + std::to_string(nId) +
-                                                                          " is larger than nranks " + std::to_string(nranks));
-                            CommConfig c = readConfig(config, "ncclCommInitRankScalable");
-                            createComm("ncclCommInitRankScalable", newcomm, commIds, nId, nranks, myrank, kCurrentDevice, c);
-                          }),
-                    newcomm);
+TUTTI_API ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                 ncclUniqueId* commIds, ncclConfig_t* config) {
+  return initResult(
+      guard("ncclCommInitRankScalable",
+            [&] {
+              if (nId < 1 || commIds == nullptr)
+                throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: needs nId >= 1 unique ids (nId " +
+                                                            std::to_string(nId) + ", commIds " +
+                                                            (commIds ? "set" : "NULL") + ")");
+              if (nId > nranks)
+                throw Error(ErrorCode::InvalidArgument, "ncclCommInitRankScalable: nId " + std::to_string(nId) +
+                                                            " is larger than nranks " + std::to_string(nranks));
+              CommConfig c = readConfig(config, "ncclCommInitRankScalable");
+              createComm("ncclCommInitRankScalable", newcomm, commIds, nId, nranks, myrank, kCurrentDevice, c);
+            }),
+      newcomm);
 }
 TUTTI_NCCL_ALIAS(ncclCommInitRankScalable)
 
 TUTTI_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return guard("ncclCommInitAll", [&] {
     if (comms == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: comms is NULL");
-    if (ndev < 1) throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: ndev " + std::to_string(ndev) + " must be at least 1");
+    if (ndev < 1)
+      throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: ndev " + std::to_string(ndev) + " must be at least 1");
     // A device may appear more than once: ranks sharing a GPU, which the cuda backend refuses
     // unless TUTTI_ALLOW_SHARED_GPU=1 (naming both ranks and the device).
     if (devlist)
       for (int i = 0; i < ndev; i++)
         if (devlist[i] < 0)
-          throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(i) + "] is " + std::to_string(devlist[i]) +
-                                                      ", not a device index");
+          throw Error(ErrorCode::InvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(i) + "] is " +
+                                                      std::to_string(devlist[i]) + ", not a device index");
     ncclUniqueId id;
     bootstrap::getUniqueId(&id);
     CommConfig config = readConfig(nullptr, "ncclCommInitAll");
@@ -168,14 +178,17 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             const bool revoked = comm->error.revoked.load();
                             if (revoked) {
                               checkShrinkable(comm);
-                              if (comm->lifecycle.initThread.joinable()) comm->lifecycle.initThread.join();  // it has ended
+                              if (comm->lifecycle.initThread.joinable())
+                                comm->lifecycle.initThread.join();  // it has ended
                             } else {
                               checkUsableComm("ncclCommSplit", comm);
                             }
-                            if (newcomm == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: newcomm is NULL");
+                            if (newcomm == nullptr)
+                              throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: newcomm is NULL");
                             *newcomm = nullptr;
                             if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-                              throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: " + comm->where() + ": color " + std::to_string(color) +
+                              throw Error(ErrorCode::InvalidArgument, "ncclCommSplit: " + comm->where() + ": color " +
+                                                                          std::to_string(color) +
                                                                           " is negative and not NCCL_SPLIT_NOCOLOR");
                             CommConfig c = config ? readConfig(config, "ncclCommSplit") : comm->identity.config;
                             // Everyone's (color, key); the new rank 0 of each color makes the new id, on a root
@@ -188,8 +201,10 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             std::vector<Entry> all(size_t(comm->identity.nranks));
                             all[size_t(comm->identity.rank)] = Entry{color, key, {}};
                             auto exchange = [&](uint32_t round) {
-                              if (revoked) allGatherRevoked(comm, all.data(), sizeof(Entry), round);
-                              else comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
+                              if (revoked)
+                                allGatherRevoked(comm, all.data(), sizeof(Entry), round);
+                              else
+                                comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
                             };
                             exchange(0);
                             std::vector<int> members;
@@ -201,9 +216,10 @@ TUTTI_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                             if (leader) bootstrap::newUniqueId(&all[size_t(comm->identity.rank)].id);
                             exchange(1);
                             if (color == NCCL_SPLIT_NOCOLOR) return;
-                            int newRank = int(std::find(members.begin(), members.end(), comm->identity.rank) - members.begin());
-                            createComm("ncclCommSplit", newcomm, &all[size_t(members.front())].id, 1, int(members.size()), newRank,
-                                       comm->identity.device, c);
+                            int newRank =
+                                int(std::find(members.begin(), members.end(), comm->identity.rank) - members.begin());
+                            createComm("ncclCommSplit", newcomm, &all[size_t(members.front())].id, 1,
+                                       int(members.size()), newRank, comm->identity.device, c);
                           }),
                     newcomm);
 }
@@ -215,35 +231,36 @@ TUTTI_NCCL_ALIAS(ncclCommSplit)
 // NCCL_SHRINK_DEFAULT leaves the parent's operations alone; NCCL_SHRINK_ABORT stops them first.
 // Either way the parent stays for the caller to destroy or abort. The child never shares the
 // parent's resources (shrinkShare is accepted and has no effect).
-TUTTI_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-                                       ncclConfig_t* config, int shrinkFlags) {
-  return initResult(guard("ncclCommShrink",
-                          [&] {
-                            checkComm("ncclCommShrink", comm);
-                            if (newcomm == nullptr)
-                              throw Error(ErrorCode::InvalidArgument, "ncclCommShrink: " + comm->where() + ": newcomm is NULL");
-                            *newcomm = nullptr;
-                            if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-                              throw Error(ErrorCode::InvalidArgument,
-                                          "ncclCommShrink: " + comm->where() + ": shrinkFlags " + std::to_string(shrinkFlags) +
-                                              " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
-                            std::vector<int> survivors = shrinkSurvivors(comm, excludeRanksList, excludeRanksCount);
-                            checkShrinkable(comm);
-                            if (comm->lifecycle.initThread.joinable()) comm->lifecycle.initThread.join();  // it has ended
-                            CommConfig c = config ? readConfig(config, "ncclCommShrink") : comm->identity.config;
-                            if (shrinkFlags == NCCL_SHRINK_ABORT) {
-                              abortForShrink(comm);
-                              quiesce(comm);
-                            }
-                            ncclUniqueId id = meetSurvivors(comm, survivors);
-                            int newRank = int(std::find(survivors.begin(), survivors.end(), comm->identity.rank) - survivors.begin());
-                            try {
-                              createComm("ncclCommShrink", newcomm, &id, 1, int(survivors.size()), newRank, comm->identity.device, c);
-                            } catch (const Error& e) {  // the join names ranks of the new communicator
-                              throw Error(e.code(), e.message() + " (" + describeShrunkRanks(survivors) + ")");
-                            }
-                          }),
-                    newcomm);
+TUTTI_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                       ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return initResult(
+      guard("ncclCommShrink",
+            [&] {
+              checkComm("ncclCommShrink", comm);
+              if (newcomm == nullptr)
+                throw Error(ErrorCode::InvalidArgument, "ncclCommShrink: " + comm->where() + ": newcomm is NULL");
+              *newcomm = nullptr;
+              if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+                throw Error(ErrorCode::InvalidArgument,
+                            "ncclCommShrink: " + comm->where() + ": shrinkFlags " + std::to_string(shrinkFlags) +
+                                " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
+              std::vector<int> survivors = shrinkSurvivors(comm, excludeRanksList, excludeRanksCount);
+              checkShrinkable(comm);
+              if (comm->lifecycle.initThread.joinable()) comm->lifecycle.initThread.join();  // it has ended
+              CommConfig c = config ? readConfig(config, "ncclCommShrink") : comm->identity.config;
+              if (shrinkFlags == NCCL_SHRINK_ABORT) {
+                abortForShrink(comm);
+                quiesce(comm);
+              }
+              ncclUniqueId id = meetSurvivors(comm, survivors);
+              int newRank = int(std::find(survivors.begin(), survivors.end(), comm->identity.rank) - survivors.begin());
+              try {
+                createComm("ncclCommShrink", newcomm, &id, 1, int(survivors.size()), newRank, comm->identity.device, c);
+              } catch (const Error& e) {  // the join names ranks of the new communicator
+                throw Error(e.code(), e.message() + " (" + describeShrunkRanks(survivors) + ")");
+              }
+            }),
+      newcomm);
 }
 TUTTI_NCCL_ALIAS(ncclCommShrink)
 
@@ -253,11 +270,13 @@ TUTTI_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   ncclResult_t result = guard("ncclCommRevoke", [&] {
     checkComm("ncclCommRevoke", comm);
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
-      throw Error(ErrorCode::InvalidArgument, "ncclCommRevoke: " + comm->where() + ": revokeFlags " + std::to_string(revokeFlags) +
+      throw Error(ErrorCode::InvalidArgument, "ncclCommRevoke: " + comm->where() + ": revokeFlags " +
+                                                  std::to_string(revokeFlags) +
                                                   " is not NCCL_REVOKE_DEFAULT (0), the only value defined");
     if (comm->error.asyncError.load() == ncclInProgress)
-      throw Error(ErrorCode::InvalidUsage, "ncclCommRevoke: " + comm->where() +
-                                               ": the nonblocking init has not finished (poll ncclCommGetAsyncError, or abort it)");
+      throw Error(ErrorCode::InvalidUsage,
+                  "ncclCommRevoke: " + comm->where() +
+                      ": the nonblocking init has not finished (poll ncclCommGetAsyncError, or abort it)");
     revokeComm(comm);
     if (comm->identity.config.blocking) quiesce(comm);
   });
@@ -270,8 +289,9 @@ TUTTI_API ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   return guard("ncclCommFinalize", [&] {
     checkComm("ncclCommFinalize", comm);
     if (comm->error.revoked.load())
-      throw Error(ErrorCode::InvalidUsage, "ncclCommFinalize: " + comm->where() +
-                                               ": the communicator was revoked (ncclCommRevoke); end it with ncclCommDestroy");
+      throw Error(ErrorCode::InvalidUsage,
+                  "ncclCommFinalize: " + comm->where() +
+                      ": the communicator was revoked (ncclCommRevoke); end it with ncclCommDestroy");
     quiesce(comm);
     comm->lifecycle.finalized = true;
   });

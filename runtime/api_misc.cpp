@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/tunables.h"
+#include "kernels/backend.h"
 #include "kernels/host_reduce.h"
+#include "kernels/host_stream.h"
 #include "runtime/api.h"
 #include "runtime/comm_launch.h"
 #include "runtime/flight_recorder_dump.h"
-#include "base/tunables.h"
-#include "kernels/host_stream.h"
-#include "kernels/backend.h"
 #include "runtime/group.h"
 #include "tutti/tutti.h"
 
@@ -28,7 +28,8 @@ const char* lastError();
 namespace {
 
 [[noreturn]] void unsupported(const char* operation) {
-  throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": not supported yet (tutti's device API is not implemented)");
+  throw Error(ErrorCode::InvalidUsage,
+              std::string(operation) + ": not supported yet (tutti's device API is not implemented)");
 }
 
 // A registration (ncclCommRegister, ncclCommWindowRegister): in the cache, and, the first time
@@ -118,7 +119,8 @@ TUTTI_NCCL_ALIAS(ncclCommDeregister)
 // registered buffers do), made collectively: every rank calls, and NCCL_WIN_COLL_SYMMETRIC windows
 // must agree in size. The device-side API over windows (symmetric kernels, LSA pointers) is not
 // offered.
-TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                               int winFlags) {
   return guard("ncclCommWindowRegister", [&] {
     checkUsableComm("ncclCommWindowRegister", comm);
     const std::string where = "ncclCommWindowRegister: " + comm->where();
@@ -137,11 +139,13 @@ TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size
     for (int r = 0; r < comm->identity.nranks; r++) {
       const Entry& e = all[size_t(r)];
       if (e.flags != winFlags)
-        throw Error(ErrorCode::InvalidUsage, where + " registers with winFlags " + std::to_string(winFlags) + " where " +
-                                                 comm->describePeer(r) + " passed " + std::to_string(e.flags) + " (every rank must pass the same)");
+        throw Error(ErrorCode::InvalidUsage, where + " registers with winFlags " + std::to_string(winFlags) +
+                                                 " where " + comm->describePeer(r) + " passed " +
+                                                 std::to_string(e.flags) + " (every rank must pass the same)");
       if (winFlags == NCCL_WIN_COLL_SYMMETRIC && e.size != size)
-        throw Error(ErrorCode::InvalidUsage, where + " registers a symmetric window of " + std::to_string(size) + " bytes where " +
-                                                 comm->describePeer(r) + " registers " + std::to_string(e.size) +
+        throw Error(ErrorCode::InvalidUsage, where + " registers a symmetric window of " + std::to_string(size) +
+                                                 " bytes where " + comm->describePeer(r) + " registers " +
+                                                 std::to_string(e.size) +
                                                  " (NCCL_WIN_COLL_SYMMETRIC windows are the same size on every rank)");
     }
     *win = reinterpret_cast<ncclWindow_t>(registerBuffer(comm, buff, size));
@@ -152,7 +156,8 @@ TUTTI_NCCL_ALIAS(ncclCommWindowRegister)
 TUTTI_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return guard("ncclCommWindowDeregister", [&] {
     checkComm("ncclCommWindowDeregister", comm);
-    if (win == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommWindowDeregister: " + comm->where() + ": win is NULL");
+    if (win == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "ncclCommWindowDeregister: " + comm->where() + ": win is NULL");
     deregisterBuffer(comm, win, "ncclCommWindowDeregister: " + comm->where());
   });
 }
@@ -163,23 +168,28 @@ TUTTI_API ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, 
   return guard("ncclRedOpCreatePreMulSum", [&] {
     checkUsableComm("ncclRedOpCreatePreMulSum", comm);
     checkType("ncclRedOpCreatePreMulSum", comm, datatype);
-    if (op == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": op is NULL");
-    if (scalar == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": scalar is NULL");
+    if (op == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": op is NULL");
+    if (scalar == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": scalar is NULL");
     if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
-      throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() + ": unknown scalar residence " +
-                                                  std::to_string(int(residence)));
+      throw Error(ErrorCode::InvalidArgument, "ncclRedOpCreatePreMulSum: " + comm->where() +
+                                                  ": unknown scalar residence " + std::to_string(int(residence)));
     UserRedOp user;
     user.live = true;
     user.type = datatype;
     user.residence = residence;
-    if (residence == ncclScalarHostImmediate) std::memcpy(&user.hostValue, scalar, kern::dtypeSize(datatype));
-    else user.pointer = scalar;  // host backend: "device" memory is host memory, read at each use
+    if (residence == ncclScalarHostImmediate)
+      std::memcpy(&user.hostValue, scalar, kern::dtypeSize(datatype));
+    else
+      user.pointer = scalar;  // host backend: "device" memory is host memory, read at each use
     std::lock_guard<std::mutex> lock(comm->redops.mutex);
     size_t slot = 0;
     while (slot < comm->redops.ops.size() && comm->redops.ops[slot].live) slot++;
     if (slot == comm->redops.ops.size()) {
       if (slot + ncclNumOps >= size_t(ncclMaxRedOp))
-        throw Error(ErrorCode::InvalidUsage, "ncclRedOpCreatePreMulSum: " + comm->where() + ": too many live reduction ops");
+        throw Error(ErrorCode::InvalidUsage,
+                    "ncclRedOpCreatePreMulSum: " + comm->where() + ": too many live reduction ops");
       comm->redops.ops.push_back(user);
     } else {
       comm->redops.ops[slot] = user;
@@ -207,7 +217,8 @@ TUTTI_NCCL_ALIAS(ncclRedOpDestroy)
 
 // ---- The device API: exported for link compatibility, not supported yet. ----
 
-TUTTI_API ncclResult_t pncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm) {
+TUTTI_API ncclResult_t pncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
+                                          ncclDevComm_t* outDevComm) {
   return guard("ncclDevCommCreate", [] { unsupported("ncclDevCommCreate"); });
 }
 TUTTI_NCCL_ALIAS(ncclDevCommCreate)
@@ -217,14 +228,16 @@ TUTTI_API ncclResult_t pncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t*
 }
 TUTTI_NCCL_ALIAS(ncclDevCommDestroy)
 
-TUTTI_API ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle,
+TUTTI_API ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                        ncclLsaBarrierHandle_t* outHandle,
                                                         ncclDevResourceRequirements_t* outReq) {
   return guard("ncclLsaBarrierCreateRequirement", [] { unsupported("ncclLsaBarrierCreateRequirement"); });
 }
 TUTTI_NCCL_ALIAS(ncclLsaBarrierCreateRequirement)
 
 TUTTI_API ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                                        ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+                                                        ncclGinBarrierHandle_t* outHandle,
+                                                        ncclDevResourceRequirements_t* outReq) {
   return guard("ncclGinBarrierCreateRequirement", [] { unsupported("ncclGinBarrierCreateRequirement"); });
 }
 TUTTI_NCCL_ALIAS(ncclGinBarrierCreateRequirement)
@@ -296,7 +309,9 @@ TUTTI_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream) {
 TUTTI_API ncclResult_t tuttiStreamQuery(cudaStream_t stream) {
   if (stream == nullptr) return ncclSuccess;
   kern::HostStream* hs = kern::HostStream::fromHandle(stream);
-  if (!hs) return guard("tuttiStreamQuery", [] { throw Error(ErrorCode::InvalidArgument, "tuttiStreamQuery: not a host stream"); });
+  if (!hs)
+    return guard("tuttiStreamQuery",
+                 [] { throw Error(ErrorCode::InvalidArgument, "tuttiStreamQuery: not a host stream"); });
   return hs->idle() ? ncclSuccess : ncclInProgress;
 }
 
@@ -313,22 +328,30 @@ TUTTI_API const char* tuttiVersionString(void) { return "tutti " TUTTI_VERSION_S
 namespace {
 
 // The task a tuttiCommAlgorithm / tuttiCommProtocol query describes, its arguments checked.
-Task queriedTask(const char* operation, ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, const void* out,
-                 size_t outBytes) {
+Task queriedTask(const char* operation, ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type,
+                 const void* out, size_t outBytes) {
   checkComm(operation, comm);
   if (collective == nullptr || out == nullptr || outBytes == 0)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": collective and name must not be NULL, nameBytes not 0");
-  static const std::pair<const char*, plan::Coll> kinds[] = {
-      {"allreduce", plan::Coll::AllReduce}, {"allgather", plan::Coll::AllGather}, {"reducescatter", plan::Coll::ReduceScatter},
-      {"broadcast", plan::Coll::Broadcast}, {"reduce", plan::Coll::Reduce},       {"alltoall", plan::Coll::AlltoAll},
-      {"gather", plan::Coll::Gather},       {"scatter", plan::Coll::Scatter},     {"send", plan::Coll::Send},
-      {"recv", plan::Coll::Recv}};
+    throw Error(ErrorCode::InvalidArgument,
+                std::string(operation) + ": collective and name must not be NULL, nameBytes not 0");
+  static const std::pair<const char*, plan::Coll> kinds[] = {{"allreduce", plan::Coll::AllReduce},
+                                                             {"allgather", plan::Coll::AllGather},
+                                                             {"reducescatter", plan::Coll::ReduceScatter},
+                                                             {"broadcast", plan::Coll::Broadcast},
+                                                             {"reduce", plan::Coll::Reduce},
+                                                             {"alltoall", plan::Coll::AlltoAll},
+                                                             {"gather", plan::Coll::Gather},
+                                                             {"scatter", plan::Coll::Scatter},
+                                                             {"send", plan::Coll::Send},
+                                                             {"recv", plan::Coll::Recv}};
   const plan::Coll* kind = nullptr;
   for (auto& [text, k] : kinds)
     if (std::string(collective) == text) kind = &k;
   if (kind == nullptr)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": unknown collective \"" + collective +
-                                                "\" (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, send, recv)");
+    throw Error(
+        ErrorCode::InvalidArgument,
+        std::string(operation) + ": unknown collective \"" + collective +
+            "\" (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, send, recv)");
   checkUsableComm(operation, comm);
   checkType(operation, comm, type);
   return Task{*kind, nullptr, nullptr, count, type, ncclSum, 0, comm, nullptr};
@@ -347,8 +370,8 @@ TUTTI_API ncclResult_t tuttiCommAlgorithm(ncclComm_t comm, const char* collectiv
   });
 }
 
-TUTTI_API ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type, char* name,
-                                         size_t nameBytes) {
+TUTTI_API ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective, size_t count, ncclDataType_t type,
+                                         char* name, size_t nameBytes) {
   return guard("tuttiCommProtocol", [&] {
     Task task = queriedTask("tuttiCommProtocol", comm, collective, count, type, name, nameBytes);
     std::snprintf(name, nameBytes, "%s", protocolFor(comm, task).c_str());
@@ -358,11 +381,13 @@ TUTTI_API ncclResult_t tuttiCommProtocol(ncclComm_t comm, const char* collective
 TUTTI_API ncclResult_t tuttiCommTransports(ncclComm_t comm, char* names, size_t nameBytes, int* nodes) {
   return guard("tuttiCommTransports", [&] {
     checkComm("tuttiCommTransports", comm);
-    if (names == nullptr || nodes == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommTransports: names or nodes is NULL");
+    if (names == nullptr || nodes == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "tuttiCommTransports: names or nodes is NULL");
     std::string text = peerTransports(comm);
     if (text.size() + 1 > nameBytes)
       throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommTransports: \"" + text + "\" needs " +
-                                                  std::to_string(text.size() + 1) + " bytes, the buffer has " + std::to_string(nameBytes));
+                                                  std::to_string(text.size() + 1) + " bytes, the buffer has " +
+                                                  std::to_string(nameBytes));
     std::memcpy(names, text.c_str(), text.size() + 1);
     *nodes = nodeCount(comm);
   });
@@ -373,10 +398,12 @@ namespace {
 // The node of comm's topology that a tuttiCommNode* call names.
 const topo::NodeSystem& topologyNode(const char* operation, const ncclComm* comm, int node) {
   checkComm(operation, comm);
-  const std::vector<topo::NodeSystem>* nodes = comm->planning.topology ? &comm->planning.topology->system.nodes : nullptr;
+  const std::vector<topo::NodeSystem>* nodes =
+      comm->planning.topology ? &comm->planning.topology->system.nodes : nullptr;
   if (nodes == nullptr || node < 0 || size_t(node) >= nodes->size())
-    throw Error(ErrorCode::InvalidArgument, comm->where() + ": " + operation + ": node " + std::to_string(node) + " is not one of the " +
-                                                std::to_string(nodes ? nodes->size() : 0) + " of the communicator's topology");
+    throw Error(ErrorCode::InvalidArgument, comm->where() + ": " + operation + ": node " + std::to_string(node) +
+                                                " is not one of the " + std::to_string(nodes ? nodes->size() : 0) +
+                                                " of the communicator's topology");
   return (*nodes)[size_t(node)];
 }
 
@@ -390,11 +417,11 @@ int cpusInMask(const std::string& mask) {
 
 }  // namespace
 
-TUTTI_API ncclResult_t tuttiCommNodeTopology(ncclComm_t comm, int node, char* hostname, size_t hostnameBytes, int* ranks,
-                                             int* numaNodes, int* cpus, int* gpus, int* nics) {
+TUTTI_API ncclResult_t tuttiCommNodeTopology(ncclComm_t comm, int node, char* hostname, size_t hostnameBytes,
+                                             int* ranks, int* numaNodes, int* cpus, int* gpus, int* nics) {
   return guard("tuttiCommNodeTopology", [&] {
-    if (hostname == nullptr || hostnameBytes == 0 || ranks == nullptr || numaNodes == nullptr || cpus == nullptr || gpus == nullptr ||
-        nics == nullptr)
+    if (hostname == nullptr || hostnameBytes == 0 || ranks == nullptr || numaNodes == nullptr || cpus == nullptr ||
+        gpus == nullptr || nics == nullptr)
       throw Error(ErrorCode::InvalidArgument, "tuttiCommNodeTopology: an output is NULL or hostnameBytes is 0");
     const topo::NodeSystem& system = topologyNode("tuttiCommNodeTopology", comm, node);
     std::snprintf(hostname, hostnameBytes, "%s", system.hostname.c_str());
@@ -409,15 +436,17 @@ TUTTI_API ncclResult_t tuttiCommNodeTopology(ncclComm_t comm, int node, char* ho
   });
 }
 
-TUTTI_API ncclResult_t tuttiCommNodeNic(ncclComm_t comm, int node, int nic, char* name, size_t nameBytes, int* speedMbps) {
+TUTTI_API ncclResult_t tuttiCommNodeNic(ncclComm_t comm, int node, int nic, char* name, size_t nameBytes,
+                                        int* speedMbps) {
   return guard("tuttiCommNodeNic", [&] {
     if (name == nullptr || nameBytes == 0 || speedMbps == nullptr)
       throw Error(ErrorCode::InvalidArgument, "tuttiCommNodeNic: name or speedMbps is NULL, or nameBytes is 0");
     const topo::NodeSystem& system = topologyNode("tuttiCommNodeNic", comm, node);
     std::vector<int> nets = system.graph.nets();
     if (nic < 0 || size_t(nic) >= nets.size())
-      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommNodeNic: node " + std::to_string(node) + " has " +
-                                                  std::to_string(nets.size()) + " NIC port(s), not a port " + std::to_string(nic));
+      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommNodeNic: node " + std::to_string(node) +
+                                                  " has " + std::to_string(nets.size()) + " NIC port(s), not a port " +
+                                                  std::to_string(nic));
     const topo::Node& port = system.graph.node(nets[size_t(nic)]);
     std::snprintf(name, nameBytes, "%s", port.name.c_str());
     *speedMbps = std::atoi(port.attributeOr("speed", "0").c_str());
@@ -434,14 +463,16 @@ TUTTI_API ncclResult_t tuttiCommDeviceBackend(ncclComm_t comm, const char** name
 
 TUTTI_API ncclResult_t tuttiCommDescribeWait(ncclComm_t comm, char* text, size_t textBytes) {
   return guard("tuttiCommDescribeWait", [&] {
-    if (text == nullptr || textBytes == 0) throw Error(ErrorCode::InvalidArgument, "tuttiCommDescribeWait: text is NULL or textBytes is 0");
+    if (text == nullptr || textBytes == 0)
+      throw Error(ErrorCode::InvalidArgument, "tuttiCommDescribeWait: text is NULL or textBytes is 0");
     text[0] = '\0';
     // Any live communicator, a failed one too: a watchdog asks just before it aborts.
     checkComm("tuttiCommDescribeWait", comm);
     std::string lines = comm->describeWaits();
     if (lines.size() + 1 > textBytes)
       throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommDescribeWait: the description needs " +
-                                                  std::to_string(lines.size() + 1) + " bytes, the buffer has " + std::to_string(textBytes));
+                                                  std::to_string(lines.size() + 1) + " bytes, the buffer has " +
+                                                  std::to_string(textBytes));
     std::memcpy(text, lines.c_str(), lines.size() + 1);
   });
 }
@@ -450,7 +481,8 @@ TUTTI_API ncclResult_t tuttiCommZeroCopyReads(ncclComm_t comm, uint64_t* message
   return guard("tuttiCommZeroCopyReads", [&] {
     if (messages == nullptr) throw Error(ErrorCode::InvalidArgument, "tuttiCommZeroCopyReads: messages is NULL");
     checkComm("tuttiCommZeroCopyReads", comm);
-    *messages = comm->executor.directReads.load() + (comm->executor.backend ? comm->executor.backend->directReads() : 0);
+    *messages =
+        comm->executor.directReads.load() + (comm->executor.backend ? comm->executor.backend->directReads() : 0);
   });
 }
 
@@ -460,7 +492,8 @@ TUTTI_API ncclResult_t tuttiCommDump(ncclComm_t comm, const char* path) {
     checkComm("tuttiCommDump", comm);
     std::string where = path != nullptr ? path : tunables::kFlightRecorder.get();
     if (where.empty())
-      throw Error(ErrorCode::InvalidArgument, comm->where() + ": tuttiCommDump: path is NULL and TUTTI_FLIGHT_RECORDER is not set");
+      throw Error(ErrorCode::InvalidArgument,
+                  comm->where() + ": tuttiCommDump: path is NULL and TUTTI_FLIGHT_RECORDER is not set");
     writeFlightRecord(comm, where, "request");
   });
 }

@@ -43,12 +43,14 @@ struct Sample {
   double hopUs = 0;  // 0: not the first rank of its host's ring, alone there, or the token stopped
   double copyGBps = 0;
   double reduceGBps = 0;
-  int32_t measured = 0;  // TUTTI_CALIBRATE on at this rank
-  int32_t inRing = 0;    // took part in its host's measurements (HostRing)
+  int32_t measured = 0;                // TUTTI_CALIBRATE on at this rank
+  int32_t inRing = 0;                  // took part in its host's measurements (HostRing)
   uint8_t cpus[CPU_SETSIZE / 8] = {};  // the CPUs this rank may run on, one bit each
 };
 
-double microsecondsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+double microsecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+}
 
 // The mean of the fastest three quarters: samples that other processes' work preempted say
 // nothing about the algorithms.
@@ -95,7 +97,8 @@ bool waitPast(kern::Bell* bell, uint32_t seen, const ncclComm* comm, Clock::time
 double tokenLapHopUs(const ncclComm* comm, int next, int ranksInRing, bool first, uint32_t seen) {
   kern::Bell* mine = &comm->control.own->bells[kCalibrationBell];
   kern::Bell* theirs = &comm->control.ofRank[size_t(next)]->bells[kCalibrationBell];
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWaitSeconds));
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWaitSeconds));
   std::vector<double> laps;
   laps.reserve(kTimedRounds);
   for (int i = 0; i < kWarmupRounds + kTimedRounds; i++) {

@@ -24,7 +24,8 @@ ncclComm::~ncclComm() {
   if (!error.abortFlag.load() && error.asyncError.load() == ncclSuccess) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(settings.timeoutSeconds);
     for (const auto& transport : links.transports)
-      transport->drainSends(std::max(0.0, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count()));
+      transport->drainSends(
+          std::max(0.0, std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count()));
   }
   error.abortFlag.store(true);
   if (lifecycle.initThread.joinable()) lifecycle.initThread.join();
@@ -42,7 +43,7 @@ ncclComm::~ncclComm() {
   planning.planCache.clear();
   links.answering.store(nullptr);
   links.peerBuffers.reset();  // the peers' mappings and the tables, in the backend's memory
-  links.transports.clear();  // the net proxy stops before the bells it rings go
+  links.transports.clear();   // the net proxy stops before the bells it rings go
   links.connections.clear();
   executor.abortable.store(nullptr);
   links.fifoMemory.reset();  // the backend goes here, unless a FIFO a peer still holds keeps it

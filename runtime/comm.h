@@ -17,6 +17,7 @@
 #include "algorithms/plan.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
+#include "bootstrap/bootstrap.h"
 #include "kernels/backend.h"
 #include "kernels/bell.h"
 #include "kernels/host_executor.h"
@@ -24,7 +25,6 @@
 #include "kernels/mailbox.h"
 #include "kernels/wait_slot.h"
 #include "nccl.h"
-#include "bootstrap/bootstrap.h"
 #include "runtime/comm_wait_hooks.h"
 #include "runtime/config.h"
 #include "runtime/connection_setup.h"
@@ -42,8 +42,8 @@
 
 namespace tutti {
 
-struct LaunchCache;    // runtime/launch_cache.h
-struct CompiledPlan;   // runtime/comm_launch.h
+struct LaunchCache;   // runtime/launch_cache.h
+struct CompiledPlan;  // runtime/comm_launch.h
 
 constexpr int kMaxChannels = 32;
 
@@ -74,8 +74,8 @@ struct UserRedOp {
   bool live = false;
   ncclDataType_t type = ncclFloat32;
   ncclScalarResidence_t residence = ncclScalarHostImmediate;
-  uint64_t hostValue = 0;        // the scalar's bytes, for host-immediate residence
-  const void* pointer = nullptr; // device residence: read when the operation runs
+  uint64_t hostValue = 0;         // the scalar's bytes, for host-immediate residence
+  const void* pointer = nullptr;  // device residence: read when the operation runs
 };
 
 // Who this rank is among its peers, and how it reaches them before any transport exists.
@@ -198,7 +198,7 @@ struct CommErrorState {
   std::mutex mutex;                          // the recorded error's details:
   ErrorCode code = ErrorCode::Internal;
   std::string message;
-  int peer = -1;  // the peer whose connection failed, if that is the cause
+  int peer = -1;              // the peer whose connection failed, if that is the cause
   std::mutex diagnosisMutex;  // one diagnosis of a timed-out wait at a time (noticeExecutorFault)
   // ncclCommRevoke ran: the recorded error says so, and once the operations it stopped have ended
   // ncclCommGetAsyncError answers ncclSuccess (NCCL's rule), while every call but shrink, destroy

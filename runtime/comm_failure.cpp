@@ -57,8 +57,10 @@ void ncclComm::failFromPeerLost(int peer, const std::string& reason) {
   // A process that ends without destroying its communicator at job end is common and harmless
   // when nothing is running; an operation in flight is what this stops (unless a notice did first).
   bool busy = executor.activeLaunches.load() > 0 || executor.pendingStreamJobs.load() > 0;
-  if (busy && error.asyncError.load() == ncclSuccess) TUTTI_WARN("%s", message.c_str());
-  else TUTTI_INFO(tutti::log::Init, "%s", message.c_str());
+  if (busy && error.asyncError.load() == ncclSuccess)
+    TUTTI_WARN("%s", message.c_str());
+  else
+    TUTTI_INFO(tutti::log::Init, "%s", message.c_str());
   fail(Error(ErrorCode::Remote, message), true, peer);
 }
 
@@ -79,8 +81,8 @@ void ncclComm::fail(const Error& timeoutOrCause, bool tellPeers, int peer) {
     std::lock_guard<std::mutex> lock(error.mutex);
     int expected = ncclSuccess;
     ncclResult_t code = cause.code() == ErrorCode::Remote || cause.code() == ErrorCode::Timeout ? ncclRemoteError
-                        : cause.code() == ErrorCode::InvalidUsage                             ? ncclInvalidUsage
-                                                                                              : ncclSystemError;
+                        : cause.code() == ErrorCode::InvalidUsage                               ? ncclInvalidUsage
+                                                                                                : ncclSystemError;
     if (error.asyncError.compare_exchange_strong(expected, code)) {
       error.message = cause.message();
       error.code = cause.code();
@@ -90,7 +92,8 @@ void ncclComm::fail(const Error& timeoutOrCause, bool tellPeers, int peer) {
   }
   // The other ranks learn the cause now rather than by their own timeout: some of them never
   // talk to the peer at fault. An abort (ours or the user's) is not news to them.
-  if (first && tellPeers && cause.code() != ErrorCode::Aborted && identity.bootstrap) identity.bootstrap->broadcastNotice(cause.message());
+  if (first && tellPeers && cause.code() != ErrorCode::Aborted && identity.bootstrap)
+    identity.bootstrap->broadcastNotice(cause.message());
   if (first) tutti::dumpFlightRecordOnFailure(this, cause);  // before the workers stop: their waits are the record's
   error.abortFlag.store(true);
   if (tutti::kern::ExecutorBackend* backend = executor.abortable.load()) backend->abort();  // kernels stop spinning
@@ -104,7 +107,8 @@ void ncclComm::noticeExecutorFault() {
   const tutti::kern::ExecFault f = backend->fault();
   if (f.fault == uint32_t(tutti::kern::Fault::None) || error.asyncError.load() != ncclSuccess) return;
   fail(tutti::Error(tutti::kern::faultCode(f),
-                    tutti::kern::describeFault(f, identity.rank, [this](int peer) { return describePeer(peer); }, settings.timeoutSeconds)),
+                    tutti::kern::describeFault(
+                        f, identity.rank, [this](int peer) { return describePeer(peer); }, settings.timeoutSeconds)),
        true, f.peer);
 }
 
@@ -127,14 +131,15 @@ tutti::RankWait ncclComm::currentWait() const {
 std::string ncclComm::answerWaitQuestion() const { return tutti::encodeWaitAnswer(currentWait()); }
 
 std::string ncclComm::diagnoseTimeout() const {
-  return tutti::diagnoseWait(*identity.bootstrap, currentWait(), [this](int peer) { return describePeer(peer); },
-                             kWaitDiagnosisSeconds);
+  return tutti::diagnoseWait(
+      *identity.bootstrap, currentWait(), [this](int peer) { return describePeer(peer); }, kWaitDiagnosisSeconds);
 }
 
 std::string ncclComm::describePeer(int peer) const {
   std::string s = "rank " + std::to_string(peer);
   const std::vector<tutti::RankInfo>& peers = identity.peers;
-  if (identity.peersKnown.load(std::memory_order_acquire) && peer >= 0 && size_t(peer) < peers.size() && peers[size_t(peer)].pid != 0)
+  if (identity.peersKnown.load(std::memory_order_acquire) && peer >= 0 && size_t(peer) < peers.size() &&
+      peers[size_t(peer)].pid != 0)
     s += " (" + std::string(peers[size_t(peer)].hostname) + " pid " + std::to_string(peers[size_t(peer)].pid) + ")";
   return s;
 }
@@ -155,5 +160,6 @@ std::string ncclComm::describeWaits() const {
 }
 
 std::string ncclComm::where() const {
-  return "rank " + std::to_string(identity.rank) + " of " + std::to_string(identity.nranks) + " (" + tutti::hostname() + " pid " + std::to_string(getpid()) + ")";
+  return "rank " + std::to_string(identity.rank) + " of " + std::to_string(identity.nranks) + " (" + tutti::hostname() +
+         " pid " + std::to_string(getpid()) + ")";
 }

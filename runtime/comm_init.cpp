@@ -16,9 +16,9 @@
 #include "base/tunables.h"
 #include "kernels/backend.h"
 #include "runtime/comm.h"
-#include "runtime/gpu_sharing.h"
 #include "runtime/control_block.h"
 #include "runtime/flight_recorder_dump.h"
+#include "runtime/gpu_sharing.h"
 #include "runtime/init_model.h"
 #include "transports/registry.h"
 
@@ -31,7 +31,8 @@ struct NetIdentity {
   char interfaceName[32];
   char address[64];
 };
-static_assert(sizeof(NetIdentity) == kNetIdentityBytes, "runtime/init_model.h models the layout exchange with this size");
+static_assert(sizeof(NetIdentity) == kNetIdentityBytes,
+              "runtime/init_model.h models the layout exchange with this size");
 
 // Rank 0's one-line picture of the communicator: ranks, nodes, the transports inside and between
 // nodes, and each node's network interface and address (gathered from every rank when the job
@@ -72,17 +73,18 @@ void describeLayout(ncclComm* comm) {
   std::string nodesText;
   for (size_t n = 0; n < hostOrder.size(); n++) {
     const std::vector<int>& ranks = ranksOfHost[hostOrder[n]];
-    nodesText += "; node " + std::to_string(n) + " " + comm->identity.peers[size_t(ranks[0])].hostname + " (" + std::to_string(ranks.size()) +
-                 (ranks.size() == 1 ? " rank" : " ranks");
+    nodesText += "; node " + std::to_string(n) + " " + comm->identity.peers[size_t(ranks[0])].hostname + " (" +
+                 std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank" : " ranks");
     if (!identities.empty()) {
       const NetIdentity& id = identities[size_t(ranks[0])];
       nodesText += ", " + std::string(id.interfaceName) + " " + id.address;
     }
     nodesText += ")";
   }
-  TUTTI_INFO(log::Init, "comm %p layout: %d ranks on %zu %s, intra-node %s, inter-node %s%s", static_cast<void*>(comm), comm->identity.nranks,
-             hostOrder.size(), hostOrder.size() == 1 ? "node" : "nodes", intraText.empty() ? "none" : intraText.c_str(),
-             between != nullptr ? between->name().c_str() : "none", nodesText.c_str());
+  TUTTI_INFO(log::Init, "comm %p layout: %d ranks on %zu %s, intra-node %s, inter-node %s%s", static_cast<void*>(comm),
+             comm->identity.nranks, hostOrder.size(), hostOrder.size() == 1 ? "node" : "nodes",
+             intraText.empty() ? "none" : intraText.c_str(), between != nullptr ? between->name().c_str() : "none",
+             nodesText.c_str());
 }
 
 // A device backend's memory, as the transports see FIFO memory. It keeps the backend: a FIFO
@@ -100,7 +102,9 @@ class BackendFifoMemory final : public FifoMemory {
   uint64_t loadWord(const uint64_t* word) override { return backend_->loadWord(word); }
   void storeWord(uint64_t* word, uint64_t value) override { backend_->storeWord(word, value); }
   void copyAcross(void* dst, const void* src, size_t bytes) override { backend_->copyAcross(dst, src, bytes); }
-  void* mapHost(void* host, size_t bytes, const std::string& what) override { return backend_->mapHostMemory(host, bytes, what); }
+  void* mapHost(void* host, size_t bytes, const std::string& what) override {
+    return backend_->mapHostMemory(host, bytes, what);
+  }
   void unmapHost(void* host) override { backend_->unmapHostMemory(host); }
   bool exportable() const override { return backend_->exportsMemory(); }
   void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle) override {
@@ -134,13 +138,15 @@ void makeExecutorBackend(ncclComm* comm) {
     for (int r = 0; r < comm->identity.nranks; r++) {
       const RankInfo& p = comm->identity.peers[size_t(r)];
       if (r == comm->identity.rank || p.hostHash != me.hostHash || p.device != me.device) continue;
-      const std::string sharing = comm->where() + " and " + comm->describePeer(r) + " both use CUDA device " + std::to_string(me.device) +
-                                  " of host " + me.hostname;
+      const std::string sharing = comm->where() + " and " + comm->describePeer(r) + " both use CUDA device " +
+                                  std::to_string(me.device) + " of host " + me.hostname;
       if (!allowed)
-        throw Error(ErrorCode::InvalidUsage, sharing + "; give each rank its own GPU, or set TUTTI_ALLOW_SHARED_GPU=1 to let them share it");
+        throw Error(ErrorCode::InvalidUsage,
+                    sharing + "; give each rank its own GPU, or set TUTTI_ALLOW_SHARED_GPU=1 to let them share it");
       if (p.pid != me.pid) {  // threads of one process share a context and need no daemon
         if (std::string problem = mpsProblem(); !problem.empty())
-          throw Error(ErrorCode::InvalidUsage, sharing + " from different processes (TUTTI_ALLOW_SHARED_GPU=1), but " + problem);
+          throw Error(ErrorCode::InvalidUsage,
+                      sharing + " from different processes (TUTTI_ALLOW_SHARED_GPU=1), but " + problem);
         break;
       }
     }
@@ -157,7 +163,8 @@ int uniformRanksPerNode(const std::vector<RankInfo>& peers) {
   while (block < peers.size() && peers[block].hostHash == peers[0].hostHash) block++;
   if (peers.size() % block != 0) return 0;
   for (size_t r = 0; r < peers.size(); r++)
-    if (peers[r].hostHash != peers[r / block * block].hostHash || (r % block == 0 && r > 0 && peers[r].hostHash == peers[r - 1].hostHash))
+    if (peers[r].hostHash != peers[r / block * block].hostHash ||
+        (r % block == 0 && r > 0 && peers[r].hostHash == peers[r - 1].hostHash))
       return 0;
   return int(block);
 }
@@ -204,11 +211,13 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   bootstrap::BootstrapOptions options;
   options.abortFlag = &comm->error.abortFlag;
   comm->identity.bootstrap = bootstrap::Bootstrap::create(ids, nIds, rank, nranks, options);
-  comm->identity.bootstrap->setNoticeHandler([comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
+  comm->identity.bootstrap->setNoticeHandler(
+      [comm](int sender, const std::string& text) { comm->failFromNotice(sender, text); });
   comm->identity.bootstrap->setAnswerer([comm](int asker, const std::string& question) {
     if (!PeerBuffers::isQuestion(question)) return comm->answerWaitQuestion();
     PeerBuffers* buffers = comm->links.answering.load(std::memory_order_acquire);
-    return buffers != nullptr ? buffers->answer(asker, question) : std::string("copy: the communicator is not initialised yet");
+    return buffers != nullptr ? buffers->answer(asker, question)
+                              : std::string("copy: the communicator is not initialised yet");
   });
   phases.done("bootstrap");
 
@@ -235,7 +244,8 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
   // ring neighbours holding one from it, so at least they see it go, and their notice tells the
   // rest. Installed only now, when describePeer can name the peer's host and pid; a death before
   // fails the bootstrap's own exchanges.
-  comm->identity.bootstrap->setPeerLostHandler([comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
+  comm->identity.bootstrap->setPeerLostHandler(
+      [comm](int peer, const std::string& reason) { comm->failFromPeerLost(peer, reason); });
   adoptSettings(comm);
   makeExecutorBackend(comm);
   fitChannelsToDevice(comm);
@@ -288,9 +298,10 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
     TUTTI_INFO(log::Init,
                "comm %p rank %d nranks %d nodes %d device %s %d: %d channels, %d workers, FIFO %d x %zu KiB, "
                "ring transports %s; init %.3f s (%s)%s%s",
-               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->identity.backendName.c_str(), device, comm->settings.nchannels, comm->settings.nworkers, comm->settings.nsteps,
-               comm->settings.slotBytes / 1024, transports.c_str(), comm->lifecycle.initSeconds, phases.text().c_str(), comm->identity.config.commName.empty() ? "" : ", name ",
-               comm->identity.config.commName.c_str());
+               static_cast<void*>(comm), rank, nranks, nodeCount(comm), comm->identity.backendName.c_str(), device,
+               comm->settings.nchannels, comm->settings.nworkers, comm->settings.nsteps,
+               comm->settings.slotBytes / 1024, transports.c_str(), comm->lifecycle.initSeconds, phases.text().c_str(),
+               comm->identity.config.commName.empty() ? "" : ", name ", comm->identity.config.commName.c_str());
   }
 }
 

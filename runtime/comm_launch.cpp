@@ -10,10 +10,10 @@
 #include "algorithms/registry.h"
 #include "algorithms/sim.h"
 #include "algorithms/tiling.h"
+#include "base/log.h"
 #include "kernels/dtypes.h"
 #include "kernels/exec_fault.h"
 #include "kernels/host_reduce.h"
-#include "base/log.h"
 #include "runtime/flight_recorder_dump.h"
 #include "runtime/mailbox_path.h"
 #include "runtime/redop.h"
@@ -34,14 +34,16 @@ Selection defaultSelection(ncclComm* comm, const Task& t) {
   s.algorithm = comm->planning.algorithms.find(ring ? "ring" : "direct");
   if (!s.algorithm) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + plan::collTitle(t.coll));
   size_t bytes = t.count * kern::dtypeSize(t.type);
-  s.nchannels = int(std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->settings.nchannels)));
+  s.nchannels = int(
+      std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->settings.nchannels)));
   return s;
 }
 
 // The compiled plan of a task on this rank for one channel, from the communicator's cache (plans
 // depend only on the algorithm, the collective, its root or peer, and the ring and trees the
 // channel follows).
-std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm, int channel = 0) {
+std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const plan::Algorithm& algorithm,
+                                            int channel = 0) {
   auto key = std::make_tuple(algorithm.name, int(t.coll), t.root, ringIndexOf(comm->planning.topology.get(), channel),
                              treeIndexOf(comm->planning.topology.get(), channel));
   auto cached = comm->planning.planCache.find(key);
@@ -58,7 +60,8 @@ std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const
     kern::ExecutorBackend* backend = comm->executor.backend.get();
     if (backend->memorySpace() == kern::MemorySpace::Device) {
       const size_t bytes = made->flat.size() * sizeof(uint64_t);
-      void* copy = backend->allocate(bytes, comm->where() + ": the " + algorithm.name + " plan (" + std::to_string(bytes) + " bytes)");
+      void* copy = backend->allocate(
+          bytes, comm->where() + ": the " + algorithm.name + " plan (" + std::to_string(bytes) + " bytes)");
       made->residentCopy = std::shared_ptr<void>(copy, [backend](void* p) { backend->release(p); });
       backend->copyIn(copy, made->flat.data(), bytes);
       made->resident = static_cast<const plan::FlatPlan*>(copy);
@@ -120,19 +123,22 @@ void pairSelfSends(ncclComm* comm, std::vector<Task>& tasks) {
   std::vector<size_t> sends, recvs;
   for (size_t i = 0; i < tasks.size(); i++) {
     const Task& t = tasks[i];
-    if (t.coll == plan::Coll::Send && t.root == comm->identity.rank) sends.push_back(i);
-    else if (t.coll == plan::Coll::Recv && t.root == comm->identity.rank) recvs.push_back(i);
+    if (t.coll == plan::Coll::Send && t.root == comm->identity.rank)
+      sends.push_back(i);
+    else if (t.coll == plan::Coll::Recv && t.root == comm->identity.rank)
+      recvs.push_back(i);
   }
   if (sends.size() != recvs.size())
-    throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + std::to_string(sends.size()) + " ncclSend and " +
-                                             std::to_string(recvs.size()) +
-                                             " ncclRecv to/from itself in one group; each self send needs its receive in the same group");
+    throw Error(ErrorCode::InvalidUsage,
+                comm->where() + ": " + std::to_string(sends.size()) + " ncclSend and " + std::to_string(recvs.size()) +
+                    " ncclRecv to/from itself in one group; each self send needs its receive in the same group");
   for (size_t k = 0; k < sends.size(); k++) {
     Task& s = tasks[sends[k]];
     const Task& r = tasks[recvs[k]];
     if (s.count != r.count || s.type != r.type)
       throw Error(ErrorCode::InvalidUsage, comm->where() + ": a self ncclSend of " + std::to_string(s.count) +
-                                               " elements is paired with a self ncclRecv of " + std::to_string(r.count));
+                                               " elements is paired with a self ncclRecv of " +
+                                               std::to_string(r.count));
     s.out = r.out;  // the send's plan is then a local copy into the receive buffer
   }
   for (size_t i = 0; i < tasks.size(); i++)
@@ -151,8 +157,10 @@ Selection chooseAlgorithm(ncclComm* comm, const Task& t) {
       return s;
     }
   }
-  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv || !comm->planning.selector) return defaultSelection(comm, t);
-  return comm->planning.selector->select(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), comm->identity.nranks));
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv || !comm->planning.selector)
+    return defaultSelection(comm, t);
+  return comm->planning.selector->select(t.coll,
+                                         modelBytes(t.coll, t.count, kern::dtypeSize(t.type), comm->identity.nranks));
 }
 
 bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection) {
@@ -167,16 +175,20 @@ uint8_t directBuffers(ncclComm* comm, const Task& t) {
   const BufferUse use = bufferUse(t.coll, t.count, comm->identity.nranks, t.root == comm->identity.rank);
   const size_t eltSize = kern::dtypeSize(t.type);
   uint8_t direct = 0;
-  if (use.readsIn && use.inCount > 0 && t.in != nullptr && registered.covers(t.in, use.inCount * eltSize)) direct |= kern::kDirectIn;
-  if (use.writesOut && use.outCount > 0 && t.out != nullptr && registered.covers(t.out, use.outCount * eltSize)) direct |= kern::kDirectOut;
+  if (use.readsIn && use.inCount > 0 && t.in != nullptr && registered.covers(t.in, use.inCount * eltSize))
+    direct |= kern::kDirectIn;
+  if (use.writesOut && use.outCount > 0 && t.out != nullptr && registered.covers(t.out, use.outCount * eltSize))
+    direct |= kern::kDirectOut;
   return direct;
 }
 
 uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind) {
-  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv) return kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv)
+    return kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
   const uint32_t red = reduces(t.coll) ? uint32_t(redKind) : 0;
   const uint32_t root = plan::rootedColl(t.coll) ? uint32_t(t.root) : 0;
-  const uint64_t signature = kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(t.type), red, root);
+  const uint64_t signature =
+      kern::callSignature(comm->executor.collSeq++, uint32_t(t.coll), uint32_t(t.type), red, root);
   if (comm->control.own != nullptr) comm->control.own->calls.record(kern::signatureSeq(signature), signature, t.count);
   return signature;
 }
@@ -236,8 +248,9 @@ void CommLaunch::bind() {
       const kern::OpWork op = opFor(t, comm->executor.opSeq++);
       builder_.addOp(op);
       recordFlightQueued(comm, op, t, chosen.algorithm->name.c_str(), 1);
-      TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes", comm->where().c_str(),
-                  plan::collTitle(t.coll), (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op));
+      TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes",
+                  comm->where().c_str(), plan::collTitle(t.coll), (unsigned long long)(comm->executor.opSeq - 1),
+                  t.count, kern::dtypeName(t.type), int(t.op));
       return;
     }
   }
@@ -250,7 +263,9 @@ void CommLaunch::bind() {
     } catch (const Error& e) {
       // A plan file's algorithm serves only the rank count and root it was written for; the
       // selector estimated it for root 0. Every rank fails alike, so every rank falls back.
-      if (chosen.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage || !comm->planning.forcedAlgorithm.empty()) throw;
+      if (chosen.algorithm->origin == "built-in" || e.code() != ErrorCode::InvalidUsage ||
+          !comm->planning.forcedAlgorithm.empty())
+        throw;
       chosen = defaultSelection(comm, t);
       TUTTI_WARN("%s: %s; using %s instead", comm->where().c_str(), e.what(), chosen.algorithm->name.c_str());
       first = planFor(comm, t, *chosen.algorithm);
@@ -262,7 +277,8 @@ void CommLaunch::bind() {
       // Every block is both sent and overwritten: the launch reads its input from a copy, taken
       // when it runs (in stream order).
       const size_t bytes = t.count * eltSize * size_t(comm->identity.nranks);
-      void* copy = comm->executor.backend->allocate(bytes, comm->where() + ": a copy of an in-place all-to-all's input");
+      void* copy =
+          comm->executor.backend->allocate(bytes, comm->where() + ": a copy of an in-place all-to-all's input");
       inputCopies_.push_back(copy);
       prologue_.push_back(Copy{copy, t.in, bytes});
       bound.in = copy;
@@ -271,26 +287,31 @@ void CommLaunch::bind() {
     const uint32_t opIndex = builder_.addOp(op);
     const int nch = std::clamp(chosen.nchannels, 1, comm->settings.nchannels);
     recordFlightQueued(comm, op, t, chosen.algorithm->name.c_str(), nch);
-    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s", comm->where().c_str(), plan::collTitle(t.coll),
-                (unsigned long long)(comm->executor.opSeq - 1), t.count, kern::dtypeName(t.type), int(t.op), t.root, nch,
-                plan::describe(first->plan).c_str(), directNote(op.direct));
+    TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s", comm->where().c_str(),
+                plan::collTitle(t.coll), (unsigned long long)(comm->executor.opSeq - 1), t.count,
+                kern::dtypeName(t.type), int(t.op), t.root, nch, plan::describe(first->plan).c_str(),
+                directNote(op.direct));
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
     // from the plan's widest joined run (the same on every rank), which must fit one such chunk,
     // as both cost models cut it.
     const size_t width = first->flat.empty() ? 1 : plan::flatPlanOf(first->flat).joinWidth;
-    const size_t chunkBytes =
-        plan::joinedChunkBytes(tiling::chunkBytesFor(comm->settings.slotBytes, modelBytes(t.coll, t.count, eltSize, comm->identity.nranks)), width);
+    const size_t chunkBytes = plan::joinedChunkBytes(
+        tiling::chunkBytesFor(comm->settings.slotBytes, modelBytes(t.coll, t.count, eltSize, comm->identity.nranks)),
+        width);
     if (chunkBytes < eltSize)
-      throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + plan::collTitle(t.coll) + " with algorithm " + first->plan.algorithm +
-                                               " joins " + std::to_string(width) + " steps into one message, more than a FIFO slot of " +
-                                               std::to_string(comm->settings.slotBytes) + " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
+      throw Error(ErrorCode::InvalidUsage, comm->where() + ": " + plan::collTitle(t.coll) + " with algorithm " +
+                                               first->plan.algorithm + " joins " + std::to_string(width) +
+                                               " steps into one message, more than a FIFO slot of " +
+                                               std::to_string(comm->settings.slotBytes) +
+                                               " bytes holds (raise NCCL_BUFFSIZE or choose another algorithm)");
     // A message never carries more than the operation's largest buffer: small operations may go
     // as LL lines where both ends of a connection take them (connect()).
     const size_t llBytes = llMessageBytes(comm, t);
     for (int c = 0; c < nch; c++) {
       const tiling::Range range = tiling::channelRange(t.count, nch, c);
       const int w = workerOfChannel(comm, c);
-      std::shared_ptr<const CompiledPlan> compiled = c == 0 ? first : planFor(comm, t, *chosen.algorithm, c);  // its channel's ring
+      std::shared_ptr<const CompiledPlan> compiled =
+          c == 0 ? first : planFor(comm, t, *chosen.algorithm, c);  // its channel's ring
       if (c > 0) plans.push_back(compiled);
       for (size_t l = 0; l < compiled->plan.lanes.size(); l++) {
         const plan::LaneSpec& spec = compiled->plan.lanes[l];
@@ -336,14 +357,15 @@ void CommLaunch::connect() {
           // or, on device backends, through the mappings of registered buffers (runtime/peer_buffers.h)
           // on the FIFOs of memory transports.
           const kern::ExecutorBackend& backend = *comm->executor.backend;
-          const bool mapped = comm->links.peerBuffers && comm->links.peerBuffers->mapsWith(k.peer) &&
-                              carrier.mapsPeerBuffers;
+          const bool mapped =
+              comm->links.peerBuffers && comm->links.peerBuffers->mapsWith(k.peer) && carrier.mapsPeerBuffers;
           const kern::DirectKind direct = backend.readsPeerBuffers() && conn.sharesAddressSpace() ? kern::kDirectShared
-                                          : backend.readsOtherProcesses() && conn.readsAcrossProcesses() ? kern::kDirectAcrossProcesses
-                                          : mapped                                                        ? kern::kDirectMapped
-                                                                                                          : kern::kDirectNone;
-          return kern::ConnEnd{conn.fifo(), conn.simpleSlots(), bells ? static_cast<void*>(conn.bellFor(w)) : nullptr, k.peer, uint16_t(ll ? 1 : 0),
-                               uint16_t(direct)};
+                                          : backend.readsOtherProcesses() && conn.readsAcrossProcesses()
+                                              ? kern::kDirectAcrossProcesses
+                                          : mapped ? kern::kDirectMapped
+                                                   : kern::kDirectNone;
+          return kern::ConnEnd{conn.fifo(), conn.simpleSlots(),   bells ? static_cast<void*>(conn.bellFor(w)) : nullptr,
+                               k.peer,      uint16_t(ll ? 1 : 0), uint16_t(direct)};
         };
         std::vector<kern::ConnEnd> sends, recvs;
         for (const ConnKey& k : lanes[i].sendKeys) sends.push_back(end(k));
@@ -358,13 +380,15 @@ void CommLaunch::connect() {
 }
 
 size_t llMessageBytes(const ncclComm* comm, const Task& t) {
-  const size_t largestBuffer = t.count * kern::dtypeSize(t.type) * (sim::countsBlocks(t.coll) ? size_t(comm->identity.nranks) : 1);
+  const size_t largestBuffer =
+      t.count * kern::dtypeSize(t.type) * (sim::countsBlocks(t.coll) ? size_t(comm->identity.nranks) : 1);
   const bool allowed = largestBuffer > 0 && comm->planning.selector && comm->planning.selector->llAllowed(t.coll);
   return allowed ? largestBuffer : 0;
 }
 
 bool llOnConnection(const ncclComm* comm, int peer, const TransportTraits& carrier, size_t messageBytes) {
-  const size_t both = std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(peer)].llBytes);
+  const size_t both =
+      std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(peer)].llBytes);
   return messageBytes > 0 && messageBytes <= both && carrier.carriesLL;
 }
 
@@ -382,11 +406,13 @@ void CommLaunch::rebind(const Task& t) {
   tasks.front() = t;
   kern::OpWork& op = work().ops()[0];
   op = opFor(t, comm->executor.opSeq++);
-  recordFlightQueued(comm, op, t, selection->algorithm->name.c_str(), mailbox ? 1 : std::clamp(selection->nchannels, 1, comm->settings.nchannels));
-  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s (bound before)", comm->where().c_str(),
-              plan::collTitle(t.coll), (unsigned long long)op.seq, t.count, kern::dtypeName(t.type), int(t.op), t.root,
-              std::clamp(selection->nchannels, 1, comm->settings.nchannels),
-              mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str(), directNote(op.direct));
+  recordFlightQueued(comm, op, t, selection->algorithm->name.c_str(),
+                     mailbox ? 1 : std::clamp(selection->nchannels, 1, comm->settings.nchannels));
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s (bound before)",
+              comm->where().c_str(), plan::collTitle(t.coll), (unsigned long long)op.seq, t.count,
+              kern::dtypeName(t.type), int(t.op), t.root, std::clamp(selection->nchannels, 1, comm->settings.nchannels),
+              mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str(),
+              directNote(op.direct));
 }
 
 void CommLaunch::beforeRun() {

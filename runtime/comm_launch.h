@@ -25,10 +25,10 @@ namespace tutti {
 // A rank's plan for one (algorithm, collective, root, ring, trees), compiled and where the
 // executor reads it; built once per communicator (ncclComm::planCache).
 struct CompiledPlan {
-  plan::RankPlan plan;                  // as the algorithm built it
-  std::vector<uint64_t> flat;           // plan::compilePlan(plan)
+  plan::RankPlan plan;                       // as the algorithm built it
+  std::vector<uint64_t> flat;                // plan::compilePlan(plan)
   const plan::FlatPlan* resident = nullptr;  // flat's bytes, or their copy in device memory
-  std::shared_ptr<void> residentCopy;   // owns the device copy
+  std::shared_ptr<void> residentCopy;        // owns the device copy
 };
 
 class CommLaunch final : public kern::Launch {
@@ -39,7 +39,7 @@ class CommLaunch final : public kern::Launch {
   ncclComm* const comm;
   const cudaStream_t stream;
   std::vector<Task> tasks;
-  std::optional<Selection> selection;  // a single operation's, chosen before binding
+  std::optional<Selection> selection;                      // a single operation's, chosen before binding
   std::vector<std::shared_ptr<const CompiledPlan>> plans;  // from the communicator's cache
   bool mailbox = false;  // a one-shot all-reduce through the mailboxes: no lanes, no connections
 

@@ -1,6 +1,6 @@
 // The registry of live communicators: a handle the user destroyed is recognised, not dereferenced.
-#include "runtime/comm.h"
 #include "base/live_handles.h"
+#include "runtime/comm.h"
 
 namespace tutti {
 

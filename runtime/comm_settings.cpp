@@ -40,7 +40,8 @@ void proposeSettings(const ncclComm* comm, RankInfo* me, const kern::BackendTrai
   me->nsteps = int32_t(nsteps);
   int64_t buffsize = tunables::kBuffsize.get();
   if (buffsize < int64_t(me->nsteps) * 4096)
-    throw Error(ErrorCode::InvalidUsage, "NCCL_BUFFSIZE=" + std::to_string(buffsize) + " is too small: it needs at least 4096 bytes for each of the " +
+    throw Error(ErrorCode::InvalidUsage, "NCCL_BUFFSIZE=" + std::to_string(buffsize) +
+                                             " is too small: it needs at least 4096 bytes for each of the " +
                                              std::to_string(me->nsteps) + " FIFO slots (TUTTI_NSTEPS)");
   me->slotBytes = uint64_t(buffsize / me->nsteps) / 4096 * 4096;
   me->buffersSet = tunables::kBuffsize.isSet() || tunables::kNsteps.isSet();
@@ -62,7 +63,8 @@ void adoptSettings(ncclComm* comm) {
     comm->settings.slotBytes = kNetworkSlotBytes;
   }
   comm->settings.timeoutSeconds = double(tunables::kTimeout.get());
-  if (comm->settings.timeoutSeconds <= 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
+  if (comm->settings.timeoutSeconds <= 0)
+    throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
   comm->settings.spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
   comm->settings.yields = int(std::max<int64_t>(0, tunables::kYield.get()));
 }
@@ -77,7 +79,8 @@ void fitChannelsToDevice(ncclComm* comm) {
   for (const RankInfo& p : comm->identity.peers) most = std::max(most, ++sharing[{p.hostHash, p.device}]);
   const int fit = std::max(1, int(resident) / most);
   if (comm->settings.nchannels <= fit) return;
-  TUTTI_INFO(log::Init, "%s: %d channel(s) instead of %d: %d rank(s) share a GPU that holds %u of the executor's blocks at once",
+  TUTTI_INFO(log::Init,
+             "%s: %d channel(s) instead of %d: %d rank(s) share a GPU that holds %u of the executor's blocks at once",
              comm->where().c_str(), fit, comm->settings.nchannels, most, resident);
   comm->settings.nchannels = fit;
   comm->settings.minChannels = std::min(comm->settings.minChannels, fit);

@@ -44,10 +44,11 @@ std::string shrinkWhere(const ncclComm* comm) { return "ncclCommShrink: " + comm
 std::vector<int> shrinkSurvivors(const ncclComm* parent, const int* excludeRanks, int excludeCount) {
   const int nranks = parent->identity.nranks;
   if (excludeCount < 0)
-    throw Error(ErrorCode::InvalidArgument, shrinkWhere(parent) + ": excludeRanksCount " + std::to_string(excludeCount) + " is negative");
-  if (excludeCount > 0 && excludeRanks == nullptr)
     throw Error(ErrorCode::InvalidArgument,
-                shrinkWhere(parent) + ": excludeRanksList is NULL with excludeRanksCount " + std::to_string(excludeCount));
+                shrinkWhere(parent) + ": excludeRanksCount " + std::to_string(excludeCount) + " is negative");
+  if (excludeCount > 0 && excludeRanks == nullptr)
+    throw Error(ErrorCode::InvalidArgument, shrinkWhere(parent) + ": excludeRanksList is NULL with excludeRanksCount " +
+                                                std::to_string(excludeCount));
   std::vector<bool> excluded(size_t(nranks), false);
   for (int i = 0; i < excludeCount; i++) {
     const int r = excludeRanks[i];
@@ -56,10 +57,11 @@ std::vector<int> shrinkSurvivors(const ncclComm* parent, const int* excludeRanks
       throw Error(ErrorCode::InvalidArgument,
                   shrinkWhere(parent) + ": " + entry + " is out of range (0.." + std::to_string(nranks - 1) + ")");
     if (r == parent->identity.rank)
-      throw Error(ErrorCode::InvalidArgument, shrinkWhere(parent) + ": " + entry +
-                                                  " is this rank; an excluded rank does not call ncclCommShrink");
+      throw Error(ErrorCode::InvalidArgument,
+                  shrinkWhere(parent) + ": " + entry + " is this rank; an excluded rank does not call ncclCommShrink");
     if (excluded[size_t(r)])
-      throw Error(ErrorCode::InvalidArgument, shrinkWhere(parent) + ": " + entry + " names rank " + std::to_string(r) + " twice");
+      throw Error(ErrorCode::InvalidArgument,
+                  shrinkWhere(parent) + ": " + entry + " names rank " + std::to_string(r) + " twice");
     excluded[size_t(r)] = true;
   }
   std::vector<int> survivors;
@@ -84,18 +86,21 @@ std::string describeShrunkRanks(const std::vector<int>& survivors) {
 
 void checkShrinkable(const ncclComm* parent) {
   if (parent->error.asyncError.load() == ncclInProgress)
-    throw Error(ErrorCode::InvalidUsage,
-                shrinkWhere(parent) + ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
+    throw Error(
+        ErrorCode::InvalidUsage,
+        shrinkWhere(parent) + ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
   if (!parent->identity.bootstrap || !parent->identity.peersKnown.load(std::memory_order_acquire))
-    throw Error(ErrorCode::InvalidUsage, shrinkWhere(parent) +
-                                             ": its init never joined every rank, so there is nothing to shrink; make a new "
-                                             "communicator with ncclCommInitRank");
+    throw Error(ErrorCode::InvalidUsage,
+                shrinkWhere(parent) +
+                    ": its init never joined every rank, so there is nothing to shrink; make a new "
+                    "communicator with ncclCommInitRank");
 }
 
 void abortForShrink(ncclComm* parent) {
   if (parent->error.asyncError.load() == ncclSuccess && parent->identity.nranks > 1)
     parent->identity.bootstrap->broadcastNotice("it called ncclCommShrink with NCCL_SHRINK_ABORT");
-  parent->fail(Error(ErrorCode::Aborted, parent->where() + ": aborted by ncclCommShrink with NCCL_SHRINK_ABORT"), false);
+  parent->fail(Error(ErrorCode::Aborted, parent->where() + ": aborted by ncclCommShrink with NCCL_SHRINK_ABORT"),
+               false);
 }
 
 ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors) {
@@ -125,14 +130,16 @@ ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors) 
                       " (every rank left out of excludeRanksList must call ncclCommShrink)");
     }
     if (invitation.magic != kInvitationMagic)
-      throw Error(ErrorCode::Remote, shrinkWhere(parent) + ": " + parent->describePeer(from) + " sent a malformed shrink invitation");
+      throw Error(ErrorCode::Remote,
+                  shrinkWhere(parent) + ": " + parent->describePeer(from) + " sent a malformed shrink invitation");
     if (invitation.survivors != n || invitation.membership != membership)
-      throw Error(ErrorCode::InvalidUsage,
-                  shrinkWhere(parent) + ": " + parent->describePeer(invitation.leader) + " shrinks to " +
-                      std::to_string(invitation.survivors) + " ranks, " +
-                      (invitation.survivors == n ? "as many as this rank's excludeRanksList leaves, but not the same ones"
-                                                 : "but this rank's excludeRanksList leaves " + std::to_string(n)) +
-                      "; every surviving rank must pass the same exclude list");
+      throw Error(
+          ErrorCode::InvalidUsage,
+          shrinkWhere(parent) + ": " + parent->describePeer(invitation.leader) + " shrinks to " +
+              std::to_string(invitation.survivors) + " ranks, " +
+              (invitation.survivors == n ? "as many as this rank's excludeRanksList leaves, but not the same ones"
+                                         : "but this rank's excludeRanksList leaves " + std::to_string(n)) +
+              "; every surviving rank must pass the same exclude list");
   }
   // Children: i + 2^k for each 2^k below i's lowest set bit (every 2^k below n for the root),
   // the largest subtree first. One that cannot be reached (dead, yet not excluded) does not keep
@@ -153,8 +160,8 @@ ncclUniqueId meetSurvivors(ncclComm* parent, const std::vector<int>& survivors) 
     }
   }
   if (!unreached.empty())
-    TUTTI_WARN("%s: %s (a rank that died must be in excludeRanksList); the join will name it", shrinkWhere(parent).c_str(),
-               unreached.c_str());
+    TUTTI_WARN("%s: %s (a rank that died must be in excludeRanksList); the join will name it",
+               shrinkWhere(parent).c_str(), unreached.c_str());
   TUTTI_INFO(log::Init, "%s: %d of %d ranks meet as rank %d of the shrunk communicator", shrinkWhere(parent).c_str(), n,
              parent->identity.nranks, me);
   return invitation.id;

@@ -16,7 +16,8 @@ std::string CommWaitHooks::probeCall(int peer, uint64_t signature, uint64_t coun
   uint64_t theirs = 0, theirCount = 0;
   if (block == nullptr || !block->calls.find(kern::signatureSeq(signature), &theirs, &theirCount)) return "";
   if (theirs == signature && theirCount == count) return "";
-  return kern::describeCallMismatch(comm_.describePeer(peer), theirs, theirCount, comm_.identity.rank, signature, count);
+  return kern::describeCallMismatch(comm_.describePeer(peer), theirs, theirCount, comm_.identity.rank, signature,
+                                    count);
 }
 
 bool CommWaitHooks::drivesNetwork() const {

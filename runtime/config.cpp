@@ -55,17 +55,15 @@ class UserConfig {
                                   std::to_string(size_) + ")");
     std::memcpy(&copy_, config, size_ < sizeof copy_ ? size_ : sizeof copy_);
     if (copy_.magic != kConfigMagic)
-      throwInvalid(operation,
-                   "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (magic " +
-                       hex(copy_.magic) + ", expected " + hex(kConfigMagic) + ")");
+      throwInvalid(operation, "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (magic " +
+                                  hex(copy_.magic) + ", expected " + hex(kConfigMagic) + ")");
     if (copy_.version < kOldestVersion)
       throwInvalid(operation, "ncclConfig_t.version " + std::to_string(copy_.version) +
-                                  " is older than the oldest supported, 2.14 (" +
-                                  std::to_string(kOldestVersion) + ")");
+                                  " is older than the oldest supported, 2.14 (" + std::to_string(kOldestVersion) + ")");
     if (size_ < kSmallestSize)
       throwInvalid(operation, "ncclConfig_t.size " + std::to_string(size_) +
-                                  " is smaller than any NCCL header's ncclConfig_t (" +
-                                  std::to_string(kSmallestSize) + " bytes)");
+                                  " is smaller than any NCCL header's ncclConfig_t (" + std::to_string(kSmallestSize) +
+                                  " bytes)");
   }
 
   unsigned int version() const { return copy_.version; }
@@ -90,8 +88,8 @@ class UserConfig {
  private:
   template <typename T>
   bool declared(T ncclConfig_t::*member, unsigned int since) const {
-    size_t offset = static_cast<size_t>(reinterpret_cast<const char*>(&(copy_.*member)) -
-                                        reinterpret_cast<const char*>(&copy_));
+    size_t offset =
+        static_cast<size_t>(reinterpret_cast<const char*>(&(copy_.*member)) - reinterpret_cast<const char*>(&copy_));
     return copy_.version >= since && offset + sizeof(T) <= size_;
   }
 
@@ -103,17 +101,16 @@ class UserConfig {
 bool readFlag(const char* operation, const char* field, std::optional<int> value, bool fallback) {
   if (!value) return fallback;
   if (*value != 0 && *value != 1)
-    throwInvalid(operation, std::string("ncclConfig_t.") + field + " is " + std::to_string(*value) +
-                                "; it must be 0 or 1");
+    throwInvalid(operation,
+                 std::string("ncclConfig_t.") + field + " is " + std::to_string(*value) + "; it must be 0 or 1");
   return *value == 1;
 }
 
-std::optional<int> readAtLeast(const char* operation, const char* field, std::optional<int> value,
-                               int lowest, int highest = INT_MAX) {
+std::optional<int> readAtLeast(const char* operation, const char* field, std::optional<int> value, int lowest,
+                               int highest = INT_MAX) {
   if (value && (*value < lowest || *value > highest))
     throwInvalid(operation, std::string("ncclConfig_t.") + field + " is " + std::to_string(*value) +
-                                "; it must be between " + std::to_string(lowest) + " and " +
-                                std::to_string(highest));
+                                "; it must be between " + std::to_string(lowest) + " and " + std::to_string(highest));
   return value;
 }
 
@@ -129,52 +126,45 @@ CommConfig readConfig(const ncclConfig_t* config, const char* operation) {
 
   UserConfig user(config, operation);
   result.headerVersion = user.version();
-  result.blocking = readFlag(operation, "blocking", user.integer(&ncclConfig_t::blocking, kSince2_14),
-                             result.blocking);
-  result.cgaClusterSize = readAtLeast(operation, "cgaClusterSize",
-                                      user.integer(&ncclConfig_t::cgaClusterSize, kSince2_17), 0);
+  result.blocking = readFlag(operation, "blocking", user.integer(&ncclConfig_t::blocking, kSince2_14), result.blocking);
+  result.cgaClusterSize =
+      readAtLeast(operation, "cgaClusterSize", user.integer(&ncclConfig_t::cgaClusterSize, kSince2_17), 0);
   result.minCTAs = readAtLeast(operation, "minCTAs", user.integer(&ncclConfig_t::minCTAs, kSince2_17), 1);
   result.maxCTAs = readAtLeast(operation, "maxCTAs", user.integer(&ncclConfig_t::maxCTAs, kSince2_17), 1);
   if (result.minCTAs && result.maxCTAs && *result.minCTAs > *result.maxCTAs)
     throwInvalid(operation, "ncclConfig_t.minCTAs (" + std::to_string(*result.minCTAs) +
-                                ") is larger than ncclConfig_t.maxCTAs (" +
-                                std::to_string(*result.maxCTAs) + ")");
+                                ") is larger than ncclConfig_t.maxCTAs (" + std::to_string(*result.maxCTAs) + ")");
   result.netName = user.name(&ncclConfig_t::netName, kSince2_17, "netName");
-  result.splitShare = readFlag(operation, "splitShare",
-                               user.integer(&ncclConfig_t::splitShare, kSince2_18), false);
-  result.trafficClass = readAtLeast(operation, "trafficClass",
-                                    user.integer(&ncclConfig_t::trafficClass, kSince2_26), 0, 255);
+  result.splitShare = readFlag(operation, "splitShare", user.integer(&ncclConfig_t::splitShare, kSince2_18), false);
+  result.trafficClass =
+      readAtLeast(operation, "trafficClass", user.integer(&ncclConfig_t::trafficClass, kSince2_26), 0, 255);
   result.commName = user.name(&ncclConfig_t::commName, kSince2_27, "commName");
-  result.collnetEnable = readFlag(operation, "collnetEnable",
-                                  user.integer(&ncclConfig_t::collnetEnable, kSince2_27), false);
+  result.collnetEnable =
+      readFlag(operation, "collnetEnable", user.integer(&ncclConfig_t::collnetEnable, kSince2_27), false);
   result.ctaPolicy = readAtLeast(operation, "CTAPolicy", user.integer(&ncclConfig_t::CTAPolicy, kSince2_27),
                                  NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_ZERO)
                          .value_or(NCCL_CTA_POLICY_DEFAULT);
-  result.shrinkShare = readFlag(operation, "shrinkShare",
-                                user.integer(&ncclConfig_t::shrinkShare, kSince2_27), false);
+  result.shrinkShare = readFlag(operation, "shrinkShare", user.integer(&ncclConfig_t::shrinkShare, kSince2_27), false);
   result.nvlsCTAs = readAtLeast(operation, "nvlsCTAs", user.integer(&ncclConfig_t::nvlsCTAs, kSince2_27), 1);
   result.nChannelsPerNetPeer =
-      readAtLeast(operation, "nChannelsPerNetPeer",
-                  user.integer(&ncclConfig_t::nChannelsPerNetPeer, kSince2_28), 1, kMostChannelsPerNetPeer);
-  result.nvlinkCentricSched = readFlag(operation, "nvlinkCentricSched",
-                                       user.integer(&ncclConfig_t::nvlinkCentricSched, kSince2_28), false);
+      readAtLeast(operation, "nChannelsPerNetPeer", user.integer(&ncclConfig_t::nChannelsPerNetPeer, kSince2_28), 1,
+                  kMostChannelsPerNetPeer);
+  result.nvlinkCentricSched =
+      readFlag(operation, "nvlinkCentricSched", user.integer(&ncclConfig_t::nvlinkCentricSched, kSince2_28), false);
   return result;
 }
 
 std::string describeConfig(const CommConfig& config) {
-  auto number = [](const std::optional<int>& value) {
-    return value ? std::to_string(*value) : std::string("unset");
-  };
+  auto number = [](const std::optional<int>& value) { return value ? std::to_string(*value) : std::string("unset"); };
   auto quoted = [](const std::string& text) { return text.empty() ? std::string("unset") : '"' + text + '"'; };
   return "blocking=" + std::to_string(config.blocking) + " cgaClusterSize=" + number(config.cgaClusterSize) +
          " minCTAs=" + number(config.minCTAs) + " maxCTAs=" + number(config.maxCTAs) +
          " netName=" + quoted(config.netName) + " splitShare=" + std::to_string(config.splitShare) +
          " trafficClass=" + number(config.trafficClass) + " commName=" + quoted(config.commName) +
-         " collnetEnable=" + std::to_string(config.collnetEnable) + " CTAPolicy=" +
-         std::to_string(config.ctaPolicy) + " shrinkShare=" + std::to_string(config.shrinkShare) +
-         " nvlsCTAs=" + number(config.nvlsCTAs) + " nChannelsPerNetPeer=" +
-         number(config.nChannelsPerNetPeer) + " nvlinkCentricSched=" +
-         std::to_string(config.nvlinkCentricSched);
+         " collnetEnable=" + std::to_string(config.collnetEnable) + " CTAPolicy=" + std::to_string(config.ctaPolicy) +
+         " shrinkShare=" + std::to_string(config.shrinkShare) + " nvlsCTAs=" + number(config.nvlsCTAs) +
+         " nChannelsPerNetPeer=" + number(config.nChannelsPerNetPeer) +
+         " nvlinkCentricSched=" + std::to_string(config.nvlinkCentricSched);
 }
 
 }  // namespace tutti

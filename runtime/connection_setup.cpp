@@ -34,8 +34,9 @@ class ConnectionSetup {
     keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
     for (const ConnKey& k : keys_)
       if (k.tag < 0 || k.tag >= kMaxConnectionTags || k.channel < 0 || k.channel >= kMaxChannels)
-        throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) + " on channel " +
-                                                 std::to_string(k.channel) + " has tag " + std::to_string(k.tag) + ", outside 0.." +
+        throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) +
+                                                 " on channel " + std::to_string(k.channel) + " has tag " +
+                                                 std::to_string(k.tag) + ", outside 0.." +
                                                  std::to_string(kMaxConnectionTags - 1));
     for (const ConnKey& k : keys_) transports_.push_back(&transportTo(comm, k.peer));
     for (Transport* t : transports_) t->open();  // before any offer: net starts its proxy once
@@ -77,8 +78,9 @@ class ConnectionSetup {
     for (auto& [k, conn] : made_) {
       const size_t i = size_t(std::lower_bound(keys_.begin(), keys_.end(), k) - keys_.begin());
       conn->adoptCarrier(transports_[i]->traits());
-      TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(), k.send ? "to" : "from",
-                  k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel, k.tag, conn->transport().c_str());
+      TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(),
+                  k.send ? "to" : "from", k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel,
+                  k.tag, conn->transport().c_str());
       comm_->links.connections[k] = std::move(conn);
     }
     made_.clear();
@@ -97,8 +99,8 @@ class ConnectionSetup {
   std::string setupFailed(const ConnKey& k, const Error& e) const {
     std::string s = "setting up the " + describe(k) + ": " + e.message();
     if (e.code() == ErrorCode::Timeout)
-      s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->settings.timeoutSeconds)) + " s: did " + comm_->describePeer(k.peer) +
-           " make the same call?)";
+      s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->settings.timeoutSeconds)) + " s: did " +
+           comm_->describePeer(k.peer) + " make the same call?)";
     // A rank that failed first (a mismatch it caught, say) sends every rank a failure notice, then
     // closes its connections: a connection that ended under this setup is then a consequence, and
     // the notice, which may be a moment behind on the bootstrap, says why.
@@ -114,7 +116,8 @@ class ConnectionSetup {
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(comm_->error.mutex);
-        if (comm_->error.asyncError.load() != ncclSuccess && comm_->error.code != ErrorCode::Aborted) return comm_->error.message;
+        if (comm_->error.asyncError.load() != ncclSuccess && comm_->error.code != ErrorCode::Aborted)
+          return comm_->error.message;
       }
       if (SteadyClock::now() >= until) return "";
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -212,7 +215,8 @@ PeerPair pairBetween(const ncclComm* comm, int a, int b) {
     pair.devices[1] = comm->identity.peers[size_t(b)].device;
     const kern::ExecutorBackend* backend = comm->executor.backend.get();
     if (backend != nullptr && pair.devices[0] != pair.devices[1])
-      pair.peerAccess = backend->canAccessPeer(pair.devices[0], pair.devices[1]) && backend->canAccessPeer(pair.devices[1], pair.devices[0]);
+      pair.peerAccess = backend->canAccessPeer(pair.devices[0], pair.devices[1]) &&
+                        backend->canAccessPeer(pair.devices[1], pair.devices[0]);
   }
   const CommTopology* topology = comm->planning.topology.get();
   if (pair.locality == Locality::OtherHost || topology == nullptr) return pair;
@@ -236,7 +240,8 @@ Transport& transportTo(const ncclComm* comm, int peer) {
   std::string whyNot;
   Transport* transport = transportBetween(comm, comm->identity.rank, peer, &whyNot);
   if (transport == nullptr)
-    throw Error(ErrorCode::InvalidUsage, "no transport can connect " + comm->where() + " and " + comm->describePeer(peer) + ": " + whyNot);
+    throw Error(ErrorCode::InvalidUsage,
+                "no transport can connect " + comm->where() + " and " + comm->describePeer(peer) + ": " + whyNot);
   return *transport;
 }
 

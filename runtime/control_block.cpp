@@ -15,8 +15,9 @@ void mapControlBlocks(ncclComm* comm) {
   for (const RankInfo& p : comm->identity.peers)
     if (p.hostHash == me.hostHash && p.processToken != me.processToken) allLocalInProcess = false;
   std::vector<SegmentDescriptor> controls(static_cast<size_t>(comm->identity.nranks));
-  comm->control.ownSegment = createSegment(sizeof(ControlBlock), allLocalInProcess, &controls[size_t(comm->identity.rank)],
-                                       "control block of " + comm->where(), kSegmentMultiAttach);
+  comm->control.ownSegment =
+      createSegment(sizeof(ControlBlock), allLocalInProcess, &controls[size_t(comm->identity.rank)],
+                    "control block of " + comm->where(), kSegmentMultiAttach);
   comm->control.own = new (comm->control.ownSegment->base()) ControlBlock();
   comm->identity.bootstrap->allGather(controls.data(), sizeof(SegmentDescriptor));
   comm->control.peerSegments.resize(size_t(comm->identity.nranks));
@@ -29,7 +30,8 @@ void mapControlBlocks(ncclComm* comm) {
       try {
         comm->control.peerSegments[size_t(p)] = attachSegment(controls[size_t(p)], "");
       } catch (const Error& e) {
-        throw Error(e.code(), "control block of " + comm->describePeer(p) + ", attached by " + comm->where() + e.message());
+        throw Error(e.code(),
+                    "control block of " + comm->describePeer(p) + ", attached by " + comm->where() + e.message());
       }
       comm->control.ofRank[size_t(p)] = static_cast<ControlBlock*>(comm->control.peerSegments[size_t(p)]->base());
     }
@@ -38,10 +40,12 @@ void mapControlBlocks(ncclComm* comm) {
   // kMaxMailboxRanks: every rank reads every mailbox and a late input wakes every rank asleep
   // waiting for it, so with a thousand ranks as threads one 8-byte all-reduce took 130-180 ms
   // against 100-120 ms by recursive doubling over the FIFOs (perf/RESULTS.md, init at scale).
-  comm->control.mailboxesMapped =
-      comm->identity.nranks <= kMaxMailboxRanks && comm->executor.backend->runsMailboxes() &&
-      std::all_of(comm->identity.peers.begin(), comm->identity.peers.end(), [](const RankInfo& p) { return p.mailboxes != 0; }) &&
-      std::all_of(comm->control.ofRank.begin(), comm->control.ofRank.end(), [](ControlBlock* b) { return b != nullptr; });
+  comm->control.mailboxesMapped = comm->identity.nranks <= kMaxMailboxRanks &&
+                                  comm->executor.backend->runsMailboxes() &&
+                                  std::all_of(comm->identity.peers.begin(), comm->identity.peers.end(),
+                                              [](const RankInfo& p) { return p.mailboxes != 0; }) &&
+                                  std::all_of(comm->control.ofRank.begin(), comm->control.ofRank.end(),
+                                              [](ControlBlock* b) { return b != nullptr; });
   if (comm->control.mailboxesMapped)
     for (ControlBlock* block : comm->control.ofRank) {
       for (int k = 0; k < 2; k++) comm->control.mailboxes[k].push_back(&block->mailboxes[k]);

@@ -37,14 +37,16 @@ const char* flightStateName(FlightState state) {
   return "unknown";
 }
 
-FlightRecorder::FlightRecorder(size_t entries) : capacity_(entries), slots_(entries > 0 ? new Slot[entries] : nullptr) {}
+FlightRecorder::FlightRecorder(size_t entries)
+    : capacity_(entries), slots_(entries > 0 ? new Slot[entries] : nullptr) {}
 
 FlightRecorder::~FlightRecorder() {
   signalAttachment.reset();  // no dump reads the slots once they go
 }
 
 int64_t FlightRecorder::now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 FlightRecorder::Slot* FlightRecorder::slotOf(uint64_t seq) const { return &slots_[seq % capacity_]; }
@@ -58,7 +60,8 @@ void FlightRecorder::queued(const FlightCall& call, int64_t nowNs) {
   s.signature.store(call.signature, relaxed);
   s.count.store(call.count, relaxed);
   s.stream.store(uint64_t(reinterpret_cast<uintptr_t>(call.stream)), relaxed);
-  s.small.store(uint64_t(call.coll) | uint64_t(call.dtype) << 8 | uint64_t(call.nchannels) << 16 | uint64_t(uint32_t(call.redop)) << 32,
+  s.small.store(uint64_t(call.coll) | uint64_t(call.dtype) << 8 | uint64_t(call.nchannels) << 16 |
+                    uint64_t(uint32_t(call.redop)) << 32,
                 relaxed);
   s.root.store(call.root, relaxed);
   // The name in whole words, NUL-padded: no byte of an older, longer name survives.
@@ -78,7 +81,8 @@ void FlightRecorder::running(uint64_t seq, int64_t nowNs) {
   uint64_t expected = stampOf(seq, FlightState::Queued);
   if (s.stamp.load(std::memory_order_relaxed) != expected) return;  // another operation's slot, or already on
   s.startedNs.store(nowNs, std::memory_order_relaxed);
-  s.stamp.compare_exchange_strong(expected, stampOf(seq, FlightState::Running), std::memory_order_release, std::memory_order_relaxed);
+  s.stamp.compare_exchange_strong(expected, stampOf(seq, FlightState::Running), std::memory_order_release,
+                                  std::memory_order_relaxed);
 }
 
 void FlightRecorder::end(uint64_t seq, FlightState to, int64_t nowNs) {
@@ -90,7 +94,8 @@ void FlightRecorder::end(uint64_t seq, FlightState to, int64_t nowNs) {
     const FlightState state = stateOf(stamp);
     if (state != FlightState::Queued && state != FlightState::Running) return;  // ended already
     s.endedNs.store(nowNs, std::memory_order_relaxed);
-    if (s.stamp.compare_exchange_weak(stamp, stampOf(seq, to), std::memory_order_release, std::memory_order_relaxed)) return;
+    if (s.stamp.compare_exchange_weak(stamp, stampOf(seq, to), std::memory_order_release, std::memory_order_relaxed))
+      return;
   }
 }
 

@@ -37,8 +37,8 @@ struct FlightCall {
   uint8_t coll = 0;        // plan::Coll
   uint8_t dtype = 0;       // ncclDataType_t
   uint16_t nchannels = 0;
-  int32_t redop = 0;       // ncclRedOp_t as the call named it
-  int32_t root = -1;       // the root, or the peer of a send or receive; -1: none
+  int32_t redop = 0;           // ncclRedOp_t as the call named it
+  int32_t root = -1;           // the root, or the peer of a send or receive; -1: none
   const char* algorithm = "";  // copied (up to kAlgorithmChars - 1 characters)
   const void* stream = nullptr;
 };

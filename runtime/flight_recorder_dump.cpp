@@ -96,8 +96,10 @@ std::string entryJson(const FlightEntry& e) {
   s += ", \"count\": " + std::to_string(e.count) + ", \"type\": " + quoted(kern::dtypeName(ncclDataType_t(e.dtype)));
   s += ", \"bytes\": " + std::to_string(e.count * eltSize);
   if (reduces(coll)) s += ", \"redop\": " + quoted(redOpName(e.redop));
-  if (isP2p(e.coll)) s += ", \"peer\": " + std::to_string(e.root);
-  else if (plan::rootedColl(coll)) s += ", \"root\": " + std::to_string(e.root);
+  if (isP2p(e.coll))
+    s += ", \"peer\": " + std::to_string(e.root);
+  else if (plan::rootedColl(coll))
+    s += ", \"root\": " + std::to_string(e.root);
   s += ", \"algorithm\": " + quoted(e.algorithm) + ", \"channels\": " + std::to_string(e.nchannels);
   s += ", \"stream\": " + quoted(hex(e.stream)) + ", \"state\": " + quoted(flightStateName(e.state));
   s += ", \"queued_ns\": " + std::to_string(e.queuedNs) + ", \"started_ns\": " + std::to_string(e.startedNs) +
@@ -105,13 +107,15 @@ std::string entryJson(const FlightEntry& e) {
   return s;
 }
 
-std::string waitJson(ncclComm* comm, int worker, const kern::WaitRecord& r, bool now, const char* source, int64_t nowNs) {
-  std::string s = "{\"worker\": " + std::to_string(worker) + ", \"source\": " + quoted(source) + ", \"now\": " + (now ? "true" : "false");
+std::string waitJson(ncclComm* comm, int worker, const kern::WaitRecord& r, bool now, const char* source,
+                     int64_t nowNs) {
+  std::string s = "{\"worker\": " + std::to_string(worker) + ", \"source\": " + quoted(source) +
+                  ", \"now\": " + (now ? "true" : "false");
   s += ", \"op_seq\": " + std::to_string(r.opSeq) + ", \"op\": " + quoted(r.opName ? r.opName : "");
   s += ", \"waiting_for\": " + quoted(waitForName(r.what)) + ", \"peer\": " + std::to_string(r.peer);
   if (r.what != kern::WaitFor::MailboxInput)
-    s += ", \"channel\": " + std::to_string(r.channel) + ", \"step\": " + quoted(plan::opName(r.step)) + ", \"tile\": " +
-         std::to_string(r.tile) + ", \"ntiles\": " + std::to_string(r.ntiles);
+    s += ", \"channel\": " + std::to_string(r.channel) + ", \"step\": " + quoted(plan::opName(r.step)) +
+         ", \"tile\": " + std::to_string(r.tile) + ", \"ntiles\": " + std::to_string(r.ntiles);
   if (r.sinceNs != 0) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.3f", double(nowNs - r.sinceNs) / 1e9);
@@ -126,7 +130,9 @@ std::string waitJson(ncclComm* comm, int worker, const kern::WaitRecord& r, bool
 
 std::unique_ptr<FlightRecorder> makeFlightRecorder(ncclComm* comm, const ncclUniqueId* ids, int nIds) {
   const int64_t entries = tunables::kFlightRecorderEntries.get();
-  if (entries < 0) throw Error(ErrorCode::InvalidUsage, "TUTTI_FLIGHT_RECORDER_ENTRIES=" + std::to_string(entries) + ": must be 0 or more");
+  if (entries < 0)
+    throw Error(ErrorCode::InvalidUsage,
+                "TUTTI_FLIGHT_RECORDER_ENTRIES=" + std::to_string(entries) + ": must be 0 or more");
   const std::string signal = tunables::kFlightRecorderSignal.get();
   const int signo = signal.empty() ? 0 : parseFlightSignal(signal);
   auto recorder = std::make_unique<FlightRecorder>(size_t(entries));
@@ -185,29 +191,35 @@ FlightScope::FlightScope(ncclComm* comm, uint64_t seq)
 
 FlightScope::~FlightScope() {
   if (!recorder_) return;
-  if (std::uncaught_exceptions() > exceptions_) recorder_->failed(seq_, FlightRecorder::now());
-  else recorder_->done(seq_, FlightRecorder::now());
+  if (std::uncaught_exceptions() > exceptions_)
+    recorder_->failed(seq_, FlightRecorder::now());
+  else
+    recorder_->done(seq_, FlightRecorder::now());
 }
 
 std::string flightRecordFileName(const ncclComm* comm) {
   const FlightRecorder* recorder = comm->executor.flight.get();
   char hash[20];
   std::snprintf(hash, sizeof hash, "%016" PRIx64, recorder ? recorder->commHash : 0);
-  return "tutti-flight-" + hostname() + "-" + std::to_string(getpid()) + "-comm" + hash + "-rank" + std::to_string(comm->identity.rank) +
-         ".json";
+  return "tutti-flight-" + hostname() + "-" + std::to_string(getpid()) + "-comm" + hash + "-rank" +
+         std::to_string(comm->identity.rank) + ".json";
 }
 
 std::string flightRecordJson(ncclComm* comm, const char* reason) {
   const FlightRecorder* recorder = comm->executor.flight.get();
   const int64_t nowNs = FlightRecorder::now();
-  const int64_t unixUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t unixUs =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   std::vector<FlightEntry> entries = recorder ? recorder->snapshot() : std::vector<FlightEntry>{};
 
   std::string s = "{\n  \"format\": \"tutti-flight-record\", \"version\": 1";
   s += ", \"reason\": " + quoted(reason);
-  s += ",\n  \"rank\": " + std::to_string(comm->identity.rank) + ", \"nranks\": " + std::to_string(comm->identity.nranks);
+  s += ",\n  \"rank\": " + std::to_string(comm->identity.rank) +
+       ", \"nranks\": " + std::to_string(comm->identity.nranks);
   s += ", \"host\": " + quoted(hostname()) + ", \"pid\": " + std::to_string(getpid());
-  s += ", \"comm\": " + quoted(hex(recorder ? recorder->commHash : 0)) + ", \"comm_name\": " + quoted(comm->identity.config.commName);
+  s += ", \"comm\": " + quoted(hex(recorder ? recorder->commHash : 0)) +
+       ", \"comm_name\": " + quoted(comm->identity.config.commName);
   s += ", \"device_backend\": " + quoted(comm->identity.backendName);
   // The two clocks at the dump: the entries' steady_clock times map to wall time through them.
   s += ",\n  \"steady_ns\": " + std::to_string(nowNs) + ", \"unix_us\": " + std::to_string(unixUs);
@@ -257,7 +269,9 @@ std::string writeFlightRecord(ncclComm* comm, const std::string& path, const cha
   // Written aside and renamed, so that a reader never sees half a dump.
   const std::string partial = file + ".partial." + std::to_string(getpid()) + "." + std::to_string(gettid());
   FILE* f = std::fopen(partial.c_str(), "w");
-  if (!f) throw Error(ErrorCode::System, comm->where() + ": flight record: cannot write " + partial + ": " + std::strerror(errno));
+  if (!f)
+    throw Error(ErrorCode::System,
+                comm->where() + ": flight record: cannot write " + partial + ": " + std::strerror(errno));
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const bool closed = std::fclose(f) == 0;
   if (!written || !closed || std::rename(partial.c_str(), file.c_str()) != 0) {

@@ -23,7 +23,8 @@ std::unique_ptr<FlightRecorder> makeFlightRecorder(ncclComm* comm, const ncclUni
 
 // The transitions. Cheap when the communicator records nothing (a null pointer).
 void recordFlightQueued(ncclComm* comm, const kern::OpWork& op, const Task& t, const char* algorithm, int nchannels);
-inline void recordFlightQueued(ncclComm* comm, uint64_t seq, uint64_t signature, const Task& t, const char* algorithm, int nchannels) {
+inline void recordFlightQueued(ncclComm* comm, uint64_t seq, uint64_t signature, const Task& t, const char* algorithm,
+                               int nchannels) {
   if (!comm->executor.flight) return;
   kern::OpWork op{};
   op.seq = seq;

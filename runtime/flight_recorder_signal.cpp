@@ -130,16 +130,19 @@ class SignalWatcher {
   }
 
   void install(int signo) {
-    struct sigaction ours {}, old {};
+    struct sigaction ours {
+    }, old{};
     ours.sa_handler = onFlightSignal;
     sigemptyset(&ours.sa_mask);
     ours.sa_flags = SA_RESTART;
     if (sigaction(signo, nullptr, &old) != 0)
-      throw Error(ErrorCode::System, "TUTTI_FLIGHT_RECORDER_SIGNAL: signal " + std::to_string(signo) + ": " + std::strerror(errno));
+      throw Error(ErrorCode::System,
+                  "TUTTI_FLIGHT_RECORDER_SIGNAL: signal " + std::to_string(signo) + ": " + std::strerror(errno));
     const bool callable = !(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN;
     gPreviousHandler[signo].store(callable ? old.sa_handler : nullptr, std::memory_order_release);
     if (sigaction(signo, &ours, nullptr) != 0)
-      throw Error(ErrorCode::System, "TUTTI_FLIGHT_RECORDER_SIGNAL: signal " + std::to_string(signo) + ": " + std::strerror(errno));
+      throw Error(ErrorCode::System,
+                  "TUTTI_FLIGHT_RECORDER_SIGNAL: signal " + std::to_string(signo) + ": " + std::strerror(errno));
     previous_[signo] = old;
   }
 
@@ -187,9 +190,9 @@ class SignalWatcher {
 }  // namespace
 
 int parseFlightSignal(const std::string& text) {
-  static const std::pair<const char*, int> kNames[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
-                                                       {"INT", SIGINT},   {"TERM", SIGTERM}, {"PWR", SIGPWR},   {"URG", SIGURG},
-                                                       {"WINCH", SIGWINCH}};
+  static const std::pair<const char*, int> kNames[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+                                                       {"QUIT", SIGQUIT}, {"INT", SIGINT},   {"TERM", SIGTERM},
+                                                       {"PWR", SIGPWR},   {"URG", SIGURG},   {"WINCH", SIGWINCH}};
   std::string name = text;
   for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (name.rfind("SIG", 0) == 0) name = name.substr(3);
@@ -199,8 +202,9 @@ int parseFlightSignal(const std::string& text) {
   if (signo == 0 && !name.empty() && name.find_first_not_of("0123456789") == std::string::npos && name.size() < 4)
     signo = std::atoi(name.c_str());
   if (signo <= 0 || signo >= kMaxSignal || signo == SIGKILL || signo == SIGSTOP)
-    throw Error(ErrorCode::InvalidUsage, "TUTTI_FLIGHT_RECORDER_SIGNAL=" + text +
-                                             ": not a signal that can be caught (SIGUSR1, SIGUSR2, SIGHUP, ... or a number)");
+    throw Error(ErrorCode::InvalidUsage,
+                "TUTTI_FLIGHT_RECORDER_SIGNAL=" + text +
+                    ": not a signal that can be caught (SIGUSR1, SIGUSR2, SIGHUP, ... or a number)");
   return signo;
 }
 

@@ -48,15 +48,19 @@ void enqueueTask(const Task& task) {
 void groupStart() { tGroup.depth++; }
 
 void groupEnd() {
-  if (tGroup.depth == 0) throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: not inside a group (no matching ncclGroupStart)");
+  if (tGroup.depth == 0)
+    throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: not inside a group (no matching ncclGroupStart)");
   if (--tGroup.depth > 0) return;
   int error = ncclSuccess;
   std::vector<Task> tasks = takeTasks(&error);
   if (error != ncclSuccess)
-    throw Error(ErrorCode::InvalidUsage, "ncclGroupEnd: a call inside the group failed (see the earlier error); the group's " +
-                                             std::to_string(tasks.size()) + " other operations were dropped");
-  if (tasks.size() == 1) launchSingle(tasks.front(), false);
-  else if (!tasks.empty()) launchGroup(std::move(tasks));
+    throw Error(ErrorCode::InvalidUsage,
+                "ncclGroupEnd: a call inside the group failed (see the earlier error); the group's " +
+                    std::to_string(tasks.size()) + " other operations were dropped");
+  if (tasks.size() == 1)
+    launchSingle(tasks.front(), false);
+  else if (!tasks.empty())
+    launchGroup(std::move(tasks));
 }
 
 double groupSimulateEnd() {
@@ -64,19 +68,22 @@ double groupSimulateEnd() {
     throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: not inside a group (no matching ncclGroupStart)");
   if (tGroup.depth > 1) {
     tGroup.depth--;
-    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: called inside a nested group; it must end the outermost one "
-                                         "(the inner group was ended, nothing was simulated)");
+    throw Error(ErrorCode::InvalidUsage,
+                "ncclGroupSimulateEnd: called inside a nested group; it must end the outermost one "
+                "(the inner group was ended, nothing was simulated)");
   }
   tGroup.depth = 0;
   int error = ncclSuccess;
   std::vector<Task> tasks = takeTasks(&error);
   if (error != ncclSuccess)
-    throw Error(ErrorCode::InvalidUsage, "ncclGroupSimulateEnd: a call inside the group failed (see the earlier error)");
+    throw Error(ErrorCode::InvalidUsage,
+                "ncclGroupSimulateEnd: a call inside the group failed (see the earlier error)");
   // A communicator's operations run one after another; communicators run side by side.
   std::map<ncclComm*, double> perComm;
   for (const Task& t : tasks) {
     checkUsableComm("ncclGroupSimulateEnd", t.comm);
-    perComm[t.comm] += t.comm->planning.selector->estimate(t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), t.comm->identity.nranks));
+    perComm[t.comm] += t.comm->planning.selector->estimate(
+        t.coll, modelBytes(t.coll, t.count, kern::dtypeSize(t.type), t.comm->identity.nranks));
   }
   double longest = 0;
   for (auto& [comm, us] : perComm) longest = std::max(longest, us);

@@ -15,18 +15,18 @@ namespace tutti {
 struct InitShape {
   int64_t nranks = 1;
   int64_t nodes = 1;
-  int channels = 2;                // ring connections per rank: two per channel
-  size_t topologyBytes = 4096;     // one node's serialised graph
-  int rootsCount = 1;              // unique ids (ncclCommInitRankScalable): ranks split in blocks
+  int channels = 2;             // ring connections per rank: two per channel
+  size_t topologyBytes = 4096;  // one node's serialised graph
+  int rootsCount = 1;           // unique ids (ncclCommInitRankScalable): ranks split in blocks
 };
 
 struct InitExchange {
   std::string name;
-  std::string kind;         // "join", "allGather", "allGatherV", "barrier", "handshakes", "round trips"
-  int64_t rounds = 0;       // sequential message steps of one rank
-  double bytesIn = 0;       // received by one rank (the most any rank receives)
-  double bytesOut = 0;      // sent by one rank
-  double rootBytes = 0;     // sent and received by one root (join only)
+  std::string kind;      // "join", "allGather", "allGatherV", "barrier", "handshakes", "round trips"
+  int64_t rounds = 0;    // sequential message steps of one rank
+  double bytesIn = 0;    // received by one rank (the most any rank receives)
+  double bytesOut = 0;   // sent by one rank
+  double rootBytes = 0;  // sent and received by one root (join only)
 };
 
 // The exchanges of one init, in order.

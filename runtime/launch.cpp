@@ -36,7 +36,8 @@ void connectAll(const std::vector<CommLaunch*>& launches) {
   try {
     ensureConnections(wanted);
   } catch (const Error& e) {
-    for (CommLaunch* L : launches) L->comm->fail(Error(e.code() == ErrorCode::Timeout ? ErrorCode::Remote : e.code(), e.message()));
+    for (CommLaunch* L : launches)
+      L->comm->fail(Error(e.code() == ErrorCode::Timeout ? ErrorCode::Remote : e.code(), e.message()));
     // A wait that only saw the abort reports why the communicator stopped (a peer's failure, a revoke), as a run does.
     if (e.code() == ErrorCode::Aborted)
       for (CommLaunch* L : launches) throwRecordedCause(L->comm);
@@ -57,8 +58,9 @@ void launchGroup(std::vector<Task> tasks) {
       it = launches.end() - 1;
     }
     if ((*it)->stream != t.stream)
-      throw Error(ErrorCode::InvalidUsage, t.comm->where() + ": operations on one communicator in one group use different streams; "
-                                                            "they must use one stream (not supported yet)");
+      throw Error(ErrorCode::InvalidUsage, t.comm->where() +
+                                               ": operations on one communicator in one group use different streams; "
+                                               "they must use one stream (not supported yet)");
     (*it)->tasks.push_back(t);
   }
   std::vector<ncclComm*> comms;
@@ -88,7 +90,8 @@ void launchGroup(std::vector<Task> tasks) {
 
 void launchSingle(const Task& t, bool checked) {
   ncclComm* comm = t.comm;
-  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv || (t.coll == plan::Coll::AlltoAll && t.in != nullptr && t.in == t.out)) {
+  if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv ||
+      (t.coll == plan::Coll::AlltoAll && t.in != nullptr && t.in == t.out)) {
     launchGroup({t});
     return;
   }
@@ -117,7 +120,13 @@ void launchSingle(const Task& t, bool checked) {
     std::unique_ptr<CommLaunch> own(raw);
     ncclComm* owner = own->comm;
     const Task& task = own->tasks.front();
-    const LaunchShape shape{task.coll, task.count, task.type, task.op, task.root, task.stream, own->selection->algorithm,
+    const LaunchShape shape{task.coll,
+                            task.count,
+                            task.type,
+                            task.op,
+                            task.root,
+                            task.stream,
+                            own->selection->algorithm,
                             own->selection->nchannels};
     giveBackLaunch(owner, shape, std::move(own));
     owner->executor.pendingStreamJobs--;

@@ -1,6 +1,7 @@
 // The mailbox path (mailbox_path.h).
 #include "runtime/mailbox_path.h"
 
+#include "base/log.h"
 #include "kernels/dtypes.h"
 #include "kernels/host_reduce.h"
 #include "kernels/host_stream.h"
@@ -8,7 +9,6 @@
 #include "runtime/comm_launch.h"
 #include "runtime/flight_recorder_dump.h"
 #include "runtime/launch_cache.h"
-#include "base/log.h"
 #include "runtime/redop.h"
 
 namespace tutti {
@@ -41,7 +41,8 @@ kern::RedOp hostRedOp(ncclComm* comm, const Task& t) {
 
 }  // namespace
 
-void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq, uint64_t signature) {
+void runMailboxAllReduce(ncclComm* comm, const Task& t, const kern::RedOp& redop, const char* name, uint64_t opSeq,
+                         uint64_t signature) {
   kern::MailboxAllReduce op;
   op.seq = ++comm->executor.mailboxSeq;
   op.rank = comm->identity.rank;
@@ -88,8 +89,9 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
   recordFlightQueued(comm, job.opSeq, job.signature, t, "oneshot", 1);
   job.busy.store(true, std::memory_order_relaxed);
   cache.mailboxJobsTaken++;
-  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued", comm->where().c_str(),
-              plan::collTitle(t.coll), (unsigned long long)job.opSeq, t.count, kern::dtypeName(t.type), int(t.op));
+  TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d: oneshot through the mailboxes, queued",
+              comm->where().c_str(), plan::collTitle(t.coll), (unsigned long long)job.opSeq, t.count,
+              kern::dtypeName(t.type), int(t.op));
   comm->executor.pendingStreamJobs++;
   LaunchCache::MailboxJob* slot = &job;
   kern::HostStream::fromHandle(t.stream)->enqueue([comm, slot] {
@@ -102,7 +104,8 @@ bool queueMailbox(ncclComm* comm, const Task& t) {
       }
     } done{comm, slot};
     try {
-      runMailboxAllReduce(comm, slot->task, slot->redop, plan::collTitle(slot->task.coll), slot->opSeq, slot->signature);
+      runMailboxAllReduce(comm, slot->task, slot->redop, plan::collTitle(slot->task.coll), slot->opSeq,
+                          slot->signature);
     } catch (const Error& e) {
       failMailbox(comm, e);
     }

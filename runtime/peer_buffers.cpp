@@ -60,15 +60,15 @@ struct MapRequest {
   uint64_t offset = 0;  // the registration's start in the allocation
   uint64_t bytes = 0;
   int ownerPid = 0;
-  std::string server;  // "-" when the handle is in `handle`
-  std::string handle;  // hex of ExportHandle::bytes, or "-"
+  std::string server;              // "-" when the handle is in `handle`
+  std::string handle;              // hex of ExportHandle::bytes, or "-"
   std::map<int, uint64_t> tokens;  // by taker rank, at `server`
 };
 
 std::string encode(const MapRequest& r) {
   std::ostringstream out;
-  out << kMapQuestion << ' ' << r.id << ' ' << r.allocation << ' ' << r.allocationBytes << ' ' << r.offset << ' ' << r.bytes << ' '
-      << r.ownerPid << ' ' << r.server << ' ' << r.handle << ' ' << r.tokens.size();
+  out << kMapQuestion << ' ' << r.id << ' ' << r.allocation << ' ' << r.allocationBytes << ' ' << r.offset << ' '
+      << r.bytes << ' ' << r.ownerPid << ' ' << r.server << ' ' << r.handle << ' ' << r.tokens.size();
   for (const auto& [rank, token] : r.tokens) out << ' ' << rank << ' ' << token;
   return out.str();
 }
@@ -78,7 +78,8 @@ bool decode(const std::string& text, MapRequest* r) {
   std::string word;
   size_t ntokens = 0;
   if (!(in >> word) || word != kMapQuestion) return false;
-  if (!(in >> r->id >> r->allocation >> r->allocationBytes >> r->offset >> r->bytes >> r->ownerPid >> r->server >> r->handle >> ntokens))
+  if (!(in >> r->id >> r->allocation >> r->allocationBytes >> r->offset >> r->bytes >> r->ownerPid >> r->server >>
+        r->handle >> ntokens))
     return false;
   for (size_t i = 0; i < ntokens; i++) {
     int rank = 0;
@@ -95,8 +96,8 @@ struct PeerBuffers::Published {
   uint64_t id = 0;
   uint64_t begin = 0, bytes = 0;
   uint64_t allocationBegin = 0, allocationBytes = 0, allocation = 0;  // MapRequest::allocation
-  std::map<int, uint64_t> mappedAt;  // by peer rank: where the peer maps `begin`
-  std::vector<int> asked;            // the peers that mapped it, to tell when it goes
+  std::map<int, uint64_t> mappedAt;                                   // by peer rank: where the peer maps `begin`
+  std::vector<int> asked;                                             // the peers that mapped it, to tell when it goes
 };
 
 struct PeerBuffers::Import {
@@ -108,12 +109,16 @@ PeerBuffers::PeerBuffers(ncclComm* comm) : comm_(comm) {
   const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
   for (int r = 0; r < comm->identity.nranks; r++) {
     const RankInfo& p = comm->identity.peers[size_t(r)];
-    if (r != comm->identity.rank && p.hostHash == me.hostHash && p.processToken != me.processToken) hostPeers_.push_back(r);
+    if (r != comm->identity.rank && p.hostHash == me.hostHash && p.processToken != me.processToken)
+      hostPeers_.push_back(r);
   }
-  if (!tunables::kMapRegistered.get()) inactiveReason_ = "TUTTI_MAP_REGISTERED=0";
+  if (!tunables::kMapRegistered.get())
+    inactiveReason_ = "TUTTI_MAP_REGISTERED=0";
   else if (!comm->executor.backend->exportsUserBuffers())
-    inactiveReason_ = std::string("its ") + comm->executor.backend->name() + " backend does not map other processes' buffers";
-  else if (hostPeers_.empty()) inactiveReason_ = "no rank of its host is in another process";
+    inactiveReason_ =
+        std::string("its ") + comm->executor.backend->name() + " backend does not map other processes' buffers";
+  else if (hostPeers_.empty())
+    inactiveReason_ = "no rank of its host is in another process";
   active_ = inactiveReason_.empty();
 }
 
@@ -143,10 +148,11 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
   // Exported: the whole allocation, as the peers map it.
   kern::UserBufferExport exported;
   try {
-    exported = backend.exportUserBuffer(buffer, bytes, "ncclCommRegister: " + where + ": exporting " + std::to_string(bytes) + " bytes");
+    exported = backend.exportUserBuffer(
+        buffer, bytes, "ncclCommRegister: " + where + ": exporting " + std::to_string(bytes) + " bytes");
   } catch (const Error& e) {
-    TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to the peers in other processes: %s", where.c_str(), buffer, bytes,
-               e.what());
+    TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to the peers in other processes: %s",
+               where.c_str(), buffer, bytes, e.what());
     published_[handle] = std::move(published);
     return;
   }
@@ -155,7 +161,8 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
   published->allocationBytes = exported.allocationBytes;
   published->allocation = nextId_++;
   for (const auto& [h, other] : published_)
-    if (other->allocation != 0 && other->allocationBegin == published->allocationBegin && other->allocationBytes == published->allocationBytes)
+    if (other->allocation != 0 && other->allocationBegin == published->allocationBegin &&
+        other->allocationBytes == published->allocationBytes)
       published->allocation = other->allocation;
   MapRequest request;
   request.id = published->id;
@@ -181,26 +188,29 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
     }
   } catch (const Error& e) {
     for (uint64_t token : offered) server_->withdraw(token);
-    TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to the peers in other processes: %s", where.c_str(), buffer, bytes,
-               e.what());
+    TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to the peers in other processes: %s",
+               where.c_str(), buffer, bytes, e.what());
     published_[handle] = std::move(published);
     return;
   }
-  const std::vector<bootstrap::PeerAnswer> answers = comm_->identity.bootstrap->ask(hostPeers_, encode(request), questionSeconds(comm_));
+  const std::vector<bootstrap::PeerAnswer> answers =
+      comm_->identity.bootstrap->ask(hostPeers_, encode(request), questionSeconds(comm_));
   for (uint64_t token : offered) server_->withdraw(token);  // taken by now, or never
   for (const bootstrap::PeerAnswer& a : answers) {
     uint64_t address = 0;
-    if (a.kind == bootstrap::PeerAnswer::Kind::Answered && std::sscanf(a.text.c_str(), "mapped %" SCNx64, &address) == 1 && address != 0) {
+    if (a.kind == bootstrap::PeerAnswer::Kind::Answered &&
+        std::sscanf(a.text.c_str(), "mapped %" SCNx64, &address) == 1 && address != 0) {
       published->mappedAt[a.peer] = address;
       published->asked.push_back(a.peer);
-      TUTTI_TRACE(log::Reg, "%s: registered buffer %p (%zu bytes) is mapped by %s at 0x%" PRIx64, where.c_str(), buffer, bytes,
-                  comm_->describePeer(a.peer).c_str(), address);
+      TUTTI_TRACE(log::Reg, "%s: registered buffer %p (%zu bytes) is mapped by %s at 0x%" PRIx64, where.c_str(), buffer,
+                  bytes, comm_->describePeer(a.peer).c_str(), address);
       continue;
     }
-    const std::string why = a.kind == bootstrap::PeerAnswer::Kind::Answered ? a.text : a.kind == bootstrap::PeerAnswer::Kind::NoAnswer ? "no answer: " + a.text
-                                                                                                                 : "unreachable: " + a.text;
-    TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to %s, which did not map it (%s)", where.c_str(), buffer, bytes,
-               comm_->describePeer(a.peer).c_str(), why.c_str());
+    const std::string why = a.kind == bootstrap::PeerAnswer::Kind::Answered   ? a.text
+                            : a.kind == bootstrap::PeerAnswer::Kind::NoAnswer ? "no answer: " + a.text
+                                                                              : "unreachable: " + a.text;
+    TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to %s, which did not map it (%s)",
+               where.c_str(), buffer, bytes, comm_->describePeer(a.peer).c_str(), why.c_str());
   }
   published_[handle] = std::move(published);
   rebuildTable();
@@ -222,12 +232,12 @@ void PeerBuffers::withdraw(const void* handle) {
   if (asked.empty()) return;
   // The user deregisters only once the calls that use the buffer have completed, so no peer reads
   // it any more. A peer that does not answer keeps its mapping until its communicator goes.
-  const std::vector<bootstrap::PeerAnswer> answers =
-      comm_->identity.bootstrap->ask(asked, std::string(kUnmapQuestion) + " " + std::to_string(id), questionSeconds(comm_));
+  const std::vector<bootstrap::PeerAnswer> answers = comm_->identity.bootstrap->ask(
+      asked, std::string(kUnmapQuestion) + " " + std::to_string(id), questionSeconds(comm_));
   for (const bootstrap::PeerAnswer& a : answers)
     if (a.kind != bootstrap::PeerAnswer::Kind::Answered)
-      TUTTI_INFO(log::Reg, "%s: %s did not confirm that it unmapped registration %" PRIu64 " (%s)", comm_->where().c_str(),
-                 comm_->describePeer(a.peer).c_str(), id, a.text.c_str());
+      TUTTI_INFO(log::Reg, "%s: %s did not confirm that it unmapped registration %" PRIu64 " (%s)",
+                 comm_->where().c_str(), comm_->describePeer(a.peer).c_str(), id, a.text.c_str());
 }
 
 // Under publishMutex_.
@@ -236,7 +246,8 @@ void PeerBuffers::rebuildTable() {
   for (const auto& [handle, p] : published_)
     for (const auto& [peer, address] : p->mappedAt) {
       if (entries.size() == kMaxTableEntries) break;
-      entries.push_back(kern::MappedBuffer{p->begin, p->begin + p->bytes, int64_t(address - p->begin), int32_t(peer), 0});
+      entries.push_back(
+          kern::MappedBuffer{p->begin, p->begin + p->bytes, int64_t(address - p->begin), int32_t(peer), 0});
     }
   kern::ExecutorBackend& backend = *comm_->executor.backend;
   if (entries.empty()) {
@@ -275,8 +286,8 @@ std::string PeerBuffers::answer(int asker, const std::string& question) {
   if (!decode(question, &r)) return "copy: the question is malformed";
   const std::string what = where + ": mapping registered buffer " + std::to_string(r.id) + " of " + peer;
   auto refuse = [&](const std::string& why) {
-    TUTTI_INFO(log::Reg, "%s: the registered buffer %" PRIu64 " (%" PRIu64 " bytes) of %s is copied, not mapped: %s", where.c_str(), r.id, r.bytes,
-               peer.c_str(), why.c_str());
+    TUTTI_INFO(log::Reg, "%s: the registered buffer %" PRIu64 " (%" PRIu64 " bytes) of %s is copied, not mapped: %s",
+               where.c_str(), r.id, r.bytes, peer.c_str(), why.c_str());
     return "copy: " + why;
   };
   if (!active_) return refuse(inactiveReason_);
@@ -294,8 +305,8 @@ std::string PeerBuffers::answer(int asker, const std::string& question) {
       if (r.server != "-") {
         auto token = r.tokens.find(comm_->identity.rank);
         if (token == r.tokens.end()) return refuse("no descriptor was offered to this rank");
-        TakenDescriptor taken = takeDescriptor(r.server, r.ownerPid, token->second, deadlineAfter(questionSeconds(comm_)),
-                                               &comm_->error.abortFlag, what);
+        TakenDescriptor taken = takeDescriptor(r.server, r.ownerPid, token->second,
+                                               deadlineAfter(questionSeconds(comm_)), &comm_->error.abortFlag, what);
         handle.fd = taken.fd();
         base = comm_->executor.backend->importExported(handle, size_t(r.allocationBytes), what);
         taken.confirm();

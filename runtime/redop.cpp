@@ -18,8 +18,16 @@ double scalarAsDouble(ncclDataType_t type, uint64_t bits) {
     case ncclBfloat16: return kern::bf16_t{uint16_t(bits)}.toFloat();
     case ncclFloat8e4m3: return kern::fp8e4m3_t{uint8_t(bits)}.toFloat();
     case ncclFloat8e5m2: return kern::fp8e5m2_t{uint8_t(bits)}.toFloat();
-    case ncclFloat32: { float f; std::memcpy(&f, &bits, 4); return f; }
-    case ncclFloat64: { double d; std::memcpy(&d, &bits, 8); return d; }
+    case ncclFloat32: {
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case ncclFloat64: {
+      double d;
+      std::memcpy(&d, &bits, 8);
+      return d;
+    }
     default: return 0;
   }
 }
@@ -62,8 +70,10 @@ kern::RedOp resolveRedOp(ncclComm* comm, ncclDataType_t type, ncclRedOp_t op, co
     bits = 0;
     std::memcpy(&bits, user.pointer, kern::dtypeSize(type));
   }
-  if (floating) r.floatScalar = scalarAsDouble(type, bits);
-  else r.intScalar = bits;
+  if (floating)
+    r.floatScalar = scalarAsDouble(type, bits);
+  else
+    r.intScalar = bits;
   return r;
 }
 

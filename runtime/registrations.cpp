@@ -25,15 +25,18 @@ void Registrations::remove(void* handle, const std::string& where, bool* gone) {
     ranges_.store(entries_.size(), std::memory_order_relaxed);
     return;
   }
-  throw Error(ErrorCode::InvalidArgument, where + ": the handle is not a registration of this communicator (from ncclCommRegister on "
-                                                  "another communicator, or deregistered already)");
+  throw Error(ErrorCode::InvalidArgument,
+              where +
+                  ": the handle is not a registration of this communicator (from ncclCommRegister on "
+                  "another communicator, or deregistered already)");
 }
 
 bool Registrations::covers(const void* p, size_t bytes) const {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [key, entry] : entries_)
-    if (begin >= entry->begin && begin - entry->begin <= entry->bytes && bytes <= entry->bytes - (begin - entry->begin)) return true;
+    if (begin >= entry->begin && begin - entry->begin <= entry->bytes && bytes <= entry->bytes - (begin - entry->begin))
+      return true;
   return false;
 }
 

@@ -55,7 +55,7 @@ class Registrations {
     int references = 0;
   };
   mutable std::mutex mutex_;
-  std::atomic<size_t> ranges_{0};  // entries_.size(), for empty()
+  std::atomic<size_t> ranges_{0};                                           // entries_.size(), for empty()
   std::map<std::pair<uintptr_t, size_t>, std::unique_ptr<Entry>> entries_;  // by (begin, bytes)
 };
 

@@ -42,7 +42,8 @@ sim::Fabric::HostFigures defaultFigures(int ranksPerHost, sim::Fabric::HostFigur
 
 // The calibrated figures. A host whose ranks found no partner (one rank per host) timed no
 // handoff: it takes the default one.
-sim::Fabric::HostFigures measuredFigures(sim::HostMeasurements measured, int ranksPerHost, const sim::Fabric::HostFigures& base) {
+sim::Fabric::HostFigures measuredFigures(sim::HostMeasurements measured, int ranksPerHost,
+                                         const sim::Fabric::HostFigures& base) {
   if (measured.hopUs <= 0) {
     sim::Fabric::HostFigures d = defaultFigures(ranksPerHost, base);
     measured.hopUs = d.stepOverheadUs + d.shm.latencyUs;
@@ -108,12 +109,18 @@ sim::Fabric hostFabric(const ncclComm* comm) {
       if (calibration.nodes > 1 && calibration.networkUs > 0)
         std::snprintf(network, sizeof network, ", network one way %.2f us", calibration.networkUs);
       else if (calibration.nodes > 1)
-        std::snprintf(network, sizeof network, ", network not timed (no reply in time): default latency %.1f us", base.tcp.latencyUs);
-      TUTTI_INFO(log::Tuning, "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) per host%s%s",
-                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores, network, ports.c_str());
+        std::snprintf(network, sizeof network, ", network not timed (no reply in time): default latency %.1f us",
+                      base.tcp.latencyUs);
+      TUTTI_INFO(log::Tuning,
+                 "%s: host fabric calibrated in %.1f ms: handoff %.2f us, copy %.2f GB/s, reduce %.2f GB/s, %d core(s) "
+                 "per host%s%s",
+                 comm->where().c_str(), calibration.seconds * 1e3, m.hopUs, m.copyGBps, m.reduceGBps, m.cores, network,
+                 ports.c_str());
     } else {
-      TUTTI_INFO(log::Tuning, "%s: host fabric not calibrated (TUTTI_CALIBRATE=0 at some rank): default figures, %d core(s) per host%s",
-                 comm->where().c_str(), m.cores, ports.c_str());
+      TUTTI_INFO(
+          log::Tuning,
+          "%s: host fabric not calibrated (TUTTI_CALIBRATE=0 at some rank): default figures, %d core(s) per host%s",
+          comm->where().c_str(), m.cores, ports.c_str());
     }
   }
   return fabric;
@@ -170,7 +177,8 @@ CommSelector::CommSelector(const ncclComm* comm) : comm_(comm), fabric_(hostFabr
     protoFilterSet_ = true;
     for (const std::string& note : protoFilter_.notes) TUTTI_WARN("%s: %s", comm->where().c_str(), note.c_str());
     if (comm->identity.rank == 0)
-      for (const std::string& info : protoFilter_.infos) TUTTI_INFO(log::Tuning, "%s: %s", comm->where().c_str(), info.c_str());
+      for (const std::string& info : protoFilter_.infos)
+        TUTTI_INFO(log::Tuning, "%s: %s", comm->where().c_str(), info.c_str());
   }
   deterministic_ = tunables::kDeterministic.get();
 }
@@ -209,7 +217,8 @@ Selection CommSelector::select(plan::Coll coll, size_t bytes) {
     // Two deterministic algorithms still add in different orders, so one of them serves every
     // size: the one the model prefers at a middling size.
     std::string& fixed = deterministicAlgorithm_[size_t(coll)];
-    if (fixed.empty()) fixed = selector::choose(coll, kDeterministicReferenceBytes, comm_->identity.nranks, ctx).algorithm;
+    if (fixed.empty())
+      fixed = selector::choose(coll, kDeterministicReferenceBytes, comm_->identity.nranks, ctx).algorithm;
     pinned = algoFilter_;
     pinned.perColl[size_t(coll)].set = true;
     pinned.perColl[size_t(coll)].exclude = false;
@@ -217,9 +226,11 @@ Selection CommSelector::select(plan::Coll coll, size_t bytes) {
     ctx.algoFilter = &pinned;
   }
   selector::Choice choice = selector::choose(coll, bytes, comm_->identity.nranks, ctx);
-  Selection s{comm_->planning.algorithms.find(choice.algorithm), std::clamp(choice.nchannels, 1, comm_->settings.nchannels), choice.estimateUs};
+  Selection s{comm_->planning.algorithms.find(choice.algorithm),
+              std::clamp(choice.nchannels, 1, comm_->settings.nchannels), choice.estimateUs};
   if (s.algorithm == nullptr)
-    throw Error(ErrorCode::Internal, comm_->where() + ": the selector chose \"" + choice.algorithm + "\", which is not registered");
+    throw Error(ErrorCode::Internal,
+                comm_->where() + ": the selector chose \"" + choice.algorithm + "\", which is not registered");
   if (cache_.size() >= 4096) cache_.clear();  // bounded: a program sweeping every size
   cache_.emplace(key, s);
   return s;

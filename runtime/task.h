@@ -18,13 +18,15 @@ struct Task {
   size_t count;  // as the user's call names it (per rank for the gathering collectives)
   ncclDataType_t type;
   ncclRedOp_t op;
-  int root;      // root, or the peer of Send/Recv
+  int root;  // root, or the peer of Send/Recv
   ncclComm* comm;
   cudaStream_t stream;
 };
 
 // The collectives that reduce (and so take a reduction operation).
-inline bool reduces(plan::Coll c) { return c == plan::Coll::AllReduce || c == plan::Coll::ReduceScatter || c == plan::Coll::Reduce; }
+inline bool reduces(plan::Coll c) {
+  return c == plan::Coll::AllReduce || c == plan::Coll::ReduceScatter || c == plan::Coll::Reduce;
+}
 
 // Which of the user's buffers a collective reads and writes, and how many elements each holds.
 struct BufferUse {

@@ -2,8 +2,8 @@
 #include "runtime/topo_init.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -49,7 +49,8 @@ std::vector<topo::NetPort> backendPorts(const ncclComm* comm) {
 
 std::string portsText(const std::vector<topo::NetPort>& ports) {
   std::string s;
-  for (const topo::NetPort& p : ports) s += (s.empty() ? "" : ", ") + p.name + " " + std::to_string(p.speedMbps) + " Mb/s";
+  for (const topo::NetPort& p : ports)
+    s += (s.empty() ? "" : ", ") + p.name + " " + std::to_string(p.speedMbps) + " Mb/s";
   return s;
 }
 
@@ -68,8 +69,10 @@ topo::NodeSystem thisNode(const ncclComm* comm, const std::vector<topo::NetPort>
       const size_t seen = node.notes.size();
       topo::adoptNetPorts(node, ports);
       if (lowest) {
-        TUTTI_INFO(log::Graph, "%s: NIC ports of the topology: the net backend's devices: %s", comm->where().c_str(), portsText(ports).c_str());
-        for (size_t i = seen; i < node.notes.size(); i++) TUTTI_INFO(log::Graph, "%s: %s", comm->where().c_str(), node.notes[i].c_str());
+        TUTTI_INFO(log::Graph, "%s: NIC ports of the topology: the net backend's devices: %s", comm->where().c_str(),
+                   portsText(ports).c_str());
+        for (size_t i = seen; i < node.notes.size(); i++)
+          TUTTI_INFO(log::Graph, "%s: %s", comm->where().c_str(), node.notes[i].c_str());
       }
     }
   } else {
@@ -90,7 +93,8 @@ topo::NodeSystem thisNode(const ncclComm* comm, const std::vector<topo::NetPort>
   }
   // Nodes are told apart as the communicator tells hosts apart (NCCL_HOSTID may override).
   char id[32];
-  std::snprintf(id, sizeof id, "%016llx", (unsigned long long)comm->identity.peers[size_t(comm->identity.rank)].hostHash);
+  std::snprintf(id, sizeof id, "%016llx",
+                (unsigned long long)comm->identity.peers[size_t(comm->identity.rank)].hostHash);
   node.bootId = id;
   return node;
 }
@@ -118,8 +122,9 @@ void placeGpus(const ncclComm* comm, const std::vector<RankGraphHeader>& headers
     const topo::NodeSystem& node = system.nodes[size_t(place.node)];
     place.gpu = node.graph.find(topo::NodeKind::Gpu, topo::normalizeBusId(busId));
     if (place.gpu < 0 && int(r) == comm->identity.rank)
-      TUTTI_WARN("%s: this rank's GPU %s is not in the topology of host %s%s: its distance to other GPUs is unknown", comm->where().c_str(),
-                 busId.c_str(), node.hostname.c_str(), tunables::kTopoFile.get().empty() ? "" : " (NCCL_TOPO_FILE)");
+      TUTTI_WARN("%s: this rank's GPU %s is not in the topology of host %s%s: its distance to other GPUs is unknown",
+                 comm->where().c_str(), busId.c_str(), node.hostname.c_str(),
+                 tunables::kTopoFile.get().empty() ? "" : " (NCCL_TOPO_FILE)");
   }
 }
 
@@ -155,7 +160,8 @@ void assignTrees(CommTopology& t, int nchannels) {
 
 int crossings(const topo::GlobalSystem& system, const std::vector<int>& ring) {
   int count = 0;
-  for (size_t i = 0; i < ring.size(); i++) count += system.ranks[size_t(ring[i])].node != system.ranks[size_t(ring[(i + 1) % ring.size()])].node;
+  for (size_t i = 0; i < ring.size(); i++)
+    count += system.ranks[size_t(ring[i])].node != system.ranks[size_t(ring[(i + 1) % ring.size()])].node;
   return count;
 }
 
@@ -164,8 +170,8 @@ void logRings(const ncclComm* comm, const CommTopology& t) {
     std::string channels;
     for (size_t c = 0; c < t.ringOfChannel.size(); c++)
       if (t.ringOfChannel[c] == int(i)) channels += (channels.empty() ? "" : ",") + std::to_string(c);
-    TUTTI_INFO(log::Graph, "%s: ring plans on channel(s) %s follow %s (%d node crossing(s))", comm->where().c_str(), channels.c_str(),
-               ranksText(t.ringOrders[i]).c_str(), crossings(t.system, t.ringOrders[i]));
+    TUTTI_INFO(log::Graph, "%s: ring plans on channel(s) %s follow %s (%d node crossing(s))", comm->where().c_str(),
+               channels.c_str(), ranksText(t.ringOrders[i]).c_str(), crossings(t.system, t.ringOrders[i]));
   }
 }
 
@@ -188,7 +194,8 @@ int netDeviceOf(const CommTopology* topology, int rank, int channel) {
   const int node = topology->system.ranks[size_t(rank)].node;
   const topo::Ring& ring = topology->channels.rings[size_t(channel) % topology->channels.rings.size()];
   if (size_t(node) >= ring.nets.size() || ring.nets[size_t(node)] < 0) return -1;
-  return std::atoi(topology->system.nodes[size_t(node)].graph.node(ring.nets[size_t(node)]).attributeOr("dev", "-1").c_str());
+  return std::atoi(
+      topology->system.nodes[size_t(node)].graph.node(ring.nets[size_t(node)]).attributeOr("dev", "-1").c_str());
 }
 
 int treeIndexOf(const CommTopology* topology, int channel) {
@@ -215,11 +222,15 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   const int nranks = comm->identity.nranks;
   std::vector<int> describer(static_cast<size_t>(nranks));
   std::map<uint64_t, int> lowestOfHost;
-  for (int r = 0; r < nranks; r++) describer[size_t(r)] = lowestOfHost.emplace(comm->identity.peers[size_t(r)].hostHash, r).first->second;
+  for (int r = 0; r < nranks; r++)
+    describer[size_t(r)] = lowestOfHost.emplace(comm->identity.peers[size_t(r)].hostHash, r).first->second;
   // Every rank asks its own backend (ranks agree on NCCL_NET and NCCL_TOPO_FILE), so every rank
   // knows whether the NICs it receives are net devices without being told.
-  const std::vector<topo::NetPort> ports = tunables::kTopoFile.get().empty() ? backendPorts(comm) : std::vector<topo::NetPort>();
-  std::string mine = describer[size_t(comm->identity.rank)] == comm->identity.rank ? topo::serializeSystem(thisNode(comm, ports)) : std::string();
+  const std::vector<topo::NetPort> ports =
+      tunables::kTopoFile.get().empty() ? backendPorts(comm) : std::vector<topo::NetPort>();
+  std::string mine = describer[size_t(comm->identity.rank)] == comm->identity.rank
+                         ? topo::serializeSystem(thisNode(comm, ports))
+                         : std::string();
   // With each graph's size goes the rank's GPU (its PCI bus id), by which every rank places every
   // rank's GPU in its node's graph.
   std::vector<RankGraphHeader> headers(static_cast<size_t>(nranks));
@@ -263,10 +274,11 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
     throw Error(e.code(), comm->where() + ": topology of the communicator: " + e.message());
   }
   if (comm->identity.rank == 0 || log::enabled(log::Level::Trace, log::Graph)) {
-    TUTTI_INFO(log::Graph, "%s: topology: %zu node(s); %d channel(s) (%s)", comm->where().c_str(), result->system.nodes.size(),
-               result->channels.channels, result->channels.reason.c_str());
+    TUTTI_INFO(log::Graph, "%s: topology: %zu node(s); %d channel(s) (%s)", comm->where().c_str(),
+               result->system.nodes.size(), result->channels.channels, result->channels.reason.c_str());
     for (size_t c = 0; c < result->channels.rings.size(); c++)
-      TUTTI_INFO(log::Graph, "%s: ring %zu: %s", comm->where().c_str(), c, ranksText(result->channels.rings[c].ranks).c_str());
+      TUTTI_INFO(log::Graph, "%s: ring %zu: %s", comm->where().c_str(), c,
+                 ranksText(result->channels.rings[c].ranks).c_str());
     logRings(comm, *result);
   }
   return result;

@@ -20,7 +20,8 @@ constexpr double kAnswerSeconds = 1.0;
 // Why a peer could not be reached: a refused or reset connection, or one closed without a
 // goodbye, means its process is gone; a goodbye means it closed its communicator.
 std::string unreachableDetail(const std::string& error) {
-  bool left = error.find("after its goodbye") != std::string::npos || error.find("closed its bootstrap") != std::string::npos;
+  bool left =
+      error.find("after its goodbye") != std::string::npos || error.find("closed its bootstrap") != std::string::npos;
   return "could not be reached (" + error + (left ? "): it closed its communicator" : "): its process is gone");
 }
 
@@ -28,7 +29,8 @@ std::string unreachableDetail(const std::string& error) {
 
 std::string encodeWaitAnswer(const RankWait& wait) {
   if (wait.state != RankWaitState::Waiting || wait.waitsFor.empty()) return "idle";
-  std::string text = "waiting " + std::to_string(wait.opSeq) + " " + (wait.opName.empty() ? std::string("-") : wait.opName) + " ";
+  std::string text =
+      "waiting " + std::to_string(wait.opSeq) + " " + (wait.opName.empty() ? std::string("-") : wait.opName) + " ";
   for (size_t i = 0; i < wait.waitsFor.size(); ++i) text += (i ? "," : "") + std::to_string(wait.waitsFor[i]);
   return text;
 }
@@ -65,13 +67,14 @@ RankWait waitOfRecords(const std::vector<kern::WaitRecord>& records) {
       wait.opSeq = r.opSeq;
       wait.opName = r.opName;
     }
-    if (std::find(wait.waitsFor.begin(), wait.waitsFor.end(), r.peer) == wait.waitsFor.end()) wait.waitsFor.push_back(r.peer);
+    if (std::find(wait.waitsFor.begin(), wait.waitsFor.end(), r.peer) == wait.waitsFor.end())
+      wait.waitsFor.push_back(r.peer);
   }
   return wait;
 }
 
-std::string diagnoseWait(bootstrap::Bootstrap& bootstrap, const RankWait& mine, const std::function<std::string(int)>& peerName,
-                         double budgetSeconds) {
+std::string diagnoseWait(bootstrap::Bootstrap& bootstrap, const RankWait& mine,
+                         const std::function<std::string(int)>& peerName, double budgetSeconds) {
   const int me = bootstrap.rank();
   const int nranks = bootstrap.nranks();
   if (mine.state != RankWaitState::Waiting) return {};

@@ -33,7 +33,7 @@ RankWait waitOfRecords(const std::vector<kern::WaitRecord>& records);
 // front of the error message ("rank 0 waits for rank 1 in AllReduce #4, which waits for rank 2 ...;
 // rank 2 (host pid) did not answer within 1 s: stopped or hung"), or empty when nothing was found.
 // peerName names a rank with its host and pid.
-std::string diagnoseWait(bootstrap::Bootstrap& bootstrap, const RankWait& mine, const std::function<std::string(int)>& peerName,
-                         double budgetSeconds);
+std::string diagnoseWait(bootstrap::Bootstrap& bootstrap, const RankWait& mine,
+                         const std::function<std::string(int)>& peerName, double budgetSeconds);
 
 }  // namespace tutti

@@ -8,7 +8,8 @@ namespace tutti {
 namespace {
 
 std::string nameOf(const WaitGraph& graph, int rank) {
-  if (rank >= 0 && size_t(rank) < graph.names.size() && !graph.names[size_t(rank)].empty()) return graph.names[size_t(rank)];
+  if (rank >= 0 && size_t(rank) < graph.names.size() && !graph.names[size_t(rank)].empty())
+    return graph.names[size_t(rank)];
   return "rank " + std::to_string(rank);
 }
 
@@ -96,7 +97,8 @@ RootCause findRootCause(const WaitGraph& graph, int me) {
       for (size_t i = 0; i + 1 < path.size(); ++i) seen = seen || path[i] == at;
       if (seen || path.size() > n + 1) break;
     }
-    cause.text = chainText(graph, path) + ": the ranks wait for each other in a cycle (do they make the same calls in the same order?)";
+    cause.text = chainText(graph, path) +
+                 ": the ranks wait for each other in a cycle (do they make the same calls in the same order?)";
   }
   return cause;
 }

@@ -12,7 +12,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-template <typename F> double secondsPerCall(F&& call) {
+template <typename F>
+double secondsPerCall(F&& call) {
   call();  // warm: pages touched, caches filled
   int calls = 0;
   auto start = Clock::now();

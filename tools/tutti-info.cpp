@@ -48,8 +48,10 @@ int printVersion() {
   const char* built = "built without CUDA";
 #endif
   if (devices > 0)
-    std::printf("  cuda  %d CUDA device(s) found; %s; the cuda backend is built, but has not yet run on a GPU (README.md, Not yet)\n",
-                devices, built);
+    std::printf(
+        "  cuda  %d CUDA device(s) found; %s; the cuda backend is built, but has not yet run on a GPU (README.md, Not "
+        "yet)\n",
+        devices, built);
   else
     std::printf("  cuda  not available: no CUDA driver or device found (%s)\n", built);
 
@@ -178,8 +180,7 @@ void printMarkdownTable(std::string_view prefix) {
     if (!std::string_view(param->name()).starts_with(prefix)) continue;
     std::string description = markdownText(param->help());
     const std::vector<std::string>& allowed = param->allowed();
-    for (size_t i = 0; i < allowed.size(); ++i)
-      description += (i == 0 ? "<br>One of: `" : ", `") + allowed[i] + "`";
+    for (size_t i = 0; i < allowed.size(); ++i) description += (i == 0 ? "<br>One of: `" : ", `") + allowed[i] + "`";
     std::printf("| `%s` | %s | %s | %s |\n", param->name(), params::typeName(param->type()),
                 markdownDefault(*param).c_str(), description.c_str());
   }

@@ -57,25 +57,28 @@ int runInitModel(const std::vector<std::string>& args) {
     } else if (a == "--topology-bytes") {
       shape.topologyBytes = size_t(positive(a, v));
     } else {
-      throw std::invalid_argument("unknown option " + a + " with --init (--ranks, --ranks-per-node, --roots, --channels, --topology-bytes)");
+      throw std::invalid_argument("unknown option " + a +
+                                  " with --init (--ranks, --ranks-per-node, --roots, --channels, --topology-bytes)");
     }
   }
   for (int64_t n : rankCounts) {
     shape.nranks = n;
     shape.nodes = (n + perNode - 1) / perNode;
-    std::printf("# init of %lld ranks on %lld node(s), %d root(s), %d channel(s)\n", (long long)n, (long long)shape.nodes,
-                shape.rootsCount, shape.channels);
+    std::printf("# init of %lld ranks on %lld node(s), %d root(s), %d channel(s)\n", (long long)n,
+                (long long)shape.nodes, shape.rootsCount, shape.channels);
     std::printf("%-28s %-24s %8s %12s %12s %12s\n", "exchange", "kind", "rounds", "in/rank", "out/rank", "root");
     int64_t rounds = 0;
     double in = 0, out = 0;
     for (const tutti::InitExchange& e : tutti::modelInit(shape)) {
-      std::printf("%-28s %-24s %8lld %12s %12s %12s\n", e.name.c_str(), e.kind.c_str(), (long long)e.rounds, bytesText(e.bytesIn).c_str(),
-                  bytesText(e.bytesOut).c_str(), e.rootBytes > 0 ? bytesText(e.rootBytes).c_str() : "-");
+      std::printf("%-28s %-24s %8lld %12s %12s %12s\n", e.name.c_str(), e.kind.c_str(), (long long)e.rounds,
+                  bytesText(e.bytesIn).c_str(), bytesText(e.bytesOut).c_str(),
+                  e.rootBytes > 0 ? bytesText(e.rootBytes).c_str() : "-");
       rounds += e.rounds;
       in += e.bytesIn;
       out += e.bytesOut;
     }
-    std::printf("%-28s %-24s %8lld %12s %12s\n\n", "total", "", (long long)rounds, bytesText(in).c_str(), bytesText(out).c_str());
+    std::printf("%-28s %-24s %8lld %12s %12s\n\n", "total", "", (long long)rounds, bytesText(in).c_str(),
+                bytesText(out).c_str());
   }
   return 0;
 }

@@ -19,19 +19,20 @@ namespace {
 namespace topo = tutti::topo;
 
 void printUsage(FILE* out) {
-  std::fprintf(out,
-               "Usage: tutti-topo [--topo FILE | --synthetic G,K] [--nodes N] [--channels MIN,MAX] [--xml [FILE]]\n"
-               "       tutti-topo --check FILE\n"
-               "  (no option)        discover this node; print devices, links, warnings and notes, the path-type matrix,\n"
-               "                     which GPU pairs connect peer to peer (NCCL_P2P_LEVEL), and the rings and trees\n"
-               "                     tutti would build\n"
-               "  --topo FILE        read an NCCL topology XML file instead of discovering (default: NCCL_TOPO_FILE)\n"
-               "  --synthetic G,K    a synthetic DGX-like node with G GPUs and K NICs\n"
-               "  --nodes N          build rings and trees over N copies of the node (default 1)\n"
-               "  --channels MIN,MAX bounds on the channel count (default 1,32)\n"
-               "  --xml [FILE]       write the node as NCCL topology XML to FILE (default: standard output)\n"
-               "  --check FILE       validate a topology file: exit 0 when it loads, 1 with the error otherwise\n"
-               "  --help             this text\n");
+  std::fprintf(
+      out,
+      "Usage: tutti-topo [--topo FILE | --synthetic G,K] [--nodes N] [--channels MIN,MAX] [--xml [FILE]]\n"
+      "       tutti-topo --check FILE\n"
+      "  (no option)        discover this node; print devices, links, warnings and notes, the path-type matrix,\n"
+      "                     which GPU pairs connect peer to peer (NCCL_P2P_LEVEL), and the rings and trees\n"
+      "                     tutti would build\n"
+      "  --topo FILE        read an NCCL topology XML file instead of discovering (default: NCCL_TOPO_FILE)\n"
+      "  --synthetic G,K    a synthetic DGX-like node with G GPUs and K NICs\n"
+      "  --nodes N          build rings and trees over N copies of the node (default 1)\n"
+      "  --channels MIN,MAX bounds on the channel count (default 1,32)\n"
+      "  --xml [FILE]       write the node as NCCL topology XML to FILE (default: standard output)\n"
+      "  --check FILE       validate a topology file: exit 0 when it loads, 1 with the error otherwise\n"
+      "  --help             this text\n");
 }
 
 struct Options {
@@ -100,8 +101,9 @@ void printDevices(const topo::NodeSystem& system) {
     std::string extra;
     if (node.kind == topo::NodeKind::Gpu) extra = " sm " + std::to_string(node.sm());
     if (node.kind == topo::NodeKind::Net) extra = " " + node.attributeOr("speed", "?") + " Mb/s";
-    std::printf("  [%2zu] %-4s %-12s %-16s under %s%s\n", i, topo::nodeKindName(node.kind), label(graph, static_cast<int>(i)).c_str(),
-                node.name.c_str(), node.parent < 0 ? "-" : label(graph, node.parent).c_str(), extra.c_str());
+    std::printf("  [%2zu] %-4s %-12s %-16s under %s%s\n", i, topo::nodeKindName(node.kind),
+                label(graph, static_cast<int>(i)).c_str(), node.name.c_str(),
+                node.parent < 0 ? "-" : label(graph, node.parent).c_str(), extra.c_str());
   }
   std::printf("\nLinks (GB/s per direction):\n");
   for (const topo::Link& link : graph.links()) {
@@ -127,7 +129,9 @@ void printPathMatrix(const topo::TopologyGraph& graph) {
     std::printf("%-10s", label(graph, a).c_str());
     for (int b : endpoints) {
       topo::Path path = graph.path(a, b);
-      std::string cell = path.nodes.empty() ? "-" : std::string(topo::pathTypeName(path.type)) + " " + std::to_string(static_cast<int>(path.bandwidth));
+      std::string cell = path.nodes.empty() ? "-"
+                                            : std::string(topo::pathTypeName(path.type)) + " " +
+                                                  std::to_string(static_cast<int>(path.bandwidth));
       std::printf(" %-11s", cell.c_str());
     }
     std::printf("\n");
@@ -140,7 +144,8 @@ void printP2p(const topo::TopologyGraph& graph) {
   const std::vector<int> gpus = graph.gpus();
   if (gpus.size() < 2) return;
   const topo::P2pSettings settings = topo::p2pSettingsFromEnvironment();
-  std::printf("\nPeer-to-peer between GPUs (NCCL_P2P_LEVEL %s):\n", settings.level ? settings.levelText.c_str() : "unset");
+  std::printf("\nPeer-to-peer between GPUs (NCCL_P2P_LEVEL %s):\n",
+              settings.level ? settings.levelText.c_str() : "unset");
   for (size_t i = 0; i < gpus.size(); ++i)
     for (size_t j = i + 1; j < gpus.size(); ++j) {
       const topo::P2pDecision d = topo::decideP2p(topo::gpuPair(graph, gpus[i], gpus[j]), settings);
@@ -172,15 +177,17 @@ int check(const std::string& file) {
   topo::NodeSystem system = topo::loadTopologyFile(file);
   const topo::TopologyGraph& graph = system.graph;
   std::printf("%s: OK: %zu CPU(s), %zu GPU(s), %zu NIC port(s), %zu warning(s)\n", file.c_str(),
-              graph.nodesOf(topo::NodeKind::Cpu).size(), graph.gpus().size(), graph.nets().size(), system.warnings.size());
+              graph.nodesOf(topo::NodeKind::Cpu).size(), graph.gpus().size(), graph.nets().size(),
+              system.warnings.size());
   for (const std::string& warning : system.warnings) std::printf("  warning: %s\n", warning.c_str());
   return 0;
 }
 
 int run(const Options& options) {
   if (!options.checkFile.empty()) return check(options.checkFile);
-  topo::NodeSystem system = options.syntheticGpus >= 0 ? topo::syntheticNode(options.syntheticGpus, options.syntheticNics)
-                                                          : topo::localSystem(options.topoFile, "");
+  topo::NodeSystem system = options.syntheticGpus >= 0
+                                ? topo::syntheticNode(options.syntheticGpus, options.syntheticNics)
+                                : topo::localSystem(options.topoFile, "");
   if (options.xml) {
     std::string text = tutti::topo::writeXml(topo::exportTopologyXml(system));
     if (options.xmlFile.empty()) {

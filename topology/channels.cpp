@@ -19,12 +19,15 @@ void validate(const GlobalSystem& system) {
     const RankPlacement& place = system.ranks[r];
     if (place.node < 0 || place.node >= static_cast<int>(system.nodes.size())) {
       throw Error(ErrorCode::InvalidArgument, "topology: rank " + std::to_string(r) + " is on node " +
-                                                  std::to_string(place.node) + " of " + std::to_string(system.nodes.size()));
+                                                  std::to_string(place.node) + " of " +
+                                                  std::to_string(system.nodes.size()));
     }
     const TopologyGraph& graph = system.nodes[place.node].graph;
-    if (place.gpu >= 0 && (place.gpu >= static_cast<int>(graph.nodes().size()) || graph.node(place.gpu).kind != NodeKind::Gpu)) {
+    if (place.gpu >= 0 &&
+        (place.gpu >= static_cast<int>(graph.nodes().size()) || graph.node(place.gpu).kind != NodeKind::Gpu)) {
       throw Error(ErrorCode::InvalidArgument, "topology: rank " + std::to_string(r) + " names graph node " +
-                                                  std::to_string(place.gpu) + ", which is not a GPU on " + system.nodes[place.node].hostname);
+                                                  std::to_string(place.gpu) + ", which is not a GPU on " +
+                                                  system.nodes[place.node].hostname);
     }
   }
 }
@@ -75,7 +78,8 @@ Path rankPath(const GlobalSystem& system, int a, int b) {
   const RankPlacement& pb = system.ranks.at(b);
   if (pa.node != pb.node) {
     double bandwidth = 0;
-    for (int net : system.nodes[pa.node].graph.nets()) bandwidth = std::max(bandwidth, system.nodes[pa.node].graph.node(net).netBandwidth());
+    for (int net : system.nodes[pa.node].graph.nets())
+      bandwidth = std::max(bandwidth, system.nodes[pa.node].graph.node(net).netBandwidth());
     return {PathType::NET, bandwidth, {}};
   }
   if (pa.gpu < 0 || pb.gpu < 0) return {PathType::LOC, kLocalBandwidth, {}};  // processes sharing a host
@@ -90,11 +94,15 @@ std::vector<int> nodeChain(const GlobalSystem& system, int node, int net) {
   auto gpuOf = [&](int r) { return system.ranks[r].gpu; };
   auto closestTo = [&](int target, const std::vector<int>& from) {
     return *std::min_element(from.begin(), from.end(), [&](int x, int y) {
-      return std::make_tuple(distance(graph, gpuOf(x), target), x) < std::make_tuple(distance(graph, gpuOf(y), target), y);
+      return std::make_tuple(distance(graph, gpuOf(x), target), x) <
+             std::make_tuple(distance(graph, gpuOf(y), target), y);
     });
   };
   std::vector<int> left = ranks;
-  auto take = [&](int r) { left.erase(std::find(left.begin(), left.end(), r)); return r; };
+  auto take = [&](int r) {
+    left.erase(std::find(left.begin(), left.end(), r));
+    return r;
+  };
   std::vector<int> chain{take(net >= 0 ? closestTo(net, left) : left.front())};
   int last = take(net >= 0 ? closestTo(net, left) : left.back());
   // Greedy nearest neighbour through the rest, so consecutive GPUs share the fastest links.
@@ -116,19 +124,23 @@ int chooseChannelCount(const GlobalSystem& system, int minChannels, int maxChann
     size_t ports = SIZE_MAX;
     double bandwidth = 0;
     for (int n : nodes) ports = std::min(ports, system.nodes[n].graph.nets().size());
-    for (int net : system.nodes[nodes[0]].graph.nets()) bandwidth += system.nodes[nodes[0]].graph.node(net).netBandwidth();
+    for (int net : system.nodes[nodes[0]].graph.nets())
+      bandwidth += system.nodes[nodes[0]].graph.node(net).netBandwidth();
     int perPort = std::max(1, static_cast<int>(std::ceil(bandwidth / kChannelBandwidth / std::max<size_t>(ports, 1))));
     wanted = static_cast<int>(std::max<size_t>(ports, 1)) * perPort;
     why = std::to_string(ports == 0 ? 0 : ports) + " network ports x " + std::to_string(perPort) + " channels each";
   } else if (system.ranks.size() > 1 && system.ranks[0].gpu >= 0) {
     std::vector<int> chain = nodeChain(system, nodes[0], -1);
     double bandwidth = kLocalBandwidth;
-    for (size_t i = 0; i < chain.size(); ++i) bandwidth = std::min(bandwidth, rankPath(system, chain[i], chain[(i + 1) % chain.size()]).bandwidth);
+    for (size_t i = 0; i < chain.size(); ++i)
+      bandwidth = std::min(bandwidth, rankPath(system, chain[i], chain[(i + 1) % chain.size()]).bandwidth);
     wanted = std::max(1, static_cast<int>(std::ceil(bandwidth / kChannelBandwidth)));
     why = "ring bottleneck " + std::to_string(static_cast<int>(bandwidth)) + " GB/s";
   }
   int chosen = std::clamp(wanted, minChannels, maxChannels);
-  if (reason) *reason = why + " -> " + std::to_string(wanted) + ", clamped to [" + std::to_string(minChannels) + ", " + std::to_string(maxChannels) + "]";
+  if (reason)
+    *reason = why + " -> " + std::to_string(wanted) + ", clamped to [" + std::to_string(minChannels) + ", " +
+              std::to_string(maxChannels) + "]";
   return chosen;
 }
 

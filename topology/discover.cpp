@@ -71,7 +71,8 @@ class Discovery {
     }
     system_.bootId = readLine(fs::path(options_.procRoot) / "sys/kernel/random/boot_id");
     if (system_.bootId.empty()) {
-      warn("no boot id in " + options_.procRoot + "/sys/kernel/random/boot_id; the hostname alone identifies this node");
+      warn("no boot id in " + options_.procRoot +
+           "/sys/kernel/random/boot_id; the hostname alone identifies this node");
       system_.bootId = "unknown";
     }
   }
@@ -114,8 +115,10 @@ class Discovery {
     if (!set || hwloc_bitmap_snprintf(text, sizeof text, set) < 0) return "";
     std::string out;
     for (const char* p = text; *p; ++p) {  // NCCL writes the words without 0x
-      if (p[0] == '0' && p[1] == 'x') ++p;
-      else out += *p;
+      if (p[0] == '0' && p[1] == 'x')
+        ++p;
+      else
+        out += *p;
     }
     return out;
   }
@@ -135,7 +138,8 @@ class Discovery {
   std::vector<std::pair<std::string, std::string>> cpuIdentity() const {
     std::ifstream in(fs::path(options_.procRoot) / "cpuinfo");
     std::map<std::string, std::string> found;
-    static const std::pair<const char*, const char*> wanted[] = {{"vendor_id", "vendor"}, {"cpu family", "familyid"}, {"model", "modelid"}};
+    static const std::pair<const char*, const char*> wanted[] = {
+        {"vendor_id", "vendor"}, {"cpu family", "familyid"}, {"model", "modelid"}};
     for (std::string line; std::getline(in, line) && found.size() < 3;) {
       size_t colon = line.find(':');
       if (colon == std::string::npos) continue;
@@ -268,7 +272,7 @@ class Discovery {
         warn("CUDA device " + std::to_string(i) + ": no PCI bus id; skipped");
         continue;
       }
-      if (id[0] == '\0') continue;  // no place on a PCI bus (the emulated driver's devices, unless given one)
+      if (id[0] == '\0') continue;    // no place on a PCI bus (the emulated driver's devices, unless given one)
       attribute(&major, 75, device);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
       attribute(&minor, 76, device);
       if (attribute(&gdr, 116, device) != 0) gdr = 0;  // ..._GPU_DIRECT_RDMA_SUPPORTED
@@ -281,8 +285,10 @@ class Discovery {
     for (const CudaGpu& found : cudaGpus()) {
       int numa = sysfsNuma(fs::path(options_.sysRoot) / "bus/pci/devices" / found.busId);
       Node gpu = pciNode(NodeKind::Gpu, found.busId, placeDevice(found.busId, numa));
-      gpu.deviceAttributes = {{"dev", std::to_string(found.dev)}, {"sm", std::to_string(found.sm)},
-                              {"rank", std::to_string(found.dev)}, {"gdr", found.gdr ? "1" : "0"}};
+      gpu.deviceAttributes = {{"dev", std::to_string(found.dev)},
+                              {"sm", std::to_string(found.sm)},
+                              {"rank", std::to_string(found.dev)},
+                              {"gdr", found.gdr ? "1" : "0"}};
       graph().addNode(std::move(gpu));
     }
     if (!graph().nodesOf(NodeKind::Gpu).empty()) nvlinks();
@@ -322,7 +328,7 @@ class Discovery {
       warn("NVML does not know GPU " + gpu.name + "; its NVLinks are unknown");
       return;
     }
-    std::map<std::string, NvLinkSpec> peers;  // links to one peer are counted, as NCCL lists them
+    std::map<std::string, NvLinkSpec> peers;      // links to one peer are counted, as NCCL lists them
     for (unsigned link = 0; link < 18; ++link) {  // NVML_NVLINK_MAX_LINKS
       int active = 0, type = 0;
       NvmlPciInfo info{};
@@ -389,22 +395,29 @@ class Discovery {
     std::string busId = interfaceBusId(interface);
     int nic = busId.empty() ? -1 : graph().find(NodeKind::Nic, normalizeBusId(busId));
     if (busId.empty()) {
-      note("interface " + name + ": no PCI device in sysfs (virtual?); placed under CPU " + graph().node(cpuForNuma(-1)).name);
+      note("interface " + name + ": no PCI device in sysfs (virtual?); placed under CPU " +
+           graph().node(cpuForNuma(-1)).name);
       Node node;
       node.kind = NodeKind::Nic;
       node.parent = cpuForNuma(-1);
       nic = graph().addNode(std::move(node));
     } else if (nic < 0) {
       int numa = sysfsNuma(interface / "device");
-      if (numa < 0 && cpuByNuma_.size() > 1) note("interface " + name + ": no numa_node in sysfs; placed by hwloc or under CPU 0");
+      if (numa < 0 && cpuByNuma_.size() > 1)
+        note("interface " + name + ": no numa_node in sysfs; placed by hwloc or under CPU 0");
       nic = graph().addNode(pciNode(NodeKind::Nic, busId, placeDevice(busId, numa)));
     }
     Node net;
     net.kind = NodeKind::Net;
     net.name = name;
     net.parent = nic;
-    net.attributes = {{"name", name}, {"dev", std::to_string(dev)}, {"speed", std::to_string(static_cast<long>(speed))},
-                      {"port", "1"}, {"guid", hex(static_cast<unsigned>(dev), 1)}, {"maxconn", "65536"}, {"gdr", "0"}};
+    net.attributes = {{"name", name},
+                      {"dev", std::to_string(dev)},
+                      {"speed", std::to_string(static_cast<long>(speed))},
+                      {"port", "1"},
+                      {"guid", hex(static_cast<unsigned>(dev), 1)},
+                      {"maxconn", "65536"},
+                      {"gdr", "0"}};
     graph().addNode(std::move(net));
   }
 
@@ -426,9 +439,13 @@ std::string readFirstLine(const std::string& file) {
 
 Attributes pciAttributes(const std::string& busId, const std::string& directory) {
   Attributes attributes = {{"busid", normalizeBusId(busId)}};
-  static const std::pair<const char*, const char*> files[] = {
-      {"class", "class"}, {"vendor", "vendor"}, {"device", "device"}, {"subsystem_vendor", "subsystem_vendor"},
-      {"subsystem_device", "subsystem_device"}, {"current_link_speed", "link_speed"}, {"current_link_width", "link_width"}};
+  static const std::pair<const char*, const char*> files[] = {{"class", "class"},
+                                                              {"vendor", "vendor"},
+                                                              {"device", "device"},
+                                                              {"subsystem_vendor", "subsystem_vendor"},
+                                                              {"subsystem_device", "subsystem_device"},
+                                                              {"current_link_speed", "link_speed"},
+                                                              {"current_link_width", "link_width"}};
   for (const auto& [file, attribute] : files) {
     std::string value = readLine(fs::path(directory) / file);
     if (!value.empty()) attributes.emplace_back(attribute, value);

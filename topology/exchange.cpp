@@ -26,13 +26,14 @@ GlobalSystem mergeSystems(const std::vector<std::string>& texts, const std::vect
   for (size_t r = 0; r < textOfRank.size(); ++r) {
     int text = textOfRank[r];
     if (text < 0 || size_t(text) >= texts.size())
-      throw Error(ErrorCode::Internal, "topology: rank " + std::to_string(r) + " names graph " + std::to_string(text) + " of " +
-                                           std::to_string(texts.size()));
+      throw Error(ErrorCode::Internal, "topology: rank " + std::to_string(r) + " names graph " + std::to_string(text) +
+                                           " of " + std::to_string(texts.size()));
     int& node = nodeOfText[size_t(text)];
     if (node < 0) {
       NodeSystem system = deserializeSystem(texts[size_t(text)], "topology of rank " + std::to_string(r));
       for (size_t n = 0; n < global.nodes.size(); ++n)
-        if (global.nodes[n].hostname == system.hostname && global.nodes[n].bootId == system.bootId) node = static_cast<int>(n);
+        if (global.nodes[n].hostname == system.hostname && global.nodes[n].bootId == system.bootId)
+          node = static_cast<int>(n);
       if (node < 0) {
         node = static_cast<int>(global.nodes.size());
         global.nodes.push_back(std::move(system));
@@ -44,7 +45,8 @@ GlobalSystem mergeSystems(const std::vector<std::string>& texts, const std::vect
       place.gpu = global.nodes[size_t(node)].graph.find(NodeKind::Gpu, normalizeBusId(busId));
       if (place.gpu < 0) {
         throw Error(ErrorCode::Remote, "topology: rank " + std::to_string(r) + " uses GPU " + busId +
-                                           ", which is not in the graph of host " + global.nodes[size_t(node)].hostname);
+                                           ", which is not in the graph of host " +
+                                           global.nodes[size_t(node)].hostname);
       }
     }
     global.ranks.push_back(place);

@@ -45,16 +45,16 @@ PathType parsePathType(const std::string& name) {
   for (int t = 0; t <= static_cast<int>(PathType::NET); ++t) {
     if (upper == pathTypeName(static_cast<PathType>(t))) return static_cast<PathType>(t);
   }
-  throw Error(ErrorCode::InvalidArgument, "unknown path type '" + name +
-                                              "' (expected LOC, NVL, NVB, PIX, PXB, PHB, SYS or NET)");
+  throw Error(ErrorCode::InvalidArgument,
+              "unknown path type '" + name + "' (expected LOC, NVL, NVB, PIX, PXB, PHB, SYS or NET)");
 }
 
 double nvlinkBandwidthPerLink(int sm) { return sm > 0 && sm < 70 ? 20.0 : 25.0; }
 
 double pciBandwidth(const std::string& linkSpeed, const std::string& linkWidth) {
   // Per-lane payload rate after line coding, by transfer rate in GT/s.
-  static const std::pair<double, double> lanes[] = {
-      {2.5, 0.25}, {5.0, 0.5}, {8.0, 0.985}, {16.0, 1.969}, {32.0, 3.938}, {64.0, 7.563}};
+  static const std::pair<double, double> lanes[] = {{2.5, 0.25},   {5.0, 0.5},    {8.0, 0.985},
+                                                    {16.0, 1.969}, {32.0, 3.938}, {64.0, 7.563}};
   char* end = nullptr;
   double rate = std::strtod(linkSpeed.c_str(), &end);
   int width = std::atoi(linkWidth.c_str());
@@ -110,7 +110,6 @@ std::string Node::attributeOr(const std::string& key, const std::string& fallbac
   const std::string* value = attribute(key);
   return value ? *value : fallback;
 }
-
 
 int Node::gpuDev() const {
   const std::string* dev = findAttribute(deviceAttributes, "dev");
@@ -212,7 +211,8 @@ void TopologyGraph::linkToParent(int index, const std::vector<double>& widestPor
   addLink(child.parent, index, kind, bandwidth);
 }
 
-void TopologyGraph::linkNvLinks(int gpu, const std::map<std::string, int>& gpuByBusId, std::vector<std::string>& warnings) {
+void TopologyGraph::linkNvLinks(int gpu, const std::map<std::string, int>& gpuByBusId,
+                                std::vector<std::string>& warnings) {
   // NCCL lists each NVSwitch a GPU reaches separately; together they are one fabric, so the
   // links add up into one.
   std::vector<std::pair<int, int>> peers;  // (peer node, link count)
@@ -277,7 +277,8 @@ void TopologyGraph::buildLinks(std::vector<std::string>& warnings) {
   outgoing_.assign(nodes_.size(), {});
   std::vector<double> widestPort(nodes_.size(), 0.0);  // per NIC, its fastest port
   for (const Node& node : nodes_) {
-    if (node.kind == NodeKind::Net && node.parent >= 0) widestPort[node.parent] = std::max(widestPort[node.parent], node.netBandwidth());
+    if (node.kind == NodeKind::Net && node.parent >= 0)
+      widestPort[node.parent] = std::max(widestPort[node.parent], node.netBandwidth());
   }
   for (size_t i = 0; i < nodes_.size(); ++i) linkToParent(static_cast<int>(i), widestPort);
   std::vector<int> cpus = nodesOf(NodeKind::Cpu);

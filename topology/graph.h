@@ -49,8 +49,8 @@ struct NvLinkSpec {
 
 struct Node {
   NodeKind kind = NodeKind::Cpu;
-  std::string name;  // PCI bus id for PCI devices, "cpu<numaid>" for CPUs, interface for nets
-  int parent = -1;   // the element that holds this one in NCCL's XML
+  std::string name;             // PCI bus id for PCI devices, "cpu<numaid>" for CPUs, interface for nets
+  int parent = -1;              // the element that holds this one in NCCL's XML
   Attributes attributes;        // the <cpu>, <pci> or <net> element's attributes
   Attributes deviceAttributes;  // a GPU's <gpu> element; empty otherwise
   std::vector<NvLinkSpec> nvlinks;

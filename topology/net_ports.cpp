@@ -58,13 +58,15 @@ int nicFor(NodeSystem& system, TopologyGraph& graph, const NetPort& port) {
     Node nic;
     nic.kind = NodeKind::Nic;
     nic.parent = cpuByNuma(graph, -1);
-    system.notes.push_back("NIC port " + port.name + ": no PCI device" + (port.pciPath.empty() ? "" : " on " + port.pciPath) +
-                           " (virtual?); placed under CPU " + graph.node(nic.parent).name);
+    system.notes.push_back("NIC port " + port.name + ": no PCI device" +
+                           (port.pciPath.empty() ? "" : " on " + port.pciPath) + " (virtual?); placed under CPU " +
+                           graph.node(nic.parent).name);
     return graph.addNode(std::move(nic));
   }
   if (int existing = graph.find(NodeKind::Nic, place.busId); existing >= 0) return existing;
   int parent = -1;
-  for (auto it = place.above.rbegin(); it != place.above.rend() && parent < 0; ++it) parent = graph.find(NodeKind::PciSwitch, *it);
+  for (auto it = place.above.rbegin(); it != place.above.rend() && parent < 0; ++it)
+    parent = graph.find(NodeKind::PciSwitch, *it);
   if (parent < 0) {
     std::string numa = readLine(place.directory / "numa_node");
     parent = cpuByNuma(graph, numa.empty() ? -1 : std::atoi(numa.c_str()));
@@ -112,8 +114,12 @@ void adoptNetPorts(NodeSystem& system, const std::vector<NetPort>& ports) {
     net.kind = NodeKind::Net;
     net.name = port.name;
     net.parent = nicFor(system, graph, port);
-    net.attributes = {{"name", port.name},         {"dev", std::to_string(dev)},           {"speed", std::to_string(speed)},
-                      {"port", std::to_string(port.port)}, {"guid", guid}, {"maxconn", std::to_string(port.maxComms)},
+    net.attributes = {{"name", port.name},
+                      {"dev", std::to_string(dev)},
+                      {"speed", std::to_string(speed)},
+                      {"port", std::to_string(port.port)},
+                      {"guid", guid},
+                      {"maxconn", std::to_string(port.maxComms)},
                       {"gdr", port.gdr ? "1" : "0"}};
     graph.addNode(std::move(net));
   }

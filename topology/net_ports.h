@@ -18,10 +18,10 @@ struct NetPort {
   std::string name;     // "mlx5_0:1" for an IB port, the interface name for a socket device
   std::string pciPath;  // a sysfs path that resolves into the device's PCI function; "" when unknown
   uint64_t guid = 0;
-  int speedMbps = 0;    // 0 (or below): unknown
+  int speedMbps = 0;  // 0 (or below): unknown
   int port = 1;
   int maxComms = 65536;
-  bool gdr = false;     // the backend takes GPU memory (GPUDirect RDMA)
+  bool gdr = false;  // the backend takes GPU memory (GPUDirect RDMA)
 };
 
 // Replaces every <nic> and <net> of the graph with `ports`: port i becomes <net dev="i">, with its

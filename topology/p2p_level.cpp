@@ -49,8 +49,10 @@ PathType parseP2pLevel(const std::string& text, const std::string& variable) {
     const long n = std::stol(name);
     return n >= 4 ? PathType::SYS : legacy[n];
   }
-  throw Error(ErrorCode::InvalidUsage, variable + "='" + text +
-                                           "': expected LOC, NVL, NVB, PIX, PXB, PHB or SYS (or NCCL's legacy 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 SYS)");
+  throw Error(
+      ErrorCode::InvalidUsage,
+      variable + "='" + text +
+          "': expected LOC, NVL, NVB, PIX, PXB, PHB or SYS (or NCCL's legacy 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 SYS)");
 }
 
 PathType defaultP2pLevel(const TopologyGraph& graph, std::string* why) {
@@ -104,8 +106,10 @@ P2pDecision decideP2p(const GpuPair& pair, const P2pSettings& settings) {
   if (!pair.known) {
     d.allowed = true;
     d.read = settings.readEnable > 0;
-    d.reason = "the GPUs' distance is unknown (a rank's device has no PCI bus id in the node's topology), so only NCCL_P2P_DISABLE "
-               "and NCCL_P2P_LEVEL=LOC refuse";
+    d.reason =
+        "the GPUs' distance is unknown (a rank's device has no PCI bus id in the node's topology), so only "
+        "NCCL_P2P_DISABLE "
+        "and NCCL_P2P_LEVEL=LOC refuse";
     return d;
   }
   const PathType level = settings.level.value_or(pair.defaultLevel);

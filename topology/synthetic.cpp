@@ -15,14 +15,20 @@ std::string busId(int bus, int device) {
   return text;
 }
 
-Node pciNode(NodeKind kind, const std::string& id, const char* pciClass, const char* vendor, const char* device, int parent) {
+Node pciNode(NodeKind kind, const std::string& id, const char* pciClass, const char* vendor, const char* device,
+             int parent) {
   Node node;
   node.kind = kind;
   node.name = id;
   node.parent = parent;
-  node.attributes = {{"busid", id},          {"class", pciClass},   {"vendor", vendor},
-                     {"device", device},     {"subsystem_vendor", vendor}, {"subsystem_device", device},
-                     {"link_speed", "32.0 GT/s PCIe"}, {"link_width", "16"}};
+  node.attributes = {{"busid", id},
+                     {"class", pciClass},
+                     {"vendor", vendor},
+                     {"device", device},
+                     {"subsystem_vendor", vendor},
+                     {"subsystem_device", device},
+                     {"link_speed", "32.0 GT/s PCIe"},
+                     {"link_width", "16"}};
   return node;
 }
 
@@ -30,8 +36,12 @@ int addCpu(TopologyGraph& graph, int numa) {
   Node cpu;
   cpu.kind = NodeKind::Cpu;
   cpu.name = "cpu" + std::to_string(numa);
-  cpu.attributes = {{"numaid", std::to_string(numa)}, {"affinity", numa == 0 ? "00000000,ffffffff" : "ffffffff,00000000"},
-                    {"arch", "x86_64"}, {"vendor", "GenuineIntel"}, {"familyid", "6"}, {"modelid", "143"}};
+  cpu.attributes = {{"numaid", std::to_string(numa)},
+                    {"affinity", numa == 0 ? "00000000,ffffffff" : "ffffffff,00000000"},
+                    {"arch", "x86_64"},
+                    {"vendor", "GenuineIntel"},
+                    {"familyid", "6"},
+                    {"modelid", "143"}};
   return graph.addNode(std::move(cpu));
 }
 
@@ -72,7 +82,8 @@ NodeSystem syntheticNode(int gpus, int nics, const std::string& hostname) {
   std::vector<int> switchNodes;
   for (int s = 0; s < switches; ++s) {
     int cpu = cpus[switches == 1 ? 0 : s * 2 / switches];
-    switchNodes.push_back(graph.addNode(pciNode(NodeKind::PciSwitch, busId(0x10 * (s + 1), 0), "0x060400", "0x1000", "0xc030", cpu)));
+    switchNodes.push_back(
+        graph.addNode(pciNode(NodeKind::PciSwitch, busId(0x10 * (s + 1), 0), "0x060400", "0x1000", "0xc030", cpu)));
   }
   for (int g = 0; g < gpus; ++g) {
     int s = g * switches / gpus;

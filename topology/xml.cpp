@@ -98,7 +98,8 @@ class XmlReader {
   }
 
   void expect(char c, const std::string& context) {
-    if (pos_ >= text_.size() || text_[pos_] != c) fail("expected '" + std::string(1, c) + "' " + context + describeHere());
+    if (pos_ >= text_.size() || text_[pos_] != c)
+      fail("expected '" + std::string(1, c) + "' " + context + describeHere());
     advance(1);
   }
 
@@ -123,7 +124,8 @@ class XmlReader {
   }
 
   std::string attributeValue() {
-    if (pos_ >= text_.size() || (text_[pos_] != '"' && text_[pos_] != '\'')) fail("expected a quoted attribute value" + describeHere());
+    if (pos_ >= text_.size() || (text_[pos_] != '"' && text_[pos_] != '\''))
+      fail("expected a quoted attribute value" + describeHere());
     char quote = text_[pos_];
     advance(1);
     std::string value;
@@ -276,7 +278,8 @@ class TopologyImporter {
   void system(const XmlElement& root) {
     if (root.name != "system") fail(root, "the root element is <" + root.name + ">, expected <system>");
     const std::string* version = root.attribute("version");
-    if (version && *version != "1") warn(root, "<system version=\"" + *version + "\">: only version 1 is known; reading on");
+    if (version && *version != "1")
+      warn(root, "<system version=\"" + *version + "\">: only version 1 is known; reading on");
     if (const std::string* host = root.attribute("hostname")) system_.hostname = *host;
     if (const std::string* boot = root.attribute("bootid")) system_.bootId = *boot;
     for (const XmlElement& child : root.children) {
@@ -295,7 +298,9 @@ class TopologyImporter {
   void warn(const XmlElement& at, const std::string& what) {
     system_.warnings.push_back(source_ + ":" + std::to_string(at.line) + ": " + what);
   }
-  void ignore(const XmlElement& at, const std::string& where) { warn(at, "unknown element <" + at.name + "> in " + where + " ignored"); }
+  void ignore(const XmlElement& at, const std::string& where) {
+    warn(at, "unknown element <" + at.name + "> in " + where + " ignored");
+  }
 
   const std::string& required(const XmlElement& element, const char* key) {
     const std::string* value = element.attribute(key);
@@ -314,7 +319,10 @@ class TopologyImporter {
     std::optional<long long> value = parseInteger(*text);
     if (!value || *value > INT_MAX || *value < INT_MIN) badValue(element, key, "is not a whole number");
     if (*value < least) {
-      badValue(element, key, least == 0 ? "is negative" : least == 1 ? "is not a positive number" : "is less than " + std::to_string(least));
+      badValue(element, key,
+               least == 0   ? "is negative"
+               : least == 1 ? "is not a positive number"
+                            : "is less than " + std::to_string(least));
     }
     return static_cast<int>(*value);
   }
@@ -336,7 +344,8 @@ class TopologyImporter {
   // as in NCCL; anything else must read as a rate and a lane count.
   void pciLink(const XmlElement& element) {
     if (const std::string* speed = element.attribute("link_speed")) {
-      std::optional<double> rate = speed->empty() || startsWithIgnoringCase(*speed, "unknown") ? 0.0 : parseNumber(*speed, true);
+      std::optional<double> rate =
+          speed->empty() || startsWithIgnoringCase(*speed, "unknown") ? 0.0 : parseNumber(*speed, true);
       if (!rate) badValue(element, "link_speed", "is not a PCIe rate (like \"16.0 GT/s PCIe\" or \"Unknown\")");
       if (*rate < 0) badValue(element, "link_speed", "is negative");
     }
@@ -389,7 +398,8 @@ class TopologyImporter {
     } else {
       node.kind = NodeKind::PciSwitch;
       int index = system_.graph.addNode(std::move(node));
-      for (const XmlElement& child : element.children) attached(child, index, "<pci busid=\"" + system_.graph.node(index).name + "\">");
+      for (const XmlElement& child : element.children)
+        attached(child, index, "<pci busid=\"" + system_.graph.node(index).name + "\">");
       return;
     }
     for (const XmlElement& child : element.children) {
@@ -456,8 +466,9 @@ class TopologyImporter {
     if (!mbps) badValue(element, "speed", "is not a number of Mb/s");
     if (*mbps < 0 && *mbps != -1) badValue(element, "speed", "is negative (only -1, \"unknown\", is allowed)");
     if (*mbps <= 0) {
-      warn(element, "<net name=\"" + required(element, "name") + "\">: speed " + (speed ? "\"" + *speed + "\" is unknown" : "missing") +
-                        "; assuming " + std::to_string(static_cast<long>(kUnknownNetSpeed)) + " Mb/s");
+      warn(element, "<net name=\"" + required(element, "name") + "\">: speed " +
+                        (speed ? "\"" + *speed + "\" is unknown" : "missing") + "; assuming " +
+                        std::to_string(static_cast<long>(kUnknownNetSpeed)) + " Mb/s");
     }
   }
 
@@ -481,12 +492,8 @@ XmlElement exportNode(const TopologyGraph& graph, const ChildLists& below, int i
   XmlElement element;
   element.attributes = node.attributes;
   switch (node.kind) {
-    case NodeKind::Cpu:
-      element.name = "cpu";
-      return exportChildren(graph, below, index, std::move(element));
-    case NodeKind::PciSwitch:
-      element.name = "pci";
-      return exportChildren(graph, below, index, std::move(element));
+    case NodeKind::Cpu: element.name = "cpu"; return exportChildren(graph, below, index, std::move(element));
+    case NodeKind::PciSwitch: element.name = "pci"; return exportChildren(graph, below, index, std::move(element));
     case NodeKind::Gpu: {
       element.name = "pci";
       XmlElement gpu{"gpu", node.deviceAttributes, {}, 0};
@@ -505,11 +512,8 @@ XmlElement exportNode(const TopologyGraph& graph, const ChildLists& below, int i
       element.children.push_back(std::move(nic));
       return element;
     }
-    case NodeKind::Net:
-      element.name = "net";
-      return element;
-    case NodeKind::NvSwitch:
-      break;
+    case NodeKind::Net: element.name = "net"; return element;
+    case NodeKind::NvSwitch: break;
   }
   throw Error(ErrorCode::Internal, "topology export: node " + node.name + " has no XML form");
 }
@@ -551,7 +555,9 @@ NodeSystem loadTopologyFile(const std::string& path) {
   char buffer[65536];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
     text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kXmlMaxBytes) throw Error(ErrorCode::InvalidArgument, path + ": file is larger than " + std::to_string(kXmlMaxBytes) + " bytes");
+    if (text.size() > kXmlMaxBytes)
+      throw Error(ErrorCode::InvalidArgument,
+                  path + ": file is larger than " + std::to_string(kXmlMaxBytes) + " bytes");
   }
   return importTopologyXml(parseXml(text, path), path);
 }

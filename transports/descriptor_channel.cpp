@@ -110,7 +110,8 @@ std::string DescriptorServer::refusal(uint64_t token) const {
 void DescriptorServer::serve(int client) {
   pollfd ready{client, POLLIN, 0};
   Request request{};
-  if (::poll(&ready, 1, kRequestWaitMs) != 1 || ::recv(client, &request, sizeof request, MSG_WAITALL) != ssize_t(sizeof request) ||
+  if (::poll(&ready, 1, kRequestWaitMs) != 1 ||
+      ::recv(client, &request, sizeof request, MSG_WAITALL) != ssize_t(sizeof request) ||
       request.magic != kRequestMagic) {
     TUTTI_INFO(log::Shm, "%s: dropped a connection to @%s that sent no valid request", where_.c_str(), name_.c_str());
     ::close(client);
@@ -122,11 +123,11 @@ void DescriptorServer::serve(int client) {
   uint8_t status = kRefused;
   int fd = -1;
   if (found == offers_.end()) {
-    TUTTI_WARN("%s: process %d asked @%s for FIFO handle %llu, which is not offered", where_.c_str(), int(pid), name_.c_str(),
-               static_cast<unsigned long long>(request.token));
+    TUTTI_WARN("%s: process %d asked @%s for FIFO handle %llu, which is not offered", where_.c_str(), int(pid),
+               name_.c_str(), static_cast<unsigned long long>(request.token));
   } else if (found->second.state != State::Offered || found->second.pid != pid) {
-    TUTTI_WARN("%s: process %d asked @%s for FIFO handle %llu, offered to process %d%s", where_.c_str(), int(pid), name_.c_str(),
-               static_cast<unsigned long long>(request.token), int(found->second.pid),
+    TUTTI_WARN("%s: process %d asked @%s for FIFO handle %llu, offered to process %d%s", where_.c_str(), int(pid),
+               name_.c_str(), static_cast<unsigned long long>(request.token), int(found->second.pid),
                found->second.state != State::Offered ? " and already taken" : "");
   } else {
     status = kGranted;
@@ -199,19 +200,23 @@ TakenDescriptor takeDescriptor(const std::string& name, pid_t serverPid, uint64_
   socklen_t length = 0;
   sockaddr_un address = abstractAddress(name, &length);
   if (::connect(connection.get(), reinterpret_cast<sockaddr*>(&address), length) != 0)
-    throw Error(ErrorCode::Remote, what + ": connecting to the peer's handle socket @" + name + ": " + errnoText(errno) +
-                                       " (is the peer in another network namespace, or gone?)");
+    throw Error(ErrorCode::Remote, what + ": connecting to the peer's handle socket @" + name + ": " +
+                                       errnoText(errno) + " (is the peer in another network namespace, or gone?)");
   if (const pid_t pid = peerPid(connection.get()); pid != serverPid)
-    throw Error(ErrorCode::Remote, what + ": the handle socket @" + name + " belongs to process " + std::to_string(pid) + ", not to the peer (pid " +
-                                       std::to_string(serverPid) + ")");
+    throw Error(ErrorCode::Remote, what + ": the handle socket @" + name + " belongs to process " +
+                                       std::to_string(pid) + ", not to the peer (pid " + std::to_string(serverPid) +
+                                       ")");
   const Request request{kRequestMagic, token};
   if (::send(connection.get(), &request, sizeof request, MSG_NOSIGNAL) != ssize_t(sizeof request))
-    throw Error(ErrorCode::Remote, what + ": sending the request for the FIFO handle to @" + name + ": " + errnoText(errno));
+    throw Error(ErrorCode::Remote,
+                what + ": sending the request for the FIFO handle to @" + name + ": " + errnoText(errno));
   pollfd ready{connection.get(), POLLIN, 0};
   for (;;) {
-    if (abort != nullptr && abort->load()) throw Error(ErrorCode::Aborted, what + ": aborted while taking the FIFO handle");
+    if (abort != nullptr && abort->load())
+      throw Error(ErrorCode::Aborted, what + ": aborted while taking the FIFO handle");
     if (SteadyClock::now() > deadline)
-      throw Error(ErrorCode::Timeout, what + ": the peer (pid " + std::to_string(serverPid) + ") did not hand over the FIFO handle in time");
+      throw Error(ErrorCode::Timeout, what + ": the peer (pid " + std::to_string(serverPid) +
+                                          ") did not hand over the FIFO handle in time");
     if (::poll(&ready, 1, int(kPollSlice.count())) == 1) break;
   }
   uint8_t status = kRefused;
@@ -231,8 +236,8 @@ TakenDescriptor takeDescriptor(const std::string& name, pid_t serverPid, uint64_
       fd = OwnedFd(received);
     }
   if (got != 1 || status != kGranted || fd.get() < 0)
-    throw Error(ErrorCode::Remote, what + ": the peer (pid " + std::to_string(serverPid) + ") refused FIFO handle " + std::to_string(token) +
-                                       " (offered to another process, or taken already)");
+    throw Error(ErrorCode::Remote, what + ": the peer (pid " + std::to_string(serverPid) + ") refused FIFO handle " +
+                                       std::to_string(token) + " (offered to another process, or taken already)");
   return TakenDescriptor(std::move(connection), std::move(fd));
 }
 

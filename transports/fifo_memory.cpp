@@ -39,7 +39,8 @@ class HostFifoMemory final : public FifoMemory {
         prefaulted_ += bytes;
       }
     }
-    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0), -1, 0);
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | (prefault ? MAP_POPULATE : 0), -1, 0);
     if (base == MAP_FAILED) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (prefault) prefaulted_ -= bytes;
@@ -91,7 +92,8 @@ std::shared_ptr<FifoMemory> hostFifoMemory() {
 }
 
 void FifoMemory::copyAcross(void* dst, const void* src, size_t bytes) {
-  if (!hostAccessible()) throw Error(ErrorCode::InvalidUsage, std::string(name()) + " memory has no copies between its ranges");
+  if (!hostAccessible())
+    throw Error(ErrorCode::InvalidUsage, std::string(name()) + " memory has no copies between its ranges");
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 

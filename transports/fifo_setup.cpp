@@ -12,8 +12,9 @@ namespace tutti {
 
 void checkFifoSteps(int64_t nsteps, const std::string& context) {
   if (nsteps >= 2 && nsteps <= int64_t(kern::kMaxFifoSteps)) return;
-  throw Error(ErrorCode::InvalidUsage, (context.empty() ? "" : context + ": ") + "TUTTI_NSTEPS=" + std::to_string(nsteps) +
-                                           " is outside 2.." + std::to_string(kern::kMaxFifoSteps));
+  throw Error(ErrorCode::InvalidUsage, (context.empty() ? "" : context + ": ") +
+                                           "TUTTI_NSTEPS=" + std::to_string(nsteps) + " is outside 2.." +
+                                           std::to_string(kern::kMaxFifoSteps));
 }
 
 std::string fifoWhat(const ConnectionRequest& request) { return "FIFO of the " + request.description; }
@@ -35,8 +36,9 @@ void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std
   if (bytes >= sizeof header) memory.copyOut(&header, fifo, sizeof header);
   const bool elsewhere = header.slotOffset == 0;
   const size_t simpleEnd = kern::fifoBytes(header.nsteps, header.slotBytes, 0, elsewhere);
-  if (bytes < sizeof header || header.magic != kern::kFifoMagic || header.nsteps == 0 || header.nsteps > kern::kMaxFifoSteps ||
-      (!elsewhere && header.slotOffset != kern::fifoHeaderBytes()) || simpleEnd + size_t(header.nsteps) * header.llSlotBytes > bytes ||
+  if (bytes < sizeof header || header.magic != kern::kFifoMagic || header.nsteps == 0 ||
+      header.nsteps > kern::kMaxFifoSteps || (!elsewhere && header.slotOffset != kern::fifoHeaderBytes()) ||
+      simpleEnd + size_t(header.nsteps) * header.llSlotBytes > bytes ||
       (header.llSlotBytes != 0 && header.llOffset != simpleEnd))
     throw Error(ErrorCode::Remote, context + ": the peer's FIFO segment is malformed");
 }

@@ -53,13 +53,15 @@ std::vector<std::unique_ptr<Transport>> makeTransports(TransportContext& context
   return made;
 }
 
-Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality, std::string* whyNot) {
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality,
+                           std::string* whyNot) {
   PeerPair pair;
   pair.locality = locality;
   return chooseTransport(transports, pair, whyNot);
 }
 
-Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, const PeerPair& pair, std::string* whyNot) {
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, const PeerPair& pair,
+                           std::string* whyNot) {
   std::string reasons;
   for (const auto& transport : transports) {
     std::string reason;

@@ -23,8 +23,10 @@ void registerTransport(TransportFactory make);
 
 // The first of `transports` that can connect the pair; null when none can, with *whyNot listing
 // each one's reason ("local: ...; shm: ...; net: ...").
-Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, const PeerPair& pair, std::string* whyNot);
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, const PeerPair& pair,
+                           std::string* whyNot);
 // The same for a pair known only by its locality (no GPUs placed).
-Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality, std::string* whyNot);
+Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality,
+                           std::string* whyNot);
 
 }  // namespace tutti

@@ -195,7 +195,8 @@ std::unique_ptr<Segment> createShm(size_t bytes, SegmentDescriptor* out, const s
     if (err != EOPNOTSUPP && err != ENOSYS) throwSystemError(context + ": fallocate " + name, err);
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.get(), 0);
-  if (base == MAP_FAILED) throwSystemError(context + ": mmap " + name + " (" + std::to_string(bytes) + " bytes)", errno);
+  if (base == MAP_FAILED)
+    throwSystemError(context + ": mmap " + name + " (" + std::to_string(bytes) + " bytes)", errno);
   Mapping mapping(base, bytes);
   touchPages(base, bytes);
 
@@ -238,7 +239,8 @@ std::unique_ptr<Segment> attachShm(const SegmentDescriptor& descriptor, const st
                                        " bytes, the peer's descriptor says " + std::to_string(descriptor.bytes));
   size_t bytes = static_cast<size_t>(descriptor.bytes);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.get(), 0);
-  if (base == MAP_FAILED) throwSystemError(context + ": mmap " + name + " (" + std::to_string(bytes) + " bytes)", errno);
+  if (base == MAP_FAILED)
+    throwSystemError(context + ": mmap " + name + " (" + std::to_string(bytes) + " bytes)", errno);
   Mapping mapping(base, bytes);
   touchPages(base, bytes);
   // Both sides have it mapped: the name has served its purpose.
@@ -253,8 +255,8 @@ void checkShmFreeSpace(uint64_t freeBytes, uint64_t neededBytes, const std::stri
   if (freeBytes < neededBytes) throwNoSpace(freeBytes, neededBytes, context);
 }
 
-std::unique_ptr<Segment> createSegment(size_t bytes, bool inProcess, SegmentDescriptor* out,
-                                       const std::string& context, uint32_t flags) {
+std::unique_ptr<Segment> createSegment(size_t bytes, bool inProcess, SegmentDescriptor* out, const std::string& context,
+                                       uint32_t flags) {
   if (bytes == 0) throw Error(ErrorCode::Internal, context + ": a shared segment of 0 bytes was requested");
   if ((flags & ~kSegmentMultiAttach) != 0)
     throw Error(ErrorCode::Internal, context + ": unknown segment flags " + std::to_string(flags));
@@ -267,15 +269,15 @@ std::unique_ptr<Segment> createSegment(size_t bytes, bool inProcess, SegmentDesc
 
 std::unique_ptr<Segment> attachSegment(const SegmentDescriptor& descriptor, const std::string& context) {
   if (descriptor.bytes == 0 || descriptor.bytes > SIZE_MAX)
-    throw Error(ErrorCode::Remote, context + ": the peer's segment descriptor has " + std::to_string(descriptor.bytes) +
-                                       " bytes");
+    throw Error(ErrorCode::Remote,
+                context + ": the peer's segment descriptor has " + std::to_string(descriptor.bytes) + " bytes");
   switch (descriptor.kind) {
     case kKindShm: return attachShm(descriptor, context);
     case kKindInProcess: return attachInProcess(descriptor, context);
     default: break;
   }
-  throw Error(ErrorCode::Remote, context + ": the peer's segment descriptor has unknown kind " +
-                                     std::to_string(descriptor.kind));
+  throw Error(ErrorCode::Remote,
+              context + ": the peer's segment descriptor has unknown kind " + std::to_string(descriptor.kind));
 }
 
 }  // namespace tutti

@@ -18,13 +18,13 @@ namespace tutti {
 
 // Plain bytes, safe to send to another process.
 struct SegmentDescriptor {
-  uint32_t kind;     // 1: POSIX shm, 2: in-process
-  uint32_t flags;    // kSegmentMultiAttach
+  uint32_t kind;   // 1: POSIX shm, 2: in-process
+  uint32_t flags;  // kSegmentMultiAttach
 
   uint64_t bytes;
   uint64_t ownerPid;
-  uint64_t token;    // in-process: key into the process-wide table
-  char name[96];     // POSIX shm name, "/tutti-..."
+  uint64_t token;  // in-process: key into the process-wide table
+  char name[96];   // POSIX shm name, "/tutti-..."
 };
 static_assert(sizeof(SegmentDescriptor) == 128);
 
@@ -44,8 +44,8 @@ class Segment {
 
 // Zero-filled memory of `bytes`. inProcess: the peer is a thread of this process.
 // `context` goes into error messages (operation, ranks). flags: 0 or kSegmentMultiAttach.
-std::unique_ptr<Segment> createSegment(size_t bytes, bool inProcess, SegmentDescriptor* out,
-                                       const std::string& context, uint32_t flags = 0);
+std::unique_ptr<Segment> createSegment(size_t bytes, bool inProcess, SegmentDescriptor* out, const std::string& context,
+                                       uint32_t flags = 0);
 // Maps what the peer created. A single-attach segment can be attached exactly once (the attacher
 // then unlinks / removes it); a multi-attach one until its creator seals it.
 std::unique_ptr<Segment> attachSegment(const SegmentDescriptor& descriptor, const std::string& context);

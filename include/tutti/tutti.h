@@ -2,8 +2,8 @@
 #ifndef TUTTI_TUTTI_H_
 #define TUTTI_TUTTI_H_
 
-#include "nccl.h"
 #include <stdint.h> /* uint64_t */
+#include "nccl.h"
 
 #ifdef __cplusplus
 extern "C" {

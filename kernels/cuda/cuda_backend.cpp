@@ -58,7 +58,8 @@ CUfunction acquireExecutor(const Driver& d, CUcontext ctx, const std::string& wh
     CUmodule module = nullptr;
     CUfunction fn = nullptr;
     CUresult r = d.cuModuleLoadData(&module, tuttiExecutorFatbin);
-    if (r == CUDA_SUCCESS && (r = d.cuModuleGetFunction(&fn, module, "tuttiRunLaunches")) != CUDA_SUCCESS) d.cuModuleUnload(module);
+    if (r == CUDA_SUCCESS && (r = d.cuModuleGetFunction(&fn, module, "tuttiRunLaunches")) != CUDA_SUCCESS)
+      d.cuModuleUnload(module);
     if (r != CUDA_SUCCESS) {
       modules().erase({&d, ctx});
       check(d, r, "loading the executor's kernels (cuModuleLoadData, cuModuleGetFunction)", where);
@@ -113,7 +114,8 @@ CudaBackend::CudaBackend(const Driver& driver, const BackendOptions& options, co
     int perMultiprocessor = 0;
     check(*d_, d_->cuOccupancyMaxActiveBlocksPerMultiprocessor(&perMultiprocessor, function_, dev::kExecutorThreads, 0),
           "cuOccupancyMaxActiveBlocksPerMultiprocessor", where);
-    residentBlocks_ = uint32_t(std::max(perMultiprocessor, 0) * attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+    residentBlocks_ =
+        uint32_t(std::max(perMultiprocessor, 0) * attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
     void* host = nullptr;
     check(*d_, d_->cuMemHostAlloc(&host, sizeof(ControlWords), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
           "cuMemHostAlloc (abort word and fault record)", where);
@@ -132,16 +134,23 @@ CudaBackend::CudaBackend(const Driver& driver, const BackendOptions& options, co
 
 void CudaBackend::probeCapabilities(const std::string& where) {
   caps_.vmm = attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
-  caps_.posixFd = caps_.vmm && attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) != 0;
-  caps_.dmabuf = d_->cuMemGetHandleForAddressRange != nullptr && attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) != 0;
+  caps_.posixFd =
+      caps_.vmm && attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) != 0;
+  caps_.dmabuf = d_->cuMemGetHandleForAddressRange != nullptr &&
+                 attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) != 0;
   caps_.gdr = attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED) != 0;
   pageableAccess_ = attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS) != 0;
   // A device integrated with the host that reaches pageable memory: its memory is the host's.
   integrated_ = pageableAccess_ && attribute(*d_, device_, CU_DEVICE_ATTRIBUTE_INTEGRATED) != 0;
-  TUTTI_INFO(log::Init, "%s: %s, bus id %s: virtual memory %s, POSIX descriptors %s, dmabuf %s, GPUDirect RDMA %s%s; p2p memory is exported %s",
-             where.c_str(), d_->emulated ? "emulated CUDA driver" : "CUDA driver", busId_.empty() ? "(none)" : busId_.c_str(),
-             caps_.vmm ? "yes" : "no", caps_.posixFd ? "yes" : "no", caps_.dmabuf ? "yes" : "no", caps_.gdr ? "yes" : "no",
-             integrated_ ? ", integrated with host memory" : pageableAccess_ ? ", reaches pageable host memory" : "",
+  TUTTI_INFO(log::Init,
+             "%s: %s, bus id %s: virtual memory %s, POSIX descriptors %s, dmabuf %s, GPUDirect RDMA %s%s; p2p memory "
+             "is exported %s",
+             where.c_str(), d_->emulated ? "emulated CUDA driver" : "CUDA driver",
+             busId_.empty() ? "(none)" : busId_.c_str(), caps_.vmm ? "yes" : "no", caps_.posixFd ? "yes" : "no",
+             caps_.dmabuf ? "yes" : "no", caps_.gdr ? "yes" : "no",
+             integrated_       ? ", integrated with host memory"
+             : pageableAccess_ ? ", reaches pageable host memory"
+                               : "",
              caps_.posixFd ? "by POSIX descriptor" : "by legacy IPC handle (the device cannot export descriptors)");
 }
 
@@ -162,15 +171,19 @@ CudaBackend::~CudaBackend() {
   tracker_.reset();
   ContextScope scope(*d_, ctx_);
   if (!ended) {
-    TUTTI_WARN("cuda backend: launches of this communicator did not end within %.0f s of its destruction; their device memory is left allocated",
-               options_.timeoutSeconds + 5);
+    TUTTI_WARN(
+        "cuda backend: launches of this communicator did not end within %.0f s of its destruction; their device memory "
+        "is left allocated",
+        options_.timeoutSeconds + 5);
     (void)pool_.release();
     return;
   }
   pool_.reset();
   for (CUdeviceptr p : freed_) {
-    if (ipcOpened_.count(p) != 0) d_->cuIpcCloseMemHandle(p);
-    else if (!cuda::freeShareable(reinterpret_cast<void*>(p))) d_->cuMemFree(p);
+    if (ipcOpened_.count(p) != 0)
+      d_->cuIpcCloseMemHandle(p);
+    else if (!cuda::freeShareable(reinterpret_cast<void*>(p)))
+      d_->cuMemFree(p);
   }
   if (copies_) d_->cuStreamDestroy(copies_);
   if (control_) d_->cuMemFreeHost(control_);
@@ -202,14 +215,16 @@ void CudaBackend::release(void* p) {
 void CudaBackend::copyIn(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   ContextScope scope(*d_, ctx_);
-  check(*d_, d_->cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes, copies_), "cuMemcpyHtoDAsync", "copying to the device");
+  check(*d_, d_->cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, bytes, copies_), "cuMemcpyHtoDAsync",
+        "copying to the device");
   check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying to the device");
 }
 
 void CudaBackend::copyOut(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   ContextScope scope(*d_, ctx_);
-  check(*d_, d_->cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyDtoHAsync", "copying from the device");
+  check(*d_, d_->cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyDtoHAsync",
+        "copying from the device");
   check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", "copying from the device");
 }
 
@@ -228,7 +243,8 @@ void CudaBackend::copyAcross(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   ContextScope scope(*d_, ctx_);
   const char* what = "copying to a peer's FIFO (NCCL_P2P_USE_CUDA_MEMCPY)";
-  check(*d_, d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, copies_), "cuMemcpyAsync", what);
+  check(*d_, d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, copies_),
+        "cuMemcpyAsync", what);
   check(*d_, d_->cuStreamSynchronize(copies_), "cuStreamSynchronize", what);
 }
 
@@ -278,7 +294,8 @@ DmaBufRange CudaBackend::exportDmaBuf(void* p, size_t bytes, const std::string& 
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   size = (size + page - 1) / page * page;
   int fd = -1;
-  check(*d_, d_->cuMemGetHandleForAddressRange(&fd, base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0), "cuMemGetHandleForAddressRange", what);
+  check(*d_, d_->cuMemGetHandleForAddressRange(&fd, base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+        "cuMemGetHandleForAddressRange", what);
   return DmaBufRange{fd, uint64_t(reinterpret_cast<CUdeviceptr>(p) - base)};
 }
 
@@ -292,28 +309,35 @@ UserBufferExport CudaBackend::exportUserBuffer(const void* p, size_t bytes, cons
   CUdeviceptr base = 0;
   size_t size = 0;
   if (CUresult r = d_->cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
-    throw Error(ErrorCode::InvalidUsage, what + ": " + std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(p)) +
-                                             " are not memory from ncclMemAlloc or cudaMalloc, which alone other processes can map (" +
-                                             describe(*d_, r, "cuMemGetAddressRange") + ")");
+    throw Error(ErrorCode::InvalidUsage,
+                what + ": " + std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                    " are not memory from ncclMemAlloc or cudaMalloc, which alone other processes can map (" +
+                    describe(*d_, r, "cuMemGetAddressRange") + ")");
   UserBufferExport out;
   out.allocationBytes = size;
   out.offset = reinterpret_cast<CUdeviceptr>(p) - base;
   if (out.offset + bytes > size)
-    throw Error(ErrorCode::InvalidUsage, what + ": the buffer runs past the end of its allocation (" + std::to_string(size) + " bytes)");
+    throw Error(ErrorCode::InvalidUsage,
+                what + ": the buffer runs past the end of its allocation (" + std::to_string(size) + " bytes)");
   CUmemGenericAllocationHandle handle = 0;
   if (caps_.vmm && d_->cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(base)) == CUDA_SUCCESS) {
     int fd = -1;
-    const CUresult r = caps_.posixFd ? d_->cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) : CUDA_ERROR_NOT_SUPPORTED;
+    const CUresult r = caps_.posixFd
+                           ? d_->cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+                           : CUDA_ERROR_NOT_SUPPORTED;
     d_->cuMemRelease(handle);  // the retained reference; the mapping keeps the allocation
     if (r != CUDA_SUCCESS)
-      throw Error(ErrorCode::InvalidUsage, what + ": " + describe(*d_, r, "cuMemExportToShareableHandle") +
-                                               " (virtual memory made without a POSIX descriptor handle type, or a device that cannot export one)");
+      throw Error(
+          ErrorCode::InvalidUsage,
+          what + ": " + describe(*d_, r, "cuMemExportToShareableHandle") +
+              " (virtual memory made without a POSIX descriptor handle type, or a device that cannot export one)");
     out.handle.fd = fd;
     return out;
   }
   CUipcMemHandle ipc{};
   if (CUresult r = d_->cuIpcGetMemHandle(&ipc, base); r != CUDA_SUCCESS)
-    throw Error(ErrorCode::InvalidUsage, what + ": " + describe(*d_, r, "cuIpcGetMemHandle") + " (not memory from cudaMalloc or ncclMemAlloc?)");
+    throw Error(ErrorCode::InvalidUsage,
+                what + ": " + describe(*d_, r, "cuIpcGetMemHandle") + " (not memory from cudaMalloc or ncclMemAlloc?)");
   static_assert(sizeof ipc.reserved == ExportHandle::kBytes);
   std::memcpy(out.handle.bytes, ipc.reserved, sizeof ipc.reserved);
   return out;
@@ -339,13 +363,15 @@ void CudaBackend::enablePeerAccess(CUdevice peer) {
   ContextScope scope(*d_, ctx_);
   CUcontext peerCtx = nullptr;
   if (CUresult r = d_->cuDevicePrimaryCtxRetain(&peerCtx, peer); r != CUDA_SUCCESS) {
-    TUTTI_WARN("cuda backend: CUDA device %d cannot retain device %d's context: %s", int(device_), int(peer), describe(*d_, r, "cuDevicePrimaryCtxRetain").c_str());
+    TUTTI_WARN("cuda backend: CUDA device %d cannot retain device %d's context: %s", int(device_), int(peer),
+               describe(*d_, r, "cuDevicePrimaryCtxRetain").c_str());
     return;
   }
   peersRetained_.push_back(peer);  // its mappings last while its primary context does
   const CUresult r = d_->cuCtxEnablePeerAccess(peerCtx, 0);
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-    TUTTI_WARN("cuda backend: CUDA device %d cannot map device %d's memory: %s", int(device_), int(peer), describe(*d_, r, "cuCtxEnablePeerAccess").c_str());
+    TUTTI_WARN("cuda backend: CUDA device %d cannot map device %d's memory: %s", int(device_), int(peer),
+               describe(*d_, r, "cuCtxEnablePeerAccess").c_str());
 }
 
 // Pinned and mapped into the device's address space (portable: every context of the process), so
@@ -354,7 +380,8 @@ void CudaBackend::enablePeerAccess(CUdevice peer) {
 // device gives another, that is the one returned.
 void* CudaBackend::mapHostMemory(void* host, size_t bytes, const std::string& what) {
   ContextScope scope(*d_, ctx_);
-  check(*d_, d_->cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP), "cuMemHostRegister", what);
+  check(*d_, d_->cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+        "cuMemHostRegister", what);
   CUdeviceptr device = 0;
   if (CUresult r = d_->cuMemHostGetDevicePointer(&device, host, 0); r != CUDA_SUCCESS) {
     d_->cuMemHostUnregister(host);
@@ -367,7 +394,8 @@ void* CudaBackend::mapHostMemory(void* host, size_t bytes, const std::string& wh
 // behind a user's kernel that never ends) keeps the registration, as the destructor keeps memory.
 void CudaBackend::unmapHostMemory(void* host) {
   if (!tracker_->drain(options_.timeoutSeconds + 5)) {
-    TUTTI_WARN("cuda backend: launches did not end within %.0f s; host memory at %p stays registered", options_.timeoutSeconds + 5, host);
+    TUTTI_WARN("cuda backend: launches did not end within %.0f s; host memory at %p stays registered",
+               options_.timeoutSeconds + 5, host);
     return;
   }
   ContextScope scope(*d_, ctx_);
@@ -383,17 +411,20 @@ std::string CudaBackend::streamProblem(cudaStream_t stream) const {
 std::string CudaBackend::captureProblem(cudaStream_t stream) const {
   ContextScope scope(*d_, ctx_);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (d_->cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE)
+  if (d_->cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS ||
+      status == CU_STREAM_CAPTURE_STATUS_NONE)
     return "";
   return "the stream is being captured into a CUDA graph, and the cuda backend does not run collectives inside a graph "
-         "capture yet (its kernels' FIFO sequence numbers are set at enqueue, so a replay would not line up with the peers): "
+         "capture yet (its kernels' FIFO sequence numbers are set at enqueue, so a replay would not line up with the "
+         "peers): "
          "enqueue collectives outside the capture";
 }
 
 std::string CudaBackend::bufferProblem(const void* buffer, size_t bytes) const {
   ContextScope scope(*d_, ctx_);
   unsigned int type = 0;
-  const CUresult r = d_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(buffer));
+  const CUresult r =
+      d_->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(buffer));
   if (r != CUDA_SUCCESS && !pageableAccess_)
     return "is not memory the GPU can reach (pageable host memory?): the cuda device backend needs device memory "
            "(cudaMalloc, ncclMemAlloc) or host memory registered with CUDA";
@@ -401,28 +432,31 @@ std::string CudaBackend::bufferProblem(const void* buffer, size_t bytes) const {
   size_t size = 0;
   if (d_->cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(buffer)) == CUDA_SUCCESS &&
       reinterpret_cast<CUdeviceptr>(buffer) + bytes > base + size)
-    return "ends " + std::to_string(reinterpret_cast<CUdeviceptr>(buffer) + bytes - (base + size)) + " bytes past the end of its allocation (" +
-           std::to_string(size) + " bytes)";
+    return "ends " + std::to_string(reinterpret_cast<CUdeviceptr>(buffer) + bytes - (base + size)) +
+           " bytes past the end of its allocation (" + std::to_string(size) + " bytes)";
   return "";
 }
 
 void CudaBackend::synchronize(cudaStream_t stream) {
   ContextScope scope(*d_, ctx_);
-  check(*d_, d_->cuStreamSynchronize(reinterpret_cast<CUstream>(stream)), "cuStreamSynchronize", "synchronising a stream");
+  check(*d_, d_->cuStreamSynchronize(reinterpret_cast<CUstream>(stream)), "cuStreamSynchronize",
+        "synchronising a stream");
 }
 
 ExecFault CudaBackend::fault() const {
   uint32_t kind = __atomic_load_n(&control_->fault.fault, __ATOMIC_ACQUIRE);
   if (kind == 0) return ExecFault{};
   // A kernel may be writing the record right now: it takes a few stores.
-  for (int i = 0; kind == dev::kFaultBeingWritten && i < 1000000; i++) kind = __atomic_load_n(&control_->fault.fault, __ATOMIC_ACQUIRE);
+  for (int i = 0; kind == dev::kFaultBeingWritten && i < 1000000; i++)
+    kind = __atomic_load_n(&control_->fault.fault, __ATOMIC_ACQUIRE);
   ExecFault f;
   std::memcpy(&f, &control_->fault, sizeof f);
   f.fault = kind == dev::kFaultBeingWritten ? uint32_t(Fault::Aborted) : kind;
   return f;
 }
 
-std::unique_ptr<ExecutorBackend> makeCudaBackend(const Driver& driver, const BackendOptions& options, const std::string& operation) {
+std::unique_ptr<ExecutorBackend> makeCudaBackend(const Driver& driver, const BackendOptions& options,
+                                                 const std::string& operation) {
   return std::make_unique<CudaBackend>(driver, options, operation);
 }
 
@@ -437,7 +471,9 @@ int currentDevice() {
   const Driver* d = driver();
   CUcontext ctx = nullptr;
   CUdevice device = 0;
-  if (d == nullptr || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr || d->cuCtxGetDevice(&device) != CUDA_SUCCESS) return 0;
+  if (d == nullptr || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+      d->cuCtxGetDevice(&device) != CUDA_SUCCESS)
+    return 0;
   return int(device);
 }
 

@@ -13,7 +13,8 @@ namespace tutti::kern::cuda {
 struct Driver;  // cuda_driver.h, which needs the toolkit's cuda.h
 
 // Throws Error (InvalidUsage) naming `operation` when the device cannot be used.
-std::unique_ptr<ExecutorBackend> makeCudaBackend(const Driver& driver, const BackendOptions& options, const std::string& operation);
+std::unique_ptr<ExecutorBackend> makeCudaBackend(const Driver& driver, const BackendOptions& options,
+                                                 const std::string& operation);
 
 // CUDA devices the driver reports; 0 without a driver.
 int deviceCount();

@@ -98,7 +98,8 @@ std::string describe(const Driver& d, CUresult result, const char* call) {
   const char* name = nullptr;
   if (d.cuGetErrorString) d.cuGetErrorString(result, &text);
   if (d.cuGetErrorName) d.cuGetErrorName(result, &name);
-  return std::string(call) + ": " + (text ? text : "unknown error") + " (" + (name ? name : "CUresult " + std::to_string(int(result))) + ")";
+  return std::string(call) + ": " + (text ? text : "unknown error") + " (" +
+         (name ? name : "CUresult " + std::to_string(int(result))) + ")";
 }
 
 void check(const Driver& d, CUresult result, const char* call, const std::string& context) {

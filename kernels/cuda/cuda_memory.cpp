@@ -36,8 +36,8 @@ void remember(const Driver& d, CUdeviceptr ptr, CUmemGenericAllocationHandle han
 
 // Maps `handle` (of `size`, a multiple of the granularity) at a fresh address range, readable and
 // writable by `device`; releases the handle on failure.
-CUdeviceptr mapHandle(const Driver& d, CUmemGenericAllocationHandle handle, size_t size, size_t granularity, CUdevice device,
-                      const std::string& what) {
+CUdeviceptr mapHandle(const Driver& d, CUmemGenericAllocationHandle handle, size_t size, size_t granularity,
+                      CUdevice device, const std::string& what) {
   CUdeviceptr ptr = 0;
   CUresult r = d.cuMemAddressReserve(&ptr, size, granularity, 0, 0);
   bool mapped = false;
@@ -71,7 +71,8 @@ CUmemAllocationProp allocationProp(CUdevice device, bool exportable, bool gdr) {
 
 size_t granularityOf(const Driver& d, const CUmemAllocationProp& prop, const std::string& what) {
   size_t granularity = 0;
-  check(d, d.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity", what);
+  check(d, d.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "cuMemGetAllocationGranularity", what);
   return granularity;
 }
 
@@ -105,16 +106,19 @@ void* allocateShareable(const Driver& d, size_t bytes) {
   static std::atomic<bool> said{false};
   const bool vmm = attribute(d, device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
   if (!vmm || !attribute(d, device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)) {
-    sayOnce(said, vmm ? "the device cannot export virtual memory as a POSIX descriptor: memory from cuMemAlloc, which peers in other "
+    sayOnce(said, vmm ? "the device cannot export virtual memory as a POSIX descriptor: memory from cuMemAlloc, which "
+                        "peers in other "
                         "processes map by its legacy IPC handle"
-                      : "the device has no virtual memory management: memory from cuMemAlloc, which peers in other processes map by "
+                      : "the device has no virtual memory management: memory from cuMemAlloc, which peers in other "
+                        "processes map by "
                         "its legacy IPC handle");
     CUdeviceptr p = 0;
     check(d, d.cuMemAlloc(&p, bytes), "cuMemAlloc", what);
     remember(d, p, 0, bytes);
     return reinterpret_cast<void*>(p);
   }
-  const CUmemAllocationProp prop = allocationProp(device, true, attribute(d, device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
+  const CUmemAllocationProp prop =
+      allocationProp(device, true, attribute(d, device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
   const size_t granularity = granularityOf(d, prop, what);
   const size_t size = (bytes + granularity - 1) / granularity * granularity;
   CUmemGenericAllocationHandle handle = 0;
@@ -123,14 +127,16 @@ void* allocateShareable(const Driver& d, size_t bytes) {
 }
 
 void* allocateExportable(const Driver& d, int device, size_t bytes, const std::string& what, int* fd) {
-  const CUmemAllocationProp prop = allocationProp(device, true, attribute(d, device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
+  const CUmemAllocationProp prop =
+      allocationProp(device, true, attribute(d, device, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED));
   const size_t granularity = granularityOf(d, prop, what);
   const size_t size = (bytes + granularity - 1) / granularity * granularity;
   CUmemGenericAllocationHandle handle = 0;
   check(d, d.cuMemCreate(&handle, size, &prop, 0), "cuMemCreate", what);
   if (fd != nullptr) {
     int exported = -1;
-    if (CUresult r = d.cuMemExportToShareableHandle(&exported, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0); r != CUDA_SUCCESS) {
+    if (CUresult r = d.cuMemExportToShareableHandle(&exported, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        r != CUDA_SUCCESS) {
       d.cuMemRelease(handle);
       check(d, r, "cuMemExportToShareableHandle (POSIX file descriptor)", what);
     }
@@ -144,7 +150,9 @@ void* importExported(const Driver& d, int device, int fd, size_t bytes, const st
   const size_t granularity = granularityOf(d, prop, what);
   const size_t size = (bytes + granularity - 1) / granularity * granularity;
   CUmemGenericAllocationHandle handle = 0;
-  check(d, d.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+  check(d,
+        d.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
         "cuMemImportFromShareableHandle", what);
   return reinterpret_cast<void*>(mapHandle(d, handle, size, granularity, device, what));
 }

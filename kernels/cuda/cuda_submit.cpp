@@ -41,7 +41,8 @@ CudaBackend& ownerOf(Launch& launch) { return static_cast<CudaBackend&>(launch.b
 
 dev::ExecControl CudaBackend::controlFor() const {
   auto* words = reinterpret_cast<ControlWords*>(controlDevice_);
-  return dev::ExecControl{&words->abortWord, &words->fault, uint64_t(options_.timeoutSeconds * 1e9), &words->directReads};
+  return dev::ExecControl{&words->abortWord, &words->fault, uint64_t(options_.timeoutSeconds * 1e9),
+                          &words->directReads};
 }
 
 CUdeviceptr CudaBackend::arenaFor(Launch& launch, CUstream stream) {
@@ -54,8 +55,10 @@ CUdeviceptr CudaBackend::arenaFor(Launch& launch, CUstream stream) {
   // The arena's fixed part, pointing at its scratch in device memory; the driver takes the bytes
   // at the call (pageable memory), so the copy may go now.
   std::vector<char> bytes(reinterpret_cast<const char*>(&w), reinterpret_cast<const char*>(&w) + w.stateOffset);
-  reinterpret_cast<LaunchWork*>(bytes.data())->scratch = launch.scratchBytes() > 0 ? reinterpret_cast<char*>(arena->buffer.ptr + arenaBytes) : nullptr;
-  check(*d_, d_->cuMemcpyHtoDAsync(arena->buffer.ptr, bytes.data(), bytes.size(), stream), "cuMemcpyHtoDAsync", "uploading a launch's work arena");
+  reinterpret_cast<LaunchWork*>(bytes.data())->scratch =
+      launch.scratchBytes() > 0 ? reinterpret_cast<char*>(arena->buffer.ptr + arenaBytes) : nullptr;
+  check(*d_, d_->cuMemcpyHtoDAsync(arena->buffer.ptr, bytes.data(), bytes.size(), stream), "cuMemcpyHtoDAsync",
+        "uploading a launch's work arena");
   launch.backendState = arena;
   return arena->buffer.ptr;
 }
@@ -70,8 +73,10 @@ void CudaBackend::queue(Submission& submission, CUstream stream) {
     const CUdeviceptr arena = owner.arenaFor(*L, stream);
     for (const Launch::Copy& c : L->prologue())
       if (c.bytes > 0)
-        check(*d_, d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(c.dst), reinterpret_cast<CUdeviceptr>(c.src), c.bytes, stream), "cuMemcpyAsync",
-              "copying an operation's input");
+        check(*d_,
+              d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(c.dst), reinterpret_cast<CUdeviceptr>(c.src), c.bytes,
+                                stream),
+              "cuMemcpyAsync", "copying an operation's input");
     // Its workers up to the last that has work: a small operation of a many-channel communicator
     // runs on its first blocks, and the rest are not launched.
     uint32_t used = w.nworkers;
@@ -87,25 +92,30 @@ void CudaBackend::queue(Submission& submission, CUstream stream) {
       opsUsed += w.nops;
     } else {
       // Too many operations to pass by value: they go to the arena's own copy, in stream order.
-      check(*d_, d_->cuMemcpyHtoDAsync(arena + w.opsOffset, w.ops(), w.nops * sizeof(OpWork), stream), "cuMemcpyHtoDAsync",
-            "uploading a group's operations");
+      check(*d_, d_->cuMemcpyHtoDAsync(arena + w.opsOffset, w.ops(), w.nops * sizeof(OpWork), stream),
+            "cuMemcpyHtoDAsync", "uploading a group's operations");
       p.ops = reinterpret_cast<const OpWork*>(arena + w.opsOffset);
     }
     launches.push_back(p);
     blocks += used;
   }
   if (blocks > residentBlocks_)
-    throw Error(ErrorCode::InvalidUsage, "launching " + std::to_string(launches.size()) + " communicator(s) on one stream: their " +
-                                             std::to_string(blocks) + " thread blocks wait on each other, so all must be resident at once, "
-                                             "and the GPU holds " + std::to_string(residentBlocks_) +
-                                             " of the executor's (lower NCCL_MAX_NCHANNELS, or put fewer communicators in one group on one stream)");
+    throw Error(
+        ErrorCode::InvalidUsage,
+        "launching " + std::to_string(launches.size()) + " communicator(s) on one stream: their " +
+            std::to_string(blocks) +
+            " thread blocks wait on each other, so all must be resident at once, "
+            "and the GPU holds " +
+            std::to_string(residentBlocks_) +
+            " of the executor's (lower NCCL_MAX_NCHANNELS, or put fewer communicators in one group on one stream)");
   params.nlaunches = uint32_t(launches.size());
   if (launches.size() <= dev::kParamLaunches) {
     std::copy(launches.begin(), launches.end(), params.launches);
   } else {
     const size_t bytes = launches.size() * sizeof(dev::ParamLaunch);
     submission.table = pool_->take(bytes, "a group's launch table");
-    check(*d_, d_->cuMemcpyHtoDAsync(submission.table.ptr, launches.data(), bytes, stream), "cuMemcpyHtoDAsync", "uploading a group's launch table");
+    check(*d_, d_->cuMemcpyHtoDAsync(submission.table.ptr, launches.data(), bytes, stream), "cuMemcpyHtoDAsync",
+          "uploading a group's launch table");
     params.table = reinterpret_cast<const dev::ParamLaunch*>(submission.table.ptr);
   }
   submission.events = tracker_->takeEvents();
@@ -113,8 +123,8 @@ void CudaBackend::queue(Submission& submission, CUstream stream) {
   if (blocks > 0) {
     size_t size = sizeof params;
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-    check(*d_, d_->cuLaunchKernel(function_, blocks, 1, 1, dev::kExecutorThreads, 1, 1, 0, stream, nullptr, extra), "cuLaunchKernel (the executor)",
-          "launching a collective");
+    check(*d_, d_->cuLaunchKernel(function_, blocks, 1, 1, dev::kExecutorThreads, 1, 1, 0, stream, nullptr, extra),
+          "cuLaunchKernel (the executor)", "launching a collective");
   }
   check(*d_, d_->cuEventRecord(submission.events.end, stream), "cuEventRecord", "tracking a launch");
 }
@@ -128,9 +138,13 @@ Launch* CudaBackend::finish(Submission& submission, CUresult end, Error* first) 
       continue;
     }
     const ExecutionContext ctx = L->context(0);
-    const Error e = end != CUDA_SUCCESS
-                        ? Error(ErrorCode::System, "rank " + std::to_string(ctx.rank) + ": the executor's kernel failed: " + describe(*d_, end, "the kernel's end"))
-                        : Error(faultCode(f), describeFault(f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, options_.timeoutSeconds));
+    const Error e =
+        end != CUDA_SUCCESS
+            ? Error(ErrorCode::System, "rank " + std::to_string(ctx.rank) +
+                                           ": the executor's kernel failed: " + describe(*d_, end, "the kernel's end"))
+            : Error(faultCode(f),
+                    describeFault(
+                        f, ctx.rank, [&](int peer) { return ctx.describePeer(peer); }, options_.timeoutSeconds));
     L->failed(e);
     L->ended();
     if (failedFirst == nullptr) {

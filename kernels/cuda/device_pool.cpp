@@ -23,7 +23,8 @@ DevicePool::Buffer DevicePool::take(size_t bytes, const std::string& what) {
   }
   ContextScope scope(d_, context_);
   CUdeviceptr p = 0;
-  check(d_, d_.cuMemAlloc(&p, capacity), "cuMemAlloc", what + " (" + std::to_string(capacity) + " bytes of device memory)");
+  check(d_, d_.cuMemAlloc(&p, capacity), "cuMemAlloc",
+        what + " (" + std::to_string(capacity) + " bytes of device memory)");
   std::lock_guard<std::mutex> lock(mutex_);
   all_.push_back(p);
   return Buffer{p, capacity};

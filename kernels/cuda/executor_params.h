@@ -12,15 +12,15 @@
 
 namespace tutti::kern::dev {
 
-constexpr int kExecutorThreads = 512;  // threads per block
+constexpr int kExecutorThreads = 512;   // threads per block
 constexpr uint32_t kParamLaunches = 8;  // launches passed by value (more go in a table)
 constexpr uint32_t kParamOps = 24;      // operations passed by value, all launches together
 
 struct ParamLaunch {
-  LaunchWork* work;         // device memory
-  const OpWork* ops;        // device memory, or null: the kernel's ops from opsFirst
-  ExecControl control;      // its own communicator's abort word and fault record
-  uint32_t firstBlock;      // the launch's blocks are [firstBlock, next launch's firstBlock)
+  LaunchWork* work;     // device memory
+  const OpWork* ops;    // device memory, or null: the kernel's ops from opsFirst
+  ExecControl control;  // its own communicator's abort word and fault record
+  uint32_t firstBlock;  // the launch's blocks are [firstBlock, next launch's firstBlock)
   uint32_t opsFirst;
 };
 

@@ -24,8 +24,10 @@ LaunchTracker::~LaunchTracker() {
   stopping_ = true;
   if (!drained) {
     // Their callbacks own launches and memory that kernels still running may use: kept, never run.
-    TUTTI_WARN("cuda backend: %zu launch(es) did not end within %.0f s of the communicator's destruction; what they use is left allocated",
-               flights_.size(), drainSeconds_);
+    TUTTI_WARN(
+        "cuda backend: %zu launch(es) did not end within %.0f s of the communicator's destruction; what they use is "
+        "left allocated",
+        flights_.size(), drainSeconds_);
     new std::deque<InFlight>(std::move(flights_));
     flights_.clear();
   }

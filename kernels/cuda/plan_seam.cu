@@ -10,7 +10,8 @@ __global__ void planSeamKernel(const plan::Step* steps, int nsteps, FifoHeader* 
   unsigned long long acc = 0;
   for (int i = 0; i < nsteps; i++) {
     const plan::Step& s = steps[i];
-    acc += unsigned(s.op) + s.flags + unsigned(s.src.buf) + unsigned(s.dst.buf) + unsigned(s.src.chunk) + unsigned(s.dst.chunk);
+    acc += unsigned(s.op) + s.flags + unsigned(s.src.buf) + unsigned(s.dst.buf) + unsigned(s.src.chunk) +
+           unsigned(s.dst.chunk);
   }
   acc += reinterpret_cast<unsigned long long>(fifoSlot(fifo, fifo->head)) + fifoBytes(fifo->nsteps, fifo->slotBytes);
   *out = acc;

@@ -32,12 +32,12 @@ cudaError_t launchReduce(T* dst, const T* a, const T* b, size_t n, ElementReduce
 
 // Every operation the host executor runs, for every type: sum, prod, max, min, PreMulSum
 // (sum with pre) and SumPostDiv (sum with post).
-#define TUTTI_SEAM_KERNEL(T, Op, kPre, kPost)                                          \
-  template __global__ void reduceKernel<T, Op, kPre, kPost>(T*, const T*, const T*, size_t, \
+#define TUTTI_SEAM_KERNEL(T, Op, kPre, kPost)                                                    \
+  template __global__ void reduceKernel<T, Op, kPre, kPost>(T*, const T*, const T*, size_t,      \
                                                             ElementReducer<T, Op, kPre, kPost>); \
-  template cudaError_t launchReduce<T, Op, kPre, kPost>(T*, const T*, const T*, size_t,     \
+  template cudaError_t launchReduce<T, Op, kPre, kPost>(T*, const T*, const T*, size_t,          \
                                                         ElementReducer<T, Op, kPre, kPost>);
-#define TUTTI_SEAM_ALL_OPS(T)              \
+#define TUTTI_SEAM_ALL_OPS(T)                \
   TUTTI_SEAM_KERNEL(T, OpSum, false, false)  \
   TUTTI_SEAM_KERNEL(T, OpProd, false, false) \
   TUTTI_SEAM_KERNEL(T, OpMax, false, false)  \

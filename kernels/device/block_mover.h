@@ -12,8 +12,8 @@
 #include "kernels/device/shim.h"
 #include "kernels/dtypes.h"
 #include "kernels/lane_engine.h"
-#include "kernels/reduce.h"
 #include "kernels/redop.h"
+#include "kernels/reduce.h"
 
 namespace tutti::kern::dev {
 
@@ -64,7 +64,8 @@ TUTTI_DEVICE void blockCopy(char* dst, char* dst2, const char* src, uint64_t byt
     head = misalign == 0 ? 0 : 16 - misalign;
     if (head > bytes) head = bytes;
     const uint64_t packs = (bytes - head) / 16;
-    blockCopyPacks(reinterpret_cast<Pack16*>(dst + head), dst2 != nullptr ? reinterpret_cast<Pack16*>(dst2 + head) : nullptr,
+    blockCopyPacks(reinterpret_cast<Pack16*>(dst + head),
+                   dst2 != nullptr ? reinterpret_cast<Pack16*>(dst2 + head) : nullptr,
                    reinterpret_cast<const Pack16*>(src + head), packs);
     for (uint64_t i = uint64_t(t); i < head; i += uint64_t(nt)) {
       dst[i] = src[i];
@@ -76,8 +77,9 @@ TUTTI_DEVICE void blockCopy(char* dst, char* dst2, const char* src, uint64_t byt
     }
     return;
   }
-  const bool words = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) |
-                       reinterpret_cast<uintptr_t>(dst2)) & 3u) == 0;
+  const bool words =
+      ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst2)) &
+       3u) == 0;
   const uint64_t nwords = words ? bytes / 4 : 0;
   for (uint64_t w = uint64_t(t); w < nwords; w += uint64_t(nt)) {
     const uint32_t v = reinterpret_cast<const uint32_t*>(src)[w];
@@ -119,8 +121,10 @@ TUTTI_DEVICE Pack16 reducePack(Pack16 a, Pack16 b, const Reducer& r) {
   va.pack = a;
   vb.pack = b;
   TUTTI_UNROLL for (int k = 0; k < int(16 / sizeof(T)); k++) {
-    if constexpr (HasA) out.e[k] = r(va.e[k], vb.e[k]);
-    else out.e[k] = r.first(vb.e[k]);
+    if constexpr (HasA)
+      out.e[k] = r(va.e[k], vb.e[k]);
+    else
+      out.e[k] = r.first(vb.e[k]);
   }
   return out.pack;
 }
@@ -162,8 +166,10 @@ TUTTI_DEVICE void blockReduce(T* dst, T* dst2, const T* a, const T* b, uint64_t 
   uint64_t done = 0;
   if (aligned16(dst) && aligned16(b) && (a == nullptr || aligned16(a)) && (dst2 == nullptr || aligned16(dst2))) {
     const uint64_t packs = n / kPer;
-    if (a != nullptr) blockReducePacks<true, U>(dst, dst2, a, b, packs, r);
-    else blockReducePacks<false, U>(dst, dst2, a, b, packs, r);
+    if (a != nullptr)
+      blockReducePacks<true, U>(dst, dst2, a, b, packs, r);
+    else
+      blockReducePacks<false, U>(dst, dst2, a, b, packs, r);
     done = packs * kPer;
   }
   for (uint64_t i = done + uint64_t(t); i < n; i += uint64_t(nt)) {
@@ -178,7 +184,8 @@ TUTTI_DEVICE void blockReduce(T* dst, T* dst2, const T* a, const T* b, uint64_t 
 // per functor (a PreMulSum or SumPostDiv step without its scalar is a sum, a step without a and
 // without a scalar a copy), and only sum's unrolled (kReduceUnroll), which keeps the code small.
 template <typename T>
-TUTTI_DEVICE void blockReduceTyped(const RedOp& op, char* dst, char* dst2, const char* a, const char* b, uint64_t n, unsigned flags) {
+TUTTI_DEVICE void blockReduceTyped(const RedOp& op, char* dst, char* dst2, const char* a, const char* b, uint64_t n,
+                                   unsigned flags) {
   using Compute = typename Arith<T>::Compute;
   T* d = reinterpret_cast<T*>(dst);
   T* d2 = reinterpret_cast<T*>(dst2);
@@ -192,8 +199,10 @@ TUTTI_DEVICE void blockReduceTyped(const RedOp& op, char* dst, char* dst2, const
   }
   if (pre) {
     ElementReducer<T, OpSum, true, false> reducer;
-    if constexpr (IntegerTraits<T>::kIsInteger) reducer.preScalar = T(op.intScalar);
-    else reducer.preScalar = Compute(op.floatScalar);
+    if constexpr (IntegerTraits<T>::kIsInteger)
+      reducer.preScalar = T(op.intScalar);
+    else
+      reducer.preScalar = Compute(op.floatScalar);
     return blockReduce<T, 1>(d, d2, x, y, n, reducer);
   }
   if (post) {
@@ -216,7 +225,9 @@ struct BlockMover {
 
   TUTTI_DEVICE void copy(char* dst, const char* src, uint64_t bytes) const { blockCopy(dst, nullptr, src, bytes); }
   TUTTI_DEVICE void move(char* dst, const char* src, uint64_t bytes) const { blockMove(dst, src, bytes); }
-  TUTTI_DEVICE void copy2(char* dst, char* dst2, const char* src, uint64_t bytes) const { blockCopy(dst, dst2, src, bytes); }
+  TUTTI_DEVICE void copy2(char* dst, char* dst2, const char* src, uint64_t bytes) const {
+    blockCopy(dst, dst2, src, bytes);
+  }
   TUTTI_DEVICE void reduce(char* dst, char* dst2, const char* a, const char* b, uint64_t n, unsigned flags) const {
     switch (Dtype(op->dtype)) {
       case Dtype::Int8: return blockReduceTyped<int8_t>(redop, dst, dst2, a, b, n, flags);

@@ -63,8 +63,10 @@ struct DeviceSync {
 
   TUTTI_DEVICE uint64_t loadAcquire(const uint64_t* p) const { return loadPoll(p); }
   TUTTI_DEVICE void storeRelease(uint64_t* p, uint64_t v) const {
-    if (p == freed) storeFree(p, v);
-    else publish(p, v);
+    if (p == freed)
+      storeFree(p, v);
+    else
+      publish(p, v);
   }
   TUTTI_DEVICE void notify(const ConnEnd&) const {}
   TUTTI_DEVICE uint64_t loadLL(const uint64_t* p) const { return dev::loadLL(p); }
@@ -103,7 +105,8 @@ TUTTI_DEVICE void recordFault(const ExecControl& ctl, ExecFault f) {
 }
 
 // Which lane of the worker's queues a stopped worker was waiting on, as a fault of `kind`.
-TUTTI_DEVICE ExecFault waitingFault(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, Fault kind, const DeviceSync& sync) {
+TUTTI_DEVICE ExecFault waitingFault(LaunchWork& w, const OpWork* ops, const WorkerWork& ww, Fault kind,
+                                    const DeviceSync& sync) {
   ExecFault f{};
   f.peer = -1;
   for (uint32_t q = ww.firstQueue; q < ww.firstQueue + ww.nqueues; q++) {
@@ -118,7 +121,8 @@ TUTTI_DEVICE ExecFault waitingFault(LaunchWork& w, const OpWork* ops, const Work
 }
 
 // Runs worker `worker` of the launch with the calling block. ops: the launch's operations.
-TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const ExecControl& ctl, BlockShared& sh) {
+TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const ExecControl& ctl,
+                            BlockShared& sh) {
   const WorkerWork ww = w.workers()[worker];
   const bool lead = threadId() == 0;
   const DeviceSync sync;
@@ -142,7 +146,8 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
         const uint32_t q = ww.firstQueue + qi;
         const QueueWork& qw = w.queues()[q];
         QueueState& qs = w.queueStates()[q];
-        while (qs.current < qw.nlanes && engine::laneDone(engine::laneRef(w, qw.firstLane + qs.current, ops))) qs.current++;
+        while (qs.current < qw.nlanes && engine::laneDone(engine::laneRef(w, qw.firstLane + qs.current, ops)))
+          qs.current++;
         if (qs.current == qw.nlanes) continue;
         action = BlockShared::Idle;
         const uint32_t lane = qw.firstLane + qs.current;

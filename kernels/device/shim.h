@@ -90,7 +90,9 @@ TUTTI_DEVICE uint64_t loadLL(const uint64_t* p) {
   asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-TUTTI_DEVICE void storeLL(uint64_t* p, uint64_t v) { asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+TUTTI_DEVICE void storeLL(uint64_t* p, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 // A vector access is single-copy atomic per element (PTX): each 8-byte half lands whole.
 TUTTI_DEVICE void loadLLLine(const uint64_t* p, uint64_t& a, uint64_t& b) {
   asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");

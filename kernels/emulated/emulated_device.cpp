@@ -7,11 +7,11 @@
 #include <pthread.h>
 
 #include <barrier>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -36,7 +36,9 @@ void emulatedBarrier() {
 }
 
 uint64_t emulatedNowNs() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 // A poll loop's back-off: the peer it waits for is often a thread of another rank on the same

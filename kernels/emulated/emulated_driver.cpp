@@ -88,7 +88,9 @@ CUresult deviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice d
       case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: *value = caps.gdr ? 1 : 0; break;
       case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
       case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = 0; break;
-      default: return fail(CUDA_ERROR_INVALID_VALUE, "device attribute " + std::to_string(int(attribute)) + " is not emulated");
+      default:
+        return fail(CUDA_ERROR_INVALID_VALUE,
+                    "device attribute " + std::to_string(int(attribute)) + " is not emulated");
     }
     return CUDA_SUCCESS;
   });
@@ -148,7 +150,8 @@ CUresult ctxEnablePeerAccess(CUcontext peerContext, unsigned int flags) {
   if (peer == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   return answering([&] {
     if (peer->device == c->device || !peerAccessPossible(c->device, peer->device))
-      return fail(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "devices " + std::to_string(c->device) + " and " + std::to_string(peer->device));
+      return fail(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                  "devices " + std::to_string(c->device) + " and " + std::to_string(peer->device));
     std::lock_guard<std::mutex> lock(c->mutex);
     return c->peers.insert(peer->device).second ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   });
@@ -172,7 +175,9 @@ CUresult ctxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 // The emulated driver's streams run on their own: nothing is pending on the context itself.
-CUresult ctxSynchronize() { return currentContext() == nullptr ? CUDA_ERROR_INVALID_CONTEXT : currentContext()->health(); }
+CUresult ctxSynchronize() {
+  return currentContext() == nullptr ? CUDA_ERROR_INVALID_CONTEXT : currentContext()->health();
+}
 
 const Entry kEntries[] = {
     TUTTI_EMULATED_ENTRY(cuInit, init),
@@ -199,7 +204,8 @@ const Entry kEntries[] = {
 
 std::span<const Entry> deviceEntries() { return kEntries; }
 
-CUresult getProcAddress(const char* symbol, void** function, int cudaVersion, cuuint64_t, CUdriverProcAddressQueryResult* status) {
+CUresult getProcAddress(const char* symbol, void** function, int cudaVersion, cuuint64_t,
+                        CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || function == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *function = nullptr;
   if (cudaVersion < 12000) {

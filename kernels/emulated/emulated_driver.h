@@ -15,7 +15,8 @@ namespace tutti::kern::emulated {
 
 // cuGetProcAddress_v2's contract: the entry point `symbol` (a base name, "cuMemAlloc"), for any
 // CUDA version from 12.0 on.
-CUresult getProcAddress(const char* symbol, void** function, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult* status);
+CUresult getProcAddress(const char* symbol, void** function, int cudaVersion, cuuint64_t flags,
+                        CUdriverProcAddressQueryResult* status);
 
 // Throws Error (InvalidUsage) naming the variable where the environment that sets what the emulated
 // devices stand for is malformed (emulated_gpu.h), so that a communicator fails at init, saying so.

@@ -21,8 +21,10 @@ constexpr const char* checkedName(const char* name) {
   static_assert(std::is_same_v<Declared, Defined>, "an emulated entry point differs from CUDA's declaration");
   return name;
 }
-#define TUTTI_EMULATED_ENTRY(cuName, fn) \
-  ::tutti::kern::emulated::Entry { ::tutti::kern::emulated::checkedName<decltype(&::cuName), decltype(&fn)>(#cuName), reinterpret_cast<void*>(&fn) }
+#define TUTTI_EMULATED_ENTRY(cuName, fn)                                                                            \
+  ::tutti::kern::emulated::Entry {                                                                                  \
+    ::tutti::kern::emulated::checkedName<decltype(&::cuName), decltype(&fn)>(#cuName), reinterpret_cast<void*>(&fn) \
+  }
 
 std::span<const Entry> deviceEntries();  // emulated_driver.cpp
 std::span<const Entry> memoryEntries();  // emulated_memory.cpp

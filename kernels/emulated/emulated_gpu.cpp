@@ -46,14 +46,20 @@ thread_local std::string tText;
 Capabilities capabilities() {
   Capabilities c;
   for (const std::string& lack : splitCommas(tunables::kEmulatedLacks.get())) {
-    if (lack == "vmm") c.vmm = false;
-    else if (lack == "posix-fd") c.posixFd = false;
-    else if (lack == "dmabuf") c.dmabuf = false;
-    else if (lack == "gdr") c.gdr = false;
-    else if (lack == "pageable") c.pageable = false;
+    if (lack == "vmm")
+      c.vmm = false;
+    else if (lack == "posix-fd")
+      c.posixFd = false;
+    else if (lack == "dmabuf")
+      c.dmabuf = false;
+    else if (lack == "gdr")
+      c.gdr = false;
+    else if (lack == "pageable")
+      c.pageable = false;
     else if (!lack.empty())
-      throw Error(ErrorCode::InvalidUsage, "TUTTI_EMULATED_LACKS: '" + lack + "' is not a capability the emulated devices can lack "
-                                           "(vmm, posix-fd, dmabuf, gdr, pageable)");
+      throw Error(ErrorCode::InvalidUsage, "TUTTI_EMULATED_LACKS: '" + lack +
+                                               "' is not a capability the emulated devices can lack "
+                                               "(vmm, posix-fd, dmabuf, gdr, pageable)");
   }
   if (tunables::kEmulatedIpc.get() == "handle") c.posixFd = false;
   if (!c.vmm) c.posixFd = false;  // a descriptor exports virtual memory's allocations only
@@ -77,13 +83,16 @@ bool peerAccessPossible(int a, int b) {
   for (const std::string& entry : splitCommas(tunables::kEmulatedNoPeerAccess.get())) {
     const size_t colon = entry.find(':');
     auto number = [](const std::string& digits) {
-      return !digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos ? std::stoi(digits) : -1;
+      return !digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos
+                 ? std::stoi(digits)
+                 : -1;
     };
     const int x = colon == std::string::npos ? -1 : number(entry.substr(0, colon));
     const int y = colon == std::string::npos ? -1 : number(entry.substr(colon + 1));
     if (x < 0 || y < 0 || x == y)
-      throw Error(ErrorCode::InvalidUsage, "TUTTI_EMULATED_NO_PEER_ACCESS: entry '" + entry +
-                                               "' is not a pair of two different emulated devices (device:device, e.g. 0:1)");
+      throw Error(ErrorCode::InvalidUsage,
+                  "TUTTI_EMULATED_NO_PEER_ACCESS: entry '" + entry +
+                      "' is not a pair of two different emulated devices (device:device, e.g. 0:1)");
     if ((x == a && y == b) || (x == b && y == a)) return false;
   }
   return true;
@@ -225,8 +234,12 @@ const char* errorString(CUresult code) {
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: base = "too many resources requested for launch"; break;
     case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: base = "peer access is already enabled"; break;
     case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: base = "peer access has not been enabled"; break;
-    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: base = "part or all of the requested memory range is already mapped"; break;
-    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: base = "pointer does not correspond to a registered memory region"; break;
+    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+      base = "part or all of the requested memory range is already mapped";
+      break;
+    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
+      base = "pointer does not correspond to a registered memory region";
+      break;
     case CUDA_ERROR_NOT_SUPPORTED: base = "operation not supported"; break;
     case CUDA_ERROR_NO_DEVICE: base = "no CUDA-capable device is detected"; break;
     case CUDA_ERROR_ILLEGAL_STATE: base = "the operation is not permitted in the current state"; break;

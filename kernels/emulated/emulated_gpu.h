@@ -26,10 +26,10 @@
 
 namespace tutti::kern::emulated {
 
-constexpr int kDevices = 8;                        // emulated devices 0..7
-constexpr size_t kGranularity = size_t(2) << 20;   // virtual memory's, as a GPU's
-constexpr int kMultiprocessors = 132;              // as an H100 SXM's
-constexpr int kBlocksPerMultiprocessor = 4;        // of the executor's 512 threads
+constexpr int kDevices = 8;                       // emulated devices 0..7
+constexpr size_t kGranularity = size_t(2) << 20;  // virtual memory's, as a GPU's
+constexpr int kMultiprocessors = 132;             // as an H100 SXM's
+constexpr int kBlocksPerMultiprocessor = 4;       // of the executor's 512 threads
 
 struct Capabilities {
   bool vmm = true, posixFd = true, dmabuf = true, gdr = true;

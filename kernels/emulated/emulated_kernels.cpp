@@ -48,7 +48,8 @@ struct Module {
 const dev::ParamLaunch* launchesOf(const dev::ExecutorParams& p) { return p.table != nullptr ? p.table : p.launches; }
 
 std::string checkExecutor(const std::vector<char>& params, uint32_t blocks, Context& context) {
-  if (params.size() != sizeof(dev::ExecutorParams)) return "tuttiRunLaunches takes " + std::to_string(sizeof(dev::ExecutorParams)) + " bytes of parameters";
+  if (params.size() != sizeof(dev::ExecutorParams))
+    return "tuttiRunLaunches takes " + std::to_string(sizeof(dev::ExecutorParams)) + " bytes of parameters";
   const auto& p = *reinterpret_cast<const dev::ExecutorParams*>(params.data());
   const dev::ParamLaunch* launches = launchesOf(p);
   if (p.nlaunches == 0 || launches[0].firstBlock != 0) return "a grid whose first launch does not start at block 0";
@@ -56,18 +57,20 @@ std::string checkExecutor(const std::vector<char>& params, uint32_t blocks, Cont
     const LaunchWork& w = *launches[i].work;
     const uint32_t end = i + 1 < p.nlaunches ? launches[i + 1].firstBlock : blocks;
     if (end <= launches[i].firstBlock || end - launches[i].firstBlock > w.nworkers)
-      return "launch " + std::to_string(i) + " has blocks [" + std::to_string(launches[i].firstBlock) + ", " + std::to_string(end) + ") for " +
-             std::to_string(w.nworkers) + " workers";
+      return "launch " + std::to_string(i) + " has blocks [" + std::to_string(launches[i].firstBlock) + ", " +
+             std::to_string(end) + ") for " + std::to_string(w.nworkers) + " workers";
     if (integrated()) continue;  // an integrated device's memory is the host's, which every device reaches
     for (uint32_t c = 0; c < w.nconns; c++) {
       const ConnEnd& conn = w.conns()[c];
       for (const void* memory : {static_cast<const void*>(conn.fifo), static_cast<const void*>(conn.slots)}) {
         const int owner = memory == nullptr ? -1 : ownerOf(memory);
         if (owner < 0 || context.reaches(owner)) continue;
-        return "emulated device " + std::to_string(context.device) + " cannot access emulated device " + std::to_string(owner) +
-               "'s memory, which holds the FIFO of its connection with rank " + std::to_string(conn.peer) +
-               (peerAccessPossible(context.device, owner) ? " (peer access was not enabled"
-                                                          : " (TUTTI_EMULATED_NO_PEER_ACCESS gives the pair no peer access") +
+        return "emulated device " + std::to_string(context.device) + " cannot access emulated device " +
+               std::to_string(owner) + "'s memory, which holds the FIFO of its connection with rank " +
+               std::to_string(conn.peer) +
+               (peerAccessPossible(context.device, owner)
+                    ? " (peer access was not enabled"
+                    : " (TUTTI_EMULATED_NO_PEER_ACCESS gives the pair no peer access") +
                "; a GPU would fault here)";
       }
     }
@@ -116,7 +119,8 @@ CUresult moduleGetFunction(CUfunction* function, CUmodule module, const char* na
   auto* m = reinterpret_cast<Module*>(module);
   if (function == nullptr || m == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!m->live()) return fail(CUDA_ERROR_INVALID_HANDLE, "the module was unloaded, or its context reset");
-  if (std::strcmp(name, kExecutor.name) != 0) return fail(CUDA_ERROR_NOT_FOUND, std::string("the emulated driver runs no kernel named ") + name);
+  if (std::strcmp(name, kExecutor.name) != 0)
+    return fail(CUDA_ERROR_NOT_FOUND, std::string("the emulated driver runs no kernel named ") + name);
   *function = reinterpret_cast<CUfunction>(&m->executor);
   return CUDA_SUCCESS;
 }
@@ -131,34 +135,45 @@ CUresult occupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction funct
   return CUDA_SUCCESS;
 }
 
-CUresult launchKernel(CUfunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX, unsigned int blockY,
-                      unsigned int blockZ, unsigned int, CUstream stream, void** kernelParams, void** extra) {
+CUresult launchKernel(CUfunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX,
+                      unsigned int blockY, unsigned int blockZ, unsigned int, CUstream stream, void** kernelParams,
+                      void** extra) {
   const auto* handle = reinterpret_cast<const Function*>(f);
   Context* context = currentContext();
   if (handle == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (context == nullptr) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuLaunchKernel without a current context");
   if (!handle->module->live())
-    return fail(CUDA_ERROR_INVALID_HANDLE, "the kernel's module was unloaded, or its context reset since it was loaded");
-  if (handle->module->context != context) return fail(CUDA_ERROR_INVALID_CONTEXT, "the kernel's module belongs to another context");
+    return fail(CUDA_ERROR_INVALID_HANDLE,
+                "the kernel's module was unloaded, or its context reset since it was loaded");
+  if (handle->module->context != context)
+    return fail(CUDA_ERROR_INVALID_CONTEXT, "the kernel's module belongs to another context");
   const Kernel* function = handle->kernel;
-  if (gridX == 0 || gridY != 1 || gridZ != 1 || blockX == 0 || blockX > unsigned(dev::kExecutorThreads) || blockY != 1 || blockZ != 1)
-    return fail(CUDA_ERROR_INVALID_VALUE, "the emulated driver runs one-dimensional grids of at most 512-thread blocks");
-  if (kernelParams != nullptr) return fail(CUDA_ERROR_NOT_SUPPORTED, "the emulated driver takes kernel parameters as one buffer (extra)");
+  if (gridX == 0 || gridY != 1 || gridZ != 1 || blockX == 0 || blockX > unsigned(dev::kExecutorThreads) ||
+      blockY != 1 || blockZ != 1)
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                "the emulated driver runs one-dimensional grids of at most 512-thread blocks");
+  if (kernelParams != nullptr)
+    return fail(CUDA_ERROR_NOT_SUPPORTED, "the emulated driver takes kernel parameters as one buffer (extra)");
   const void* buffer = nullptr;
   size_t bytes = 0;
   for (void** e = extra; e != nullptr && *e != CU_LAUNCH_PARAM_END; e += 2) {
-    if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = e[1];
-    else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) bytes = *static_cast<const size_t*>(e[1]);
-    else return CUDA_ERROR_INVALID_VALUE;
+    if (e[0] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+      buffer = e[1];
+    else if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+      bytes = *static_cast<const size_t*>(e[1]);
+    else
+      return CUDA_ERROR_INVALID_VALUE;
   }
   if (buffer == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult broken = context->health(); broken != CUDA_SUCCESS) return broken;
-  auto params = std::make_shared<std::vector<char>>(static_cast<const char*>(buffer), static_cast<const char*>(buffer) + bytes);
+  auto params =
+      std::make_shared<std::vector<char>>(static_cast<const char*>(buffer), static_cast<const char*>(buffer) + bytes);
   // The work it names is in device memory, which the emulated host reads once what comes before
   // it in the stream has run: as a GPU would find it when the blocks start. On a stream of the
   // calling thread the launch fails at once; on a queued one it breaks the context.
   if (runsInline(stream)) {
-    if (std::string problem = function->check(*params, gridX, *context); !problem.empty()) return fail(CUDA_ERROR_ILLEGAL_ADDRESS, problem);
+    if (std::string problem = function->check(*params, gridX, *context); !problem.empty())
+      return fail(CUDA_ERROR_ILLEGAL_ADDRESS, problem);
   }
   return onStream(stream, [function, params, gridX, context] {
     if (std::string problem = function->check(*params, gridX, *context); !problem.empty()) {

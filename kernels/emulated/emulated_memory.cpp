@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <atomic>
 
 #include "kernels/emulated/emulated_entries.h"
 #include "kernels/emulated/emulated_gpu.h"
@@ -77,7 +77,8 @@ CUresult memAlloc(CUdeviceptr* dptr, size_t bytes) {
   a.bytes = pages(bytes);
   void* p = nullptr;
   if (integrated()) {
-    if (posix_memalign(&p, kPage, a.bytes) != 0) return fail(CUDA_ERROR_OUT_OF_MEMORY, std::to_string(bytes) + " bytes");
+    if (posix_memalign(&p, kPage, a.bytes) != 0)
+      return fail(CUDA_ERROR_OUT_OF_MEMORY, std::to_string(bytes) + " bytes");
     std::memset(p, 0, a.bytes);
   } else if ((p = mapFresh(a.bytes, &a.fd)) == nullptr) {
     return fail(CUDA_ERROR_OUT_OF_MEMORY, std::to_string(bytes) + " bytes: " + std::strerror(errno));
@@ -121,7 +122,8 @@ CUresult memHostAlloc(void** pp, size_t bytes, unsigned int) {
 }
 
 CUresult memFreeHost(void* p) {
-  if (!takeAllocation(p, kindBit(Kind::Host), nullptr)) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost of memory not from cuMemHostAlloc");
+  if (!takeAllocation(p, kindBit(Kind::Host), nullptr))
+    return fail(CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost of memory not from cuMemHostAlloc");
   std::free(p);
   return CUDA_SUCCESS;
 }
@@ -137,12 +139,14 @@ CUresult memHostGetDevicePointer(CUdeviceptr* dptr, void* p, unsigned int) {
 
 CUresult memHostRegister(void* p, size_t bytes, unsigned int) {
   if (p == nullptr || bytes == 0 || reinterpret_cast<uintptr_t>(p) % kPage != 0)
-    return fail(CUDA_ERROR_INVALID_VALUE, "host memory to register must be whole pages (tutti registers its FIFOs so), not " +
-                                              std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(p)));
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                "host memory to register must be whole pages (tutti registers its FIFOs so), not " +
+                    std::to_string(bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(p)));
   Allocation a;
   a.kind = Kind::Registered;
   a.bytes = bytes;
-  if (!addAllocation(p, a)) return fail(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "registered twice, or overlapping memory the driver knows");
+  if (!addAllocation(p, a))
+    return fail(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "registered twice, or overlapping memory the driver knows");
   return CUDA_SUCCESS;
 }
 
@@ -168,7 +172,8 @@ CUresult memcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
 // From pageable memory the source is taken at the call, as the driver stages it.
 CUresult memcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
   if (runsInline(stream)) return onStream(stream, [=] { copyWords(reinterpret_cast<void*>(dst), src, bytes); });
-  auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+  auto staged =
+      std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
   return onStream(stream, [=] { copyWords(reinterpret_cast<void*>(dst), staged->data(), bytes); });
 }
 // Into pageable memory the call returns once the copy is done, as the driver's does.
@@ -204,8 +209,10 @@ CUresult pointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevice
   const bool known = findAllocation(reinterpret_cast<const void*>(ptr), nullptr, &a);
   if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
     unsigned int type = 0;
-    if (known) type = a.device >= 0 ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-    else return fail(CUDA_ERROR_INVALID_VALUE, "pageable host memory, which the driver does not know");
+    if (known)
+      type = a.device >= 0 ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    else
+      return fail(CUDA_ERROR_INVALID_VALUE, "pageable host memory, which the driver does not know");
     *static_cast<unsigned int*>(data) = type;
     return CUDA_SUCCESS;
   }
@@ -229,19 +236,24 @@ CUresult memGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
 
 // Virtual memory management.
 
-CUresult memGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags) {
+CUresult memGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                     CUmemAllocationGranularity_flags) {
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!capabilities().vmm) return fail(CUDA_ERROR_NOT_SUPPORTED, "the device lacks virtual memory management (TUTTI_EMULATED_LACKS)");
+  if (!capabilities().vmm)
+    return fail(CUDA_ERROR_NOT_SUPPORTED, "the device lacks virtual memory management (TUTTI_EMULATED_LACKS)");
   *granularity = kGranularity;
   return CUDA_SUCCESS;
 }
 
-CUresult memCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long) {
+CUresult memCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                   unsigned long long) {
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
   const Capabilities caps = capabilities();
-  if (!caps.vmm) return fail(CUDA_ERROR_NOT_SUPPORTED, "the device lacks virtual memory management (TUTTI_EMULATED_LACKS)");
+  if (!caps.vmm)
+    return fail(CUDA_ERROR_NOT_SUPPORTED, "the device lacks virtual memory management (TUTTI_EMULATED_LACKS)");
   const bool exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
-  if (exportable && !caps.posixFd) return fail(CUDA_ERROR_NOT_SUPPORTED, "the device cannot export POSIX descriptors (TUTTI_EMULATED_LACKS)");
+  if (exportable && !caps.posixFd)
+    return fail(CUDA_ERROR_NOT_SUPPORTED, "the device cannot export POSIX descriptors (TUTTI_EMULATED_LACKS)");
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 || prop->location.id >= kDevices)
     return fail(CUDA_ERROR_INVALID_DEVICE, "cuMemCreate's location is not an emulated device");
   const int fd = memfd_create("tutti-emulated-vmm", MFD_CLOEXEC);
@@ -281,7 +293,8 @@ CUresult memAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUde
   if (ptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   const size_t align = alignment == 0 ? kGranularity : alignment;
   void* p = mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return fail(CUDA_ERROR_OUT_OF_MEMORY, "reserving " + std::to_string(size) + " bytes of addresses");
+  if (p == MAP_FAILED)
+    return fail(CUDA_ERROR_OUT_OF_MEMORY, "reserving " + std::to_string(size) + " bytes of addresses");
   const uintptr_t start = (uintptr_t(p) + align - 1) / align * align;
   if (start > uintptr_t(p)) munmap(p, start - uintptr_t(p));
   const uintptr_t end = uintptr_t(p) + size + align;
@@ -297,7 +310,8 @@ CUresult memAddressFree(CUdeviceptr ptr, size_t size) {
 CUresult memMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long) {
   auto* physical = reinterpret_cast<Physical*>(handle);
   if (physical == nullptr || offset + size > physical->bytes) return CUDA_ERROR_INVALID_VALUE;
-  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, physical->fd, off_t(offset));
+  void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, physical->fd,
+                 off_t(offset));
   if (p == MAP_FAILED) return fail(CUDA_ERROR_OUT_OF_MEMORY, std::string("mapping: ") + std::strerror(errno));
   Allocation a;
   a.kind = Kind::Mapped;
@@ -312,7 +326,8 @@ CUresult memMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocat
 
 CUresult memUnmap(CUdeviceptr ptr, size_t size) {
   Allocation a;
-  if (!takeAllocation(reinterpret_cast<void*>(ptr), kindBit(Kind::Mapped), &a)) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap of a range not mapped");
+  if (!takeAllocation(reinterpret_cast<void*>(ptr), kindBit(Kind::Mapped), &a))
+    return fail(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap of a range not mapped");
   mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   dropPhysical(a.physical);
   return CUDA_SUCCESS;
@@ -332,22 +347,26 @@ CUresult memRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* a
   return CUDA_SUCCESS;
 }
 
-CUresult memExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type, unsigned long long) {
+CUresult memExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                    CUmemAllocationHandleType type, unsigned long long) {
   auto* physical = reinterpret_cast<Physical*>(handle);
   if (shareable == nullptr || physical == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !capabilities().posixFd)
-    return fail(CUDA_ERROR_NOT_SUPPORTED, "the device exports no such handle (TUTTI_EMULATED_LACKS, TUTTI_EMULATED_IPC)");
-  if (!physical->exportable) return fail(CUDA_ERROR_INVALID_VALUE, "the allocation was made without the POSIX descriptor handle type");
+    return fail(CUDA_ERROR_NOT_SUPPORTED,
+                "the device exports no such handle (TUTTI_EMULATED_LACKS, TUTTI_EMULATED_IPC)");
+  if (!physical->exportable)
+    return fail(CUDA_ERROR_INVALID_VALUE, "the allocation was made without the POSIX descriptor handle type");
   const int fd = dup(physical->fd);
   if (fd < 0) return fail(CUDA_ERROR_OUT_OF_MEMORY, std::string("dup: ") + std::strerror(errno));
   *static_cast<int*>(shareable) = fd;
   return CUDA_SUCCESS;
 }
 
-CUresult memImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle, CUmemAllocationHandleType type) {
+CUresult memImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                      CUmemAllocationHandleType type) {
   if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
   const int fd = dup(int(reinterpret_cast<uintptr_t>(osHandle)));
-  struct stat st{};
+  struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0) {
     if (fd >= 0) close(fd);
     return fail(CUDA_ERROR_INVALID_VALUE, "the descriptor is not an allocation's");
@@ -364,9 +383,11 @@ CUresult memImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void
 CUresult ipcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   Allocation a;
   uintptr_t base = 0;
-  if (handle == nullptr || !findAllocation(reinterpret_cast<const void*>(dptr), &base, &a) || a.kind != Kind::Device || base != dptr)
+  if (handle == nullptr || !findAllocation(reinterpret_cast<const void*>(dptr), &base, &a) || a.kind != Kind::Device ||
+      base != dptr)
     return fail(CUDA_ERROR_INVALID_VALUE, "not the start of cuMemAlloc's memory");
-  if (a.fd < 0) return fail(CUDA_ERROR_NOT_SUPPORTED, "memory of an integrated device (TUTTI_EMULATED_MEMORY=host) is not shared");
+  if (a.fd < 0)
+    return fail(CUDA_ERROR_NOT_SUPPORTED, "memory of an integrated device (TUTTI_EMULATED_MEMORY=host) is not shared");
   IpcHandle h{kIpcMagic, int32_t(getpid()), a.fd, 0, a.bytes};
   std::memset(handle, 0, sizeof *handle);
   std::memcpy(handle->reserved, &h, sizeof h);
@@ -376,14 +397,17 @@ CUresult ipcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
 CUresult ipcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int) {
   IpcHandle h;
   std::memcpy(&h, handle.reserved, sizeof h);
-  if (dptr == nullptr || h.magic != kIpcMagic) return fail(CUDA_ERROR_INVALID_VALUE, "not an IPC handle of the emulated driver");
+  if (dptr == nullptr || h.magic != kIpcMagic)
+    return fail(CUDA_ERROR_INVALID_VALUE, "not an IPC handle of the emulated driver");
   if (h.pid == getpid()) return fail(CUDA_ERROR_INVALID_CONTEXT, "a process cannot open its own IPC handle");
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return fail(CUDA_ERROR_INVALID_VALUE, "opening the exporter's memory (" + path + "): " + std::strerror(errno));
+  if (fd < 0)
+    return fail(CUDA_ERROR_INVALID_VALUE, "opening the exporter's memory (" + path + "): " + std::strerror(errno));
   void* p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (p == MAP_FAILED) return fail(CUDA_ERROR_OUT_OF_MEMORY, std::string("mapping the exporter's memory: ") + std::strerror(errno));
+  if (p == MAP_FAILED)
+    return fail(CUDA_ERROR_OUT_OF_MEMORY, std::string("mapping the exporter's memory: ") + std::strerror(errno));
   Allocation a;
   a.kind = Kind::Imported;
   a.bytes = h.bytes;
@@ -395,12 +419,14 @@ CUresult ipcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int
 
 CUresult ipcCloseMemHandle(CUdeviceptr dptr) {
   Allocation a;
-  if (!takeAllocation(reinterpret_cast<void*>(dptr), kindBit(Kind::Imported), &a)) return fail(CUDA_ERROR_INVALID_VALUE, "not memory opened by cuIpcOpenMemHandle");
+  if (!takeAllocation(reinterpret_cast<void*>(dptr), kindBit(Kind::Imported), &a))
+    return fail(CUDA_ERROR_INVALID_VALUE, "not memory opened by cuIpcOpenMemHandle");
   munmap(reinterpret_cast<void*>(dptr), a.bytes);
   return CUDA_SUCCESS;
 }
 
-CUresult memGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type, unsigned long long) {
+CUresult memGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type,
+                                     unsigned long long) {
   Allocation a;
   uintptr_t base = 0;
   if (handle == nullptr || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) return CUDA_ERROR_INVALID_VALUE;
@@ -408,7 +434,8 @@ CUresult memGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size
   if (!findAllocation(reinterpret_cast<const void*>(dptr), &base, &a) || base != dptr || size > pages(a.bytes))
     return fail(CUDA_ERROR_INVALID_VALUE, "the range is not a whole device allocation");
   const int fd = a.kind == Kind::Mapped ? a.physical->fd : a.fd;
-  if (fd < 0) return fail(CUDA_ERROR_NOT_SUPPORTED, "memory of an integrated device (TUTTI_EMULATED_MEMORY=host) has no dmabuf");
+  if (fd < 0)
+    return fail(CUDA_ERROR_NOT_SUPPORTED, "memory of an integrated device (TUTTI_EMULATED_MEMORY=host) has no dmabuf");
   const int dup_ = dup(fd);
   if (dup_ < 0) return fail(CUDA_ERROR_OUT_OF_MEMORY, std::string("dup: ") + std::strerror(errno));
   *static_cast<int*>(handle) = dup_;

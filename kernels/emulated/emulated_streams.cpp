@@ -22,7 +22,7 @@ namespace tutti::kern::emulated {
 namespace {
 
 struct Event {
-  Context* context = nullptr;          // where it was last recorded
+  Context* context = nullptr;         // where it was last recorded
   std::atomic<uint64_t> recorded{0};  // records asked for
   std::atomic<uint64_t> reached{0};   // the newest record its stream has reached
   std::atomic<int64_t> timeNs{0};     // when it was reached
@@ -43,7 +43,8 @@ Streams& streams() {
 }
 
 int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::shared_ptr<Event> eventOf(CUevent event) {
@@ -69,7 +70,8 @@ CUresult streamDestroy(CUstream stream) {
   Streams& s = streams();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (hs == nullptr || s.own.erase(hs) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy of a stream the driver did not make");
+    if (hs == nullptr || s.own.erase(hs) == 0)
+      return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy of a stream the driver did not make");
   }
   delete hs;  // runs what is queued first
   return CUDA_SUCCESS;
@@ -110,7 +112,8 @@ CUresult streamBeginCapture(CUstream stream, CUstreamCaptureMode) {
     return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamBeginCapture of an unknown stream");
   Streams& s = streams();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.capturing.emplace(stream, std::make_shared<Work>()).second) return fail(CUDA_ERROR_ILLEGAL_STATE, "the stream is being captured already");
+  if (!s.capturing.emplace(stream, std::make_shared<Work>()).second)
+    return fail(CUDA_ERROR_ILLEGAL_STATE, "the stream is being captured already");
   return CUDA_SUCCESS;
 }
 
@@ -165,7 +168,8 @@ CUresult eventCreate(CUevent* event, unsigned int) {
 CUresult eventDestroy(CUevent event) {
   Streams& s = streams();
   std::lock_guard<std::mutex> lock(s.mutex);
-  return s.events.erase(event) != 0 ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy of an unknown event");
+  return s.events.erase(event) != 0 ? CUDA_SUCCESS
+                                    : fail(CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy of an unknown event");
 }
 
 CUresult eventRecord(CUevent event, CUstream stream) {
@@ -181,7 +185,9 @@ CUresult eventRecord(CUevent event, CUstream stream) {
   });
 }
 
-bool complete(const Event& e) { return e.reached.load(std::memory_order_acquire) >= e.recorded.load(std::memory_order_acquire); }
+bool complete(const Event& e) {
+  return e.reached.load(std::memory_order_acquire) >= e.recorded.load(std::memory_order_acquire);
+}
 
 CUresult eventQuery(CUevent event) {
   std::shared_ptr<Event> e = eventOf(event);
@@ -194,8 +200,10 @@ CUresult eventSynchronize(CUevent event) {
   std::shared_ptr<Event> e = eventOf(event);
   if (e == nullptr) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventSynchronize of an unknown event");
   for (int polls = 0; !complete(*e); polls++) {
-    if (polls < 100) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (polls < 100)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   return e->context != nullptr ? e->context->health() : CUDA_SUCCESS;
 }
@@ -204,18 +212,24 @@ CUresult eventElapsedTime(float* ms, CUevent start, CUevent end) {
   std::shared_ptr<Event> a = eventOf(start), b = eventOf(end);
   if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (a == nullptr || b == nullptr) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime of an unknown event");
-  if (a->recorded.load() == 0 || b->recorded.load() == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime of an event never recorded");
+  if (a->recorded.load() == 0 || b->recorded.load() == 0)
+    return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime of an event never recorded");
   if (!complete(*a) || !complete(*b)) return CUDA_ERROR_NOT_READY;
   *ms = float(double(b->timeNs.load() - a->timeNs.load()) / 1e6);
   return CUDA_SUCCESS;
 }
 
 const Entry kEntries[] = {
-    TUTTI_EMULATED_ENTRY(cuStreamCreate, streamCreate),       TUTTI_EMULATED_ENTRY(cuStreamDestroy, streamDestroy),
-    TUTTI_EMULATED_ENTRY(cuStreamSynchronize, streamSynchronize), TUTTI_EMULATED_ENTRY(cuStreamQuery, streamQuery),
-    TUTTI_EMULATED_ENTRY(cuStreamIsCapturing, streamIsCapturing), TUTTI_EMULATED_ENTRY(cuEventCreate, eventCreate),
-    TUTTI_EMULATED_ENTRY(cuEventDestroy, eventDestroy),       TUTTI_EMULATED_ENTRY(cuEventRecord, eventRecord),
-    TUTTI_EMULATED_ENTRY(cuEventQuery, eventQuery),           TUTTI_EMULATED_ENTRY(cuEventSynchronize, eventSynchronize),
+    TUTTI_EMULATED_ENTRY(cuStreamCreate, streamCreate),
+    TUTTI_EMULATED_ENTRY(cuStreamDestroy, streamDestroy),
+    TUTTI_EMULATED_ENTRY(cuStreamSynchronize, streamSynchronize),
+    TUTTI_EMULATED_ENTRY(cuStreamQuery, streamQuery),
+    TUTTI_EMULATED_ENTRY(cuStreamIsCapturing, streamIsCapturing),
+    TUTTI_EMULATED_ENTRY(cuEventCreate, eventCreate),
+    TUTTI_EMULATED_ENTRY(cuEventDestroy, eventDestroy),
+    TUTTI_EMULATED_ENTRY(cuEventRecord, eventRecord),
+    TUTTI_EMULATED_ENTRY(cuEventQuery, eventQuery),
+    TUTTI_EMULATED_ENTRY(cuEventSynchronize, eventSynchronize),
     TUTTI_EMULATED_ENTRY(cuEventElapsedTime, eventElapsedTime),
     TUTTI_EMULATED_ENTRY(cuStreamBeginCapture, streamBeginCapture),
     TUTTI_EMULATED_ENTRY(cuStreamEndCapture, streamEndCapture),
@@ -227,16 +241,20 @@ const Entry kEntries[] = {
 
 }  // namespace
 
-bool runsInline(CUstream stream) { return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD; }
+bool runsInline(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
 
 CUresult onStream(CUstream stream, std::function<void()> job) {
-  if (currentContext() == nullptr) return fail(CUDA_ERROR_INVALID_CONTEXT, "work queued on a stream without a current context");
+  if (currentContext() == nullptr)
+    return fail(CUDA_ERROR_INVALID_CONTEXT, "work queued on a stream without a current context");
   if (runsInline(stream)) {
     job();
     return CUDA_SUCCESS;
   }
   HostStream* hs = HostStream::fromHandle(reinterpret_cast<cudaStream_t>(stream));
-  if (hs == nullptr) return fail(CUDA_ERROR_INVALID_HANDLE, "work queued on a handle that is no stream of the emulated driver");
+  if (hs == nullptr)
+    return fail(CUDA_ERROR_INVALID_HANDLE, "work queued on a handle that is no stream of the emulated driver");
   {
     Streams& s = streams();
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -38,12 +38,13 @@ bool isKnownAlgorithm(const std::string& algorithm) {
   return algorithm == "ring" || algorithm == "ring_chunked" || algorithm == "halving_doubling" || algorithm == "bcube";
 }
 
-std::unique_ptr<gloo::Algorithm> makeAllreduce(const std::string& algorithm, const std::shared_ptr<gloo::Context>& context,
-                                               float* data, int count) {
+std::unique_ptr<gloo::Algorithm> makeAllreduce(const std::string& algorithm,
+                                               const std::shared_ptr<gloo::Context>& context, float* data, int count) {
   std::vector<float*> pointers{data};
   if (algorithm == "ring") return std::make_unique<gloo::AllreduceRing<float>>(context, pointers, count);
   if (algorithm == "ring_chunked") return std::make_unique<gloo::AllreduceRingChunked<float>>(context, pointers, count);
-  if (algorithm == "halving_doubling") return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, pointers, count);
+  if (algorithm == "halving_doubling")
+    return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, pointers, count);
   if (algorithm == "bcube") return std::make_unique<gloo::AllreduceBcube<float>>(context, pointers, count);
   return nullptr;
 }
@@ -81,7 +82,8 @@ int runRank(const peers::SweepOptions& options, const GlooOptions& gloo, int ran
         barrier.run();
         auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < options.iters; i++) allreduce->run();
-        rankSeconds[0] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / options.iters;
+        rankSeconds[0] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / options.iters;
         sumOverRanks.run();
         batchSeconds.push_back(rankSeconds[0] / size);
       }
@@ -124,7 +126,8 @@ int runLocalRanks(const peers::SweepOptions& options, GlooOptions gloo) {
     } else if (pid < 0 || std::chrono::steady_clock::now() > deadline) {
       std::fprintf(stderr, "gloo_peer: ranks did not finish within %d s, killing them\n", gloo.timeoutSeconds);
       for (pid_t child : children) kill(child, SIGKILL);
-      while (waitpid(-1, nullptr, 0) > 0) {}
+      while (waitpid(-1, nullptr, 0) > 0) {
+      }
       exitCode = 1;
       break;
     } else {
@@ -143,20 +146,28 @@ int main(int argc, char** argv) {
   options.algorithm = "ring_chunked";
   GlooOptions gloo;
   bool parsed = peers::parseSweepOptions(argc, argv, options, [&](const std::string& flag, const std::string& value) {
-    if (flag == "--ranks") gloo.localRanks = std::atoi(value.c_str());
-    else if (flag == "--rank") gloo.rank = std::atoi(value.c_str());
-    else if (flag == "--size") gloo.size = std::atoi(value.c_str());
-    else if (flag == "--store") gloo.storeDirectory = value;
-    else if (flag == "--host") gloo.host = value;
-    else if (flag == "--timeout") gloo.timeoutSeconds = std::atoi(value.c_str());
-    else return false;
+    if (flag == "--ranks")
+      gloo.localRanks = std::atoi(value.c_str());
+    else if (flag == "--rank")
+      gloo.rank = std::atoi(value.c_str());
+    else if (flag == "--size")
+      gloo.size = std::atoi(value.c_str());
+    else if (flag == "--store")
+      gloo.storeDirectory = value;
+    else if (flag == "--host")
+      gloo.host = value;
+    else if (flag == "--timeout")
+      gloo.timeoutSeconds = std::atoi(value.c_str());
+    else
+      return false;
     return true;
   });
   bool oneRank = gloo.rank >= 0 && gloo.rank < gloo.size && !gloo.storeDirectory.empty();
-  if (!parsed || options.collective != "all_reduce" || gloo.timeoutSeconds < 1 ||
-      (gloo.localRanks >= 1) == oneRank || !isKnownAlgorithm(options.algorithm)) {
-    peers::printSweepUsage(argv[0], " (--ranks N | --rank R --size N --store DIR) [--host ADDR] [--timeout S]\n"
-                                    "  [--algorithm ring|ring_chunked|halving_doubling|bcube]");
+  if (!parsed || options.collective != "all_reduce" || gloo.timeoutSeconds < 1 || (gloo.localRanks >= 1) == oneRank ||
+      !isKnownAlgorithm(options.algorithm)) {
+    peers::printSweepUsage(argv[0],
+                           " (--ranks N | --rank R --size N --store DIR) [--host ADDR] [--timeout S]\n"
+                           "  [--algorithm ring|ring_chunked|halving_doubling|bcube]");
     return 2;
   }
   return oneRank ? runRank(options, gloo, gloo.rank, gloo.size) : runLocalRanks(options, gloo);

@@ -27,7 +27,8 @@ void runCollective(const peers::SweepOptions& options, SizeBuffers& buffers, int
 // Checks one result against the closed form: rank r contributes r + 1 everywhere.
 bool resultIsCorrect(const peers::SweepOptions& options, const SizeBuffers& buffers, int ranks, int sendCount) {
   for (size_t i = 0; i < buffers.recv.size(); i++) {
-    float expected = options.collective == "all_reduce" ? float(ranks * (ranks + 1) / 2) : float(int(i) / sendCount + 1);
+    float expected =
+        options.collective == "all_reduce" ? float(ranks * (ranks + 1) / 2) : float(int(i) / sendCount + 1);
     if (buffers.recv[i] != expected) return false;
   }
   return true;
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   peers::SweepOptions options;
-  bool parsed = peers::parseSweepOptions(argc, argv, options, [](const std::string&, const std::string&) { return false; });
+  bool parsed =
+      peers::parseSweepOptions(argc, argv, options, [](const std::string&, const std::string&) { return false; });
   if (!parsed || (options.collective != "all_reduce" && options.collective != "all_gather")) {
     if (rank == 0) peers::printSweepUsage(argv[0], " [--collective all_reduce|all_gather]");
     MPI_Finalize();
@@ -57,7 +59,8 @@ int main(int argc, char** argv) {
     int correct = resultIsCorrect(options, buffers, ranks, sendCount) ? 1 : 0, allCorrect = 0;
     MPI_Allreduce(&correct, &allCorrect, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (allCorrect == 0) {
-      if (rank == 0) std::fprintf(stderr, "mpi_peer: wrong %s result at %zu bytes\n", options.collective.c_str(), bytes);
+      if (rank == 0)
+        std::fprintf(stderr, "mpi_peer: wrong %s result at %zu bytes\n", options.collective.c_str(), bytes);
       exitCode = 1;
       break;
     }

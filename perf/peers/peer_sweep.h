@@ -14,27 +14,31 @@ struct SweepOptions {
   size_t minBytes = 8;
   size_t maxBytes = 64u << 20;
   size_t factor = 2;
-  int iters = 20;       // operations per timed batch
-  int warmup = 5;       // untimed operations before the first batch of each size
-  int repeats = 5;      // timed batches per size; the median batch is reported
+  int iters = 20;   // operations per timed batch
+  int warmup = 5;   // untimed operations before the first batch of each size
+  int repeats = 5;  // timed batches per size; the median batch is reported
   std::string collective = "all_reduce";
   std::string algorithm;
 };
 
 inline void printSweepUsage(const char* program, const char* extra) {
-  std::fprintf(stderr,
-               "usage: %s [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPEATS]%s\n"
-               "  sizes accept K, M, G suffixes; one line per size: result peer=... bytes=... median_us=... busbw_GBps=...\n",
-               program, extra);
+  std::fprintf(
+      stderr,
+      "usage: %s [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPEATS]%s\n"
+      "  sizes accept K, M, G suffixes; one line per size: result peer=... bytes=... median_us=... busbw_GBps=...\n",
+      program, extra);
 }
 
 inline size_t parseBytes(const std::string& text) {
   char* end = nullptr;
   unsigned long long value = std::strtoull(text.c_str(), &end, 10);
   switch (end != nullptr ? *end : '\0') {
-    case 'K': case 'k': value <<= 10; break;
-    case 'M': case 'm': value <<= 20; break;
-    case 'G': case 'g': value <<= 30; break;
+    case 'K':
+    case 'k': value <<= 10; break;
+    case 'M':
+    case 'm': value <<= 20; break;
+    case 'G':
+    case 'g': value <<= 30; break;
     default: break;
   }
   return size_t(value);
@@ -47,18 +51,27 @@ bool parseSweepOptions(int argc, char** argv, SweepOptions& options, ExtraFlag e
     std::string flag = argv[i];
     if (i + 1 >= argc) return false;
     std::string value = argv[++i];
-    if (flag == "-b") options.minBytes = parseBytes(value);
-    else if (flag == "-e") options.maxBytes = parseBytes(value);
-    else if (flag == "-f") options.factor = size_t(std::atoll(value.c_str()));
-    else if (flag == "-n") options.iters = std::atoi(value.c_str());
-    else if (flag == "-w") options.warmup = std::atoi(value.c_str());
-    else if (flag == "-r") options.repeats = std::atoi(value.c_str());
-    else if (flag == "--collective") options.collective = value;
-    else if (flag == "--algorithm") options.algorithm = value;
-    else if (!extraFlag(flag, value)) return false;
+    if (flag == "-b")
+      options.minBytes = parseBytes(value);
+    else if (flag == "-e")
+      options.maxBytes = parseBytes(value);
+    else if (flag == "-f")
+      options.factor = size_t(std::atoll(value.c_str()));
+    else if (flag == "-n")
+      options.iters = std::atoi(value.c_str());
+    else if (flag == "-w")
+      options.warmup = std::atoi(value.c_str());
+    else if (flag == "-r")
+      options.repeats = std::atoi(value.c_str());
+    else if (flag == "--collective")
+      options.collective = value;
+    else if (flag == "--algorithm")
+      options.algorithm = value;
+    else if (!extraFlag(flag, value))
+      return false;
   }
-  return options.minBytes >= 4 && options.maxBytes >= options.minBytes && options.factor >= 2 &&
-         options.iters >= 1 && options.warmup >= 0 && options.repeats >= 1;
+  return options.minBytes >= 4 && options.maxBytes >= options.minBytes && options.factor >= 2 && options.iters >= 1 &&
+         options.warmup >= 0 && options.repeats >= 1;
 }
 
 inline std::vector<size_t> sweepSizes(const SweepOptions& options, size_t granule) {
@@ -82,12 +95,12 @@ inline double median(std::vector<double> values) {
 }
 
 // `bytes` is nccl-tests' size: the buffer reduced (all-reduce) or the whole gathered output (all-gather).
-inline void printResult(const char* peer, const SweepOptions& options, int ranks, size_t bytes,
-                        double medianSeconds) {
+inline void printResult(const char* peer, const SweepOptions& options, int ranks, size_t bytes, double medianSeconds) {
   double algbw = double(bytes) / medianSeconds / 1e9;
-  std::printf("result peer=%s collective=%s algorithm=%s ranks=%d bytes=%zu median_us=%.2f algbw_GBps=%.3f busbw_GBps=%.3f\n",
-              peer, options.collective.c_str(), options.algorithm.empty() ? "default" : options.algorithm.c_str(),
-              ranks, bytes, medianSeconds * 1e6, algbw, algbw * busBandwidthFactor(options.collective, ranks));
+  std::printf(
+      "result peer=%s collective=%s algorithm=%s ranks=%d bytes=%zu median_us=%.2f algbw_GBps=%.3f busbw_GBps=%.3f\n",
+      peer, options.collective.c_str(), options.algorithm.empty() ? "default" : options.algorithm.c_str(), ranks, bytes,
+      medianSeconds * 1e6, algbw, algbw * busBandwidthFactor(options.collective, ranks));
   std::fflush(stdout);
 }
 

@@ -15,7 +15,9 @@ namespace {
 
 // A minimal JSON reader, enough for reports this tool wrote (objects, arrays, strings, numbers, literals).
 struct JsonValue {
-  std::variant<std::nullptr_t, bool, double, std::string, std::vector<JsonValue>, std::vector<std::pair<std::string, JsonValue>>> value;
+  std::variant<std::nullptr_t, bool, double, std::string, std::vector<JsonValue>,
+               std::vector<std::pair<std::string, JsonValue>>>
+      value;
   const JsonValue* member(const std::string& key) const {
     if (auto* object = std::get_if<std::vector<std::pair<std::string, JsonValue>>>(&value))
       for (const auto& [k, v] : *object)
@@ -55,7 +57,8 @@ class JsonReader {
         char e = text_[pos_++];
         if (e == 'u') {
           std::string hex = text_.substr(pos_, 4);
-          if (hex.size() != 4 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) fail("bad \\u escape");
+          if (hex.size() != 4 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+            fail("bad \\u escape");
           out += char(std::strtol(hex.c_str(), nullptr, 16));
           pos_ += 4;
         } else {
@@ -157,7 +160,8 @@ Baseline readBaseline(const std::string& jsonText, const std::string& source) {
   else if (const JsonValue* devices = document.member("devices"))
     if (auto* list = std::get_if<std::vector<JsonValue>>(&devices->value)) baseline.nranks = int(list->size());
   if (const JsonValue* fingerprint = document.member("fingerprint"))
-    if (const JsonValue* split = fingerprint->member("split"); split && !std::holds_alternative<std::nullptr_t>(split->value))
+    if (const JsonValue* split = fingerprint->member("split");
+        split && !std::holds_alternative<std::nullptr_t>(split->value))
       baseline.split = text(split->member("setting"), "fingerprint.split.setting");
   const JsonValue* results = document.member("results");
   auto* list = results ? std::get_if<std::vector<JsonValue>>(&results->value) : nullptr;
@@ -169,14 +173,17 @@ Baseline readBaseline(const std::string& jsonText, const std::string& source) {
     const JsonValue* size = row.member("size");
     if (!size) badField(source, where + "size", "is missing");
     BaselineKey key{text(row.member("type"), where + "type"), text(row.member("redop"), where + "redop"),
-                    root ? int(integer(root, where + "root", -1, 1 << 24)) : -1, size_t(integer(size, where + "size", 0, 1e18))};
-    baseline.times[key] = {time(row.member("out_of_place"), where + "out_of_place"), time(row.member("in_place"), where + "in_place")};
+                    root ? int(integer(root, where + "root", -1, 1 << 24)) : -1,
+                    size_t(integer(size, where + "size", 0, 1e18))};
+    baseline.times[key] = {time(row.member("out_of_place"), where + "out_of_place"),
+                           time(row.member("in_place"), where + "in_place")};
   }
   return baseline;
 }
 
-std::string compareLines(const std::vector<ResultRow>& rows, const std::map<BaselineKey, std::pair<double, double>>& baseline,
-                         double threshold, int* slower) {
+std::string compareLines(const std::vector<ResultRow>& rows,
+                         const std::map<BaselineKey, std::pair<double, double>>& baseline, double threshold,
+                         int* slower) {
   std::string out;
   *slower = 0;
   int compared = 0;
@@ -192,12 +199,14 @@ std::string compareLines(const std::vector<ResultRow>& rows, const std::map<Base
       double change = now[p] / base[p] - 1.0;
       if (change > threshold) {
         (*slower)++;
-        out += printf1("# compare: SLOWER %12zu B %8s %6s root %2d %-12s %10.2f us vs baseline %10.2f us (%+.1f%%)\n", row.bytes, row.type.c_str(),
-                       row.redop.c_str(), row.root, placements[p], now[p], base[p], change * 100);
+        out += printf1("# compare: SLOWER %12zu B %8s %6s root %2d %-12s %10.2f us vs baseline %10.2f us (%+.1f%%)\n",
+                       row.bytes, row.type.c_str(), row.redop.c_str(), row.root, placements[p], now[p], base[p],
+                       change * 100);
       }
     }
   }
-  out += printf1("# compare: %d sizes compared with the baseline, %d measurements slower by more than %.0f%%\n", compared, *slower, threshold * 100);
+  out += printf1("# compare: %d sizes compared with the baseline, %d measurements slower by more than %.0f%%\n",
+                 compared, *slower, threshold * 100);
   return out;
 }
 

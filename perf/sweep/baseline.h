@@ -28,7 +28,8 @@ struct Baseline {
 Baseline readBaseline(const std::string& jsonText, const std::string& source = "the baseline");
 
 // "# compare" lines for rows slower than baseline by more than threshold (a fraction); slower counts them.
-std::string compareLines(const std::vector<ResultRow>& rows, const std::map<BaselineKey, std::pair<double, double>>& baseline,
-                         double threshold, int* slower);
+std::string compareLines(const std::vector<ResultRow>& rows,
+                         const std::map<BaselineKey, std::pair<double, double>>& baseline, double threshold,
+                         int* slower);
 
 }  // namespace tutti::perf

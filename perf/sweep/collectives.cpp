@@ -37,7 +37,8 @@ void setBandwidth(double bytes, double seconds, double factor, double* algBw, do
 void allReduceBw(size_t count, size_t typeSize, double s, int n, double* a, double* b) {
   setBandwidth(double(count * typeSize), s, 2.0 * (n - 1) / n, a, b);
 }
-void perRankBlocksBw(size_t count, size_t typeSize, double s, int n, double* a, double* b) {  // gathers, scatters, alltoall
+void perRankBlocksBw(size_t count, size_t typeSize, double s, int n, double* a,
+                     double* b) {  // gathers, scatters, alltoall
   setBandwidth(double(count * typeSize) * n, s, double(n - 1) / n, a, b);
 }
 void oneMessageBw(size_t count, size_t typeSize, double s, int, double* a, double* b) {  // broadcast, reduce, sendrecv
@@ -49,9 +50,15 @@ void hypercubeBw(size_t count, size_t typeSize, double s, int n, double* a, doub
 
 size_t elementSize(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
     default: return 8;
   }
 }
@@ -67,33 +74,42 @@ int commSize(ncclComm_t comm) {
   return nranks;
 }
 
-ncclResult_t runAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int, ncclComm_t c,
+                          cudaStream_t st) {
   return ncclAllReduce(s, r, n, t, op, c, st);
 }
-ncclResult_t runAllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runAllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                          cudaStream_t st) {
   return ncclAllGather(s, r, n, t, c, st);
 }
-ncclResult_t runReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int, ncclComm_t c,
+                              cudaStream_t st) {
   return ncclReduceScatter(s, r, n, t, op, c, st);
 }
-ncclResult_t runBroadcast(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runBroadcast(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c,
+                          cudaStream_t st) {
   return ncclBroadcast(s, r, n, t, root, c, st);
 }
-ncclResult_t runReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
+                       cudaStream_t st) {
   return ncclReduce(s, r, n, t, op, root, c, st);
 }
-ncclResult_t runAlltoAll(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runAlltoAll(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                         cudaStream_t st) {
   return ncclAlltoAll(s, r, n, t, c, st);
 }
-ncclResult_t runGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c,
+                       cudaStream_t st) {
   return n == 0 ? ncclSuccess : ncclGather(s, r, n, t, root, c, st);
 }
-ncclResult_t runScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t c,
+                        cudaStream_t st) {
   return n == 0 ? ncclSuccess : ncclScatter(s, r, n, t, root, c, st);
 }
 
 // Each rank sends to the next and receives from the previous, as one group.
-ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                         cudaStream_t st) {
   int rank = commRank(c), nranks = commSize(c);
   ncclResult_t result = ncclGroupStart();
   if (result != ncclSuccess) return result;
@@ -104,7 +120,8 @@ ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncc
 }
 
 // An all-gather by pairwise exchanges across the hypercube's dimensions, doubling the block each round.
-ncclResult_t runHypercube(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c, cudaStream_t st) {
+ncclResult_t runHypercube(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                          cudaStream_t st) {
   int rank = commRank(c), nranks = commSize(c);
   size_t blockBytes = n * elementSize(t);
   char* recv = static_cast<char*>(r);
@@ -126,14 +143,19 @@ ncclResult_t runHypercube(const void* s, void* r, size_t n, ncclDataType_t t, nc
 size_t allOutput(const BufferCounts& c, int, int) { return c.recv; }
 size_t rootOutput(const BufferCounts& c, int rank, int root) { return rank == root ? c.recv : 0; }
 
-double expectReduced(size_t i, int, int, int, size_t, const InputValue&, const ReducedValue& reduced) { return reduced(i); }
+double expectReduced(size_t i, int, int, int, size_t, const InputValue&, const ReducedValue& reduced) {
+  return reduced(i);
+}
 double expectGathered(size_t i, int, int, int, size_t param, const InputValue& input, const ReducedValue&) {
   return input(int(i / param), i % param);
 }
-double expectScatteredReduction(size_t i, int rank, int, int, size_t param, const InputValue&, const ReducedValue& reduced) {
+double expectScatteredReduction(size_t i, int rank, int, int, size_t param, const InputValue&,
+                                const ReducedValue& reduced) {
   return reduced(size_t(rank) * param + i);
 }
-double expectRootCopy(size_t i, int, int, int root, size_t, const InputValue& input, const ReducedValue&) { return input(root, i); }
+double expectRootCopy(size_t i, int, int, int root, size_t, const InputValue& input, const ReducedValue&) {
+  return input(root, i);
+}
 double expectAlltoAll(size_t i, int rank, int, int, size_t param, const InputValue& input, const ReducedValue&) {
   return input(int(i / param), size_t(rank) * param + i % param);
 }
@@ -152,16 +174,25 @@ std::optional<std::string> powerOfTwoRanks(int nranks) {
 
 const std::vector<Collective>& collectives() {
   static const std::vector<Collective> table = {
-      {"all_reduce", "ring", true, false, true, sameCounts, allReduceBw, runAllReduce, allOutput, expectReduced, anyRanks},
-      {"all_gather", "ring", false, false, true, gatherCounts, perRankBlocksBw, runAllGather, allOutput, expectGathered, anyRanks},
-      {"reduce_scatter", "ring", true, false, true, scatterCounts, perRankBlocksBw, runReduceScatter, allOutput, expectScatteredReduction, anyRanks},
-      {"broadcast", "ring", false, true, true, sameCounts, oneMessageBw, runBroadcast, allOutput, expectRootCopy, anyRanks},
+      {"all_reduce", "ring", true, false, true, sameCounts, allReduceBw, runAllReduce, allOutput, expectReduced,
+       anyRanks},
+      {"all_gather", "ring", false, false, true, gatherCounts, perRankBlocksBw, runAllGather, allOutput, expectGathered,
+       anyRanks},
+      {"reduce_scatter", "ring", true, false, true, scatterCounts, perRankBlocksBw, runReduceScatter, allOutput,
+       expectScatteredReduction, anyRanks},
+      {"broadcast", "ring", false, true, true, sameCounts, oneMessageBw, runBroadcast, allOutput, expectRootCopy,
+       anyRanks},
       {"reduce", "ring", true, true, true, sameCounts, oneMessageBw, runReduce, rootOutput, expectReduced, anyRanks},
-      {"alltoall", "direct", false, false, true, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput, expectAlltoAll, anyRanks},
-      {"sendrecv", "p2p", true, false, true, sameCounts, oneMessageBw, runSendRecv, allOutput, expectFromPrevious, anyRanks},
-      {"gather", "direct", false, true, true, gatherCounts, perRankBlocksBw, runGather, rootOutput, expectGathered, anyRanks},
-      {"scatter", "direct", false, true, true, scatterCounts, perRankBlocksBw, runScatter, allOutput, expectScattered, anyRanks},
-      {"hypercube", "p2p", false, false, true, gatherCounts, hypercubeBw, runHypercube, allOutput, expectGathered, powerOfTwoRanks},
+      {"alltoall", "direct", false, false, true, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput,
+       expectAlltoAll, anyRanks},
+      {"sendrecv", "p2p", true, false, true, sameCounts, oneMessageBw, runSendRecv, allOutput, expectFromPrevious,
+       anyRanks},
+      {"gather", "direct", false, true, true, gatherCounts, perRankBlocksBw, runGather, rootOutput, expectGathered,
+       anyRanks},
+      {"scatter", "direct", false, true, true, scatterCounts, perRankBlocksBw, runScatter, allOutput, expectScattered,
+       anyRanks},
+      {"hypercube", "p2p", false, false, true, gatherCounts, hypercubeBw, runHypercube, allOutput, expectGathered,
+       powerOfTwoRanks},
   };
   return table;
 }

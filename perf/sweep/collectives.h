@@ -25,11 +25,11 @@ using InputValue = std::function<double(int rank, size_t index)>;
 using ReducedValue = std::function<double(size_t index)>;
 
 struct Collective {
-  const char* name;         // "all_reduce"
-  const char* algorithm;    // reported when the library cannot say what its selector runs
-  bool usesOp;              // reductions: the redop column and -o apply
-  bool usesRoot;            // rooted: the root column and -r apply
-  bool runsInPlace;         // false where tutti rejects send == recv (its in-place columns read N/A)
+  const char* name;       // "all_reduce"
+  const char* algorithm;  // reported when the library cannot say what its selector runs
+  bool usesOp;            // reductions: the redop column and -o apply
+  bool usesRoot;          // rooted: the root column and -r apply
+  bool runsInPlace;       // false where tutti rejects send == recv (its in-place columns read N/A)
   BufferCounts (*counts)(size_t count, size_t elementSize, int nranks);
   // nccl-tests' algorithm and bus bandwidth (GB/s) for param count elements in seconds.
   void (*bandwidth)(size_t count, size_t typeSize, double seconds, int nranks, double* algBw, double* busBw);

@@ -90,7 +90,9 @@ const Driver* driver(std::string* why) {
   return loaded.get();
 }
 
-std::string versionText(int version) { return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10); }
+std::string versionText(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
 
 void check(const Driver& d, Result result, int rank, const std::string& call) {
   if (result == kSuccess) return;

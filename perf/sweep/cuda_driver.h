@@ -19,16 +19,16 @@ struct ContextHandle;
 struct EventHandle;
 struct GraphHandle;
 struct GraphExecHandle;
-using Context = ContextHandle*;        // CUcontext
-using Event = EventHandle*;            // CUevent
-using Graph = GraphHandle*;            // CUgraph
-using GraphExec = GraphExecHandle*;    // CUgraphExec
+using Context = ContextHandle*;      // CUcontext
+using Event = EventHandle*;          // CUevent
+using Graph = GraphHandle*;          // CUgraph
+using GraphExec = GraphExecHandle*;  // CUgraphExec
 
 // The driver's values perf passes (cuda.h's enums).
 constexpr Result kSuccess = 0;
-constexpr unsigned kStreamNonBlocking = 1;     // CU_STREAM_NON_BLOCKING
-constexpr unsigned kEventDefault = 0;          // CU_EVENT_DEFAULT: timing on
-constexpr int kCaptureModeRelaxed = 2;         // CU_STREAM_CAPTURE_MODE_RELAXED
+constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+constexpr unsigned kEventDefault = 0;       // CU_EVENT_DEFAULT: timing on
+constexpr int kCaptureModeRelaxed = 2;      // CU_STREAM_CAPTURE_MODE_RELAXED
 
 // Entry points, each the version cuGetProcAddress gives for CUDA 12.0's ABI (cuMemAlloc is cuMemAlloc_v2, and so
 // on); the signatures are those versions'.

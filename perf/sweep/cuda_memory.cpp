@@ -80,8 +80,9 @@ class CudaMemory final : public RankMemory {
   Staged stage(const void* in, size_t inBytes, void*, size_t outBytes) override {
     size_t outOffset = (inBytes + kExchangeAlignment - 1) / kExchangeAlignment * kExchangeAlignment;
     if (outOffset + outBytes > exchangeBytes_)
-      throw Error(ErrorCode::System, "rank " + std::to_string(gpu_.rank()) + ": perf's exchange buffer (" + std::to_string(exchangeBytes_) +
-                                         " bytes) is too small for " + std::to_string(outOffset + outBytes));
+      throw Error(ErrorCode::System, "rank " + std::to_string(gpu_.rank()) + ": perf's exchange buffer (" +
+                                         std::to_string(exchangeBytes_) + " bytes) is too small for " +
+                                         std::to_string(outOffset + outBytes));
     gpu_.makeCurrent();
     check(d_.cuMemcpyHtoDAsync(device(exchange_), in, inBytes, stream_), "cuMemcpyHtoDAsync (perf's exchange)");
     stagedOut_ = exchange_ + outOffset;
@@ -124,7 +125,8 @@ class CudaMemory final : public RankMemory {
   }
   void launchGraph() override {
     if (graphExecs_.empty())
-      throw Error(ErrorCode::System, "rank " + std::to_string(gpu_.rank()) + ": a CUDA graph launched before any was captured");
+      throw Error(ErrorCode::System,
+                  "rank " + std::to_string(gpu_.rank()) + ": a CUDA graph launched before any was captured");
     gpu_.makeCurrent();
     check(d_.cuGraphLaunch(graphExecs_.back(), stream_), "cuGraphLaunch");
   }

@@ -26,10 +26,14 @@ double decode(SmallFloat f, uint32_t bits) {
   bool negative = (bits >> (f.mantissaBits + f.exponentBits)) & 1;
   double value;
   uint32_t topExponent = (1u << f.exponentBits) - 1;
-  if (exponent == topExponent && f.hasInfinity) value = mantissa ? NAN : INFINITY;
-  else if (exponent == topExponent && mantissa == (1u << f.mantissaBits) - 1) value = NAN;  // e4m3's one NaN
-  else if (exponent == 0) value = std::ldexp(double(mantissa), 1 - bias - f.mantissaBits);
-  else value = std::ldexp(double(mantissa | (1u << f.mantissaBits)), int(exponent) - bias - f.mantissaBits);
+  if (exponent == topExponent && f.hasInfinity)
+    value = mantissa ? NAN : INFINITY;
+  else if (exponent == topExponent && mantissa == (1u << f.mantissaBits) - 1)
+    value = NAN;  // e4m3's one NaN
+  else if (exponent == 0)
+    value = std::ldexp(double(mantissa), 1 - bias - f.mantissaBits);
+  else
+    value = std::ldexp(double(mantissa | (1u << f.mantissaBits)), int(exponent) - bias - f.mantissaBits);
   return negative ? -value : value;
 }
 
@@ -38,7 +42,8 @@ uint32_t encode(SmallFloat f, double value) {
   uint32_t signBit = 1u << (f.mantissaBits + f.exponentBits);
   uint32_t sign = std::signbit(value) ? signBit : 0;
   uint32_t topExponent = (1u << f.exponentBits) - 1;
-  uint32_t nanBits = f.hasInfinity ? (topExponent << f.mantissaBits) | 1 : (topExponent << f.mantissaBits) | ((1u << f.mantissaBits) - 1);
+  uint32_t nanBits = f.hasInfinity ? (topExponent << f.mantissaBits) | 1
+                                   : (topExponent << f.mantissaBits) | ((1u << f.mantissaBits) - 1);
   if (std::isnan(value)) return sign | nanBits;
   double magnitude = std::fabs(value);
   double largest = f.hasInfinity ? decode(f, ((topExponent - 1) << f.mantissaBits) | ((1u << f.mantissaBits) - 1))
@@ -87,19 +92,26 @@ T wrapped(double value) {
 
 const std::vector<DataTypeInfo>& allDataTypes() {
   static const std::vector<DataTypeInfo> table = {
-      {ncclInt8, "int8", 1, true, 0},           {ncclUint8, "uint8", 1, true, 0},
-      {ncclInt32, "int32", 4, true, 0},         {ncclUint32, "uint32", 4, true, 0},
-      {ncclInt64, "int64", 8, true, 0},         {ncclUint64, "uint64", 8, true, 0},
-      {ncclFloat16, "half", 2, false, 0x1p-11}, {ncclFloat32, "float", 4, false, 0x1p-24},
-      {ncclFloat64, "double", 8, false, 0x1p-53}, {ncclBfloat16, "bfloat16", 2, false, 0x1p-8},
-      {ncclFloat8e4m3, "f8e4m3", 1, false, 0x1p-4}, {ncclFloat8e5m2, "f8e5m2", 1, false, 0x1p-3},
+      {ncclInt8, "int8", 1, true, 0},
+      {ncclUint8, "uint8", 1, true, 0},
+      {ncclInt32, "int32", 4, true, 0},
+      {ncclUint32, "uint32", 4, true, 0},
+      {ncclInt64, "int64", 8, true, 0},
+      {ncclUint64, "uint64", 8, true, 0},
+      {ncclFloat16, "half", 2, false, 0x1p-11},
+      {ncclFloat32, "float", 4, false, 0x1p-24},
+      {ncclFloat64, "double", 8, false, 0x1p-53},
+      {ncclBfloat16, "bfloat16", 2, false, 0x1p-8},
+      {ncclFloat8e4m3, "f8e4m3", 1, false, 0x1p-4},
+      {ncclFloat8e5m2, "f8e5m2", 1, false, 0x1p-3},
   };
   return table;
 }
 
 const std::vector<RedOpInfo>& allRedOps() {
   static const std::vector<RedOpInfo> table = {
-      {ncclSum, "sum"}, {ncclProd, "prod"}, {ncclMax, "max"}, {ncclMin, "min"}, {ncclAvg, "avg"}, {ncclNumOps, "mulsum"},
+      {ncclSum, "sum"}, {ncclProd, "prod"}, {ncclMax, "max"},
+      {ncclMin, "min"}, {ncclAvg, "avg"},   {ncclNumOps, "mulsum"},
   };
   return table;
 }
@@ -108,14 +120,18 @@ std::vector<DataTypeInfo> selectDataTypes(const std::string& name) {
   if (name == "all") return allDataTypes();
   for (const DataTypeInfo& info : allDataTypes())
     if (name == info.name) return {info};
-  throw Error(ErrorCode::InvalidArgument, "option -d '" + name + "': unknown type (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2 all)");
+  throw Error(
+      ErrorCode::InvalidArgument,
+      "option -d '" + name +
+          "': unknown type (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2 all)");
 }
 
 std::vector<RedOpInfo> selectRedOps(const std::string& name) {
   if (name == "all") return allRedOps();
   for (const RedOpInfo& info : allRedOps())
     if (name == info.name) return {info};
-  throw Error(ErrorCode::InvalidArgument, "option -o '" + name + "': unknown reduction (sum prod max min avg mulsum all)");
+  throw Error(ErrorCode::InvalidArgument,
+              "option -o '" + name + "': unknown reduction (sum prod max min avg mulsum all)");
 }
 
 double readElement(ncclDataType_t type, const void* buffer, size_t index) {

@@ -11,15 +11,15 @@ namespace tutti::perf {
 
 struct DataTypeInfo {
   ncclDataType_t type;
-  const char* name;   // nccl-tests' name: int8 ... double, bfloat16, f8e4m3, f8e5m2
-  size_t size;        // bytes per element
+  const char* name;  // nccl-tests' name: int8 ... double, bfloat16, f8e4m3, f8e5m2
+  size_t size;       // bytes per element
   bool isInteger;
-  double epsilon;     // relative rounding of one operation (0 for integers)
+  double epsilon;  // relative rounding of one operation (0 for integers)
 };
 
 struct RedOpInfo {
-  ncclRedOp_t op;     // ncclNumOps stands for mulsum (a PreMulSum made per communicator)
-  const char* name;   // sum prod max min avg mulsum
+  ncclRedOp_t op;    // ncclNumOps stands for mulsum (a PreMulSum made per communicator)
+  const char* name;  // sum prod max min avg mulsum
 };
 
 // The types and ops of "-d all" / "-o all", in nccl-tests' order.

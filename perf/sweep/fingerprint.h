@@ -27,7 +27,8 @@ struct RankRecord {
 
 // The ranks, transports, topology and split groups of f from every rank's record (all, in rank order); nodes is the
 // world's node count, split the run's split if any.
-void addRankRecords(Fingerprint& f, const std::vector<RankRecord>& all, int nodes, const std::optional<GroupSplit>& split);
+void addRankRecords(Fingerprint& f, const std::vector<RankRecord>& all, int nodes,
+                    const std::optional<GroupSplit>& split);
 
 // Everything rank 0 prints before the table: nccl-tests' header lines, tutti's lines about the run, and the
 // "# Using devices" block. threads: the "nThread" nccl-tests prints; notes: what the run does with the GPU-only flags.

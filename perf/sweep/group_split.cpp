@@ -1,10 +1,10 @@
 // Reads nccl-tests' split variables and gives each rank its colour.
 #include "perf/sweep/group_split.h"
 
+#include <strings.h>
 #include <algorithm>
 #include <cctype>
 #include <climits>
-#include <strings.h>
 
 #include "perf/sweep/error.h"
 
@@ -26,9 +26,9 @@ std::optional<uint64_t> digits(std::string_view text, int base) {
   if (text.empty()) return std::nullopt;
   uint64_t value = 0;
   for (char c : text) {
-    int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+    int digit = std::isdigit(static_cast<unsigned char>(c))    ? c - '0'
                 : std::isxdigit(static_cast<unsigned char>(c)) ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
-                                                                : base;
+                                                               : base;
     if (digit >= base || value > (UINT64_MAX - uint64_t(digit)) / uint64_t(base)) return std::nullopt;
     value = value * uint64_t(base) + uint64_t(digit);
   }
@@ -54,8 +54,9 @@ int GroupSplit::colour(int processRank) const {
     case Op::Div: c = p / operand; break;
   }
   if (c > uint64_t(INT_MAX))
-    badVariable(variable, value, "gives process " + std::to_string(processRank) + " the colour " + std::to_string(c) +
-                                     ", more than ncclCommSplit's colours hold (" + std::to_string(INT_MAX) + ")");
+    badVariable(variable, value,
+                "gives process " + std::to_string(processRank) + " the colour " + std::to_string(c) +
+                    ", more than ncclCommSplit's colours hold (" + std::to_string(INT_MAX) + ")");
   return int(c);
 }
 
@@ -79,7 +80,9 @@ std::optional<GroupSplit> groupSplitFromEnvironment(const std::map<std::string, 
     std::string_view text = trimmed(*mask);
     if (startsWith(text, "0x")) text.remove_prefix(2);
     std::optional<uint64_t> value = digits(text, 16);
-    if (!value) badVariable(out.variable, out.value, "not a hexadecimal number (nccl-tests reads the mask in base 16, as 0x1 or 1)");
+    if (!value)
+      badVariable(out.variable, out.value,
+                  "not a hexadecimal number (nccl-tests reads the mask in base 16, as 0x1 or 1)");
     out.operand = *value;
     if (split) out.ignored = "NCCL_TESTS_SPLIT=" + *split;
     return out;
@@ -90,8 +93,9 @@ std::optional<GroupSplit> groupSplitFromEnvironment(const std::map<std::string, 
     const char* name;
     GroupSplit::Op op;
   };
-  const Operation operations[] = {{"AND", GroupSplit::Op::And}, {"&", GroupSplit::Op::And}, {"OR", GroupSplit::Op::Or},
-                                  {"|", GroupSplit::Op::Or},    {"MOD", GroupSplit::Op::Mod}, {"%", GroupSplit::Op::Mod},
+  const Operation operations[] = {{"AND", GroupSplit::Op::And}, {"&", GroupSplit::Op::And},
+                                  {"OR", GroupSplit::Op::Or},   {"|", GroupSplit::Op::Or},
+                                  {"MOD", GroupSplit::Op::Mod}, {"%", GroupSplit::Op::Mod},
                                   {"DIV", GroupSplit::Op::Div}, {"/", GroupSplit::Op::Div}};
   const Operation* found = nullptr;
   for (const Operation& o : operations)
@@ -99,17 +103,26 @@ std::optional<GroupSplit> groupSplitFromEnvironment(const std::map<std::string, 
       found = &o;
       break;
     }
-  if (!found) badVariable(out.variable, out.value, "not an operation and a number: AND, OR, MOD or DIV (or &, |, %, /), then a value, as 'AND 0x7' or '%8'");
+  if (!found)
+    badVariable(
+        out.variable, out.value,
+        "not an operation and a number: AND, OR, MOD or DIV (or &, |, %, /), then a value, as 'AND 0x7' or '%8'");
   out.op = found->op;
   text = trimmed(text.substr(std::string(found->name).size()));
   std::optional<uint64_t> value;
-  if (startsWith(text, "0b")) value = digits(text.substr(2), 2);
-  else if (startsWith(text, "0x")) value = digits(text.substr(2), 16);
-  else if (text.size() > 1 && text.front() == '0') value = digits(text.substr(1), 8);
-  else value = digits(text, 10);
+  if (startsWith(text, "0b"))
+    value = digits(text.substr(2), 2);
+  else if (startsWith(text, "0x"))
+    value = digits(text.substr(2), 16);
+  else if (text.size() > 1 && text.front() == '0')
+    value = digits(text.substr(1), 8);
+  else
+    value = digits(text, 10);
   if (!value)
-    badVariable(out.variable, out.value, "the value after " + std::string(found->name) +
-                                                     " is not a number (decimal, 0x hexadecimal, 0b binary; a leading 0 is octal, as nccl-tests reads it)");
+    badVariable(
+        out.variable, out.value,
+        "the value after " + std::string(found->name) +
+            " is not a number (decimal, 0x hexadecimal, 0b binary; a leading 0 is octal, as nccl-tests reads it)");
   if (*value == 0 && (out.op == GroupSplit::Op::Mod || out.op == GroupSplit::Op::Div))
     badVariable(out.variable, out.value, std::string(found->name) + " 0 divides by zero");
   out.operand = *value;

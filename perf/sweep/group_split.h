@@ -18,7 +18,7 @@ struct GroupSplit {
   std::string value;     // its text, as given
   Op op = Op::And;
   uint64_t operand = 0;
-  std::string ignored;   // NCCL_TESTS_SPLIT when NCCL_TESTS_SPLIT_MASK is set too (the mask wins, as in nccl-tests)
+  std::string ignored;  // NCCL_TESTS_SPLIT when NCCL_TESTS_SPLIT_MASK is set too (the mask wins, as in nccl-tests)
 
   // The colour of a process: its rank combined with the operand. Throws perf::Error when it does not fit
   // ncclCommSplit's int colour.

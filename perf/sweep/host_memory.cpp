@@ -64,6 +64,8 @@ class HostMemory final : public RankMemory {
 
 }  // namespace
 
-std::unique_ptr<RankMemory> makeHostMemory(bool nullStream, int rank) { return std::make_unique<HostMemory>(nullStream, rank); }
+std::unique_ptr<RankMemory> makeHostMemory(bool nullStream, int rank) {
+  return std::make_unique<HostMemory>(nullStream, rank);
+}
 
 }  // namespace tutti::perf

@@ -13,7 +13,7 @@ struct World {
   std::string launcher = "single";  // single, local, torchrun, openmpi, pmi, slurm, mpi (mpirun and a build with MPI)
   int processRank = 0;
   int processCount = 1;
-  int localRank = 0;                // index of this process among those on its host
+  int localRank = 0;  // index of this process among those on its host
   int ranksPerProcess = 1;
   int nranks() const { return processCount * ranksPerProcess; }
   int firstRank() const { return processRank * ranksPerProcess; }

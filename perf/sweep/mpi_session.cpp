@@ -43,7 +43,8 @@ ncclUniqueId MpiSession::broadcastUniqueId() const {
   if (rank_ == 0) {
     ncclResult_t result = ncclGetUniqueId(&id);
     if (result != ncclSuccess)
-      throw Error(ErrorCode::System, std::string("ncclGetUniqueId: ") + ncclGetErrorString(result) + " (" + ncclGetLastError(nullptr) + ")");
+      throw Error(ErrorCode::System, std::string("ncclGetUniqueId: ") + ncclGetErrorString(result) + " (" +
+                                         ncclGetLastError(nullptr) + ")");
   }
   checkMpi(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast (the unique id)");
   return id;
@@ -65,7 +66,8 @@ void MpiSession::abort(int code) const {
 bool mpiBuilt() { return false; }
 
 MpiSession::MpiSession(int*, char***) {
-  throw Error(ErrorCode::InvalidUsage, "this perf tool was built without MPI (install OpenMPI's development package and rebuild)");
+  throw Error(ErrorCode::InvalidUsage,
+              "this perf tool was built without MPI (install OpenMPI's development package and rebuild)");
 }
 MpiSession::~MpiSession() = default;
 ncclUniqueId MpiSession::broadcastUniqueId() const { return {}; }

@@ -55,7 +55,8 @@ const std::vector<Flag>& flags() {
       {'b', "minbytes", intoSize(&Options::minBytes)},
       {'e', "maxbytes", intoSize(&Options::maxBytes)},
       {'i', "stepbytes", intoSize(&Options::stepBytes)},
-      {'f', "stepfactor", [](Options& o, const std::string& v, const std::string& f) {
+      {'f', "stepfactor",
+       [](Options& o, const std::string& v, const std::string& f) {
          long factor = parseInteger(v, f);
          if (factor < 0) badValue(f, v, "must not be negative");
          o.stepFactor = size_t(factor);
@@ -89,7 +90,8 @@ const std::vector<Flag>& flags() {
       {0, "json", intoString(&Options::jsonFile)},
       {0, "csv", intoString(&Options::csvFile)},
       {0, "compare", intoString(&Options::compareFile)},
-      {0, "compare-threshold", [](Options& o, const std::string& v, const std::string& f) {
+      {0, "compare-threshold",
+       [](Options& o, const std::string& v, const std::string& f) {
          o.compareThreshold = parseReal(v, f);
          if (o.compareThreshold < 0) badValue(f, v, "must not be negative");
        }},
@@ -130,7 +132,8 @@ void validate(Options& o) {
     o.perIterTiming = 0;
   }
   if (o.perIterSkip < 0 || o.perIterSkip >= o.iters) {
-    o.warnings.push_back("per-iteration skip (-K) must be between 0 and " + std::to_string(o.iters - 1) + ". Disabling.");
+    o.warnings.push_back("per-iteration skip (-K) must be between 0 and " + std::to_string(o.iters - 1) +
+                         ". Disabling.");
     o.perIterSkip = 0;
   }
   if (o.perIterSkip && !o.perIterTiming) {
@@ -140,12 +143,15 @@ void validate(Options& o) {
   require(o.cudaGraph >= 0, "-G", o.cudaGraph, "must not be negative");
   // A captured stream runs nothing until the graph is launched: nothing can wait for one iteration of it.
   if (o.cudaGraph && o.blocking)
-    badValue("-G", std::to_string(o.cudaGraph), "CUDA graphs cannot be combined with -z " + std::to_string(o.blocking) +
-                                                   " (a captured iteration cannot be waited for)");
+    badValue("-G", std::to_string(o.cudaGraph),
+             "CUDA graphs cannot be combined with -z " + std::to_string(o.blocking) +
+                 " (a captured iteration cannot be waited for)");
   if (o.cudaGraph && o.perIterTiming)
-    badValue("-G", std::to_string(o.cudaGraph), "CUDA graphs cannot be combined with -I 1 (a captured iteration cannot be timed)");
+    badValue("-G", std::to_string(o.cudaGraph),
+             "CUDA graphs cannot be combined with -I 1 (a captured iteration cannot be timed)");
   if (o.localRanks % o.gpus != 0)
-    badValue("--local", std::to_string(o.localRanks), "must be a multiple of -g " + std::to_string(o.gpus) + " (ranks per thread)");
+    badValue("--local", std::to_string(o.localRanks),
+             "must be a multiple of -g " + std::to_string(o.gpus) + " (ranks per thread)");
 }
 
 }  // namespace
@@ -154,24 +160,32 @@ std::vector<std::string> flagNotes(const Options& o, const std::string& backend)
   std::vector<std::string> notes;
   if (backend != "cuda") {
     if (o.ctaPolicy >= 0) notes.push_back("-x: CTA policies are a GPU setting; ignored in host mode");
-    if (o.deviceImplementation) notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
+    if (o.deviceImplementation)
+      notes.push_back("-D: device-API kernels need a GPU; host mode uses the NCCL API implementation");
     if (o.deviceCtaCount >= 0)
-      notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
-    if (o.localRegister) notes.push_back("-R: in host mode buffers are registered with ncclCommRegister (host memory needs no pinning), and ranks "
-                        "of a host then read each other's buffers in place (zero-copy, docs/algorithms.md; between processes through "
-                        "process_vm_readv with TUTTI_CMA=1, or, on the emulated device with device memory, mapped by the "
-                        "peers unless TUTTI_MAP_REGISTERED=0)");
+      notes.push_back("-V " + std::to_string(o.deviceCtaCount) +
+                      ": the CTA count of device-API kernels (-D) is a GPU setting; ignored in host mode");
+    if (o.localRegister)
+      notes.push_back(
+          "-R: in host mode buffers are registered with ncclCommRegister (host memory needs no pinning), and ranks "
+          "of a host then read each other's buffers in place (zero-copy, docs/algorithms.md; between processes through "
+          "process_vm_readv with TUTTI_CMA=1, or, on the emulated device with device memory, mapped by the "
+          "peers unless TUTTI_MAP_REGISTERED=0)");
     if (o.memoryReport) notes.push_back("-M: GPU memory usage has no meaning in host mode; no memory report");
     return notes;
   }
   if (o.ctaPolicy >= 0) notes.push_back("-x: CTA policies are not supported by tutti yet; ignored");
-  if (o.deviceImplementation) notes.push_back("-D: device-API kernels are not supported by tutti yet; the NCCL API implementation runs");
+  if (o.deviceImplementation)
+    notes.push_back("-D: device-API kernels are not supported by tutti yet; the NCCL API implementation runs");
   if (o.deviceCtaCount >= 0)
-    notes.push_back("-V " + std::to_string(o.deviceCtaCount) + ": device-API kernels (-D) are not supported by tutti yet; ignored");
+    notes.push_back("-V " + std::to_string(o.deviceCtaCount) +
+                    ": device-API kernels (-D) are not supported by tutti yet; ignored");
   if (o.memoryReport) notes.push_back("-M: no GPU memory report yet");
   if (o.streamNull)
-    notes.push_back("-y 1: each rank runs on a non-blocking stream of its own, never the legacy default stream, which would wait for "
-                    "the kernels of other ranks on a shared GPU");
+    notes.push_back(
+        "-y 1: each rank runs on a non-blocking stream of its own, never the legacy default stream, which would wait "
+        "for "
+        "the kernels of other ranks on a shared GPU");
   return notes;
 }
 
@@ -181,10 +195,14 @@ size_t parseSize(const std::string& text, const char* flag) {
   if (text.empty() || end == text.c_str() || !std::isfinite(value) || value < 0) badValue(flag, text, "not a size");
   std::string suffix(end);
   double unit = 1;
-  if (suffix == "K" || suffix == "k") unit = 1024.0;
-  else if (suffix == "M" || suffix == "m") unit = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") unit = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) badValue(flag, text, "unknown suffix (use K, M or G)");
+  if (suffix == "K" || suffix == "k")
+    unit = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    unit = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    badValue(flag, text, "unknown suffix (use K, M or G)");
   return size_t(value * unit);
 }
 
@@ -247,21 +265,27 @@ std::string usageText(const std::string& program) {
          "  [-S,--report_timestamps <0/1>] [-J,--output_file <file.json>]\n"
          "  [-a,--average <0/1/2/3> time reported: 0=rank 0, 1=mean, 2=min, 3=max]\n"
          "  [-R,--local_register <0/1/2>] [-u,--unalign <index of first element>]\n"
-         "  [-I,--per_iter_timing <0/1> per-iteration host clock timing] [-K,--per_iter_skip <count>] [-M,--memory <0/1>]\n"
+         "  [-I,--per_iter_timing <0/1> per-iteration host clock timing] [-K,--per_iter_skip <count>] [-M,--memory "
+         "<0/1>]\n"
          "  [-G,--cudagraph <num graph launches>] (cuda device backend only; not with -z or -I)\n"
-         "  GPU-only, accepted and explained: [-x,--cta_policy <n>] [-D,--device_implementation <n>] [-V,--device_cta_count <n>]\n"
+         "  GPU-only, accepted and explained: [-x,--cta_policy <n>] [-D,--device_implementation <n>] "
+         "[-V,--device_cta_count <n>]\n"
          "  tutti's own:\n"
          "  [--local N] run N ranks in this process (N / -g threads), ignoring any launcher\n"
          "  [--json FILE] [--csv FILE] reports with an environment fingerprint\n"
          "  [--compare BASELINE.json] [--compare-threshold FRACTION (default 0.10)] mark slower sizes\n"
          "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
          "  [-h,--help]\n"
-         "  Launchers, innermost first: --local N; torchrun-style (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT);\n"
-         "  OpenMPI's mpirun (OMPI_COMM_WORLD_*); MPICH/Intel MPI (PMI_RANK/PMI_SIZE); Slurm (SLURM_PROCID/SLURM_NTASKS).\n"
-         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT (MASTER_PORT+1 under torchrun,\n"
+         "  Launchers, innermost first: --local N; torchrun-style "
+         "(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT);\n"
+         "  OpenMPI's mpirun (OMPI_COMM_WORLD_*); MPICH/Intel MPI (PMI_RANK/PMI_SIZE); Slurm "
+         "(SLURM_PROCID/SLURM_NTASKS).\n"
+         "  A launched world finds its root through NCCL_COMM_ID, MASTER_ADDR:MASTER_PORT (MASTER_PORT+1 under "
+         "torchrun,\n"
          "  whose store owns MASTER_PORT) or --id-file; under mpirun, a build with MPI needs none of them.\n"
          "  -T bounds init and the warm-up too; a run it stops exits with code 3.\n"
-         "  NCCL_TESTS_SPLIT_MASK=<hex> or NCCL_TESTS_SPLIT=<AND|OR|MOD|DIV><n> split the ranks into groups that run side\n"
+         "  NCCL_TESTS_SPLIT_MASK=<hex> or NCCL_TESTS_SPLIT=<AND|OR|MOD|DIV><n> split the ranks into groups that run "
+         "side\n"
          "  by side, as nccl-tests: colour = process rank (each --local rank a process) combined with n.\n"
          "  TUTTI_DEVICE=host|emulated|cuda|auto picks the device backend (auto: cuda where the CUDA driver reports a\n"
          "  device); on cuda the i'th rank of a node uses GPU i % GPUs, with device buffers, a stream of its\n"

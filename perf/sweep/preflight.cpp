@@ -18,29 +18,33 @@ namespace tutti::perf {
 
 // Options that only the world's size can judge; refused before any rank starts, like the parser's errors. With a
 // split (colours: every world rank's) they are judged for each group, which runs the collective on its own.
-void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split,
-                          const std::vector<int>& colours) {
+void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks,
+                          const std::optional<GroupSplit>& split, const std::vector<int>& colours) {
   if (!split) {
     if (auto why = coll.unsupported(nranks)) throw Error(ErrorCode::InvalidUsage, *why);
     if (options.root >= nranks)
-      throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " + std::to_string(nranks) + " ranks");
+      throw Error(ErrorCode::InvalidArgument,
+                  "option -r " + std::to_string(options.root) + ": only " + std::to_string(nranks) + " ranks");
     return;
   }
   std::map<int, int> groupRanks;  // colour -> ranks
   for (int colour : colours) groupRanks[colour]++;
   std::string where = " (" + split->describe() + ")";
   for (auto [colour, ranks] : groupRanks) {
-    if (auto why = coll.unsupported(ranks)) throw Error(ErrorCode::InvalidUsage, "group " + std::to_string(colour) + where + ": " + *why);
+    if (auto why = coll.unsupported(ranks))
+      throw Error(ErrorCode::InvalidUsage, "group " + std::to_string(colour) + where + ": " + *why);
     if (options.root >= ranks)
-      throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " + std::to_string(ranks) +
-                                                  " ranks in group " + std::to_string(colour) + where);
+      throw Error(ErrorCode::InvalidArgument, "option -r " + std::to_string(options.root) + ": only " +
+                                                  std::to_string(ranks) + " ranks in group " + std::to_string(colour) +
+                                                  where);
   }
   // Every root in turn is a different number of rows in groups of different sizes, and the groups keep in step.
-  auto [smallest, largest] = std::minmax_element(groupRanks.begin(), groupRanks.end(),
-                                                 [](auto& a, auto& b) { return a.second < b.second; });
+  auto [smallest, largest] =
+      std::minmax_element(groupRanks.begin(), groupRanks.end(), [](auto& a, auto& b) { return a.second < b.second; });
   if (coll.usesRoot && options.root == -1 && smallest->second != largest->second)
-    throw Error(ErrorCode::InvalidUsage, "option -r -1 (every root) needs groups of one size; " + split->describe() + " makes group " +
-                                             std::to_string(smallest->first) + " of " + std::to_string(smallest->second) + " ranks and group " +
+    throw Error(ErrorCode::InvalidUsage, "option -r -1 (every root) needs groups of one size; " + split->describe() +
+                                             " makes group " + std::to_string(smallest->first) + " of " +
+                                             std::to_string(smallest->second) + " ranks and group " +
                                              std::to_string(largest->first) + " of " + std::to_string(largest->second));
 }
 
@@ -65,7 +69,8 @@ void requireWritable(const std::string& path, const char* flag) {
 
 // --compare's baseline, read and checked against this run before it starts: a baseline of another collective, another
 // number of ranks or another split would mark every size, or none, for nothing.
-Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split) {
+Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks,
+                             const std::optional<GroupSplit>& split) {
   const std::string& path = options.compareFile;
   std::ifstream in(path);
   if (!in) throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": cannot read it: " + std::strerror(errno));
@@ -73,24 +78,29 @@ Baseline readCompareBaseline(const Options& options, const Collective& coll, int
   text << in.rdbuf();
   Baseline baseline = readBaseline(text.str(), "--compare " + path);
   if (!baseline.collective.empty() && baseline.collective != coll.name)
-    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline measured " + baseline.collective + ", this run " +
-                                                coll.name + "; compare a sweep with one of the same collective");
+    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline measured " + baseline.collective +
+                                                ", this run " + coll.name +
+                                                "; compare a sweep with one of the same collective");
   if (baseline.nranks != 0 && baseline.nranks != nranks)
-    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline ran on " + std::to_string(baseline.nranks) +
-                                                " ranks, this run has " + std::to_string(nranks) + "; compare runs of the same size");
+    throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline ran on " +
+                                                std::to_string(baseline.nranks) + " ranks, this run has " +
+                                                std::to_string(nranks) + "; compare runs of the same size");
   std::string mine = split ? split->describe() : "";
   if (baseline.split != mine)
     throw Error(ErrorCode::InvalidArgument, "--compare " + path + ": the baseline ran " +
-                                                (baseline.split.empty() ? "unsplit" : "with " + baseline.split) + ", this run " +
-                                                (mine.empty() ? "unsplit" : "with " + mine) + "; compare runs split into the same groups");
+                                                (baseline.split.empty() ? "unsplit" : "with " + baseline.split) +
+                                                ", this run " + (mine.empty() ? "unsplit" : "with " + mine) +
+                                                "; compare runs split into the same groups");
   return baseline;
 }
 
 void requireGraphBackend(const Options& options, const std::string& backend, const char* tuttiDevice) {
   if (options.cudaGraph == 0 || backend == "cuda") return;
-  std::string why = tuttiDevice ? std::string("TUTTI_DEVICE=") + tuttiDevice : std::string("TUTTI_DEVICE unset and no CUDA device");
-  throw Error(ErrorCode::InvalidUsage, "option -G " + std::to_string(options.cudaGraph) + ": -G needs the cuda device backend, and this run's is " +
-                                           backend + " (" + why + ")");
+  std::string why =
+      tuttiDevice ? std::string("TUTTI_DEVICE=") + tuttiDevice : std::string("TUTTI_DEVICE unset and no CUDA device");
+  throw Error(ErrorCode::InvalidUsage, "option -G " + std::to_string(options.cudaGraph) +
+                                           ": -G needs the cuda device backend, and this run's is " + backend + " (" +
+                                           why + ")");
 }
 
 // -T bounds init too: the bootstrap waits at most that long for the ranks (a longer TUTTI_BOOTSTRAP_TIMEOUT is cut).

@@ -6,18 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "perf/sweep/baseline.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/options.h"
-#include "perf/sweep/baseline.h"
 #include "perf/sweep/report.h"
 
 namespace tutti::perf {
 
 // Options that only the world's size can judge; refused (perf::Error) like the parser's errors. With a split
 // (colours: every world rank's) they are judged for each group, which runs the collective on its own.
-void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split,
-                          const std::vector<int>& colours);
+void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks,
+                          const std::optional<GroupSplit>& split, const std::vector<int>& colours);
 
 // Whether the report at path could be written (flag names it in the error), learnt without leaving a file behind:
 // a sweep that cannot write its report at the end would have measured for nothing.
@@ -25,7 +25,8 @@ void requireWritable(const std::string& path, const char* flag);
 
 // --compare's baseline, read and checked against this run: a baseline of another collective, another number of
 // ranks or another split would mark every size, or none, for nothing.
-Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks, const std::optional<GroupSplit>& split);
+Baseline readCompareBaseline(const Options& options, const Collective& coll, int nranks,
+                             const std::optional<GroupSplit>& split);
 
 // -G captures CUDA graphs: refused (perf::Error) when the run's device backend (as expected before init; tuttiDevice
 // is TUTTI_DEVICE, null when unset) is not cuda.

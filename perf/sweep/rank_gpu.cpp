@@ -16,7 +16,8 @@ RankGpu::RankGpu(const cuda::Driver& driver, int ordinal, int rank) : driver_(dr
   if (driver_.cuDeviceGetName(text, sizeof text - 1, device_) == cuda::kSuccess) name_ = text;
   char busId[32] = {};
   if (driver_.cuDeviceGetPCIBusId(busId, sizeof busId - 1, device_) == cuda::kSuccess) pciBusId_ = busId;
-  cuda::check(driver_, driver_.cuDevicePrimaryCtxRetain(&context_, device_), rank, "cuDevicePrimaryCtxRetain (" + device + ")");
+  cuda::check(driver_, driver_.cuDevicePrimaryCtxRetain(&context_, device_), rank,
+              "cuDevicePrimaryCtxRetain (" + device + ")");
   try {
     makeCurrent();
   } catch (...) {

@@ -15,9 +15,12 @@ namespace {
 std::string jsonString(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += printf1("\\u%04x", unsigned(c));
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += printf1("\\u%04x", unsigned(c));
+    else
+      out += c;
   }
   return out + "\"";
 }
@@ -28,8 +31,9 @@ std::string jsonNumber(double value) {
 }
 
 std::string jsonMeasurement(const Measurement& m) {
-  return "{\"time\": " + jsonNumber(m.timeUs) + ", \"alg_bw\": " + jsonNumber(m.algBw) + ", \"bus_bw\": " +
-         jsonNumber(m.busBw) + ", \"nwrong\": " + (m.wrong < 0 ? std::string("null") : std::to_string(m.wrong)) + "}";
+  return "{\"time\": " + jsonNumber(m.timeUs) + ", \"alg_bw\": " + jsonNumber(m.algBw) +
+         ", \"bus_bw\": " + jsonNumber(m.busBw) +
+         ", \"nwrong\": " + (m.wrong < 0 ? std::string("null") : std::to_string(m.wrong)) + "}";
 }
 
 std::string jsonList(const std::vector<double>& values) {
@@ -41,10 +45,10 @@ std::string jsonList(const std::vector<double>& values) {
 // nccl-tests' per-iteration object: the summary, every iteration's time, and per-process rows when there are several.
 std::string jsonIterationStats(const IterationStats& s) {
   std::string out = "{\"skipped_iterations\": " + std::to_string(s.skipped) + ", \"min_us\": " + jsonNumber(s.minUs) +
-                    ", \"max_us\": " + jsonNumber(s.maxUs) + ", \"avg_us\": " + jsonNumber(s.avgUs) + ", \"p50_us\": " +
-                    jsonNumber(s.p50Us) + ", \"p95_us\": " + jsonNumber(s.p95Us) + ", \"p99_us\": " + jsonNumber(s.p99Us) +
-                    ", \"stdev_us\": " + jsonNumber(s.stdevUs) + ", \"cv_pct\": " + jsonNumber(s.cvPercent) +
-                    ", \"times_us\": " + jsonList(s.timesUs);
+                    ", \"max_us\": " + jsonNumber(s.maxUs) + ", \"avg_us\": " + jsonNumber(s.avgUs) +
+                    ", \"p50_us\": " + jsonNumber(s.p50Us) + ", \"p95_us\": " + jsonNumber(s.p95Us) +
+                    ", \"p99_us\": " + jsonNumber(s.p99Us) + ", \"stdev_us\": " + jsonNumber(s.stdevUs) +
+                    ", \"cv_pct\": " + jsonNumber(s.cvPercent) + ", \"times_us\": " + jsonList(s.timesUs);
   if (s.perProcessMaxUs.size() > 1) {
     out += ", \"per_process_max_times_us\": [";
     for (size_t p = 0; p < s.perProcessMaxUs.size(); p++) out += (p ? ", " : "") + jsonList(s.perProcessMaxUs[p]);
@@ -99,31 +103,38 @@ std::string tableHeader(bool cpuTime, bool timestamps, bool perIteration) {
   const char* stampFormat = timestamps ? "YYYY-MM-DD HH:MM:SS" : "";
   std::string out = "#\n";
   if (perIteration) {
-    out += printf1("# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                in-place (+ per-iteration)\n",
-                   "", "", "", "", "");
-    const char* format = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s\n";
-    out += printf1(format, "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%",
-                   time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", pad, stampName);
-    out += printf1(format, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", "(us)", "(GB/s)",
-                   "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, stampFormat);
+    out += printf1(
+        "# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                "
+        "in-place (+ per-iteration)\n",
+        "", "", "", "", "");
+    const char* format =
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s "
+        "%*s\n";
+    out +=
+        printf1(format, "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", "i_min", "i_max",
+                "i_p99", "i_cv%", time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", pad, stampName);
+    out += printf1(format, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)",
+                   "(%)", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, stampFormat);
     return out;
   }
-  out += printf1("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
-  out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type", "redop",
-                 "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong", pad, stampName);
-  out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "", "", "(us)",
-                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, stampFormat);
+  out += printf1("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "",
+                 "", "", "", "");
+  out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
+                 "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong", pad, stampName);
+  out += printf1("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "",
+                 "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, stampFormat);
   return out;
 }
 
 std::string tableRow(const ResultRow& row) {
-  std::string out = printf1("%12zu  %12zu  %8s  %6s  %6i", row.bytes, row.count, row.type.c_str(), row.redop.c_str(), row.root);
+  std::string out =
+      printf1("%12zu  %12zu  %8s  %6s  %6i", row.bytes, row.count, row.type.c_str(), row.redop.c_str(), row.root);
   for (const Measurement* m : {&row.outOfPlace, &row.inPlace}) {
     out += "  " + formatNumber(m->timeUs, 7) + "  " + formatNumber(m->algBw, 6) + "  " + formatNumber(m->busBw, 6);
     out += m->wrong < 0 ? std::string("    N/A") : printf1("  %6g", double(m->wrong));
     if (const auto& s = m->perIteration)
-      out += "  " + formatNumber(s->minUs, 7) + "  " + formatNumber(s->maxUs, 7) + "  " + formatNumber(s->p99Us, 7) + "  " +
-             formatNumber(s->cvPercent, 7);
+      out += "  " + formatNumber(s->minUs, 7) + "  " + formatNumber(s->maxUs, 7) + "  " + formatNumber(s->p99Us, 7) +
+             "  " + formatNumber(s->cvPercent, 7);
   }
   if (!row.timestamp.empty()) out += printf1("%21s", row.timestamp.c_str());
   return out + "\n";
@@ -135,9 +146,9 @@ std::string deviceLine(const RankDescription& rank, const std::string& backend) 
   // Group is nccl-tests' split colour itself (process rank & NCCL_TESTS_SPLIT_MASK, say), not a count of groups nor
   // the index of the thread that drives the rank; 0 without a split.
   bool gpu = !rank.pciBusId.empty();
-  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s (CPUs %s)\n", rank.rank, rank.group, rank.pid,
-                 rank.host.c_str(), gpu ? rank.gpuOrdinal : rank.localIndex, deviceHex(rank).c_str(), (gpu ? rank.gpu : backend).c_str(),
-                 rank.affinity.c_str());
+  return printf1("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s (CPUs %s)\n", rank.rank, rank.group,
+                 rank.pid, rank.host.c_str(), gpu ? rank.gpuOrdinal : rank.localIndex, deviceHex(rank).c_str(),
+                 (gpu ? rank.gpu : backend).c_str(), rank.affinity.c_str());
 }
 
 std::string deviceHex(const RankDescription& rank) {
@@ -166,8 +177,8 @@ std::string gpuLine(const Fingerprint& f) {
 
 std::string buildLine(const Fingerprint& f) {
   const BuildInfo& b = f.build;
-  return "# Build: " + f.tuttiVersion + ", " + b.buildType + ", " + b.compiler + ", " + (b.mpi ? "with" : "without") + " MPI" +
-         (b.commit.empty() ? std::string() : ", commit " + b.commit) + "\n";
+  return "# Build: " + f.tuttiVersion + ", " + b.buildType + ", " + b.compiler + ", " + (b.mpi ? "with" : "without") +
+         " MPI" + (b.commit.empty() ? std::string() : ", commit " + b.commit) + "\n";
 }
 
 std::string topologyLines(const Fingerprint& f) {
@@ -178,7 +189,8 @@ std::string topologyLines(const Fingerprint& f) {
            (d.cpus ? std::to_string(d.cpus) : std::string("?")) + " CPUs, " + std::to_string(d.gpus) + " GPUs, " +
            std::to_string(d.nics.size()) + " NICs";
     for (size_t i = 0; i < d.nics.size(); i++)
-      out += (i ? ", " : " (") + d.nics[i].first + " " + (d.nics[i].second ? std::to_string(d.nics[i].second) + " Mb/s" : "speed unknown") +
+      out += (i ? ", " : " (") + d.nics[i].first + " " +
+             (d.nics[i].second ? std::to_string(d.nics[i].second) + " Mb/s" : "speed unknown") +
              (i + 1 == d.nics.size() ? ")" : "");
     out += "\n";
   }
@@ -201,19 +213,21 @@ std::string groupLines(const Fingerprint& f) {
   if (f.split.empty()) return "";
   constexpr size_t kListed = 16;  // the JSON report holds them all
   std::string out = "# Groups: " + f.split + " splits the " + std::to_string(f.ranks.size()) + " ranks into " +
-                    std::to_string(f.groups.size()) + (f.groups.size() == 1 ? " group" : " groups that run side by side") + ":";
+                    std::to_string(f.groups.size()) +
+                    (f.groups.size() == 1 ? " group" : " groups that run side by side") + ":";
   size_t rank0Group = 0;
   for (size_t g = 0; g < f.groups.size(); g++) {
     const GroupDescription& d = f.groups[g];
     if (!d.ranks.empty() && d.ranks.front() == 0) rank0Group = g;
-    if (g < kListed) out += std::string(g ? ";" : "") + " group " + std::to_string(d.colour) + " ranks " + rankRanges(d.ranks);
+    if (g < kListed)
+      out += std::string(g ? ";" : "") + " group " + std::to_string(d.colour) + " ranks " + rankRanges(d.ranks);
   }
   if (f.groups.size() > kListed) out += "; and " + std::to_string(f.groups.size() - kListed) + " more";
   size_t groupRanks = f.groups.empty() ? 0 : f.groups[rank0Group].ranks.size();
   // As nccl-tests: each group sizes and times its own communicator, rank 0 prints its group's sizes and bandwidths,
   // and the time, the barriers and the wrong-value counts are over every rank of every group.
-  out += "\n# Groups: sizes and bandwidths are those of rank 0's group (" + std::to_string(groupRanks) + " ranks); times (-a) and #wrong are over all " +
-         std::to_string(f.ranks.size()) + " ranks\n";
+  out += "\n# Groups: sizes and bandwidths are those of rank 0's group (" + std::to_string(groupRanks) +
+         " ranks); times (-a) and #wrong are over all " + std::to_string(f.ranks.size()) + " ranks\n";
   return out;
 }
 
@@ -226,26 +240,31 @@ std::string tableFooter(int outOfBounds, double averageBusBw, const std::string&
 }
 
 std::string jsonReport(const Report& r) {
-  std::string out = "{\n  \"program\": " + jsonString(r.program) + ",\n  \"collective\": " + jsonString(r.collective) + ",\n  \"arguments\": [";
+  std::string out = "{\n  \"program\": " + jsonString(r.program) + ",\n  \"collective\": " + jsonString(r.collective) +
+                    ",\n  \"arguments\": [";
   for (size_t i = 0; i < r.arguments.size(); i++) out += (i ? ", " : "") + jsonString(r.arguments[i]);
   out += "],\n  \"config\": {";
   bool first = true;
-  for (const auto& [key, value] : r.config) out += std::string(first ? "" : ", ") + jsonString(key) + ": " + value, first = false;
+  for (const auto& [key, value] : r.config)
+    out += std::string(first ? "" : ", ") + jsonString(key) + ": " + value, first = false;
   const Fingerprint& f = r.fingerprint;
-  out += "},\n  \"fingerprint\": {\"tutti_version\": " + jsonString(f.tuttiVersion) + ", \"nccl_version\": " + jsonString(f.ncclVersion) +
-         ", \"device_backend\": " + jsonString(f.backend) + ", \"transports\": " + jsonString(f.transports) +
-         ", \"topology\": " + jsonString(f.topology) + ", \"launcher\": " + jsonString(f.launcher) +
-         ", \"host_cpu\": " + jsonString(f.hostCpu) + ", \"build_type\": " + jsonString(f.build.buildType) +
-         ", \"compiler\": " + jsonString(f.build.compiler) + ", \"mpi\": " + (f.build.mpi ? "true" : "false") +
+  out += "},\n  \"fingerprint\": {\"tutti_version\": " + jsonString(f.tuttiVersion) +
+         ", \"nccl_version\": " + jsonString(f.ncclVersion) + ", \"device_backend\": " + jsonString(f.backend) +
+         ", \"transports\": " + jsonString(f.transports) + ", \"topology\": " + jsonString(f.topology) +
+         ", \"launcher\": " + jsonString(f.launcher) + ", \"host_cpu\": " + jsonString(f.hostCpu) +
+         ", \"build_type\": " + jsonString(f.build.buildType) + ", \"compiler\": " + jsonString(f.build.compiler) +
+         ", \"mpi\": " + (f.build.mpi ? "true" : "false") +
          ", \"git_commit\": " + (f.build.commit.empty() ? std::string("null") : jsonString(f.build.commit)) +
-         ", \"cuda_driver\": " + (f.cudaDriver.empty() ? std::string("null") : jsonString(f.cudaDriver)) + ", \"split\": ";
+         ", \"cuda_driver\": " + (f.cudaDriver.empty() ? std::string("null") : jsonString(f.cudaDriver)) +
+         ", \"split\": ";
   if (f.split.empty()) {
     out += "null";
   } else {
     out += "{\"setting\": " + jsonString(f.split) + ", \"groups\": [";
     for (size_t g = 0; g < f.groups.size(); g++) {
       out += std::string(g ? ", " : "") + "{\"group\": " + std::to_string(f.groups[g].colour) + ", \"ranks\": [";
-      for (size_t i = 0; i < f.groups[g].ranks.size(); i++) out += (i ? ", " : "") + std::to_string(f.groups[g].ranks[i]);
+      for (size_t i = 0; i < f.groups[g].ranks.size(); i++)
+        out += (i ? ", " : "") + std::to_string(f.groups[g].ranks[i]);
       out += "]}";
     }
     out += "]}";
@@ -253,32 +272,37 @@ std::string jsonReport(const Report& r) {
   out += ", \"nodes\": [";
   for (size_t n = 0; n < f.nodes.size(); n++) {
     const NodeDescription& d = f.nodes[n];
-    out += std::string(n ? ", " : "") + "{\"hostname\": " + jsonString(d.host) + ", \"ranks\": " + std::to_string(d.ranks) +
-           ", \"numa_nodes\": " + std::to_string(d.numaNodes) + ", \"cpus\": " + (d.cpus ? std::to_string(d.cpus) : std::string("null")) +
+    out += std::string(n ? ", " : "") + "{\"hostname\": " + jsonString(d.host) +
+           ", \"ranks\": " + std::to_string(d.ranks) + ", \"numa_nodes\": " + std::to_string(d.numaNodes) +
+           ", \"cpus\": " + (d.cpus ? std::to_string(d.cpus) : std::string("null")) +
            ", \"gpus\": " + std::to_string(d.gpus) + ", \"nics\": [";
     for (size_t i = 0; i < d.nics.size(); i++)
-      out += std::string(i ? ", " : "") + "{\"name\": " + jsonString(d.nics[i].first) + ", \"speed_mbps\": " +
-             (d.nics[i].second ? std::to_string(d.nics[i].second) : std::string("null")) + "}";
+      out += std::string(i ? ", " : "") + "{\"name\": " + jsonString(d.nics[i].first) +
+             ", \"speed_mbps\": " + (d.nics[i].second ? std::to_string(d.nics[i].second) : std::string("null")) + "}";
     out += "]}";
   }
   out += "]},\n  \"devices\": [";
   for (size_t i = 0; i < f.ranks.size(); i++) {
     const RankDescription& d = f.ranks[i];
-    out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) + ", \"group\": " + std::to_string(d.group) +
-           ", \"pid\": " + std::to_string(d.pid) +
-           ", \"hostname\": " + jsonString(d.host) + ", \"device\": " + std::to_string(d.pciBusId.empty() ? d.localIndex : d.gpuOrdinal) +
-           ", \"device_hex\": " + jsonString(deviceHex(d)) + ", \"device_info\": " + jsonString(d.pciBusId.empty() ? f.backend : d.gpu) +
+    out += std::string(i ? ",\n    " : "\n    ") + "{\"rank\": " + std::to_string(d.rank) +
+           ", \"group\": " + std::to_string(d.group) + ", \"pid\": " + std::to_string(d.pid) +
+           ", \"hostname\": " + jsonString(d.host) +
+           ", \"device\": " + std::to_string(d.pciBusId.empty() ? d.localIndex : d.gpuOrdinal) +
+           ", \"device_hex\": " + jsonString(deviceHex(d)) +
+           ", \"device_info\": " + jsonString(d.pciBusId.empty() ? f.backend : d.gpu) +
            ", \"cpu_affinity\": " + jsonString(d.affinity) + "}";
   }
   out += "\n  ],\n  \"results\": [";
   for (size_t i = 0; i < r.rows.size(); i++) {
     const ResultRow& row = r.rows[i];
-    out += std::string(i ? ",\n    " : "\n    ") + "{\"size\": " + std::to_string(row.bytes) + ", \"count\": " + std::to_string(row.count) +
-           ", \"type\": " + jsonString(row.type) + ", \"redop\": " + jsonString(row.redop) + ", \"root\": " + std::to_string(row.root) +
+    out += std::string(i ? ",\n    " : "\n    ") + "{\"size\": " + std::to_string(row.bytes) +
+           ", \"count\": " + std::to_string(row.count) + ", \"type\": " + jsonString(row.type) +
+           ", \"redop\": " + jsonString(row.redop) + ", \"root\": " + std::to_string(row.root) +
            ", \"algorithm\": " + jsonString(row.algorithm) + jsonPlacement("out_of_place", row.outOfPlace) +
            jsonPlacement("in_place", row.inPlace) + "}";
   }
-  out += "\n  ],\n  \"out_of_bounds\": {\"count\": " + std::to_string(r.outOfBounds) + ", \"okay\": " + (r.outOfBounds ? "false" : "true") +
+  out += "\n  ],\n  \"out_of_bounds\": {\"count\": " + std::to_string(r.outOfBounds) +
+         ", \"okay\": " + (r.outOfBounds ? "false" : "true") +
          "},\n  \"average_bus_bandwidth\": {\"bandwidth\": " + jsonNumber(r.averageBusBw) + "}\n}\n";
   return out;
 }
@@ -293,8 +317,9 @@ static std::string csvField(const std::string& text) {
 
 std::string csvReport(const Report& r) {
   const Fingerprint& f = r.fingerprint;
-  std::string out = "program,collective,size,count,type,redop,root,algorithm,placement,time_us,algbw_gbs,busbw_gbs,wrong,"
-                    "nranks,tutti_version,device_backend,transports,launcher,split,group_ranks\n";
+  std::string out =
+      "program,collective,size,count,type,redop,root,algorithm,placement,time_us,algbw_gbs,busbw_gbs,wrong,"
+      "nranks,tutti_version,device_backend,transports,launcher,split,group_ranks\n";
   // With a split, the bandwidths are for rank 0's group: its size is the one they were computed with.
   size_t groupRanks = f.ranks.size();
   for (const GroupDescription& g : f.groups)
@@ -302,10 +327,11 @@ std::string csvReport(const Report& r) {
   for (const ResultRow& row : r.rows)
     for (int placement = 0; placement < 2; placement++) {
       const Measurement& m = placement ? row.inPlace : row.outOfPlace;
-      out += r.program + "," + r.collective + "," + std::to_string(row.bytes) + "," + std::to_string(row.count) + "," + row.type + "," +
-             row.redop + "," + std::to_string(row.root) + "," + row.algorithm + "," + (placement ? "in-place" : "out-of-place") + "," +
-             printf1("%.3f,%.4f,%.4f,", m.timeUs, m.algBw, m.busBw) + (m.wrong < 0 ? std::string("") : std::to_string(m.wrong)) + "," +
-             std::to_string(f.ranks.size()) + "," + csvField(f.tuttiVersion) + "," + csvField(f.backend) + "," + csvField(f.transports) + "," +
+      out += r.program + "," + r.collective + "," + std::to_string(row.bytes) + "," + std::to_string(row.count) + "," +
+             row.type + "," + row.redop + "," + std::to_string(row.root) + "," + row.algorithm + "," +
+             (placement ? "in-place" : "out-of-place") + "," + printf1("%.3f,%.4f,%.4f,", m.timeUs, m.algBw, m.busBw) +
+             (m.wrong < 0 ? std::string("") : std::to_string(m.wrong)) + "," + std::to_string(f.ranks.size()) + "," +
+             csvField(f.tuttiVersion) + "," + csvField(f.backend) + "," + csvField(f.transports) + "," +
              csvField(f.launcher) + "," + csvField(f.split) + "," + std::to_string(groupRanks) + "\n";
     }
   return out;

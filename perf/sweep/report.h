@@ -13,10 +13,10 @@ namespace tutti::perf {
 
 // -I 1: one placement's per-iteration times, each the maximum over ranks, and their summary.
 struct IterationStats {
-  int skipped = 0;                       // -K: leading iterations left out of the summary (still in timesUs)
+  int skipped = 0;  // -K: leading iterations left out of the summary (still in timesUs)
   double minUs = 0, maxUs = 0, avgUs = 0, p50Us = 0, p95Us = 0, p99Us = 0, stdevUs = 0;
-  double cvPercent = 0;                  // stdev / avg, in percent
-  std::vector<double> timesUs;           // every iteration
+  double cvPercent = 0;                              // stdev / avg, in percent
+  std::vector<double> timesUs;                       // every iteration
   std::vector<std::vector<double>> perProcessMaxUs;  // one row per process, when there are several
 };
 
@@ -28,7 +28,7 @@ struct Measurement {
   double timeUs = 0;
   double algBw = 0;
   double busBw = 0;
-  int64_t wrong = -1;  // -1: not checked (printed N/A)
+  int64_t wrong = -1;                          // -1: not checked (printed N/A)
   std::optional<IterationStats> perIteration;  // -I 1
 };
 
@@ -47,10 +47,10 @@ struct ResultRow {
 struct RankDescription {
   int rank = 0;
   int pid = 0;
-  int localIndex = 0;      // index of the rank in its process
+  int localIndex = 0;  // index of the rank in its process
   std::string host;
-  std::string affinity;    // CPUs the rank's thread may run on, e.g. "0-1"
-  int group = 0;           // nccl-tests' split colour: the group whose communicator the rank runs the sweep on
+  std::string affinity;  // CPUs the rank's thread may run on, e.g. "0-1"
+  int group = 0;         // nccl-tests' split colour: the group whose communicator the rank runs the sweep on
   // The rank's GPU on the cuda backend: CUDA ordinal, name and PCI bus id ("0000:18:00.0"); none on the host backends.
   int gpuOrdinal = -1;
   std::string gpu{}, pciBusId{};
@@ -87,12 +87,12 @@ struct GroupDescription {
 // Key facts about the run that every report carries.
 struct Fingerprint {
   std::string tuttiVersion, ncclVersion, backend, transports, topology, launcher, hostCpu;
-  std::string cudaDriver;               // cuDriverGetVersion as "12.4" on the cuda backend, "" otherwise
+  std::string cudaDriver;  // cuDriverGetVersion as "12.4" on the cuda backend, "" otherwise
   BuildInfo build;
   std::vector<NodeDescription> nodes;
   std::vector<RankDescription> ranks;
-  std::string split;                    // the split variable as set (NCCL_TESTS_SPLIT_MASK=0x1), "" when none is
-  std::vector<GroupDescription> groups; // with a split, every group in colour order
+  std::string split;                     // the split variable as set (NCCL_TESTS_SPLIT_MASK=0x1), "" when none is
+  std::vector<GroupDescription> groups;  // with a split, every group in colour order
 };
 
 // The "# Build:" line: tutti's version, build type, compiler, MPI and the commit when known.

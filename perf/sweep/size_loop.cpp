@@ -28,7 +28,8 @@ void ThreadRunner::makeOps(const DataTypeInfo& type, const RedOpInfo& opInfo) {
     if (opInfo.op != ncclNumOps || !coll_.usesOp || std::string(coll_.name) == "sendrecv") continue;
     unsigned char scalar[8];
     writeElement(type.type, scalar, 0, 2.0);
-    check(ncclRedOpCreatePreMulSum(&r.op, scalar, type.type, ncclScalarHostImmediate, r.comm), r.rank, "ncclRedOpCreatePreMulSum");
+    check(ncclRedOpCreatePreMulSum(&r.op, scalar, type.type, ncclScalarHostImmediate, r.comm), r.rank,
+          "ncclRedOpCreatePreMulSum");
     r.customOp = true;
   }
 }
@@ -77,7 +78,8 @@ std::string ThreadRunner::algorithmFor(size_t count, ncclDataType_t type) const 
   if (collective == "sendrecv" || collective == "hypercube") collective = "send";
   char name[64] = {};
   int channels = 0;
-  if (tuttiCommAlgorithm(ranks_.front().comm, collective.c_str(), count, type, name, sizeof name, &channels) != ncclSuccess)
+  if (tuttiCommAlgorithm(ranks_.front().comm, collective.c_str(), count, type, name, sizeof name, &channels) !=
+      ncclSuccess)
     return coll_.algorithm;
   char protocol[16] = "Simple";
   if (tuttiCommProtocol(ranks_.front().comm, collective.c_str(), count, type, protocol, sizeof protocol) != ncclSuccess)
@@ -96,7 +98,8 @@ void ThreadRunner::runSize(const DataTypeInfo& type, const RedOpInfo& opInfo, in
   row.algorithm = algorithmFor(counts.param, type.type);
   for (bool inPlace : {false, true}) {
     if (inPlace && !coll_.runsInPlace) continue;  // the row keeps zeros and N/A there
-    busy(std::string(coll_.name) + " " + std::to_string(row.bytes) + " B " + type.name + (inPlace ? " in-place" : " out-of-place"));
+    busy(std::string(coll_.name) + " " + std::to_string(row.bytes) + " B " + type.name +
+         (inPlace ? " in-place" : " out-of-place"));
     Timing timing = timePlacement(type, root, inPlace, counts);
     double seconds = timing.seconds;
     Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
@@ -138,8 +141,8 @@ void ThreadRunner::launch(const DataTypeInfo& type, int root, bool inPlace, cons
 }
 
 // The -n iterations of -m operations each, as the -z and -I options wait for them.
-void ThreadRunner::issueIterations(const DataTypeInfo& type, int root, bool inPlace, const BufferCounts& counts, Timing& timing,
-                                   double& collectiveOnly) {
+void ThreadRunner::issueIterations(const DataTypeInfo& type, int root, bool inPlace, const BufferCounts& counts,
+                                   Timing& timing, double& collectiveOnly) {
   for (int iter = 0; iter < opt_.iters; iter++) {
     Clock::time_point iterStart = Clock::now();
     if (opt_.aggIters > 1) check(ncclGroupStart(), firstRank(), "ncclGroupStart");
@@ -156,7 +159,8 @@ void ThreadRunner::issueIterations(const DataTypeInfo& type, int root, bool inPl
 // One placement's time per operation. The rank's memory times the iterations: the host clock until the stream is
 // done, or CUDA events on the stream. With -G the iterations are captured once into a graph per rank, which is then
 // launched -G times, as nccl-tests does; the time per operation divides by the launches too.
-ThreadRunner::Timing ThreadRunner::timePlacement(const DataTypeInfo& type, int root, bool inPlace, const BufferCounts& counts) {
+ThreadRunner::Timing ThreadRunner::timePlacement(const DataTypeInfo& type, int root, bool inPlace,
+                                                 const BufferCounts& counts) {
   barrier();
   Timing timing;
   double collectiveOnly = 0;
@@ -188,13 +192,14 @@ ThreadRunner::Timing ThreadRunner::timePlacement(const DataTypeInfo& type, int r
 
 // One checking pass on every rank: fresh inputs, one operation, every output element against the reference; each
 // rank's count of wrong elements.
-std::vector<int64_t> ThreadRunner::checkPlacement(const DataTypeInfo& type, const RedOpInfo& opInfo, int root, bool inPlace,
-                                                  const BufferCounts& counts, size_t bytes) {
+std::vector<int64_t> ThreadRunner::checkPlacement(const DataTypeInfo& type, const RedOpInfo& opInfo, int root,
+                                                  bool inPlace, const BufferCounts& counts, size_t bytes) {
   repetition_++;
   for (Rank& r : ranks_) {
     CheckedOperation checked{coll_, type, opInfo, r.groupRank, r.groupRanks, root, counts, repetition_};
     char* recv = r.recv + size_t(opt_.unalign) * type.size;
-    char* send = inPlace ? recv + counts.sendInPlaceOffset * size_t(r.groupRank) * type.size : r.send + size_t(opt_.unalign) * type.size;
+    char* send = inPlace ? recv + counts.sendInPlaceOffset * size_t(r.groupRank) * type.size
+                         : r.send + size_t(opt_.unalign) * type.size;
     r.memory->fill(recv, 0xff, std::max(counts.recv, counts.send) * type.size);  // -1 or NaN: never a right answer
     size_t sendBytes = counts.send * type.size;
     writeInputs(checked, r.memory->hostInput(send, sendBytes));
@@ -205,16 +210,20 @@ std::vector<int64_t> ThreadRunner::checkPlacement(const DataTypeInfo& type, cons
   std::vector<int64_t> wrongPerRank;
   for (Rank& r : ranks_) {
     CheckedOperation checked{coll_, type, opInfo, r.groupRank, r.groupRanks, root, counts, repetition_};
-    char* output = r.recv + size_t(opt_.unalign) * type.size + (inPlace ? counts.recvInPlaceOffset * size_t(r.groupRank) * type.size : 0);
+    char* output = r.recv + size_t(opt_.unalign) * type.size +
+                   (inPlace ? counts.recvInPlaceOffset * size_t(r.groupRank) * type.size : 0);
     size_t elements = coll_.checkedCount(counts, r.groupRank, root);
     char* host = r.memory->hostOutput(output, elements * type.size);
     injectCorruption(host, elements, type, r.rank);
     WrongElements wrong = compareOutputs(checked, host, elements);
     if (wrong.count) {
       std::lock_guard lock(ctx_.outputMutex);
-      std::fprintf(stderr, "%s: rank %d: %s %zu B %s %s root %d %s: %lld wrong elements, first at element %zu (expected %g, got %g)\n",
-                   ctx_.program.c_str(), r.rank, coll_.name, bytes, type.name, opInfo.name, root, inPlace ? "in-place" : "out-of-place",
-                   static_cast<long long>(wrong.count), wrong.first, wrong.expected, wrong.got);
+      std::fprintf(
+          stderr,
+          "%s: rank %d: %s %zu B %s %s root %d %s: %lld wrong elements, first at element %zu (expected %g, got %g)\n",
+          ctx_.program.c_str(), r.rank, coll_.name, bytes, type.name, opInfo.name, root,
+          inPlace ? "in-place" : "out-of-place", static_cast<long long>(wrong.count), wrong.first, wrong.expected,
+          wrong.got);
     }
     wrongPerRank.push_back(wrong.count);
   }

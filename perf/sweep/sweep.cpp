@@ -12,8 +12,8 @@
 #include "perf/sweep/mpi_session.h"
 #include "perf/sweep/preflight.h"
 #include "perf/sweep/rank_gpu.h"
-#include "perf/sweep/thread_runner.h"
 #include "perf/sweep/sweep_context.h"
+#include "perf/sweep/thread_runner.h"
 
 namespace tutti::perf {
 namespace {

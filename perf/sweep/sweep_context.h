@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "nccl.h"
+#include "perf/sweep/baseline.h"
 #include "perf/sweep/collectives.h"
 #include "perf/sweep/cuda_driver.h"
 #include "perf/sweep/error.h"
 #include "perf/sweep/group_split.h"
 #include "perf/sweep/launcher.h"
 #include "perf/sweep/options.h"
-#include "perf/sweep/baseline.h"
 #include "perf/sweep/report.h"
 #include "perf/sweep/watchdog.h"
 
@@ -28,13 +28,16 @@ using Clock = std::chrono::steady_clock;
 // ranks that did not arrive; the watchdog catches what hangs after it.
 constexpr int kInitGraceSeconds = 2;
 
-inline double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+inline double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // Throws perf::Error "rank R: what: <result>: <last error>" when result is not ncclSuccess.
 inline void check(ncclResult_t result, int rank, const std::string& what) {
   if (result != ncclSuccess)
     throw Error(result == ncclRemoteError ? ErrorCode::Remote : ErrorCode::System,
-                "rank " + std::to_string(rank) + ": " + what + ": " + ncclGetErrorString(result) + ": " + ncclGetLastError(nullptr));
+                "rank " + std::to_string(rank) + ": " + what + ": " + ncclGetErrorString(result) + ": " +
+                    ncclGetLastError(nullptr));
 }
 
 struct SweepContext {
@@ -56,7 +59,8 @@ struct SweepContext {
 
   // The worst code wins: a timeout over a failure, a failure over success.
   void fail(int code) {
-    for (int now = exitCode; now < code && !exitCode.compare_exchange_weak(now, code);) {}
+    for (int now = exitCode; now < code && !exitCode.compare_exchange_weak(now, code);) {
+    }
   }
 };
 

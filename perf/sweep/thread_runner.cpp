@@ -92,13 +92,18 @@ void ThreadRunner::makeMemory() {
   check(tuttiCommDeviceBackend(ranks_.front().comm, &backend), firstRank(), "tuttiCommDeviceBackend");
   backend_ = backend;
   if (opt_.cudaGraph && backend_ != "cuda")
-    throw Error(ErrorCode::InvalidArgument, "option -G " + std::to_string(opt_.cudaGraph) + ": -G needs the cuda device backend; the "
-                                             "communicators run on the " + backend_ + " backend");
+    throw Error(ErrorCode::InvalidArgument, "option -G " + std::to_string(opt_.cudaGraph) +
+                                                ": -G needs the cuda device backend; the "
+                                                "communicators run on the " +
+                                                backend_ + " backend");
   if (backend_ == "cuda" && !ranks_.front().gpu)
-    throw Error(ErrorCode::System, "rank " + std::to_string(firstRank()) + ": the communicators run on the cuda backend, but the sweep "
-                                       "expected " + ctx_.expectedBackend + " and has no GPU for its buffers; set TUTTI_DEVICE");
+    throw Error(ErrorCode::System, "rank " + std::to_string(firstRank()) +
+                                       ": the communicators run on the cuda backend, but the sweep "
+                                       "expected " +
+                                       ctx_.expectedBackend + " and has no GPU for its buffers; set TUTTI_DEVICE");
   // The largest of perf's own exchanges: the rank descriptions, or -I's iteration times, all-gathered.
-  size_t largest = std::max(sizeof(RankRecord), opt_.perIterTiming ? sizeof(double) * size_t(opt_.iters) : 0) * size_t(nranks_);
+  size_t largest =
+      std::max(sizeof(RankRecord), opt_.perIterTiming ? sizeof(double) * size_t(opt_.iters) : 0) * size_t(nranks_);
   size_t exchangeBytes = 2 * (std::max<size_t>(largest, 64) + 256);
   for (Rank& r : ranks_)
     r.memory = backend_ == "cuda" ? makeCudaMemory(*r.gpu, exchangeBytes) : makeHostMemory(opt_.streamNull, r.rank);
@@ -166,13 +171,16 @@ void ThreadRunner::initRank(Rank& r) {
     std::string commId = std::getenv("NCCL_COMM_ID") ? std::getenv("NCCL_COMM_ID") : "";
     if (why.find("(errno " + std::to_string(EADDRINUSE) + ")") != std::string::npos && !commId.empty())
       throw Error(ErrorCode::InvalidUsage,
-                  "rank " + std::to_string(r.rank) + ": ncclCommInitRank: port " + commId.substr(commId.rfind(':') + 1) +
-                      " of the bootstrap root (NCCL_COMM_ID=" + commId + ") is in use by another process. Pick a free port "
+                  "rank " + std::to_string(r.rank) + ": ncclCommInitRank: port " +
+                      commId.substr(commId.rfind(':') + 1) + " of the bootstrap root (NCCL_COMM_ID=" + commId +
+                      ") is in use by another process. Pick a free port "
                       "for every process with NCCL_COMM_ID=host:port (under torchrun the tool takes MASTER_PORT+1, as "
-                      "MASTER_PORT is torchrun's store): " + why);
+                      "MASTER_PORT is torchrun's store): " +
+                      why);
     if (opt_.timeoutSeconds > 0 && seconds >= opt_.timeoutSeconds)
-      throw Error(ErrorCode::Timeout, "rank " + std::to_string(r.rank) + ": timed out in init after " + std::to_string(int(seconds)) +
-                                          " s (-T " + std::to_string(opt_.timeoutSeconds) + "): ncclCommInitRank: " + why);
+      throw Error(ErrorCode::Timeout, "rank " + std::to_string(r.rank) + ": timed out in init after " +
+                                          std::to_string(int(seconds)) + " s (-T " +
+                                          std::to_string(opt_.timeoutSeconds) + "): ncclCommInitRank: " + why);
     check(result, r.rank, "ncclCommInitRank");
   }
   ctx_.watchdog.attach(r.localIndex, r.world, r.rank);
@@ -221,7 +229,8 @@ void ThreadRunner::describeRanks() {
     check(tuttiCommTransports(r.comm, m.transports, sizeof m.transports, &nodes), r.rank, "tuttiCommTransports");
     if (r.comm != r.world) {
       char worldTransports[sizeof m.transports];
-      check(tuttiCommTransports(r.world, worldTransports, sizeof worldTransports, &nodes), r.rank, "tuttiCommTransports (world)");
+      check(tuttiCommTransports(r.world, worldTransports, sizeof worldTransports, &nodes), r.rank,
+            "tuttiCommTransports (world)");
     }
   }
   std::vector<std::vector<RankRecord>> all(ranks_.size(), std::vector<RankRecord>(size_t(nranks_)));
@@ -246,7 +255,9 @@ void ThreadRunner::describeRanks() {
   addRankRecords(f, all.front(), nodes, ctx_.split);
   if (!printing()) return;
   int threads = ctx_.world.launcher == "local" ? opt_.localRanks / opt_.gpus : opt_.threads;
-  std::printf("%s", headerLines(f, {opt_, coll_, ctx_.split, ctx_.program, threads, version, flagNotes(opt_, backend_)}).c_str());
+  std::printf(
+      "%s",
+      headerLines(f, {opt_, coll_, ctx_.split, ctx_.program, threads, version, flagNotes(opt_, backend_)}).c_str());
 }
 
 // Every node of the communicator's topology, as the library holds it (the same on every rank).
@@ -257,7 +268,8 @@ std::vector<NodeDescription> ThreadRunner::describeNodes(int nodes) {
     NodeDescription& d = out[size_t(n)];
     char host[256] = {}, nic[64] = {};
     int nics = 0;
-    check(tuttiCommNodeTopology(r.world, n, host, sizeof host, &d.ranks, &d.numaNodes, &d.cpus, &d.gpus, &nics), r.rank, "tuttiCommNodeTopology");
+    check(tuttiCommNodeTopology(r.world, n, host, sizeof host, &d.ranks, &d.numaNodes, &d.cpus, &d.gpus, &nics), r.rank,
+          "tuttiCommNodeTopology");
     d.host = host;
     for (int i = 0; i < nics; i++) {
       int speed = 0;
@@ -272,10 +284,11 @@ void ThreadRunner::synchronize() {
   for (Rank& r : ranks_) r.memory->synchronize();
 }
 
-void ThreadRunner::exchange(const std::vector<const void*>& in, size_t inBytes, const std::vector<void*>& out, size_t outBytes,
-                            const std::string& what, const ExchangeCall& call) {
+void ThreadRunner::exchange(const std::vector<const void*>& in, size_t inBytes, const std::vector<void*>& out,
+                            size_t outBytes, const std::string& what, const ExchangeCall& call) {
   std::vector<RankMemory::Staged> staged;
-  for (size_t i = 0; i < ranks_.size(); i++) staged.push_back(ranks_[i].memory->stage(in[i], inBytes, out[i], outBytes));
+  for (size_t i = 0; i < ranks_.size(); i++)
+    staged.push_back(ranks_[i].memory->stage(in[i], inBytes, out[i], outBytes));
   grouped([&](Rank& r, size_t i) { check(call(r, staged[i].send, staged[i].recv, staged[i].stream), r.rank, what); });
   for (size_t i = 0; i < ranks_.size(); i++) ranks_[i].memory->unstage(out[i], outBytes);
 }
@@ -287,9 +300,10 @@ void ThreadRunner::barrier() {
   std::vector<const void*> in(ranks_.size(), &one);
   std::vector<void*> out;
   for (int32_t& s : sums) out.push_back(&s);
-  exchange(in, sizeof one, out, sizeof one, "ncclAllReduce (barrier)", [](const Rank& r, const void* send, void* recv, cudaStream_t stream) {
-    return ncclAllReduce(send, recv, 1, ncclInt32, ncclSum, r.world, stream);
-  });
+  exchange(in, sizeof one, out, sizeof one, "ncclAllReduce (barrier)",
+           [](const Rank& r, const void* send, void* recv, cudaStream_t stream) {
+             return ncclAllReduce(send, recv, 1, ncclInt32, ncclSum, r.world, stream);
+           });
 }
 
 // A value over all ranks of the world (of every group, as nccl-tests reduces over MPI_COMM_WORLD), perRank[i] being
@@ -299,7 +313,8 @@ double ThreadRunner::combine(const std::vector<double>& perRank, int op) {
   std::vector<const void*> in;
   std::vector<void*> out;
   for (size_t i = 0; i < ranks_.size(); i++) in.push_back(&perRank[i]), out.push_back(&results[i]);
-  exchange(in, sizeof(double), out, sizeof(double), op < 0 ? "ncclBroadcast (rank 0's time)" : "ncclAllReduce (statistics)",
+  exchange(in, sizeof(double), out, sizeof(double),
+           op < 0 ? "ncclBroadcast (rank 0's time)" : "ncclAllReduce (statistics)",
            [op](const Rank& r, const void* send, void* recv, cudaStream_t stream) {
              return op < 0 ? ncclBroadcast(send, recv, 1, ncclFloat64, 0, r.world, stream)
                            : ncclAllReduce(send, recv, 1, ncclFloat64, ncclRedOp_t(op), r.world, stream);
@@ -354,9 +369,11 @@ void ThreadRunner::finish() {
   report_.collective = coll_.name;
   report_.arguments = ctx_.arguments;
   auto& c = report_.config;
-  c["nthreads"] = std::to_string(opt_.threads), c["ngpus"] = std::to_string(opt_.gpus), c["nranks"] = std::to_string(nranks_);
+  c["nthreads"] = std::to_string(opt_.threads), c["ngpus"] = std::to_string(opt_.gpus),
+  c["nranks"] = std::to_string(nranks_);
   c["minimum_bytes"] = std::to_string(opt_.minBytes), c["maximum_bytes"] = std::to_string(opt_.maxBytes);
-  c[opt_.stepFactor > 1 ? "step_factor" : "step_bytes"] = std::to_string(opt_.stepFactor > 1 ? opt_.stepFactor : opt_.stepBytes);
+  c[opt_.stepFactor > 1 ? "step_factor" : "step_bytes"] =
+      std::to_string(opt_.stepFactor > 1 ? opt_.stepFactor : opt_.stepBytes);
   c["warmup_iters"] = std::to_string(opt_.warmupIters), c["iterations"] = std::to_string(opt_.iters);
   c["aggregated_iterations"] = std::to_string(opt_.aggIters), c["validation"] = std::to_string(opt_.check);
   c["blocking_collectives"] = std::to_string(opt_.blocking), c["average"] = std::to_string(opt_.average);

@@ -80,8 +80,8 @@ class ThreadRunner {
 
   // size_loop.cpp: every size of one type, op and root, timed and checked.
   struct Timing {
-    double seconds = 0;                     // per operation, over ranks (as -a and -C ask)
-    std::vector<double> iterationSeconds;   // -I 1: this thread's iterations
+    double seconds = 0;                    // per operation, over ranks (as -a and -C ask)
+    std::vector<double> iterationSeconds;  // -I 1: this thread's iterations
   };
   void runTest(const DataTypeInfo& type, const RedOpInfo& opInfo, int root);
   void makeOps(const DataTypeInfo& type, const RedOpInfo& opInfo);

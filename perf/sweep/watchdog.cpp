@@ -71,12 +71,14 @@ void Watchdog::watch() {
     std::string late;
     for (const Slot& s : slots_)
       if (!s.what.empty() && std::chrono::duration<double>(Clock::now() - s.since).count() > s.limitSeconds) {
-        late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + " within " + std::to_string(s.limitSeconds) + " s\n";
+        late += "#   rank " + std::to_string(s.rank) + " did not finish " + s.what + " within " +
+                std::to_string(s.limitSeconds) + " s\n";
         for (ncclComm_t comm : s.comms) late += waitingLines(comm);
       }
     if (late.empty()) continue;
     firing_ = true;
-    std::printf("# Test timeout (-T %d s) in process %d; aborting its communicators:\n%s", timeoutSeconds_, int(getpid()), late.c_str());
+    std::printf("# Test timeout (-T %d s) in process %d; aborting its communicators:\n%s", timeoutSeconds_,
+                int(getpid()), late.c_str());
     std::fflush(stdout);
     for (Slot& s : slots_)
       for (ncclComm_t comm : s.comms) ncclCommAbort(comm);

@@ -34,8 +34,7 @@ static void release(int failed) {
 
 static int succeeded(ncclResult_t result, const char* what) {
   if (result == ncclSuccess) return 1;
-  fprintf(stderr, "c_program: %s returned %s: %s\n", what, ncclGetErrorString(result),
-          ncclGetLastError(NULL));
+  fprintf(stderr, "c_program: %s returned %s: %s\n", what, ncclGetErrorString(result), ncclGetLastError(NULL));
   return 0;
 }
 
@@ -45,8 +44,8 @@ static void expectEqual(const char* collective, int rank, size_t index, float go
     return;
   }
   if (mismatches < 10)
-    fprintf(stderr, "c_program: %s rank %d element %zu: got %g, expected %g\n", collective, rank,
-            index, (double)got, (double)expected);
+    fprintf(stderr, "c_program: %s rank %d element %zu: got %g, expected %g\n", collective, rank, index, (double)got,
+            (double)expected);
   ++mismatches;
 }
 
@@ -72,8 +71,7 @@ static ncclResult_t launchAllReduce(int rank) {
   return ncclAllReduce(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, ncclSum, comms[rank], NULL);
 }
 static ncclResult_t launchBroadcast(int rank) {
-  return ncclBroadcast(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, kBroadcastRoot, comms[rank],
-                       NULL);
+  return ncclBroadcast(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, kBroadcastRoot, comms[rank], NULL);
 }
 static ncclResult_t launchAllGather(int rank) {
   return ncclAllGather(sendBuffers[rank], recvBuffers[rank], kCount, ncclFloat, comms[rank], NULL);
@@ -107,8 +105,7 @@ static int broadcast(void) {
   if (!runGroup("ncclBroadcast", launchBroadcast)) return 0;
   for (rank = 0; rank < kRanks; ++rank)
     for (i = 0; i < kCount; ++i)
-      expectEqual("Broadcast", rank, i, recvBuffers[rank][i],
-                  (float)(kBroadcastRoot * 1000 + (int)(i % 97)));
+      expectEqual("Broadcast", rank, i, recvBuffers[rank][i], (float)(kBroadcastRoot * 1000 + (int)(i % 97)));
   return 1;
 }
 
@@ -123,8 +120,7 @@ static int allGather(void) {
   for (rank = 0; rank < kRanks; ++rank)
     for (source = 0; source < kRanks; ++source)
       for (i = 0; i < kCount; ++i)
-        expectEqual("AllGather", rank, (size_t)source * kCount + i,
-                    recvBuffers[rank][(size_t)source * kCount + i],
+        expectEqual("AllGather", rank, (size_t)source * kCount + i, recvBuffers[rank][(size_t)source * kCount + i],
                     (float)(source * 4096 + (int)(i % 251)));
   return 1;
 }
@@ -133,8 +129,7 @@ static int reduceScatter(void) {
   int rank;
   size_t i;
   for (rank = 0; rank < kRanks; ++rank) {
-    for (i = 0; i < (size_t)kRanks * kCount; ++i)
-      sendBuffers[rank][i] = (float)((rank + 1) * ((int)(i % 11) + 1));
+    for (i = 0; i < (size_t)kRanks * kCount; ++i) sendBuffers[rank][i] = (float)((rank + 1) * ((int)(i % 11) + 1));
     fill(recvBuffers[rank], kCount, -1.0f);
   }
   if (!runGroup("ncclReduceScatter", launchReduceScatter)) return 0;
@@ -161,10 +156,8 @@ static int queries(void) {
     expectEqual("ncclCommCount", rank, 0, (float)count, (float)kRanks);
     expectEqual("ncclCommUserRank", rank, 0, (float)userRank, (float)rank);
   }
-  result = ncclAllReduce(sendBuffers[0], recvBuffers[0], 1, (ncclDataType_t)ncclNumTypes, ncclSum,
-                         comms[0], NULL);
-  expectEqual("ncclAllReduce with an unknown datatype", 0, 0, (float)result,
-              (float)ncclInvalidArgument);
+  result = ncclAllReduce(sendBuffers[0], recvBuffers[0], 1, (ncclDataType_t)ncclNumTypes, ncclSum, comms[0], NULL);
+  expectEqual("ncclAllReduce with an unknown datatype", 0, 0, (float)result, (float)ncclInvalidArgument);
   message = ncclGetLastError(comms[0]);
   expectEqual("ncclGetLastError after a rejected call is not empty", 0, 0,
               (float)(message != NULL && message[0] != '\0'), 1.0f);

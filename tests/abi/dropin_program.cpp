@@ -35,21 +35,19 @@ std::string canonical(const char* path) {
 bool servedBy(const std::string& expected) {
   void* handle = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
   if (handle == nullptr) {
-    std::fprintf(stderr, "dropin: no libnccl.so.2 is loaded in this process, so not tutti's %s\n",
-                 expected.c_str());
+    std::fprintf(stderr, "dropin: no libnccl.so.2 is loaded in this process, so not tutti's %s\n", expected.c_str());
     return false;
   }
   link_map* map = nullptr;
   std::string loaded = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 ? canonical(map->l_name) : "(unknown)";
   Dl_info info{};
   void* allReduce = dlsym(RTLD_DEFAULT, "ncclAllReduce");
-  std::string binding = allReduce != nullptr && dladdr(allReduce, &info) != 0 ? canonical(info.dli_fname)
-                                                                              : "(unresolved)";
+  std::string binding =
+      allReduce != nullptr && dladdr(allReduce, &info) != 0 ? canonical(info.dli_fname) : "(unresolved)";
   bool extensionsHidden = dlsym(handle, "tuttiVersionString") == nullptr;
   dlclose(handle);
   if (loaded != expected || binding != expected) {
-    std::fprintf(stderr,
-                 "dropin: ncclAllReduce is served by %s (libnccl.so.2 loaded from %s), not tutti's %s\n",
+    std::fprintf(stderr, "dropin: ncclAllReduce is served by %s (libnccl.so.2 loaded from %s), not tutti's %s\n",
                  binding.c_str(), loaded.c_str(), expected.c_str());
     return false;
   }
@@ -104,8 +102,8 @@ struct RankOutcome {
       return;
     }
     if (++mismatches <= 5)
-      std::fprintf(stderr, "dropin: %s element %zu: got %g, expected %g\n", what, index,
-                   static_cast<double>(got), static_cast<double>(expected));
+      std::fprintf(stderr, "dropin: %s element %zu: got %g, expected %g\n", what, index, static_cast<double>(got),
+                   static_cast<double>(expected));
   }
 };
 
@@ -124,8 +122,7 @@ void runRank(int rank, ncclUniqueId id, RankOutcome& outcome) {
   };
 
   reset([&](size_t i) { return (rank + 1) * int(i % 9); });
-  check(ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm.get(), nullptr),
-        "ncclAllReduce");
+  check(ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm.get(), nullptr), "ncclAllReduce");
   for (size_t i = 0; i < kCount; ++i) outcome.expect("AllReduce", i, recv[i], float(10 * int(i % 9)));
 
   reset([&](size_t i) { return rank * 100 + int(i % 50); });
@@ -138,8 +135,7 @@ void runRank(int rank, ncclUniqueId id, RankOutcome& outcome) {
   check(ncclAllGather(send.data(), recv.data(), kCount, ncclFloat32, comm.get(), nullptr), "ncclAllGather");
   for (int source = 0; source < kRanks; ++source)
     for (size_t i = 0; i < kCount; ++i)
-      outcome.expect("AllGather", source * kCount + i, recv[source * kCount + i],
-                     float(source * 1000 + int(i % 333)));
+      outcome.expect("AllGather", source * kCount + i, recv[source * kCount + i], float(source * 1000 + int(i % 333)));
 
   reset([&](size_t j) { return (rank + 1) * (int(j % 5) + 1); });
   check(ncclReduceScatter(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm.get(), nullptr),

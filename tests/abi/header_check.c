@@ -2,8 +2,8 @@
  * C11 and C++ by tests/abi/CMakeLists.txt; a failure here fails the build). */
 #include <stddef.h>
 
-#include "nccl.h"
 #include "function_list.h"
+#include "nccl.h"
 
 #if defined(__cplusplus)
 #define ABI_CHECK(condition, name) static_assert(condition, #name)
@@ -25,7 +25,7 @@ ABI_CHECK(sizeof(void*) != 8 || sizeof(ncclSimInfo_t) == 24, sim_info_size_lp64)
 /* Naming every function proves each is declared, in both spellings. void(*)(void) is the
  * generic function pointer type that casts from any other without a warning. */
 typedef void (*AnyFunction)(void);
-#define ABI_ADDRESS(Name) (AnyFunction)nccl##Name, (AnyFunction)pnccl##Name,
+#define ABI_ADDRESS(Name) (AnyFunction) nccl##Name, (AnyFunction)pnccl##Name,
 static const AnyFunction everyFunction[] = {TUTTI_ABI_FOR_EACH_FUNCTION(ABI_ADDRESS)};
 
 int tutti_abi_header_check(void);
@@ -40,7 +40,6 @@ int tutti_abi_header_check(void) {
   ncclDataType_t type = ncclBfloat16;
   ncclScalarResidence_t residence = ncclScalarHostImmediate;
   id.internal[0] = 0;
-  return (int)(sizeof everyFunction / sizeof everyFunction[0]) + (int)config.size + (int)simInfo.size +
-         id.internal[0] + (comm == NULL) + (window == NULL) + (stream == NULL) + (int)op + (int)type +
-         (int)residence;
+  return (int)(sizeof everyFunction / sizeof everyFunction[0]) + (int)config.size + (int)simInfo.size + id.internal[0] +
+         (comm == NULL) + (window == NULL) + (stream == NULL) + (int)op + (int)type + (int)residence;
 }

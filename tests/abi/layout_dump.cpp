@@ -39,15 +39,16 @@ void fact(const char* name, const std::string& value) { std::printf("%s %s\n", n
 
 }  // namespace
 
-#define SIZE(type) fact("sizeof(" #type ")", static_cast<long long>(sizeof(type))), \
-                   fact("alignof(" #type ")", static_cast<long long>(alignof(type)))
+#define SIZE(type)                                                 \
+  fact("sizeof(" #type ")", static_cast<long long>(sizeof(type))), \
+      fact("alignof(" #type ")", static_cast<long long>(alignof(type)))
 #define FIELD(type, field)                                                               \
   fact("offsetof(" #type "," #field ")", static_cast<long long>(offsetof(type, field))), \
       fact("type(" #type "." #field ")", demangled(typeid(decltype(type::field))))
 #define VALUE(name) fact(#name, static_cast<long long>(name))
 #define IS_NULL(name) fact(#name, (name) == nullptr ? "null" : "not null")
 #define TYPE_OF(expr) fact("type(" #expr ")", demangled(typeid(expr)))
-#define FUNCTION(Name)                                              \
+#define FUNCTION(Name)                                             \
   fact("function(nccl" #Name ")", demangled(typeid(&nccl##Name))); \
   fact("function(pnccl" #Name ")", demangled(typeid(&pnccl##Name)));
 #define DEVICE_FUNCTION(Name) fact("function(nccl" #Name ")", demangled(typeid(&nccl##Name)));

@@ -96,7 +96,8 @@ TEST_CASE("host calibration: more channels than the cores can run never look fas
       for (const char* algorithm : {"ring", "recdoubling", "rabenseifner", "tree", "chain"})
         for (size_t bytes = 8; bytes <= (size_t(64) << 20); bytes *= 8) {
           INFO(algorithm << " " << bytes << " B, " << nranks << " ranks on " << cores << " cores");
-          CHECK(estimate(algorithm, Coll::AllReduce, bytes, f, 2) >= estimate(algorithm, Coll::AllReduce, bytes, f, 1) * 0.999);
+          CHECK(estimate(algorithm, Coll::AllReduce, bytes, f, 2) >=
+                estimate(algorithm, Coll::AllReduce, bytes, f, 1) * 0.999);
         }
       for (size_t bytes = 8; bytes <= (size_t(64) << 20); bytes *= 8) CHECK(chooseAllReduce(f, bytes).nchannels == 1);
     }
@@ -141,7 +142,7 @@ TEST_CASE("host calibration: a tree's first-tile crossings queue on each host's 
   sim::Fabric twoHosts = sim::Fabric::host(4, 2, sim::hostFigures(m, 2, sim::Fabric::HostFigures{}));
   REQUIRE(twoHosts.nodes == 2);
   for (size_t bytes : {size_t(128) << 10, size_t(256) << 10, size_t(512) << 10}) {
-    const double chunk = double(bytes) / 2;  // one tile: half of it per tree
+    const double chunk = double(bytes) / 2;                          // one tile: half of it per tree
     const double queue = 2 * chunk / (twoHosts.network.gbps * 1e3);  // bytes per us
     INFO(bytes << " B: a host's queue " << queue << " us");
     CHECK(estimate("tree", Coll::AllReduce, bytes, twoHosts, 1) >= queue);
@@ -198,7 +199,7 @@ TEST_CASE("host calibration: tutti-sim models the mailboxes of a one-host system
     return firstSimRow(args, mailboxBytes).algorithm;
   };
   CHECK(at8Bytes({"--host-ranks", "4"}, 8248) == "oneshot");
-  CHECK(at8Bytes({"--host-ranks", "4"}, 0) != "oneshot");                              // no mailboxes
+  CHECK(at8Bytes({"--host-ranks", "4"}, 0) != "oneshot");                                   // no mailboxes
   CHECK(at8Bytes({"--host-ranks", "4", "--host-ranks-per-node", "2"}, 8248) != "oneshot");  // two hosts
 }
 

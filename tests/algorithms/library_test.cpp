@@ -20,7 +20,10 @@ using namespace tutti::plan;
 
 namespace {
 
-bool rooted(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter || c == Coll::Send || c == Coll::Recv; }
+bool rooted(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter || c == Coll::Send ||
+         c == Coll::Recv;
+}
 
 // Roots worth trying at n ranks: the ends, the middle, and an odd one.
 std::vector<int> rootsFor(Coll c, int n) {
@@ -57,8 +60,8 @@ const std::vector<int> kLarge{96, 128, 255, 256};
 
 TEST_CASE("every algorithm is registered under the names the team uses", "[library]") {
   AlgorithmRegistry registry = builtinAlgorithms();
-  for (const char* name : {"ring", "direct", "tree", "recdoubling", "rabenseifner", "hierarchical", "bruck", "pairwise", "pat",
-                           "binomial", "chain", "oneshot"})
+  for (const char* name : {"ring", "direct", "tree", "recdoubling", "rabenseifner", "hierarchical", "bruck", "pairwise",
+                           "pat", "binomial", "chain", "oneshot"})
     CHECK(registry.find(name));
   CHECK(registry.find("chain")->deterministic);
   CHECK(registry.find("oneshot")->deterministic);
@@ -66,7 +69,7 @@ TEST_CASE("every algorithm is registered under the names the team uses", "[libra
   CHECK_FALSE(registry.find("ring")->deterministic);
 }
 
-#define ALGORITHM_CASES(NAME)                                                                     \
+#define ALGORITHM_CASES(NAME)                                                                       \
   TEST_CASE(NAME " plans verify for 1 to 64 ranks", "[library]") { verifyAll(NAME, range(1, 64)); } \
   TEST_CASE(NAME " plans verify for 96 to 256 ranks", "[library][large]") { verifyAll(NAME, kLarge); }
 
@@ -156,7 +159,8 @@ TEST_CASE("ring plans verify along random ring orders for 1 to 16 ranks", "[libr
     for (Coll coll : ring->colls)
       for (int root : rootsFor(coll, n))
         for (int capacity : {2, 8}) {
-          INFO(n << " ranks, order " << orderText(order) << ", " << collName(coll) << " root " << root << ", FIFO " << capacity);
+          INFO(n << " ranks, order " << orderText(order) << ", " << collName(coll) << " root " << root << ", FIFO "
+                 << capacity);
           REQUIRE(verifyAlgorithm(along, coll, n, root, 0, capacity) == "");
         }
     // The plans walk the order: each rank sends to the rank after it and receives from the one before.
@@ -220,7 +224,8 @@ size_t crossingTreeEdges(const Algorithm& tree, int n, int ranksPerNode, const s
     REQUIRE(p.lanes.size() == 2);
     for (size_t t = 0; t < 2; t++)
       for (int peer : p.lanes[t].sendPeers)
-        if (nodeOf[size_t(peer)] != nodeOf[size_t(r)]) edges.insert({int(t) * 100000 + std::min(r, peer), std::max(r, peer)});
+        if (nodeOf[size_t(peer)] != nodeOf[size_t(r)])
+          edges.insert({int(t) * 100000 + std::min(r, peer), std::max(r, peer)});
   }
   return edges.size();
 }
@@ -272,7 +277,8 @@ TEST_CASE("given node trees over round-robin placed ranks cross between hosts on
   CHECK(peers == std::vector<int>{1, 4});
   // A shape of the wrong size is an internal error naming the rank, not a bad plan.
   std::vector<TreeShape> wrong{shapes[0]};
-  CHECK_THROWS_WITH(treeAllReduce(3, RingOrder(8, {}), wrong), Catch::Contains("rank 3") && Catch::Contains("two over 8 ranks"));
+  CHECK_THROWS_WITH(treeAllReduce(3, RingOrder(8, {}), wrong),
+                    Catch::Contains("rank 3") && Catch::Contains("two over 8 ranks"));
 }
 
 TEST_CASE("a ring order that is not a permutation of the ranks is refused, saying why", "[library][ring-order]") {
@@ -290,7 +296,6 @@ TEST_CASE("a ring order that is not a permutation of the ranks is refused, sayin
 }
 
 namespace {
-
 
 // Messages a plan sends and receives per tile: a joined run counts once.
 struct Messages {

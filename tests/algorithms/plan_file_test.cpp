@@ -51,7 +51,8 @@ TEST_CASE("a valid plan file loads, and its plans are the ones written", "[planf
   for (int r = 0; r < 4; r++) {
     CHECK(describe(a.build({Coll::AllReduce, r, 4, 0, 0})) == describe(RankPlan{"myring", ringAllReduce(r, 4).lanes}));
     CHECK(describe(a.build({Coll::AllGather, r, 4, 0, 0})) == describe(RankPlan{"myring", ringAllGather(r, 4).lanes}));
-    CHECK(describe(a.build({Coll::Broadcast, r, 4, 1, 0})) == describe(RankPlan{"myring", ringBroadcast(r, 4, 1).lanes}));
+    CHECK(describe(a.build({Coll::Broadcast, r, 4, 1, 0})) ==
+          describe(RankPlan{"myring", ringBroadcast(r, 4, 1).lanes}));
   }
   CHECK(verifyAlgorithm(a, Coll::AllReduce, 4, 0) == "");
   CHECK(verifyAlgorithm(a, Coll::Broadcast, 4, 1) == "");
@@ -66,18 +67,22 @@ TEST_CASE("building a plan file's algorithm for another rank count or root is re
     CHECK(e.code() == tutti::ErrorCode::InvalidUsage);
     CHECK(has(e.message(), "ring4.plan is written for 4 ranks, not 8 ranks"));
   }
-  CHECK_THROWS_WITH(loaded[0].build({Coll::Broadcast, 0, 4, 2, 0}), Catch::Contains("for 4 ranks and root 1, not 4 ranks and root 2"));
+  CHECK_THROWS_WITH(loaded[0].build({Coll::Broadcast, 0, 4, 2, 0}),
+                    Catch::Contains("for 4 ranks and root 1, not 4 ranks and root 2"));
   CHECK_THROWS_WITH(loaded[0].build({Coll::Reduce, 0, 4, 0, 0}), Catch::Contains("has no plan for reduce"));
 }
 
 TEST_CASE("a plan file with a wrong plan is rejected with the verifier's reason", "[planfile]") {
-  CHECK_THROWS_WITH(loadPlanFile(dataFile("wrong_kpre.plan")),
-                    Catch::Contains("wrong_kpre.plan:5: algorithm badchain allreduce is wrong out of place: rank 0 out[0] of "
-                                    "tile 0 misses kPre: it was applied on {0,2} of {0-2}"));
+  CHECK_THROWS_WITH(
+      loadPlanFile(dataFile("wrong_kpre.plan")),
+      Catch::Contains("wrong_kpre.plan:5: algorithm badchain allreduce is wrong out of place: rank 0 out[0] of "
+                      "tile 0 misses kPre: it was applied on {0,2} of {0-2}"));
   std::vector<Algorithm> chain = loadPlanFile(dataFile("chain3.plan"));
   REQUIRE(chain.size() == 1);
   CHECK(chain[0].deterministic);
-  for (int r = 0; r < 3; r++) CHECK(describe(chain[0].build({Coll::AllReduce, r, 3, 0, 0})) == describe(RankPlan{"mychain", chainAllReduce(r, 3).lanes}));
+  for (int r = 0; r < 3; r++)
+    CHECK(describe(chain[0].build({Coll::AllReduce, r, 3, 0, 0})) ==
+          describe(RankPlan{"mychain", chainAllReduce(r, 3).lanes}));
 }
 
 TEST_CASE("TUTTI_ALGO_FILE's list loads every file", "[planfile]") {
@@ -85,7 +90,8 @@ TEST_CASE("TUTTI_ALGO_FILE's list loads every file", "[planfile]") {
   REQUIRE(all.size() == 2);
   CHECK(all[0].name == "myring");
   CHECK(all[1].name == "mychain");
-  CHECK_THROWS_WITH(loadPlanFiles(dataFile("ring4.plan") + ":/nonexistent.plan"), Catch::Contains("cannot open plan file /nonexistent.plan"));
+  CHECK_THROWS_WITH(loadPlanFiles(dataFile("ring4.plan") + ":/nonexistent.plan"),
+                    Catch::Contains("cannot open plan file /nonexistent.plan"));
 }
 
 TEST_CASE("plan file syntax errors name the line and what was expected", "[planfile]") {
@@ -96,29 +102,35 @@ TEST_CASE("plan file syntax errors name the line and what was expected", "[planf
   CHECK(has(parseError("algorithm x\nranks two\n"), "t.plan:2: expected a rank count as a number"));
   CHECK(has(parseError("algorithm x\ncoll allreduce\n"), "t.plan:2: expected \"ranks <n>\" before the first \"coll\""));
   CHECK(has(parseError("algorithm x\nranks 2\ncoll allsum\n"), "t.plan:3: expected a collective"));
-  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\nlane\n"), "t.plan:4: expected \"rank <r>\" before \"lane\""));
+  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\nlane\n"),
+            "t.plan:4: expected \"rank <r>\" before \"lane\""));
   CHECK(has(parseError(head + "send src=in\n"), "t.plan:5: expected \"lane ...\" before a step"));
   CHECK(has(parseError(head + "lane kind=bus\n"), "t.plan:5: expected kind=none|ring|direct"));
   CHECK(has(parseError(head + "lane kind=direct\nfly src=in\n"), "t.plan:6: expected a directive"));
   CHECK(has(parseError(head + "lane kind=direct\nsend src=pipe\n"), "t.plan:6: expected a buffer"));
-  CHECK(has(parseError(head + "lane kind=direct send=(r+1\n"), "t.plan:5: for rank 0: in expression \"(r+1\" at character 5: expected ')'"));
+  CHECK(has(parseError(head + "lane kind=direct send=(r+1\n"),
+            "t.plan:5: for rank 0: in expression \"(r+1\" at character 5: expected ')'"));
   CHECK(has(parseError(head + "lane kind=direct send=r/0\n"), "division by zero"));
   CHECK(has(parseError(head + "lane kind=direct send=r+5\n"), "t.plan:5: for rank 0: peer \"r+5\" is 5, outside 0..1"));
-  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\nrank 0\nlane\n"), "t.plan:3: algorithm x allgather has no plan for rank 1"));
+  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\nrank 0\nlane\n"),
+            "t.plan:3: algorithm x allgather has no plan for rank 1"));
   CHECK(has(parseError("algorithm x\nranks 2\n"), "algorithm x has no \"coll\" section"));
-  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\ncoll allgather\n"), "t.plan:4: expected one section per collective"));
+  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\ncoll allgather\n"),
+            "t.plan:4: expected one section per collective"));
   CHECK(has(parseError("# nothing\n"), "no algorithm in the file"));
 }
 
 TEST_CASE("plan files are bounded: long lines, many steps, deep expressions", "[planfile]") {
-  CHECK(has(parseError("algorithm x\n# " + std::string((1 << 20) + 10, 'a') + "\n"), "t.plan:2: expected lines of at most 1 MiB"));
+  CHECK(has(parseError("algorithm x\n# " + std::string((1 << 20) + 10, 'a') + "\n"),
+            "t.plan:2: expected lines of at most 1 MiB"));
   std::string many = "algorithm x\nranks 2\ncoll allgather\nrank *\nlane kind=direct\n";
   for (int i = 0; i < 65537; i++) many += "copy src=in dst=out[r]\n";
   CHECK(has(parseError(many), "expected at most 65536 steps per lane"));
-  std::string deep = "algorithm x\nranks 2\ncoll allgather\nrank *\nlane kind=direct send=" + std::string(100, '(') + "r" +
-                     std::string(100, ')') + "\n";
+  std::string deep = "algorithm x\nranks 2\ncoll allgather\nrank *\nlane kind=direct send=" + std::string(100, '(') +
+                     "r" + std::string(100, ')') + "\n";
   CHECK(has(parseError(deep), "expected less nesting"));
-  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\nrank *\nlane send=" + std::string(100000, '-') + "1\n"), "less nesting"));
+  CHECK(has(parseError("algorithm x\nranks 2\ncoll allgather\nrank *\nlane send=" + std::string(100000, '-') + "1\n"),
+            "less nesting"));
 }
 
 TEST_CASE("fuzz: mutated and random plan files load or fail cleanly", "[planfile]") {
@@ -175,7 +187,8 @@ TEST_CASE("a plan file joins steps into one message with the word join", "[planf
   std::vector<Algorithm> loaded = parsePlanText(text, "t.plan");
   REQUIRE(loaded.size() == 1);
   for (int r = 0; r < 4; r++)
-    CHECK(describe(loaded[0].build({Coll::AllGather, r, 4, 0, 0})) == describe(RankPlan{"joinedag", bruckAllGather(r, 4).lanes}));
+    CHECK(describe(loaded[0].build({Coll::AllGather, r, 4, 0, 0})) ==
+          describe(RankPlan{"joinedag", bruckAllGather(r, 4).lanes}));
   // Receiving the joined pair as two messages is refused with the verifier's reason.
   std::string split = text;
   split.replace(split.find("from=1 join"), 11, "from=1");

@@ -42,8 +42,9 @@ plan::AlgorithmRegistry ringAndDirect() {
 plan::AlgorithmRegistry standInRegistry(std::vector<std::pair<std::string, bool>> names) {
   plan::AlgorithmRegistry r = ringAndDirect();
   for (auto& [name, deterministic] : names)
-    r.add({name, {Coll::AllReduce}, deterministic, "test stand-in",
-           [](const plan::PlanRequest& q) { return plan::builtinAlgorithms().find("ring")->build(q); }});
+    r.add({name, {Coll::AllReduce}, deterministic, "test stand-in", [](const plan::PlanRequest& q) {
+             return plan::builtinAlgorithms().find("ring")->build(q);
+           }});
   return r;
 }
 
@@ -88,8 +89,8 @@ TEST_CASE("selector: NCCL_ALGO per-collective settings") {
 
 TEST_CASE("selector: NCCL_ALGO errors name what is wrong and what is known") {
   std::string e = errorOf([] { selector::parseAlgoFilter("ring,fastest", known()); });
-  CHECK_THAT(e, Catch::Contains("NCCL_ALGO=ring,fastest") && Catch::Contains("\"fastest\"") && Catch::Contains("known: ring") &&
-                    Catch::Contains("bruck") && Catch::Contains("NVLSTree"));
+  CHECK_THAT(e, Catch::Contains("NCCL_ALGO=ring,fastest") && Catch::Contains("\"fastest\"") &&
+                    Catch::Contains("known: ring") && Catch::Contains("bruck") && Catch::Contains("NVLSTree"));
   e = errorOf([] { selector::parseAlgoFilter("allreduse:ring", known()); });
   CHECK_THAT(e, Catch::Contains("unknown collective \"allreduse\"") && Catch::Contains("allreduce"));
   e = errorOf([] { selector::parseAlgoFilter("allreduce:", known()); });
@@ -100,7 +101,9 @@ TEST_CASE("selector: NCCL_ALGO errors name what is wrong and what is known") {
   CHECK(selector::parseAlgoFilter("myplan", selector::knownAlgorithms(r)).allows(Coll::AllReduce, "MyPlan"));
 }
 
-TEST_CASE("selector: NCCL_PROTO is the set of protocols allowed: LL per collective, Simple for what nothing else carries, LL128 noted") {
+TEST_CASE(
+    "selector: NCCL_PROTO is the set of protocols allowed: LL per collective, Simple for what nothing else carries, "
+    "LL128 noted") {
   CHECK(selector::parseProtoFilter("").notes.empty());
   CHECK(selector::parseProtoFilter("Simple").infos.empty());
   NameFilter f = selector::parseProtoFilter("ll,SIMPLE");
@@ -133,7 +136,8 @@ TEST_CASE("selector: NCCL_PROTO is the set of protocols allowed: LL per collecti
   NameFilter only128 = selector::parseProtoFilter("simple;allreduce:LL128");
   CHECK_FALSE(only128.allows(Coll::AllReduce, "ll"));
   REQUIRE(only128.infos.size() == 2);
-  CHECK_THAT(only128.infos[0] + only128.infos[1], Catch::Contains("for allreduce") && Catch::Contains("Simple carries every message"));
+  CHECK_THAT(only128.infos[0] + only128.infos[1],
+             Catch::Contains("for allreduce") && Catch::Contains("Simple carries every message"));
   CHECK_THAT(errorOf([] { selector::parseProtoFilter("Simple,LL64"); }),
              Catch::Contains("\"LL64\"") && Catch::Contains("Simple, LL, LL128"));
 }
@@ -171,8 +175,9 @@ TEST_CASE("selector: small messages take a logarithmic algorithm, large ones wha
 TEST_CASE("selector: an algorithm the model does not know is timed by the exact simulator") {
   sim::Fabric f = sim::Fabric::host(8, 8);
   plan::AlgorithmRegistry r;
-  r.add({"myring", {Coll::AllReduce}, false, "my.plan",
-         [](const plan::PlanRequest& q) { return plan::builtinAlgorithms().find("ring")->build(q); }});
+  r.add({"myring", {Coll::AllReduce}, false, "my.plan", [](const plan::PlanRequest& q) {
+           return plan::builtinAlgorithms().find("ring")->build(q);
+         }});
   selector::Context ctx(f, r);
   ctx.channels = {1, 1};
   std::vector<plan::RankPlan> plans;
@@ -181,7 +186,8 @@ TEST_CASE("selector: an algorithm the model does not know is timed by the exact 
   CHECK(c.algorithm == "myring");
   CHECK(c.estimateUs == Approx(sim::timePlans(plans, Coll::AllReduce, 1 << 20, f, sim::Pipeline{}).us));
   // Too large to simulate step by step: no estimate, and so no candidate.
-  CHECK_THAT(errorOf([&] { selector::choose(Coll::AllReduce, size_t(64) << 30, 8, ctx); }), Catch::Contains("cost estimate"));
+  CHECK_THAT(errorOf([&] { selector::choose(Coll::AllReduce, size_t(64) << 30, 8, ctx); }),
+             Catch::Contains("cost estimate"));
 }
 
 TEST_CASE("selector: channels stay within NCCL_MIN/MAX_NCHANNELS") {
@@ -274,7 +280,8 @@ TEST_CASE("selector: NCCL_ALGO steers the choice") {
   CHECK(chosen("tree", Coll::AllGather, 1024) == "ring");
   CHECK_THAT(errorOf([&] { chosen("allgather:tree", Coll::AllGather, 1024); }),
              Catch::Contains("leaves no algorithm for allgather") && Catch::Contains("registered for allgather: ring"));
-  CHECK_THAT(errorOf([&] { chosen("^ring", Coll::AllGather, 1024); }), Catch::Contains("leaves no algorithm for allgather"));
+  CHECK_THAT(errorOf([&] { chosen("^ring", Coll::AllGather, 1024); }),
+             Catch::Contains("leaves no algorithm for allgather"));
 }
 
 TEST_CASE("selector: estimateOperation and the tuning table") {
@@ -288,7 +295,8 @@ TEST_CASE("selector: estimateOperation and the tuning table") {
   CHECK(small == selector::choose(Coll::AllReduce, 1024, 8, ctx).estimateUs);
 
   std::string table = selector::tuningTable(ctx);
-  for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send"})
+  for (const char* coll :
+       {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send"})
     CHECK_THAT(table, Catch::Contains(std::string("TUNING ") + coll));
   CHECK_THAT(table, Catch::Contains("8 B") && Catch::Contains("1 GiB") && Catch::Contains("-> ring") &&
                         Catch::Contains("-> direct"));
@@ -297,8 +305,8 @@ TEST_CASE("selector: estimateOperation and the tuning table") {
 
 TEST_CASE("selector: tutti-sim prints a table that parses") {
   std::ostringstream out, err;
-  int rc = sim::runSimTool({"--nodes", "2", "--gpus-per-node", "4", "--nics-per-node", "2", "-b", "8", "-e", "1M", "--model-all"},
-                           out, err);
+  int rc = sim::runSimTool(
+      {"--nodes", "2", "--gpus-per-node", "4", "--nics-per-node", "2", "-b", "8", "-e", "1M", "--model-all"}, out, err);
   INFO(err.str());
   REQUIRE(rc == 0);
   std::istringstream lines(out.str());
@@ -350,14 +358,15 @@ TEST_CASE("selector: tutti-sim prints a table that parses") {
 
 TEST_CASE("selector: a 100,000-rank sweep of every collective completes") {
   std::ostringstream out, err;
-  int rc = sim::runSimTool({"--nodes", "12500", "--gpus-per-node", "8", "--nics-per-node", "8", "--coll", "all", "--model-all",
-                            "--all"},
-                           out, err);
+  int rc = sim::runSimTool(
+      {"--nodes", "12500", "--gpus-per-node", "8", "--nics-per-node", "8", "--coll", "all", "--model-all", "--all"},
+      out, err);
   INFO(err.str());
   REQUIRE(rc == 0);
   std::string text = out.str();
   CHECK_THAT(text, Catch::Contains("100000 ranks"));
-  for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send"})
+  for (const char* coll :
+       {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send"})
     CHECK_THAT(text, Catch::Contains(std::string("# crossovers ") + coll));
   CHECK(text.find("nan") == std::string::npos);
   CHECK(text.find("inf") == std::string::npos);
@@ -383,7 +392,8 @@ TEST_CASE("selector: on the host executor Bruck and PAT are taken only for small
       selector::Choice big = selector::choose(coll, 8 * perRank, 8, ctx);
       double fastestJoined = 0, ring = 0;
       for (const selector::Estimate& e : big.candidates) {
-        if ((e.algorithm == "bruck" || e.algorithm == "pat") && (fastestJoined == 0 || e.us < fastestJoined)) fastestJoined = e.us;
+        if ((e.algorithm == "bruck" || e.algorithm == "pat") && (fastestJoined == 0 || e.us < fastestJoined))
+          fastestJoined = e.us;
         if (e.algorithm == "ring") ring = e.us;
       }
       REQUIRE(fastestJoined > 0);

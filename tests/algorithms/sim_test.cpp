@@ -27,9 +27,12 @@ std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n,
   std::vector<plan::RankPlan> plans;
   for (int r = 0; r < n; r++) {
     if (coll == Coll::Send) {
-      if (r == 0) plans.push_back(a.build({Coll::Send, 0, n, n - 1, ranksPerNode}));
-      else if (r == n - 1) plans.push_back(a.build({Coll::Recv, r, n, 0, ranksPerNode}));
-      else plans.push_back(plan::RankPlan{a.name, {}});
+      if (r == 0)
+        plans.push_back(a.build({Coll::Send, 0, n, n - 1, ranksPerNode}));
+      else if (r == n - 1)
+        plans.push_back(a.build({Coll::Recv, r, n, 0, ranksPerNode}));
+      else
+        plans.push_back(plan::RankPlan{a.name, {}});
     } else {
       plans.push_back(a.build({coll, r, n, 0, ranksPerNode}));
     }
@@ -44,12 +47,14 @@ std::vector<plan::RankPlan> plansFor(const plan::Algorithm& a, Coll coll, int n,
 // the worst is 14%).
 // oneshot: its plan form across nodes with several channels (the model counts every channel
 // on the NIC pool at once; they drift apart) is off by up to 28%; it runs only at small sizes.
-double toleranceFor(const std::string& algorithm) { return algorithm == "oneshot" ? 0.30 : algorithm == "tree" ? 0.25 : 0.20; }
+double toleranceFor(const std::string& algorithm) {
+  return algorithm == "oneshot" ? 0.30 : algorithm == "tree" ? 0.25 : 0.20;
+}
 
 // Hosts of `perHost` ranks (the last possibly short) with the given figures.
 using HostFigures = sim::Fabric::HostFigures;
-sim::Fabric hostsWith(int nranks, int perHost, decltype(HostFigures::shm) shm, decltype(HostFigures::tcp) tcp, double stepOverheadUs,
-                      double channelGBps, double copyGBps, int nicsPerHost) {
+sim::Fabric hostsWith(int nranks, int perHost, decltype(HostFigures::shm) shm, decltype(HostFigures::tcp) tcp,
+                      double stepOverheadUs, double channelGBps, double copyGBps, int nicsPerHost) {
   HostFigures h;
   h.shm = shm;
   h.tcp = tcp;
@@ -61,10 +66,14 @@ sim::Fabric hostsWith(int nranks, int perHost, decltype(HostFigures::shm) shm, d
 }
 
 // Round figures so that hand computations are easy: 1 GB/s moves 1000 bytes per us.
-sim::Fabric simpleHost(int nranks, int perHost) { return hostsWith(nranks, perHost, {1.0, 1.0}, {10.0, 0.5}, 2.0, 1.0, 4.0, HostFigures{}.nicsPerHost); }
+sim::Fabric simpleHost(int nranks, int perHost) {
+  return hostsWith(nranks, perHost, {1.0, 1.0}, {10.0, 0.5}, 2.0, 1.0, 4.0, HostFigures{}.nicsPerHost);
+}
 
 // Fabric::synthetic's GPU figures.
-sim::Fabric gpuHosts(int nranks, int perHost) { return hostsWith(nranks, perHost, {1.5, 450.0}, {4.0, 50.0}, 0.4, 20.0, 1500.0, 2); }
+sim::Fabric gpuHosts(int nranks, int perHost) {
+  return hostsWith(nranks, perHost, {1.5, 450.0}, {4.0, 50.0}, 0.4, 20.0, 1500.0, 2);
+}
 
 }  // namespace
 
@@ -252,7 +261,8 @@ TEST_CASE("sim: analytic estimates agree with the exact simulator") {
       continue;
     }
     for (int n : {2, 3, 5, 8, 12, 16, 33, 64}) {
-      std::vector<sim::Fabric> fabrics = {sim::Fabric::host(n, n), sim::Fabric::synthetic(1, n, 1), sim::Fabric::host(n, 8)};
+      std::vector<sim::Fabric> fabrics = {sim::Fabric::host(n, n), sim::Fabric::synthetic(1, n, 1),
+                                          sim::Fabric::host(n, 8)};
       if (n % 4 == 0) fabrics.push_back(sim::Fabric::synthetic(n / 4, 4, 2));
       for (int c = 0; c <= int(Coll::Send); c++) {
         Coll coll = Coll(c);
@@ -267,7 +277,8 @@ TEST_CASE("sim: analytic estimates agree with the exact simulator") {
               p.nchannels = nch;
               double exact = sim::timePlans(plans, coll, bytes, f, p).us;
               std::optional<double> analytic = sim::analyticUs(name, coll, bytes, f, p);
-              INFO(name << " " << plan::collName(coll) << " n=" << n << " " << f.name << " bytes=" << bytes << " channels=" << nch);
+              INFO(name << " " << plan::collName(coll) << " n=" << n << " " << f.name << " bytes=" << bytes
+                        << " channels=" << nch);
               REQUIRE(analytic.has_value());
               CHECK(*analytic == Approx(exact).epsilon(toleranceFor(name)));
               compared++;
@@ -334,8 +345,8 @@ TEST_CASE("sim: the analytic tree all-reduce follows the node trees") {
 }
 
 TEST_CASE("sim: analytic estimates grow with the message size") {
-  for (sim::Fabric f : {sim::Fabric::synthetic(1, 8, 8), sim::Fabric::synthetic(125, 8, 8), sim::Fabric::synthetic(12500, 8, 8),
-                        sim::Fabric::host(64, 16)}) {
+  for (sim::Fabric f : {sim::Fabric::synthetic(1, 8, 8), sim::Fabric::synthetic(125, 8, 8),
+                        sim::Fabric::synthetic(12500, 8, 8), sim::Fabric::host(64, 16)}) {
     for (int nch : {1, 8}) {
       sim::Pipeline p;
       p.nchannels = nch;
@@ -384,7 +395,8 @@ TEST_CASE("sim: bus bandwidth factors are nccl-tests'") {
   CHECK(sim::busBandwidthFactor(Coll::Send, 2) == 1);
 }
 
-TEST_CASE("tiling: an operation's chunk is its slot, halved down to 512 KiB while it would have fewer than 32 chunks", "[sim]") {
+TEST_CASE("tiling: an operation's chunk is its slot, halved down to 512 KiB while it would have fewer than 32 chunks",
+          "[sim]") {
   const size_t KiB = 1024, MiB = 1024 * KiB;
   // Slots of the default size or smaller are used whole, whatever the operation.
   for (size_t bytes : {size_t(8), 4 * MiB, 1024 * MiB}) {
@@ -411,7 +423,8 @@ TEST_CASE("sim: the models cut channels by the tiling rule in bytes", "[sim]") {
   CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Split, 100, 4, 8) == 16);
   CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Whole, 8, 4, 8) == 8);  // less than one aligned range
   CHECK(sim::channelBytes(Coll::AllGather, plan::Layout::Blocks, 4 * 1000, 4, 8) == 128);  // per block
-  CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Blocks, 1000, 4, 1) == 1000);  // all-reduce's bytes are one buffer
+  CHECK(sim::channelBytes(Coll::AllReduce, plan::Layout::Blocks, 1000, 4, 1) ==
+        1000);  // all-reduce's bytes are one buffer
   for (size_t bytes : {size_t(0), size_t(1), size_t(17), size_t(4096), size_t(1000003)})
     for (int nch : {1, 3, 8, 32}) {
       size_t range = sim::channelBytes(Coll::Broadcast, plan::Layout::Whole, bytes, 8, nch);
@@ -432,7 +445,8 @@ TEST_CASE("sim: Bruck's all-to-all of 8-byte blocks at 64 ranks beats pairwise a
   plan::AlgorithmRegistry registry = plan::builtinAlgorithms();
   const int n = 64;
   const size_t bytes = size_t(n) * 8;
-  for (const sim::Fabric& f : {sim::Fabric::synthetic(8, 8, 4), sim::Fabric::synthetic(1, n, 1), sim::Fabric::host(n, 8)}) {
+  for (const sim::Fabric& f :
+       {sim::Fabric::synthetic(8, 8, 4), sim::Fabric::synthetic(1, n, 1), sim::Fabric::host(n, 8)}) {
     sim::Pipeline p;
     std::map<std::string, double> exact, analytic;
     for (const char* name : {"bruck", "pairwise", "direct"}) {
@@ -441,9 +455,9 @@ TEST_CASE("sim: Bruck's all-to-all of 8-byte blocks at 64 ranks beats pairwise a
       exact[name] = sim::timePlans(plansFor(*a, Coll::AlltoAll, n, f.ranksPerNode), Coll::AlltoAll, bytes, f, p).us;
       analytic[name] = sim::analyticUs(name, Coll::AlltoAll, bytes, f, p).value();
     }
-    INFO(f.name << ": exact bruck " << exact["bruck"] << " pairwise " << exact["pairwise"] << " direct " << exact["direct"]
-                << " us; analytic bruck " << analytic["bruck"] << " pairwise " << analytic["pairwise"] << " direct "
-                << analytic["direct"] << " us");
+    INFO(f.name << ": exact bruck " << exact["bruck"] << " pairwise " << exact["pairwise"] << " direct "
+                << exact["direct"] << " us; analytic bruck " << analytic["bruck"] << " pairwise "
+                << analytic["pairwise"] << " direct " << analytic["direct"] << " us");
     CHECK(exact["bruck"] < exact["pairwise"]);
     CHECK(exact["bruck"] < exact["direct"]);
     CHECK(analytic["bruck"] < analytic["pairwise"]);

@@ -24,7 +24,8 @@ LaneSpec direct(std::vector<int> send, std::vector<int> recv, Layout layout = La
   return lane;
 }
 
-std::string run(Coll coll, int n, std::function<RankPlan(int)> planOf, bool inPlace = false, int capacity = 2, int root = 0) {
+std::string run(Coll coll, int n, std::function<RankPlan(int)> planOf, bool inPlace = false, int capacity = 2,
+                int root = 0) {
   VerifyRequest q;
   q.coll = coll;
   q.nranks = n;
@@ -67,7 +68,9 @@ TEST_CASE("a contribution reduced twice is reported", "[verify]") {
     if (r == 0) {
       lane.steps = {{Op::Send, kPre, in(), none()}, {Op::Send, kPre, in(), none()}, {Op::Recv, 0, none(), out()}};
     } else {
-      lane.steps = {{Op::RecvReduceCopy, kPre, in(), out()}, {Op::RecvReduceCopy, kPost, out(), out()}, {Op::Send, 0, out(), none()}};
+      lane.steps = {{Op::RecvReduceCopy, kPre, in(), out()},
+                    {Op::RecvReduceCopy, kPost, out(), out()},
+                    {Op::Send, 0, out(), none()}};
     }
     return RankPlan{"test", {lane}};
   });
@@ -86,7 +89,7 @@ TEST_CASE("a missing kPre is reported", "[verify]") {
 }
 
 TEST_CASE("a missing kPost and a kPost on a partial sum are reported", "[verify]") {
-  CHECK(has(run(Coll::AllReduce, 1, [](int) { return ringAllReduce(0, 1); }), "") );
+  CHECK(has(run(Coll::AllReduce, 1, [](int) { return ringAllReduce(0, 1); }), ""));
   std::string err = run(Coll::AllReduce, 1, [](int) {
     RankPlan p = ringAllReduce(0, 1);
     p.lanes[0].steps[0].flags = kPre;
@@ -137,7 +140,8 @@ TEST_CASE("scratch read before it is written in the tile is reported", "[verify]
     lane.steps = {{Op::Copy, kPre | kPost, {Buf::Scratch, 0}, out()}, {Op::Copy, 0, in(), {Buf::Scratch, 0}}};
     return RankPlan{"test", {lane}};
   });
-  CHECK(has(err, "rank 0 lane 0 tile 0 step 0 (copy): reads scratch[0] before anything was written to it in this tile"));
+  CHECK(
+      has(err, "rank 0 lane 0 tile 0 step 0 (copy): reads scratch[0] before anything was written to it in this tile"));
 }
 
 TEST_CASE("a plan that needs deeper FIFOs deadlocks at capacity 2 and passes at 8", "[verify]") {
@@ -197,7 +201,9 @@ TEST_CASE("a plan that is right out of place but clobbers its input in place is 
     if (r == 0)
       lane.steps = {{Op::Recv, 0, none(), out()}, {Op::Send, kPre, in(), none()}, {Op::Recv, 0, none(), out()}};
     else
-      lane.steps = {{Op::Send, kPre, in(), none()}, {Op::RecvReduceCopy, kPre | kPost, in(), out()}, {Op::Send, 0, out(), none()}};
+      lane.steps = {{Op::Send, kPre, in(), none()},
+                    {Op::RecvReduceCopy, kPre | kPost, in(), out()},
+                    {Op::Send, 0, out(), none()}};
     return RankPlan{"test", {lane}};
   };
   CHECK(run(Coll::AllReduce, 2, plan, false) == "");
@@ -210,8 +216,10 @@ TEST_CASE("chunks that do not line up are never combined", "[verify]") {
   std::string err = run(Coll::AllReduce, 2, [](int r) {
     LaneSpec lane = direct({1 - r}, {1 - r}, Layout::Split);
     lane.tileChunks = 2;
-    lane.steps = {{Op::Send, kPre, in(r), none()}, {Op::RecvReduceCopy, kPre | kPost, in(r), out(r)},
-                  {Op::Send, 0, out(r), none()}, {Op::Recv, 0, none(), out(1 - r)}};
+    lane.steps = {{Op::Send, kPre, in(r), none()},
+                  {Op::RecvReduceCopy, kPre | kPost, in(r), out(r)},
+                  {Op::Send, 0, out(r), none()},
+                  {Op::Recv, 0, none(), out(1 - r)}};
     return RankPlan{"test", {lane}};
   });
   INFO(err);
@@ -245,7 +253,8 @@ TEST_CASE("the verifier is fast: every 64-rank ring all-reduce in well under a s
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
 }
 
-TEST_CASE("a local reduce into a buffer nothing wrote, or of a contribution it already holds, is reported", "[verify]") {
+TEST_CASE("a local reduce into a buffer nothing wrote, or of a contribution it already holds, is reported",
+          "[verify]") {
   // Oneshot's plan for rank 1 of 2 without the receive that fills out: its reduce starts from nothing.
   std::string err = run(Coll::AllReduce, 2, [](int r) {
     RankPlan p = oneshotAllReduce(r, 2);
@@ -285,15 +294,19 @@ TEST_CASE("joined runs whose message boundaries differ between sender and receiv
     return p;
   });
   INFO(err);
-  CHECK(has(err, "rank 1 lane 0 tile 0 step 3 (recv from 0): receives as 1 joined step(s) a message of 2 part(s) that rank 0 lane 0 "
-                 "step 1 sent (message boundaries must match between sender and receiver)"));
+  CHECK(has(err,
+            "rank 1 lane 0 tile 0 step 3 (recv from 0): receives as 1 joined step(s) a message of 2 part(s) that rank "
+            "0 lane 0 "
+            "step 1 sent (message boundaries must match between sender and receiver)"));
   err = run(Coll::AlltoAll, 4, [](int r) {
     RankPlan p = bruckAlltoAll(r, 4);
     if (r == 0) p.lanes[0].steps[1].flags &= uint8_t(~kJoin);  // sends them as two messages
     return p;
   });
   INFO(err);
-  CHECK(has(err, "rank 1 lane 0 tile 0 step 3 (recv from 0): receives as 2 joined step(s) a message of 1 part(s) that rank 0 lane 0 step 1 sent"));
+  CHECK(has(err,
+            "rank 1 lane 0 tile 0 step 3 (recv from 0): receives as 2 joined step(s) a message of 1 part(s) that rank "
+            "0 lane 0 step 1 sent"));
 }
 
 TEST_CASE("malformed joined runs are reported, naming rank, lane and step", "[verify][join]") {
@@ -369,8 +382,11 @@ TEST_CASE("a kDirect send of a span the rank writes later is reported, and a fin
   CHECK(has(err, "sets kDirect on recv-reduce-send, which sends no user buffer"));
   // The built-in plans that mark direct sends keep the promise, in place or not.
   for (bool inPlace : {false, true}) {
-    CHECK(run(Coll::AllGather, 5, [](int r) { return ringAllGather(r, 5); }, inPlace) == "");
-    CHECK(run(Coll::AllReduce, 5, [](int r) { return ringAllReduce(r, 5); }, inPlace) == "");
-    CHECK(run(Coll::Broadcast, 5, [](int r) { return ringBroadcast(r, 5, 2); }, inPlace, 2, 2) == "");
+    CHECK(run(
+              Coll::AllGather, 5, [](int r) { return ringAllGather(r, 5); }, inPlace) == "");
+    CHECK(run(
+              Coll::AllReduce, 5, [](int r) { return ringAllReduce(r, 5); }, inPlace) == "");
+    CHECK(run(
+              Coll::Broadcast, 5, [](int r) { return ringBroadcast(r, 5, 2); }, inPlace, 2, 2) == "");
   }
 }

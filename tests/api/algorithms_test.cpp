@@ -23,7 +23,8 @@ bool rooted(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce || c == C
 // at both ends.
 std::vector<Case> casesFor(Coll coll, int nranks, const std::vector<size_t>& counts) {
   std::vector<Case> cases;
-  std::vector<std::pair<ncclDataType_t, ncclRedOp_t>> typed = {{ncclFloat32, ncclSum}, {ncclBfloat16, ncclSum}, {ncclFloat64, ncclAvg}};
+  std::vector<std::pair<ncclDataType_t, ncclRedOp_t>> typed = {
+      {ncclFloat32, ncclSum}, {ncclBfloat16, ncclSum}, {ncclFloat64, ncclAvg}};
   if (tutti_test::reduces(coll))
     for (ncclRedOp_t op : {ncclProd, ncclMax, ncclMin}) typed.push_back({ncclInt32, op});
   if (tutti_test::reduces(coll)) typed.push_back({ncclInt64, ncclAvg});
@@ -65,8 +66,9 @@ void runEveryAlgorithm(int rank, int nranks, ncclComm_t comm, const std::vector<
 TEST_CASE("every algorithm, every collective it serves, ranks as threads (1 to 9)", "[algorithms][threads]") {
   int nranks = GENERATE(1, 2, 3, 4, 5, 6, 7, 8, 9);
   INFO(nranks << " ranks");
-  std::string failures = tutti_test::runThreads(
-      nranks, [&](int rank, int n, ncclComm_t comm) { runEveryAlgorithm(rank, n, comm, {0, 1, 7, 1023, 70001}); });
+  std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
+    runEveryAlgorithm(rank, n, comm, {0, 1, 7, 1023, 70001});
+  });
   REQUIRE(failures == "");
 }
 
@@ -81,7 +83,8 @@ TEST_CASE("every algorithm at 1M+3 elements over several channels and FIFO laps"
 TEST_CASE("every algorithm, ranks as processes over shared memory", "[algorithms][processes]") {
   int nranks = GENERATE(2, 5);
   INFO(nranks << " ranks");
-  std::string failures = tutti_test::runProcesses(
-      nranks, [&](int rank, int n, ncclComm_t comm) { runEveryAlgorithm(rank, n, comm, {1, 1023, 70001}); });
+  std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) {
+    runEveryAlgorithm(rank, n, comm, {1, 1023, 70001});
+  });
   REQUIRE(failures == "");
 }

@@ -15,7 +15,8 @@ namespace {
 void expectError(ncclResult_t got, ncclResult_t want, const char* what, const char* mention) {
   std::string last = ncclGetLastError(nullptr);
   check(got == want, std::string(what) + ": got " + ncclGetErrorString(got) + ", want " + ncclGetErrorString(want));
-  check(last.find(mention) != std::string::npos, std::string(what) + ": the last error '" + last + "' does not mention '" + mention + "'");
+  check(last.find(mention) != std::string::npos,
+        std::string(what) + ": the last error '" + last + "' does not mention '" + mention + "'");
 }
 
 }  // namespace
@@ -23,17 +24,26 @@ void expectError(ncclResult_t got, ncclResult_t want, const char* what, const ch
 TEST_CASE("every bad argument is refused with a message and the comm stays usable", "[arguments]") {
   std::string failures = tutti_test::runThreads(2, [](int rank, int n, ncclComm_t comm) {
     std::vector<float> a(16, 1.0f), b(16);
-    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument, "NULL comm", "NULL");
-    expectError(ncclAllReduce(nullptr, b.data(), 16, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument, "NULL sendbuff", "sendbuff");
-    expectError(ncclAllReduce(a.data(), nullptr, 16, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument, "NULL recvbuff", "recvbuff");
-    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclDataType_t(42), ncclSum, comm, nullptr), ncclInvalidArgument, "bad type", "datatype");
-    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclRedOp_t(17), comm, nullptr), ncclInvalidArgument, "bad op", "reduction op");
-    expectError(ncclBroadcast(a.data(), b.data(), 16, ncclFloat32, n, comm, nullptr), ncclInvalidArgument, "root out of range", "root");
-    expectError(ncclReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, -1, comm, nullptr), ncclInvalidArgument, "negative root", "root");
-    expectError(ncclSend(a.data(), 16, ncclFloat32, n + 3, comm, nullptr), ncclInvalidArgument, "peer out of range", "peer");
+    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument,
+                "NULL comm", "NULL");
+    expectError(ncclAllReduce(nullptr, b.data(), 16, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument,
+                "NULL sendbuff", "sendbuff");
+    expectError(ncclAllReduce(a.data(), nullptr, 16, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument,
+                "NULL recvbuff", "recvbuff");
+    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclDataType_t(42), ncclSum, comm, nullptr), ncclInvalidArgument,
+                "bad type", "datatype");
+    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclRedOp_t(17), comm, nullptr), ncclInvalidArgument,
+                "bad op", "reduction op");
+    expectError(ncclBroadcast(a.data(), b.data(), 16, ncclFloat32, n, comm, nullptr), ncclInvalidArgument,
+                "root out of range", "root");
+    expectError(ncclReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, -1, comm, nullptr), ncclInvalidArgument,
+                "negative root", "root");
+    expectError(ncclSend(a.data(), 16, ncclFloat32, n + 3, comm, nullptr), ncclInvalidArgument, "peer out of range",
+                "peer");
     expectError(ncclRecv(b.data(), 16, ncclFloat32, -2, comm, nullptr), ncclInvalidArgument, "negative peer", "peer");
-    expectError(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(0x1234)),
-                ncclInvalidArgument, "foreign stream", "stream");
+    expectError(
+        ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(0x1234)),
+        ncclInvalidArgument, "foreign stream", "stream");
     expectError(ncclGroupEnd(), ncclInvalidUsage, "unmatched group end", "ncclGroupStart");
     // NULL buffers with count 0 are fine.
     TUTTI_NCCL_CHECK(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, nullptr));

@@ -44,19 +44,22 @@ void checkAllAgree(int rank, int nranks, ncclComm_t comm) {
   digests[size_t(rank)] = fnv1a(mine);
   comm->identity.bootstrap->allGather(digests.data(), sizeof(uint64_t));
   for (int r = 0; r < nranks; r++)
-    tutti_test::check(digests[size_t(r)] == digests[0], "rank " + std::to_string(r) + " chose differently from rank 0; rank " +
-                                                            std::to_string(rank) + " has " + mine);
+    tutti_test::check(
+        digests[size_t(r)] == digests[0],
+        "rank " + std::to_string(r) + " chose differently from rank 0; rank " + std::to_string(rank) + " has " + mine);
   const tutti::sim::Fabric& f = comm->planning.selector->fabric();
   tutti_test::check(f.coresPerNode >= 1, "no cores counted: " + f.describe());
-  tutti_test::check(f.workersPerRank == comm->settings.nworkers, "workers per rank not the communicator's: " + f.describe());
+  tutti_test::check(f.workersPerRank == comm->settings.nworkers,
+                    "workers per rank not the communicator's: " + f.describe());
 }
 
 // The fixed figures (sim.h: 2 us a step, 1 us of latency) scaled by ranks per core.
 void checkFixedFigures(int nranks, ncclComm_t comm) {
   const tutti::sim::Fabric& f = comm->planning.selector->fabric();
   double over = std::max(1.0, double(nranks) / f.coresPerNode);
-  tutti_test::check(std::abs(f.stepOverheadUs - 2.0 * over) < 1e-9 && std::abs(f.local.latencyUs - (1 + 2 * (over - 1))) < 1e-9,
-                    "not the fixed figures: " + f.describe());
+  tutti_test::check(
+      std::abs(f.stepOverheadUs - 2.0 * over) < 1e-9 && std::abs(f.local.latencyUs - (1 + 2 * (over - 1))) < 1e-9,
+      "not the fixed figures: " + f.describe());
 }
 
 }  // namespace
@@ -68,7 +71,8 @@ TEST_CASE("calibration: every rank agrees on the fabric and the choices, ranks a
   REQUIRE(tutti_test::runThreads(nranks, checkAllAgree) == "");
 }
 
-TEST_CASE("calibration: every rank agrees on the fabric and the choices, ranks as processes", "[calibration][processes]") {
+TEST_CASE("calibration: every rank agrees on the fabric and the choices, ranks as processes",
+          "[calibration][processes]") {
   tutti_test::ScopedEnv calibrate("TUTTI_CALIBRATE", "1");
   // Two processes of two rank threads each: the handoff crosses processes through shared memory.
   REQUIRE(tutti_test::runProcesses(4, checkAllAgree, 120, 2) == "");
@@ -82,7 +86,8 @@ TEST_CASE("calibration: TUTTI_CALIBRATE=0 keeps the fixed figures", "[calibratio
           }) == "");
 }
 
-TEST_CASE("calibration: processes whose TUTTI_CALIBRATE differs all take the fixed figures", "[calibration][processes]") {
+TEST_CASE("calibration: processes whose TUTTI_CALIBRATE differs all take the fixed figures",
+          "[calibration][processes]") {
   // Process 0 would measure, process 1 would not: calibration counts as measured only if every
   // rank measured, so both take the fixed figures, and they agree on every choice.
   REQUIRE(tutti_test::runProcesses(

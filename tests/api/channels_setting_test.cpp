@@ -28,9 +28,9 @@ TEST_CASE("channels: the selector keeps to NCCL_MIN_NCHANNELS and NCCL_MAX_NCHAN
               for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(16) << 20}) {
                 const int nch = comm->planning.selector->select(coll, bytes).nchannels;
                 tutti_test::check(nch >= s.low && nch <= s.high,
-                                  "rank " + std::to_string(rank) + ": " + tutti::plan::collName(coll) + " of " + std::to_string(bytes) +
-                                      " bytes chose " + std::to_string(nch) + " channel(s), outside " + std::to_string(s.low) + ".." +
-                                      std::to_string(s.high));
+                                  "rank " + std::to_string(rank) + ": " + tutti::plan::collName(coll) + " of " +
+                                      std::to_string(bytes) + " bytes chose " + std::to_string(nch) +
+                                      " channel(s), outside " + std::to_string(s.low) + ".." + std::to_string(s.high));
               }
             // And an operation runs on them: the sum against the float64 reference.
             const size_t count = (size_t(1) << 20) + 5;
@@ -40,8 +40,9 @@ TEST_CASE("channels: the selector keeps to NCCL_MIN_NCHANNELS and NCCL_MAX_NCHAN
             for (size_t i = 0; i < count; i += 101) {
               double want = 0;
               for (int q = 0; q < nranks; q++) want += double((q + 1) * (i % 97)) * 0.5;
-              tutti_test::check(double(buffer[i]) == want, "rank " + std::to_string(rank) + ": element " + std::to_string(i) + " is " +
-                                                               std::to_string(buffer[i]) + ", want " + std::to_string(want));
+              tutti_test::check(double(buffer[i]) == want, "rank " + std::to_string(rank) + ": element " +
+                                                               std::to_string(i) + " is " + std::to_string(buffer[i]) +
+                                                               ", want " + std::to_string(want));
             }
           }) == "");
 }

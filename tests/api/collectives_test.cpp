@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "tests/common/ranks_support.h"
 #include "tests/common/collective_cases_support.h"
+#include "tests/common/ranks_support.h"
 #include "tests/common/reference_support.h"
 
 using tutti_test::allCases;
@@ -22,7 +22,8 @@ TEST_CASE("every collective, type and op at small counts, ranks as threads", "[c
   int nranks = GENERATE(1, 2, 3, 4, 8);
   auto cases = allCases({0, 1, 7, 1023}, nranks);
   INFO(nranks << " ranks, " << cases.size() << " cases");
-  std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  std::string failures =
+      tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
   REQUIRE(failures == "");
 }
 
@@ -42,7 +43,8 @@ TEST_CASE("every collective and type at 1M+3 elements, ranks as threads", "[coll
   std::vector<Case> cases;
   for (const Case& c : allCases({(1u << 20) + 3}, nranks))
     if (largeCase(c) && (nranks == 3 || c.type == ncclFloat32 || c.type == ncclFloat8e5m2)) cases.push_back(c);
-  std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  std::string failures =
+      tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
   REQUIRE(failures == "");
 }
 
@@ -51,7 +53,8 @@ TEST_CASE("every collective, type and op, ranks as processes", "[collectives][pr
   auto cases = allCases({0, 1, 7, 1023}, nranks);
   for (const Case& c : allCases({(1u << 20) + 3}, nranks))
     if (largeCase(c) && (c.type == ncclFloat32 || c.type == ncclBfloat16)) cases.push_back(c);
-  std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
+  std::string failures =
+      tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
   REQUIRE(failures == "");
 }
 

@@ -61,7 +61,7 @@ TEST_CASE("split by color and key, NOCOLOR gives NULL", "[comm][split]") {
     int color = rank == 5 ? NCCL_SPLIT_NOCOLOR : rank % 2;
     ncclComm_t sub = nullptr;
     TUTTI_NCCL_CHECK(ncclCommSplit(comm, color, -rank, &sub, nullptr));  // key -rank: reversed order
-    checkAllReduce(comm);  // the parent keeps working
+    checkAllReduce(comm);                                                // the parent keeps working
     if (color == NCCL_SPLIT_NOCOLOR) {
       check(sub == nullptr, "NOCOLOR must give a NULL communicator");
       return;
@@ -74,7 +74,8 @@ TEST_CASE("split by color and key, NOCOLOR gives NULL", "[comm][split]") {
     TUTTI_NCCL_CHECK(ncclCommUserRank(sub, &subRank));
     TUTTI_NCCL_CHECK(ncclCommCount(sub, &subCount));
     check(subCount == int(members.size()), "split size " + std::to_string(subCount));
-    check(members[size_t(subRank)] == rank, "rank " + std::to_string(rank) + " got split rank " + std::to_string(subRank));
+    check(members[size_t(subRank)] == rank,
+          "rank " + std::to_string(rank) + " got split rank " + std::to_string(subRank));
     // The sum of the parent ranks in this color proves who is in it.
     int64_t mine = rank, sum = 0;
     TUTTI_NCCL_CHECK(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, sub, nullptr));
@@ -109,7 +110,8 @@ TEST_CASE("nonblocking init reports ncclInProgress until done", "[comm][nonblock
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     ncclResult_t result = ncclCommInitRankConfig(&comm, n, id, r, &config);
-    check(result == ncclInProgress || result == ncclSuccess, std::string("init returned ") + ncclGetErrorString(result));
+    check(result == ncclInProgress || result == ncclSuccess,
+          std::string("init returned ") + ncclGetErrorString(result));
     check(comm != nullptr, "a nonblocking init must hand out the communicator at once");
     ncclResult_t state = ncclInProgress;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -133,7 +135,8 @@ TEST_CASE("InitAll drives every rank from one thread inside a group", "[comm][in
   for (int r = 0; r < n; r++) std::iota(bufs[size_t(r)].begin(), bufs[size_t(r)].end(), float(r));
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (int r = 0; r < n; r++)
-    REQUIRE(ncclAllReduce(bufs[size_t(r)].data(), bufs[size_t(r)].data(), count, ncclFloat32, ncclSum, comms[size_t(r)], nullptr) == ncclSuccess);
+    REQUIRE(ncclAllReduce(bufs[size_t(r)].data(), bufs[size_t(r)].data(), count, ncclFloat32, ncclSum, comms[size_t(r)],
+                          nullptr) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
   for (int r = 0; r < n; r++)
     for (size_t i = 0; i < count; i += 997) REQUIRE(bufs[size_t(r)][i] == float(4 * i + 6));
@@ -145,7 +148,8 @@ TEST_CASE("InitAll drives every rank from one thread inside a group", "[comm][in
   }
 }
 
-TEST_CASE("InitAll takes a device list with repeats (ranks sharing a device) and refuses a negative index", "[comm][initall]") {
+TEST_CASE("InitAll takes a device list with repeats (ranks sharing a device) and refuses a negative index",
+          "[comm][initall]") {
   const int devlist[3] = {0, 0, 1};
   std::vector<ncclComm_t> comms(3);
   REQUIRE(ncclCommInitAll(comms.data(), 3, devlist) == ncclSuccess);
@@ -158,7 +162,8 @@ TEST_CASE("InitAll takes a device list with repeats (ranks sharing a device) and
   for (int r = 0; r < 3; r++) std::fill(bufs[size_t(r)].begin(), bufs[size_t(r)].end(), double(r + 1));
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (int r = 0; r < 3; r++)
-    REQUIRE(ncclAllReduce(bufs[size_t(r)].data(), bufs[size_t(r)].data(), 1000, ncclFloat64, ncclSum, comms[size_t(r)], nullptr) == ncclSuccess);
+    REQUIRE(ncclAllReduce(bufs[size_t(r)].data(), bufs[size_t(r)].data(), 1000, ncclFloat64, ncclSum, comms[size_t(r)],
+                          nullptr) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
   for (int r = 0; r < 3; r++) CHECK(bufs[size_t(r)][999] == 6.0);
   for (ncclComm_t c : comms) REQUIRE(ncclCommDestroy(c) == ncclSuccess);
@@ -220,7 +225,8 @@ TEST_CASE("host streams run operations asynchronously and in order", "[comm][str
     const size_t count = 300000;
     std::vector<float> x(count, float(rank + 1)), y(count), z(count);
     TUTTI_NCCL_CHECK(ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, comm, stream));
-    TUTTI_NCCL_CHECK(ncclAllReduce(y.data(), z.data(), count, ncclFloat32, ncclSum, comm, stream));  // uses y: order matters
+    TUTTI_NCCL_CHECK(
+        ncclAllReduce(y.data(), z.data(), count, ncclFloat32, ncclSum, comm, stream));  // uses y: order matters
     TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
     check(tuttiStreamQuery(stream) == ncclSuccess, "a synchronised stream is idle");
     for (size_t i = 0; i < count; i += 1009) check(z[i] == 6.0f * 3, "stream result " + std::to_string(z[i]));
@@ -231,16 +237,18 @@ TEST_CASE("host streams run operations asynchronously and in order", "[comm][str
     char names[16];
     int nodes = 0;
     TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
-    check(std::string(names) == "local" && nodes == 1, "tuttiCommTransports: " + std::string(names) + " on " + std::to_string(nodes) + " nodes");
-    check(tuttiCommTransports(comm, names, 5, &nodes) == ncclInvalidArgument, "a buffer too short for \"local\" is refused");
+    check(std::string(names) == "local" && nodes == 1,
+          "tuttiCommTransports: " + std::string(names) + " on " + std::to_string(nodes) + " nodes");
+    check(tuttiCommTransports(comm, names, 5, &nodes) == ncclInvalidArgument,
+          "a buffer too short for \"local\" is refused");
     check(tuttiCommTransports(comm, nullptr, sizeof names, &nodes) == ncclInvalidArgument, "a NULL buffer is refused");
     // Each node's topology: these ranks are threads of one process, so one node holds them all.
     char host[256];
     int ranks = -1, numa = -1, cpus = -1, gpus = -1, nics = -1;
     TUTTI_NCCL_CHECK(tuttiCommNodeTopology(comm, 0, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics));
     check(ranks == n && numa >= 0 && cpus >= 0 && gpus == 0 && nics >= 0,
-          "tuttiCommNodeTopology: " + std::to_string(ranks) + " ranks, " + std::to_string(numa) + " NUMA nodes, " + std::to_string(cpus) +
-              " CPUs, " + std::to_string(gpus) + " GPUs, " + std::to_string(nics) + " NICs");
+          "tuttiCommNodeTopology: " + std::to_string(ranks) + " ranks, " + std::to_string(numa) + " NUMA nodes, " +
+              std::to_string(cpus) + " CPUs, " + std::to_string(gpus) + " GPUs, " + std::to_string(nics) + " NICs");
     check(std::string(host).size() > 0, "tuttiCommNodeTopology gave no hostname");
     check(tuttiCommNodeTopology(comm, 1, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics) == ncclInvalidArgument,
           "a node past the topology's is refused");
@@ -252,10 +260,12 @@ TEST_CASE("host streams run operations asynchronously and in order", "[comm][str
     for (int nic = 0; nic < nics; nic++) {
       char name[64] = "";
       TUTTI_NCCL_CHECK(tuttiCommNodeNic(comm, 0, nic, name, sizeof name, &speed));
-      check(name[0] != '\0' && speed >= 0, "tuttiCommNodeNic " + std::to_string(nic) + ": \"" + name + "\" " + std::to_string(speed));
+      check(name[0] != '\0' && speed >= 0,
+            "tuttiCommNodeNic " + std::to_string(nic) + ": \"" + name + "\" " + std::to_string(speed));
     }
     char name[64];
-    check(tuttiCommNodeNic(comm, 0, nics, name, sizeof name, &speed) == ncclInvalidArgument, "a NIC port past the node's is refused");
+    check(tuttiCommNodeNic(comm, 0, nics, name, sizeof name, &speed) == ncclInvalidArgument,
+          "a NIC port past the node's is refused");
     check(tuttiCommNodeNic(comm, 0, 0, nullptr, sizeof name, &speed) == ncclInvalidArgument, "a NULL name is refused");
   });
   REQUIRE(failures == "");
@@ -268,7 +278,7 @@ TEST_CASE("PreMulSum with host and device scalars", "[comm][premulsum]") {
     ncclRedOp_t half, triple;
     TUTTI_NCCL_CHECK(ncclRedOpCreatePreMulSum(&half, &hostScalar, ncclFloat64, ncclScalarHostImmediate, comm));
     TUTTI_NCCL_CHECK(ncclRedOpCreatePreMulSum(&triple, &deviceScalar, ncclFloat32, ncclScalarDevice, comm));
-    hostScalar = 100;    // host-immediate: the value was taken at creation
+    hostScalar = 100;     // host-immediate: the value was taken at creation
     deviceScalar = 2.0f;  // device residence: read when the operation runs
     std::vector<double> d(999, rank + 1), dOut(999);
     std::vector<float> f(999, float(rank + 1)), fOut(999);
@@ -279,11 +289,13 @@ TEST_CASE("PreMulSum with host and device scalars", "[comm][premulsum]") {
       check(fOut[i] == 2.0f * 10, "PreMulSum device scalar: " + std::to_string(fOut[i]));
     }
     // The op is tied to its type.
-    check(ncclAllReduce(f.data(), fOut.data(), 1, ncclFloat32, half, comm, nullptr) == ncclInvalidArgument, "op/type mismatch");
+    check(ncclAllReduce(f.data(), fOut.data(), 1, ncclFloat32, half, comm, nullptr) == ncclInvalidArgument,
+          "op/type mismatch");
     TUTTI_NCCL_CHECK(ncclRedOpDestroy(half, comm));
     TUTTI_NCCL_CHECK(ncclRedOpDestroy(triple, comm));
     check(ncclRedOpDestroy(half, comm) == ncclInvalidArgument, "double destroy");
-    check(ncclAllReduce(d.data(), dOut.data(), 1, ncclFloat64, half, comm, nullptr) == ncclInvalidArgument, "destroyed op");
+    check(ncclAllReduce(d.data(), dOut.data(), 1, ncclFloat64, half, comm, nullptr) == ncclInvalidArgument,
+          "destroyed op");
   });
   REQUIRE(failures == "");
 }
@@ -309,13 +321,15 @@ TEST_CASE("ranks as a mix of processes and threads", "[comm][mixed]") {
         TUTTI_NCCL_CHECK(ncclAlltoAll(in.data(), out.data(), count, ncclInt64, comm, nullptr));
         for (int r = 0; r < n; r++)
           for (size_t j = 0; j < count; j += 7)
-            check(out[size_t(r) * count + j] == r * 1000000 + int64_t(size_t(rank) * count + j), "all-to-all across the mix");
+            check(out[size_t(r) * count + j] == r * 1000000 + int64_t(size_t(rank) * count + j),
+                  "all-to-all across the mix");
       },
       120, 2);
   REQUIRE(failures == "");
 }
 
-TEST_CASE("tuttiCommDescribeWait names the peer a rank waits for, and nothing once it is done", "[comm][describewait]") {
+TEST_CASE("tuttiCommDescribeWait names the peer a rank waits for, and nothing once it is done",
+          "[comm][describewait]") {
   ncclComm_t comms[2] = {nullptr, nullptr};
   initPair(comms);
   char text[4096] = "x";
@@ -327,8 +341,9 @@ TEST_CASE("tuttiCommDescribeWait names the peer a rank waits for, and nothing on
     return ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
   };
   // What a line says: the operation and where in it, how long, and what it waits for from rank 1.
-  const std::regex line(R"(AllReduce #[0-9]+ \((one-shot through shared memory|channel [0-9]+, tile [0-9]+/[0-9]+, step [a-z-]+)\) )"
-                        R"(waiting [0-9]+\.[0-9] s for (the input of|data from|free FIFO space at) rank 1 \(.* pid [0-9]+\))");
+  const std::regex line(
+      R"(AllReduce #[0-9]+ \((one-shot through shared memory|channel [0-9]+, tile [0-9]+/[0-9]+, step [a-z-]+)\) )"
+      R"(waiting [0-9]+\.[0-9] s for (the input of|data from|free FIFO space at) rank 1 \(.* pid [0-9]+\))");
   for (size_t count : counts) {
     INFO(count << " elements");
     std::vector<float> in0(count, 1.0f), out0(count, -1.0f), in1(count, 2.0f), out1(count, -1.0f);
@@ -355,8 +370,10 @@ TEST_CASE("tuttiCommDescribeWait names the peer a rank waits for, and nothing on
     CHECK(seen.find("rank 1") != std::string::npos);
     std::istringstream lines(seen);
     for (std::string l; std::getline(lines, l);) CHECK(std::regex_match(l, line));
-    if (count < 16) CHECK(seen.find("one-shot through shared memory") != std::string::npos);
-    else CHECK(seen.find("one-shot") == std::string::npos);
+    if (count < 16)
+      CHECK(seen.find("one-shot through shared memory") != std::string::npos);
+    else
+      CHECK(seen.find("one-shot") == std::string::npos);
     // The peer is idle, not waiting.
     CHECK(tuttiCommDescribeWait(comms[1], text, sizeof text) == ncclSuccess);
     CHECK(std::string(text) == "");
@@ -364,7 +381,8 @@ TEST_CASE("tuttiCommDescribeWait names the peer a rank waits for, and nothing on
     char shortText[8] = "x";
     CHECK(tuttiCommDescribeWait(comms[0], shortText, sizeof shortText) == ncclInvalidArgument);
     CHECK(std::string(shortText) == "");
-    CHECK(std::string(ncclGetLastError(comms[0])).find("tuttiCommDescribeWait: the description needs") != std::string::npos);
+    CHECK(std::string(ncclGetLastError(comms[0])).find("tuttiCommDescribeWait: the description needs") !=
+          std::string::npos);
 
     second = allReduce(comms[1], in1, out1);
     rank0.join();

@@ -33,7 +33,8 @@ std::vector<float> inputOf(int rank, size_t count) {
 
 }  // namespace
 
-TEST_CASE("TUTTI_DETERMINISTIC: 20 runs give identical bytes, and a prefix equals the small all-reduce", "[determinism]") {
+TEST_CASE("TUTTI_DETERMINISTIC: 20 runs give identical bytes, and a prefix equals the small all-reduce",
+          "[determinism]") {
   tutti_test::ScopedEnv deterministic("TUTTI_DETERMINISTIC", "1");
   tutti_test::ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");
   const int nranks = GENERATE(3, 5);
@@ -62,8 +63,8 @@ TEST_CASE("TUTTI_DETERMINISTIC: 20 runs give identical bytes, and a prefix equal
         magnitude += std::fabs(double(valueAt(q, i)));
       }
       tutti_test::check(std::fabs(double(first[i]) - sum) <= 1e-6 * magnitude + 1e-30,
-                        "rank " + std::to_string(rank) + ": element " + std::to_string(i) + " is " + std::to_string(first[i]) +
-                            ", the float64 sum is " + std::to_string(sum));
+                        "rank " + std::to_string(rank) + ": element " + std::to_string(i) + " is " +
+                            std::to_string(first[i]) + ", the float64 sum is " + std::to_string(sum));
     }
     // Every rank holds the same bytes.
     std::vector<float> rank0(large);
@@ -84,7 +85,7 @@ TEST_CASE("TUTTI_DETERMINISTIC: reduce and reduce-scatter give the same bytes at
   const int nranks = GENERATE(3, 5);
   const int root = 1;
   const size_t large = (size_t(1) << 20) + 3;  // reduce: 4 MiB, past the size where ring takes over
-  const size_t largeBlock = 300007;             // reduce-scatter: blocks of 1.2 MB
+  const size_t largeBlock = 300007;            // reduce-scatter: blocks of 1.2 MB
   // Reduce-scatter's input element j of block b, whatever the block size: the prefix of each
   // block is then the same numbers in a small and a large operation.
   auto blockValue = [](int rank, int block, size_t j) { return valueAt(rank, size_t(block) * 1000003 + j); };
@@ -102,15 +103,15 @@ TEST_CASE("TUTTI_DETERMINISTIC: reduce and reduce-scatter give the same bytes at
       TUTTI_NCCL_CHECK(ncclReduce(in.data(), again.data(), large, ncclFloat32, ncclSum, root, comm, nullptr));
       if (rank == root)
         expect(std::memcmp(first.data(), again.data(), large * sizeof(float)) == 0,
-                          "reduce run " + std::to_string(run) + " differs from run 0");
+               "reduce run " + std::to_string(run) + " differs from run 0");
     }
     for (size_t count : {size_t(1), size_t(1000), size_t(70001), size_t(300007)}) {
       std::vector<float> prefix(count);
       TUTTI_NCCL_CHECK(ncclReduce(in.data(), prefix.data(), count, ncclFloat32, ncclSum, root, comm, nullptr));
       if (rank == root)
         expect(std::memcmp(prefix.data(), first.data(), count * sizeof(float)) == 0,
-                          "the reduce of " + std::to_string(count) + " elements differs from that prefix of the " +
-                              std::to_string(large) + "-element one");
+               "the reduce of " + std::to_string(count) + " elements differs from that prefix of the " +
+                   std::to_string(large) + "-element one");
     }
     if (rank == root)
       for (size_t i = 0; i < large; i += 997) {
@@ -120,8 +121,8 @@ TEST_CASE("TUTTI_DETERMINISTIC: reduce and reduce-scatter give the same bytes at
           magnitude += std::fabs(double(valueAt(q, i)));
         }
         expect(std::fabs(double(first[i]) - sum) <= 1e-6 * magnitude + 1e-30,
-                          "reduce element " + std::to_string(i) + " is " + std::to_string(first[i]) + ", the float64 sum is " +
-                              std::to_string(sum));
+               "reduce element " + std::to_string(i) + " is " + std::to_string(first[i]) + ", the float64 sum is " +
+                   std::to_string(sum));
       }
 
     auto scatterInput = [&](size_t block) {
@@ -133,16 +134,17 @@ TEST_CASE("TUTTI_DETERMINISTIC: reduce and reduce-scatter give the same bytes at
     std::vector<float> bigIn = scatterInput(largeBlock), big(largeBlock), bigAgain(largeBlock);
     TUTTI_NCCL_CHECK(ncclReduceScatter(bigIn.data(), big.data(), largeBlock, ncclFloat32, ncclSum, comm, nullptr));
     for (int run = 1; run < 20; run++) {
-      TUTTI_NCCL_CHECK(ncclReduceScatter(bigIn.data(), bigAgain.data(), largeBlock, ncclFloat32, ncclSum, comm, nullptr));
+      TUTTI_NCCL_CHECK(
+          ncclReduceScatter(bigIn.data(), bigAgain.data(), largeBlock, ncclFloat32, ncclSum, comm, nullptr));
       expect(std::memcmp(big.data(), bigAgain.data(), largeBlock * sizeof(float)) == 0,
-                        "reduce-scatter run " + std::to_string(run) + " differs from run 0");
+             "reduce-scatter run " + std::to_string(run) + " differs from run 0");
     }
     for (size_t block : {size_t(1), size_t(1000), size_t(13107), size_t(70001)}) {
       std::vector<float> smallIn = scatterInput(block), out(block);
       TUTTI_NCCL_CHECK(ncclReduceScatter(smallIn.data(), out.data(), block, ncclFloat32, ncclSum, comm, nullptr));
       expect(std::memcmp(out.data(), big.data(), block * sizeof(float)) == 0,
-                        "the reduce-scatter of blocks of " + std::to_string(block) +
-                            " elements differs from that prefix of the one of blocks of " + std::to_string(largeBlock));
+             "the reduce-scatter of blocks of " + std::to_string(block) +
+                 " elements differs from that prefix of the one of blocks of " + std::to_string(largeBlock));
     }
     for (size_t j = 0; j < largeBlock; j += 997) {
       double sum = 0, magnitude = 0;
@@ -151,8 +153,8 @@ TEST_CASE("TUTTI_DETERMINISTIC: reduce and reduce-scatter give the same bytes at
         magnitude += std::fabs(double(blockValue(q, rank, j)));
       }
       expect(std::fabs(double(big[j]) - sum) <= 1e-6 * magnitude + 1e-30,
-                        "reduce-scatter element " + std::to_string(j) + " is " + std::to_string(big[j]) +
-                            ", the float64 sum is " + std::to_string(sum));
+             "reduce-scatter element " + std::to_string(j) + " is " + std::to_string(big[j]) + ", the float64 sum is " +
+                 std::to_string(sum));
     }
     tutti_test::check(problems.empty(), problems);
   });

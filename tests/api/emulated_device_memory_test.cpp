@@ -43,7 +43,8 @@ void runWithDeviceMemory(HostLayout layout, const std::string& transports) {
   const std::vector<tutti_test::Case> all = cases(nranks);
   auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
     const std::string who = "rank " + std::to_string(rank) + ": ";
-    check(!comm->links.fifoMemory->hostAccessible(), who + "the FIFO memory is " + comm->links.fifoMemory->name() + ", which the host reaches");
+    check(!comm->links.fifoMemory->hostAccessible(),
+          who + "the FIFO memory is " + comm->links.fifoMemory->name() + ", which the host reaches");
     char names[64];
     int nodes = 0;
     TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
@@ -69,8 +70,10 @@ TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, eac
   runWithDeviceMemory(oneHostOfFour(), "p2p");
 }
 
-TEST_CASE("emulated device memory: 4 rank processes of one host through p2p, each FIFO's handle in the offer (legacy CUDA IPC)",
-          "[device][emulated][processes]") {
+TEST_CASE(
+    "emulated device memory: 4 rank processes of one host through p2p, each FIFO's handle in the offer (legacy CUDA "
+    "IPC)",
+    "[device][emulated][processes]") {
   runWithDeviceMemory(oneHostOfFour({{"TUTTI_EMULATED_IPC", "handle"}}), "p2p");
 }
 
@@ -82,8 +85,10 @@ TEST_CASE("emulated device memory: 4 rank processes of one host on GPUs without 
   runWithDeviceMemory(oneHostOfFour({{"TUTTI_EMULATED_LACKS", "vmm,dmabuf,gdr"}}), "p2p");
 }
 
-TEST_CASE("emulated device memory: 4 rank processes of one host with NCCL_P2P_DISABLE, through shared segments mapped for the executor",
-          "[device][emulated][processes]") {
+TEST_CASE(
+    "emulated device memory: 4 rank processes of one host with NCCL_P2P_DISABLE, through shared segments mapped for "
+    "the executor",
+    "[device][emulated][processes]") {
   runWithDeviceMemory(oneHostOfFour({{"NCCL_P2P_DISABLE", "1"}}), "shm");
 }
 
@@ -93,8 +98,10 @@ TEST_CASE("emulated device memory: 2 hosts x 2 rank processes through p2p and ma
   runWithDeviceMemory(layout, "net/Socket+p2p");
 }
 
-TEST_CASE("emulated device memory: 2 hosts x 2 rank threads: device FIFOs set up by copies inside a process, mapped network FIFOs between",
-          "[device][emulated][processes][threads][net]") {
+TEST_CASE(
+    "emulated device memory: 2 hosts x 2 rank threads: device FIFOs set up by copies inside a process, mapped network "
+    "FIFOs between",
+    "[device][emulated][processes][threads][net]") {
   HostLayout layout;
   layout.threadsPerProcess = 2;
   runWithDeviceMemory(layout, "local+net/Socket");

@@ -16,8 +16,10 @@ using tutti_test::BitwiseComparison;
 // Runs the cases through the host executor and the emulated device under NCCL_ALGO=algorithm
 // ("" lets the selector choose) and requires both right and equal bit for bit.
 void requireBitwiseEqual(int nranks, const char* algorithm, const std::vector<size_t>& counts) {
-  if (*algorithm) setenv("NCCL_ALGO", algorithm, 1);
-  else unsetenv("NCCL_ALGO");
+  if (*algorithm)
+    setenv("NCCL_ALGO", algorithm, 1);
+  else
+    unsetenv("NCCL_ALGO");
   setenv("TUTTI_CALIBRATE", "0", 1);  // both selectors see the same fabric, so they choose alike
   const std::vector<tutti_test::Case> cases = tutti_test::allCases(counts, nranks);
   BackendRun host = tutti_test::runBackend("host", nranks, cases);
@@ -39,17 +41,20 @@ void requireBitwiseEqual(int nranks, const char* algorithm, const std::vector<si
 
 // Both protocols: these counts go as LL lines between the emulated executors (kernels/fifo.h),
 // and through Simple slots with NCCL_PROTO=^LL.
-TEST_CASE("emulated device: every collective, type and op, bitwise as the host executor (1 to 4 ranks)", "[device][emulated]") {
+TEST_CASE("emulated device: every collective, type and op, bitwise as the host executor (1 to 4 ranks)",
+          "[device][emulated]") {
   for (int nranks : {1, 2, 3, 4}) requireBitwiseEqual(nranks, "", {0, 1, 7, 1023});
 }
 
-TEST_CASE("emulated device: every collective, type and op through Simple only (NCCL_PROTO=^LL), bitwise as the host executor",
-          "[device][emulated]") {
+TEST_CASE(
+    "emulated device: every collective, type and op through Simple only (NCCL_PROTO=^LL), bitwise as the host executor",
+    "[device][emulated]") {
   setenv("NCCL_PROTO", "^LL", 1);
   for (int nranks : {2, 3}) requireBitwiseEqual(nranks, "", {1, 7, 1023});
   unsetenv("NCCL_PROTO");
 }
 
-TEST_CASE("emulated device: ring and tree plans across tiles and channels, bitwise as the host executor", "[device][emulated]") {
+TEST_CASE("emulated device: ring and tree plans across tiles and channels, bitwise as the host executor",
+          "[device][emulated]") {
   for (const char* algorithm : {"ring", "tree"}) requireBitwiseEqual(4, algorithm, {1, 1023, (size_t(1) << 15) + 5});
 }

@@ -40,14 +40,16 @@ TEST_CASE("a rank that never joins fails init within the deadline, naming it", "
   }
 }
 
-TEST_CASE("ncclCommAbort from another thread ends a collective stuck on an absent peer", "[faults][abort][device-path]") {
+TEST_CASE("ncclCommAbort from another thread ends a collective stuck on an absent peer",
+          "[faults][abort][device-path]") {
   ncclComm_t comms[2] = {nullptr, nullptr};
   initPair(comms);
   // Rank 1 never calls the all-reduce; rank 0 waits for it until aborted.
   std::vector<float> buf(1 << 20, 1.0f);
   ncclResult_t result = ncclSuccess;
   auto start = std::chrono::steady_clock::now();
-  std::thread stuck([&] { result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comms[0], nullptr); });
+  std::thread stuck(
+      [&] { result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comms[0], nullptr); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   REQUIRE(ncclCommAbort(comms[0]) == ncclSuccess);
   stuck.join();
@@ -85,7 +87,8 @@ TEST_CASE("a peer that stops moving makes the operation time out, naming it", "[
   REQUIRE(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
 
-TEST_CASE("a rank that aborts mid-operation tells its peers, which fail at once naming it", "[faults][abort][device-path]") {
+TEST_CASE("a rank that aborts mid-operation tells its peers, which fail at once naming it",
+          "[faults][abort][device-path]") {
   setenv("TUTTI_TIMEOUT", "60", 1);  // the peers must not need their own timeout
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -105,7 +108,8 @@ TEST_CASE("a rank that aborts mid-operation tells its peers, which fail at once 
     peers.emplace_back([&, r] {
       std::vector<float> buf(1 << 20, 1.0f);
       auto start = std::chrono::steady_clock::now();
-      results[size_t(r)] = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comms[size_t(r)], nullptr);
+      results[size_t(r)] =
+          ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comms[size_t(r)], nullptr);
       seconds[size_t(r)] = secondsSince(start);
       messages[size_t(r)] = ncclGetLastError(nullptr);
     });

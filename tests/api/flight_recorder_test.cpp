@@ -2,15 +2,15 @@
 // timeout with TUTTI_FLIGHT_RECORDER set leaves every rank's record, and tools/tutti-trace names the
 // calls that disagree and the rank behind; a signal chosen with TUTTI_FLIGHT_RECORDER_SIGNAL dumps.
 // The records are read by Python's json module (an independent parser), through small scripts.
-#include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
+#include <dirent.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <dirent.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,11 +63,12 @@ std::string run(const std::string& command, int* status) {
 // The record's entries, one line each: "collective op count type state", and its header fields.
 std::string summary(const std::string& file) {
   int status = 0;
-  const std::string out = run("python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
-                              "print(d[\"reason\"], d[\"rank\"], d[\"nranks\"]); "
-                              "[print(e[\"collective\"], e[\"op\"], e[\"count\"], e[\"type\"], e[\"state\"]) for e in d[\"entries\"]]' " +
-                                  file,
-                              &status);
+  const std::string out =
+      run("python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+          "print(d[\"reason\"], d[\"rank\"], d[\"nranks\"]); "
+          "[print(e[\"collective\"], e[\"op\"], e[\"count\"], e[\"type\"], e[\"state\"]) for e in d[\"entries\"]]' " +
+              file,
+          &status);
   CHECK(status == 0);
   return out;
 }
@@ -92,7 +93,8 @@ TEST_CASE("flight recorder: tuttiCommDump writes each rank's calls, in order, do
     INFO(f);
     const std::string s = summary(f);
     const std::string rank = f.substr(f.size() - 6, 1);  // "...rankR.json"
-    CHECK(s == "request " + rank + " 2\n0 AllReduce 1000 float32 done\n1 Broadcast 10 int32 done\n2 AllGather 7 float32 done\n");
+    CHECK(s == "request " + rank +
+                   " 2\n0 AllReduce 1000 float32 done\n1 Broadcast 10 int32 done\n2 AllGather 7 float32 done\n");
   }
   int status = 0;
   const std::string trace = run("python3 " TUTTI_TRACE_SCRIPT " " + dir.path, &status);
@@ -104,7 +106,8 @@ TEST_CASE("flight recorder: tuttiCommDump writes each rank's calls, in order, do
 TEST_CASE("flight recorder: tuttiCommDump without a path needs TUTTI_FLIGHT_RECORDER", "[flight]") {
   ScopedEnv unset("TUTTI_FLIGHT_RECORDER", nullptr);
   const std::string failures = tutti_test::runThreads(1, [&](int, int, ncclComm_t comm) {
-    tutti_test::check(tuttiCommDump(comm, nullptr) == ncclInvalidArgument, "a NULL path without TUTTI_FLIGHT_RECORDER is refused");
+    tutti_test::check(tuttiCommDump(comm, nullptr) == ncclInvalidArgument,
+                      "a NULL path without TUTTI_FLIGHT_RECORDER is refused");
     tutti_test::check(std::string(ncclGetLastError(comm)).find("TUTTI_FLIGHT_RECORDER is not set") != std::string::npos,
                       ncclGetLastError(comm));
   });
@@ -172,7 +175,8 @@ TEST_CASE("flight recorder: the signal TUTTI_FLIGHT_RECORDER_SIGNAL names makes 
         bool seen = false;
         for (int i = 0; i < 200 && !seen; i++) {
           if (DIR* d = opendir(dir.path.c_str())) {
-            while (dirent* e = readdir(d)) seen = seen || std::string(e->d_name).find(".json") == std::string(e->d_name).size() - 5;
+            while (dirent* e = readdir(d))
+              seen = seen || std::string(e->d_name).find(".json") == std::string(e->d_name).size() - 5;
             closedir(d);
           }
           if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));

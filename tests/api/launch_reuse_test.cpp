@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "nccl.h"
 #include "kernels/host_stream.h"
+#include "nccl.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"
 
@@ -72,7 +72,8 @@ TEST_CASE("calls of one shape follow each call's buffers, placement and root", "
     cudaStream_t stream = nullptr;
     TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream));
     const size_t count = 1000;
-    std::vector<std::vector<float>> ins(3, std::vector<float>(count * size_t(n))), outs(3, std::vector<float>(count * size_t(n)));
+    std::vector<std::vector<float>> ins(3, std::vector<float>(count * size_t(n))),
+        outs(3, std::vector<float>(count * size_t(n)));
     for (int call = 0; call < 24; call++) {
       cudaStream_t s = call % 3 == 2 ? nullptr : stream;  // both stream kinds, each reused
       std::vector<float>& in = ins[size_t(call) % 3];
@@ -85,8 +86,8 @@ TEST_CASE("calls of one shape follow each call's buffers, placement and root", "
       TUTTI_NCCL_CHECK(ncclAllReduce(arIn.data(), out.data(), count, ncclFloat32, ncclSum, comm, s));
       TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
       for (size_t i = 0; i < count; i++)
-        check(double(out[i]) == sumOver(n, i, call),
-              "call " + std::to_string(call) + ": all-reduce element " + std::to_string(i) + " is " + std::to_string(out[i]));
+        check(double(out[i]) == sumOver(n, i, call), "call " + std::to_string(call) + ": all-reduce element " +
+                                                         std::to_string(i) + " is " + std::to_string(out[i]));
       // Broadcast with a root that moves: one shape per root, each reused.
       const int root = call % n;
       std::vector<float> b(count);
@@ -94,8 +95,9 @@ TEST_CASE("calls of one shape follow each call's buffers, placement and root", "
       TUTTI_NCCL_CHECK(ncclBroadcast(b.data(), b.data(), count, ncclFloat32, root, comm, s));
       TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
       for (size_t i = 0; i < count; i++)
-        check(b[i] == inputOf(root, i, call), "call " + std::to_string(call) + ": broadcast from " + std::to_string(root) +
-                                                  " element " + std::to_string(i) + " is " + std::to_string(b[i]));
+        check(b[i] == inputOf(root, i, call), "call " + std::to_string(call) + ": broadcast from " +
+                                                  std::to_string(root) + " element " + std::to_string(i) + " is " +
+                                                  std::to_string(b[i]));
       // All-gather into a different output each call.
       std::vector<float> mine(count);
       fill(mine, rank, call);
@@ -105,8 +107,9 @@ TEST_CASE("calls of one shape follow each call's buffers, placement and root", "
       TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i += 7)
-          check(gathered[size_t(r) * count + i] == inputOf(r, i, call),
-                "call " + std::to_string(call) + ": all-gather block " + std::to_string(r) + " element " + std::to_string(i));
+          check(gathered[size_t(r) * count + i] == inputOf(r, i, call), "call " + std::to_string(call) +
+                                                                            ": all-gather block " + std::to_string(r) +
+                                                                            " element " + std::to_string(i));
     }
     TUTTI_NCCL_CHECK(tuttiStreamDestroy(stream));
   });
@@ -202,12 +205,14 @@ TEST_CASE("a host stream takes more operations than its queue holds, each on its
     for (int c = 0; c < calls; c++)
       for (size_t i = 0; i < count; i++) in[size_t(c) * count + i] = inputOf(rank, i, c);
     for (int c = 0; c < calls; c++)
-      TUTTI_NCCL_CHECK(ncclAllReduce(&in[size_t(c) * count], &out[size_t(c) * count], count, ncclFloat32, ncclSum, comm, stream));
+      TUTTI_NCCL_CHECK(
+          ncclAllReduce(&in[size_t(c) * count], &out[size_t(c) * count], count, ncclFloat32, ncclSum, comm, stream));
     TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
     for (int c = 0; c < calls; c++)
       for (size_t i = 0; i < count; i++)
-        check(double(out[size_t(c) * count + i]) == sumOver(n, i, c),
-              "call " + std::to_string(c) + " element " + std::to_string(i) + " is " + std::to_string(out[size_t(c) * count + i]));
+        check(double(out[size_t(c) * count + i]) == sumOver(n, i, c), "call " + std::to_string(c) + " element " +
+                                                                          std::to_string(i) + " is " +
+                                                                          std::to_string(out[size_t(c) * count + i]));
     TUTTI_NCCL_CHECK(tuttiStreamDestroy(stream));
   });
   REQUIRE(failures == "");

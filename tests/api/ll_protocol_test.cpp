@@ -9,8 +9,8 @@
 
 #include "kernels/fifo.h"
 #include "runtime/comm.h"
-#include "tutti/tutti.h"
 #include "tests/common/ranks_support.h"
+#include "tutti/tutti.h"
 
 namespace {
 
@@ -38,15 +38,16 @@ std::vector<int> allReduce(size_t count) {
       double expected = 0;
       for (int r = 0; r < nranks; r++) expected += double(i % 13) + 0.5 * r;
       tutti_test::check(out[i] == expected, "rank " + std::to_string(rank) + " element " + std::to_string(i) + ": " +
-                                                std::to_string(out[i]) + " where " + std::to_string(expected) + " was due");
+                                                std::to_string(out[i]) + " where " + std::to_string(expected) +
+                                                " was due");
     }
     withLL[size_t(rank)] = fifosWithLLMessages(comm);
     // What tuttiCommProtocol says agrees with what the FIFOs hold.
     char protocol[16] = "";
     TUTTI_NCCL_CHECK(tuttiCommProtocol(comm, "allreduce", count, ncclFloat64, protocol, sizeof protocol));
     tutti_test::check(std::string(protocol) == (withLL[size_t(rank)] > 0 ? "LL" : "Simple"),
-                      "rank " + std::to_string(rank) + ": tuttiCommProtocol says " + protocol + " where the FIFOs hold " +
-                          std::to_string(withLL[size_t(rank)]) + " LL message(s)");
+                      "rank " + std::to_string(rank) + ": tuttiCommProtocol says " + protocol +
+                          " where the FIFOs hold " + std::to_string(withLL[size_t(rank)]) + " LL message(s)");
   });
   REQUIRE(failures == "");
   return withLL;
@@ -54,11 +55,12 @@ std::vector<int> allReduce(size_t count) {
 
 }  // namespace
 
-TEST_CASE("LL: small operations between emulated device executors go as LL lines, and NCCL_PROTO=^LL keeps them Simple", "[device][ll]") {
+TEST_CASE("LL: small operations between emulated device executors go as LL lines, and NCCL_PROTO=^LL keeps them Simple",
+          "[device][ll]") {
   setenv("TUTTI_DEVICE", "emulated", 1);
   setenv("NCCL_ALGO", "ring", 1);  // a ring: every rank receives from its neighbour
   unsetenv("NCCL_PROTO");
-  for (int fifos : allReduce(1000)) CHECK(fifos >= 1);  // 8000 bytes: LL
+  for (int fifos : allReduce(1000)) CHECK(fifos >= 1);    // 8000 bytes: LL
   for (int fifos : allReduce(100000)) CHECK(fifos == 0);  // 800 KB: Simple
   setenv("NCCL_PROTO", "^LL", 1);
   for (int fifos : allReduce(1000)) CHECK(fifos == 0);
@@ -85,9 +87,11 @@ TEST_CASE("LL: a host-executor rank and an emulated rank agree on Simple between
         TUTTI_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr));
         TUTTI_NCCL_CHECK(ncclBroadcast(in.data(), out.data(), count, ncclFloat32, 1, comm, nullptr));
         for (size_t i = 0; i < count; i++)
-          tutti_test::check(out[i] == 2.0f, "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ": broadcast element " +
-                                                 std::to_string(i) + " is " + std::to_string(out[i]));
-        tutti_test::check(fifosWithLLMessages(comm) == 0, "rank " + std::to_string(rank) + " received LL messages from a host-executor peer");
+          tutti_test::check(out[i] == 2.0f, "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                                                ": broadcast element " + std::to_string(i) + " is " +
+                                                std::to_string(out[i]));
+        tutti_test::check(fifosWithLLMessages(comm) == 0,
+                          "rank " + std::to_string(rank) + " received LL messages from a host-executor peer");
       },
       120, 1, [](int process) { setenv("TUTTI_DEVICE", process == 0 ? "host" : "emulated", 1); });
   unsetenv("TUTTI_TIMEOUT");

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,14 +72,16 @@ void requireCaught(const std::vector<Outcome>& outcomes, const std::string& ours
     INFO("rank " << r << ": " << outcomes[r].message);
     CHECK(outcomes[r].result != ncclSuccess);
     CHECK(outcomes[r].seconds < 10);
-    named = named || (outcomes[r].message.find(ours) != std::string::npos && outcomes[r].message.find(theirs) != std::string::npos);
+    named = named || (outcomes[r].message.find(ours) != std::string::npos &&
+                      outcomes[r].message.find(theirs) != std::string::npos);
   }
   CHECK(named);
 }
 
 }  // namespace
 
-TEST_CASE("mismatch: a count that differs between ranks fails every rank at once, naming both calls", "[mismatch][device-path]") {
+TEST_CASE("mismatch: a count that differs between ranks fails every rank at once, naming both calls",
+          "[mismatch][device-path]") {
   // Large enough to go through the plans' FIFOs, not the one-shot mailboxes.
   requireCaught(allReduceWith({100000, ncclFloat32}, {400000, ncclFloat32}), "count 100000", "count 400000");
 }
@@ -129,8 +131,9 @@ std::vector<Outcome> runCalls(int n, const Call2& call) {
 
 }  // namespace
 
-TEST_CASE("mismatch: AllReduce against Broadcast, which wait on different connections, fails within seconds naming both",
-          "[mismatch]") {
+TEST_CASE(
+    "mismatch: AllReduce against Broadcast, which wait on different connections, fails within seconds naming both",
+    "[mismatch]") {
   auto outcomes = runCalls(3, [](int rank, ncclComm_t comm, std::vector<float>& buf) {
     if (rank == 0) return ncclAllReduce(buf.data(), buf.data(), 100000, ncclFloat32, ncclSum, comm, nullptr);
     return ncclBroadcast(buf.data(), buf.data(), 100000, ncclFloat32, 0, comm, nullptr);
@@ -138,7 +141,8 @@ TEST_CASE("mismatch: AllReduce against Broadcast, which wait on different connec
   requireCaught(outcomes, "AllReduce(count 100000", "Broadcast(count 100000, float32, root 0)");
 }
 
-TEST_CASE("mismatch: a one-shot mailbox all-reduce against one through the FIFOs fails within seconds naming both", "[mismatch]") {
+TEST_CASE("mismatch: a one-shot mailbox all-reduce against one through the FIFOs fails within seconds naming both",
+          "[mismatch]") {
   // 1 KiB goes through the mailboxes (every rank in this process), 64 KiB through a plan's FIFOs.
   auto outcomes = runCalls(3, [](int rank, ncclComm_t comm, std::vector<float>& buf) {
     return ncclAllReduce(buf.data(), buf.data(), rank == 0 ? 256 : 16384, ncclFloat32, ncclSum, comm, nullptr);
@@ -146,20 +150,23 @@ TEST_CASE("mismatch: a one-shot mailbox all-reduce against one through the FIFOs
   requireCaught(outcomes, "count 256,", "count 16384,");
 }
 
-TEST_CASE("mismatch: AllReduce against Broadcast between rank processes is caught through the control blocks", "[mismatch][processes]") {
+TEST_CASE("mismatch: AllReduce against Broadcast between rank processes is caught through the control blocks",
+          "[mismatch][processes]") {
   tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
   std::string failures = tutti_test::runProcesses(
       3,
       [](int rank, int, ncclComm_t comm) {
         std::vector<float> buf(100000, 1.0f);
         auto start = std::chrono::steady_clock::now();
-        ncclResult_t result = rank == 0 ? ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr)
-                                        : ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclFloat32, 0, comm, nullptr);
+        ncclResult_t result =
+            rank == 0 ? ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr)
+                      : ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclFloat32, 0, comm, nullptr);
         const double seconds = tutti_test::secondsSince(start);
         const std::string message = ncclGetLastError(comm);
         const std::string who = "rank " + std::to_string(rank) + " (" + std::to_string(seconds) + " s): ";
         tutti_test::check(result != ncclSuccess && seconds < 10, who + "did not fail at once: " + message);
-        tutti_test::check(message.find("AllReduce(count 100000") != std::string::npos && message.find("Broadcast(count 100000") != std::string::npos,
+        tutti_test::check(message.find("AllReduce(count 100000") != std::string::npos &&
+                              message.find("Broadcast(count 100000") != std::string::npos,
                           who + "the error does not name both calls: " + message);
       },
       90);

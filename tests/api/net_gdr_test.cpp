@@ -43,8 +43,10 @@ struct StandinCounts {
 
 // This rank process's count of the stand-in's dmabuf registrations and RDMA reads.
 StandinCounts standinCounts() {
-  auto counters = tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
-  check(counters != nullptr, "the verbs stand-in is not loaded in this rank process, or has no tutti_standin_dmabuf_counters");
+  auto counters =
+      tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
+  check(counters != nullptr,
+        "the verbs stand-in is not loaded in this rank process, or has no tutti_standin_dmabuf_counters");
   StandinCounts c;
   counters(&c.registrations, &c.live, &c.reads);
   return c;
@@ -57,7 +59,8 @@ struct PluginCounts {
 // This rank process's count of the IB test plugin's regMrDmaBuf and iflush calls.
 PluginCounts pluginCounts() {
   void* library = dlopen(TUTTI_TEST_NET_PLUGIN_IB, RTLD_NOW | RTLD_NOLOAD);
-  check(library != nullptr, std::string("the IB test plugin is not loaded in this rank process: ") + TUTTI_TEST_NET_PLUGIN_IB);
+  check(library != nullptr,
+        std::string("the IB test plugin is not loaded in this rank process: ") + TUTTI_TEST_NET_PLUGIN_IB);
   auto counters = reinterpret_cast<void (*)(uint64_t*, uint64_t*)>(dlsym(library, "tutti_test_plugin_dmabuf_counters"));
   dlclose(library);  // NOLOAD took a reference; the loader keeps the library for the process
   check(counters != nullptr, "the IB test plugin has no tutti_test_plugin_dmabuf_counters");
@@ -74,8 +77,8 @@ enum class Way { BuiltIn, Plugin };
 // the receiving ones (`expectDmaBuf`) and the sending ones (`expectSendDmaBuf`, by the proxy's log).
 // Through the plugin, every dmabuf registration and every flush read the stand-in saw must have
 // come through the plugin's regMrDmaBuf and iflush.
-void runOverIb(std::vector<std::pair<std::string, std::string>> environment, bool expectDmaBuf, bool expectSendDmaBuf = false,
-               Way way = Way::BuiltIn) {
+void runOverIb(std::vector<std::pair<std::string, std::string>> environment, bool expectDmaBuf,
+               bool expectSendDmaBuf = false, Way way = Way::BuiltIn) {
   tutti_test::CapturedLog log("INFO", "NET");
   HostLayout layout;
   layout.hosts = 2;
@@ -100,13 +103,15 @@ void runOverIb(std::vector<std::pair<std::string, std::string>> environment, boo
       check(counts.registrations > 0, who + "no network FIFO was registered by dmabuf");
       check(counts.reads > 0, who + "no receive into device memory was flushed by an RDMA read");
     } else {
-      check(counts.registrations == 0, who + std::to_string(counts.registrations) + " registrations by dmabuf where none was allowed");
+      check(counts.registrations == 0,
+            who + std::to_string(counts.registrations) + " registrations by dmabuf where none was allowed");
       check(counts.reads == 0, who + std::to_string(counts.reads) + " flush reads where nothing is device memory");
     }
     if (way == Way::Plugin) {
       const PluginCounts plugin = pluginCounts();
-      check(plugin.registrations == counts.registrations, who + "the plugin's regMrDmaBuf registered " + std::to_string(plugin.registrations) +
-                                                              " times, the verbs library " + std::to_string(counts.registrations));
+      check(plugin.registrations == counts.registrations,
+            who + "the plugin's regMrDmaBuf registered " + std::to_string(plugin.registrations) +
+                " times, the verbs library " + std::to_string(counts.registrations));
       check(plugin.flushes == counts.reads, who + "the plugin's iflush flushed " + std::to_string(plugin.flushes) +
                                                 " receives, the verbs library read " + std::to_string(counts.reads));
     }
@@ -123,8 +128,10 @@ void runOverIb(std::vector<std::pair<std::string, std::string>> environment, boo
 
 }  // namespace
 
-TEST_CASE("net gdr: NCCL_NET_GDR_LEVEL=SYS puts the receiving FIFOs in device memory registered by dmabuf, flushed by RDMA reads",
-          "[net][processes][gdr]") {
+TEST_CASE(
+    "net gdr: NCCL_NET_GDR_LEVEL=SYS puts the receiving FIFOs in device memory registered by dmabuf, flushed by RDMA "
+    "reads",
+    "[net][processes][gdr]") {
   runOverIb({{"NCCL_NET_GDR_LEVEL", "SYS"}}, true);
 }
 
@@ -132,27 +139,33 @@ TEST_CASE("net gdr: with NCCL_NET_GDR_READ=1 the sending FIFOs are device memory
   runOverIb({{"NCCL_NET_GDR_LEVEL", "4"}, {"NCCL_NET_GDR_READ", "1"}}, true, true);
 }
 
-TEST_CASE("net gdr: NCCL_NET_GDR_LEVEL=LOC, and the default PXB on a path that is unknown, keep the FIFOs in host memory",
-          "[net][processes][gdr]") {
+TEST_CASE(
+    "net gdr: NCCL_NET_GDR_LEVEL=LOC, and the default PXB on a path that is unknown, keep the FIFOs in host memory",
+    "[net][processes][gdr]") {
   SECTION("LOC") { runOverIb({{"NCCL_NET_GDR_LEVEL", "LOC"}}, false); }
   SECTION("the default") { runOverIb({}, false); }
 }
 
-TEST_CASE("net gdr: a GPU that cannot export dmabufs keeps the FIFOs in host memory, whatever NCCL_NET_GDR_LEVEL allows",
-          "[net][processes][gdr][capabilities]") {
+TEST_CASE(
+    "net gdr: a GPU that cannot export dmabufs keeps the FIFOs in host memory, whatever NCCL_NET_GDR_LEVEL allows",
+    "[net][processes][gdr][capabilities]") {
   runOverIb({{"NCCL_NET_GDR_LEVEL", "SYS"}, {"TUTTI_EMULATED_LACKS", "dmabuf"}}, false);
 }
 
-TEST_CASE("net gdr: through a net plugin that takes dmabuf, NCCL_NET_GDR_LEVEL=SYS registers the receiving FIFOs by its regMrDmaBuf "
-          "and flushes through its iflush",
-          "[net][processes][gdr][plugin]") {
+TEST_CASE(
+    "net gdr: through a net plugin that takes dmabuf, NCCL_NET_GDR_LEVEL=SYS registers the receiving FIFOs by its "
+    "regMrDmaBuf "
+    "and flushes through its iflush",
+    "[net][processes][gdr][plugin]") {
   runOverIb({{"NCCL_NET_GDR_LEVEL", "SYS"}}, true, false, Way::Plugin);
 }
 
-TEST_CASE("net gdr: through a net plugin with NCCL_NET_GDR_READ=1 the sending FIFOs are device memory too", "[net][processes][gdr][plugin]") {
+TEST_CASE("net gdr: through a net plugin with NCCL_NET_GDR_READ=1 the sending FIFOs are device memory too",
+          "[net][processes][gdr][plugin]") {
   runOverIb({{"NCCL_NET_GDR_LEVEL", "SYS"}, {"NCCL_NET_GDR_READ", "1"}}, true, true, Way::Plugin);
 }
 
-TEST_CASE("net gdr: through a net plugin, NCCL_NET_GDR_LEVEL=LOC keeps the FIFOs in host memory", "[net][processes][gdr][plugin]") {
+TEST_CASE("net gdr: through a net plugin, NCCL_NET_GDR_LEVEL=LOC keeps the FIFOs in host memory",
+          "[net][processes][gdr][plugin]") {
   runOverIb({{"NCCL_NET_GDR_LEVEL", "LOC"}}, false, false, Way::Plugin);
 }

@@ -13,8 +13,8 @@
 #include "tests/common/log_support.h"
 
 using tutti_test::allCases;
-using tutti_test::Case;
 using tutti_test::CapturedLog;
+using tutti_test::Case;
 using tutti_test::Coll;
 using tutti_test::HostLayout;
 using tutti_test::runAll;
@@ -33,7 +33,8 @@ std::vector<std::pair<std::string, std::string>> ibEnvironment(const char* split
 
 std::vector<Case> cases() {
   std::vector<Case> all = allCases({0, 1, 7, 1023}, 4);
-  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
+  for (Coll coll :
+       {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
     all.push_back(Case{coll, ncclFloat64, ncclSum, (1u << 18) + 3, false, 1});
   return all;
 }
@@ -58,7 +59,8 @@ TEST_CASE("net/ib: collectives over 4 round-robin QPs stay correct when one QP o
   layout.environment = ibEnvironment("0");
   layout.environment.push_back({"TUTTI_IBVERBS_STANDIN_DELAY_QP_MS", "1"});
   std::vector<Case> some;
-  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
+  for (Coll coll :
+       {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
     for (size_t count : {size_t(7), size_t(1u << 16) + 1})
       some.push_back(Case{coll, ncclFloat64, ncclSum, count, false, 1});
   auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(some, rank, n, comm); });

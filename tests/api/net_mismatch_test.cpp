@@ -30,7 +30,8 @@ void requireCaughtOverTcp(Call odd, Call usual, const std::string& ours, const s
   layout.hosts = 3;
   layout.ranksPerHost = 1;
   // A mismatch must not need the timeout: the ranks would otherwise fail only after 60 s.
-  layout.environment = {{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ALGO", "ring"}, {"NCCL_MAX_NCHANNELS", "1"}, {"TUTTI_TIMEOUT", "60"}};
+  layout.environment = {
+      {"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ALGO", "ring"}, {"NCCL_MAX_NCHANNELS", "1"}, {"TUTTI_TIMEOUT", "60"}};
   layout.timeoutSeconds = 90;
   auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
     // A rank still finishing the first operation when another announces the mismatch fails in it.
@@ -58,11 +59,13 @@ void requireCaughtOverTcp(Call odd, Call usual, const std::string& ours, const s
 
 }  // namespace
 
-TEST_CASE("net mismatch: a count that differs between hosts fails every rank at once, naming both calls", "[mismatch][net][processes][any-net]") {
+TEST_CASE("net mismatch: a count that differs between hosts fails every rank at once, naming both calls",
+          "[mismatch][net][processes][any-net]") {
   requireCaughtOverTcp({100000, ncclFloat32}, {400000, ncclFloat32}, "count 100000", "count 400000");
 }
 
-TEST_CASE("net mismatch: the same bytes as another type between hosts fail instead of reducing garbage", "[mismatch][net][processes][any-net]") {
+TEST_CASE("net mismatch: the same bytes as another type between hosts fail instead of reducing garbage",
+          "[mismatch][net][processes][any-net]") {
   requireCaughtOverTcp({200000, ncclFloat32}, {200000, ncclInt32}, "float32", "int32");
 }
 
@@ -70,7 +73,8 @@ TEST_CASE("net mismatch: another reduction between hosts is named", "[mismatch][
   requireCaughtOverTcp({50000, ncclFloat32, ncclMax}, {50000, ncclFloat32, ncclSum}, "max", "sum");
 }
 
-TEST_CASE("net mismatch: send and receive of different byte counts between hosts fail both ranks", "[mismatch][net][processes][any-net]") {
+TEST_CASE("net mismatch: send and receive of different byte counts between hosts fail both ranks",
+          "[mismatch][net][processes][any-net]") {
   HostLayout layout;
   layout.hosts = 2;
   layout.ranksPerHost = 1;
@@ -90,7 +94,8 @@ TEST_CASE("net mismatch: send and receive of different byte counts between hosts
             who + "the error does not name both byte counts: " + message);
     }
     // The sender may have finished before the receiver looked; if it failed, it failed early.
-    check(result == ncclSuccess || seconds < 30, who + "failed only after " + std::to_string(seconds) + " s: " + message);
+    check(result == ncclSuccess || seconds < 30,
+          who + "failed only after " + std::to_string(seconds) + " s: " + message);
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }

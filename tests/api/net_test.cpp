@@ -6,20 +6,20 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,8 +37,8 @@
 #include "tutti/tutti.h"
 
 using tutti_test::allCases;
-using tutti_test::Case;
 using tutti_test::CapturedLog;
+using tutti_test::Case;
 using tutti_test::check;
 using tutti_test::Coll;
 using tutti_test::HostLayout;
@@ -54,7 +54,8 @@ std::vector<Case> netCases(int nranks, bool everyOp) {
   std::vector<Case> cases;
   for (const Case& c : allCases({0, 1, 7, 1023}, nranks))
     if (everyOp || c.op == ncclSum || c.op == ncclAvg) cases.push_back(c);
-  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
+  for (Coll coll :
+       {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll, Coll::SendRecv})
     cases.push_back(Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 1 % nranks});
   return cases;
 }
@@ -76,7 +77,8 @@ class HostileSocketBackend : public tutti::net::NetBackend {
   const char* name() const override { return "HostileSocket"; }
   int deviceCount() override { return real_->deviceCount(); }
   tutti::net::NetProperties properties(int device) override { return real_->properties(device); }
-  std::unique_ptr<tutti::net::NetSendComm> connect(int device, const tutti::net::NetHandle& handle, tutti::SteadyTime deadline,
+  std::unique_ptr<tutti::net::NetSendComm> connect(int device, const tutti::net::NetHandle& handle,
+                                                   tutti::SteadyTime deadline,
                                                    const std::atomic<bool>* abortFlag) override {
     return real_->connect(device, handle, deadline, abortFlag);
   }
@@ -107,15 +109,17 @@ class HostileSocketBackend : public tutti::net::NetBackend {
       uint64_t length;
     } absurd{{tutti::net::kSocketHelloMagic, target.nonce, ~0u, ~0u}, uint64_t(1) << 62};
     send(&absurd, sizeof absurd);
-    tutti::log::write(tutti::log::Level::Info, tutti::log::Net, __FILE__, __LINE__, "test attacker: %d hostile connections sent to %s",
-                      kAttacksPerListener, target.address.toString().c_str());
+    tutti::log::write(tutti::log::Level::Info, tutti::log::Net, __FILE__, __LINE__,
+                      "test attacker: %d hostile connections sent to %s", kAttacksPerListener,
+                      target.address.toString().c_str());
   }
   std::unique_ptr<tutti::net::NetBackend> real_ = tutti::net::makeSocketBackend();
 };
 
 }  // namespace
 
-TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's interface and address", "[net][processes][log]") {
+TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's interface and address",
+          "[net][processes][log]") {
   struct Expected {
     int hosts, ranksPerHost, threadsPerProcess;
     const char* intraNode;
@@ -133,16 +137,18 @@ TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's in
       char names[64];
       int nodes = 0;
       TUTTI_NCCL_CHECK(tuttiCommTransports(comm, names, sizeof names, &nodes));
-      tutti_test::check(names == transports && nodes == e.hosts, "rank " + std::to_string(rank) + ": tuttiCommTransports gave \"" +
-                                                                    names + "\" on " + std::to_string(nodes) + " nodes, expected \"" +
-                                                                    transports + "\" on " + std::to_string(e.hosts));
+      tutti_test::check(names == transports && nodes == e.hosts,
+                        "rank " + std::to_string(rank) + ": tuttiCommTransports gave \"" + names + "\" on " +
+                            std::to_string(nodes) + " nodes, expected \"" + transports + "\" on " +
+                            std::to_string(e.hosts));
     });
     REQUIRE(tutti_test::failuresOf(outcomes) == "");
 
-    std::string expected = "layout: " + std::to_string(e.hosts * e.ranksPerHost) + " ranks on " + std::to_string(e.hosts) +
-                           " nodes, intra-node " + e.intraNode + ", inter-node net/Socket";
+    std::string expected = "layout: " + std::to_string(e.hosts * e.ranksPerHost) + " ranks on " +
+                           std::to_string(e.hosts) + " nodes, intra-node " + e.intraNode + ", inter-node net/Socket";
     for (int n = 0; n < e.hosts; n++)
-      expected += "; node " + std::to_string(n) + " " + hostnameOfThisMachine() + " (" + std::to_string(e.ranksPerHost) + " ranks, lo 127.0.0.1)";
+      expected += "; node " + std::to_string(n) + " " + hostnameOfThisMachine() + " (" +
+                  std::to_string(e.ranksPerHost) + " ranks, lo 127.0.0.1)";
     auto lines = log.linesWith("layout: ");
     REQUIRE(lines.size() == 1);  // rank 0 only
     INFO(lines[0]);
@@ -152,7 +158,8 @@ TEST_CASE("net: rank 0 logs the layout: ranks, nodes, transports, each node's in
   }
 }
 
-TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 KiB chunks below 32 MiB", "[net][processes][slots]") {
+TEST_CASE("net: ranks alone on their hosts get 1 MiB FIFO slots, cut into 512 KiB chunks below 32 MiB",
+          "[net][processes][slots]") {
   struct Expected {
     int ranksPerHost;
     std::vector<std::pair<std::string, std::string>> environment;
@@ -205,8 +212,10 @@ class OnOneCore {
   cpu_set_t saved_;
 };
 
-TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores (one core: one channel)",
-          "[net][processes][tuning]") {
+TEST_CASE(
+    "net: between hosts, up to 32 MiB, the selector runs no more channels than a rank has cores (one core: one "
+    "channel)",
+    "[net][processes][tuning]") {
   // The rank processes inherit this process's CPU set; the calibration at init takes each host's
   // cores from its ranks' sets.
   OnOneCore pinned;
@@ -225,7 +234,10 @@ TEST_CASE("net: between hosts, up to 32 MiB, the selector runs no more channels 
     std::istringstream words(line.substr(0, line.find(" -> ")));
     std::vector<std::string> w{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
     REQUIRE(w.size() >= 2);
-    double bytes = std::stod(w[w.size() - 2]) * (w.back() == "B" ? 1 : w.back() == "KiB" ? 1 << 10 : w.back() == "MiB" ? 1 << 20 : 1 << 30);
+    double bytes = std::stod(w[w.size() - 2]) * (w.back() == "B"     ? 1
+                                                 : w.back() == "KiB" ? 1 << 10
+                                                 : w.back() == "MiB" ? 1 << 20
+                                                                     : 1 << 30);
     INFO(line);
     if (bytes > double(32 << 20)) continue;  // there the model chooses freely
     CHECK(line.find("( 1)") != std::string::npos);
@@ -255,8 +267,9 @@ TEST_CASE("net: the network's one-way time is measured at init, agreed by every 
         all[size_t(rank)] = mine;
         comm->identity.bootstrap->allGather(all.data(), sizeof(double));
         for (int r = 0; r < n; r++)
-          check(all[size_t(r)] == mine, "rank " + std::to_string(r) + " has a network latency of " + std::to_string(all[size_t(r)]) +
-                                            " us, rank " + std::to_string(rank) + " " + std::to_string(mine));
+          check(all[size_t(r)] == mine, "rank " + std::to_string(r) + " has a network latency of " +
+                                            std::to_string(all[size_t(r)]) + " us, rank " + std::to_string(rank) + " " +
+                                            std::to_string(mine));
         check(mine > 0 && mine < 1e6, "network latency " + std::to_string(mine) + " us");
       });
       REQUIRE(tutti_test::failuresOf(outcomes) == "");
@@ -299,17 +312,20 @@ TEST_CASE("net: waits sleep without yielding where proxy threads carry the netwo
       if (*e.yield) layout.environment.push_back({"TUTTI_YIELD", e.yield});
       auto outcomes = runOnHosts(layout, [&](int rank, int, ncclComm_t comm) {
         check(comm->settings.yields == e.yields && comm->settings.drivingWorkers == e.drivingWorkers,
-              "rank " + std::to_string(rank) + ": " + std::to_string(comm->settings.yields) + " yields, " + std::to_string(comm->settings.drivingWorkers) +
-                  " driving workers");
-        runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 17) + 5, false, 0}}, rank, comm->identity.nranks, comm);
+              "rank " + std::to_string(rank) + ": " + std::to_string(comm->settings.yields) + " yields, " +
+                  std::to_string(comm->settings.drivingWorkers) + " driving workers");
+        runAll({Case{Coll::AllReduce, ncclFloat32, ncclSum, (1u << 17) + 5, false, 0}}, rank, comm->identity.nranks,
+               comm);
       });
       REQUIRE(tutti_test::failuresOf(outcomes) == "");
     }
   }
 }
 
-TEST_CASE("net: a rank whose peers have destroyed their communicators sleeps, and its proxy does not spin on their closed sockets",
-          "[net][processes][idle]") {
+TEST_CASE(
+    "net: a rank whose peers have destroyed their communicators sleeps, and its proxy does not spin on their closed "
+    "sockets",
+    "[net][processes][idle]") {
   HostLayout layout;
   layout.ranksPerHost = 1;
   layout.environment = {kLoopback};
@@ -354,8 +370,9 @@ TEST_CASE("net: hostile connections to every transport port during init are drop
   CHECK(dropped == attacked * HostileSocketBackend::kAttacksPerListener);
 }
 
-TEST_CASE("net: over Socket, each host's NICs stay the interfaces sysfs lists, and the selector keeps its default network",
-          "[net][processes][nics]") {
+TEST_CASE(
+    "net: over Socket, each host's NICs stay the interfaces sysfs lists, and the selector keeps its default network",
+    "[net][processes][nics]") {
   // What discovery should find, read here on its own: every interface of /sys/class/net but
   // loopback and bridges, by name, with its speed (10000 Mb/s, NCCL's guess, where sysfs has none).
   std::vector<std::pair<std::string, int>> interfaces;
@@ -364,7 +381,9 @@ TEST_CASE("net: over Socket, each host's NICs stay the interfaces sysfs lists, a
     const std::string name = entry.path().filename().string();
     std::error_code notDirectory;
     if (!std::filesystem::is_directory(entry.path(), notDirectory) || name == "lo") continue;
-    if (name.rfind("docker", 0) == 0 || name.rfind("virbr", 0) == 0 || name.rfind("veth", 0) == 0 || name.rfind("br-", 0) == 0) continue;
+    if (name.rfind("docker", 0) == 0 || name.rfind("virbr", 0) == 0 || name.rfind("veth", 0) == 0 ||
+        name.rfind("br-", 0) == 0)
+      continue;
     int speed = -1;
     std::ifstream(entry.path() / "speed") >> speed;
     interfaces.emplace_back(name, speed > 0 ? speed : 10000);
@@ -379,16 +398,16 @@ TEST_CASE("net: over Socket, each host's NICs stay the interfaces sysfs lists, a
       char host[256];
       int ranks = 0, numa = 0, cpus = 0, gpus = 0, nics = -1;
       TUTTI_NCCL_CHECK(tuttiCommNodeTopology(comm, node, host, sizeof host, &ranks, &numa, &cpus, &gpus, &nics));
-      check(size_t(nics) == interfaces.size(), me + "node " + std::to_string(node) + " has " + std::to_string(nics) + " NIC port(s), sysfs " +
-                                                   std::to_string(interfaces.size()));
+      check(size_t(nics) == interfaces.size(), me + "node " + std::to_string(node) + " has " + std::to_string(nics) +
+                                                   " NIC port(s), sysfs " + std::to_string(interfaces.size()));
       for (int nic = 0; nic < nics && size_t(nic) < interfaces.size(); nic++) {
         char name[64] = "";
         int speed = -1;
         TUTTI_NCCL_CHECK(tuttiCommNodeNic(comm, node, nic, name, sizeof name, &speed));
         const auto& [wantName, wantSpeed] = interfaces[size_t(nic)];
-        check(name == wantName && speed == wantSpeed, me + "node " + std::to_string(node) + " NIC " + std::to_string(nic) + " is \"" + name +
-                                                          "\" at " + std::to_string(speed) + " Mb/s, sysfs says \"" + wantName + "\" at " +
-                                                          std::to_string(wantSpeed));
+        check(name == wantName && speed == wantSpeed,
+              me + "node " + std::to_string(node) + " NIC " + std::to_string(nic) + " is \"" + name + "\" at " +
+                  std::to_string(speed) + " Mb/s, sysfs says \"" + wantName + "\" at " + std::to_string(wantSpeed));
       }
     }
     const tutti::sim::Fabric& fabric = comm->planning.selector->fabric();
@@ -408,7 +427,8 @@ TEST_CASE("net: every collective, type and op across 2 hosts x 2 rank processes"
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
-TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, the network between", "[net][processes][threads][any-net]") {
+TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, the network between",
+          "[net][processes][threads][any-net]") {
   HostLayout layout;
   layout.hosts = 3;
   layout.threadsPerProcess = 2;
@@ -418,11 +438,13 @@ TEST_CASE("net: 3 hosts x 2 rank threads each: local connections inside a host, 
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
-TEST_CASE("net: NCCL_SHM_DISABLE=1 sends same-host processes over the network (TCP: striped over several sockets)", "[net][processes][any-net]") {
+TEST_CASE("net: NCCL_SHM_DISABLE=1 sends same-host processes over the network (TCP: striped over several sockets)",
+          "[net][processes][any-net]") {
   HostLayout layout;
   layout.hosts = 1;
   layout.ranksPerHost = 3;
-  layout.environment = {kLoopback, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_SOCKET_NTHREADS", "2"}, {"NCCL_NSOCKS_PERTHREAD", "2"}};
+  layout.environment = {
+      kLoopback, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_SOCKET_NTHREADS", "2"}, {"NCCL_NSOCKS_PERTHREAD", "2"}};
   auto cases = netCases(3, false);
   auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) { runAll(cases, rank, n, comm); });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
@@ -456,7 +478,8 @@ TEST_CASE("net: TUTTI_NET_REQUIRE naming a backend that does not exist fails ini
   }
 }
 
-TEST_CASE("net: a rank killed during all-reduces between hosts fails every survivor with ncclRemoteError", "[net][faults][any-net]") {
+TEST_CASE("net: a rank killed during all-reduces between hosts fails every survivor with ncclRemoteError",
+          "[net][faults][any-net]") {
   HostLayout layout;
   layout.environment = {kLoopback, {"TUTTI_TIMEOUT", "5"}};
   layout.timeoutSeconds = 60;
@@ -474,12 +497,15 @@ TEST_CASE("net: a rank killed during all-reduces between hosts fails every survi
     std::string message = ncclGetLastError(comm);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
-    check(result == ncclRemoteError, "rank " + std::to_string(rank) + ": the all-reduce returned " + ncclGetErrorString(result) + ": " + message);
-    check(async == ncclRemoteError, "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
+    check(result == ncclRemoteError,
+          "rank " + std::to_string(rank) + ": the all-reduce returned " + ncclGetErrorString(result) + ": " + message);
+    check(async == ncclRemoteError,
+          "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
     // Rank 0 receives from the victim over TCP: it sees the connection end and names the victim.
     if (rank == 0) {
       std::string named = "rank " + std::to_string(victim) + " (";
-      check(message.find(named) != std::string::npos && message.find("pid " + std::to_string(pids[victim])) != std::string::npos,
+      check(message.find(named) != std::string::npos &&
+                message.find("pid " + std::to_string(pids[victim])) != std::string::npos,
             "rank 0's error does not name rank 3 and its pid " + std::to_string(pids[victim]) + ": " + message);
     }
     // The failed communicator is destroyed by the runner: that must not hang.
@@ -487,12 +513,15 @@ TEST_CASE("net: a rank killed during all-reduces between hosts fails every survi
   REQUIRE(outcomes.size() == 4);
   for (auto& o : outcomes) {
     INFO("process of rank " << o.firstRank << ": " << o.failure);
-    if (o.firstRank == victim) CHECK(o.signal == SIGKILL);
-    else CHECK(o.failure == "");
+    if (o.firstRank == victim)
+      CHECK(o.signal == SIGKILL);
+    else
+      CHECK(o.failure == "");
   }
 }
 
-TEST_CASE("net: ncclCommAbort from another thread ends a collective stuck on a peer of another host", "[net][faults][abort][any-net]") {
+TEST_CASE("net: ncclCommAbort from another thread ends a collective stuck on a peer of another host",
+          "[net][faults][abort][any-net]") {
   HostLayout layout;
   layout.ranksPerHost = 1;
   layout.environment = {kLoopback};

@@ -31,11 +31,13 @@ std::vector<float> inputOf(int rank, size_t count) {
   return v;
 }
 
-std::vector<float> allReduce(ncclComm_t comm, const std::string& algorithm, const std::vector<float>& in, bool inPlace) {
+std::vector<float> allReduce(ncclComm_t comm, const std::string& algorithm, const std::vector<float>& in,
+                             bool inPlace) {
   comm->planning.forcedAlgorithm = algorithm;
   std::vector<float> out(in.size(), -7.0f);
   if (inPlace) out = in;
-  TUTTI_NCCL_CHECK(ncclAllReduce(inPlace ? out.data() : in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr));
+  TUTTI_NCCL_CHECK(
+      ncclAllReduce(inPlace ? out.data() : in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr));
   comm->planning.forcedAlgorithm.clear();
   return out;
 }
@@ -64,11 +66,13 @@ TEST_CASE("oneshot through the mailboxes gives chain's bits on every rank, in an
     std::vector<float> chain = allReduce(comm, "chain", in, false);
     for (bool inPlace : {false, true}) {
       std::vector<float> oneshot = allReduce(comm, "oneshot", in, inPlace);
-      check(sameBits(oneshot, chain), std::string("oneshot differs from chain ") + (inPlace ? "in place" : "out of place"));
+      check(sameBits(oneshot, chain),
+            std::string("oneshot differs from chain ") + (inPlace ? "in place" : "out of place"));
     }
     for (size_t i = 0; i < count; i++)
       check(std::abs(double(chain[i]) - reference[i]) <= 1e-5 * (1 + std::abs(reference[i])) + 1e-6,
-            "element " + std::to_string(i) + " is " + std::to_string(chain[i]) + ", float64 reference " + std::to_string(reference[i]));
+            "element " + std::to_string(i) + " is " + std::to_string(chain[i]) + ", float64 reference " +
+                std::to_string(reference[i]));
     std::lock_guard<std::mutex> lock(mutex);
     results[size_t(rank)] = chain;
   });
@@ -100,7 +104,8 @@ TEST_CASE("the selector runs small all-reduces on one host through the mailboxes
       check(comm->planning.selector->select(tutti::plan::Coll::AllReduce, bytes).algorithm->name == "oneshot",
             std::to_string(bytes) + " bytes: the selector chose " +
                 comm->planning.selector->select(tutti::plan::Coll::AllReduce, bytes).algorithm->name);
-    const std::string large = comm->planning.selector->select(tutti::plan::Coll::AllReduce, size_t(16) << 20).algorithm->name;
+    const std::string large =
+        comm->planning.selector->select(tutti::plan::Coll::AllReduce, size_t(16) << 20).algorithm->name;
     check(large != "oneshot", "16 MiB: the selector chose oneshot");
   });
   REQUIRE(failures == "");
@@ -118,7 +123,8 @@ TEST_CASE("mailbox waits that sleep are woken by the last writer", "[oneshot][th
       int32_t x[3] = {rank + iter, 1, -rank}, y[3] = {0, 0, 0};
       TUTTI_NCCL_CHECK(ncclAllReduce(x, y, 3, ncclInt32, ncclSum, comm, nullptr));
       const int32_t ranks = n * (n - 1) / 2;
-      check(y[0] == ranks + n * iter && y[1] == n && y[2] == -ranks, "iteration " + std::to_string(iter) + ": wrong sum");
+      check(y[0] == ranks + n * iter && y[1] == n && y[2] == -ranks,
+            "iteration " + std::to_string(iter) + ": wrong sum");
     }
   });
   REQUIRE(failures == "");

@@ -57,8 +57,9 @@ void checkRank(int rank, int nranks, ncclComm_t comm, PathType level, const std:
     const std::string want = int(tutti_test::p2pTestPath(rank, peer)) <= int(level) ? near : "shm";
     expected.insert(want);
     const std::string got = tutti::transportTo(comm, peer).name();
-    check(got == want, who + "reaches rank " + std::to_string(peer) + " (GPUs " + tutti::topo::pathTypeName(tutti_test::p2pTestPath(rank, peer)) +
-                           " apart, level " + tutti::topo::pathTypeName(level) + ") through " + got + ", not " + want);
+    check(got == want, who + "reaches rank " + std::to_string(peer) + " (GPUs " +
+                           tutti::topo::pathTypeName(tutti_test::p2pTestPath(rank, peer)) + " apart, level " +
+                           tutti::topo::pathTypeName(level) + ") through " + got + ", not " + want);
   }
   std::string joined;
   for (const std::string& name : expected) joined += (joined.empty() ? "" : "+") + name;
@@ -81,8 +82,10 @@ std::string runThreads(PathType level) {
   ncclComm_t comms[kRanks];
   int devices[kRanks] = {0, 1, 2, 3};
   const ncclResult_t made = ncclCommInitAll(comms, kRanks, devices);
-  if (made != ncclSuccess) return std::string("ncclCommInitAll: ") + ncclGetErrorString(made) + ": " + ncclGetLastError(nullptr);
-  std::string failures = tutti_test::runOnThreads(kRanks, [&](int i) { checkRank(i, kRanks, comms[i], level, "local"); });
+  if (made != ncclSuccess)
+    return std::string("ncclCommInitAll: ") + ncclGetErrorString(made) + ": " + ncclGetLastError(nullptr);
+  std::string failures =
+      tutti_test::runOnThreads(kRanks, [&](int i) { checkRank(i, kRanks, comms[i], level, "local"); });
   for (ncclComm_t c : comms) ncclCommDestroy(c);
   return failures;
 }
@@ -113,7 +116,8 @@ TEST_CASE("p2p level: unset, rank processes on an Intel host use p2p up to PXB, 
   }
 }
 
-TEST_CASE("p2p level: the INFO log says for each pair whether it connects peer to peer and why", "[device][emulated][processes][p2p]") {
+TEST_CASE("p2p level: the INFO log says for each pair whether it connects peer to peer and why",
+          "[device][emulated][processes][p2p]") {
   P2pLevelSetup setup;
   tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "PIX");
   tutti_test::CapturedLog log("INFO", "P2P");
@@ -122,15 +126,16 @@ TEST_CASE("p2p level: the INFO log says for each pair whether it connects peer t
   // Rank 0 explains its pairs with rank 1 (PIX: yes) and rank 3 (SYS: no), naming both GPUs.
   bool yes = false, no = false;
   for (const std::string& line : log.linesWith("rank 0 and rank 1 connect peer to peer"))
-    yes = yes || (line.find(ids[0]) != std::string::npos && line.find(ids[1]) != std::string::npos && line.find("PIX apart") != std::string::npos &&
-                  line.find("NCCL_P2P_LEVEL=PIX") != std::string::npos);
+    yes = yes || (line.find(ids[0]) != std::string::npos && line.find(ids[1]) != std::string::npos &&
+                  line.find("PIX apart") != std::string::npos && line.find("NCCL_P2P_LEVEL=PIX") != std::string::npos);
   for (const std::string& line : log.linesWith("rank 0 and rank 3 do not connect peer to peer"))
     no = no || (line.find(ids[3]) != std::string::npos && line.find("SYS apart") != std::string::npos);
   CHECK(yes);
   CHECK(no);
 }
 
-TEST_CASE("p2p level: rank threads with GPUs of their own are held to NCCL_P2P_LEVEL too (local or shm)", "[device][emulated][p2p]") {
+TEST_CASE("p2p level: rank threads with GPUs of their own are held to NCCL_P2P_LEVEL too (local or shm)",
+          "[device][emulated][p2p]") {
   P2pLevelSetup setup;
   for (const char* text : {"PIX", "PXB", "SYS"}) {
     SECTION(text) {

@@ -1,15 +1,14 @@
 // The p2p modes on the emulated device. P2P read mode (NCCL_P2P_READ_ENABLE, or NCCL's default over
-// NVLink between compute capability 8.0 GPUs) on the emulated device with its memory counted as a GPU's: the Simple slots of each
-// connection live in the sender's memory (exported to the receiver between processes, handed over
-// in the process between threads) and the receiver's executor reads them there, while the
-// receiver's FIFO holds only the header and the LL slots, so a receiver that still looked for the
-// slots in its own FIFO would read its header instead. Every collective shape is checked against
-// the float64 reference at an LL size, at a few slots, and across many slots of a small
-// NCCL_BUFFSIZE; each connection says whether it is in read mode (Connection::simpleSlots), which
-// the tests count, and NCCL_P2P_READ_ENABLE=0 must leave none in it. Copy mode
-// (NCCL_P2P_USE_CUDA_MEMCPY=1, ranks as processes and threads): the sender's executor writes a staging FIFO and
-// the transport's copy thread carries each message into the receiver's with the backend's copy
-// (the copy engine on a GPU, a plain copy here); the sending ends count what it carried.
+// NVLink between compute capability 8.0 GPUs) on the emulated device with its memory counted as a GPU's: the Simple
+// slots of each connection live in the sender's memory (exported to the receiver between processes, handed over in the
+// process between threads) and the receiver's executor reads them there, while the receiver's FIFO holds only the
+// header and the LL slots, so a receiver that still looked for the slots in its own FIFO would read its header instead.
+// Every collective shape is checked against the float64 reference at an LL size, at a few slots, and across many slots
+// of a small NCCL_BUFFSIZE; each connection says whether it is in read mode (Connection::simpleSlots), which the tests
+// count, and NCCL_P2P_READ_ENABLE=0 must leave none in it. Copy mode (NCCL_P2P_USE_CUDA_MEMCPY=1, ranks as processes
+// and threads): the sender's executor writes a staging FIFO and the transport's copy thread carries each message into
+// the receiver's with the backend's copy (the copy engine on a GPU, a plain copy here); the sending ends count what it
+// carried.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -85,14 +84,16 @@ Modes modesOf(ncclComm_t comm, const std::string& transport) {
     if (connection->transport() != transport) continue;
     modes.memory++;
     const uint64_t copied = connection->copiedByEngine();
-    check(copied == 0 || key.send, "rank " + std::to_string(comm->identity.rank) + ": a receiving end counts copies by the copy engine");
+    check(copied == 0 || key.send,
+          "rank " + std::to_string(comm->identity.rank) + ": a receiving end counts copies by the copy engine");
     modes.copied += copied;
     char* slots = connection->simpleSlots();
     if (slots == nullptr) continue;
     modes.read++;
     const char* fifo = reinterpret_cast<const char*>(connection->fifo());
     check(slots < fifo || slots >= fifo + tutti::kern::fifoHeaderBytes(),
-          "rank " + std::to_string(comm->identity.rank) + ": a read-mode connection's Simple slots lie in its FIFO header");
+          "rank " + std::to_string(comm->identity.rank) +
+              ": a read-mode connection's Simple slots lie in its FIFO header");
   }
   return modes;
 }
@@ -104,12 +105,14 @@ void runAndCount(int rank, int nranks, ncclComm_t comm, const std::string& trans
   const Modes modes = modesOf(comm, transport);
   const std::string who = "rank " + std::to_string(rank) + " (" + modeName(mode) + " mode): ";
   check(modes.memory > 0, who + "made no connection through " + transport);
-  check(modes.memory == int(comm->links.connections.size()), who + "made connections through other transports than " + transport);
+  check(modes.memory == int(comm->links.connections.size()),
+        who + "made connections through other transports than " + transport);
   if (mode == Mode::Read)
-    check(modes.read == modes.memory, who + std::to_string(modes.read) + " of its " + std::to_string(modes.memory) + " " + transport +
-                                          " connections are in read mode, not all");
+    check(modes.read == modes.memory, who + std::to_string(modes.read) + " of its " + std::to_string(modes.memory) +
+                                          " " + transport + " connections are in read mode, not all");
   else
-    check(modes.read == 0, who + std::to_string(modes.read) + " of its " + transport + " connections are in read mode, not none");
+    check(modes.read == 0,
+          who + std::to_string(modes.read) + " of its " + transport + " connections are in read mode, not none");
   if (mode == Mode::Copy)
     check(modes.copied > 0, who + "the copy engine carried no message");
   else
@@ -129,8 +132,10 @@ std::string runThreads(Mode mode) {
   ncclComm_t comms[kRanks];
   int devices[kRanks] = {0, 1, 2, 3};
   const ncclResult_t made = ncclCommInitAll(comms, kRanks, devices);
-  if (made != ncclSuccess) return std::string("ncclCommInitAll: ") + ncclGetErrorString(made) + ": " + ncclGetLastError(nullptr);
-  std::string failures = tutti_test::runOnThreads(kRanks, [&](int i) { runAndCount(i, kRanks, comms[i], "local", mode); });
+  if (made != ncclSuccess)
+    return std::string("ncclCommInitAll: ") + ncclGetErrorString(made) + ": " + ncclGetLastError(nullptr);
+  std::string failures =
+      tutti_test::runOnThreads(kRanks, [&](int i) { runAndCount(i, kRanks, comms[i], "local", mode); });
   if (failures.empty() && read) {
     for (int r = 0; r < kRanks; r++) {
       for (const auto& [key, connection] : comms[r]->links.connections) {
@@ -151,13 +156,15 @@ std::string runThreads(Mode mode) {
 
 }  // namespace
 
-TEST_CASE("p2p read mode: rank processes, NCCL_P2P_READ_ENABLE=1: every connection's Simple slots in the sender's memory",
-          "[device][emulated][processes][p2p]") {
+TEST_CASE(
+    "p2p read mode: rank processes, NCCL_P2P_READ_ENABLE=1: every connection's Simple slots in the sender's memory",
+    "[device][emulated][processes][p2p]") {
   PeerToPeerNode node;
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
   tutti_test::CapturedLog log("INFO", "P2P");
   CHECK(runProcesses(kRanks, Mode::Read) == "");
-  requireEveryPairSays(log, "read mode (the receiver reads the Simple slots from the sender's memory), by NCCL_P2P_READ_ENABLE");
+  requireEveryPairSays(
+      log, "read mode (the receiver reads the Simple slots from the sender's memory), by NCCL_P2P_READ_ENABLE");
 }
 
 TEST_CASE("p2p read mode: rank processes with legacy IPC handles, the slots' handle left in the FIFO header",
@@ -186,7 +193,8 @@ TEST_CASE("p2p read mode: NCCL's default, read over NVLink between compute capab
     tutti_test::EmulatedNodeSetup setup(tutti_test::nvlinkTestNode(80), tutti_test::nvlinkTestBusIds());
     tutti_test::CapturedLog log("INFO", "P2P");
     CHECK(runProcesses(2, Mode::Read) == "");
-    CHECK(!log.linesWith("read mode (the receiver reads the Simple slots from the sender's memory), by NCCL's default").empty());
+    CHECK(!log.linesWith("read mode (the receiver reads the Simple slots from the sender's memory), by NCCL's default")
+               .empty());
   }
   SECTION("sm 90: write") {
     tutti_test::EmulatedNodeSetup setup(tutti_test::nvlinkTestNode(90), tutti_test::nvlinkTestBusIds());

@@ -30,7 +30,8 @@ std::vector<tutti_test::Case> cases() {
   for (size_t count : {size_t(1), size_t(1023), (size_t(1) << 17) + 5})
     for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter})
       for (ncclDataType_t type : {ncclFloat32, ncclFloat64, ncclInt32, ncclFloat16, ncclBfloat16})
-        all.push_back({coll, type, coll == Coll::AllGather ? ncclSum : (type == ncclInt32 ? ncclMax : ncclSum), count, count == 1023, 0});
+        all.push_back({coll, type, coll == Coll::AllGather ? ncclSum : (type == ncclInt32 ? ncclMax : ncclSum), count,
+                       count == 1023, 0});
   return all;
 }
 
@@ -49,15 +50,17 @@ std::string runThreads(int nranks, const std::function<std::string(int, int)>& r
   std::vector<int> devices;
   for (int r = 0; r < nranks; r++) devices.push_back(r);
   const ncclResult_t made = ncclCommInitAll(comms.data(), nranks, devices.data());
-  if (made != ncclSuccess) return std::string("ncclCommInitAll: ") + ncclGetErrorString(made) + ": " + ncclGetLastError(nullptr);
+  if (made != ncclSuccess)
+    return std::string("ncclCommInitAll: ") + ncclGetErrorString(made) + ": " + ncclGetLastError(nullptr);
   const std::vector<tutti_test::Case> all = cases();
   std::string failures = tutti_test::runOnThreads(nranks, [&](int rank) {
     for (int peer = 0; peer < nranks; peer++) {
       if (peer == rank) continue;
       const std::string got = tutti::transportTo(comms[size_t(rank)], peer).name();
       const std::string want = reach(rank, peer);
-      check(got.rfind(want, 0) == 0, "rank " + std::to_string(rank) + " (device " + std::to_string(rank) + ") reaches rank " + std::to_string(peer) +
-                             " through " + got + ", not " + want);
+      check(got.rfind(want, 0) == 0, "rank " + std::to_string(rank) + " (device " + std::to_string(rank) +
+                                         ") reaches rank " + std::to_string(peer) + " through " + got + ", not " +
+                                         want);
     }
     tutti_test::runAll(all, rank, nranks, comms[size_t(rank)]);
     const std::string made = tutti::connectionTransports(comms[size_t(rank)]);
@@ -68,7 +71,8 @@ std::string runThreads(int nranks, const std::function<std::string(int, int)>& r
       bool expected = false;
       for (int peer = 0; peer < nranks; peer++)
         expected = expected || (peer != rank && name.rfind(reach(rank, peer), 0) == 0);
-      check(expected, "rank " + std::to_string(rank) + " made a connection through " + name + ", which no pair of it should take");
+      check(expected, "rank " + std::to_string(rank) + " made a connection through " + name +
+                          ", which no pair of it should take");
     }
   });
   for (ncclComm_t c : comms) ncclCommDestroy(c);
@@ -83,7 +87,8 @@ bool listed(int a, int b, const std::vector<std::pair<int, int>>& pairs) {
 
 }  // namespace
 
-TEST_CASE("peer access: rank threads on GPUs with peer access connect in-process (local)", "[device][emulated][p2p][peer-access]") {
+TEST_CASE("peer access: rank threads on GPUs with peer access connect in-process (local)",
+          "[device][emulated][p2p][peer-access]") {
   EmulatedGpus gpus;
   tutti_test::ScopedEnv none("TUTTI_EMULATED_NO_PEER_ACCESS", nullptr);
   CHECK(runThreads(2, [](int, int) { return std::string("local"); }) == "");
@@ -112,14 +117,16 @@ TEST_CASE("peer access: in one communicator, only the pairs without peer access 
   CHECK(runThreads(4, [&](int a, int b) { return std::string(listed(a, b, without) ? "shm" : "local"); }) == "");
 }
 
-TEST_CASE("peer access: NCCL_SHM_DISABLE leaves a pair without peer access to the network", "[device][emulated][p2p][peer-access][net]") {
+TEST_CASE("peer access: NCCL_SHM_DISABLE leaves a pair without peer access to the network",
+          "[device][emulated][p2p][peer-access][net]") {
   EmulatedGpus gpus;
   tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", "0:1");
   tutti_test::ScopedEnv shm("NCCL_SHM_DISABLE", "1");
   CHECK(runThreads(2, [](int, int) { return std::string("net"); }) == "");
 }
 
-TEST_CASE("peer access: a malformed TUTTI_EMULATED_NO_PEER_ACCESS is refused at init, naming the variable", "[device][emulated][p2p][peer-access]") {
+TEST_CASE("peer access: a malformed TUTTI_EMULATED_NO_PEER_ACCESS is refused at init, naming the variable",
+          "[device][emulated][p2p][peer-access]") {
   EmulatedGpus gpus;
   for (const char* bad : {"0-1", "0:0", "1:x", "0:1,"}) {
     tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", bad);

@@ -20,10 +20,10 @@
 
 using tutti_test::CapturedLog;
 using tutti_test::check;
+using tutti_test::monotonicNanoseconds;
 using tutti_test::runProcesses;
 using tutti_test::ScopedEnv;
 using tutti_test::SharedWithChildren;
-using tutti_test::monotonicNanoseconds;
 
 namespace {
 
@@ -54,30 +54,35 @@ TEST_CASE("a rank process killed during all-reduces on one host fails every surv
   SharedWithChildren<State> state;
   const int victim = 2;
   auto start = std::chrono::steady_clock::now();
-  std::string failures = runProcesses(4, [&](int rank, int nranks, ncclComm_t comm) {
-    std::vector<int> pids = gatherPids(comm, nranks);
-    std::vector<float> buf(1 << 16, 1.0f);
-    ncclResult_t result = ncclSuccess;
-    for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
-      if (rank == victim && i == 20) {
-        state->killedAt.store(monotonicNanoseconds());
-        raise(SIGKILL);
-      }
-      result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
-    }
-    double seconds = double(monotonicNanoseconds() - state->killedAt.load()) / 1e9;
-    std::string message = ncclGetLastError(comm);
-    std::string who = "rank " + std::to_string(rank);
-    check(result == ncclRemoteError, who + ": the all-reduce returned " + ncclGetErrorString(result) + ": " + message);
-    check(state->killedAt.load() != 0 && seconds < 10,
-          who + ": the all-reduce failed " + std::to_string(seconds) + " s after the kill: " + message);
-    check(message.find("rank 2 (") != std::string::npos && message.find("pid " + std::to_string(pids[victim])) != std::string::npos,
-          who + "'s error does not name rank 2 and its pid " + std::to_string(pids[victim]) + ": " + message);
-    ncclResult_t async = ncclSuccess;
-    TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-    check(async == ncclRemoteError, who + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
-    // The runner destroys the failed communicator: a hang there shows as a process killed at 60 s.
-  }, 60);
+  std::string failures = runProcesses(
+      4,
+      [&](int rank, int nranks, ncclComm_t comm) {
+        std::vector<int> pids = gatherPids(comm, nranks);
+        std::vector<float> buf(1 << 16, 1.0f);
+        ncclResult_t result = ncclSuccess;
+        for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
+          if (rank == victim && i == 20) {
+            state->killedAt.store(monotonicNanoseconds());
+            raise(SIGKILL);
+          }
+          result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+        }
+        double seconds = double(monotonicNanoseconds() - state->killedAt.load()) / 1e9;
+        std::string message = ncclGetLastError(comm);
+        std::string who = "rank " + std::to_string(rank);
+        check(result == ncclRemoteError,
+              who + ": the all-reduce returned " + ncclGetErrorString(result) + ": " + message);
+        check(state->killedAt.load() != 0 && seconds < 10,
+              who + ": the all-reduce failed " + std::to_string(seconds) + " s after the kill: " + message);
+        check(message.find("rank 2 (") != std::string::npos &&
+                  message.find("pid " + std::to_string(pids[victim])) != std::string::npos,
+              who + "'s error does not name rank 2 and its pid " + std::to_string(pids[victim]) + ": " + message);
+        ncclResult_t async = ncclSuccess;
+        TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+        check(async == ncclRemoteError, who + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
+        // The runner destroys the failed communicator: a hang there shows as a process killed at 60 s.
+      },
+      60);
   CHECK(failures == "process 2 died of signal 9\n");
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 40);
 }
@@ -90,7 +95,8 @@ TEST_CASE("a rank that destroys its communicator is not taken for a dead one", "
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     ncclResult_t async = ncclInProgress;
     TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-    check(async == ncclSuccess, "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async) +
+    check(async == ncclSuccess, "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " +
+                                    ncclGetErrorString(async) +
                                     " after rank 0 destroyed its communicator: " + ncclGetLastError(comm));
   });
   CHECK(failures == "");
@@ -117,9 +123,12 @@ TEST_CASE("a process that exits without destroying its communicator fails idle p
     ncclResult_t async = ncclSuccess;
     TUTTI_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
     std::string message = ncclGetLastError(comm);
-    check(async == ncclRemoteError, "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
-    check(message.find("rank 0 (") != std::string::npos && message.find("pid " + std::to_string(pids[0])) != std::string::npos,
-          "rank " + std::to_string(rank) + "'s error does not name rank 0 and its pid " + std::to_string(pids[0]) + ": " + message);
+    check(async == ncclRemoteError,
+          "rank " + std::to_string(rank) + ": ncclCommGetAsyncError gave " + ncclGetErrorString(async));
+    check(message.find("rank 0 (") != std::string::npos &&
+              message.find("pid " + std::to_string(pids[0])) != std::string::npos,
+          "rank " + std::to_string(rank) + "'s error does not name rank 0 and its pid " + std::to_string(pids[0]) +
+              ": " + message);
   });
   CHECK(failures == "");
   std::vector<std::string> seen = log.linesWith("is gone: its process ended");

@@ -195,7 +195,8 @@ RankPlan binomial(const PlanRequest& q) {
   lane.sendPeers.insert(lane.sendPeers.end(), children.begin(), children.end());
   auto& s = lane.steps;
   s.push_back(step(Op::Copy, plan::kPre, in(), scratch(0)));
-  for (size_t c = 0; c < children.size(); c++) s.push_back(step(Op::RecvReduceCopy, 0, scratch(0), scratch(0), 0, int(c)));
+  for (size_t c = 0; c < children.size(); c++)
+    s.push_back(step(Op::RecvReduceCopy, 0, scratch(0), scratch(0), 0, int(c)));
   if (parent < 0) {
     s.push_back(step(Op::Copy, plan::kPost, scratch(0), out()));
   } else {
@@ -242,7 +243,8 @@ RankPlan sharedConnections(const PlanRequest& q) {
   }
   both.sendPeers = sendOnly.sendPeers = {peer};
   both.recvPeers = recvOnly.recvPeers = {peer};
-  both.steps = {step(Op::Send, plan::kPre, in(), none()), step(Op::RecvReduceCopy, plan::kPre | plan::kPost, in(), out())};
+  both.steps = {step(Op::Send, plan::kPre, in(), none()),
+                step(Op::RecvReduceCopy, plan::kPre | plan::kPost, in(), out())};
   sendOnly.steps = {step(Op::Send, 0, out(), none())};
   recvOnly.steps = {step(Op::Recv, 0, none(), out())};
   return RankPlan{"test-shared", {both, sendOnly, recvOnly}};
@@ -343,7 +345,8 @@ void runOnThreads(const std::string& name) {
   for (int n : ranksFor(name, {1, 2, 3, 4, 8})) {
     INFO(name << " on " << n << " rank threads");
     auto cases = casesFor(name, n, kSmallCounts, n == 3 || n == 4);
-    REQUIRE(tutti_test::runThreads(n, [&](int rank, int nranks, ncclComm_t comm) { runWith(name, cases, rank, nranks, comm); }) == "");
+    REQUIRE(tutti_test::runThreads(
+                n, [&](int rank, int nranks, ncclComm_t comm) { runWith(name, cases, rank, nranks, comm); }) == "");
   }
 }
 
@@ -357,7 +360,8 @@ TEST_CASE("plan exec: recursive doubling staged in scratch chunks, ranks as thre
   runOnThreads("test-recdoubling-scratch");
 }
 
-TEST_CASE("plan exec: two half rings on tags 0 and 1 over Split tiles of 2n chunks, ranks as threads", "[plan-exec][threads][tags]") {
+TEST_CASE("plan exec: two half rings on tags 0 and 1 over Split tiles of 2n chunks, ranks as threads",
+          "[plan-exec][threads][tags]") {
   runOnThreads("test-halfrings");
 }
 
@@ -388,7 +392,8 @@ TEST_CASE("plan exec: lanes on different tags run concurrently, lanes sharing co
 TEST_CASE("plan exec: every test algorithm across 4 channels and many tiles", "[plan-exec][threads][channels]") {
   tutti_test::ScopedEnv channels("NCCL_MIN_NCHANNELS", "4");
   tutti_test::ScopedEnv slots("NCCL_BUFFSIZE", "65536");  // 8 KiB FIFO slots: tens of tiles per channel
-  for (const char* name : {"test-recdoubling", "test-recdoubling-scratch", "test-halfrings", "test-ring-scratch", "test-binomial"}) {
+  for (const char* name :
+       {"test-recdoubling", "test-recdoubling-scratch", "test-halfrings", "test-ring-scratch", "test-binomial"}) {
     INFO(name);
     std::vector<Case> cases;
     for (bool inPlace : {false, true}) {
@@ -397,7 +402,8 @@ TEST_CASE("plan exec: every test algorithm across 4 channels and many tiles", "[
       cases.push_back(Case{Coll::AllReduce, ncclInt32, ncclAvg, 262147, inPlace, 0});
     }
     REQUIRE(tutti_test::runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
-              check(comm->settings.nchannels == 4, "the communicator has " + std::to_string(comm->settings.nchannels) + " channels, not 4");
+              check(comm->settings.nchannels == 4,
+                    "the communicator has " + std::to_string(comm->settings.nchannels) + " channels, not 4");
               runWith(name, cases, rank, nranks, comm);
               // The connections the lanes used exist on every channel, with the lanes' tags.
               std::set<std::pair<int, int>> channelTags;
@@ -405,8 +411,9 @@ TEST_CASE("plan exec: every test algorithm across 4 channels and many tiles", "[
                 if (key.kind != tutti::plan::ConnKind::Ring || std::string(name).find("ring") != std::string::npos)
                   channelTags.insert({key.channel, key.tag});
               size_t expected = std::string(name) == "test-halfrings" ? 8 : 4;
-              check(channelTags.size() == expected, std::string(name) + ": connections on " + std::to_string(channelTags.size()) +
-                                                         " (channel, tag) pairs, expected " + std::to_string(expected));
+              check(channelTags.size() == expected, std::string(name) + ": connections on " +
+                                                        std::to_string(channelTags.size()) +
+                                                        " (channel, tag) pairs, expected " + std::to_string(expected));
             }) == "");
   }
 }
@@ -432,50 +439,54 @@ TEST_CASE("plan exec: every test algorithm over TCP between 4 rank processes", "
       runWith(name, cases, rank, nranks, comm);
     }
     for (auto& [key, conn] : comm->links.connections)
-      check(conn->transport().rfind("net/", 0) == 0, "a connection to rank " + std::to_string(key.peer) + " uses " + conn->transport());
+      check(conn->transport().rfind("net/", 0) == 0,
+            "a connection to rank " + std::to_string(key.peer) + " uses " + conn->transport());
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }
 
 TEST_CASE("plan exec: scratch is taken from one block per communicator and reused, inline and on a host stream",
           "[plan-exec][threads][scratch]") {
-  REQUIRE(tutti_test::runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
-            const std::vector<Case> cases = {Case{Coll::AllReduce, ncclFloat32, ncclSum, kLarge, false, 0},
-                                             Case{Coll::AllReduce, ncclFloat64, ncclMax, 5000, true, 0}};
-            runWith("test-binomial", cases, rank, nranks, comm);
-            runWith("test-recdoubling-scratch", cases, rank, nranks, comm);
-            const size_t blocks = comm->executor.scratch->blocks(), bytes = comm->executor.scratch->totalBytes();
-            check(blocks == 1, "scratch pool holds " + std::to_string(blocks) + " blocks after serial launches");
-            runWith("test-binomial", cases, rank, nranks, comm);
-            check(comm->executor.scratch->totalBytes() == bytes, "scratch grew on a repeated launch");
+  REQUIRE(
+      tutti_test::runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
+        const std::vector<Case> cases = {Case{Coll::AllReduce, ncclFloat32, ncclSum, kLarge, false, 0},
+                                         Case{Coll::AllReduce, ncclFloat64, ncclMax, 5000, true, 0}};
+        runWith("test-binomial", cases, rank, nranks, comm);
+        runWith("test-recdoubling-scratch", cases, rank, nranks, comm);
+        const size_t blocks = comm->executor.scratch->blocks(), bytes = comm->executor.scratch->totalBytes();
+        check(blocks == 1, "scratch pool holds " + std::to_string(blocks) + " blocks after serial launches");
+        runWith("test-binomial", cases, rank, nranks, comm);
+        check(comm->executor.scratch->totalBytes() == bytes, "scratch grew on a repeated launch");
 
-            // Launches bound now and run later on a stream's thread, one after another.
-            cudaStream_t stream = nullptr;
-            TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream));
-            const size_t count = 300000;
-            std::vector<std::vector<float>> bufs(6, std::vector<float>(count));
-            for (size_t b = 0; b < bufs.size(); b++)
-              for (size_t i = 0; i < count; i++) bufs[b][i] = float((rank + 1) * (b + 1) + i % 7);
-            for (size_t b = 0; b < bufs.size(); b++) {
-              force(comm, b % 2 ? "test-binomial" : "test-recdoubling-scratch");
-              TUTTI_NCCL_CHECK(ncclAllReduce(bufs[b].data(), bufs[b].data(), count, ncclFloat32, ncclSum, comm, stream));
-            }
-            TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
-            TUTTI_NCCL_CHECK(tuttiStreamDestroy(stream));
-            const double rankSum = nranks * (nranks + 1) / 2.0;
-            for (size_t b = 0; b < bufs.size(); b++)
-              for (size_t i = 0; i < count; i++) {
-                double want = rankSum * double(b + 1) + nranks * double(i % 7);
-                if (bufs[b][i] != float(want))
-                  throw tutti_test::RankFailure("stream launch " + std::to_string(b) + " element " + std::to_string(i) + " is " +
-                                                std::to_string(bufs[b][i]) + ", want " + std::to_string(want));
-              }
-            check(comm->executor.scratch->blocks() == 1, "scratch pool holds " + std::to_string(comm->executor.scratch->blocks()) +
-                                                    " blocks after stream launches");
-          }) == "");
+        // Launches bound now and run later on a stream's thread, one after another.
+        cudaStream_t stream = nullptr;
+        TUTTI_NCCL_CHECK(tuttiStreamCreate(&stream));
+        const size_t count = 300000;
+        std::vector<std::vector<float>> bufs(6, std::vector<float>(count));
+        for (size_t b = 0; b < bufs.size(); b++)
+          for (size_t i = 0; i < count; i++) bufs[b][i] = float((rank + 1) * (b + 1) + i % 7);
+        for (size_t b = 0; b < bufs.size(); b++) {
+          force(comm, b % 2 ? "test-binomial" : "test-recdoubling-scratch");
+          TUTTI_NCCL_CHECK(ncclAllReduce(bufs[b].data(), bufs[b].data(), count, ncclFloat32, ncclSum, comm, stream));
+        }
+        TUTTI_NCCL_CHECK(tuttiStreamSynchronize(stream));
+        TUTTI_NCCL_CHECK(tuttiStreamDestroy(stream));
+        const double rankSum = nranks * (nranks + 1) / 2.0;
+        for (size_t b = 0; b < bufs.size(); b++)
+          for (size_t i = 0; i < count; i++) {
+            double want = rankSum * double(b + 1) + nranks * double(i % 7);
+            if (bufs[b][i] != float(want))
+              throw tutti_test::RankFailure("stream launch " + std::to_string(b) + " element " + std::to_string(i) +
+                                            " is " + std::to_string(bufs[b][i]) + ", want " + std::to_string(want));
+          }
+        check(
+            comm->executor.scratch->blocks() == 1,
+            "scratch pool holds " + std::to_string(comm->executor.scratch->blocks()) + " blocks after stream launches");
+      }) == "");
 }
 
-TEST_CASE("plan exec: an algorithm that does not serve the collective falls back to the default", "[plan-exec][threads]") {
+TEST_CASE("plan exec: an algorithm that does not serve the collective falls back to the default",
+          "[plan-exec][threads]") {
   REQUIRE(tutti_test::runThreads(3, [&](int rank, int nranks, ncclComm_t comm) {
             force(comm, "test-binomial");
             tutti_test::runAll({Case{Coll::AllGather, ncclInt32, ncclSum, 1000, false, 0},
@@ -487,7 +498,9 @@ TEST_CASE("plan exec: an algorithm that does not serve the collective falls back
             std::set<std::pair<std::string, int>> used;
             for (auto& [key, plan] : comm->planning.planCache) used.insert({std::get<0>(key), std::get<1>(key)});
             // The default is the selector's choice for each call.
-            auto chosen = [&](plan::Coll coll, size_t bytes) { return comm->planning.selector->select(coll, bytes).algorithm->name; };
+            auto chosen = [&](plan::Coll coll, size_t bytes) {
+              return comm->planning.selector->select(coll, bytes).algorithm->name;
+            };
             const std::set<std::pair<std::string, int>> expected = {
                 {chosen(plan::Coll::AllGather, 1000 * 4 * size_t(nranks)), int(plan::Coll::AllGather)},
                 {chosen(plan::Coll::ReduceScatter, 1000 * 4 * size_t(nranks)), int(plan::Coll::ReduceScatter)},
@@ -513,12 +526,14 @@ TEST_CASE("plan exec: a plan whose step names a connection the lane lacks is ref
             ncclResult_t result = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, nullptr);
             std::string message = ncclGetLastError(comm);
             check(result == ncclInvalidUsage, std::string("the bad plan gave ") + ncclGetErrorString(result));
-            check(message.find("test-bad") != std::string::npos && message.find("send connection 1") != std::string::npos,
-                  "the error does not name the algorithm and connection: " + message);
+            check(
+                message.find("test-bad") != std::string::npos && message.find("send connection 1") != std::string::npos,
+                "the error does not name the algorithm and connection: " + message);
           }) == "");
 }
 
-TEST_CASE("plan exec: a joined message received as another number of steps fails, naming the peer", "[plan-exec][threads][join]") {
+TEST_CASE("plan exec: a joined message received as another number of steps fails, naming the peer",
+          "[plan-exec][threads][join]") {
   // Each rank sends its block twice as one message of 2 parts; rank 0 receives it so, rank 1
   // expects a message of 3.
   REQUIRE(tutti_test::runThreads(2, [&](int rank, int, ncclComm_t comm) {
@@ -549,7 +564,8 @@ TEST_CASE("plan exec: a joined message received as another number of steps fails
           }) == "");
 }
 
-TEST_CASE("plan exec: a receive that never comes times out, naming the peer of the blocked step", "[plan-exec][threads][faults]") {
+TEST_CASE("plan exec: a receive that never comes times out, naming the peer of the blocked step",
+          "[plan-exec][threads][faults]") {
   tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "2");
   std::vector<std::string> messages(3);
   std::vector<ncclResult_t> results(3, ncclSuccess);
@@ -557,7 +573,8 @@ TEST_CASE("plan exec: a receive that never comes times out, naming the peer of t
   REQUIRE(tutti_test::runThreads(3, [&](int rank, int, ncclComm_t comm) {
             force(comm, "test-stuck");
             std::vector<float> buf(100, 1.0f);
-            results[size_t(rank)] = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+            results[size_t(rank)] =
+                ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
             messages[size_t(rank)] = ncclGetLastError(comm);
           }) == "");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -583,8 +600,8 @@ std::vector<Case> ringCases(int nranks, const std::vector<size_t>& counts, bool 
   }
   if (large)
     for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
-      cases.push_back(Case{coll, ncclFloat32, ncclSum, coll == Coll::AllReduce ? kLarge : kLarge / 4, coll == Coll::Reduce,
-                           nranks / 2});
+      cases.push_back(Case{coll, ncclFloat32, ncclSum, coll == Coll::AllReduce ? kLarge : kLarge / 4,
+                           coll == Coll::Reduce, nranks / 2});
   return cases;
 }
 
@@ -597,7 +614,8 @@ std::string orderText(const std::vector<int>& order) {
 int crossingsOf(ncclComm_t comm, const std::vector<int>& order) {
   int count = 0;
   for (size_t i = 0; i < order.size(); i++)
-    count += comm->identity.peers[size_t(order[i])].hostHash != comm->identity.peers[size_t(order[(i + 1) % order.size()])].hostHash;
+    count += comm->identity.peers[size_t(order[i])].hostHash !=
+             comm->identity.peers[size_t(order[(i + 1) % order.size()])].hostHash;
   return count;
 }
 
@@ -616,7 +634,8 @@ TEST_CASE("plan exec: ring plans along a shuffled ring order, every ring collect
   }
 }
 
-TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interleaved hosts", "[plan-exec][processes][net][ring-order]") {
+TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interleaved hosts",
+          "[plan-exec][processes][net][ring-order]") {
   tutti_test::HostLayout layout;
   layout.hosts = 2;
   layout.ranksPerHost = 3;
@@ -637,26 +656,31 @@ TEST_CASE("plan exec: tree all-reduce along the topology's node trees on interle
       check(trees.size() == 2, "channel " + std::to_string(channel) + " has no node trees");
       int plans = 0;
       for (const auto& [key, plan] : comm->planning.planCache) {
-        if (std::get<0>(key) != "tree" || std::get<4>(key) != tutti::treeIndexOf(comm->planning.topology.get(), channel)) continue;
+        if (std::get<0>(key) != "tree" ||
+            std::get<4>(key) != tutti::treeIndexOf(comm->planning.topology.get(), channel))
+          continue;
         plans++;
         for (size_t t = 0; t < 2; t++) {
           const tutti::plan::TreeShape& shape = trees[t];
           int crossing = 0;
           for (int r = 0; r < nranks; r++)
             if (shape.parent[size_t(r)] >= 0)
-              crossing += comm->identity.peers[size_t(r)].hostHash != comm->identity.peers[size_t(shape.parent[size_t(r)])].hostHash;
-          check(crossing == 1, "tree " + std::to_string(t) + " of channel " + std::to_string(channel) + " crosses between the hosts " +
-                                   std::to_string(crossing) + " times, not once");
+              crossing += comm->identity.peers[size_t(r)].hostHash !=
+                          comm->identity.peers[size_t(shape.parent[size_t(r)])].hostHash;
+          check(crossing == 1, "tree " + std::to_string(t) + " of channel " + std::to_string(channel) +
+                                   " crosses between the hosts " + std::to_string(crossing) + " times, not once");
           std::set<int> expected(shape.children[size_t(rank)].begin(), shape.children[size_t(rank)].end());
           if (shape.parent[size_t(rank)] >= 0) expected.insert(shape.parent[size_t(rank)]);
           const auto& lane = plan->plan.lanes[t];
           std::set<int> peers(lane.sendPeers.begin(), lane.sendPeers.end());
           peers.insert(lane.recvPeers.begin(), lane.recvPeers.end());
-          check(peers == expected, "rank " + std::to_string(rank) + "'s tree plan on channel " + std::to_string(channel) +
+          check(peers == expected, "rank " + std::to_string(rank) + "'s tree plan on channel " +
+                                       std::to_string(channel) +
                                        " does not talk to its node tree's parent and children");
         }
       }
-      check(plans == 1, "expected one cached tree plan for channel " + std::to_string(channel) + ", found " + std::to_string(plans));
+      check(plans == 1, "expected one cached tree plan for channel " + std::to_string(channel) + ", found " +
+                            std::to_string(plans));
     }
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
@@ -675,8 +699,8 @@ TEST_CASE("plan exec: on interleaved hosts the ring follows the topology and cro
     check(crossingsOf(comm, rankOrder) == 4, "rank order should cross between the hosts 4 times");
     const std::vector<int>& order = tutti::ringOrderOf(comm->planning.topology.get(), 0);
     check(order.size() == size_t(nranks), "the communicator has no ring order from its topology");
-    check(crossingsOf(comm, order) == 2, "the topology's ring crosses between the hosts " + std::to_string(crossingsOf(comm, order)) +
-                                             " times, not 2");
+    check(crossingsOf(comm, order) == 2, "the topology's ring crosses between the hosts " +
+                                             std::to_string(crossingsOf(comm, order)) + " times, not 2");
     comm->planning.forcedAlgorithm = "ring";
     std::vector<Case> cases;
     for (const Case& c : ringCases(nranks, {1023}, true))
@@ -688,8 +712,9 @@ TEST_CASE("plan exec: on interleaved hosts the ring follows the topology and cro
     std::set<int> neighbours = {order[size_t((at + 1) % nranks)], order[size_t((at + nranks - 1) % nranks)]};
     for (auto& [key, conn] : comm->links.connections)
       if (key.kind == tutti::plan::ConnKind::Ring)
-        check(neighbours.count(key.peer) == 1, "a ring connection to rank " + std::to_string(key.peer) + ", which is not next to rank " +
-                                                   std::to_string(rank) + " in the ring");
+        check(neighbours.count(key.peer) == 1, "a ring connection to rank " + std::to_string(key.peer) +
+                                                   ", which is not next to rank " + std::to_string(rank) +
+                                                   " in the ring");
   });
   REQUIRE(tutti_test::failuresOf(outcomes) == "");
 }

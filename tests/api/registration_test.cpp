@@ -44,14 +44,17 @@ TEST_CASE("ncclCommRegister: an all-reduce on registered buffers is right", "[re
   for (int r = 0; r < 2; r++) {
     in[size_t(r)].resize(count);
     for (size_t i = 0; i < count; i++) in[size_t(r)][i] = double(i % 97) * (r + 1) + 0.25;
-    REQUIRE(ncclCommRegister(comms[r], in[size_t(r)].data(), count * sizeof(double), &handles[size_t(2 * r)]) == ncclSuccess);
-    REQUIRE(ncclCommRegister(comms[r], out[size_t(r)].data(), count * sizeof(double), &handles[size_t(2 * r + 1)]) == ncclSuccess);
+    REQUIRE(ncclCommRegister(comms[r], in[size_t(r)].data(), count * sizeof(double), &handles[size_t(2 * r)]) ==
+            ncclSuccess);
+    REQUIRE(ncclCommRegister(comms[r], out[size_t(r)].data(), count * sizeof(double), &handles[size_t(2 * r + 1)]) ==
+            ncclSuccess);
   }
   std::vector<ncclResult_t> results(2, ncclSuccess);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; r++)
     threads.emplace_back([&, r] {
-      results[size_t(r)] = ncclAllReduce(in[size_t(r)].data(), out[size_t(r)].data(), count, ncclFloat64, ncclSum, comms[r], nullptr);
+      results[size_t(r)] =
+          ncclAllReduce(in[size_t(r)].data(), out[size_t(r)].data(), count, ncclFloat64, ncclSum, comms[r], nullptr);
     });
   for (auto& t : threads) t.join();
   REQUIRE(results[0] == ncclSuccess);

@@ -29,8 +29,8 @@ void checkCollectives(int rank, int nranks, ncclComm_t comm) {
   std::vector<int32_t> all(size_t(nranks), -1);
   TUTTI_NCCL_CHECK(ncclAllGather(&mine, all.data(), 1, ncclInt32, comm, nullptr));
   for (int r = 0; r < nranks; r++)
-    check(all[size_t(r)] == r * 7 + 1, "rank " + std::to_string(rank) + ": all-gather slot " + std::to_string(r) + " holds " +
-                                           std::to_string(all[size_t(r)]));
+    check(all[size_t(r)] == r * 7 + 1, "rank " + std::to_string(rank) + ": all-gather slot " + std::to_string(r) +
+                                           " holds " + std::to_string(all[size_t(r)]));
 
   double value = rank == nranks - 1 ? 2.5 : 0.0;
   TUTTI_NCCL_CHECK(ncclBroadcast(&value, &value, 1, ncclFloat64, nranks - 1, comm, nullptr));

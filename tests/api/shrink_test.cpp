@@ -42,8 +42,8 @@ void checkedAllReduces(ncclComm_t comm, const std::string& who, size_t seed = 0)
       tutti_test::fillInput(type, ncclSum, nranks, rank, in.data(), count, seed);
       TUTTI_NCCL_CHECK(ncclAllReduce(in.data(), out.data(), count, type, ncclSum, comm, nullptr));
       std::string wrong = tutti_test::checkReduced(type, ncclSum, nranks, out.data(), count, seed);
-      check(wrong.empty(), who + ": all-reduce of " + std::to_string(count) + " elements over " + std::to_string(nranks) +
-                               " ranks: " + wrong);
+      check(wrong.empty(), who + ": all-reduce of " + std::to_string(count) + " elements over " +
+                               std::to_string(nranks) + " ranks: " + wrong);
     }
   }
 }
@@ -52,8 +52,9 @@ std::string lastError(ncclComm_t comm) { return ncclGetLastError(comm); }
 
 }  // namespace
 
-TEST_CASE("ncclCommShrink of a healthy communicator: the survivors, renumbered, reduce correctly and the parent carries on",
-          "[shrink][device-path]") {
+TEST_CASE(
+    "ncclCommShrink of a healthy communicator: the survivors, renumbered, reduce correctly and the parent carries on",
+    "[shrink][device-path]") {
   const int excluded = 1;
   std::string failures = runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
     const std::string who = "rank " + std::to_string(rank);
@@ -65,7 +66,8 @@ TEST_CASE("ncclCommShrink of a healthy communicator: the survivors, renumbered, 
       TUTTI_NCCL_CHECK(ncclCommCount(child, &count));
       TUTTI_NCCL_CHECK(ncclCommUserRank(child, &childRank));
       check(count == nranks - 1, who + ": the shrunk communicator has " + std::to_string(count) + " ranks");
-      check(childRank == rank - (rank > excluded ? 1 : 0), who + " is rank " + std::to_string(childRank) + " of the shrunk one");
+      check(childRank == rank - (rank > excluded ? 1 : 0),
+            who + " is rank " + std::to_string(childRank) + " of the shrunk one");
       checkedAllReduces(child, who + " in the shrunk communicator");
       TUTTI_NCCL_CHECK(ncclCommDestroy(child));
     }
@@ -75,8 +77,9 @@ TEST_CASE("ncclCommShrink of a healthy communicator: the survivors, renumbered, 
   CHECK(failures == "");
 }
 
-TEST_CASE("a rank process SIGKILLed mid-loop: the survivors shrink with NCCL_SHRINK_ABORT and carry on with correct results",
-          "[shrink][faults][processes][shm]") {
+TEST_CASE(
+    "a rank process SIGKILLed mid-loop: the survivors shrink with NCCL_SHRINK_ABORT and carry on with correct results",
+    "[shrink][faults][processes][shm]") {
   const int timeoutSeconds = 20;
   ScopedEnv timeout("TUTTI_TIMEOUT", std::to_string(timeoutSeconds).c_str());
   struct State {
@@ -87,41 +90,47 @@ TEST_CASE("a rank process SIGKILLed mid-loop: the survivors shrink with NCCL_SHR
   // Rank 0 too: the lowest survivor, which makes the new root, is then parent rank 1.
   const int victim = GENERATE(0, 2);
   INFO("rank " << victim << " killed");
-  std::string failures = runProcesses(4, [&](int rank, int nranks, ncclComm_t comm) {
-    const std::string who = "rank " + std::to_string(rank);
-    std::vector<float> in(4096), out(4096);
-    ncclResult_t result = ncclSuccess;
-    for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
-      if (rank == victim && i == 20) {
-        state->killedAt.store(monotonicNanoseconds());
-        raise(SIGKILL);
-      }
-      for (size_t k = 0; k < in.size(); k++) in[k] = float((rank + 1) * (i % 7 + 1));
-      result = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
-      if (result == ncclSuccess)
-        check(out[0] == float(nranks * (nranks + 1) / 2 * (i % 7 + 1)) && out.back() == out[0],
-              who + ": all-reduce " + std::to_string(i) + " before the kill gave " + std::to_string(out[0]));
-    }
-    check(result == ncclRemoteError, who + ": the loop ended with " + ncclGetErrorString(result) + ": " + lastError(comm));
-    int exclude[] = {victim};
-    ncclComm_t child = nullptr;
-    TUTTI_NCCL_CHECK(ncclCommShrink(comm, exclude, 1, &child, nullptr, NCCL_SHRINK_ABORT));
-    double seconds = double(monotonicNanoseconds() - state->killedAt.load()) / 1e9;
-    check(seconds < timeoutSeconds + 5, who + ": the shrunk communicator was ready " + std::to_string(seconds) + " s after the kill");
-    int count = 0;
-    TUTTI_NCCL_CHECK(ncclCommCount(child, &count));
-    check(count == 3, who + ": the shrunk communicator has " + std::to_string(count) + " ranks");
-    for (size_t round = 0; round < 3; round++) checkedAllReduces(child, who + " in the shrunk communicator", round);
-    TUTTI_NCCL_CHECK(ncclCommDestroy(child));
-    state->shrunk.fetch_add(1);
-    // The runner destroys the aborted parent.
-  }, 90);
+  std::string failures = runProcesses(
+      4,
+      [&](int rank, int nranks, ncclComm_t comm) {
+        const std::string who = "rank " + std::to_string(rank);
+        std::vector<float> in(4096), out(4096);
+        ncclResult_t result = ncclSuccess;
+        for (int i = 0; i < 100000 && result == ncclSuccess; i++) {
+          if (rank == victim && i == 20) {
+            state->killedAt.store(monotonicNanoseconds());
+            raise(SIGKILL);
+          }
+          for (size_t k = 0; k < in.size(); k++) in[k] = float((rank + 1) * (i % 7 + 1));
+          result = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
+          if (result == ncclSuccess)
+            check(out[0] == float(nranks * (nranks + 1) / 2 * (i % 7 + 1)) && out.back() == out[0],
+                  who + ": all-reduce " + std::to_string(i) + " before the kill gave " + std::to_string(out[0]));
+        }
+        check(result == ncclRemoteError,
+              who + ": the loop ended with " + ncclGetErrorString(result) + ": " + lastError(comm));
+        int exclude[] = {victim};
+        ncclComm_t child = nullptr;
+        TUTTI_NCCL_CHECK(ncclCommShrink(comm, exclude, 1, &child, nullptr, NCCL_SHRINK_ABORT));
+        double seconds = double(monotonicNanoseconds() - state->killedAt.load()) / 1e9;
+        check(seconds < timeoutSeconds + 5,
+              who + ": the shrunk communicator was ready " + std::to_string(seconds) + " s after the kill");
+        int count = 0;
+        TUTTI_NCCL_CHECK(ncclCommCount(child, &count));
+        check(count == 3, who + ": the shrunk communicator has " + std::to_string(count) + " ranks");
+        for (size_t round = 0; round < 3; round++) checkedAllReduces(child, who + " in the shrunk communicator", round);
+        TUTTI_NCCL_CHECK(ncclCommDestroy(child));
+        state->shrunk.fetch_add(1);
+        // The runner destroys the aborted parent.
+      },
+      90);
   CHECK(failures == "process " + std::to_string(victim) + " died of signal 9\n");
   CHECK(state->shrunk.load() == 3);
 }
 
-TEST_CASE("ncclCommRevoke stops a pending operation, refuses later calls, tells the peer, and shrink and destroy still work",
-          "[shrink][revoke][faults]") {
+TEST_CASE(
+    "ncclCommRevoke stops a pending operation, refuses later calls, tells the peer, and shrink and destroy still work",
+    "[shrink][revoke][faults]") {
   ScopedEnv timeout("TUTTI_TIMEOUT", "60");  // the revoke, not a timeout, must end the operation
   ncclComm_t comms[2] = {nullptr, nullptr};
   initPair(comms);
@@ -132,7 +141,8 @@ TEST_CASE("ncclCommRevoke stops a pending operation, refuses later calls, tells 
   if (warm)
     REQUIRE(tutti_test::runOnThreads(2, [&](int r) {
               std::vector<float> mine(buf.size(), 1.0f);
-              TUTTI_NCCL_CHECK(ncclAllReduce(mine.data(), mine.data(), mine.size(), ncclFloat32, ncclSum, comms[r], nullptr));
+              TUTTI_NCCL_CHECK(
+                  ncclAllReduce(mine.data(), mine.data(), mine.size(), ncclFloat32, ncclSum, comms[r], nullptr));
             }) == "");
   // Rank 1 never joins the all-reduce; rank 0 waits for it until revoked.
   ncclResult_t pending = ncclSuccess;
@@ -186,8 +196,9 @@ TEST_CASE("ncclCommRevoke stops a pending operation, refuses later calls, tells 
   CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
 
-TEST_CASE("ncclCommSplit of a revoked communicator: colors and keys still meet, and the new communicators reduce correctly",
-          "[shrink][revoke]") {
+TEST_CASE(
+    "ncclCommSplit of a revoked communicator: colors and keys still meet, and the new communicators reduce correctly",
+    "[shrink][revoke]") {
   std::string failures = runThreads(4, [&](int rank, int nranks, ncclComm_t comm) {
     const std::string who = "rank " + std::to_string(rank);
     TUTTI_NCCL_CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
@@ -243,7 +254,8 @@ TEST_CASE("a peer's revoke notice that arrives before init has finished lands wh
   CHECK(other.error.message.find("rank 3") != std::string::npos);
 }
 
-TEST_CASE("ncclCommShrink and ncclCommRevoke refuse bad arguments with ncclInvalidArgument, naming them", "[shrink][arguments]") {
+TEST_CASE("ncclCommShrink and ncclCommRevoke refuse bad arguments with ncclInvalidArgument, naming them",
+          "[shrink][arguments]") {
   ncclComm_t comms[2] = {nullptr, nullptr};
   initPair(comms);
   ncclComm_t child = nullptr;
@@ -266,7 +278,8 @@ TEST_CASE("ncclCommShrink and ncclCommRevoke refuse bad arguments with ncclInval
   };
   for (const Case& c : cases) {
     int* list = c.list.empty() ? nullptr : const_cast<int*>(c.list.data());
-    CHECK(ncclCommShrink(comms[0], list, c.count, c.nullOut ? nullptr : &child, nullptr, c.flags) == ncclInvalidArgument);
+    CHECK(ncclCommShrink(comms[0], list, c.count, c.nullOut ? nullptr : &child, nullptr, c.flags) ==
+          ncclInvalidArgument);
     std::string message = ncclGetLastError(nullptr);
     INFO(message);
     CHECK(message.find(c.says) != std::string::npos);
@@ -277,7 +290,8 @@ TEST_CASE("ncclCommShrink and ncclCommRevoke refuse bad arguments with ncclInval
   CHECK(ncclCommRevoke(comms[0], 1) == ncclInvalidArgument);
   CHECK(std::string(ncclGetLastError(nullptr)).find("revokeFlags 1") != std::string::npos);
   // None of that touched the communicators (NCCL_SHRINK_ABORT included): they still reduce.
-  std::string failures = tutti_test::runOnThreads(2, [&](int r) { checkedAllReduces(comms[r], "rank " + std::to_string(r)); });
+  std::string failures =
+      tutti_test::runOnThreads(2, [&](int r) { checkedAllReduces(comms[r], "rank " + std::to_string(r)); });
   CHECK(failures == "");
   CHECK(ncclCommDestroy(comms[0]) == ncclSuccess);
   CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
@@ -316,7 +330,8 @@ TEST_CASE("ncclCommShrink with a nonblocking config returns ncclInProgress until
     int exclude[] = {excluded};
     ncclComm_t child = nullptr;
     ncclResult_t result = ncclCommShrink(comm, exclude, 1, &child, &config, NCCL_SHRINK_DEFAULT);
-    check(result == ncclInProgress || result == ncclSuccess, who + ": ncclCommShrink returned " + ncclGetErrorString(result));
+    check(result == ncclInProgress || result == ncclSuccess,
+          who + ": ncclCommShrink returned " + ncclGetErrorString(result));
     check(child != nullptr, who + ": a nonblocking shrink must hand out the communicator at once");
     ncclResult_t state = ncclInProgress;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -339,24 +354,30 @@ TEST_CASE("a dead rank left out of the exclude list fails the survivors' shrink 
   ScopedEnv timeout("TUTTI_TIMEOUT", "4");
   ScopedEnv bootstrapTimeout("TUTTI_BOOTSTRAP_TIMEOUT", "4");
   const int victim = 2;
-  std::string failures = runProcesses(3, [&](int rank, int nranks, ncclComm_t comm) {
-    const std::string who = "rank " + std::to_string(rank);
-    std::vector<float> buf(4096, 1.0f);
-    TUTTI_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr));  // all joined
-    if (rank == victim) raise(SIGKILL);
-    ncclResult_t result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
-    check(result == ncclRemoteError, who + ": the all-reduce returned " + ncclGetErrorString(result));
-    auto start = std::chrono::steady_clock::now();
-    ncclComm_t child = nullptr;
-    result = ncclCommShrink(comm, nullptr, 0, &child, nullptr, NCCL_SHRINK_ABORT);
-    std::string message = lastError(comm);
-    double seconds = secondsSince(start);
-    if (child) ncclCommDestroy(child);
-    check(result != ncclSuccess && result != ncclInProgress, who + ": the shrink with nothing excluded returned " +
-                                                                 ncclGetErrorString(result) + " over " + std::to_string(nranks) + " ranks");
-    check(seconds < 4 + 4 + 5, who + ": the shrink failed only after " + std::to_string(seconds) + " s: " + message);
-    check(message.find("ncclCommShrink") != std::string::npos && message.find("rank 2") != std::string::npos,
-          who + ": the shrink's error does not name rank 2: " + message);
-  }, 60);
+  std::string failures = runProcesses(
+      3,
+      [&](int rank, int nranks, ncclComm_t comm) {
+        const std::string who = "rank " + std::to_string(rank);
+        std::vector<float> buf(4096, 1.0f);
+        TUTTI_NCCL_CHECK(
+            ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr));  // all joined
+        if (rank == victim) raise(SIGKILL);
+        ncclResult_t result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+        check(result == ncclRemoteError, who + ": the all-reduce returned " + ncclGetErrorString(result));
+        auto start = std::chrono::steady_clock::now();
+        ncclComm_t child = nullptr;
+        result = ncclCommShrink(comm, nullptr, 0, &child, nullptr, NCCL_SHRINK_ABORT);
+        std::string message = lastError(comm);
+        double seconds = secondsSince(start);
+        if (child) ncclCommDestroy(child);
+        check(result != ncclSuccess && result != ncclInProgress, who + ": the shrink with nothing excluded returned " +
+                                                                     ncclGetErrorString(result) + " over " +
+                                                                     std::to_string(nranks) + " ranks");
+        check(seconds < 4 + 4 + 5,
+              who + ": the shrink failed only after " + std::to_string(seconds) + " s: " + message);
+        check(message.find("ncclCommShrink") != std::string::npos && message.find("rank 2") != std::string::npos,
+              who + ": the shrink's error does not name rank 2: " + message);
+      },
+      60);
   CHECK(failures == "process 2 died of signal 9\n");
 }

@@ -41,7 +41,8 @@ using tutti_test::MemAllocBuffers;
 // small: fewer counts and types, for the runs at more ranks.
 std::vector<Case> zeroCopyCases(int nranks, bool small) {
   std::vector<Case> cases;
-  const std::vector<size_t> counts = small ? std::vector<size_t>{7, 65537} : std::vector<size_t>{1, 1003, 65537, 300001};
+  const std::vector<size_t> counts =
+      small ? std::vector<size_t>{7, 65537} : std::vector<size_t>{1, 1003, 65537, 300001};
   const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclInt32, ncclBfloat16, ncclInt8};
   for (size_t count : counts)
     for (ncclDataType_t type : types) {
@@ -60,8 +61,9 @@ std::vector<Case> zeroCopyCases(int nranks, bool small) {
 
 // Runs every case on plain buffers and on registered ones (on ranks that `registers` says), and
 // requires the same bytes. Under NCCL_ALGO=algorithm ("": the selector's choice).
-void requireSameAsCopies(int nranks, const char* algorithm, bool onStream, bool small,
-                         bool (*registers)(int rank) = [](int) { return true; }) {
+void requireSameAsCopies(
+    int nranks, const char* algorithm, bool onStream, bool small,
+    bool (*registers)(int rank) = [](int) { return true; }) {
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
   const std::vector<Case> cases = zeroCopyCases(nranks, small);
   std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
@@ -74,17 +76,20 @@ void requireSameAsCopies(int nranks, const char* algorithm, bool onStream, bool 
       } else {
         tutti_test::runCase(c, rank, n, comm, nullptr, &direct);
       }
-      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
+      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) +
+                                              ": the registered buffers' result differs from the copied one");
     }
   });
-  INFO(nranks << " ranks, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)") << (onStream ? ", host stream" : ", null stream"));
+  INFO(nranks << " ranks, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)")
+              << (onStream ? ", host stream" : ", null stream"));
   INFO(failures);
   REQUIRE(failures.empty());
 }
 
 }  // namespace
 
-TEST_CASE("zero-copy: registered buffers give the copied path's bytes, 2 to 8 ranks", "[register][zero-copy][device-path]") {
+TEST_CASE("zero-copy: registered buffers give the copied path's bytes, 2 to 8 ranks",
+          "[register][zero-copy][device-path]") {
   // The direct messages are used: every launch on registered buffers says so.
   tutti_test::CapturedLog log("TRACE", "COLL");
   requireSameAsCopies(2, "", false, false);
@@ -107,7 +112,8 @@ TEST_CASE("zero-copy: ranks need not agree on what they registered", "[register]
   requireSameAsCopies(3, "", false, true, [](int rank) { return rank % 2 == 0; });
 }
 
-TEST_CASE("zero-copy: a buffer deregistered between calls is copied from the next call on", "[register][zero-copy][device-path]") {
+TEST_CASE("zero-copy: a buffer deregistered between calls is copied from the next call on",
+          "[register][zero-copy][device-path]") {
   tutti_test::CapturedLog log("TRACE", "COLL");
   const int nranks = 3;
   const size_t count = 40001;
@@ -123,8 +129,8 @@ TEST_CASE("zero-copy: a buffer deregistered between calls is copied from the nex
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++)
           tutti_test::check(out[size_t(r) * count + i] == float((i * 7 + size_t(r) * 13 + size_t(call)) % 1000),
-                            "rank " + std::to_string(rank) + ", call " + std::to_string(call) + ": block " + std::to_string(r) +
-                                " element " + std::to_string(i) + " is wrong");
+                            "rank " + std::to_string(rank) + ", call " + std::to_string(call) + ": block " +
+                                std::to_string(r) + " element " + std::to_string(i) + " is wrong");
       // Idle between the calls: the first ran on registered buffers; from the second on they are not.
       if (call == 0)
         for (void* h : handles) TUTTI_NCCL_CHECK(ncclCommDeregister(comm, h));
@@ -143,8 +149,9 @@ TEST_CASE("zero-copy: a buffer deregistered between calls is copied from the nex
   CHECK(copied == size_t(2 * nranks));
 }
 
-TEST_CASE("zero-copy: buffers registered as windows (ncclCommWindowRegister) go zero-copy and give the copied path's bytes",
-          "[register][zero-copy][window]") {
+TEST_CASE(
+    "zero-copy: buffers registered as windows (ncclCommWindowRegister) go zero-copy and give the copied path's bytes",
+    "[register][zero-copy][window]") {
   tutti_test::CapturedLog log("TRACE", "COLL");
   const std::vector<Case> cases = zeroCopyCases(3, true);
   std::string failures = tutti_test::runThreads(3, [&](int rank, int n, ncclComm_t comm) {
@@ -153,7 +160,8 @@ TEST_CASE("zero-copy: buffers registered as windows (ncclCommWindowRegister) go 
       tutti_test::runCase(c, rank, n, comm, nullptr, &copied);
       MemAllocBuffers windows(comm, true, true, true);
       tutti_test::runCase(c, rank, n, comm, &windows, &direct);
-      tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the windows' result differs from the copied one");
+      tutti_test::check(copied == direct,
+                        tutti_test::describe(c, rank, n) + ": the windows' result differs from the copied one");
     }
   });
   INFO(failures);
@@ -161,8 +169,10 @@ TEST_CASE("zero-copy: buffers registered as windows (ncclCommWindowRegister) go 
   CHECK(!log.linesWith("zero-copy: peers read the input and output in place").empty());
 }
 
-TEST_CASE("ncclCommWindowRegister: symmetric windows of different sizes, or flags that differ, fail every rank naming the peer",
-          "[register][window][arguments]") {
+TEST_CASE(
+    "ncclCommWindowRegister: symmetric windows of different sizes, or flags that differ, fail every rank naming the "
+    "peer",
+    "[register][window][arguments]") {
   for (bool flagsDiffer : {false, true}) {
     std::string failures = tutti_test::runThreads(2, [&](int rank, int, ncclComm_t comm) {
       std::vector<char> buf(8192);
@@ -204,7 +214,8 @@ bool waitUntilBlocked(ncclComm_t comm) {
 // in place, the registered ones something where `reads` (else nothing, `noReadsBecause` says why).
 template <typename RunCopied, typename RunRegistered>
 void checkRegisteredAgainstCopied(const std::vector<Case>& cases, int rank, int n, ncclComm_t comm, bool reads,
-                                  const std::string& noReadsBecause, RunCopied&& runCopied, RunRegistered&& runRegistered) {
+                                  const std::string& noReadsBecause, RunCopied&& runCopied,
+                                  RunRegistered&& runRegistered) {
   uint64_t readsCopied = 0, readsRegistered = 0;
   for (const Case& c : cases) {
     std::vector<char> copied, direct;
@@ -216,14 +227,17 @@ void checkRegisteredAgainstCopied(const std::vector<Case>& cases, int rank, int 
     TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
     readsCopied += middle - before;
     readsRegistered += after - middle;
-    tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) + ": the registered buffers' result differs from the copied one");
+    tutti_test::check(copied == direct, tutti_test::describe(c, rank, n) +
+                                            ": the registered buffers' result differs from the copied one");
   }
   const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(getpid()) + ")";
-  tutti_test::check(readsCopied == 0, who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
+  tutti_test::check(readsCopied == 0,
+                    who + " read " + std::to_string(readsCopied) + " messages in place from unregistered buffers");
   if (reads)
     tutti_test::check(readsRegistered > 0, who + " read no message in place from its peers' registered buffers");
   else
-    tutti_test::check(readsRegistered == 0, who + " read " + std::to_string(readsRegistered) + " messages in place " + noReadsBecause);
+    tutti_test::check(readsRegistered == 0,
+                      who + " read " + std::to_string(readsRegistered) + " messages in place " + noReadsBecause);
 }
 
 void requireSameAsCopiesAcrossProcesses(int nranks, const char* algorithm, bool small, bool reads) {
@@ -255,14 +269,16 @@ TEST_CASE("zero-copy across processes: registered buffers read with process_vm_r
   CHECK(!log.linesWith("zero-copy across processes: registered buffers of pid").empty());
 }
 
-TEST_CASE("zero-copy across processes: off by default, registered buffers are copied", "[register][zero-copy][processes][cma]") {
+TEST_CASE("zero-copy across processes: off by default, registered buffers are copied",
+          "[register][zero-copy][processes][cma]") {
   tutti_test::ScopedEnv cma("TUTTI_CMA", nullptr);
   tutti_test::CapturedLog log("INFO", "SHM");
   requireSameAsCopiesAcrossProcesses(2, "", true, false);
   CHECK(log.linesWith("are read in place (process_vm_readv)").empty());
 }
 
-TEST_CASE("zero-copy across processes: TUTTI_CMA=0 copies registered buffers, and says so", "[register][zero-copy][processes][cma]") {
+TEST_CASE("zero-copy across processes: TUTTI_CMA=0 copies registered buffers, and says so",
+          "[register][zero-copy][processes][cma]") {
   tutti_test::ScopedEnv cma("TUTTI_CMA", "0");
   tutti_test::CapturedLog log("INFO", "SHM");
   requireSameAsCopiesAcrossProcesses(2, "", true, false);
@@ -270,8 +286,9 @@ TEST_CASE("zero-copy across processes: TUTTI_CMA=0 copies registered buffers, an
   CHECK(log.linesWith("are read in place (process_vm_readv)").empty());
 }
 
-TEST_CASE("zero-copy across processes: a sender whose buffer vanishes under a read fails the reader naming it and its pid",
-          "[register][zero-copy][processes][cma][faults]") {
+TEST_CASE(
+    "zero-copy across processes: a sender whose buffer vanishes under a read fails the reader naming it and its pid",
+    "[register][zero-copy][processes][cma][faults]") {
   // Rank 0 publishes its registered input by address, then unmaps it (a user's error, and the
   // one way to make process_vm_readv fail with the peer alive: EFAULT) before rank 1 reads it.
   tutti_test::ScopedEnv cma("TUTTI_CMA", "1");
@@ -285,43 +302,50 @@ TEST_CASE("zero-copy across processes: a sender whose buffer vanishes under a re
   };
   tutti_test::SharedWithChildren<State> state;
   const size_t count = 1 << 16;
-  std::string failures = tutti_test::runProcesses(2, [&](int rank, int n, ncclComm_t comm) {
-    const size_t bytes = count * sizeof(float);
-    // Warm up: connections made and the verdicts posted.
-    std::vector<float> warm(count * size_t(n));
-    TUTTI_NCCL_CHECK(ncclAllGather(warm.data() + size_t(rank) * count, warm.data(), count, ncclFloat32, comm, nullptr));
-    void* in = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    tutti_test::check(in != MAP_FAILED, "mmap failed");
-    std::vector<float> out(count * size_t(n));
-    void* handle = nullptr;
-    TUTTI_NCCL_CHECK(ncclCommRegister(comm, in, bytes, &handle));
-    std::thread unmapper;
-    if (rank == 0) {
-      state->senderPid.store(int(getpid()));
-      // Rank 0's first step sends its input by address; the unmap follows once rank 0 waits for
-      // rank 1's block, which comes only after the unmap.
-      unmapper = std::thread([&] {
-        waitUntilBlocked(comm);
-        munmap(in, bytes);
-        state->published.store(1);
-      });
-    } else {
-      while (state->published.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    const ncclResult_t result = ncclAllGather(in, out.data(), count, ncclFloat32, comm, nullptr);
-    if (unmapper.joinable()) unmapper.join();
-    const std::string message = ncclGetLastError(comm);
-    if (rank == 1) {
-      tutti_test::check(result == ncclSystemError, "rank 1: the all-gather returned " + std::string(ncclGetErrorString(result)) + ": " + message);
-      tutti_test::check(message.find("rank 0 (") != std::string::npos &&
-                            message.find("pid " + std::to_string(state->senderPid.load())) != std::string::npos &&
-                            message.find("process_vm_readv") != std::string::npos && message.find("EFAULT") != std::string::npos,
-                        "rank 1's error does not name rank 0, its pid " + std::to_string(state->senderPid.load()) +
-                            " and the failed read: " + message);
-    } else {
-      tutti_test::check(result != ncclSuccess, "rank 0: the all-gather succeeded with its input unmapped under the reader");
-    }
-  }, 60);
+  std::string failures = tutti_test::runProcesses(
+      2,
+      [&](int rank, int n, ncclComm_t comm) {
+        const size_t bytes = count * sizeof(float);
+        // Warm up: connections made and the verdicts posted.
+        std::vector<float> warm(count * size_t(n));
+        TUTTI_NCCL_CHECK(
+            ncclAllGather(warm.data() + size_t(rank) * count, warm.data(), count, ncclFloat32, comm, nullptr));
+        void* in = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        tutti_test::check(in != MAP_FAILED, "mmap failed");
+        std::vector<float> out(count * size_t(n));
+        void* handle = nullptr;
+        TUTTI_NCCL_CHECK(ncclCommRegister(comm, in, bytes, &handle));
+        std::thread unmapper;
+        if (rank == 0) {
+          state->senderPid.store(int(getpid()));
+          // Rank 0's first step sends its input by address; the unmap follows once rank 0 waits for
+          // rank 1's block, which comes only after the unmap.
+          unmapper = std::thread([&] {
+            waitUntilBlocked(comm);
+            munmap(in, bytes);
+            state->published.store(1);
+          });
+        } else {
+          while (state->published.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const ncclResult_t result = ncclAllGather(in, out.data(), count, ncclFloat32, comm, nullptr);
+        if (unmapper.joinable()) unmapper.join();
+        const std::string message = ncclGetLastError(comm);
+        if (rank == 1) {
+          tutti_test::check(result == ncclSystemError, "rank 1: the all-gather returned " +
+                                                           std::string(ncclGetErrorString(result)) + ": " + message);
+          tutti_test::check(message.find("rank 0 (") != std::string::npos &&
+                                message.find("pid " + std::to_string(state->senderPid.load())) != std::string::npos &&
+                                message.find("process_vm_readv") != std::string::npos &&
+                                message.find("EFAULT") != std::string::npos,
+                            "rank 1's error does not name rank 0, its pid " + std::to_string(state->senderPid.load()) +
+                                " and the failed read: " + message);
+        } else {
+          tutti_test::check(result != ncclSuccess,
+                            "rank 0: the all-gather succeeded with its input unmapped under the reader");
+        }
+      },
+      60);
   INFO(failures);
   CHECK(failures.empty());
 }
@@ -337,32 +361,37 @@ TEST_CASE("zero-copy across processes: a sender killed while its messages wait t
   };
   tutti_test::SharedWithChildren<State> state;
   const size_t count = 1 << 16;
-  std::string failures = tutti_test::runProcesses(2, [&](int rank, int n, ncclComm_t comm) {
-    std::vector<float> in(count, float(rank + 1)), out(count * size_t(n));
-    void* handles[2] = {nullptr, nullptr};
-    TUTTI_NCCL_CHECK(ncclCommRegister(comm, in.data(), in.size() * sizeof(float), &handles[0]));
-    TUTTI_NCCL_CHECK(ncclCommRegister(comm, out.data(), out.size() * sizeof(float), &handles[1]));
-    TUTTI_NCCL_CHECK(ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr));
-    if (rank == 0) {
-      state->senderPid.store(int(getpid()));
-      // Dies inside the next all-gather, after publishing its block by address.
-      std::thread([&] {
-        waitUntilBlocked(comm);
-        state->killed.store(1);
-        raise(SIGKILL);
-      }).detach();
-    } else {
-      while (state->killed.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    const ncclResult_t result = ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr);
-    const std::string message = ncclGetLastError(comm);
-    // The read finds the process gone (ESRCH), or the death notice got there first: either way
-    // the error is the peer's, naming it and its pid.
-    tutti_test::check(result == ncclRemoteError, "rank 1: the all-gather returned " + std::string(ncclGetErrorString(result)) + ": " + message);
-    tutti_test::check(message.find("rank 0 (") != std::string::npos &&
-                          message.find("pid " + std::to_string(state->senderPid.load())) != std::string::npos,
-                      "rank 1's error does not name rank 0 and its pid " + std::to_string(state->senderPid.load()) + ": " + message);
-  }, 60);
+  std::string failures = tutti_test::runProcesses(
+      2,
+      [&](int rank, int n, ncclComm_t comm) {
+        std::vector<float> in(count, float(rank + 1)), out(count * size_t(n));
+        void* handles[2] = {nullptr, nullptr};
+        TUTTI_NCCL_CHECK(ncclCommRegister(comm, in.data(), in.size() * sizeof(float), &handles[0]));
+        TUTTI_NCCL_CHECK(ncclCommRegister(comm, out.data(), out.size() * sizeof(float), &handles[1]));
+        TUTTI_NCCL_CHECK(ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr));
+        if (rank == 0) {
+          state->senderPid.store(int(getpid()));
+          // Dies inside the next all-gather, after publishing its block by address.
+          std::thread([&] {
+            waitUntilBlocked(comm);
+            state->killed.store(1);
+            raise(SIGKILL);
+          }).detach();
+        } else {
+          while (state->killed.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const ncclResult_t result = ncclAllGather(in.data(), out.data(), count, ncclFloat32, comm, nullptr);
+        const std::string message = ncclGetLastError(comm);
+        // The read finds the process gone (ESRCH), or the death notice got there first: either way
+        // the error is the peer's, naming it and its pid.
+        tutti_test::check(result == ncclRemoteError, "rank 1: the all-gather returned " +
+                                                         std::string(ncclGetErrorString(result)) + ": " + message);
+        tutti_test::check(message.find("rank 0 (") != std::string::npos &&
+                              message.find("pid " + std::to_string(state->senderPid.load())) != std::string::npos,
+                          "rank 1's error does not name rank 0 and its pid " + std::to_string(state->senderPid.load()) +
+                              ": " + message);
+      },
+      60);
   CHECK(failures == "process 0 died of signal 9\n");
 }
 
@@ -375,8 +404,8 @@ namespace {
 // each the float64 reference, in runCase). tuttiCommZeroCopyReads: never a read in place from
 // unregistered buffers; from registered ones some on every rank when `reads`, none otherwise.
 // The ranks reach each other through `transport` (p2p; shm with NCCL_P2P_DISABLE).
-void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false, bool windows = false,
-                               const std::string& transport = "p2p") {
+void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bool reads, bool fromMalloc = false,
+                               bool windows = false, const std::string& transport = "p2p") {
   tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
   tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
@@ -398,15 +427,18 @@ void requireMappedSameAsCopies(int nranks, const char* algorithm, bool small, bo
           tutti_test::runCase(c, rank, n, comm, &buffers, out);
         });
   });
-  INFO(nranks << " rank processes on the emulated device, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)") << ", reads " << reads);
+  INFO(nranks << " rank processes on the emulated device, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)")
+              << ", reads " << reads);
   INFO(failures);
   REQUIRE(failures.empty());
 }
 
 }  // namespace
 
-TEST_CASE("zero-copy across processes, emulated device: registered ncclMemAlloc buffers mapped by the peers give the copied path's bytes",
-          "[register][zero-copy][processes][emulated]") {
+TEST_CASE(
+    "zero-copy across processes, emulated device: registered ncclMemAlloc buffers mapped by the peers give the copied "
+    "path's bytes",
+    "[register][zero-copy][processes][emulated]") {
   tutti_test::ScopedEnv map("TUTTI_MAP_REGISTERED", nullptr);  // the default: on
   tutti_test::CapturedLog log("INFO", "REG");
   requireMappedSameAsCopies(2, "", false, true);
@@ -415,15 +447,18 @@ TEST_CASE("zero-copy across processes, emulated device: registered ncclMemAlloc 
   CHECK(log.linesWith("is copied").empty());
 }
 
-TEST_CASE("zero-copy across processes, emulated device: registered buffers mapped through named handles (legacy CUDA IPC)",
-          "[register][zero-copy][processes][emulated]") {
+TEST_CASE(
+    "zero-copy across processes, emulated device: registered buffers mapped through named handles (legacy CUDA IPC)",
+    "[register][zero-copy][processes][emulated]") {
   tutti_test::ScopedEnv ipc("TUTTI_EMULATED_IPC", "handle");
   requireMappedSameAsCopies(2, "ring", true, true);
 }
 
-TEST_CASE("zero-copy across processes, emulated device: without virtual memory management ncclMemAlloc gives cuMemAlloc's memory, mapped by its "
-          "legacy IPC handle",
-          "[register][zero-copy][processes][emulated][capabilities]") {
+TEST_CASE(
+    "zero-copy across processes, emulated device: without virtual memory management ncclMemAlloc gives cuMemAlloc's "
+    "memory, mapped by its "
+    "legacy IPC handle",
+    "[register][zero-copy][processes][emulated][capabilities]") {
   tutti_test::ScopedEnv lacks("TUTTI_EMULATED_LACKS", "vmm");
   requireMappedSameAsCopies(2, "ring", true, true);
 }
@@ -433,8 +468,10 @@ TEST_CASE("zero-copy across processes, emulated device: buffers registered as wi
   requireMappedSameAsCopies(2, "", true, true, false, true);
 }
 
-TEST_CASE("zero-copy across processes, emulated device: with NCCL_P2P_DISABLE, through shared segments, registered buffers are mapped too",
-          "[register][zero-copy][processes][emulated]") {
+TEST_CASE(
+    "zero-copy across processes, emulated device: with NCCL_P2P_DISABLE, through shared segments, registered buffers "
+    "are mapped too",
+    "[register][zero-copy][processes][emulated]") {
   tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
   requireMappedSameAsCopies(2, "", true, true, false, false, "shm");
 }
@@ -445,16 +482,20 @@ TEST_CASE("zero-copy across processes, emulated device: TUTTI_MAP_REGISTERED=0 c
   requireMappedSameAsCopies(2, "", true, false);
 }
 
-TEST_CASE("zero-copy across processes, emulated device: registered buffers not from ncclMemAlloc are copied, and the log says why",
-          "[register][zero-copy][processes][emulated]") {
+TEST_CASE(
+    "zero-copy across processes, emulated device: registered buffers not from ncclMemAlloc are copied, and the log "
+    "says why",
+    "[register][zero-copy][processes][emulated]") {
   tutti_test::CapturedLog log("INFO", "REG");
   requireMappedSameAsCopies(2, "", true, false, true);
   CHECK(!log.linesWith("is copied to the peers in other processes").empty());
   CHECK(!log.linesWith("are not memory from ncclMemAlloc").empty());
 }
 
-TEST_CASE("zero-copy across processes, emulated device: a sender killed while its mapped buffer waits to be read fails the reader naming it",
-          "[register][zero-copy][processes][emulated][faults]") {
+TEST_CASE(
+    "zero-copy across processes, emulated device: a sender killed while its mapped buffer waits to be read fails the "
+    "reader naming it",
+    "[register][zero-copy][processes][emulated][faults]") {
   tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
   tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
   tutti_test::ScopedEnv timeout("TUTTI_TIMEOUT", "60");
@@ -465,39 +506,43 @@ TEST_CASE("zero-copy across processes, emulated device: a sender killed while it
   };
   tutti_test::SharedWithChildren<State> state;
   const size_t count = 1 << 16;
-  std::string failures = tutti_test::runProcesses(2, [&](int rank, int n, ncclComm_t comm) {
-    void* in = nullptr;
-    void* out = nullptr;
-    TUTTI_NCCL_CHECK(ncclMemAlloc(&in, count * sizeof(float)));
-    TUTTI_NCCL_CHECK(ncclMemAlloc(&out, count * sizeof(float) * size_t(n)));
-    std::vector<float> ones(count, float(rank + 1));
-    std::memcpy(in, ones.data(), count * sizeof(float));
-    void* handles[2] = {nullptr, nullptr};
-    TUTTI_NCCL_CHECK(ncclCommRegister(comm, in, count * sizeof(float), &handles[0]));
-    TUTTI_NCCL_CHECK(ncclCommRegister(comm, out, count * sizeof(float) * size_t(n), &handles[1]));
-    TUTTI_NCCL_CHECK(ncclAllGather(in, out, count, ncclFloat32, comm, nullptr));
-    uint64_t reads = 0;
-    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &reads));
-    tutti_test::check(reads > 0, "rank " + std::to_string(rank) + " read nothing in place in the first all-gather");
-    if (rank == 0) {
-      state->senderPid.store(int(getpid()));
-      // Dies inside the next all-gather, once it has published its block by address.
-      std::thread([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        state->killed.store(1);
-        raise(SIGKILL);
-      }).detach();
-    } else {
-      while (state->killed.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    const auto start = std::chrono::steady_clock::now();
-    const ncclResult_t result = ncclAllGather(in, out, count, ncclFloat32, comm, nullptr);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string message = ncclGetLastError(comm);
-    tutti_test::check(result != ncclSuccess, "rank 1: the all-gather succeeded with rank 0 dead");
-    tutti_test::check(seconds < 50, "rank 1: the all-gather took " + std::to_string(seconds) + " s to fail");
-    tutti_test::check(message.find("rank 0 (") != std::string::npos,
-                      "rank 1's error does not name rank 0 (pid " + std::to_string(state->senderPid.load()) + "): " + message);
-  }, 90);
+  std::string failures = tutti_test::runProcesses(
+      2,
+      [&](int rank, int n, ncclComm_t comm) {
+        void* in = nullptr;
+        void* out = nullptr;
+        TUTTI_NCCL_CHECK(ncclMemAlloc(&in, count * sizeof(float)));
+        TUTTI_NCCL_CHECK(ncclMemAlloc(&out, count * sizeof(float) * size_t(n)));
+        std::vector<float> ones(count, float(rank + 1));
+        std::memcpy(in, ones.data(), count * sizeof(float));
+        void* handles[2] = {nullptr, nullptr};
+        TUTTI_NCCL_CHECK(ncclCommRegister(comm, in, count * sizeof(float), &handles[0]));
+        TUTTI_NCCL_CHECK(ncclCommRegister(comm, out, count * sizeof(float) * size_t(n), &handles[1]));
+        TUTTI_NCCL_CHECK(ncclAllGather(in, out, count, ncclFloat32, comm, nullptr));
+        uint64_t reads = 0;
+        TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &reads));
+        tutti_test::check(reads > 0, "rank " + std::to_string(rank) + " read nothing in place in the first all-gather");
+        if (rank == 0) {
+          state->senderPid.store(int(getpid()));
+          // Dies inside the next all-gather, once it has published its block by address.
+          std::thread([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            state->killed.store(1);
+            raise(SIGKILL);
+          }).detach();
+        } else {
+          while (state->killed.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const auto start = std::chrono::steady_clock::now();
+        const ncclResult_t result = ncclAllGather(in, out, count, ncclFloat32, comm, nullptr);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const std::string message = ncclGetLastError(comm);
+        tutti_test::check(result != ncclSuccess, "rank 1: the all-gather succeeded with rank 0 dead");
+        tutti_test::check(seconds < 50, "rank 1: the all-gather took " + std::to_string(seconds) + " s to fail");
+        tutti_test::check(
+            message.find("rank 0 (") != std::string::npos,
+            "rank 1's error does not name rank 0 (pid " + std::to_string(state->senderPid.load()) + "): " + message);
+      },
+      90);
   CHECK(failures == "process 0 died of signal 9\n");
 }

@@ -31,7 +31,8 @@ TEST_CASE("host identity: the host hash is stable, and NCCL_HOSTID replaces it",
   CHECK(tutti::hostHash() != named);
 }
 
-TEST_CASE("host identity: the process token is stable across threads and differs in a forked child", "[host_identity]") {
+TEST_CASE("host identity: the process token is stable across threads and differs in a forked child",
+          "[host_identity]") {
   uint64_t token = tutti::processToken();
   CHECK(token != 0);
   uint64_t seen = 0;

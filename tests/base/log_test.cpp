@@ -1,10 +1,10 @@
 // Tests of logging: NCCL's line shape, levels, subsystem filtering, NCCL_DEBUG_FILE and threads.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -81,8 +81,8 @@ std::string shortHostname() {
 }
 
 std::string linePrefix(int device) {
-  return shortHostname() + ":" + std::to_string(getpid()) + ":" + std::to_string(syscall(SYS_gettid)) +
-         " [" + std::to_string(device) + "]";
+  return shortHostname() + ":" + std::to_string(getpid()) + ":" + std::to_string(syscall(SYS_gettid)) + " [" +
+         std::to_string(device) + "]";
 }
 
 // Runs one hidden test case of this binary in a fresh process (so process-wide once-only
@@ -169,8 +169,9 @@ TEST_CASE("log: ^ excludes subsystems, TRACE and CALL lines", "[log]") {
   REQUIRE(lines.size() == 3);
   std::string head = linePrefix(0);
   CHECK(lines[0] == head + " NCCL INFO coll info");
-  CHECK(std::regex_match(lines[1], std::regex("^" + head.substr(0, head.size() - 4) +
-                                              R"( \[0\] \d+\.\d{6} tests/base/log_test\.cpp:\d+ NCCL TRACE proxy trace 7$)")));
+  CHECK(std::regex_match(lines[1],
+                         std::regex("^" + head.substr(0, head.size() - 4) +
+                                    R"( \[0\] \d+\.\d{6} tests/base/log_test\.cpp:\d+ NCCL TRACE proxy trace 7$)")));
   std::string callHead = shortHostname() + ":" + std::to_string(getpid()) + ":" + std::to_string(syscall(SYS_gettid));
   CHECK(lines[2] == callHead + " NCCL CALL ncclAllReduce(1)");
 }
@@ -231,7 +232,9 @@ struct SunkLine {
   std::string message;
 };
 std::vector<SunkLine> sunk;
-void sink(log::Level level, uint64_t subsys, const char*, int, const char* message) { sunk.push_back({level, subsys, message}); }
+void sink(log::Level level, uint64_t subsys, const char*, int, const char* message) {
+  sunk.push_back({level, subsys, message});
+}
 }  // namespace
 
 TEST_CASE("log: a redirected log hands its lines to the sink and never opens NCCL_DEBUG_FILE", "[log]") {

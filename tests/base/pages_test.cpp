@@ -11,7 +11,8 @@ namespace {
 // from byte to byte.
 struct Filled {
   explicit Filled(size_t bytes) : bytes(bytes) {
-    base = static_cast<unsigned char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    base =
+        static_cast<unsigned char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(base != MAP_FAILED);
     for (size_t i = 0; i < bytes; i++) base[i] = static_cast<unsigned char>(i * 7 + 3);
   }

@@ -94,12 +94,13 @@ TEST_CASE("params: the catalogue has unique names, help and parseable defaults",
     CHECK(param->text() == param->defaultText());
     CHECK_NOTHROW(param->parsedText());
   }
-  for (const char* required : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COMM_ID",
-                               "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_BUFFSIZE",
-                               "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_SHM_DISABLE",
-                               "NCCL_P2P_DISABLE", "NCCL_COMM_BLOCKING", "NCCL_HOSTID", "TUTTI_DEVICE",
-                               "TUTTI_BOOTSTRAP_TIMEOUT", "TUTTI_TIMEOUT", "TUTTI_NSTEPS",
-                               "TUTTI_NTHREADS", "TUTTI_SPIN", "TUTTI_YIELD"})
+  for (const char* required : {"NCCL_DEBUG",       "NCCL_DEBUG_SUBSYS",  "NCCL_DEBUG_FILE",
+                               "NCCL_COMM_ID",     "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY",
+                               "NCCL_BUFFSIZE",    "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+                               "NCCL_SHM_DISABLE", "NCCL_P2P_DISABLE",   "NCCL_COMM_BLOCKING",
+                               "NCCL_HOSTID",      "TUTTI_DEVICE",       "TUTTI_BOOTSTRAP_TIMEOUT",
+                               "TUTTI_TIMEOUT",    "TUTTI_NSTEPS",       "TUTTI_NTHREADS",
+                               "TUTTI_SPIN",       "TUTTI_YIELD"})
     CHECK(names.count(required) == 1);
   CHECK(params::registry().find("NCCL_NO_SUCH_THING") == nullptr);
 }
@@ -165,9 +166,9 @@ TEST_CASE("params: sizes accept binary K, M and G suffixes", "[params]") {
     const char* text;
     int64_t value;
   };
-  for (Case c : {Case{"4194304", 4194304}, Case{"4K", 4096}, Case{"4k", 4096}, Case{"2M", 2 << 20},
-                 Case{"1G", int64_t(1) << 30}, Case{"3MB", 3 << 20}, Case{"3MiB", 3 << 20},
-                 Case{"0", 0}, Case{"16G", int64_t(16) << 30}}) {
+  for (Case c :
+       {Case{"4194304", 4194304}, Case{"4K", 4096}, Case{"4k", 4096}, Case{"2M", 2 << 20}, Case{"1G", int64_t(1) << 30},
+        Case{"3MB", 3 << 20}, Case{"3MiB", 3 << 20}, Case{"0", 0}, Case{"16G", int64_t(16) << 30}}) {
     ScopedEnv set("NCCL_BUFFSIZE", c.text);
     INFO(c.text);
     CHECK(tunables::kBuffsize.get() == c.value);
@@ -256,16 +257,26 @@ TEST_CASE("params: a handle the catalogue must not have stops the process as it 
   ChildEnd duplicate = inChild([] { params::Int again{"TUTTI_NSTEPS", 8, "a second TUTTI_NSTEPS"}; });
   CHECK(duplicate.aborted);
   CHECK_THAT(duplicate.stderrText, Catch::Contains("parameter TUTTI_NSTEPS is declared twice"));
-  for (auto body : {+[] { params::Int bad{"TUTTI_lower", 1, "lower-case letters"}; },
-                    +[] { params::Bool bad{"OTHER_NAME", false, "neither NCCL_ nor TUTTI_"}; },
-                    +[] { params::Size bad{"NCCL_", 0, "nothing after the prefix"}; },
-                    +[] { params::String bad{"TUTTI_WITH-DASH", "", "a dash"}; }}) {
+  for (auto body : {+[] {
+                      params::Int bad{"TUTTI_lower", 1, "lower-case letters"};
+                    },
+                    +[] {
+                      params::Bool bad{"OTHER_NAME", false, "neither NCCL_ nor TUTTI_"};
+                    },
+                    +[] {
+                      params::Size bad{"NCCL_", 0, "nothing after the prefix"};
+                    },
+                    +[] {
+                      params::String bad{"TUTTI_WITH-DASH", "", "a dash"};
+                    }}) {
     ChildEnd malformed = inChild(body);
     INFO(malformed.stderrText);
     CHECK(malformed.aborted);
     CHECK_THAT(malformed.stderrText, Catch::Contains("a name must be NCCL_ or TUTTI_ followed by capitals"));
   }
-  ChildEnd badDefault = inChild([] { params::String bad{"TUTTI_TEST_CHOICE", "c", "a default not allowed", {"a", "b"}}; });
+  ChildEnd badDefault = inChild([] {
+    params::String bad{"TUTTI_TEST_CHOICE", "c", "a default not allowed", {"a", "b"}};
+  });
   CHECK(badDefault.aborted);
   CHECK_THAT(badDefault.stderrText, Catch::Contains("its default 'c' is not among its allowed values"));
 }

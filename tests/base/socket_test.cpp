@@ -137,9 +137,9 @@ TEST_CASE("socket: NCCL_SOCKET_IFNAME matches prefixes, excludes with ^ and exac
 
 TEST_CASE("socket: interface selection: default policy skips loopback, docker, virbr and link-local") {
   std::vector<NetworkInterface> all = {
-      fakeInterface("lo", "127.0.0.1", 8, true),       fakeInterface("docker0", "172.17.0.1", 16),
-      fakeInterface("virbr0", "192.168.122.1", 24),    fakeInterface("eth0", "fe80::1", 64),
-      fakeInterface("eth0", "10.0.0.2", 24),           fakeInterface("eth1", "169.254.3.4", 16),
+      fakeInterface("lo", "127.0.0.1", 8, true),    fakeInterface("docker0", "172.17.0.1", 16),
+      fakeInterface("virbr0", "192.168.122.1", 24), fakeInterface("eth0", "fe80::1", 64),
+      fakeInterface("eth0", "10.0.0.2", 24),        fakeInterface("eth1", "169.254.3.4", 16),
       fakeInterface("ib0", "fd00::5", 64),
   };
   std::vector<NetworkInterface> chosen = selectNetworkInterfaces(all, "", AF_UNSPEC);
@@ -163,7 +163,8 @@ TEST_CASE("socket: interface selection: default policy skips loopback, docker, v
 
 TEST_CASE("socket: interface selection honours an ifname spec and lists interfaces when none match") {
   std::vector<NetworkInterface> all = {fakeInterface("lo", "127.0.0.1", 8, true), fakeInterface("eth0", "10.0.0.2", 24),
-                                       fakeInterface("eth1", "10.0.1.2", 24), fakeInterface("docker0", "172.17.0.1", 16)};
+                                       fakeInterface("eth1", "10.0.1.2", 24),
+                                       fakeInterface("docker0", "172.17.0.1", 16)};
   CHECK(namesOf(selectNetworkInterfaces(all, "lo", AF_UNSPEC)) == std::vector<std::string>{"lo"});
   CHECK(namesOf(selectNetworkInterfaces(all, "eth", AF_UNSPEC)) == std::vector<std::string>{"eth0", "eth1"});
   CHECK(namesOf(selectNetworkInterfaces(all, "=eth1", AF_UNSPEC)) == std::vector<std::string>{"eth1"});

@@ -8,7 +8,8 @@
 
 namespace tutti_test {
 
-BackendRun runBackend(const std::string& backend, int nranks, const std::vector<Case>& cases, const BuffersFactory& makeBuffers) {
+BackendRun runBackend(const std::string& backend, int nranks, const std::vector<Case>& cases,
+                      const BuffersFactory& makeBuffers) {
   setenv("TUTTI_DEVICE", backend.c_str(), 1);
   ncclUniqueId id;
   ncclGetUniqueId(&id);
@@ -24,7 +25,8 @@ BackendRun runBackend(const std::string& backend, int nranks, const std::vector<
     for (size_t i = 0; i < cases.size(); i++) {
       const Case& c = cases[i];
       if (rank == 0) {
-        static const char* names[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "send"};
+        static const char* names[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
+                                      "alltoall",  "gather",    "scatter",       "send"};
         char name[64] = "";
         int channels = 0;
         if (tuttiCommAlgorithm(comm, names[int(c.coll)], c.count, c.type, name, sizeof name, &channels) == ncclSuccess)
@@ -62,7 +64,8 @@ BitwiseComparison compareBitwise(const std::vector<Case>& cases, int nranks, con
     for (int r = 0; r < nranks; r++)
       if (a.outputs[size_t(r)][i] != b.outputs[size_t(r)][i]) {
         result.differ++;
-        if (result.firstDifference.empty()) result.firstDifference = describe(cases[i], r, nranks) + " (" + a.algorithms[i] + ")";
+        if (result.firstDifference.empty())
+          result.firstDifference = describe(cases[i], r, nranks) + " (" + a.algorithms[i] + ")";
         break;
       }
   }

@@ -26,7 +26,8 @@ using BuffersFactory = std::function<std::unique_ptr<CaseBuffers>(int rank)>;
 
 // Runs every case through TUTTI_DEVICE=backend (set in the environment for the communicators'
 // init). A rank whose communicator failed stops; the others' wrong values are counted.
-BackendRun runBackend(const std::string& backend, int nranks, const std::vector<Case>& cases, const BuffersFactory& buffers = nullptr);
+BackendRun runBackend(const std::string& backend, int nranks, const std::vector<Case>& cases,
+                      const BuffersFactory& buffers = nullptr);
 
 // The comparison of two runs of the same cases: cases where both chose the same algorithm and
 // channel count are compared bitwise on every rank.

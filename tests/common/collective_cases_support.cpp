@@ -15,8 +15,7 @@
 namespace tutti_test {
 namespace {
 
-
-const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
+const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
                                  ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 
@@ -24,8 +23,10 @@ bool isUnsigned(ncclDataType_t t) { return t == ncclUint8 || t == ncclUint32 || 
 bool isInteger(ncclDataType_t t) { return t <= ncclUint64; }
 int integerBits(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: return 8;
-    case ncclInt32: case ncclUint32: return 32;
+    case ncclInt8:
+    case ncclUint8: return 8;
+    case ncclInt32:
+    case ncclUint32: return 32;
     default: return 64;
   }
 }
@@ -62,7 +63,8 @@ double reference(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t i) {
   for (int r = 1; r < nranks; r++) {
     double v = inputValue(type, op, r, i);
     switch (op) {
-      case ncclSum: case ncclAvg: acc += v; break;
+      case ncclSum:
+      case ncclAvg: acc += v; break;
       case ncclProd: acc *= v; break;
       case ncclMax: acc = std::max(acc, v); break;
       case ncclMin: acc = std::min(acc, v); break;
@@ -91,8 +93,8 @@ void expectClose(ncclDataType_t type, ncclRedOp_t op, int nranks, double got, si
   if (got == want) return;
   double tol = isInteger(type) ? 0 : tutti_test::tolerance(type, op, nranks, magnitude(type, op, nranks, i));
   if (!(std::fabs(got - want) <= tol))
-    throw RankFailure(where + " element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " + std::to_string(want) +
-                      " (tolerance " + std::to_string(tol) + ")");
+    throw RankFailure(where + " element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " +
+                      std::to_string(want) + " (tolerance " + std::to_string(tol) + ")");
 }
 
 // Sets elements [0, count) of p to v, converted once.
@@ -100,7 +102,8 @@ void fill(ncclDataType_t type, char* p, size_t count, double v) {
   const size_t elt = tutti_test::elementBytes(type);
   if (count == 0) return;
   tutti_test::fromDouble(type, p, 0, v);
-  for (size_t done = elt, total = count * elt; done < total; done *= 2) std::memcpy(p + done, p, std::min(done, total - done));
+  for (size_t done = elt, total = count * elt; done < total; done *= 2)
+    std::memcpy(p + done, p, std::min(done, total - done));
 }
 
 // Writes value(j) into elements [0, count) of p, as fromDouble does (integers truncated and
@@ -109,8 +112,10 @@ template <typename T, typename F>
 void storeAs(char* p, size_t count, F value) {
   for (size_t j = 0; j < count; j++) {
     T x;
-    if constexpr (std::is_floating_point_v<T>) x = T(value(j));
-    else x = T(uint64_t(int64_t(value(j))));  // the generated values are integers within int64
+    if constexpr (std::is_floating_point_v<T>)
+      x = T(value(j));
+    else
+      x = T(uint64_t(int64_t(value(j))));  // the generated values are integers within int64
     std::memcpy(p + j * sizeof(T), &x, sizeof(T));
   }
 }
@@ -151,7 +156,8 @@ thread_local Scratch sendScratch, recvScratch;
 }  // namespace
 
 const char* collName(Coll c) {
-  static const char* names[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll", "Gather", "Scatter", "SendRecv"};
+  static const char* names[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+                                "AlltoAll",  "Gather",    "Scatter",       "SendRecv"};
   return names[int(c)];
 }
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
@@ -171,9 +177,9 @@ bool fromPlanColl(tutti::plan::Coll c, Coll* out) {
 }
 
 std::string describe(const Case& c, int rank, int nranks) {
-  return std::string(collName(c.coll)) + " " + std::string("type ") + std::to_string(int(c.type)) + " op " + std::to_string(int(c.op)) + " count " +
-         std::to_string(c.count) + (c.inPlace ? " in-place" : " out-of-place") + " root " + std::to_string(c.root) + " rank " +
-         std::to_string(rank) + "/" + std::to_string(nranks);
+  return std::string(collName(c.coll)) + " " + std::string("type ") + std::to_string(int(c.type)) + " op " +
+         std::to_string(int(c.op)) + " count " + std::to_string(c.count) + (c.inPlace ? " in-place" : " out-of-place") +
+         " root " + std::to_string(c.root) + " rank " + std::to_string(rank) + "/" + std::to_string(nranks);
 }
 
 // Runs one case on this rank and checks its output.
@@ -182,8 +188,10 @@ void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* 
   const ncclDataType_t t = c.type;
   size_t inCount = count, outCount = count;
   switch (c.coll) {
-    case Coll::AllGather: case Coll::Gather: outCount = count * n; break;
-    case Coll::ReduceScatter: case Coll::Scatter: inCount = count * n; break;
+    case Coll::AllGather:
+    case Coll::Gather: outCount = count * n; break;
+    case Coll::ReduceScatter:
+    case Coll::Scatter: inCount = count * n; break;
     case Coll::AlltoAll: inCount = outCount = count * n; break;
     default: break;
   }
@@ -203,11 +211,13 @@ void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* 
   if (c.inPlace) {
     // In place as NCCL defines it: the input lies where this rank's part of the output is.
     switch (c.coll) {
-      case Coll::AllGather: case Coll::Gather:
+      case Coll::AllGather:
+      case Coll::Gather:
         store(t, recv + rank * count * elt, count, [&](size_t j) { return in(rank, j); });
         sendArg = recv + rank * count * elt;
         break;
-      case Coll::ReduceScatter: case Coll::Scatter:
+      case Coll::ReduceScatter:
+      case Coll::Scatter:
         recvBuf.resize(inCount * elt + elt);
         recv = recvBuf.data();
         store(t, recv, inCount, [&](size_t j) { return in(rank, j); });
@@ -281,7 +291,9 @@ void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* 
 
   auto got = [&](size_t j) { return tutti_test::toDouble(t, recv, j); };
   auto exact = [&](double g, double w, size_t j) {
-    if (g != w) throw RankFailure(where + ": element " + std::to_string(j) + " is " + std::to_string(g) + ", want " + std::to_string(w));
+    if (g != w)
+      throw RankFailure(where + ": element " + std::to_string(j) + " is " + std::to_string(g) + ", want " +
+                        std::to_string(w));
   };
   // What the type makes of an input value (inputs are small integers, exact in every type).
   switch (c.coll) {
@@ -341,6 +353,5 @@ std::vector<Case> allCases(const std::vector<size_t>& counts, int nranks) {
 void runAll(const std::vector<Case>& cases, int rank, int nranks, ncclComm_t comm, CaseBuffers* buffers) {
   for (const Case& c : cases) runCase(c, rank, nranks, comm, buffers);
 }
-
 
 }  // namespace tutti_test

@@ -41,7 +41,8 @@ struct CaseBuffers {
 bool fromPlanColl(tutti::plan::Coll c, Coll* out);
 // Runs one case on this rank and checks its output; throws RankFailure on a wrong element. With
 // buffers, on those (and their stream); with output, its result's bytes are copied there.
-void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* buffers = nullptr, std::vector<char>* output = nullptr);
+void runCase(const Case& c, int rank, int nranks, ncclComm_t comm, CaseBuffers* buffers = nullptr,
+             std::vector<char>* output = nullptr);
 // Every collective, type and op (all ops only for reducing collectives) at each count.
 std::vector<Case> allCases(const std::vector<size_t>& counts, int nranks);
 void runAll(const std::vector<Case>& cases, int rank, int nranks, ncclComm_t comm, CaseBuffers* buffers = nullptr);

@@ -16,7 +16,8 @@ constexpr int kSuccess = 0, kNotReady = 600;
 
 CudaDriver load() {
   const char* library = std::getenv("TUTTI_CUDA_LIBRARY");
-  if (library == nullptr) throw std::runtime_error("TUTTI_CUDA_LIBRARY is not set: the tests of the cuda backend run on the emulated driver");
+  if (library == nullptr)
+    throw std::runtime_error("TUTTI_CUDA_LIBRARY is not set: the tests of the cuda backend run on the emulated driver");
   void* lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) throw std::runtime_error(std::string("dlopen ") + library + ": " + dlerror());
   using GetProc = int (*)(const char*, void**, int, unsigned long long, int*);
@@ -26,7 +27,8 @@ CudaDriver load() {
   auto entry = [&](const char* name, auto& fn) {
     void* p = nullptr;
     int status = 0;
-    if (getProc(name, &p, 12000, 0, &status) != kSuccess || p == nullptr) throw std::runtime_error(std::string(library) + " lacks " + name);
+    if (getProc(name, &p, 12000, 0, &status) != kSuccess || p == nullptr)
+      throw std::runtime_error(std::string(library) + " lacks " + name);
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
   };
   entry("cuInit", d.cuInit);

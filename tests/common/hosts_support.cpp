@@ -76,7 +76,8 @@ std::vector<ProcessOutcome> runOnHosts(const HostLayout& layout, const RankBody&
     if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
     if (outcome.failure.empty()) {
       if (outcome.signal != 0)
-        outcome.failure = "process of rank " + std::to_string(child.firstRank) + " died of signal " + std::to_string(outcome.signal) + "\n";
+        outcome.failure = "process of rank " + std::to_string(child.firstRank) + " died of signal " +
+                          std::to_string(outcome.signal) + "\n";
       else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
         outcome.failure = text.empty() ? "process of rank " + std::to_string(child.firstRank) + " failed\n" : text;
     }

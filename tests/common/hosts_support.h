@@ -24,8 +24,8 @@ struct HostLayout {
 // What became of one rank process.
 struct ProcessOutcome {
   int firstRank = 0;
-  int signal = 0;         // the signal that killed it, 0 if it exited
-  std::string failure;    // what its ranks reported (empty: all passed)
+  int signal = 0;       // the signal that killed it, 0 if it exited
+  std::string failure;  // what its ranks reported (empty: all passed)
 };
 
 // Rank r lives on host r / ranksPerHost (r % hosts when interleaved). Runs body in every rank; returns one outcome per

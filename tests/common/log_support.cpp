@@ -32,8 +32,10 @@ CapturedLog::CapturedLog(const char* level, const char* subsystems)
 
 CapturedLog::~CapturedLog() {
   for (auto& [name, old] : saved_) {
-    if (old) setenv(name, old->c_str(), 1);
-    else unsetenv(name);
+    if (old)
+      setenv(name, old->c_str(), 1);
+    else
+      unsetenv(name);
   }
   tutti::log::reset();
   std::error_code ignored;

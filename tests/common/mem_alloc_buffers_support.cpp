@@ -24,8 +24,10 @@ void MemAllocBuffers::synchronize() {
 
 void* MemAllocBuffers::allocate(size_t bytes) {
   void* p = nullptr;
-  if (fromMalloc_) p = std::malloc(bytes + 64);
-  else checkNccl(ncclMemAlloc(&p, bytes + 64), "ncclMemAlloc");
+  if (fromMalloc_)
+    p = std::malloc(bytes + 64);
+  else
+    checkNccl(ncclMemAlloc(&p, bytes + 64), "ncclMemAlloc");
   void* handle = nullptr;
   if (registers_ && windows_) {
     ncclWindow_t win = nullptr;
@@ -41,11 +43,15 @@ void* MemAllocBuffers::allocate(size_t bytes) {
 void MemAllocBuffers::release(void* p) {
   for (auto it = held_.begin(); it != held_.end(); ++it) {
     if (it->p != p) continue;
-    if (registers_ && windows_) checkNccl(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)), "ncclCommWindowDeregister");
-    else if (registers_) checkNccl(ncclCommDeregister(comm_, it->handle), "ncclCommDeregister");
+    if (registers_ && windows_)
+      checkNccl(ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(it->handle)), "ncclCommWindowDeregister");
+    else if (registers_)
+      checkNccl(ncclCommDeregister(comm_, it->handle), "ncclCommDeregister");
     std::memset(p, 0xa5, it->bytes);
-    if (fromMalloc_) std::free(p);
-    else checkNccl(ncclMemFree(p), "ncclMemFree");
+    if (fromMalloc_)
+      std::free(p);
+    else
+      checkNccl(ncclMemFree(p), "ncclMemFree");
     held_.erase(it);
     return;
   }

@@ -19,7 +19,8 @@ namespace tutti_test {
 // memcpy.
 class MemAllocBuffers final : public CaseBuffers {
  public:
-  MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc = false, bool windows = false, bool onStream = false);
+  MemAllocBuffers(ncclComm_t comm, bool registers, bool fromMalloc = false, bool windows = false,
+                  bool onStream = false);
   ~MemAllocBuffers() override;
   void* allocate(size_t bytes) override;
   void release(void* p) override;

@@ -41,13 +41,13 @@ NetPair connectNetPair(NetBackend& backend) {
   return pair;
 }
 
-size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in, MemoryRegistration sendRegistration,
-                       MemoryRegistration recvRegistration) {
+size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in,
+                       MemoryRegistration sendRegistration, MemoryRegistration recvRegistration) {
   return exchangeOverNet(pair, out.data(), out.size(), in.data(), in.size(), sendRegistration, recvRegistration);
 }
 
-size_t exchangeOverNet(NetPair& pair, const void* out, size_t outBytes, void* in, size_t capacity, MemoryRegistration sendRegistration,
-                       MemoryRegistration recvRegistration) {
+size_t exchangeOverNet(NetPair& pair, const void* out, size_t outBytes, void* in, size_t capacity,
+                       MemoryRegistration sendRegistration, MemoryRegistration recvRegistration) {
   NetRequest* s = nullptr;
   NetRequest* r = nullptr;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -27,10 +27,12 @@ NetPair connectNetPair(tutti::net::NetBackend& backend);
 // Sends `out` and receives it into `in` (whose size is the receive's capacity), driving both
 // sides until both complete; FAILs after 10 s. Returns the size the receive reported.
 size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in,
-                       tutti::net::MemoryRegistration sendRegistration = {}, tutti::net::MemoryRegistration recvRegistration = {});
+                       tutti::net::MemoryRegistration sendRegistration = {},
+                       tutti::net::MemoryRegistration recvRegistration = {});
 // The same between raw buffers (memory that is no vector's: a mapping standing for a device's).
 size_t exchangeOverNet(NetPair& pair, const void* out, size_t outBytes, void* in, size_t capacity,
-                       tutti::net::MemoryRegistration sendRegistration = {}, tutti::net::MemoryRegistration recvRegistration = {});
+                       tutti::net::MemoryRegistration sendRegistration = {},
+                       tutti::net::MemoryRegistration recvRegistration = {});
 
 // Calls `step` (which tests requests) until it throws, for `limit` at most: the error, or nothing.
 std::optional<tutti::Error> firstErrorWithin(const std::function<void()>& step,

@@ -15,19 +15,25 @@ using tutti::topo::Node;
 using tutti::topo::NodeKind;
 using tutti::topo::PathType;
 
-int addPci(tutti::topo::TopologyGraph& graph, NodeKind kind, const std::string& busId, int parent, int gpu = -1, int sm = 90,
-           std::vector<tutti::topo::NvLinkSpec> nvlinks = {}) {
+int addPci(tutti::topo::TopologyGraph& graph, NodeKind kind, const std::string& busId, int parent, int gpu = -1,
+           int sm = 90, std::vector<tutti::topo::NvLinkSpec> nvlinks = {}) {
   Node node;
   node.kind = kind;
   node.name = busId;
   node.parent = parent;
   const char* pciClass = kind == NodeKind::Gpu ? "0x030200" : "0x060400";
   const char* vendor = kind == NodeKind::Gpu ? "0x10de" : "0x1000";
-  node.attributes = {{"busid", busId},           {"class", pciClass},     {"vendor", vendor},   {"device", "0x2330"},
-                     {"subsystem_vendor", vendor}, {"subsystem_device", "0x0000"}, {"link_speed", "32.0 GT/s PCIe"},
+  node.attributes = {{"busid", busId},
+                     {"class", pciClass},
+                     {"vendor", vendor},
+                     {"device", "0x2330"},
+                     {"subsystem_vendor", vendor},
+                     {"subsystem_device", "0x0000"},
+                     {"link_speed", "32.0 GT/s PCIe"},
                      {"link_width", "16"}};
   if (gpu >= 0)
-    node.deviceAttributes = {{"dev", std::to_string(gpu)}, {"sm", std::to_string(sm)}, {"rank", std::to_string(gpu)}, {"gdr", "1"}};
+    node.deviceAttributes = {
+        {"dev", std::to_string(gpu)}, {"sm", std::to_string(sm)}, {"rank", std::to_string(gpu)}, {"gdr", "1"}};
   node.nvlinks = std::move(nvlinks);
   return graph.addNode(std::move(node));
 }
@@ -36,16 +42,20 @@ int addCpu(tutti::topo::TopologyGraph& graph, int numa, const std::string& vendo
   Node cpu;
   cpu.kind = NodeKind::Cpu;
   cpu.name = "cpu" + std::to_string(numa);
-  cpu.attributes = {{"numaid", std::to_string(numa)}, {"affinity", numa == 0 ? "0000000f" : "000000f0"},
-                    {"arch", "x86_64"},               {"vendor", vendor},
-                    {"familyid", "6"},                {"modelid", "143"}};
+  cpu.attributes = {{"numaid", std::to_string(numa)},
+                    {"affinity", numa == 0 ? "0000000f" : "000000f0"},
+                    {"arch", "x86_64"},
+                    {"vendor", vendor},
+                    {"familyid", "6"},
+                    {"modelid", "143"}};
   return graph.addNode(std::move(cpu));
 }
 
 }  // namespace
 
 const std::vector<std::string>& p2pTestBusIds() {
-  static const std::vector<std::string> ids = {"0000:12:00.0", "0000:13:00.0", "0000:15:00.0", "0000:81:00.0", "0000:21:00.0"};
+  static const std::vector<std::string> ids = {"0000:12:00.0", "0000:13:00.0", "0000:15:00.0", "0000:81:00.0",
+                                               "0000:21:00.0"};
   return ids;
 }
 
@@ -84,12 +94,14 @@ tutti::topo::NodeSystem nvlinkTestNode(int sm) {
   const std::vector<std::string>& gpu = nvlinkTestBusIds();
   const int cpu = addCpu(graph, 0, "GenuineIntel");
   const int sw = addPci(graph, NodeKind::PciSwitch, "0000:30:00.0", cpu);
-  for (int g = 0; g < 2; g++) addPci(graph, NodeKind::Gpu, gpu[size_t(g)], sw, g, sm, {{gpu[size_t(1 - g)], 4, "0x030200"}});
+  for (int g = 0; g < 2; g++)
+    addPci(graph, NodeKind::Gpu, gpu[size_t(g)], sw, g, sm, {{gpu[size_t(1 - g)], 4, "0x030200"}});
   graph.buildLinks(system.warnings);
   return system;
 }
 
-EmulatedNodeSetup::EmulatedNodeSetup(const tutti::topo::NodeSystem& node, const std::vector<std::string>& busIds, const char* memory) {
+EmulatedNodeSetup::EmulatedNodeSetup(const tutti::topo::NodeSystem& node, const std::vector<std::string>& busIds,
+                                     const char* memory) {
   memory_.emplace("TUTTI_EMULATED_MEMORY", memory);
   std::string pattern = (std::filesystem::temp_directory_path() / "tutti-node-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern + " failed");

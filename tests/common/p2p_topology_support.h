@@ -31,8 +31,8 @@ const std::vector<std::string>& nvlinkTestBusIds();
 // as TUTTI_EMULATED_BUS_IDS (device i has busIds[i]), and NCCL_SOCKET_IFNAME=lo.
 class EmulatedNodeSetup {
  public:
-  explicit EmulatedNodeSetup(const tutti::topo::NodeSystem& node = p2pTestNode(), const std::vector<std::string>& busIds = p2pTestBusIds(),
-                             const char* memory = "device");
+  explicit EmulatedNodeSetup(const tutti::topo::NodeSystem& node = p2pTestNode(),
+                             const std::vector<std::string>& busIds = p2pTestBusIds(), const char* memory = "device");
   ~EmulatedNodeSetup();  // removes the topology file
   EmulatedNodeSetup(const EmulatedNodeSetup&) = delete;
   EmulatedNodeSetup& operator=(const EmulatedNodeSetup&) = delete;

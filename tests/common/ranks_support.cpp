@@ -41,7 +41,8 @@ namespace {
 std::string runRankThreads(int first, int count, int nranks, const ncclUniqueId& id, const RankBody& body) {
   std::vector<std::string> failures(static_cast<size_t>(count));
   std::vector<std::thread> threads;
-  for (int i = 0; i < count; i++) threads.emplace_back([&, i] { failures[size_t(i)] = runRank(first + i, nranks, id, body); });
+  for (int i = 0; i < count; i++)
+    threads.emplace_back([&, i] { failures[size_t(i)] = runRank(first + i, nranks, id, body); });
   for (auto& t : threads) t.join();
   std::string all;
   for (auto& f : failures) all += f;
@@ -90,7 +91,8 @@ std::string runThreads(int nranks, const RankBody& body) {
 
 std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, int threadsPerProcess,
                          const std::function<void(int process)>& inChild) {
-  if (threadsPerProcess < 1 || nranks % threadsPerProcess != 0) return "runProcesses: nranks must be a multiple of threadsPerProcess";
+  if (threadsPerProcess < 1 || nranks % threadsPerProcess != 0)
+    return "runProcesses: nranks must be a multiple of threadsPerProcess";
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
   std::vector<pid_t> pids;
@@ -122,7 +124,8 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, i
       if (std::chrono::steady_clock::now() > deadline) {
         for (pid_t p : pids) kill(p, SIGKILL);
         waitpid(pids[size_t(r)], &status, 0);
-        all += "process " + std::to_string(r) + " did not finish within " + std::to_string(timeoutSeconds) + " s (killed)\n";
+        all += "process " + std::to_string(r) + " did not finish within " + std::to_string(timeoutSeconds) +
+               " s (killed)\n";
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -132,8 +135,10 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, i
     ssize_t n;
     while ((n = read(pipes[size_t(r)], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
     close(pipes[size_t(r)]);
-    if (WIFSIGNALED(status)) all += "process " + std::to_string(r) + " died of signal " + std::to_string(WTERMSIG(status)) + "\n";
-    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) all += text.empty() ? "process " + std::to_string(r) + " failed\n" : text;
+    if (WIFSIGNALED(status))
+      all += "process " + std::to_string(r) + " died of signal " + std::to_string(WTERMSIG(status)) + "\n";
+    else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+      all += text.empty() ? "process " + std::to_string(r) + " failed\n" : text;
   }
   return all;
 }

@@ -14,7 +14,7 @@ namespace {
 
 // A binary floating-point format narrower than double, described by its parameters.
 struct FloatFormat {
-  int bits;          // total width: 8, 16
+  int bits;  // total width: 8, 16
   int exponentBits;
   int mantissaBits;  // stored, without the implicit bit
   bool hasInfinity;  // fp16, bf16, e5m2: all-ones exponent is inf/NaN; e4m3: only S.1111.111 is NaN
@@ -26,8 +26,7 @@ struct FloatFormat {
   double largestFinite() const {
     int topExponent = hasInfinity ? (1 << exponentBits) - 2 - bias() : (1 << exponentBits) - 1 - bias();
     // e4m3's top binade loses its all-ones mantissa to NaN.
-    double topMantissa = hasInfinity ? 2.0 - std::ldexp(1.0, -mantissaBits)
-                                     : 2.0 - std::ldexp(2.0, -mantissaBits);
+    double topMantissa = hasInfinity ? 2.0 - std::ldexp(1.0, -mantissaBits) : 2.0 - std::ldexp(2.0, -mantissaBits);
     return std::ldexp(topMantissa, topExponent);
   }
 
@@ -61,8 +60,10 @@ struct FloatFormat {
       rounded = std::nearbyint(magnitude / quantum) * quantum;
     }
     if (rounded > largestFinite()) {
-      if (saturates) rounded = largestFinite();
-      else return sign | (((1u << exponentBits) - 1u) << mantissaBits);  // inf
+      if (saturates)
+        rounded = largestFinite();
+      else
+        return sign | (((1u << exponentBits) - 1u) << mantissaBits);  // inf
     }
     if (rounded == 0) return sign;
     int exponent = std::ilogb(rounded);
@@ -186,7 +187,9 @@ double growingSumTolerance(ncclDataType_t type, int nranks, double maxInput, int
   return bound;
 }
 
-bool isBuiltInOp(ncclRedOp_t op) { return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg; }
+bool isBuiltInOp(ncclRedOp_t op) {
+  return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg;
+}
 
 }  // namespace
 
@@ -202,43 +205,72 @@ size_t elementBytes(ncclDataType_t type) {
     case ncclInt8:
     case ncclUint8:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
+    case ncclFloat8e5m2: return 1;
     case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
+    case ncclBfloat16: return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32:
-      return 4;
+    case ncclFloat32: return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0;
+    case ncclFloat64: return 8;
+    default: return 0;
   }
 }
 
 bool isFloatingType(ncclDataType_t type) { return precisionBits(type) != 0; }
 
-bool isSignedInteger(ncclDataType_t type) {
-  return type == ncclInt8 || type == ncclInt32 || type == ncclInt64;
-}
+bool isSignedInteger(ncclDataType_t type) { return type == ncclInt8 || type == ncclInt32 || type == ncclInt64; }
 
 double toDouble(ncclDataType_t type, const void* p, size_t i) {
   const unsigned char* at = static_cast<const unsigned char*>(p) + i * elementBytes(type);
   switch (type) {
-    case ncclInt8: { int8_t v; std::memcpy(&v, at, 1); return v; }
-    case ncclUint8: { uint8_t v; std::memcpy(&v, at, 1); return v; }
-    case ncclInt32: { int32_t v; std::memcpy(&v, at, 4); return v; }
-    case ncclUint32: { uint32_t v; std::memcpy(&v, at, 4); return v; }
-    case ncclInt64: { int64_t v; std::memcpy(&v, at, 8); return double(v); }
-    case ncclUint64: { uint64_t v; std::memcpy(&v, at, 8); return double(v); }
-    case ncclFloat32: { float v; std::memcpy(&v, at, 4); return v; }
-    case ncclFloat64: { double v; std::memcpy(&v, at, 8); return v; }
+    case ncclInt8: {
+      int8_t v;
+      std::memcpy(&v, at, 1);
+      return v;
+    }
+    case ncclUint8: {
+      uint8_t v;
+      std::memcpy(&v, at, 1);
+      return v;
+    }
+    case ncclInt32: {
+      int32_t v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case ncclUint32: {
+      uint32_t v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case ncclInt64: {
+      int64_t v;
+      std::memcpy(&v, at, 8);
+      return double(v);
+    }
+    case ncclUint64: {
+      uint64_t v;
+      std::memcpy(&v, at, 8);
+      return double(v);
+    }
+    case ncclFloat32: {
+      float v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case ncclFloat64: {
+      double v;
+      std::memcpy(&v, at, 8);
+      return v;
+    }
     case ncclFloat16:
-    case ncclBfloat16: { uint16_t code; std::memcpy(&code, at, 2); return narrowCodes(type).decoded[code]; }
+    case ncclBfloat16: {
+      uint16_t code;
+      std::memcpy(&code, at, 2);
+      return narrowCodes(type).decoded[code];
+    }
     case ncclFloat8e4m3:
     case ncclFloat8e5m2: return narrowCodes(type).decoded[*at];
     default: return std::numeric_limits<double>::quiet_NaN();
@@ -254,16 +286,50 @@ void fromDouble(ncclDataType_t type, void* p, size_t i, double v) {
     wrapped = whole < 0 ? uint64_t(int64_t(whole)) : uint64_t(whole);
   }
   switch (type) {
-    case ncclInt8: { int8_t x = int8_t(wrapped); std::memcpy(at, &x, 1); return; }
-    case ncclUint8: { uint8_t x = uint8_t(wrapped); std::memcpy(at, &x, 1); return; }
-    case ncclInt32: { int32_t x = int32_t(wrapped); std::memcpy(at, &x, 4); return; }
-    case ncclUint32: { uint32_t x = uint32_t(wrapped); std::memcpy(at, &x, 4); return; }
-    case ncclInt64: { int64_t x = int64_t(wrapped); std::memcpy(at, &x, 8); return; }
-    case ncclUint64: { std::memcpy(at, &wrapped, 8); return; }
-    case ncclFloat32: { float x = float(v); std::memcpy(at, &x, 4); return; }
-    case ncclFloat64: { std::memcpy(at, &v, 8); return; }
+    case ncclInt8: {
+      int8_t x = int8_t(wrapped);
+      std::memcpy(at, &x, 1);
+      return;
+    }
+    case ncclUint8: {
+      uint8_t x = uint8_t(wrapped);
+      std::memcpy(at, &x, 1);
+      return;
+    }
+    case ncclInt32: {
+      int32_t x = int32_t(wrapped);
+      std::memcpy(at, &x, 4);
+      return;
+    }
+    case ncclUint32: {
+      uint32_t x = uint32_t(wrapped);
+      std::memcpy(at, &x, 4);
+      return;
+    }
+    case ncclInt64: {
+      int64_t x = int64_t(wrapped);
+      std::memcpy(at, &x, 8);
+      return;
+    }
+    case ncclUint64: {
+      std::memcpy(at, &wrapped, 8);
+      return;
+    }
+    case ncclFloat32: {
+      float x = float(v);
+      std::memcpy(at, &x, 4);
+      return;
+    }
+    case ncclFloat64: {
+      std::memcpy(at, &v, 8);
+      return;
+    }
     case ncclFloat16:
-    case ncclBfloat16: { uint16_t code = uint16_t(narrowCodes(type).encode(v)); std::memcpy(at, &code, 2); return; }
+    case ncclBfloat16: {
+      uint16_t code = uint16_t(narrowCodes(type).encode(v));
+      std::memcpy(at, &code, 2);
+      return;
+    }
     case ncclFloat8e4m3:
     case ncclFloat8e5m2: *at = uint8_t(narrowCodes(type).encode(v)); return;
     default: return;
@@ -329,8 +395,7 @@ double inputValue(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, siz
   }
 }
 
-void fillInput(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, void* p, size_t count,
-               size_t firstIndex) {
+void fillInput(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, void* p, size_t count, size_t firstIndex) {
   for (size_t i = 0; i < count; ++i) fromDouble(type, p, i, inputValue(type, op, nranks, rank, firstIndex + i));
 }
 
@@ -370,8 +435,8 @@ double expectedTolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t
   }
 }
 
-std::string checkReduced(ncclDataType_t type, ncclRedOp_t op, int nranks, const void* got,
-                         size_t count, size_t firstIndex) {
+std::string checkReduced(ncclDataType_t type, ncclRedOp_t op, int nranks, const void* got, size_t count,
+                         size_t firstIndex) {
   if (!isBuiltInOp(op)) return "checkReduced: op " + std::to_string(int(op)) + " is not a built-in operation";
   size_t mismatches = 0;
   std::ostringstream first;
@@ -383,8 +448,8 @@ std::string checkReduced(ncclDataType_t type, ncclRedOp_t op, int nranks, const 
     double actual = toDouble(type, got, i);
     bool ok = std::fabs(actual - expected) <= tol;  // false for NaN
     if (!ok && mismatches++ == 0) {
-      first << "element " << index << ": got " << actual << ", expected " << expected << " (tolerance " << tol
-            << ", " << nranks << " ranks)";
+      first << "element " << index << ": got " << actual << ", expected " << expected << " (tolerance " << tol << ", "
+            << nranks << " ranks)";
     }
   }
   if (mismatches == 0) return "";

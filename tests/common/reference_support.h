@@ -60,8 +60,7 @@ double tolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, double magnitu
 double inputValue(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, size_t index);
 
 // Writes inputValue(..., rank, firstIndex + i) into elements i < count of p.
-void fillInput(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, void* p, size_t count,
-               size_t firstIndex = 0);
+void fillInput(ncclDataType_t type, ncclRedOp_t op, int nranks, int rank, void* p, size_t count, size_t firstIndex = 0);
 
 // The exact float64 result of the reduction over every rank's inputValue at index.
 double expectedValue(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t index);
@@ -73,7 +72,7 @@ double expectedTolerance(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t
 // Checks count elements of got against expectedValue(firstIndex + i) within
 // expectedTolerance. Returns "" when all match, else a description of the first mismatch
 // and how many there were.
-std::string checkReduced(ncclDataType_t type, ncclRedOp_t op, int nranks, const void* got,
-                         size_t count, size_t firstIndex = 0);
+std::string checkReduced(ncclDataType_t type, ncclRedOp_t op, int nranks, const void* got, size_t count,
+                         size_t firstIndex = 0);
 
 }  // namespace tutti_test

@@ -34,7 +34,8 @@ class SharedWithChildren {
 
 // steady_clock is CLOCK_MONOTONIC: one clock for every process of the host.
 inline int64_t monotonicNanoseconds() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace tutti_test

@@ -5,12 +5,13 @@
 
 namespace tutti_test {
 
-TestTransportContext::TestTransportContext(int rank, int nranks, tutti::FifoShape shape, std::shared_ptr<tutti::FifoMemory> memory)
+TestTransportContext::TestTransportContext(int rank, int nranks, tutti::FifoShape shape,
+                                           std::shared_ptr<tutti::FifoMemory> memory)
     : rank_(rank), nranks_(nranks), shape_(shape), memory_(std::move(memory)) {}
 
 std::string TestTransportContext::where() const {
-  return "rank " + std::to_string(rank_) + " of " + std::to_string(nranks_) + " (host" + std::to_string(rank_) + " pid " +
-         std::to_string(1000 + rank_) + ")";
+  return "rank " + std::to_string(rank_) + " of " + std::to_string(nranks_) + " (host" + std::to_string(rank_) +
+         " pid " + std::to_string(1000 + rank_) + ")";
 }
 
 std::string TestTransportContext::describePeer(int peer) const {

@@ -46,7 +46,8 @@ inline plan::BufRef out(int chunk = -1) { return {plan::Buf::Out, chunk}; }
 inline plan::BufRef scratch(int chunk) { return {plan::Buf::Scratch, chunk}; }
 inline plan::BufRef none() { return {}; }
 
-inline plan::Step step(plan::Op op, plan::BufRef src, plan::BufRef dst, uint8_t flags = 0, uint8_t sendConn = 0, uint8_t recvConn = 0) {
+inline plan::Step step(plan::Op op, plan::BufRef src, plan::BufRef dst, uint8_t flags = 0, uint8_t sendConn = 0,
+                       uint8_t recvConn = 0) {
   plan::Step s{};
   s.op = op;
   s.flags = flags;
@@ -57,8 +58,8 @@ inline plan::Step step(plan::Op op, plan::BufRef src, plan::BufRef dst, uint8_t 
   return s;
 }
 
-inline plan::LaneSpec lane(plan::Layout layout, std::vector<int> sendPeers, std::vector<int> recvPeers, std::vector<plan::Step> steps,
-                           int scratchChunks = 0) {
+inline plan::LaneSpec lane(plan::Layout layout, std::vector<int> sendPeers, std::vector<int> recvPeers,
+                           std::vector<plan::Step> steps, int scratchChunks = 0) {
   plan::LaneSpec l;
   l.kind = sendPeers.empty() && recvPeers.empty() ? plan::ConnKind::None : plan::ConnKind::Direct;
   l.layout = layout;
@@ -70,8 +71,8 @@ inline plan::LaneSpec lane(plan::Layout layout, std::vector<int> sendPeers, std:
 }
 
 // An operation's arguments as a launch binds them (no signature, no direct reads unless set).
-inline kern::OpWork opWork(const void* in, void* out, uint64_t count, ncclDataType_t type, size_t eltSize, plan::Coll coll, int nranks,
-                           uint64_t seq = 1) {
+inline kern::OpWork opWork(const void* in, void* out, uint64_t count, ncclDataType_t type, size_t eltSize,
+                           plan::Coll coll, int nranks, uint64_t seq = 1) {
   kern::OpWork op{};
   op.in = in;
   op.out = out;
@@ -85,7 +86,8 @@ inline kern::OpWork opWork(const void* in, void* out, uint64_t count, ncclDataTy
 }
 
 // A connection end: `fifo` in this process, the peer's bell to ring (null: none).
-inline kern::ConnEnd connEnd(kern::FifoHeader* fifo, int peer, void* bell = nullptr, uint16_t direct = kern::kDirectNone) {
+inline kern::ConnEnd connEnd(kern::FifoHeader* fifo, int peer, void* bell = nullptr,
+                             uint16_t direct = kern::kDirectNone) {
   kern::ConnEnd e{};
   e.fifo = fifo;
   e.peer = peer;
@@ -109,8 +111,9 @@ struct HandLaunch {
   const kern::OpWork* ops() { return work().ops(); }
 };
 
-inline std::unique_ptr<HandLaunch> makeLaunch(const plan::RankPlan& rankPlan, const kern::OpWork& op, uint64_t chunkElems, uint64_t begin,
-                                              uint64_t end, const std::vector<LaneConns>& conns) {
+inline std::unique_ptr<HandLaunch> makeLaunch(const plan::RankPlan& rankPlan, const kern::OpWork& op,
+                                              uint64_t chunkElems, uint64_t begin, uint64_t end,
+                                              const std::vector<LaneConns>& conns) {
   auto launch = std::make_unique<HandLaunch>();
   launch->flat = plan::compilePlan(rankPlan);
   launch->op = op;

@@ -84,7 +84,8 @@ TEST_CASE("group: an error recorded inside a group fails its outermost end, drop
   tutti::groupEnd();  // inner: nothing happens yet
   CHECK(tutti::groupDepth() == 1);
   const std::string message = usageErrorOf([] { tutti::groupEnd(); });
-  CHECK_THAT(message, Catch::Contains("a call inside the group failed") && Catch::Contains("the group's 3 other operations were dropped"));
+  CHECK_THAT(message, Catch::Contains("a call inside the group failed") &&
+                          Catch::Contains("the group's 3 other operations were dropped"));
   CHECK(tutti::groupDepth() == 0);
   // The next group starts clean: no error, no tasks left over.
   tutti::groupStart();
@@ -100,7 +101,8 @@ TEST_CASE("group: groupSimulateEnd must end the outermost group, and refuses aft
   CHECK_THAT(usageErrorOf([] { tutti::groupSimulateEnd(); }), Catch::Contains("inside a nested group"));
   CHECK(tutti::groupDepth() == 1);  // the inner group was ended
   tutti::groupRecordError(ncclInvalidUsage);
-  CHECK_THAT(usageErrorOf([] { tutti::groupSimulateEnd(); }), Catch::Contains("ncclGroupSimulateEnd: a call inside the group failed"));
+  CHECK_THAT(usageErrorOf([] { tutti::groupSimulateEnd(); }),
+             Catch::Contains("ncclGroupSimulateEnd: a call inside the group failed"));
   CHECK(tutti::groupDepth() == 0);
 }
 
@@ -125,15 +127,16 @@ TEST_CASE("group: tasks collected in a group run at the outermost end, all of th
       const double sumA = (double(int(i % 61) - 30) * 0.5 + 0) + (double(int(i % 61) - 30) * 0.5 + 1);
       const double sumB = double(i % 7) * 1 + double(i % 7) * 2;
       if (double(outA[i]) != sumA || double(outB[i]) != sumB)
-        check(false, "element " + std::to_string(i) + ": " + std::to_string(outA[i]) + ", " + std::to_string(outB[i]) + " where " +
-                         std::to_string(sumA) + ", " + std::to_string(sumB) + " were expected");
+        check(false, "element " + std::to_string(i) + ": " + std::to_string(outA[i]) + ", " + std::to_string(outB[i]) +
+                         " where " + std::to_string(sumA) + ", " + std::to_string(sumB) + " were expected");
     }
   });
   CHECK(failures == "");
   CHECK(tutti::groupDepth() == 0);
 }
 
-TEST_CASE("group: a send and a receive each larger than the FIFOs complete only because the group launches them together") {
+TEST_CASE(
+    "group: a send and a receive each larger than the FIFOs complete only because the group launches them together") {
   ShortWaits waits;
   ScopedEnv buffers("NCCL_BUFFSIZE", "65536");  // a connection holds 64 KiB; each message is 1 MiB
   constexpr size_t kCount = 256 * 1024;
@@ -142,8 +145,10 @@ TEST_CASE("group: a send and a receive each larger than the FIFOs complete only 
     std::vector<float> sent(kCount), got(kCount, 0.0f);
     for (size_t i = 0; i < kCount; i++) sent[i] = float(i % 1000) + 1000.0f * float(rank);
     tutti::groupStart();
-    tutti::enqueueTask(Task{tutti::plan::Coll::Send, sent.data(), nullptr, kCount, ncclFloat32, ncclSum, other, comm, nullptr});
-    tutti::enqueueTask(Task{tutti::plan::Coll::Recv, nullptr, got.data(), kCount, ncclFloat32, ncclSum, other, comm, nullptr});
+    tutti::enqueueTask(
+        Task{tutti::plan::Coll::Send, sent.data(), nullptr, kCount, ncclFloat32, ncclSum, other, comm, nullptr});
+    tutti::enqueueTask(
+        Task{tutti::plan::Coll::Recv, nullptr, got.data(), kCount, ncclFloat32, ncclSum, other, comm, nullptr});
     tutti::groupEnd();
     for (size_t i = 0; i < kCount; i++)
       if (got[i] != float(i % 1000) + 1000.0f * float(other)) check(false, "element " + std::to_string(i) + " differs");
@@ -151,7 +156,8 @@ TEST_CASE("group: a send and a receive each larger than the FIFOs complete only 
   CHECK(failures == "");
 }
 
-TEST_CASE("group: groupSimulateEnd runs nothing and adds a communicator's operations, taking the longest communicator") {
+TEST_CASE(
+    "group: groupSimulateEnd runs nothing and adds a communicator's operations, taking the longest communicator") {
   ShortWaits waits;
   const std::string failures = tutti_test::runThreads(2, [&](int rank, int, ncclComm_t comm) {
     ncclComm_t other = nullptr;
@@ -165,14 +171,17 @@ TEST_CASE("group: groupSimulateEnd runs nothing and adds a communicator's operat
     const Task bigOnComm = allReduce(big.data(), out.data(), big.size(), comm);
     const Task smallOnComm = allReduce(small.data(), out.data(), small.size(), comm);
     const Task smallOnOther = allReduce(small.data(), out.data(), small.size(), other);
-    const double bigAlone = simulate({bigOnComm}), smallAlone = simulate({smallOnComm}), smallOther = simulate({smallOnOther});
+    const double bigAlone = simulate({bigOnComm}), smallAlone = simulate({smallOnComm}),
+                 smallOther = simulate({smallOnOther});
     check(bigAlone > smallAlone && smallAlone > 0 && smallOther > 0, "estimates " + std::to_string(bigAlone) + ", " +
-                                                                          std::to_string(smallAlone) + ", " + std::to_string(smallOther));
+                                                                         std::to_string(smallAlone) + ", " +
+                                                                         std::to_string(smallOther));
     // One communicator's operations run one after another; communicators side by side.
     const double sameComm = simulate({bigOnComm, smallOnComm});
     check(sameComm == bigAlone + smallAlone, "on one communicator: " + std::to_string(sameComm) + ", not the sum");
     const double twoComms = simulate({bigOnComm, smallOnOther});
-    check(twoComms == std::max(bigAlone, smallOther), "on two communicators: " + std::to_string(twoComms) + ", not the longest");
+    check(twoComms == std::max(bigAlone, smallOther),
+          "on two communicators: " + std::to_string(twoComms) + ", not the longest");
     check(out[0] == -1.0f, "groupSimulateEnd ran an operation");
     check(tutti::groupDepth() == 0, "groupSimulateEnd left a group open");
     TUTTI_NCCL_CHECK(ncclCommDestroy(other));

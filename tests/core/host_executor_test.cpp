@@ -3,10 +3,10 @@
 // probes, network driving), checkPlanBounds' refusals, idlePoll and the worker pool.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <algorithm>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -106,8 +106,8 @@ struct LoneReceiver {
   explicit LoneReceiver(kern::Bell* peerBell, uint64_t signature = 0) {
     kern::OpWork op = opWork(nullptr, received.data(), received.size(), ncclFloat32, 4, plan::Coll::Broadcast, 2, 12);
     op.signature = signature;
-    launch = makeLaunch(planOf(lane(Layout::Whole, {}, {1}, {step(Op::Recv, none(), out())})), op, 64, 0, received.size(),
-                        {LaneConns{{}, {connEnd(fifo.header(), 1, peerBell)}}});
+    launch = makeLaunch(planOf(lane(Layout::Whole, {}, {1}, {step(Op::Recv, none(), out())})), op, 64, 0,
+                        received.size(), {LaneConns{{}, {connEnd(fifo.header(), 1, peerBell)}}});
   }
   void run(const ExecutionContext& ctx) { kern::runWorker(launch->work(), launch->ops(), 0, ctx); }
 };
@@ -133,11 +133,13 @@ TEST_CASE("host executor: two ranks on two threads all-reduce through host-memor
   std::unique_ptr<HandLaunch> launches[2];
   for (int r = 0; r < 2; r++) {
     const int o = 1 - r;
-    plan::LaneSpec ring = lane(Layout::Split, {o}, {o},
-                               {step(Op::Send, in(r), none()), step(Op::RecvReduceCopySend, in(o), out(o)), step(Op::Recv, none(), out(r))});
+    plan::LaneSpec ring = lane(
+        Layout::Split, {o}, {o},
+        {step(Op::Send, in(r), none()), step(Op::RecvReduceCopySend, in(o), out(o)), step(Op::Recv, none(), out(r))});
     const void* src = inPlace ? output[r].data() : input[r].data();
-    launches[r] = makeLaunch(planOf(ring), opWork(src, output[r].data(), kCount, ncclFloat32, 4, plan::Coll::AllReduce, 2), kChunk, 0, kCount,
-                             {LaneConns{{connEnd(toRank[o].header(), o, &bells[o])}, {connEnd(toRank[r].header(), o, &bells[o])}}});
+    launches[r] = makeLaunch(
+        planOf(ring), opWork(src, output[r].data(), kCount, ncclFloat32, 4, plan::Coll::AllReduce, 2), kChunk, 0,
+        kCount, {LaneConns{{connEnd(toRank[o].header(), o, &bells[o])}, {connEnd(toRank[r].header(), o, &bells[o])}}});
     kern::checkPlanBounds(planOf(ring), r, 2);
   }
   std::vector<std::unique_ptr<Worker>> ranks;
@@ -161,9 +163,8 @@ TEST_CASE("host executor: two ranks on two threads all-reduce through host-memor
     for (int r = 0; r < 2; r++) std::fill(output[r].begin(), output[r].end(), 0.0f);
     ranks.clear();
     for (int r = 0; r < 2; r++)
-      ranks.push_back(std::make_unique<Worker>([&, r] {
-        kern::runWorker(launches[r]->work(), launches[r]->ops(), 0, contextOf(&bells[r], r, kGenerous));
-      }));
+      ranks.push_back(std::make_unique<Worker>(
+          [&, r] { kern::runWorker(launches[r]->work(), launches[r]->ops(), 0, contextOf(&bells[r], r, kGenerous)); }));
     for (auto& w : ranks) REQUIRE_NOTHROW(w->join());
     for (uint64_t i = 0; i < kCount; i++) REQUIRE(double(output[1][i]) == reference[i]);
   }
@@ -187,9 +188,10 @@ TEST_CASE("host executor: a wait for data or for room times out naming the peer,
     fifo.header()->head = 1;  // one message already waits there, unread
     std::vector<float> data(8, 1.0f);
     auto launch = makeLaunch(planOf(lane(Layout::Whole, {3}, {}, {step(Op::Send, in(), none())})),
-                             opWork(data.data(), nullptr, data.size(), ncclFloat32, 4, plan::Coll::Broadcast, 4), 64, 0, data.size(),
-                             {LaneConns{{connEnd(fifo.header(), 3, &peerBell)}, {}}});
-    const std::string message = errorOf([&] { kern::runWorker(launch->work(), launch->ops(), 0, ctx); }, ErrorCode::Timeout);
+                             opWork(data.data(), nullptr, data.size(), ncclFloat32, 4, plan::Coll::Broadcast, 4), 64, 0,
+                             data.size(), {LaneConns{{connEnd(fifo.header(), 3, &peerBell)}, {}}});
+    const std::string message =
+        errorOf([&] { kern::runWorker(launch->work(), launch->ops(), 0, ctx); }, ErrorCode::Timeout);
     CHECK_THAT(message, Catch::Contains("free FIFO space at rank 3 (host-b pid 4242)"));
     CHECK(slot.timedOut().what == kern::WaitFor::Space);
     CHECK(slot.timedOut().peer == 3);
@@ -210,7 +212,8 @@ TEST_CASE("host executor: an abort ends a wait that is asleep") {
   // The worker publishes what it waits for just before it sleeps; abort only then, so that it is
   // the sleeping wait that must notice.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kGenerous);
-  while (slot.read().what == kern::WaitFor::Nothing && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (slot.read().what == kern::WaitFor::Nothing && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   CHECK(slot.read().what == kern::WaitFor::Data);
   abort.store(true);
   kern::ringBell(&bell);
@@ -231,7 +234,8 @@ TEST_CASE("host executor: a message of another size fails the receiver with both
   // The send fits the FIFO, so the sender finishes alone; then the receiver meets its message.
   kern::runWorker(sender->work(), sender->ops(), 0, contextOf(&bell, 0, kShort));
   const std::string message =
-      errorOf([&] { kern::runWorker(receiver->work(), receiver->ops(), 0, contextOf(&bell, 1, kShort)); }, ErrorCode::InvalidUsage);
+      errorOf([&] { kern::runWorker(receiver->work(), receiver->ops(), 0, contextOf(&bell, 1, kShort)); },
+              ErrorCode::InvalidUsage);
   CHECK_THAT(message, Catch::Contains("rank 1 received 256 bytes from rank 0 (host-b pid 4242) where it expected 128"));
   CHECK(b == std::vector<float>(64, 0.0f));
 }
@@ -244,16 +248,18 @@ TEST_CASE("host executor: direct messages are read in place, counted, and their 
   for (uint64_t i = 0; i < kCount; i++) a[i] = float(i) * 0.5f;
   kern::OpWork sent = opWork(a.data(), nullptr, kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2);
   sent.direct = kern::kDirectIn;
-  auto sender = makeLaunch(planOf(lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none(), plan::kDirect)})), sent, kChunk, 0, kCount,
-                           {LaneConns{{connEnd(fifo.header(), 1, &bells[1], kern::kDirectShared)}, {}}});
+  auto sender =
+      makeLaunch(planOf(lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none(), plan::kDirect)})), sent, kChunk, 0,
+                 kCount, {LaneConns{{connEnd(fifo.header(), 1, &bells[1], kern::kDirectShared)}, {}}});
   auto receiver = makeLaunch(planOf(lane(Layout::Whole, {}, {0}, {step(Op::Recv, none(), out())})),
-                             opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2), kChunk, 0, kCount,
-                             {LaneConns{{}, {connEnd(fifo.header(), 0, &bells[0], kern::kDirectShared)}}});
+                             opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2), kChunk, 0,
+                             kCount, {LaneConns{{}, {connEnd(fifo.header(), 0, &bells[0], kern::kDirectShared)}}});
   SECTION("a receiver that never reads: the sender times out naming it") {
     kern::WaitSlot slot;
     ExecutionContext ctx = contextOf(&bells[0], 0, kShort);
     ctx.waitSlot = &slot;
-    const std::string message = errorOf([&] { kern::runWorker(sender->work(), sender->ops(), 0, ctx); }, ErrorCode::Timeout);
+    const std::string message =
+        errorOf([&] { kern::runWorker(sender->work(), sender->ops(), 0, ctx); }, ErrorCode::Timeout);
     CHECK_THAT(message, Catch::Contains("rank 1 (host-b pid 4242) to read the buffer this rank sent it directly"));
     CHECK(slot.timedOut().what == kern::WaitFor::DirectRead);
     CHECK(fifo.header()->head == 4);  // every message was published by address
@@ -376,10 +382,14 @@ TEST_CASE("host executor: checkPlanBounds refuses each kind of bad index, naming
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"receive connection", [](plan::RankPlan& p) { p.lanes[1].steps[1].recvConn = 1; }, "lane 1, step 1: recv-reduce-copy-send uses receive connection 1 of 1"},
-      {"send connection", [](plan::RankPlan& p) { p.lanes[1].steps[0].sendConn = 2; }, "lane 1, step 0: send uses send connection 2 of 1"},
-      {"scratch chunk", [](plan::RankPlan& p) { p.lanes[1].steps[1].src = scratch(2); }, "lane 1, step 1: source chunk 2 is out of range"},
-      {"split chunk", [](plan::RankPlan& p) { p.lanes[1].steps[2].dst = out(4); }, "lane 1, step 2: destination chunk 4 is out of range"},
+      {"receive connection", [](plan::RankPlan& p) { p.lanes[1].steps[1].recvConn = 1; },
+       "lane 1, step 1: recv-reduce-copy-send uses receive connection 1 of 1"},
+      {"send connection", [](plan::RankPlan& p) { p.lanes[1].steps[0].sendConn = 2; },
+       "lane 1, step 0: send uses send connection 2 of 1"},
+      {"scratch chunk", [](plan::RankPlan& p) { p.lanes[1].steps[1].src = scratch(2); },
+       "lane 1, step 1: source chunk 2 is out of range"},
+      {"split chunk", [](plan::RankPlan& p) { p.lanes[1].steps[2].dst = out(4); },
+       "lane 1, step 2: destination chunk 4 is out of range"},
       {"split chunk of tileChunks",
        [](plan::RankPlan& p) {
          p.lanes[1].tileChunks = 2;
@@ -393,13 +403,15 @@ TEST_CASE("host executor: checkPlanBounds refuses each kind of bad index, naming
        },
        "lane 0, step 0: source chunk -2 is out of range"},
       {"no source", [](plan::RankPlan& p) { p.lanes[1].steps[2].src = none(); }, "lane 1, step 2: copy has no source"},
-      {"no destination", [](plan::RankPlan& p) { p.lanes[1].steps[1].dst = none(); }, "lane 1, step 1: recv-reduce-copy-send has no destination"},
+      {"no destination", [](plan::RankPlan& p) { p.lanes[1].steps[1].dst = none(); },
+       "lane 1, step 1: recv-reduce-copy-send has no destination"},
       {"self", [](plan::RankPlan& p) { p.lanes[0].recvPeers = {0}; }, "lane 0: peer 0 is not another rank"},
       {"beyond", [](plan::RankPlan& p) { p.lanes[1].sendPeers = {4}; }, "lane 1: peer 4 is not another rank"},
-      {"negative scratch", [](plan::RankPlan& p) { p.lanes[0].scratchChunks = -1; }, "lane 0: negative tileChunks or scratchChunks"},
-      {"kind None with peers", [](plan::RankPlan& p) { p.lanes[0].kind = plan::ConnKind::None; }, "lane 0: a lane of kind None has peers"},
-      {"join of two ops",
-       [](plan::RankPlan& p) { p.lanes[1].steps[0].flags = plan::kJoin; },
+      {"negative scratch", [](plan::RankPlan& p) { p.lanes[0].scratchChunks = -1; },
+       "lane 0: negative tileChunks or scratchChunks"},
+      {"kind None with peers", [](plan::RankPlan& p) { p.lanes[0].kind = plan::ConnKind::None; },
+       "lane 0: a lane of kind None has peers"},
+      {"join of two ops", [](plan::RankPlan& p) { p.lanes[1].steps[0].flags = plan::kJoin; },
        "lane 1, step 0: joins a send with a recv-reduce-copy-send (a joined run keeps one op)"},
   };
   for (const Case& c : cases) {

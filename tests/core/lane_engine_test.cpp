@@ -118,8 +118,9 @@ TEST_CASE("lane engine: the tiles of every layout cover the lane's range once, a
     spec.tileChunks = c.tileChunks;
     const std::vector<float> input = ramp(kEnd + 7, 1, 0.5f);
     std::vector<float> output(input.size(), -1.0f);
-    auto launch = makeLaunch(planOf({spec}), opWork(input.data(), output.data(), kEnd + 7, ncclFloat32, 4, plan::Coll::AllReduce, kRanks),
-                             kChunk, kBegin, kEnd, {LaneConns{}});
+    auto launch = makeLaunch(
+        planOf({spec}), opWork(input.data(), output.data(), kEnd + 7, ncclFloat32, 4, plan::Coll::AllReduce, kRanks),
+        kChunk, kBegin, kEnd, {LaneConns{}});
     const engine::LaneRef l = prepared(*launch);
     CHECK(l.state->ntiles == c.expectedTiles);
     CHECK(l.state->tileChunks == uint32_t(c.layout == Layout::Split ? chunks : 1));
@@ -171,8 +172,8 @@ TEST_CASE("lane engine: Blocks puts chunk b of a tile in block b, and -1 in the 
   constexpr int kRanks = 3;
   std::vector<float> input(kCount), output(kCount * kRanks, 0.0f);
   auto launch = makeLaunch(planOf({lane(Layout::Blocks, {}, {}, {step(Op::Copy, in(-1), out(2))})}),
-                           opWork(input.data(), output.data(), kCount, ncclFloat32, 4, plan::Coll::AllGather, kRanks), kChunk, 0, kCount,
-                           {LaneConns{}});
+                           opWork(input.data(), output.data(), kCount, ncclFloat32, 4, plan::Coll::AllGather, kRanks),
+                           kChunk, 0, kCount, {LaneConns{}});
   const engine::LaneRef l = prepared(*launch);
   CHECK(l.state->ntiles == 4);
   l.state->tile = 3;  // the last tile: elements 48 and 49
@@ -194,8 +195,8 @@ TEST_CASE("lane engine: a receive waits for a message, a send for a free slot, a
                            opWork(a.data(), nullptr, kCount, ncclFloat32, 4, plan::Coll::Reduce, 2), kChunk, 0, kCount,
                            {LaneConns{{connEnd(fifo.header(), 1)}, {}}});
   auto receiver = makeLaunch(planOf({lane(Layout::Whole, {}, {0}, {step(Op::RecvReduceCopy, in(), out())})}),
-                             opWork(b.data(), sum.data(), kCount, ncclFloat32, 4, plan::Coll::Reduce, 2), kChunk, 0, kCount,
-                             {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
+                             opWork(b.data(), sum.data(), kCount, ncclFloat32, 4, plan::Coll::Reduce, 2), kChunk, 0,
+                             kCount, {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
   const engine::LaneRef s = prepared(*sender), r = prepared(*receiver);
   CountingSync sync;
   ExecFault fault{};
@@ -237,8 +238,8 @@ TEST_CASE("lane engine: a step that receives and sends waits for data first, the
   std::vector<float> a = ramp(kCount, 4, 0.5f), got(kCount, 0.0f);
   // Rank 1 of a chain 0 -> 1 -> 2 forwards what it receives and keeps a copy.
   auto forwarder = makeLaunch(planOf({lane(Layout::Whole, {2}, {0}, {step(Op::RecvSend, none(), out())})}),
-                              opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 3), 64, 0, kCount,
-                              {LaneConns{{connEnd(toNext.header(), 2)}, {connEnd(fromPrev.header(), 0)}}});
+                              opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 3), 64, 0,
+                              kCount, {LaneConns{{connEnd(toNext.header(), 2)}, {connEnd(fromPrev.header(), 0)}}});
   const engine::LaneRef f = prepared(*forwarder);
   CountingSync sync;
   ExecFault fault{};
@@ -261,13 +262,15 @@ TEST_CASE("lane engine: a step that receives and sends waits for data first, the
   CHECK(std::memcmp(kern::fifoSlot(toNext.header(), 1), a.data(), kCount * 4) == 0);
 }
 
-TEST_CASE("lane engine: a joined run travels as one message with its table, and a receiver that joins otherwise refuses it") {
+TEST_CASE(
+    "lane engine: a joined run travels as one message with its table, and a receiver that joins otherwise refuses it") {
   constexpr uint64_t kCount = 40, kChunk = 8;  // per block; 5 tiles
   HostFifo fifo(8, plan::joinTableBytes(2) + 2 * kChunk * 4);
   std::vector<float> input = ramp(2 * kCount, 7, 1.25f), output(2 * kCount, 0.0f);
-  auto sender = makeLaunch(planOf({lane(Layout::Blocks, {1}, {}, {step(Op::Send, in(0), none(), plan::kJoin), step(Op::Send, in(1), none())})}),
-                           opWork(input.data(), nullptr, kCount, ncclFloat32, 4, plan::Coll::AlltoAll, 2), kChunk, 0, kCount,
-                           {LaneConns{{connEnd(fifo.header(), 1)}, {}}});
+  auto sender = makeLaunch(planOf({lane(Layout::Blocks, {1}, {},
+                                        {step(Op::Send, in(0), none(), plan::kJoin), step(Op::Send, in(1), none())})}),
+                           opWork(input.data(), nullptr, kCount, ncclFloat32, 4, plan::Coll::AlltoAll, 2), kChunk, 0,
+                           kCount, {LaneConns{{connEnd(fifo.header(), 1)}, {}}});
   const engine::LaneRef s = prepared(*sender);
   CountingSync sync;
   ExecFault fault{};
@@ -284,10 +287,11 @@ TEST_CASE("lane engine: a joined run travels as one message with its table, and 
   CHECK(fifo.header()->head == 5);
 
   SECTION("a receiver joining alike takes each part where its plan puts it") {
-    auto receiver = makeLaunch(
-        planOf({lane(Layout::Blocks, {}, {0}, {step(Op::Recv, none(), out(0), plan::kJoin), step(Op::Recv, none(), out(1))})}),
-        opWork(nullptr, output.data(), kCount, ncclFloat32, 4, plan::Coll::AlltoAll, 2), kChunk, 0, kCount,
-        {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
+    auto receiver =
+        makeLaunch(planOf({lane(Layout::Blocks, {}, {0},
+                                {step(Op::Recv, none(), out(0), plan::kJoin), step(Op::Recv, none(), out(1))})}),
+                   opWork(nullptr, output.data(), kCount, ncclFloat32, 4, plan::Coll::AlltoAll, 2), kChunk, 0, kCount,
+                   {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
     const engine::LaneRef r = prepared(*receiver);
     while (!engine::laneDone(r)) REQUIRE(runStep(r, sync, fault) == Outcome::Ran);
     CHECK(fifo.header()->tail == 5);
@@ -296,11 +300,14 @@ TEST_CASE("lane engine: a joined run travels as one message with its table, and 
   SECTION("a receiver joining three parts, or none, fails naming the sender") {
     const bool three = GENERATE(true, false);
     std::vector<plan::Step> steps;
-    if (three) steps = {step(Op::Recv, none(), out(0), plan::kJoin), step(Op::Recv, none(), out(1), plan::kJoin), step(Op::Recv, none(), out(0))};
-    else steps = {step(Op::Recv, none(), out(0)), step(Op::Recv, none(), out(1))};
+    if (three)
+      steps = {step(Op::Recv, none(), out(0), plan::kJoin), step(Op::Recv, none(), out(1), plan::kJoin),
+               step(Op::Recv, none(), out(0))};
+    else
+      steps = {step(Op::Recv, none(), out(0)), step(Op::Recv, none(), out(1))};
     auto receiver = makeLaunch(planOf({lane(Layout::Blocks, {}, {0}, steps)}),
-                               opWork(nullptr, output.data(), kCount, ncclFloat32, 4, plan::Coll::AlltoAll, 2), kChunk, 0, kCount,
-                               {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
+                               opWork(nullptr, output.data(), kCount, ncclFloat32, 4, plan::Coll::AlltoAll, 2), kChunk,
+                               0, kCount, {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
     const engine::LaneRef r = prepared(*receiver);
     REQUIRE(runStep(r, sync, fault) == Outcome::Faulted);
     CHECK(fault.peer == 0);
@@ -315,7 +322,8 @@ TEST_CASE("lane engine: a joined run travels as one message with its table, and 
       CHECK(fault.expected == kChunk * 4);
     }
     CHECK(fifo.header()->tail == 0);  // a refused message is not consumed
-    const std::string words = kern::describeFault(fault, 1, [](int peer) { return "rank " + std::to_string(peer) + " (peer-host)"; }, 1);
+    const std::string words = kern::describeFault(
+        fault, 1, [](int peer) { return "rank " + std::to_string(peer) + " (peer-host)"; }, 1);
     CHECK_THAT(words, Catch::Contains("rank 0 (peer-host)"));
   }
 }
@@ -330,10 +338,10 @@ TEST_CASE("lane engine: a message of another size or of another call is refused,
     sent.signature = kern::callSignature(4, uint32_t(plan::Coll::Broadcast), uint32_t(ncclFloat32), 0, 0);
     received.signature = kern::callSignature(5, uint32_t(plan::Coll::Broadcast), uint32_t(ncclFloat32), 0, 0);
   }
-  auto sender = makeLaunch(planOf({lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none())})}), sent, 64, 0, sent.count,
-                           {LaneConns{{connEnd(fifo.header(), 1)}, {}}});
-  auto receiver = makeLaunch(planOf({lane(Layout::Whole, {}, {0}, {step(Op::Recv, none(), out())})}), received, 64, 0, received.count,
-                             {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
+  auto sender = makeLaunch(planOf({lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none())})}), sent, 64, 0,
+                           sent.count, {LaneConns{{connEnd(fifo.header(), 1)}, {}}});
+  auto receiver = makeLaunch(planOf({lane(Layout::Whole, {}, {0}, {step(Op::Recv, none(), out())})}), received, 64, 0,
+                             received.count, {LaneConns{{}, {connEnd(fifo.header(), 0)}}});
   const engine::LaneRef s = prepared(*sender), r = prepared(*receiver);
   CountingSync sync;
   ExecFault fault{};
@@ -353,7 +361,8 @@ TEST_CASE("lane engine: a message of another size or of another call is refused,
   CHECK(out64 == std::vector<float>(64, 0.0f));  // nothing was written
 }
 
-TEST_CASE("lane engine: a direct send carries its span's address, and its worker is undrained until the receiver read it") {
+TEST_CASE(
+    "lane engine: a direct send carries its span's address, and its worker is undrained until the receiver read it") {
   constexpr uint64_t kCount = 100, kChunk = 64;
   HostFifo fifo(4, kChunk * 4);
   const std::vector<float> a = ramp(kCount, 2, 0.5f);
@@ -361,11 +370,12 @@ TEST_CASE("lane engine: a direct send carries its span's address, and its worker
   const bool registered = GENERATE(true, false);
   kern::OpWork op = opWork(a.data(), nullptr, kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2);
   op.direct = registered ? kern::kDirectIn : 0;  // only a registered input may be read in place
-  auto sender = makeLaunch(planOf({lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none(), plan::kDirect)})}), op, kChunk, 0, kCount,
-                           {LaneConns{{connEnd(fifo.header(), 1, nullptr, kern::kDirectShared)}, {}}});
+  auto sender =
+      makeLaunch(planOf({lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none(), plan::kDirect)})}), op, kChunk, 0,
+                 kCount, {LaneConns{{connEnd(fifo.header(), 1, nullptr, kern::kDirectShared)}, {}}});
   auto receiver = makeLaunch(planOf({lane(Layout::Whole, {}, {0}, {step(Op::Recv, none(), out())})}),
-                             opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2), kChunk, 0, kCount,
-                             {LaneConns{{}, {connEnd(fifo.header(), 0, nullptr, kern::kDirectShared)}}});
+                             opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2), kChunk, 0,
+                             kCount, {LaneConns{{}, {connEnd(fifo.header(), 0, nullptr, kern::kDirectShared)}}});
   const engine::LaneRef s = prepared(*sender), r = prepared(*receiver);
   CountingSync sync;
   ExecFault fault{};
@@ -398,18 +408,19 @@ TEST_CASE("lane engine: a direct send carries its span's address, and its worker
 
 TEST_CASE("lane engine: an LL message packs into flagged lines and unpacks to the same bytes and call") {
   constexpr uint64_t kCount = 11;  // 44 bytes: 5 whole lines and a lone last half
-  HostFifo fifo(1, 4096, 64);  // one slot: the next message reuses its lines
+  HostFifo fifo(1, 4096, 64);      // one slot: the next message reuses its lines
   const std::vector<float> a = ramp(kCount, -1, 0.75f);
   std::vector<float> got(kCount, 0.0f);
   kern::OpWork sent = opWork(a.data(), nullptr, kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2);
   kern::OpWork received = opWork(nullptr, got.data(), kCount, ncclFloat32, 4, plan::Coll::Broadcast, 2);
-  sent.signature = received.signature = kern::callSignature(9, uint32_t(plan::Coll::Broadcast), uint32_t(ncclFloat32), 0, 0);
+  sent.signature = received.signature =
+      kern::callSignature(9, uint32_t(plan::Coll::Broadcast), uint32_t(ncclFloat32), 0, 0);
   kern::ConnEnd sendEnd = connEnd(fifo.header(), 1), recvEnd = connEnd(fifo.header(), 0);
   sendEnd.ll = recvEnd.ll = 1;
   auto sender = makeLaunch(planOf({lane(Layout::Whole, {1}, {}, {step(Op::Send, in(), none())})}), sent, 64, 0, kCount,
                            {LaneConns{{sendEnd}, {}}});
-  auto receiver = makeLaunch(planOf({lane(Layout::Whole, {}, {0}, {step(Op::Recv, none(), out())})}), received, 64, 0, kCount,
-                             {LaneConns{{}, {recvEnd}}});
+  auto receiver = makeLaunch(planOf({lane(Layout::Whole, {}, {0}, {step(Op::Recv, none(), out())})}), received, 64, 0,
+                             kCount, {LaneConns{{}, {recvEnd}}});
   const engine::LaneRef s = prepared(*sender), r = prepared(*receiver);
   CountingSync sync;
   FloatSumMover mover;

@@ -65,7 +65,8 @@ class RecordingBackend : public kern::ExecutorBackend {
   void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what) override {
     if (failImports) throw Error(ErrorCode::System, what + ": the driver refused the handle");
     const uintptr_t base = 0x10000000u * (imports.size() + 1);
-    imports.push_back(Import{std::vector<uint8_t>(handle.bytes, handle.bytes + kern::ExportHandle::kBytes), bytes, base});
+    imports.push_back(
+        Import{std::vector<uint8_t>(handle.bytes, handle.bytes + kern::ExportHandle::kBytes), bytes, base});
     return reinterpret_cast<void*>(base);
   }
   void releaseImported(void* p) override { released.push_back(reinterpret_cast<uintptr_t>(p)); }
@@ -118,10 +119,11 @@ std::vector<uint8_t> handleBytes(uint8_t seed) {
 // A peer's map question, written out field by field as the header's protocol says: registration
 // id, the asker's allocation number and size, the registration's offset and size in it, the
 // owner's pid, then the handle (legacy path: server "-") and no descriptor tokens.
-std::string mapQuestion(uint64_t id, uint64_t allocation, uint64_t allocationBytes, uint64_t offset, uint64_t bytes, int pid,
-                        const std::string& handleHex) {
-  return "tutti-map-buffer " + std::to_string(id) + " " + std::to_string(allocation) + " " + std::to_string(allocationBytes) + " " +
-         std::to_string(offset) + " " + std::to_string(bytes) + " " + std::to_string(pid) + " - " + handleHex + " 0";
+std::string mapQuestion(uint64_t id, uint64_t allocation, uint64_t allocationBytes, uint64_t offset, uint64_t bytes,
+                        int pid, const std::string& handleHex) {
+  return "tutti-map-buffer " + std::to_string(id) + " " + std::to_string(allocation) + " " +
+         std::to_string(allocationBytes) + " " + std::to_string(offset) + " " + std::to_string(bytes) + " " +
+         std::to_string(pid) + " - " + handleHex + " 0";
 }
 
 uint64_t mappedAt(const std::string& answer) {
@@ -132,7 +134,8 @@ uint64_t mappedAt(const std::string& answer) {
 
 }  // namespace
 
-TEST_CASE("peer buffers: maps with a rank of this host in another process, given the parameter and a backend that exports") {
+TEST_CASE(
+    "peer buffers: maps with a rank of this host in another process, given the parameter and a backend that exports") {
   Fixture f;
   PeerBuffers buffers(&f.comm);
   CHECK(buffers.active());
@@ -148,9 +151,10 @@ TEST_CASE("peer buffers: without one of the three it maps nothing, and tells a p
     bool parameter, exports, sameProcess;
     const char* reason;
   };
-  const Case c = GENERATE(Case{"TUTTI_MAP_REGISTERED=0", false, true, false, "TUTTI_MAP_REGISTERED=0"},
-                          Case{"a backend that does not export", true, false, false, "its recording backend does not map"},
-                          Case{"every rank of this host in this process", true, true, true, "no rank of its host is in another process"});
+  const Case c = GENERATE(
+      Case{"TUTTI_MAP_REGISTERED=0", false, true, false, "TUTTI_MAP_REGISTERED=0"},
+      Case{"a backend that does not export", true, false, false, "its recording backend does not map"},
+      Case{"every rank of this host in this process", true, true, true, "no rank of its host is in another process"});
   INFO(c.what);
   tutti_test::ScopedEnv parameter("TUTTI_MAP_REGISTERED", c.parameter ? "1" : "0");
   Fixture f(c.sameProcess);
@@ -159,7 +163,8 @@ TEST_CASE("peer buffers: without one of the three it maps nothing, and tells a p
   CHECK_FALSE(buffers.active());
   CHECK_FALSE(buffers.mapsWith(kOtherProcess));
   // A peer's question is answered with the reason, and nothing is imported.
-  const std::string answer = buffers.answer(kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, kPeerPid, hex(handleBytes(1))));
+  const std::string answer =
+      buffers.answer(kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, kPeerPid, hex(handleBytes(1))));
   CHECK_THAT(answer, Catch::StartsWith("copy: ") && Catch::Contains(c.reason));
   CHECK(f.backend->imports.empty());
   // Publishing does nothing at all: not even an export.
@@ -177,7 +182,8 @@ TEST_CASE("peer buffers: the questions it answers are its own two kinds only") {
   CHECK_FALSE(PeerBuffers::isQuestion(""));
 }
 
-TEST_CASE("peer buffers: a peer's allocation is imported once for its registrations, and released with the last of them") {
+TEST_CASE(
+    "peer buffers: a peer's allocation is imported once for its registrations, and released with the last of them") {
   Fixture f;
   auto buffers = std::make_unique<PeerBuffers>(&f.comm);
   const std::vector<uint8_t> handleA = handleBytes(3), handleB = handleBytes(90);
@@ -191,7 +197,8 @@ TEST_CASE("peer buffers: a peer's allocation is imported once for its registrati
   CHECK(mappedAt(a1) == import.base);
   CHECK(mappedAt(a2) == import.base + 4096);
   // The same registration asked again (a retry) is answered alike and counted once.
-  CHECK(mappedAt(buffers->answer(kOtherProcess, mapQuestion(2, 7, 1 << 20, 4096, 8192, kPeerPid, hex(handleA)))) == import.base + 4096);
+  CHECK(mappedAt(buffers->answer(kOtherProcess, mapQuestion(2, 7, 1 << 20, 4096, 8192, kPeerPid, hex(handleA)))) ==
+        import.base + 4096);
   // A new allocation number, or the same number with another size, is another allocation.
   const std::string b = buffers->answer(kOtherProcess, mapQuestion(3, 8, 1 << 16, 0, 64, kPeerPid, hex(handleB)));
   const std::string c = buffers->answer(kOtherProcess, mapQuestion(4, 7, 1 << 21, 0, 64, kPeerPid, hex(handleB)));
@@ -213,8 +220,9 @@ TEST_CASE("peer buffers: a peer's allocation is imported once for its registrati
   // What is still mapped goes with the communicator's PeerBuffers.
   buffers.reset();
   REQUIRE(f.backend->released.size() == 3);
-  CHECK(((f.backend->released[1] == f.backend->imports[1].base && f.backend->released[2] == f.backend->imports[2].base) ||
-         (f.backend->released[2] == f.backend->imports[1].base && f.backend->released[1] == f.backend->imports[2].base)));
+  CHECK(
+      ((f.backend->released[1] == f.backend->imports[1].base && f.backend->released[2] == f.backend->imports[2].base) ||
+       (f.backend->released[2] == f.backend->imports[1].base && f.backend->released[1] == f.backend->imports[2].base)));
 }
 
 TEST_CASE("peer buffers: a map question it cannot serve is answered with why, and nothing is imported") {
@@ -229,13 +237,18 @@ TEST_CASE("peer buffers: a map question it cannot serve is answered with why, an
   };
   const std::vector<Case> cases = {
       {"malformed", kOtherProcess, "tutti-map-buffer 1 2 three", "copy: the question is malformed"},
-      {"another host", kOtherHost, mapQuestion(1, 1, 4096, 0, 4096, 5151, goodHandle), "the peer is not a rank of this host in another process"},
-      {"another process's pid", kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, 999, goodHandle), "names process 999, not the peer's"},
-      {"past the allocation", kOtherProcess, mapQuestion(1, 1, 4096, 4000, 100, kPeerPid, goodHandle), "runs past its allocation"},
-      {"malformed handle", kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, kPeerPid, "zz" + goodHandle.substr(2)), "the handle is malformed"},
+      {"another host", kOtherHost, mapQuestion(1, 1, 4096, 0, 4096, 5151, goodHandle),
+       "the peer is not a rank of this host in another process"},
+      {"another process's pid", kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, 999, goodHandle),
+       "names process 999, not the peer's"},
+      {"past the allocation", kOtherProcess, mapQuestion(1, 1, 4096, 4000, 100, kPeerPid, goodHandle),
+       "runs past its allocation"},
+      {"malformed handle", kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, kPeerPid, "zz" + goodHandle.substr(2)),
+       "the handle is malformed"},
       {"short handle", kOtherProcess, mapQuestion(1, 1, 4096, 0, 4096, kPeerPid, "abcd"), "the handle is malformed"},
       {"a descriptor offered to others only", kOtherProcess,
-       "tutti-map-buffer 1 1 4096 0 4096 " + std::to_string(kPeerPid) + " some-server - 1 2 77", "no descriptor was offered to this rank"},
+       "tutti-map-buffer 1 1 4096 0 4096 " + std::to_string(kPeerPid) + " some-server - 1 2 77",
+       "no descriptor was offered to this rank"},
   };
   for (const Case& c : cases) {
     INFO(c.what);

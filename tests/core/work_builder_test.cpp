@@ -78,16 +78,19 @@ TEST_CASE("work builder: workers, queues, lanes, ops and connections land where 
     uint32_t offset;
     size_t bytes;
   };
-  const std::vector<Extent> arrays = {{w.workersOffset, 2 * sizeof(kern::WorkerWork)},  {w.queuesOffset, 3 * sizeof(kern::QueueWork)},
-                                      {w.lanesOffset, 4 * sizeof(kern::LaneWork)},      {w.opsOffset, 2 * sizeof(kern::OpWork)},
-                                      {w.connsOffset, 9 * sizeof(kern::ConnEnd)},      {w.laneStatesOffset, 4 * sizeof(kern::LaneState)},
-                                      {w.queueStatesOffset, 3 * sizeof(kern::QueueState)}, {w.extentsOffset, 7 * sizeof(uint64_t)}};
+  const std::vector<Extent> arrays = {
+      {w.workersOffset, 2 * sizeof(kern::WorkerWork)},     {w.queuesOffset, 3 * sizeof(kern::QueueWork)},
+      {w.lanesOffset, 4 * sizeof(kern::LaneWork)},         {w.opsOffset, 2 * sizeof(kern::OpWork)},
+      {w.connsOffset, 9 * sizeof(kern::ConnEnd)},          {w.laneStatesOffset, 4 * sizeof(kern::LaneState)},
+      {w.queueStatesOffset, 3 * sizeof(kern::QueueState)}, {w.extentsOffset, 7 * sizeof(uint64_t)}};
   for (size_t i = 0; i < arrays.size(); i++) {
     INFO("array " << i);
     CHECK(arrays[i].offset % 8 == 0);
     CHECK(arrays[i].offset >= sizeof(kern::LaunchWork));
     CHECK(arrays[i].offset + arrays[i].bytes <= w.bytes);
-    for (size_t j = 0; j < i; j++) CHECK((arrays[j].offset + arrays[j].bytes <= arrays[i].offset || arrays[i].offset + arrays[i].bytes <= arrays[j].offset));
+    for (size_t j = 0; j < i; j++)
+      CHECK((arrays[j].offset + arrays[j].bytes <= arrays[i].offset ||
+             arrays[i].offset + arrays[i].bytes <= arrays[j].offset));
   }
   CHECK(w.stateOffset >= w.connsOffset + 9 * sizeof(kern::ConnEnd));
   CHECK(w.laneStatesOffset >= w.stateOffset);
@@ -147,7 +150,7 @@ TEST_CASE("work builder: lanes of one queue share its scratch, queues get parts 
   };
   builder.beginWorker();
   builder.beginQueue();
-  builder.addLane(laneWork(0, f32, 100), {tagged(1)}, {tagged(2)});  // 2 chunks x 100 x 4 = 800 bytes
+  builder.addLane(laneWork(0, f32, 100), {tagged(1)}, {tagged(2)});              // 2 chunks x 100 x 4 = 800 bytes
   builder.addLane(laneWork(2, f64, 10), {}, {tagged(1), tagged(2), tagged(3)});  // 3 x 10 x 8 = 240
   builder.beginQueue();
   builder.addLane(laneWork(1, f32, 1000), {tagged(1), tagged(2)}, {});  // no scratch

@@ -75,7 +75,8 @@ struct Stream {
 void allReduceGroup(std::vector<ncclComm_t>& comms, std::vector<RankBuffers*>& buffers, const Stream& stream) {
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (size_t r = 0; r < comms.size(); r++)
-    REQUIRE(ncclAllReduce(buffers[r]->in(), buffers[r]->out(), buffers[r]->count, ncclFloat32, ncclSum, comms[r], stream.handle()) == ncclSuccess);
+    REQUIRE(ncclAllReduce(buffers[r]->in(), buffers[r]->out(), buffers[r]->count, ncclFloat32, ncclSum, comms[r],
+                          stream.handle()) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
 }
 
@@ -90,7 +91,8 @@ std::string backendOf(ncclComm_t comm) { return comm->executor.backend->name(); 
 
 }  // namespace
 
-TEST_CASE("cuda backend: the emulated driver is loaded as the CUDA driver, and its communicators run the cuda backend", "[cuda]") {
+TEST_CASE("cuda backend: the emulated driver is loaded as the CUDA driver, and its communicators run the cuda backend",
+          "[cuda]") {
   std::vector<ncclComm_t> comms = initAllOnDevice0(2);
   CHECK(backendOf(comms[0]) == "cuda");
   Stream stream;
@@ -105,8 +107,10 @@ TEST_CASE("cuda backend: the emulated driver is loaded as the CUDA driver, and i
 
 // Defect: the group's kernel took the first communicator's abort word and fault record for every
 // launch, so aborting B left B's blocks waiting until their timeout, and wrote B's fault into A's.
-TEST_CASE("cuda backend: a group over two communicators where one is aborted stops only that one's blocks, and only its error is set",
-          "[cuda][abort]") {
+TEST_CASE(
+    "cuda backend: a group over two communicators where one is aborted stops only that one's blocks, and only its "
+    "error is set",
+    "[cuda][abort]") {
   ScopedEnv timeout("TUTTI_TIMEOUT", "60");
   std::vector<ncclComm_t> a = initAllOnDevice0(2), b = initAllOnDevice0(2);
   Stream stream;
@@ -128,7 +132,8 @@ TEST_CASE("cuda backend: a group over two communicators where one is aborted sto
   CHECK(ncclCommAbort(b[0]) == ncclSuccess);
   // B's blocks watch B's abort word: the kernel ends within moments, not at the 60 s timeout.
   CHECK(CudaDriver::get().waitFor(stream.s, 20));
-  INFO("the kernel ended " << std::chrono::duration<double>(std::chrono::steady_clock::now() - aborted).count() << " s after the abort");
+  INFO("the kernel ended " << std::chrono::duration<double>(std::chrono::steady_clock::now() - aborted).count()
+                           << " s after the abort");
   CHECK(a0.wrongSum(2) == 0);
   CHECK(a1.wrongSum(2) == 0);
   for (ncclComm_t c : a) {
@@ -144,7 +149,8 @@ TEST_CASE("cuda backend: a group over two communicators where one is aborted sto
 // Defect: every grouped call allocated a device copy of its launch's work arena that was freed
 // only with the communicator: send/recv, always grouped, grew device memory without bound.
 TEST_CASE("cuda backend: 10,000 grouped send/recv calls leave device memory flat", "[cuda][memory]") {
-  ScopedEnv threads("TUTTI_EMULATED_THREADS", "1");  // the emulated blocks' host threads: the fewest, for 10,000 launches
+  ScopedEnv threads("TUTTI_EMULATED_THREADS",
+                    "1");  // the emulated blocks' host threads: the fewest, for 10,000 launches
   std::vector<ncclComm_t> comms = initAllOnDevice0(2);
   Stream stream;
   const size_t count = 256;
@@ -167,7 +173,8 @@ TEST_CASE("cuda backend: 10,000 grouped send/recv calls leave device memory flat
   }
   REQUIRE(d.cuStreamSynchronize(stream.s) == 0);
   const size_t after = d.usedBytes();
-  INFO("device memory in use: " << before << " bytes after the warm-up, " << after << " after 10,000 more grouped calls");
+  INFO("device memory in use: " << before << " bytes after the warm-up, " << after
+                                << " after 10,000 more grouped calls");
   // The pool may take a few more buffers where more calls were in flight at once than in the
   // warm-up (at most a stream's queue of them); a buffer per call would be 10,000 x 2 launches.
   CHECK(after <= before + size_t(1) * 1024 * 1024);
@@ -180,8 +187,9 @@ TEST_CASE("cuda backend: 10,000 grouped send/recv calls leave device memory flat
 
 // Defect: a launch never told the network proxy, which went on sleeping out its timer while a
 // kernel waited on the network, and the flight recorder showed every operation queued forever.
-TEST_CASE("cuda backend: a network operation from a kernel holds the proxy awake, and the flight recorder follows the kernel",
-          "[cuda][net]") {
+TEST_CASE(
+    "cuda backend: a network operation from a kernel holds the proxy awake, and the flight recorder follows the kernel",
+    "[cuda][net]") {
   ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
   ScopedEnv shm("NCCL_SHM_DISABLE", "1");
   std::vector<ncclComm_t> comms = initAllOnDevice0(2);
@@ -223,14 +231,16 @@ TEST_CASE("cuda backend: a network operation from a kernel holds the proxy awake
   } while (unfinished > 0 && std::chrono::steady_clock::now() < deadline);
   CHECK(unfinished == 0);
   size_t done = 0;
-  for (const tutti::FlightEntry& e : comms[0]->executor.flight->snapshot()) done += e.state == tutti::FlightState::Done ? 1 : 0;
+  for (const tutti::FlightEntry& e : comms[0]->executor.flight->snapshot())
+    done += e.state == tutti::FlightState::Done ? 1 : 0;
   CHECK(done >= size_t(kCalls));
   for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
 
 // Defect: a group of more than eight launches on one stream was split into consecutive kernels,
 // the first of which waited for ranks only the next one ran: a deadlock until the timeout.
-TEST_CASE("cuda backend: a group of 9 and 12 communicators of one thread on one stream runs as one kernel", "[cuda][group]") {
+TEST_CASE("cuda backend: a group of 9 and 12 communicators of one thread on one stream runs as one kernel",
+          "[cuda][group]") {
   ScopedEnv timeout("TUTTI_TIMEOUT", "30");
   for (int n : {9, 12}) {
     INFO(n << " ranks");
@@ -268,7 +278,8 @@ TEST_CASE("cuda backend: the caller's current context is its own again after eve
     return now;
   };
   CHECK(current() == mine);
-  std::vector<float> a(1000, 1.0f), b(1000, 2.0f), ra(1000), rb(1000);  // pageable memory, which the emulated GPUs reach
+  std::vector<float> a(1000, 1.0f), b(1000, 2.0f), ra(1000),
+      rb(1000);  // pageable memory, which the emulated GPUs reach
   REQUIRE(ncclGroupStart() == ncclSuccess);
   REQUIRE(ncclAllReduce(a.data(), ra.data(), a.size(), ncclFloat32, ncclSum, comms[0], nullptr) == ncclSuccess);
   REQUIRE(ncclAllReduce(b.data(), rb.data(), b.size(), ncclFloat32, ncclSum, comms[1], nullptr) == ncclSuccess);
@@ -313,7 +324,8 @@ TEST_CASE("cuda backend: a rank reaches no other GPU than those of ranks in its 
   for (int dev : {2, 3, 4}) CHECK_FALSE(d.active(dev));  // every context it retained, released
 }
 
-TEST_CASE("cuda backend: a communicator made after the last one on its GPU was destroyed loads the kernels again", "[cuda][context]") {
+TEST_CASE("cuda backend: a communicator made after the last one on its GPU was destroyed loads the kernels again",
+          "[cuda][context]") {
   const CudaDriver& d = CudaDriver::get();
   REQUIRE_FALSE(d.active(7));
   for (int round = 0; round < 3; round++) {
@@ -332,22 +344,27 @@ TEST_CASE("cuda backend: a communicator made after the last one on its GPU was d
   }
 }
 
-TEST_CASE("cuda backend: pageable memory is refused, naming the buffer, on a GPU that cannot reach it", "[cuda][capabilities]") {
+TEST_CASE("cuda backend: pageable memory is refused, naming the buffer, on a GPU that cannot reach it",
+          "[cuda][capabilities]") {
   ScopedEnv lacks("TUTTI_EMULATED_LACKS", "pageable");
   std::vector<ncclComm_t> comms = initAllOnDevice0(1);
   std::vector<float> pageable(64, 1.0f);
   RankBuffers device(64, 0);
   Stream stream;
-  CHECK(ncclAllReduce(pageable.data(), device.out(), 64, ncclFloat32, ncclSum, comms[0], stream.handle()) == ncclInvalidArgument);
-  CHECK_THAT(std::string(ncclGetLastError(comms[0])), Catch::Contains("sendbuff") && Catch::Contains("not memory the GPU can reach"));
+  CHECK(ncclAllReduce(pageable.data(), device.out(), 64, ncclFloat32, ncclSum, comms[0], stream.handle()) ==
+        ncclInvalidArgument);
+  CHECK_THAT(std::string(ncclGetLastError(comms[0])),
+             Catch::Contains("sendbuff") && Catch::Contains("not memory the GPU can reach"));
   CHECK(ncclAllReduce(device.in(), device.out(), 64, ncclFloat32, ncclSum, comms[0], stream.handle()) == ncclSuccess);
   REQUIRE(CudaDriver::get().cuStreamSynchronize(stream.s) == 0);
   CHECK(device.wrongSum(1) == 0);
   CHECK(ncclCommDestroy(comms[0]) == ncclSuccess);
 }
 
-TEST_CASE("cuda backend: a GPU's communicators take 16 channels, fewer where the ranks sharing it would not all stay resident",
-          "[cuda][channels]") {
+TEST_CASE(
+    "cuda backend: a GPU's communicators take 16 channels, fewer where the ranks sharing it would not all stay "
+    "resident",
+    "[cuda][channels]") {
   ScopedEnv unset("NCCL_MAX_NCHANNELS", nullptr);
   {
     std::vector<ncclComm_t> two = initAllOnDevice0(2);

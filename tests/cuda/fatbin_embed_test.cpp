@@ -23,5 +23,6 @@ TEST_CASE("the embedded executor kernels are nvcc's fat binary, byte for byte", 
   uint32_t magic = 0;
   std::memcpy(&magic, tuttiExecutorFatbin, sizeof magic);
   CHECK(magic == 0xBA55ED50u);  // a fat binary's first word
-  CHECK(std::memcmp(tuttiExecutorFatbin, written.data(), std::min<size_t>(written.size(), tuttiExecutorFatbinBytes)) == 0);
+  CHECK(std::memcmp(tuttiExecutorFatbin, written.data(), std::min<size_t>(written.size(), tuttiExecutorFatbinBytes)) ==
+        0);
 }

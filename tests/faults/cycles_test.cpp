@@ -62,9 +62,11 @@ TEST_CASE("1,000 init/destroy cycles leave no threads, descriptors or memory beh
   for (int i = warmup; i < cycles; i++) lifetime(2 + i % 3);  // 2, 3 and 4 ranks in turn
   const Usage after = usage();
   INFO("threads " << before.threads << " -> " << after.threads << ", descriptors " << before.descriptors << " -> "
-                  << after.descriptors << ", resident " << before.rss / 1024 << " KiB -> " << after.rss / 1024 << " KiB");
+                  << after.descriptors << ", resident " << before.rss / 1024 << " KiB -> " << after.rss / 1024
+                  << " KiB");
   std::printf("after %d cycles: threads %d -> %d, descriptors %d -> %d, resident %ld -> %ld KiB\n", cycles - warmup,
-              before.threads, after.threads, before.descriptors, after.descriptors, before.rss / 1024, after.rss / 1024);
+              before.threads, after.threads, before.descriptors, after.descriptors, before.rss / 1024,
+              after.rss / 1024);
   CHECK(after.threads == before.threads);
   CHECK(after.descriptors == before.descriptors);
   // 8 MiB over 950 lifetimes: a leak of 9 KiB per lifetime shows; the allocator's slack does not.

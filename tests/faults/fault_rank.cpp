@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < perPeer; i++) {
       int32_t want = int32_t(p * 1000000 + int(size_t(rank) * perPeer + i));
       if (recvA[size_t(p) * perPeer + i] != want) {
-        say(rank, "WRONG all-to-all: element %zu from rank %d is %d, expected %d", i, p, recvA[size_t(p) * perPeer + i], want);
+        say(rank, "WRONG all-to-all: element %zu from rank %d is %d, expected %d", i, p, recvA[size_t(p) * perPeer + i],
+            want);
         return 4;
       }
     }
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
   std::vector<float> buf(size_t(1) << 16);
   for (int it = 0; it < iterations; it++) {
     for (size_t i = 0; i < buf.size(); i++) buf[i] = contribution(rank, i, it);
-    me.require(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, me.comm, nullptr), "ncclAllReduce");
+    me.require(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, me.comm, nullptr),
+               "ncclAllReduce");
     for (size_t i = 0; i < buf.size(); i++) {
       double want = 0;
       for (int r = 0; r < nranks; r++) want += double(contribution(r, i, it));

@@ -33,7 +33,9 @@ FramePolicy policyFor(uint8_t which) {
   FramePolicy policy(kSecret);
   switch (which % 3) {
     case 0:  // the bootstrap root's listener
-      policy.allow(kRegister, sizeof(RegistrationPayload)).allow(kBlockReport, tablePayloadBytes(4096)).allow(kBlockFailed, kMaxErrorBytes);
+      policy.allow(kRegister, sizeof(RegistrationPayload))
+          .allow(kBlockReport, tablePayloadBytes(4096))
+          .allow(kBlockFailed, kMaxErrorBytes);
       break;
     case 1:  // a rank answered by its root
       policy.allow(kTable, tablePayloadBytes(64)).allow(kError, kMaxErrorBytes);
@@ -49,9 +51,7 @@ void decode(const Frame& frame, const SocketAddress& from) {
   const std::vector<uint8_t>& p = frame.payload;
   switch (frame.header.type) {
     case kError:
-    case kBlockFailed:
-      (void)errorFromPayload(p, from).message().size();
-      break;
+    case kBlockFailed: (void)errorFromPayload(p, from).message().size(); break;
     case kTable:
       if (p.size() >= 8) {
         int32_t count = 0;
@@ -71,8 +71,7 @@ void decode(const Frame& frame, const SocketAddress& from) {
           (void)blockSize(blockOfRank(r.rank, r.nranks, r.nIds), r.nranks, r.nIds);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -98,7 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ::shutdown(writer.fd(), SHUT_WR);  // the reader sees the end instead of waiting for more
   FramePolicy policy = policyFor(mode & 0x7f);
   try {
-    for (int frames = 0; frames < 64; frames++) decode(readFrame(reader, policy, deadline, nullptr), reader.peerAddress());
+    for (int frames = 0; frames < 64; frames++)
+      decode(readFrame(reader, policy, deadline, nullptr), reader.peerAddress());
   } catch (const Error&) {
     // refused: what must happen to bad bytes
   }

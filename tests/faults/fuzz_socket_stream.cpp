@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static NetBackend* backend = makeSocketBackend().release();
-  if (size < 1 || size > 16384) return 0;  // stays inside the socket buffers
+  if (size < 1 || size > 16384) return 0;               // stays inside the socket buffers
   const size_t capacity = size_t(1) << (data[0] % 14);  // 1 B .. 8 KiB
   NetHandle handle{};
   std::unique_ptr<NetListenComm> listener = backend->listen(0, &handle);
@@ -60,13 +60,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         expected = Fails;
       } else {
         std::memcpy(&length, stream + at, sizeof length);
-        expected = length == ~uint64_t(0) ? Pending : length > capacity || streamBytes - at - 8 < length ? Fails : Completes;
+        expected = length == ~uint64_t(0)                               ? Pending
+                   : length > capacity || streamBytes - at - 8 < length ? Fails
+                                                                        : Completes;
       }
       std::vector<char> buffer(capacity);
       MemoryRegistration registration = recv->registerMemory(buffer.data(), buffer.size());
       NetRequest* request = recv->irecv(buffer.data(), buffer.size(), 0, registration);
       size_t bytes = 0;
-      SteadyTime until = SteadyClock::now() + (expected == Pending ? std::chrono::milliseconds(20) : std::chrono::seconds(5));
+      SteadyTime until =
+          SteadyClock::now() + (expected == Pending ? std::chrono::milliseconds(20) : std::chrono::seconds(5));
       bool done = false;
       while (!(done = recv->test(request, &bytes)) && SteadyClock::now() < until) {
       }
@@ -74,12 +77,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (expected != Completes || !done) {
         std::fprintf(stderr, "receive %d of capacity %zu: %s where the stream says it %s\n", i, capacity,
                      done ? "completed" : "is still pending 5 s after its stream ended",
-                     expected == Pending ? "stays pending (goodbye)" : expected == Fails ? "fails" : "completes");
+                     expected == Pending ? "stays pending (goodbye)"
+                     : expected == Fails ? "fails"
+                                         : "completes");
         std::abort();
       }
       if (bytes != length || std::memcmp(buffer.data(), stream + at + 8, length) != 0) {
-        std::fprintf(stderr, "receive %d completed with %zu bytes where the stream holds %llu, or other bytes\n", i, bytes,
-                     static_cast<unsigned long long>(length));
+        std::fprintf(stderr, "receive %d completed with %zu bytes where the stream holds %llu, or other bytes\n", i,
+                     bytes, static_cast<unsigned long long>(length));
         std::abort();
       }
       recv->deregisterMemory(registration);

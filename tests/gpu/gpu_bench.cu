@@ -12,11 +12,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,13 +31,13 @@ using tutti::kern::dev::blockCopy;
 using tutti::kern::dev::blockReduce;
 using tutti::kern::dev::kExecutorThreads;
 
-#define CHECK_CUDA(call)                                                                 \
-  do {                                                                                  \
-    cudaError_t e = (call);                                                             \
-    if (e != cudaSuccess) {                                                             \
+#define CHECK_CUDA(call)                                                              \
+  do {                                                                                \
+    cudaError_t e = (call);                                                           \
+    if (e != cudaSuccess) {                                                           \
       std::printf("FAIL %s: %s (line %d)\n", #call, cudaGetErrorString(e), __LINE__); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
 
 // Each block takes its slice of the buffer, as each channel takes its range of an operation.
@@ -55,12 +55,14 @@ __global__ void __launch_bounds__(kExecutorThreads) reduceKernel(float* dst, con
 }
 
 __global__ void fillKernel(float* p, size_t n, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = float(i % 1024) * scale;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = float(i % 1024) * scale;
 }
 
 __global__ void countDifferentWords(const uint32_t* a, const uint32_t* b, size_t n, unsigned long long* differ) {
   unsigned long long mine = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) mine += a[i] != b[i];
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    mine += a[i] != b[i];
   if (mine != 0) atomicAdd(differ, mine);
 }
 
@@ -111,7 +113,9 @@ double medianMs(int iterations, Fn&& fn) {
 
 void loops(size_t maxBytes, int sms) {
   std::printf("\n### Copy and reduce loops against cudaMemcpyAsync (device to device)\n\n");
-  std::printf("| bytes | memcpy GB/s | copy loop GB/s | copy/memcpy | reduce loop GB/s | reduce/memcpy |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "| bytes | memcpy GB/s | copy loop GB/s | copy/memcpy | reduce loop GB/s | reduce/memcpy "
+      "|\n|---|---|---|---|---|---|\n");
   char *a = nullptr, *b = nullptr, *c = nullptr;
   CHECK_CUDA(cudaMalloc(&a, maxBytes));
   CHECK_CUDA(cudaMalloc(&b, maxBytes));
@@ -124,11 +128,13 @@ void loops(size_t maxBytes, int sms) {
     const double memcpyMs = medianMs(20, [&] { CHECK_CUDA(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice)); });
     const double copyMs = medianMs(20, [&] { copyKernel<<<sms * 2, kExecutorThreads>>>(c, a, bytes); });
     const double reduceMs = medianMs(20, [&] {
-      reduceKernel<<<sms * 2, kExecutorThreads>>>(reinterpret_cast<float*>(c), reinterpret_cast<float*>(a), reinterpret_cast<float*>(b), bytes / 4);
+      reduceKernel<<<sms * 2, kExecutorThreads>>>(reinterpret_cast<float*>(c), reinterpret_cast<float*>(a),
+                                                  reinterpret_cast<float*>(b), bytes / 4);
     });
-    const double memcpyGBs = 2.0 * bytes / memcpyMs / 1e6, copyGBs = 2.0 * bytes / copyMs / 1e6, reduceGBs = 3.0 * bytes / reduceMs / 1e6;
-    std::printf("| %zu MiB | %.0f | %.0f | %.2f | %.0f | %.2f |\n", bytes >> 20, memcpyGBs, copyGBs, copyGBs / memcpyGBs, reduceGBs,
-                reduceGBs / memcpyGBs);
+    const double memcpyGBs = 2.0 * bytes / memcpyMs / 1e6, copyGBs = 2.0 * bytes / copyMs / 1e6,
+                 reduceGBs = 3.0 * bytes / reduceMs / 1e6;
+    std::printf("| %zu MiB | %.0f | %.0f | %.2f | %.0f | %.2f |\n", bytes >> 20, memcpyGBs, copyGBs,
+                copyGBs / memcpyGBs, reduceGBs, reduceGBs / memcpyGBs);
   }
   // The reduction's result, checked on the host at a few places.
   const size_t n = maxBytes / 4;
@@ -151,9 +157,11 @@ void loops(size_t maxBytes, int sms) {
 // a channel copies its range: 1, 2, 4, ... blocks, and one per SM. Median of 5 runs after one to
 // warm up; the traffic is read plus written bytes, as in loops().
 void copyByBlocks(size_t maxBytes, int sms) {
-  std::printf("\n### Copy loop by blocks of %d threads (one per SM at most) against cudaMemcpyAsync (device to device)\n\n",
-              kExecutorThreads);
-  std::printf("| bytes | blocks | copy loop GB/s | GB/s per block | memcpy GB/s | copy/memcpy |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n### Copy loop by blocks of %d threads (one per SM at most) against cudaMemcpyAsync (device to device)\n\n",
+      kExecutorThreads);
+  std::printf(
+      "| bytes | blocks | copy loop GB/s | GB/s per block | memcpy GB/s | copy/memcpy |\n|---|---|---|---|---|---|\n");
   const size_t top = std::min(maxBytes, size_t(256) << 20);
   char *src = nullptr, *dst = nullptr;
   CHECK_CUDA(cudaMalloc(&src, top));
@@ -166,11 +174,14 @@ void copyByBlocks(size_t maxBytes, int sms) {
   size_t largest = 0;  // the largest copy, which the check below reads back
   for (size_t bytes = size_t(1) << 20; bytes <= top; bytes *= 4) {
     largest = bytes;
-    const double memcpyGBs = 2.0 * bytes / medianMs(5, [&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }) / 1e6;
+    const double memcpyGBs =
+        2.0 * bytes / medianMs(5, [&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }) /
+        1e6;
     for (int blocks : counts) {
-      const double copyGBs = 2.0 * bytes / medianMs(5, [&] { copyKernel<<<blocks, kExecutorThreads>>>(dst, src, bytes); }) / 1e6;
-      std::printf("| %zu MiB | %d | %.0f | %.1f | %.0f | %.2f |\n", bytes >> 20, blocks, copyGBs, copyGBs / blocks, memcpyGBs,
-                  copyGBs / memcpyGBs);
+      const double copyGBs =
+          2.0 * bytes / medianMs(5, [&] { copyKernel<<<blocks, kExecutorThreads>>>(dst, src, bytes); }) / 1e6;
+      std::printf("| %zu MiB | %d | %.0f | %.1f | %.0f | %.2f |\n", bytes >> 20, blocks, copyGBs, copyGBs / blocks,
+                  memcpyGBs, copyGBs / memcpyGBs);
     }
   }
   CHECK_CUDA(cudaGetLastError());
@@ -183,7 +194,8 @@ void copyByBlocks(size_t maxBytes, int sms) {
     CHECK_CUDA(cudaMemset(dst, 0xff, largest));
     CHECK_CUDA(cudaMemset(bad, 0, sizeof *bad));
     copyKernel<<<blocks, kExecutorThreads>>>(dst, src, largest);
-    countDifferentWords<<<1024, 256>>>(reinterpret_cast<const uint32_t*>(dst), reinterpret_cast<const uint32_t*>(src), largest / 4, bad);
+    countDifferentWords<<<1024, 256>>>(reinterpret_cast<const uint32_t*>(dst), reinterpret_cast<const uint32_t*>(src),
+                                       largest / 4, bad);
     unsigned long long differ = 0;
     CHECK_CUDA(cudaMemcpy(&differ, bad, sizeof differ, cudaMemcpyDeviceToHost));
     if (differ != 0) {
@@ -256,7 +268,9 @@ void allReduce(size_t maxBytes) {
         if (last != float(i % 1024) * 3.0f) wrong = true;
         if (rank == 0) {
           sync.arrive_and_wait();  // the other rank idles while the copy is timed
-          memcpyUs[s] = 1000 * medianMs(iterations, [&] { CHECK_CUDA(cudaMemcpyAsync(out, in, count * 4, cudaMemcpyDeviceToDevice)); });
+          memcpyUs[s] = 1000 * medianMs(iterations, [&] {
+                          CHECK_CUDA(cudaMemcpyAsync(out, in, count * 4, cudaMemcpyDeviceToDevice));
+                        });
           sync.arrive_and_wait();
         } else {
           sync.arrive_and_wait();
@@ -271,7 +285,8 @@ void allReduce(size_t maxBytes) {
   for (size_t s = 0; s < sizes.size(); s++) {
     const double us = times[0][s];
     const double bytes = double(std::max<size_t>(sizes[s], 8));
-    std::printf("| %zu | %.1f | %.1f | %.2f | %.1f |\n", sizes[s], us, memcpyUs[s], us / memcpyUs[s], bytes / us / 1e3 * 2.0 * (nranks - 1) / nranks);
+    std::printf("| %zu | %.1f | %.1f | %.2f | %.1f |\n", sizes[s], us, memcpyUs[s], us / memcpyUs[s],
+                bytes / us / 1e3 * 2.0 * (nranks - 1) / nranks);
   }
   if (wrong) {
     std::printf("FAIL: an all-reduce gave a wrong result\n");

@@ -37,28 +37,38 @@ void fail(const std::string& what) {
   failures++;
 }
 
-template <typename T> constexpr bool kLowPrecision =
-    std::is_same_v<T, half_t> || std::is_same_v<T, bf16_t> || std::is_same_v<T, fp8e4m3_t> || std::is_same_v<T, fp8e5m2_t>;
+template <typename T>
+constexpr bool kLowPrecision = std::is_same_v<T, half_t> || std::is_same_v<T, bf16_t> || std::is_same_v<T, fp8e4m3_t> ||
+                               std::is_same_v<T, fp8e5m2_t>;
 
-template <typename T> uint64_t bitsOf(T v) {
+template <typename T>
+uint64_t bitsOf(T v) {
   uint64_t out = 0;
   std::memcpy(&out, &v, sizeof v);
   return out;
 }
 
-template <typename T> bool isNan(T v) {
-  if constexpr (kLowPrecision<T>) return std::isnan(v.toFloat());
-  else if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  else return false;
+template <typename T>
+bool isNan(T v) {
+  if constexpr (kLowPrecision<T>)
+    return std::isnan(v.toFloat());
+  else if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 // Equal bits, or both NaN (the payload of a NaN is not part of the contract).
-template <typename T> bool same(T a, T b) { return bitsOf(a) == bitsOf(b) || (isNan(a) && isNan(b)); }
+template <typename T>
+bool same(T a, T b) {
+  return bitsOf(a) == bitsOf(b) || (isNan(a) && isNan(b));
+}
 
 // Inputs: random bit patterns for the narrow types (every code, NaN and inf included), random
 // values over many magnitudes with a few special ones for float and double, random bits for
 // integers.
-template <typename T> std::vector<T> inputs(size_t n, uint64_t seed) {
+template <typename T>
+std::vector<T> inputs(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<T> v(n);
   for (size_t i = 0; i < n; i++) {
@@ -84,25 +94,34 @@ template <typename T> std::vector<T> inputs(size_t n, uint64_t seed) {
 
 // The float64 / 64-bit reference of `a OP b` for the full-precision types (no pre or post), or
 // false when the operation has none here.
-template <typename T, typename Op> bool reference(T a, T b, T* out) {
+template <typename T, typename Op>
+bool reference(T a, T b, T* out) {
   if constexpr (kLowPrecision<T>) {
     return false;
   } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
-    if constexpr (std::is_same_v<Op, OpSum>) *out = T(U(uint64_t(a) + uint64_t(b)));
-    else if constexpr (std::is_same_v<Op, OpProd>) *out = T(U(uint64_t(a) * uint64_t(b)));
-    else if constexpr (std::is_same_v<Op, OpMax>) *out = a > b ? a : b;
-    else *out = a < b ? a : b;
+    if constexpr (std::is_same_v<Op, OpSum>)
+      *out = T(U(uint64_t(a) + uint64_t(b)));
+    else if constexpr (std::is_same_v<Op, OpProd>)
+      *out = T(U(uint64_t(a) * uint64_t(b)));
+    else if constexpr (std::is_same_v<Op, OpMax>)
+      *out = a > b ? a : b;
+    else
+      *out = a < b ? a : b;
     return true;
   } else {
     // float: the double result of one operation on two floats rounds to the correctly rounded
     // float result. double: the host's IEEE double operation.
     using Wide = double;
     Wide x = a, y = b;
-    if constexpr (std::is_same_v<Op, OpSum>) *out = T(x + y);
-    else if constexpr (std::is_same_v<Op, OpProd>) *out = T(x * y);
-    else if constexpr (std::is_same_v<Op, OpMax>) *out = (std::isnan(a) || std::isnan(b)) ? T(NAN) : (a > b ? a : b);
-    else *out = (std::isnan(a) || std::isnan(b)) ? T(NAN) : (a < b ? a : b);
+    if constexpr (std::is_same_v<Op, OpSum>)
+      *out = T(x + y);
+    else if constexpr (std::is_same_v<Op, OpProd>)
+      *out = T(x * y);
+    else if constexpr (std::is_same_v<Op, OpMax>)
+      *out = (std::isnan(a) || std::isnan(b)) ? T(NAN) : (a > b ? a : b);
+    else
+      *out = (std::isnan(a) || std::isnan(b)) ? T(NAN) : (a < b ? a : b);
     return true;
   }
 }
@@ -146,10 +165,12 @@ void checkOne(const char* typeName, const char* opName, size_t n, bool withA) {
          std::to_string(firstBad) + ": a bits " + std::to_string(bitsOf(a[firstBad])) + ", b bits " +
          std::to_string(bitsOf(b[firstBad])) + ", gpu bits " + std::to_string(bitsOf(got[firstBad])) + ")");
   }
-  if (vsReference != 0) fail(what + ": " + std::to_string(vsReference) + " elements differ from the float64/int64 reference");
+  if (vsReference != 0)
+    fail(what + ": " + std::to_string(vsReference) + " elements differ from the float64/int64 reference");
 }
 
-template <typename T> void checkType(const char* typeName) {
+template <typename T>
+void checkType(const char* typeName) {
   for (size_t n : {size_t(1), size_t(1000003)}) {
     checkOne<T, OpSum, false, false>(typeName, "sum", n, true);
     checkOne<T, OpProd, false, false>(typeName, "prod", n, true);
@@ -175,8 +196,10 @@ int main() {
   std::printf("device 0: %s, compute capability %d.%d\n", prop.name, prop.major, prop.minor);
 
   long long conversions = cuda_seam::countConversionMismatches();
-  if (conversions != 0) fail("conversions: " + std::to_string(conversions) + " disagreements with CUDA's (-1: CUDA failed)");
-  else std::printf("ok   conversions: all 2^32 float patterns and every 16- and 8-bit code agree with CUDA's\n");
+  if (conversions != 0)
+    fail("conversions: " + std::to_string(conversions) + " disagreements with CUDA's (-1: CUDA failed)");
+  else
+    std::printf("ok   conversions: all 2^32 float patterns and every 16- and 8-bit code agree with CUDA's\n");
 
   int before = failures;
   checkType<int8_t>("int8");
@@ -191,7 +214,8 @@ int main() {
   checkType<bf16_t>("bf16");
   checkType<fp8e4m3_t>("fp8e4m3");
   checkType<fp8e5m2_t>("fp8e5m2");
-  if (failures == before) std::printf("ok   reductions: 12 types x 6 operations, GPU equals host bitwise and the float64 reference\n");
+  if (failures == before)
+    std::printf("ok   reductions: 12 types x 6 operations, GPU equals host bitwise and the float64 reference\n");
 
   std::printf("%s: %d failure(s)\n", failures == 0 ? "PASSED" : "FAILED", failures);
   return failures == 0 ? 0 : 1;

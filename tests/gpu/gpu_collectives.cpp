@@ -93,8 +93,10 @@ int main(int argc, char** argv) {
   std::vector<int> rankCounts;
   bool smoke = false;
   for (int i = 1; i < argc; i++) {
-    if (std::string(argv[i]) == "--smoke") smoke = true;
-    else rankCounts.push_back(std::atoi(argv[i]));
+    if (std::string(argv[i]) == "--smoke")
+      smoke = true;
+    else
+      rankCounts.push_back(std::atoi(argv[i]));
   }
   if (rankCounts.empty()) rankCounts = {1, 2, 4, 8};
   setenv("TUTTI_ALLOW_SHARED_GPU", "1", 1);
@@ -102,20 +104,24 @@ int main(int argc, char** argv) {
   setenv("TUTTI_TIMEOUT", "60", 0);
   size_t totalWrong = 0, totalDiffer = 0, totalCases = 0, totalCompared = 0;
   if (smoke) {
-    const std::vector<Case> cases = {Case{tutti_test::Coll::AllReduce, ncclFloat32, ncclSum, 1023, false, 0},
-                                     Case{tutti_test::Coll::AllReduce, ncclFloat32, ncclSum, size_t(1) << 20, false, 0}};
+    const std::vector<Case> cases = {
+        Case{tutti_test::Coll::AllReduce, ncclFloat32, ncclSum, 1023, false, 0},
+        Case{tutti_test::Coll::AllReduce, ncclFloat32, ncclSum, size_t(1) << 20, false, 0}};
     for (int nranks : rankCounts) {
       tutti_test::BackendRun gpu = tutti_test::runBackend("cuda", nranks, cases, deviceBuffers);
-      std::printf("%s smoke: %d ranks, %zu all-reduces (%s), wrong %zu%s%s\n", gpu.wrong == 0 ? "ok  " : "FAIL", nranks, cases.size(),
-                  gpu.algorithms.back().c_str(), gpu.wrong, gpu.firstFailure.empty() ? "" : ": ", gpu.firstFailure.c_str());
+      std::printf("%s smoke: %d ranks, %zu all-reduces (%s), wrong %zu%s%s\n", gpu.wrong == 0 ? "ok  " : "FAIL", nranks,
+                  cases.size(), gpu.algorithms.back().c_str(), gpu.wrong, gpu.firstFailure.empty() ? "" : ": ",
+                  gpu.firstFailure.c_str());
       if (gpu.wrong) return 1;
     }
     return 0;
   }
   for (int nranks : rankCounts)
     for (const char* algorithm : {"", "ring", "tree"}) {
-      if (*algorithm) setenv("NCCL_ALGO", algorithm, 1);
-      else unsetenv("NCCL_ALGO");
+      if (*algorithm)
+        setenv("NCCL_ALGO", algorithm, 1);
+      else
+        unsetenv("NCCL_ALGO");
       // Counts: none, one, odd, a few tiles, and several chunks over several channels.
       const std::vector<Case> cases = tutti_test::allCases({0, 1, 7, 1023, (size_t(1) << 18) + 5}, nranks);
       auto start = std::chrono::steady_clock::now();
@@ -125,9 +131,10 @@ int main(int argc, char** argv) {
       const size_t compared = bitwise.compared, differ = bitwise.differ;
       const std::string& firstDiff = bitwise.firstDifference;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("%s %d ranks, NCCL_ALGO=%s: %zu cases, wrong host %zu cuda %zu; bitwise compared %zu, differ %zu (%.1f s)\n",
-                  gpu.wrong + host.wrong + differ == 0 ? "ok  " : "FAIL", nranks, *algorithm ? algorithm : "(selector)", cases.size(),
-                  host.wrong, gpu.wrong, compared, differ, seconds);
+      std::printf(
+          "%s %d ranks, NCCL_ALGO=%s: %zu cases, wrong host %zu cuda %zu; bitwise compared %zu, differ %zu (%.1f s)\n",
+          gpu.wrong + host.wrong + differ == 0 ? "ok  " : "FAIL", nranks, *algorithm ? algorithm : "(selector)",
+          cases.size(), host.wrong, gpu.wrong, compared, differ, seconds);
       if (!host.firstFailure.empty()) std::printf("     first failure: %s\n", host.firstFailure.c_str());
       if (!gpu.firstFailure.empty()) std::printf("     first failure: %s\n", gpu.firstFailure.c_str());
       if (!firstDiff.empty()) std::printf("     first bitwise difference: %s\n", firstDiff.c_str());
@@ -137,6 +144,7 @@ int main(int argc, char** argv) {
       totalCases += cases.size();
       totalCompared += compared;
     }
-  std::printf("== %zu cases per backend, %zu wrong, %zu compared bitwise, %zu differ\n", totalCases, totalWrong, totalCompared, totalDiffer);
+  std::printf("== %zu cases per backend, %zu wrong, %zu compared bitwise, %zu differ\n", totalCases, totalWrong,
+              totalCompared, totalDiffer);
   return totalWrong + totalDiffer == 0 ? 0 : 1;
 }

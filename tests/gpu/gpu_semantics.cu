@@ -89,7 +89,8 @@ void streamOrder() {
                                std::to_string(enqueue * 1e3) + " ms, before the GPU was done");
     int device = -1;
     ncclCommCuDevice(comm, &device);
-    expect(device == 0, "rank " + std::to_string(rank) + ": ncclCommCuDevice " + std::to_string(device) + " (the current device, 0)");
+    expect(device == 0, "rank " + std::to_string(rank) + ": ncclCommCuDevice " + std::to_string(device) +
+                            " (the current device, 0)");
     cudaFree(x);
     ncclCommDestroy(comm);
   });
@@ -123,7 +124,8 @@ void stuckPeer(bool abortIt) {
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm, &async);
       const std::string message = ncclGetLastError(comm);
-      expect(synced == cudaSuccess && seconds < 6, "timeout: the kernel gave up after " + std::to_string(seconds) + " s (TUTTI_TIMEOUT=3)");
+      expect(synced == cudaSuccess && seconds < 6,
+             "timeout: the kernel gave up after " + std::to_string(seconds) + " s (TUTTI_TIMEOUT=3)");
       expect(async == ncclRemoteError || async == ncclSystemError || async == ncclInternalError,
              std::string("timeout: ncclCommGetAsyncError reports ") + ncclGetErrorString(async));
       expect(message.find("rank 1") != std::string::npos && message.find("AllReduce") != std::string::npos,

@@ -18,7 +18,8 @@ namespace {
 socklen_t channelAddress(uint64_t id, sockaddr_un* a) {
   std::memset(a, 0, sizeof *a);
   a->sun_family = AF_UNIX;  // sun_path[0] == 0: an abstract name, gone with the socket
-  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "tutti-standin-channel-%016llx", static_cast<unsigned long long>(id));
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "tutti-standin-channel-%016llx",
+                   static_cast<unsigned long long>(id));
   return socklen_t(offsetof(sockaddr_un, sun_path) + 1 + size_t(n));
 }
 
@@ -73,7 +74,8 @@ void pushCompletion(ibv_cq* cq, const ibv_wc& wc, bool solicited) {
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     bool wakes = solicited || wc.status != IBV_WC_SUCCESS;
-    if (int(s->entries.size()) >= s->cq.cqe) s->overrun = true;
+    if (int(s->entries.size()) >= s->cq.cqe)
+      s->overrun = true;
     else {
       s->entries.push_back({wc, wakes});
       s->solicitedEntries += wakes ? 1 : 0;
@@ -170,7 +172,8 @@ int standinReqNotify(ibv_cq* cq, int solicitedOnly) {
   for (auto& [qpn, q] : c->qps)
     for (int dir = 0; dir < 2; ++dir) {
       Link& l = dir == 0 ? q->outbound : q->inbound;
-      if (l.rx && l.fd >= 0 && cqFedBy(q, dir) == cq) armChannelWake(l, channelOf(cq->channel)->id, s->armed.load() == kArmedSolicited);
+      if (l.rx && l.fd >= 0 && cqFedBy(q, dir) == cq)
+        armChannelWake(l, channelOf(cq->channel)->id, s->armed.load() == kArmedSolicited);
     }
   return 0;  // bytes already in a ring are the caller's next poll's (a poll follows an arming)
 }
@@ -274,7 +277,9 @@ STANDIN_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void
     {
       std::lock_guard<std::mutex> lock(c->mutex);
       if (!c->portDown.load())
-        serviceQps(c, [channel](StandinQp* q) { return q->qp.send_cq->channel == channel || q->qp.recv_cq->channel == channel; });
+        serviceQps(c, [channel](StandinQp* q) {
+          return q->qp.send_cq->channel == channel || q->qp.recv_cq->channel == channel;
+        });
     }
     if (takeEvent(s, cq, cqContext)) return 0;
     char b;  // waits as the descriptor's mode says, and takes nothing
@@ -286,8 +291,8 @@ STANDIN_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
   StandinCq* s = cqOf(cq);
   uint32_t acked = s->eventsAcked.fetch_add(nevents) + nevents;
   if (acked > s->eventsReported.load()) {
-    fprintf(stderr, "standin: ibv_ack_cq_events acknowledged %u events of CQ %p, %u were got\n", acked, static_cast<void*>(cq),
-            s->eventsReported.load());
+    fprintf(stderr, "standin: ibv_ack_cq_events acknowledged %u events of CQ %p, %u were got\n", acked,
+            static_cast<void*>(cq), s->eventsReported.load());
     abort();  // a real library's counts would be corrupt: make the bug loud
   }
 }

@@ -9,9 +9,9 @@
 // key without remote-write access, a PSN that does not match) and errors flush the queues.
 //
 // Limits, on purpose: one scatter/gather entry per work request, no SRQ, no atomics, RDMA read
-// only between QPs of one context (the GDR flush's loopback), RNR waits without limit (rnr_retry 7). The port is Ethernet (RoCE: addresses come from GIDs)
-// unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the LID is the context's
-// TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
+// only between QPs of one context (the GDR flush's loopback), RNR waits without limit (rnr_retry 7). The port is
+// Ethernet (RoCE: addresses come from GIDs) unless TUTTI_IBVERBS_STANDIN_LINK_LAYER=ib, which makes it InfiniBand: the
+// LID is the context's TCP port and QPs without a GRH reach the LID at this process's stand-in address (one host).
 //
 // For tests, also: TUTTI_IBVERBS_STANDIN_DELAY_QP_MS=n holds every operation that completes a
 // receive (write with immediate, send) arriving at a QP with an even number for n ms before it is
@@ -179,7 +179,8 @@ STANDIN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   } else if (c->listenFd >= 0) {
     bound = ::bind(c->listenFd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   }
-  if (c->listenFd < 0 || bound != 0 || ::listen(c->listenFd, 128) != 0 || getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
+  if (c->listenFd < 0 || bound != 0 || ::listen(c->listenFd, 128) != 0 ||
+      getsockname(c->listenFd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
       pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0 || (c->ctx.async_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
     int e = errno;
     if (c->listenFd >= 0) ::close(c->listenFd);
@@ -249,10 +250,11 @@ STANDIN_EXPORT int ibv_query_port(ibv_context* context, uint8_t port, _compat_ib
   attr->active_mtu = IBV_MTU_4096;
   attr->gid_tbl_len = kGidCount;
   attr->pkey_tbl_len = 1;
-  attr->lid = 0;  // Ethernet ports have no LID
+  attr->lid = 0;            // Ethernet ports have no LID
   attr->active_width = 2;   // 4x
   attr->active_speed = 32;  // EDR: 25 Gb/s per lane
-  if (const char* speed = std::getenv("TUTTI_IBVERBS_STANDIN_ACTIVE_SPEED")) attr->active_speed = uint8_t(std::atoi(speed));
+  if (const char* speed = std::getenv("TUTTI_IBVERBS_STANDIN_ACTIVE_SPEED"))
+    attr->active_speed = uint8_t(std::atoi(speed));
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
   if (infinibandLinkLayer()) {
     attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
@@ -375,8 +377,8 @@ STANDIN_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
 }
 
 // For tests: what this process asked of the stand-in (see the top of the file). Any pointer may be null.
-STANDIN_EXPORT void tutti_standin_counters(uint64_t* plainWrites, uint64_t* immWrites,
-                                                                              uint64_t* relaxedOrderingMrs, uint64_t* heldOps) {
+STANDIN_EXPORT void tutti_standin_counters(uint64_t* plainWrites, uint64_t* immWrites, uint64_t* relaxedOrderingMrs,
+                                           uint64_t* heldOps) {
   if (plainWrites) *plainWrites = counters().plainWrites.load();
   if (immWrites) *immWrites = counters().immWrites.load();
   if (relaxedOrderingMrs) *relaxedOrderingMrs = counters().relaxedOrderingMrs.load();

@@ -56,11 +56,11 @@ ibv_mr* refuse(int error) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
-                                                                  int access) {
+__attribute__((visibility("default"))) ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length,
+                                                                 uint64_t iova, int fd, int access) {
   const char* enabled = std::getenv("TUTTI_IBVERBS_STANDIN_DMABUF");
   if (enabled && std::strcmp(enabled, "0") == 0) return refuse(EOPNOTSUPP);
-  struct stat file{};
+  struct stat file {};
   if (fd < 0 || fstat(fd, &file) != 0) return refuse(EBADF);
   if (!pd || length == 0) return refuse(EINVAL);
   // Shared memory (memfd, shm_open) answers F_GET_SEALS; any other file does not.
@@ -69,7 +69,8 @@ __attribute__((visibility("default"))) ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uin
   const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
   if (iova % page != offset % page) return refuse(EINVAL);
   if ((access & ~kAllowedAccess) != 0) return refuse(EINVAL);
-  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) return refuse(EINVAL);
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return refuse(EINVAL);
   const uint64_t lead = offset % page;
   const size_t bytes = size_t(lead + length);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(offset - lead));
@@ -102,11 +103,11 @@ void standin_note_rdma_read() { state().reads++; }
 
 // For tests: the dmabuf registrations this process made, those still registered, and the RDMA
 // reads placed.
-__attribute__((visibility("default"))) void tutti_standin_dmabuf_counters(uint64_t* registrations, uint64_t* live, uint64_t* reads) {
+__attribute__((visibility("default"))) void tutti_standin_dmabuf_counters(uint64_t* registrations, uint64_t* live,
+                                                                          uint64_t* reads) {
   if (registrations) *registrations = state().registrations.load();
   if (reads) *reads = state().reads.load();
   std::lock_guard<std::mutex> lock(state().mutex);
   if (live) *live = state().mappings.size();
 }
-
 }

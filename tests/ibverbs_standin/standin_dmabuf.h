@@ -18,5 +18,4 @@ void standin_note_rdma_read();
 
 // The dmabuf part: `mr` is being deregistered; unmaps what ibv_reg_dmabuf_mr mapped for it, if any.
 void standin_forget_dmabuf_mapping(const ibv_mr* mr);
-
 }

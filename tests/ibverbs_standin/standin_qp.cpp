@@ -22,7 +22,8 @@ void failQp(StandinQp* q, ibv_wc_status firstStatus) {
     first = false;
   }
   q->pending.clear();
-  for (const ibv_recv_wr& r : q->recvs) pushCompletion(q->qp.recv_cq, completion(&q->qp, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0));
+  for (const ibv_recv_wr& r : q->recvs)
+    pushCompletion(q->qp.recv_cq, completion(&q->qp, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0));
   q->recvs.clear();
   q->recvSges.clear();
   closeLink(q->outbound);
@@ -35,7 +36,8 @@ int standinPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   std::lock_guard<std::mutex> lock(c->mutex);
   for (; wr; wr = wr->next) {
     if (qp->state == IBV_QPS_RESET || wr->num_sge > 1 ||
-        (wr->num_sge == 1 && !findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, wr->sg_list[0].length, IBV_ACCESS_LOCAL_WRITE))) {
+        (wr->num_sge == 1 &&
+         !findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, wr->sg_list[0].length, IBV_ACCESS_LOCAL_WRITE))) {
       *bad = wr;
       return EINVAL;
     }
@@ -59,20 +61,25 @@ bool postLoopbackRead(StandinContext* c, StandinQp* q, ibv_send_wr* wr) {
   const ibv_ah_attr& ah = q->attr.ah_attr;
   uint32_t ip = 0;
   std::memcpy(&ip, ah.grh.dgid.raw + 8, 4);
-  const bool here = ah.is_global ? ip == c->ip && ((ah.grh.dgid.raw[12] << 8) | ah.grh.dgid.raw[13]) == c->port : ah.dlid == c->port;
+  const bool here =
+      ah.is_global ? ip == c->ip && ((ah.grh.dgid.raw[12] << 8) | ah.grh.dgid.raw[13]) == c->port : ah.dlid == c->port;
   auto target = c->qps.find(q->attr.dest_qp_num);
   if (!here || target == c->qps.end()) {
-    if (trace()) fprintf(stderr, "standin: QP %u: RDMA read refused: the destination QP %u is %s\n", q->qp.qp_num, q->attr.dest_qp_num,
-                         here ? "not in this context" : "in another context");
+    if (trace())
+      fprintf(stderr, "standin: QP %u: RDMA read refused: the destination QP %u is %s\n", q->qp.qp_num,
+              q->attr.dest_qp_num, here ? "not in this context" : "in another context");
     return false;
   }
   const ibv_sge& sge = wr->sg_list[0];
   StandinMr* local = findMr(c, sge.lkey, q->qp.pd, sge.addr, sge.length, IBV_ACCESS_LOCAL_WRITE);
   StandinQp* responder = target->second;
-  StandinMr* remote = findMr(c, wr->wr.rdma.rkey, responder->qp.pd, wr->wr.rdma.remote_addr, sge.length, IBV_ACCESS_REMOTE_READ);
+  StandinMr* remote =
+      findMr(c, wr->wr.rdma.rkey, responder->qp.pd, wr->wr.rdma.remote_addr, sge.length, IBV_ACCESS_REMOTE_READ);
   ibv_wc_status status = IBV_WC_SUCCESS;
-  if (!local) status = IBV_WC_LOC_PROT_ERR;
-  else if (!(responder->access & IBV_ACCESS_REMOTE_READ) || !remote) status = IBV_WC_REM_ACCESS_ERR;
+  if (!local)
+    status = IBV_WC_LOC_PROT_ERR;
+  else if (!(responder->access & IBV_ACCESS_REMOTE_READ) || !remote)
+    status = IBV_WC_REM_ACCESS_ERR;
   if (status != IBV_WC_SUCCESS) {
     q->pending.push_back({0, wr->wr_id, IBV_WC_RDMA_READ, true, 0});
     failQp(q, status);
@@ -80,7 +87,8 @@ bool postLoopbackRead(StandinContext* c, StandinQp* q, ibv_send_wr* wr) {
   }
   std::memcpy(hostOf(local, sge.addr), hostOf(remote, wr->wr.rdma.remote_addr), sge.length);
   standin_note_rdma_read();
-  if (wr->send_flags & IBV_SEND_SIGNALED) pushCompletion(q->qp.send_cq, completion(&q->qp, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, sge.length));
+  if (wr->send_flags & IBV_SEND_SIGNALED)
+    pushCompletion(q->qp.send_cq, completion(&q->qp, wr->wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, sge.length));
   return true;
 }
 
@@ -89,8 +97,8 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   StandinQp* q = qpOf(qp);
   std::lock_guard<std::mutex> lock(c->mutex);
   for (; wr; wr = wr->next) {
-    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND ||
-                 wr->opcode == IBV_WR_RDMA_READ;
+    bool known = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                 wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_RDMA_READ;
     if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
       *bad = wr;
       return EINVAL;
@@ -113,7 +121,9 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     uint32_t length = wr->num_sge == 1 ? wr->sg_list[0].length : 0;
     bool isInline = (wr->send_flags & IBV_SEND_INLINE) != 0;
-    StandinMr* source = wr->num_sge == 1 && !isInline ? findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0) : nullptr;
+    StandinMr* source = wr->num_sge == 1 && !isInline
+                            ? findMr(c, wr->sg_list[0].lkey, qp->pd, wr->sg_list[0].addr, length, 0)
+                            : nullptr;
     if (wr->num_sge == 1 && !isInline && !source) {
       q->pending.push_back({0, wr->wr_id, opcode, true, 0});
       failQp(q, IBV_WC_LOC_PROT_ERR);
@@ -140,9 +150,12 @@ int standinPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     item.frame.raddr = wr->wr.rdma.remote_addr;
     item.frame.rkey = wr->wr.rdma.rkey;
     item.frame.length = length;
-    const char* src = source ? hostOf(source, wr->sg_list[0].addr) : reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
-    if (isInline && !noPayload) item.inlineData.assign(src, src + length);
-    else item.payload = src;
+    const char* src = source ? hostOf(source, wr->sg_list[0].addr)
+                             : reinterpret_cast<const char*>(uintptr_t(length ? wr->sg_list[0].addr : 0));
+    if (isInline && !noPayload)
+      item.inlineData.assign(src, src + length);
+    else
+      item.payload = src;
     if (q->pending.empty()) q->lastHeard = Clock::now();  // the timer starts with the first send outstanding
     q->pending.push_back({item.frame.seq, wr->wr_id, opcode, (wr->send_flags & IBV_SEND_SIGNALED) != 0, length});
     q->outbound.out.push_back(std::move(item));
@@ -215,25 +228,31 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     return 0;
   }
   if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-    if (!has(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num != 1 || attr->pkey_index != 0) return EINVAL;
+    if (!has(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || attr->port_num != 1 || attr->pkey_index != 0)
+      return EINVAL;
     q->access = int(attr->qp_access_flags);
     q->port = attr->port_num;
   } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
-    if (!has(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) return EINVAL;
+    if (!has(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+             IBV_QP_MIN_RNR_TIMER))
+      return EINVAL;
     // Ethernet (RoCE): the address vector must carry a GRH with a source GID that exists, and
     // the path MTU may not exceed the port's.
     // InfiniBand: a GRH, or a destination LID.
     if (attr->ah_attr.port_num != 1) return EINVAL;
-    if (!attr->ah_attr.is_global && (!infinibandLinkLayer() || attr->ah_attr.dlid == 0 || attr->ah_attr.dlid >= 0xc000)) return EINVAL;
+    if (!attr->ah_attr.is_global && (!infinibandLinkLayer() || attr->ah_attr.dlid == 0 || attr->ah_attr.dlid >= 0xc000))
+      return EINVAL;
     if (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= kGidCount) return EINVAL;
     if (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096) return EINVAL;
-    if (attr->ah_attr.is_global && attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index) return EINVAL;  // a GID of another type: unreachable
+    if (attr->ah_attr.is_global && attr->ah_attr.grh.dgid.raw[15] != attr->ah_attr.grh.sgid_index)
+      return EINVAL;  // a GID of another type: unreachable
     q->attr.ah_attr = attr->ah_attr;
     q->attr.path_mtu = attr->path_mtu;
     q->attr.dest_qp_num = attr->dest_qp_num;
     q->expectPsn = attr->rq_psn & 0xffffff;
   } else if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
-    if (!has(IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) return EINVAL;
+    if (!has(IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+      return EINVAL;
     if (attr->retry_cnt > 7 || attr->rnr_retry > 7 || attr->timeout > 31) return EINVAL;
     q->sendPsn = attr->sq_psn & 0xffffff;
     // Connect the outbound direction to the context that the destination GID names.
@@ -260,8 +279,10 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     // what it always was, a Hello and frames, with no answer to wait for.
     if (choice != kChooseTcp && (choice == kChooseShm || addressIsLocal(sa.sin_addr))) {
       fillHostIdentity(&h);
-      if (createSegment(shm, h.shmName, sizeof h.shmName)) h.wantShm = 1;
-      else if (choice == kChooseShm) return errno ? errno : EIO;
+      if (createSegment(shm, h.shmName, sizeof h.shmName))
+        h.wantShm = 1;
+      else if (choice == kChooseShm)
+        return errno ? errno : EIO;
     }
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -269,7 +290,8 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::send(fd, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h)) {
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        ::send(fd, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h)) {
       int e = errno;
       if (fd >= 0) ::close(fd);
       if (h.wantShm) unlinkSegment(h.shmName);
@@ -279,7 +301,8 @@ STANDIN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     // No answer: the receiver has no such QP and closed the connection; the writes fail later, as
     // packets to a missing QP time out.
     HelloReply reply{};
-    bool answered = h.wantShm && ::recv(fd, &reply, sizeof reply, MSG_WAITALL) == ssize_t(sizeof reply) && reply.magic == kHelloMagic;
+    bool answered = h.wantShm && ::recv(fd, &reply, sizeof reply, MSG_WAITALL) == ssize_t(sizeof reply) &&
+                    reply.magic == kHelloMagic;
     if (h.wantShm) unlinkSegment(h.shmName);  // mapped by both ends now, or by none
     if (!answered || reply.wire != kWireShm) detachSegment(shm);
     if (answered && reply.wire != kWireShm && choice == kChooseShm) {

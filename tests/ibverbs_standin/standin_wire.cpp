@@ -81,17 +81,22 @@ bool startOp(StandinContext* c, StandinQp* q, Link& l) {
   l.inStatus = IBV_WC_SUCCESS;
   l.inTarget = nullptr;
   l.inNeedsRecv = false;
-  if (q->qp.state != IBV_QPS_RTR && q->qp.state != IBV_QPS_RTS) l.inStatus = IBV_WC_REM_INV_REQ_ERR;
-  else if (l.peerMtu != q->attr.path_mtu) l.inStatus = IBV_WC_REM_INV_REQ_ERR;  // MTU mismatch: packets dropped
-  else if (f.psn != q->expectPsn) l.inStatus = IBV_WC_RETRY_EXC_ERR;            // sequence error
+  if (q->qp.state != IBV_QPS_RTR && q->qp.state != IBV_QPS_RTS)
+    l.inStatus = IBV_WC_REM_INV_REQ_ERR;
+  else if (l.peerMtu != q->attr.path_mtu)
+    l.inStatus = IBV_WC_REM_INV_REQ_ERR;  // MTU mismatch: packets dropped
+  else if (f.psn != q->expectPsn)
+    l.inStatus = IBV_WC_RETRY_EXC_ERR;  // sequence error
   if (l.inStatus == IBV_WC_SUCCESS && (f.opcode == IBV_WR_SEND || f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
     if (q->recvs.empty()) return false;  // receiver not ready: retry later
     l.inNeedsRecv = true;
     l.inRecv = q->recvs.front();
     if (f.opcode == IBV_WR_SEND) {
       ibv_sge sge = q->recvSges.front();
-      if (l.inRecv.num_sge == 0 || f.length > sge.length) l.inStatus = IBV_WC_REM_INV_REQ_ERR;
-      else l.inTarget = reinterpret_cast<char*>(uintptr_t(sge.addr));
+      if (l.inRecv.num_sge == 0 || f.length > sge.length)
+        l.inStatus = IBV_WC_REM_INV_REQ_ERR;
+      else
+        l.inTarget = reinterpret_cast<char*>(uintptr_t(sge.addr));
     }
   }
   if (l.inStatus == IBV_WC_SUCCESS && (f.opcode == IBV_WR_RDMA_WRITE || f.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
@@ -142,7 +147,7 @@ bool waitingOp(const Link& l) { return l.inHeader && l.inGot == sizeof(Frame); }
 // Reads what arrived on the inbound link. False: the connection ended.
 bool readInbound(StandinContext* c, StandinQp* q) {
   Link& l = q->inbound;
-  if (waitingOp(l)) {  // an op held or waiting for a receive: the rest waits behind it
+  if (waitingOp(l)) {       // an op held or waiting for a receive: the rest waits behind it
     if (l.rx) return true;  // shared memory: the progress thread watches the socket for the end
     char b;
     return ::recv(l.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0;  // only the end of the connection ends it
@@ -262,12 +267,15 @@ void attachAccepted(StandinContext* c, int fd) {
   bool shm = h.wantShm == 1 && wireChoice() != kChooseTcp && sameHost(h) && attachSegment(l, h.shmName);
   if (!shm) detachSegment(l);  // a segment that was found but is not the stand-in's
   HelloReply reply{kHelloMagic, shm ? kWireShm : kWireTcp};
-  if (h.wantShm == 1 && ::send(fd, &reply, sizeof reply, MSG_NOSIGNAL) != ssize_t(sizeof reply)) {  // a fresh socket takes 8 bytes
+  if (h.wantShm == 1 &&
+      ::send(fd, &reply, sizeof reply, MSG_NOSIGNAL) != ssize_t(sizeof reply)) {  // a fresh socket takes 8 bytes
     detachSegment(l);
     ::close(fd);
     return;
   }
-  if (trace()) fprintf(stderr, "standin: QP %u accepts QP %u on the %s wire\n", h.destQpn, h.srcQpn, shm ? "shared-memory" : "TCP");
+  if (trace())
+    fprintf(stderr, "standin: QP %u accepts QP %u on the %s wire\n", h.destQpn, h.srcQpn,
+            shm ? "shared-memory" : "TCP");
   l.fd = fd;
   l.peerMtu = h.pathMtu;
 }
@@ -315,8 +323,10 @@ bool serviceForPoller(StandinContext* c, StandinQp* q) {
     if (!l.rx || l.fd < 0) continue;
     StandinCq* s = cqOf(cqFedBy(q, dir));
     Arming a = s->armed.load();
-    if (a == kDisarmed || !s->cq.channel) disarmChannelWake(l);
-    else pending = armChannelWake(l, channelOf(s->cq.channel)->id, a == kArmedSolicited) || pending;
+    if (a == kDisarmed || !s->cq.channel)
+      disarmChannelWake(l);
+    else
+      pending = armChannelWake(l, channelOf(s->cq.channel)->id, a == kArmedSolicited) || pending;
   }
   return pending;
 }
@@ -349,11 +359,14 @@ void progressLoop(StandinContext* c) {
         bool shm = q->outbound.rx || q->inbound.rx;
         // Shared memory: the rings now (with the channel wakes of the CQs that are armed), the
         // socket for doorbells and the peer's end.
-        if (shm && serviceForPoller(c, q)) timeoutMs = 0;  // bytes came in between: another turn at once
-        else retryWaiting(c, q);
+        if (shm && serviceForPoller(c, q))
+          timeoutMs = 0;  // bytes came in between: another turn at once
+        else
+          retryWaiting(c, q);
         if (q->inbound.holding) timeoutMs = 1;
         checkTransportTimer(q, now);
-        bool pollersActive = shm && (polledNow(q->qp.send_cq, nowNs) || (q->qp.recv_cq != q->qp.send_cq && polledNow(q->qp.recv_cq, nowNs)));
+        bool pollersActive = shm && (polledNow(q->qp.send_cq, nowNs) ||
+                                     (q->qp.recv_cq != q->qp.send_cq && polledNow(q->qp.recv_cq, nowNs)));
         for (int dir = 0; dir < 2; ++dir) {
           Link& l = dir == 0 ? q->outbound : q->inbound;
           if (l.fd < 0) continue;

@@ -56,7 +56,7 @@ struct ShmRing {
 
 namespace {
 
-constexpr size_t kOpsBytes = size_t(1) << 20;  // sender -> receiver: op frames and payload
+constexpr size_t kOpsBytes = size_t(1) << 20;   // sender -> receiver: op frames and payload
 constexpr size_t kAckBytes = size_t(64) << 10;  // receiver -> sender: acknowledgements
 constexpr size_t kOpsRingOffset = 0;
 constexpr size_t kAckRingOffset = sizeof(ShmRing) + kOpsBytes;
@@ -112,7 +112,7 @@ void fillHostIdentity(Hello* h) {
     if (!std::fgets(h->bootId, sizeof h->bootId, f)) h->bootId[0] = '\0';
     std::fclose(f);
   }
-  struct stat st{};
+  struct stat st {};
   if (::stat("/proc/self/ns/net", &st) == 0) {
     h->netns = uint64_t(st.st_ino);
     h->netnsDev = uint64_t(st.st_dev);
@@ -132,7 +132,8 @@ bool addressIsLocal(in_addr a) {
   if (getifaddrs(&list) != 0) return false;
   bool found = false;
   for (ifaddrs* i = list; i && !found; i = i->ifa_next)
-    found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET && reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr;
+    found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr;
   freeifaddrs(list);
   return found;
 }
@@ -164,7 +165,7 @@ bool createSegment(Link& l, char* name, size_t nameBytes) {
 bool attachSegment(Link& l, const char* name) {
   int fd = ::shm_open(name, O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return false;
-  struct stat st{};
+  struct stat st {};
   void* base = ::fstat(fd, &st) == 0 && size_t(st.st_size) == kSegmentBytes ? mapSegment(fd) : nullptr;
   ::close(fd);
   if (!base) return false;
@@ -250,7 +251,8 @@ void disarmDoorbell(Link& l) {
 bool armChannelWake(Link& l, uint64_t channel, bool solicitedOnly) {
   ShmRing* r = l.rx;
   uint32_t bits = solicitedOnly ? kWakeOnSolicited : kWakeOnCompletion;  // every completing frame has kWakeOnCompletion
-  if (r->wakeChannel.load(std::memory_order_relaxed) != channel) r->wakeChannel.store(channel, std::memory_order_relaxed);
+  if (r->wakeChannel.load(std::memory_order_relaxed) != channel)
+    r->wakeChannel.store(channel, std::memory_order_relaxed);
   uint32_t now = r->wake.load(std::memory_order_relaxed);
   if ((now & kWakeOnChannel) != bits) {
     r->wake.fetch_and(~(kWakeOnChannel & ~bits));

@@ -31,25 +31,28 @@ void fill(ncclDataType_t type, unsigned char* p, size_t n, uint64_t seed) {
   const size_t size = tutti_test::elementBytes(type);
   for (size_t i = 0; i < n; i++) {
     uint64_t raw = mix(seed * 1000003 + i);
-    if (tutti_test::isFloatingType(type) && (raw & 1u)) tutti_test::fromDouble(type, p, i, double(int64_t(raw % 8192) - 4096) / 64);
-    else std::memcpy(p + i * size, &raw, size);
+    if (tutti_test::isFloatingType(type) && (raw & 1u))
+      tutti_test::fromDouble(type, p, i, double(int64_t(raw % 8192) - 4096) / 64);
+    else
+      std::memcpy(p + i * size, &raw, size);
   }
 }
 
-const ncclDataType_t kTypes[] = {ncclInt8,   ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
+const ncclDataType_t kTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
                                  ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 }  // namespace
 
 TEST_CASE("device block reductions equal reduceHost bitwise, every type, op, flag and aliasing", "[kernels][device]") {
-  const RedKind kinds[] = {RedKind::Sum, RedKind::Prod, RedKind::Max, RedKind::Min, RedKind::PreMulSum, RedKind::SumPostDiv};
+  const RedKind kinds[] = {RedKind::Sum, RedKind::Prod,      RedKind::Max,
+                           RedKind::Min, RedKind::PreMulSum, RedKind::SumPostDiv};
   const int threads = GENERATE(1, 3, 4);
   for (ncclDataType_t type : kTypes) {
     const size_t size = tutti_test::elementBytes(type);
     for (RedKind kind : kinds)
       for (unsigned flags : {0u, 1u, 2u, 3u})
         for (size_t n : {size_t(0), size_t(1), size_t(17), size_t(1000)})
-          for (size_t misalign : {size_t(0), size})  // whole elements off a 16-byte boundary
+          for (size_t misalign : {size_t(0), size})             // whole elements off a 16-byte boundary
             for (int aliasing = 0; aliasing < 4; aliasing++) {  // distinct, dst==a, no a, no a with dst==b
               RedOp op;
               op.kind = kind;
@@ -93,8 +96,8 @@ TEST_CASE("device block reductions equal reduceHost bitwise, every type, op, fla
                 mover.reduce(reinterpret_cast<char*>(dd), aliasing == 0 ? reinterpret_cast<char*>(dd2) : nullptr,
                              reinterpret_cast<const char*>(da), reinterpret_cast<const char*>(db), n, flags);
               });
-              INFO("type " << type << " kind " << int(kind) << " flags " << flags << " n " << n << " misalign " << misalign
-                           << " aliasing " << aliasing << " threads " << threads);
+              INFO("type " << type << " kind " << int(kind) << " flags " << flags << " n " << n << " misalign "
+                           << misalign << " aliasing " << aliasing << " threads " << threads);
               REQUIRE(std::memcmp(hd, dd, n * size) == 0);
               if (aliasing == 0) REQUIRE(std::memcmp(hd, dd2, n * size) == 0);
             }

@@ -37,12 +37,16 @@ struct Format {
   uint32_t (*narrow)(float value);
 };
 
-template <typename T> float widenCode(uint32_t code) {
+template <typename T>
+float widenCode(uint32_t code) {
   T element;
   std::memcpy(&element, &code, sizeof element);  // little-endian: the low bytes of code
   return element.toFloat();
 }
-template <typename T> uint32_t narrowValue(float value) { return T::fromFloat(value).bits; }
+template <typename T>
+uint32_t narrowValue(float value) {
+  return T::fromFloat(value).bits;
+}
 
 const std::vector<Format>& formats() {
   static const std::vector<Format> all = {
@@ -82,8 +86,8 @@ struct RoundingCheck {
     if (got == expected) return;
     if (mismatches++ == 0) {
       char text[160];
-      std::snprintf(text, sizeof text, "%a (bits %08x): got %#x, expected %#x", double(value), floatBits(value),
-                    got, expected);
+      std::snprintf(text, sizeof text, "%a (bits %08x): got %#x, expected %#x", double(value), floatBits(value), got,
+                    expected);
       first = text;
     }
   }
@@ -98,7 +102,8 @@ TEST_CASE("every low-precision code widens exactly to the reference value") {
     for (uint32_t code = 0; code < (1u << format.bits); ++code) {
       double got = format.widen(code);
       double expected = referenceDecode(format, code);
-      bool same = std::isnan(expected) ? std::isnan(got) : got == expected && std::signbit(got) == std::signbit(expected);
+      bool same =
+          std::isnan(expected) ? std::isnan(got) : got == expected && std::signbit(got) == std::signbit(expected);
       if (!same && mismatches++ == 0) FAIL_CHECK("code " << code << ": got " << got << ", expected " << expected);
     }
     CHECK(mismatches == 0);
@@ -115,7 +120,8 @@ TEST_CASE("every low-precision code survives widening and narrowing, NaN (and e5
       if (std::isnan(value)) {
         ++nans;
         // NaN narrows to a NaN (the canonical one).
-        if (!std::isnan(format.widen(back)) && mismatches++ == 0) FAIL_CHECK("NaN code " << code << " came back as " << back);
+        if (!std::isnan(format.widen(back)) && mismatches++ == 0)
+          FAIL_CHECK("NaN code " << code << " came back as " << back);
         continue;
       }
       // e5m2 narrows with saturation, as CUDA's constructor does: its infinities come back
@@ -126,8 +132,10 @@ TEST_CASE("every low-precision code survives widening and narrowing, NaN (and e5
     }
     CHECK(mismatches == 0);
     // fp16 and bf16 have 2 * (2^mantissa - 1) NaNs, e5m2 6, e4m3 exactly 2.
-    size_t expectedNans = format.type == ncclFloat16 ? 2046 : format.type == ncclBfloat16 ? 254
-                          : format.type == ncclFloat8e5m2 ? 6 : 2;
+    size_t expectedNans = format.type == ncclFloat16      ? 2046
+                          : format.type == ncclBfloat16   ? 254
+                          : format.type == ncclFloat8e5m2 ? 6
+                                                          : 2;
     CHECK(nans == expectedNans);
   }
 }
@@ -167,20 +175,20 @@ TEST_CASE("narrowing handles overflow, underflow, inf and NaN like CUDA's conver
   CHECK(half_t::fromFloat(65519.99f).bits == 0x7bffu);  // below the midpoint to 65536
   CHECK(half_t::fromFloat(65520.0f).bits == 0x7c00u);   // the tie rounds to even: inf
   CHECK(half_t::fromFloat(-1e30f).bits == 0xfc00u);
-  CHECK(half_t::fromFloat(std::ldexp(1.0f, -25)).bits == 0x0000u);                      // tie to even zero
+  CHECK(half_t::fromFloat(std::ldexp(1.0f, -25)).bits == 0x0000u);  // tie to even zero
   CHECK(half_t::fromFloat(std::nextafter(std::ldexp(1.0f, -25), 1.0f)).bits == 0x0001u);
-  CHECK(half_t::fromFloat(-std::ldexp(1.0f, -30)).bits == 0x8000u);                     // -0 keeps its sign
+  CHECK(half_t::fromFloat(-std::ldexp(1.0f, -30)).bits == 0x8000u);  // -0 keeps its sign
   CHECK(half_t::fromFloat(NAN).bits == 0x7fffu);
   CHECK(half_t::fromFloat(-NAN).bits == 0x7fffu);
 
-  CHECK(bf16_t::fromFloat(FLT_MAX).bits == 0x7f80u);  // rounds up to inf
+  CHECK(bf16_t::fromFloat(FLT_MAX).bits == 0x7f80u);                     // rounds up to inf
   CHECK(bf16_t::fromFloat(floatFromBits(0x3f808000u)).bits == 0x3f80u);  // tie, even stays
   CHECK(bf16_t::fromFloat(floatFromBits(0x3f818000u)).bits == 0x3f82u);  // tie, odd rounds up
   CHECK(bf16_t::fromFloat(floatFromBits(0x00008000u)).bits == 0x0000u);  // float subnormal tie
   CHECK(bf16_t::fromFloat(-NAN).bits == 0x7fffu);
 
   CHECK(fp8e4m3_t::fromFloat(448.0f).bits == 0x7eu);
-  CHECK(fp8e4m3_t::fromFloat(464.0f).bits == 0x7eu);   // tie between 448 and (absent) 480
+  CHECK(fp8e4m3_t::fromFloat(464.0f).bits == 0x7eu);  // tie between 448 and (absent) 480
   CHECK(fp8e4m3_t::fromFloat(1e9f).bits == 0x7eu);
   CHECK(fp8e4m3_t::fromFloat(INFINITY).bits == 0x7eu);
   CHECK(fp8e4m3_t::fromFloat(-INFINITY).bits == 0xfeu);
@@ -198,8 +206,9 @@ TEST_CASE("narrowing handles overflow, underflow, inf and NaN like CUDA's conver
   CHECK(fp8e4m3_t{0xfeu}.toFloat() == -448.0f);
 
   // And a spread of special floats through the reference.
-  const float specials[] = {0.0f, -0.0f, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, FLT_TRUE_MIN, INFINITY, -INFINITY,
-                            NAN, 1.0f, -1.0f, 0.1f, 1e-8f, 1e8f, 6.0e-8f, 5.9604645e-8f, 2.9802322e-8f};
+  const float specials[] = {0.0f,         -0.0f,    FLT_MIN,   -FLT_MIN, FLT_MAX,       -FLT_MAX,
+                            FLT_TRUE_MIN, INFINITY, -INFINITY, NAN,      1.0f,          -1.0f,
+                            0.1f,         1e-8f,    1e8f,      6.0e-8f,  5.9604645e-8f, 2.9802322e-8f};
   for (const Format& format : formats()) {
     RoundingCheck check(format);
     for (float value : specials) check(value);

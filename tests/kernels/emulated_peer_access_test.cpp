@@ -29,7 +29,8 @@ class OneConnectionLaunch final : public Launch {
  public:
   OneConnectionLaunch(ExecutorBackend& backend, void* fifo, int peer)
       : backend_(backend),
-        arena_((sizeof(LaunchWork) + sizeof(ConnEnd) + sizeof(WorkerWork) + sizeof(QueueWork) + sizeof(QueueState)) / sizeof(uint64_t)) {
+        arena_((sizeof(LaunchWork) + sizeof(ConnEnd) + sizeof(WorkerWork) + sizeof(QueueWork) + sizeof(QueueState)) /
+               sizeof(uint64_t)) {
     LaunchWork& w = work();
     w.magic = kLaunchWorkMagic;
     w.bytes = uint32_t(arena_.size() * sizeof(uint64_t));
@@ -80,8 +81,10 @@ TEST_CASE("emulated peer access: the listed pairs have none both ways, the other
   CHECK(emulatedDevice(0)->canAccessPeer(0, 1));
 }
 
-TEST_CASE("emulated peer access: a launch that reaches a device without peer access fails naming both devices, and runs nothing",
-          "[kernels][emulated][peer-access]") {
+TEST_CASE(
+    "emulated peer access: a launch that reaches a device without peer access fails naming both devices, and runs "
+    "nothing",
+    "[kernels][emulated][peer-access]") {
   tutti_test::ScopedEnv memory("TUTTI_EMULATED_MEMORY", "device");
   tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", "0:1");
   auto device0 = emulatedDevice(0);
@@ -104,7 +107,8 @@ TEST_CASE("emulated peer access: a launch that reaches a device without peer acc
   device1->release(fifo);
 }
 
-TEST_CASE("emulated peer access: a malformed pair list is refused, naming the variable", "[kernels][emulated][peer-access]") {
+TEST_CASE("emulated peer access: a malformed pair list is refused, naming the variable",
+          "[kernels][emulated][peer-access]") {
   for (const char* bad : {"0", "0:0", "a:1", "0:1,", "0:1:2"}) {
     INFO(bad);
     tutti_test::ScopedEnv pairs("TUTTI_EMULATED_NO_PEER_ACCESS", bad);

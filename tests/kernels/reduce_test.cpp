@@ -19,7 +19,7 @@ using tutti::kern::RedOp;
 using tutti::kern::reduceHost;
 using tutti_test::elementBytes;
 
-const RedKind kAllKinds[] = {RedKind::Sum, RedKind::Prod, RedKind::Max,
+const RedKind kAllKinds[] = {RedKind::Sum, RedKind::Prod,      RedKind::Max,
                              RedKind::Min, RedKind::PreMulSum, RedKind::SumPostDiv};
 
 const char* kindName(RedKind kind) {
@@ -36,8 +36,8 @@ const char* kindName(RedKind kind) {
 
 // Where dst, a and b live relative to each other.
 enum class Aliasing { Distinct, DstIsA, DstIsB, AIsB, AllSame, NoA, NoAInPlace };
-const Aliasing kAllAliasings[] = {Aliasing::Distinct, Aliasing::DstIsA,  Aliasing::DstIsB,    Aliasing::AIsB,
-                                  Aliasing::AllSame,  Aliasing::NoA,     Aliasing::NoAInPlace};
+const Aliasing kAllAliasings[] = {Aliasing::Distinct, Aliasing::DstIsA, Aliasing::DstIsB,    Aliasing::AIsB,
+                                  Aliasing::AllSame,  Aliasing::NoA,    Aliasing::NoAInPlace};
 const char* aliasingName(Aliasing aliasing) {
   const char* names[] = {"distinct", "dst==a", "dst==b", "a==b", "dst==a==b", "a=null", "a=null,dst==b"};
   return names[int(aliasing)];
@@ -111,15 +111,20 @@ struct Reference {
     return r & mask;
   }
 
-  template <typename F> F floating(const F* a, F b) const {
+  template <typename F>
+  F floating(const F* a, F b) const {
     volatile F value = b;
     if (pre) value = value * F(op.floatScalar);
     if (a) {
       F x = *a, y = value;
       switch (op.kind) {
         case RedKind::Prod: value = x * y; break;
-        case RedKind::Max: value = std::isnan(x) || std::isnan(y) ? std::numeric_limits<F>::quiet_NaN() : x > y ? x : y; break;
-        case RedKind::Min: value = std::isnan(x) || std::isnan(y) ? std::numeric_limits<F>::quiet_NaN() : x < y ? x : y; break;
+        case RedKind::Max:
+          value = std::isnan(x) || std::isnan(y) ? std::numeric_limits<F>::quiet_NaN() : x > y ? x : y;
+          break;
+        case RedKind::Min:
+          value = std::isnan(x) || std::isnan(y) ? std::numeric_limits<F>::quiet_NaN() : x < y ? x : y;
+          break;
         default: value = x + y; break;
       }
     }
@@ -179,8 +184,8 @@ std::string runCase(const Case& c, Rng& rng) {
   fillRandom(c.type, bInput, c.bOffset, c.count, rng);
   if (c.aliasing == Aliasing::AIsB || c.aliasing == Aliasing::AllSame) bInput = aInput;
   size_t bOffset = (c.aliasing == Aliasing::AIsB || c.aliasing == Aliasing::AllSame) ? c.aOffset : c.bOffset;
-  const unsigned char* aRef = c.aliasing == Aliasing::NoA || c.aliasing == Aliasing::NoAInPlace ? nullptr
-                                                                                                  : aInput.data() + c.aOffset;
+  const unsigned char* aRef =
+      c.aliasing == Aliasing::NoA || c.aliasing == Aliasing::NoAInPlace ? nullptr : aInput.data() + c.aOffset;
   const unsigned char* bRef = bInput.data() + bOffset;
 
   // The buffers reduceHost sees; in-place cases start from a copy of the input they replace.
@@ -193,9 +198,15 @@ std::string runCase(const Case& c, Rng& rng) {
     case Aliasing::DstIsA: dst = aWork.data() + c.aOffset; break;
     case Aliasing::DstIsB: dst = bWork.data() + bOffset; break;
     case Aliasing::AIsB: b = a; break;
-    case Aliasing::AllSame: dst = aWork.data() + c.aOffset; b = a; break;
+    case Aliasing::AllSame:
+      dst = aWork.data() + c.aOffset;
+      b = a;
+      break;
     case Aliasing::NoA: a = nullptr; break;
-    case Aliasing::NoAInPlace: a = nullptr; dst = bWork.data() + bOffset; break;
+    case Aliasing::NoAInPlace:
+      a = nullptr;
+      dst = bWork.data() + bOffset;
+      break;
   }
   reduceHost(c.type, c.op, dst, a, b, c.count, c.flags);
 
@@ -219,8 +230,8 @@ std::string runCase(const Case& c, Rng& rng) {
   if (!guardsIntact) text += "wrote outside dst; ";
   if (wrong > 0) {
     text += std::to_string(wrong) + " wrong elements, first at " + std::to_string(firstWrong) + ": got " +
-            std::to_string(tutti_test::toDouble(c.type, got, firstWrong)) + " from a=" +
-            (aRef ? std::to_string(tutti_test::toDouble(c.type, aRef, firstWrong)) : std::string("null")) +
+            std::to_string(tutti_test::toDouble(c.type, got, firstWrong)) +
+            " from a=" + (aRef ? std::to_string(tutti_test::toDouble(c.type, aRef, firstWrong)) : std::string("null")) +
             " b=" + std::to_string(tutti_test::toDouble(c.type, bRef, firstWrong));
   }
   return text;
@@ -294,7 +305,6 @@ TEST_CASE("reduceHost: every type, operation, flag set and aliasing, small count
   CHECK(cases == 12u * 6 * 4 * 7 * 4 * 2);
 }
 
-
 TEST_CASE("reduceHost: 1M+3 elements of integer types, unaligned and in place") { runLargeCounts(false); }
 
 TEST_CASE("reduceHost: 1M+3 elements of floating types, unaligned and in place") { runLargeCounts(true); }
@@ -343,7 +353,7 @@ TEST_CASE("reduceHost: special values") {
   RedOp avg2{RedKind::SumPostDiv, 1.0, 2};
   CHECK(reduce1(ncclInt32, avg2, -4, -3, tutti::kern::kPost) == -3);
   CHECK(reduce1(ncclInt32, avg2, 4, 3, tutti::kern::kPost) == 3);
-  RedOp avg200{RedKind::SumPostDiv, 1.0, 200};  // a count the type cannot hold
+  RedOp avg200{RedKind::SumPostDiv, 1.0, 200};                            // a count the type cannot hold
   CHECK(reduce1(ncclInt8, avg200, -100, -100, tutti::kern::kPost) == 0);  // -200 wraps to 56
   CHECK(reduce1(ncclUint8, avg200, 250, 150, tutti::kern::kPost) == 0);   // 400 wraps to 144
   CHECK(reduce1(ncclInt64, avg200, -1000, -1000, tutti::kern::kPost) == -10);

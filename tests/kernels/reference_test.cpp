@@ -72,7 +72,7 @@ TEST_CASE("reference: conversions of integers wrap and truncate, floats round an
   tutti_test::fromDouble(ncclUint64, element, 0, 18446744073709549568.0);  // 2^64 - 2048
   CHECK(tutti_test::toDouble(ncclUint64, element, 0) == 18446744073709549568.0);
 
-  CHECK(tutti_test::roundToType(ncclFloat16, 1.0 + 1.0 / 2048) == 1.0);        // tie, even
+  CHECK(tutti_test::roundToType(ncclFloat16, 1.0 + 1.0 / 2048) == 1.0);  // tie, even
   CHECK(tutti_test::roundToType(ncclFloat16, 1.0 + 3.0 / 2048) == 1.0 + 2.0 / 1024);
   CHECK(std::isinf(tutti_test::roundToType(ncclFloat16, 70000)));
   CHECK(tutti_test::roundToType(ncclFloat8e4m3, 1000) == 448);
@@ -123,8 +123,8 @@ TEST_CASE("reference: reductions through reduceHost pass checkReduced in chain a
           Buffer result = reduceRanks(type, executor, inputs, 0, nranks, count, tree, true);
           std::string failure = tutti_test::checkReduced(type, op, nranks, result.data(), count, 0);
           if (!failure.empty() && failures++ < 5) {
-            FAIL_CHECK(tutti::kern::dtypeName(type) << " op " << int(op) << " ranks " << nranks
-                                                    << (tree ? " tree: " : " chain: ") << failure);
+            FAIL_CHECK(tutti::kern::dtypeName(type)
+                       << " op " << int(op) << " ranks " << nranks << (tree ? " tree: " : " chain: ") << failure);
           }
         }
       }
@@ -153,7 +153,8 @@ TEST_CASE("reference: a reduction that misses a rank fails checkReduced") {
 TEST_CASE("reference: checkReduced honours firstIndex") {
   const size_t count = 64, offset = 1000;
   std::vector<Buffer> inputs(4, Buffer(count * 4));
-  for (int rank = 0; rank < 4; ++rank) tutti_test::fillInput(ncclInt32, ncclSum, 4, rank, inputs[rank].data(), count, offset);
+  for (int rank = 0; rank < 4; ++rank)
+    tutti_test::fillInput(ncclInt32, ncclSum, 4, rank, inputs[rank].data(), count, offset);
   Buffer result = reduceRanks(ncclInt32, RedOp{RedKind::Sum}, inputs, 0, 4, count, false, true);
   CHECK(tutti_test::checkReduced(ncclInt32, ncclSum, 4, result.data(), count, offset).empty());
   CHECK_FALSE(tutti_test::checkReduced(ncclInt32, ncclSum, 4, result.data(), count, 0).empty());

@@ -14,18 +14,18 @@
 //            ncclMemAlloc buffers registered with the communicator, each against the float64
 //            reference and bitwise against the same call on unregistered ones; prints how many
 //            messages this rank read in place from its peers' buffers (tuttiCommZeroCopyReads).
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "nccl.h"
-#include "tutti/tutti.h"
 #include "runtime/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/mem_alloc_buffers_support.h"
 #include "tests/common/ranks_support.h"
+#include "tutti/tutti.h"
 
 namespace {
 
@@ -42,12 +42,14 @@ int shrinkAndGoOn(int rank, int nranks, ncclComm_t comm) {
   for (int i = 0; i < 20; i++) {
     std::vector<float> buf(size_t(1 << 16) + size_t(i), float(rank + 1));
     if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, smaller, nullptr) != ncclSuccess) {
-      std::fprintf(stderr, "rank %d/%d: all-reduce %d on the shrunk communicator: %s\n", rank, nranks, i, ncclGetLastError(smaller));
+      std::fprintf(stderr, "rank %d/%d: all-reduce %d on the shrunk communicator: %s\n", rank, nranks, i,
+                   ncclGetLastError(smaller));
       return 1;
     }
     for (float v : buf)
       if (v != expected) {
-        std::fprintf(stderr, "rank %d/%d: all-reduce %d on the shrunk communicator gave %g, not %g\n", rank, nranks, i, v, expected);
+        std::fprintf(stderr, "rank %d/%d: all-reduce %d on the shrunk communicator gave %g, not %g\n", rank, nranks, i,
+                     v, expected);
         return 1;
       }
   }
@@ -77,7 +79,6 @@ int faultLoop(int rank, int nranks, bool shrink) {
   ncclCommDestroy(comm);  // after a failure this must return, not hang
   return status;
 }
-
 
 // Every algorithm in the registry, forced in turn (every rank walks the registry in the same
 // order), on every collective it serves.
@@ -143,7 +144,8 @@ uint64_t runRegistered(int rank, int nranks, ncclComm_t comm, size_t* ncases) {
       tutti_test::MemAllocBuffers buffers(comm, true);
       tutti_test::runCase(c, rank, nranks, comm, &buffers, &direct);
     }
-    tutti_test::check(copied == direct, tutti_test::describe(c, rank, nranks) + ": the registered buffers' result differs from the copied one");
+    tutti_test::check(copied == direct, tutti_test::describe(c, rank, nranks) +
+                                            ": the registered buffers' result differs from the copied one");
   }
   tutti_test::checkNccl(tuttiCommZeroCopyReads(comm, &after), "tuttiCommZeroCopyReads");
   *ncases = cases.size();
@@ -184,8 +186,8 @@ int main(int argc, char** argv) {
     std::vector<tutti_test::Case> cases;
     for (const tutti_test::Case& c : tutti_test::allCases({0, 1, 7, 1023}, nranks))
       if (!quick || c.op == ncclSum) cases.push_back(c);
-    for (tutti_test::Coll coll : {tutti_test::Coll::AllReduce, tutti_test::Coll::AllGather, tutti_test::Coll::ReduceScatter,
-                                  tutti_test::Coll::AlltoAll})
+    for (tutti_test::Coll coll : {tutti_test::Coll::AllReduce, tutti_test::Coll::AllGather,
+                                  tutti_test::Coll::ReduceScatter, tutti_test::Coll::AlltoAll})
       cases.push_back(tutti_test::Case{coll, ncclFloat32, ncclSum, (1u << 20) + 3, false, 0});
     tutti_test::runAll(cases, rank, nranks, comm);
     const std::string on = ranOn(comm);

@@ -29,7 +29,9 @@ State& state() {
 }
 thread_local void* current = nullptr;  // the calling thread's context
 
-double nowMs() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double nowMs() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Work on a stream: a context current, a stream of perf's own (never the legacy one), not while it is captured.
 Result onStream(void* stream) {
@@ -44,8 +46,12 @@ Result cuDriverGetVersion(int* v) { return *v = 12040, kOk; }
 Result cuGetErrorString(Result r, const char** text) { return *text = r == kOk ? "no error" : "fake error", kOk; }
 Result cuDeviceGetCount(int* n) { return *n = 2, kOk; }
 Result cuDeviceGet(int* d, int ordinal) { return ordinal < 0 || ordinal > 1 ? kInvalidValue : (*d = ordinal, kOk); }
-Result cuDeviceGetName(char* name, int length, int d) { return std::snprintf(name, size_t(length), "Fake GPU %d", d), kOk; }
-Result cuDeviceGetPCIBusId(char* id, int length, int d) { return std::snprintf(id, size_t(length), "0000:%02x:00.0", 0x18 + d), kOk; }
+Result cuDeviceGetName(char* name, int length, int d) {
+  return std::snprintf(name, size_t(length), "Fake GPU %d", d), kOk;
+}
+Result cuDeviceGetPCIBusId(char* id, int length, int d) {
+  return std::snprintf(id, size_t(length), "0000:%02x:00.0", 0x18 + d), kOk;
+}
 Result cuDevicePrimaryCtxRetain(void** ctx, int d) {
   std::lock_guard lock(state().mutex);
   state().retained++;
@@ -169,23 +175,38 @@ void* address(F* f) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) Result cuGetProcAddress_v2(const char* symbol, void** function, int version, uint64_t,
-                                                                  int* status) {
+__attribute__((visibility("default"))) Result cuGetProcAddress_v2(const char* symbol, void** function, int version,
+                                                                  uint64_t, int* status) {
   static const std::map<std::string, void*> entries = {
-      {"cuInit", address(cuInit)}, {"cuDriverGetVersion", address(cuDriverGetVersion)},
-      {"cuGetErrorString", address(cuGetErrorString)}, {"cuDeviceGetCount", address(cuDeviceGetCount)},
-      {"cuDeviceGet", address(cuDeviceGet)}, {"cuDeviceGetName", address(cuDeviceGetName)},
-      {"cuDeviceGetPCIBusId", address(cuDeviceGetPCIBusId)}, {"cuDevicePrimaryCtxRetain", address(cuDevicePrimaryCtxRetain)},
-      {"cuDevicePrimaryCtxRelease", address(cuDevicePrimaryCtxRelease)}, {"cuCtxSetCurrent", address(cuCtxSetCurrent)},
-      {"cuStreamCreate", address(cuStreamCreate)}, {"cuStreamDestroy", address(cuStreamDestroy)},
-      {"cuStreamSynchronize", address(cuStreamSynchronize)}, {"cuMemAlloc", address(cuMemAlloc)}, {"cuMemFree", address(cuMemFree)},
-      {"cuMemcpyHtoDAsync", address(cuMemcpyHtoDAsync)}, {"cuMemcpyDtoHAsync", address(cuMemcpyDtoHAsync)},
-      {"cuMemsetD8Async", address(cuMemsetD8Async)}, {"cuEventCreate", address(cuEventCreate)},
-      {"cuEventDestroy", address(cuEventDestroy)}, {"cuEventRecord", address(cuEventRecord)},
-      {"cuEventSynchronize", address(cuEventSynchronize)}, {"cuEventElapsedTime", address(cuEventElapsedTime)},
-      {"cuStreamBeginCapture", address(cuStreamBeginCapture)}, {"cuStreamEndCapture", address(cuStreamEndCapture)},
-      {"cuGraphInstantiateWithFlags", address(cuGraphInstantiateWithFlags)}, {"cuGraphLaunch", address(cuGraphLaunch)},
-      {"cuGraphExecDestroy", address(cuGraphExecDestroy)}, {"cuGraphDestroy", address(cuGraphDestroy)},
+      {"cuInit", address(cuInit)},
+      {"cuDriverGetVersion", address(cuDriverGetVersion)},
+      {"cuGetErrorString", address(cuGetErrorString)},
+      {"cuDeviceGetCount", address(cuDeviceGetCount)},
+      {"cuDeviceGet", address(cuDeviceGet)},
+      {"cuDeviceGetName", address(cuDeviceGetName)},
+      {"cuDeviceGetPCIBusId", address(cuDeviceGetPCIBusId)},
+      {"cuDevicePrimaryCtxRetain", address(cuDevicePrimaryCtxRetain)},
+      {"cuDevicePrimaryCtxRelease", address(cuDevicePrimaryCtxRelease)},
+      {"cuCtxSetCurrent", address(cuCtxSetCurrent)},
+      {"cuStreamCreate", address(cuStreamCreate)},
+      {"cuStreamDestroy", address(cuStreamDestroy)},
+      {"cuStreamSynchronize", address(cuStreamSynchronize)},
+      {"cuMemAlloc", address(cuMemAlloc)},
+      {"cuMemFree", address(cuMemFree)},
+      {"cuMemcpyHtoDAsync", address(cuMemcpyHtoDAsync)},
+      {"cuMemcpyDtoHAsync", address(cuMemcpyDtoHAsync)},
+      {"cuMemsetD8Async", address(cuMemsetD8Async)},
+      {"cuEventCreate", address(cuEventCreate)},
+      {"cuEventDestroy", address(cuEventDestroy)},
+      {"cuEventRecord", address(cuEventRecord)},
+      {"cuEventSynchronize", address(cuEventSynchronize)},
+      {"cuEventElapsedTime", address(cuEventElapsedTime)},
+      {"cuStreamBeginCapture", address(cuStreamBeginCapture)},
+      {"cuStreamEndCapture", address(cuStreamEndCapture)},
+      {"cuGraphInstantiateWithFlags", address(cuGraphInstantiateWithFlags)},
+      {"cuGraphLaunch", address(cuGraphLaunch)},
+      {"cuGraphExecDestroy", address(cuGraphExecDestroy)},
+      {"cuGraphDestroy", address(cuGraphDestroy)},
   };
   const char* missing = std::getenv("FAKE_CUDA_MISSING");
   auto it = entries.find(symbol);

@@ -87,7 +87,8 @@ TEST_CASE("perf expects the backend tutti will choose: TUTTI_DEVICE by name, and
   CHECK(expectedBackend("cuda", nullptr) == "cuda");
 }
 
-TEST_CASE("perf's rank memory on the cuda backend: device buffers, copies on the rank's stream, exchanges, events, graphs") {
+TEST_CASE(
+    "perf's rank memory on the cuda backend: device buffers, copies on the rank's stream, exchanges, events, graphs") {
   std::unique_ptr<const cuda::Driver> driver = fakeDriver();
   int leaksBefore = fakeCount("fakeCudaLeaks");
   {
@@ -116,7 +117,8 @@ TEST_CASE("perf's rank memory on the cuda backend: device buffers, copies on the
     std::memcpy(staged.recv, staged.send, sizeof in);  // what an all-reduce of one rank does
     memory->unstage(&out, sizeof out);
     CHECK(out == 2.5);
-    CHECK_THROWS_WITH(memory->stage(&in, 600, &out, 600), Catch::Contains("perf's exchange buffer (1024 bytes) is too small"));
+    CHECK_THROWS_WITH(memory->stage(&in, 600, &out, 600),
+                      Catch::Contains("perf's exchange buffer (1024 bytes) is too small"));
     memory->startTimer();
     CHECK(memory->stopTimer() >= 0);
     // -G: a capture, then launches; nothing may be waited for while the stream is captured.

@@ -59,10 +59,26 @@ TEST_CASE("perf options default to nccl-tests' defaults") {
 }
 
 TEST_CASE("perf options parse every nccl-tests flag, short, glued and long") {
-  Options o = parse({"-t", "2", "-g1", "-b", "8", "-e", "128M", "-f", "2", "-i", "4K", "-n", "5", "-m", "3", "-w", "0", "-N", "2",
-                     "-p", "1", "-c", "0", "-o", "all", "-d", "half", "-r", "-1", "-z", "3", "-y", "1", "-T", "30", "-C", "1",
-                     "-S", "1", "-J", "out.json", "-a", "3", "-u", "1", "-I", "1", "-K", "1", "-M", "0", "--local=4", "--csv",
-                     "out.csv", "--compare", "base.json", "--compare-threshold", "0.25"});
+  Options o = parse({"-t",        "2",         "-g1",
+                     "-b",        "8",         "-e",
+                     "128M",      "-f",        "2",
+                     "-i",        "4K",        "-n",
+                     "5",         "-m",        "3",
+                     "-w",        "0",         "-N",
+                     "2",         "-p",        "1",
+                     "-c",        "0",         "-o",
+                     "all",       "-d",        "half",
+                     "-r",        "-1",        "-z",
+                     "3",         "-y",        "1",
+                     "-T",        "30",        "-C",
+                     "1",         "-S",        "1",
+                     "-J",        "out.json",  "-a",
+                     "3",         "-u",        "1",
+                     "-I",        "1",         "-K",
+                     "1",         "-M",        "0",
+                     "--local=4", "--csv",     "out.csv",
+                     "--compare", "base.json", "--compare-threshold",
+                     "0.25"});
   CHECK(o.threads == 2);
   CHECK(o.minBytes == 8);
   CHECK(o.maxBytes == 128u << 20);
@@ -137,9 +153,12 @@ TEST_CASE("perf options: -G and -g as nccl-tests' flags, -G refused where nothin
   CHECK(parse({"-G0", "-g1"}).cudaGraph == 0);
   CHECK_THROWS_WITH(parse({"-G", "-1"}), Catch::Contains("option -G '-1': must not be negative"));
   CHECK_THROWS_WITH(parse({"-g", "0"}), Catch::Contains("option -g '0': must be at least 1"));
-  CHECK_THROWS_WITH(parse({"-G", "2", "-z", "1"}), Catch::Contains("option -G '2': CUDA graphs cannot be combined with -z 1"));
-  CHECK_THROWS_WITH(parse({"-G", "2", "-I", "1"}), Catch::Contains("option -G '2': CUDA graphs cannot be combined with -I 1"));
-  CHECK_THROWS_WITH(parse({"--local", "3", "-g", "2"}), Catch::Contains("option --local '3': must be a multiple of -g 2"));
+  CHECK_THROWS_WITH(parse({"-G", "2", "-z", "1"}),
+                    Catch::Contains("option -G '2': CUDA graphs cannot be combined with -z 1"));
+  CHECK_THROWS_WITH(parse({"-G", "2", "-I", "1"}),
+                    Catch::Contains("option -G '2': CUDA graphs cannot be combined with -I 1"));
+  CHECK_THROWS_WITH(parse({"--local", "3", "-g", "2"}),
+                    Catch::Contains("option --local '3': must be a multiple of -g 2"));
   CHECK(parse({"--local", "4", "-g", "2"}).localRanks == 4);
   // A launched process has -t x -g ranks, each thread driving -g of them.
   std::map<std::string, std::string> env;
@@ -152,7 +171,8 @@ TEST_CASE("perf -G needs the cuda device backend, as the run expects it before i
   CHECK_NOTHROW(requireGraphBackend(parse({}), "host", "host"));
   CHECK_THROWS_WITH(requireGraphBackend(o, "host", "host"),
                     "option -G 3: -G needs the cuda device backend, and this run's is host (TUTTI_DEVICE=host)");
-  CHECK_THROWS_WITH(requireGraphBackend(o, "host", nullptr), Catch::Contains("(TUTTI_DEVICE unset and no CUDA device)"));
+  CHECK_THROWS_WITH(requireGraphBackend(o, "host", nullptr),
+                    Catch::Contains("(TUTTI_DEVICE unset and no CUDA device)"));
   CHECK_THROWS_WITH(requireGraphBackend(o, "emulated", "emulated"), Catch::Contains("this run's is emulated"));
 }
 
@@ -174,10 +194,11 @@ TEST_CASE("perf fingerprints carry the build and every node's topology, in the h
         "# Topology: node 1 beta: 1 ranks, 1 NUMA nodes, ? CPUs, 4 GPUs, 0 NICs\n");
   std::string json = jsonReport(r);
   INFO(json);
-  CHECK(json.find("\"build_type\": \"RelWithDebInfo\", \"compiler\": \"GNU 13.2.0\", \"mpi\": true, \"git_commit\": \"abc1234\"") !=
-        std::string::npos);
+  CHECK(json.find("\"build_type\": \"RelWithDebInfo\", \"compiler\": \"GNU 13.2.0\", \"mpi\": true, \"git_commit\": "
+                  "\"abc1234\"") != std::string::npos);
   CHECK(json.find("{\"hostname\": \"alpha\", \"ranks\": 2, \"numa_nodes\": 2, \"cpus\": 16, \"gpus\": 0, \"nics\": "
-                  "[{\"name\": \"eth0\", \"speed_mbps\": 25000}, {\"name\": \"lo\", \"speed_mbps\": null}]}") != std::string::npos);
+                  "[{\"name\": \"eth0\", \"speed_mbps\": 25000}, {\"name\": \"lo\", \"speed_mbps\": null}]}") !=
+        std::string::npos);
   CHECK(json.find("\"cpus\": null, \"gpus\": 4, \"nics\": []") != std::string::npos);
   // A tree that was no git checkout has no commit: the line leaves it out and the JSON says null.
   f.build.commit.clear();
@@ -194,7 +215,8 @@ TEST_CASE("perf fingerprints name the GPUs on the cuda backend: device lines, # 
   f.backend = "host";
   f.ranks.push_back({0, 100, 0, "alpha", "0-7"});
   CHECK(gpuLine(f).empty());
-  CHECK(deviceLine(f.ranks[0], f.backend) == "#  Rank  0 Group  0 Pid    100 on      alpha device  0 [0000:00:00] host (CPUs 0-7)\n");
+  CHECK(deviceLine(f.ranks[0], f.backend) ==
+        "#  Rank  0 Group  0 Pid    100 on      alpha device  0 [0000:00:00] host (CPUs 0-7)\n");
   std::string json = jsonReport(r);
   CHECK(json.find("\"cuda_driver\": null") != std::string::npos);
   CHECK(json.find("\"device\": 0, \"device_hex\": \"0000:00:00\", \"device_info\": \"host\", ") != std::string::npos);
@@ -207,13 +229,15 @@ TEST_CASE("perf fingerprints name the GPUs on the cuda backend: device lines, # 
     d.rank = rank, d.pid = 100, d.localIndex = rank, d.host = "alpha", d.affinity = "0-7";
     d.gpuOrdinal = rank % 2, d.gpu = "NVIDIA H200", d.pciBusId = rank % 2 ? "0000:9a:00.0" : "0000:18:00.0";
   }
-  CHECK(deviceLine(f.ranks[1], f.backend) == "#  Rank  1 Group  0 Pid    100 on      alpha device  1 [0000:9a:00] NVIDIA H200 (CPUs 0-7)\n");
+  CHECK(deviceLine(f.ranks[1], f.backend) ==
+        "#  Rank  1 Group  0 Pid    100 on      alpha device  1 [0000:9a:00] NVIDIA H200 (CPUs 0-7)\n");
   CHECK(deviceLine(f.ranks[2], f.backend).find(" device  0 [0000:18:00] NVIDIA H200 ") != std::string::npos);
   CHECK(gpuLine(f) == "# GPUs: CUDA driver 13.0; 2 x NVIDIA H200 on 1 node, shared by 3 ranks\n");
   json = jsonReport(r);
   INFO(json);
   CHECK(json.find("\"cuda_driver\": \"13.0\"") != std::string::npos);
-  CHECK(json.find("{\"rank\": 1, \"group\": 0, \"pid\": 100, \"hostname\": \"alpha\", \"device\": 1, \"device_hex\": \"0000:9a:00\", "
+  CHECK(json.find("{\"rank\": 1, \"group\": 0, \"pid\": 100, \"hostname\": \"alpha\", \"device\": 1, \"device_hex\": "
+                  "\"0000:9a:00\", "
                   "\"device_info\": \"NVIDIA H200\", \"cpu_affinity\": \"0-7\"}") != std::string::npos);
   CHECK(readBaseline(json).collective == "all_reduce");
 }
@@ -238,18 +262,22 @@ TEST_CASE("perf number cells keep nccl-tests' widths") {
 
 TEST_CASE("perf table header, row and footer have nccl-tests' shape") {
   std::string header = tableHeader(false, false);
-  CHECK(header.find("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong \n") !=
-        std::string::npos);
-  CHECK(header.find("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") !=
-        std::string::npos);
+  CHECK(header.find("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   "
+                    "algbw   busbw  #wrong \n") != std::string::npos);
+  CHECK(header.find("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  "
+                    "(GB/s)  (GB/s)         \n") != std::string::npos);
   CHECK(tableHeader(true, false).find("cputime") != std::string::npos);
   ResultRow row;
   row.bytes = 1048576, row.count = 262144, row.type = "float", row.redop = "sum", row.root = -1;
   row.outOfPlace = {123.456, 8.49, 12.74, 0, {}};
   row.inPlace = {120.0, 8.74, 13.11, -1, {}};
-  CHECK(tableRow(row) == "     1048576        262144     float     sum      -1   123.46    8.49   12.74       0   120.00    8.74   13.11    N/A\n");
+  CHECK(tableRow(row) ==
+        "     1048576        262144     float     sum      -1   123.46    8.49   12.74       0   120.00    8.74   "
+        "13.11    N/A\n");
   std::string footer = tableFooter(0, 12.5, "all_reduce_perf");
-  CHECK(footer == "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.5 \n#\n# Collective test concluded: all_reduce_perf\n");
+  CHECK(footer ==
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.5 \n#\n# Collective test concluded: "
+        "all_reduce_perf\n");
   CHECK(tableFooter(3, 1, "x").find("# Out of bounds values : 3 FAILED\n") == 0);
 }
 
@@ -298,9 +326,11 @@ TEST_CASE("perf per-iteration statistics skip the first -K times and use nearest
 
 TEST_CASE("perf table with -I has four per-iteration columns per placement and they reach the JSON report") {
   std::string header = tableHeader(false, false, true);
-  CHECK(header.find("  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv% \n") !=
+  CHECK(header.find("  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max   "
+                    " i_p99    i_cv% \n") != std::string::npos);
+  CHECK(header.find(
+            "(us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)") !=
         std::string::npos);
-  CHECK(header.find("(us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)") != std::string::npos);
   ResultRow row;
   row.bytes = 64, row.count = 16, row.type = "float", row.redop = "sum", row.root = -1;
   row.outOfPlace = {30, 1, 1, 0, {}};
@@ -319,16 +349,21 @@ TEST_CASE("perf table with -I has four per-iteration columns per placement and t
   Report r;
   r.rows.push_back(row);
   std::string json = jsonReport(r);
-  CHECK(json.find("\"out_of_place_per_iter\": {\"skipped_iterations\": 1, \"min_us\": 20, \"max_us\": 40") != std::string::npos);
+  CHECK(json.find("\"out_of_place_per_iter\": {\"skipped_iterations\": 1, \"min_us\": 20, \"max_us\": 40") !=
+        std::string::npos);
   CHECK(json.find("\"times_us\": [50, 20, 40]") != std::string::npos);
   CHECK(json.find("\"in_place_per_iter\": {\"skipped_iterations\": 0") != std::string::npos);
-  CHECK(json.find("per_process_max_times_us") == std::string::npos);  // one process
+  CHECK(json.find("per_process_max_times_us") == std::string::npos);                 // one process
   CHECK(readBaseline(json).times.at({"float", "sum", -1, 64}).first == Approx(30));  // still readable as a baseline
 }
 
 TEST_CASE("perf element conversions match the IEEE and OCP bit patterns") {
   unsigned char b[8];
-  auto bits16 = [&] { uint16_t v; std::memcpy(&v, b, 2); return v; };
+  auto bits16 = [&] {
+    uint16_t v;
+    std::memcpy(&v, b, 2);
+    return v;
+  };
   writeElement(ncclFloat16, b, 0, 1.0);
   CHECK(bits16() == 0x3C00);
   writeElement(ncclFloat16, b, 0, -2.5);
@@ -372,9 +407,9 @@ TEST_CASE("perf counts and bus bandwidth factors are nccl-tests'") {
     const char* name;
     double alg, bus;  // for 1e9 bytes of count*typesize in one second on 4 ranks
   };
-  for (Case c : {Case{"all_reduce", 1, 1.5}, Case{"all_gather", 4, 3}, Case{"reduce_scatter", 4, 3}, Case{"broadcast", 1, 1},
-                 Case{"reduce", 1, 1}, Case{"alltoall", 4, 3}, Case{"sendrecv", 1, 1}, Case{"gather", 4, 3}, Case{"scatter", 4, 3},
-                 Case{"hypercube", 3, 3}}) {
+  for (Case c : {Case{"all_reduce", 1, 1.5}, Case{"all_gather", 4, 3}, Case{"reduce_scatter", 4, 3},
+                 Case{"broadcast", 1, 1}, Case{"reduce", 1, 1}, Case{"alltoall", 4, 3}, Case{"sendrecv", 1, 1},
+                 Case{"gather", 4, 3}, Case{"scatter", 4, 3}, Case{"hypercube", 3, 3}}) {
     double alg = 0, bus = 0;
     findCollective(c.name).bandwidth(250000000, 4, 1.0, 4, &alg, &bus);
     INFO(c.name);
@@ -389,16 +424,27 @@ TEST_CASE("perf counts and bus bandwidth factors are nccl-tests'") {
 TEST_CASE("perf launchers: local, Slurm, torchrun and OpenMPI environments") {
   Options o = parse({});
   CHECK(detectWorld(o, {}).launcher == "single");
-  World slurm = detectWorld(o, {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  World slurm = detectWorld(o, {{"SLURM_PROCID", "3"},
+                                {"SLURM_NTASKS", "8"},
+                                {"SLURM_LOCALID", "1"},
+                                {"MASTER_ADDR", "h"},
+                                {"MASTER_PORT", "1"}});
   CHECK(slurm.launcher == "slurm");
   CHECK(slurm.processRank == 3);
   CHECK(slurm.nranks() == 8);
   CHECK(slurm.localRank == 1);
-  World torch = detectWorld(o, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  World torch = detectWorld(o, {{"RANK", "1"},
+                                {"WORLD_SIZE", "2"},
+                                {"LOCAL_RANK", "1"},
+                                {"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", "29500"}});
   CHECK(torch.launcher == "torchrun");
   CHECK(torch.firstRank() == 1);
   // OpenMPI wins over the Slurm variables of the allocation it runs in.
-  World mpi = detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "9"},
+  World mpi = detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"},
+                              {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"SLURM_PROCID", "5"},
+                              {"SLURM_NTASKS", "9"},
                               {"NCCL_COMM_ID", "127.0.0.1:5000"}});
   CHECK(mpi.launcher == (mpiBuilt() ? "mpi" : "openmpi"));
   CHECK(mpi.processCount == 2);
@@ -408,8 +454,10 @@ TEST_CASE("perf launchers: local, Slurm, torchrun and OpenMPI environments") {
   if (mpiBuilt())
     CHECK(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}).launcher == "mpi");
   else
-    CHECK_THROWS_WITH(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), Catch::Contains("Refusing"));
-  CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}), Catch::Contains("not below"));
+    CHECK_THROWS_WITH(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}),
+                      Catch::Contains("Refusing"));
+  CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+                    Catch::Contains("not below"));
   // --local ignores the launcher.
   World local = detectWorld(parse({"--local", "3"}), {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
   CHECK(local.launcher == "local");
@@ -423,7 +471,8 @@ TEST_CASE("perf JSON reports read back as a baseline, and slower sizes are marke
   r.fingerprint.ranks.push_back({0, 1, 0, "host\"1", "0-1"});
   for (size_t bytes : {1024u, 2048u}) {
     ResultRow row;
-    row.bytes = bytes, row.count = bytes / 4, row.type = "float", row.redop = "sum", row.root = -1, row.algorithm = "ring";
+    row.bytes = bytes, row.count = bytes / 4, row.type = "float", row.redop = "sum", row.root = -1,
+    row.algorithm = "ring";
     row.outOfPlace = {100.0, 1, 1, 0, {}};
     row.inPlace = {200.0, 1, 1, 0, {}};
     r.rows.push_back(row);
@@ -465,7 +514,8 @@ TEST_CASE("perf baselines: the collective and rank count are read, and a malform
   std::string quoted = replaced("\"root\": 0", "\"root\": \"3\"");
   CHECK(readBaseline(quoted).times.count({"float", "sum", 3, 1024}) == 1);
   std::string bad = replaced("\"root\": 0", "\"root\": \"x\"");
-  CHECK_THROWS_WITH(readBaseline(bad, "--compare base.json"), Catch::Contains("--compare base.json") && Catch::Contains("results[0].root") &&
+  CHECK_THROWS_WITH(readBaseline(bad, "--compare base.json"), Catch::Contains("--compare base.json") &&
+                                                                  Catch::Contains("results[0].root") &&
                                                                   Catch::Contains("\"x\", not a number"));
   std::string badSize = replaced("\"size\": 1024", "\"size\": -5");
   CHECK_THROWS_WITH(readBaseline(badSize, "b.json"), Catch::Contains("b.json") && Catch::Contains("results[0].size"));
@@ -482,18 +532,29 @@ TEST_CASE("perf options: an unknown -o or -d is refused by the parser") {
 TEST_CASE("perf launchers: the innermost launcher decides, and half a launch is refused") {
   Options o = parse({});
   // srun -n1 torchrun --nproc-per-node 2: Slurm's one task runs torchrun, whose two workers are the world.
-  World torch = detectWorld(o, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"RANK", "1"}, {"WORLD_SIZE", "2"},
-                                {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  World torch = detectWorld(o, {{"SLURM_PROCID", "0"},
+                                {"SLURM_NTASKS", "1"},
+                                {"SLURM_LOCALID", "0"},
+                                {"RANK", "1"},
+                                {"WORLD_SIZE", "2"},
+                                {"LOCAL_RANK", "1"},
+                                {"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", "29500"}});
   CHECK(torch.launcher == "torchrun");
   CHECK(torch.processRank == 1);
   CHECK(torch.processCount == 2);
   CHECK(torch.localRank == 1);
   // torchrun under mpirun too: its variables describe the workers.
-  CHECK(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "4"},
-                        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}})
+  CHECK(detectWorld(o, {{"OMPI_COMM_WORLD_RANK", "0"},
+                        {"OMPI_COMM_WORLD_SIZE", "1"},
+                        {"RANK", "0"},
+                        {"WORLD_SIZE", "4"},
+                        {"MASTER_ADDR", "127.0.0.1"},
+                        {"MASTER_PORT", "29500"}})
             .processCount == 4);
   // Half of torchrun's pair names the variables.
-  CHECK_THROWS_WITH(detectWorld(o, {{"WORLD_SIZE", "4"}}), Catch::Contains("WORLD_SIZE=4") && Catch::Contains("RANK is not"));
+  CHECK_THROWS_WITH(detectWorld(o, {{"WORLD_SIZE", "4"}}),
+                    Catch::Contains("WORLD_SIZE=4") && Catch::Contains("RANK is not"));
   CHECK_THROWS_WITH(detectWorld(o, {{"RANK", "1"}}), Catch::Contains("RANK=1") && Catch::Contains("WORLD_SIZE is not"));
   CHECK(detectWorld(o, {{"WORLD_SIZE", "1"}}).launcher == "single");
   // MPICH and Intel MPI (Hydra): through MPI in a build with it, else refused unless another way is given.
@@ -566,19 +627,21 @@ TEST_CASE("perf group splits read nccl-tests' NCCL_TESTS_SPLIT_MASK and NCCL_TES
   CHECK(both.ignored == "NCCL_TESTS_SPLIT=DIV 2");
   CHECK(split({{"NCCL_TESTS_SPLIT", "AND 1"}})->describe() == "NCCL_TESTS_SPLIT='AND 1'");
   // What nccl-tests would silently read as 0 (one group) or divide by is refused, naming the variable and value.
-  for (auto [name, value, why] : {std::tuple{"NCCL_TESTS_SPLIT_MASK", "zz", "not a hexadecimal number"},
-                                  std::tuple{"NCCL_TESTS_SPLIT_MASK", "1z", "not a hexadecimal number"},
-                                  std::tuple{"NCCL_TESTS_SPLIT_MASK", "-1", "not a hexadecimal number"},
-                                  std::tuple{"NCCL_TESTS_SPLIT_MASK", "0x10000000000000000", "not a hexadecimal number"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "XOR 1", "AND, OR, MOD or DIV"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "7", "AND, OR, MOD or DIV"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "AND", "the value after AND is not a number"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "AND 0b12", "the value after AND is not a number"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "AND 08", "a leading 0 is octal"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "MOD 0", "divides by zero"},
-                                  std::tuple{"NCCL_TESTS_SPLIT", "/0x0", "divides by zero"}}) {
+  for (auto [name, value, why] :
+       {std::tuple{"NCCL_TESTS_SPLIT_MASK", "zz", "not a hexadecimal number"},
+        std::tuple{"NCCL_TESTS_SPLIT_MASK", "1z", "not a hexadecimal number"},
+        std::tuple{"NCCL_TESTS_SPLIT_MASK", "-1", "not a hexadecimal number"},
+        std::tuple{"NCCL_TESTS_SPLIT_MASK", "0x10000000000000000", "not a hexadecimal number"},
+        std::tuple{"NCCL_TESTS_SPLIT", "XOR 1", "AND, OR, MOD or DIV"},
+        std::tuple{"NCCL_TESTS_SPLIT", "7", "AND, OR, MOD or DIV"},
+        std::tuple{"NCCL_TESTS_SPLIT", "AND", "the value after AND is not a number"},
+        std::tuple{"NCCL_TESTS_SPLIT", "AND 0b12", "the value after AND is not a number"},
+        std::tuple{"NCCL_TESTS_SPLIT", "AND 08", "a leading 0 is octal"},
+        std::tuple{"NCCL_TESTS_SPLIT", "MOD 0", "divides by zero"},
+        std::tuple{"NCCL_TESTS_SPLIT", "/0x0", "divides by zero"}}) {
     INFO(name << "=" << value);
-    CHECK_THROWS_WITH(split({{name, value}}), Catch::StartsWith(std::string(name) + "='" + value + "': ") && Catch::Contains(why));
+    CHECK_THROWS_WITH(split({{name, value}}),
+                      Catch::StartsWith(std::string(name) + "='" + value + "': ") && Catch::Contains(why));
   }
   // A colour must fit ncclCommSplit's int.
   CHECK_THROWS_WITH(split({{"NCCL_TESTS_SPLIT", "OR 0xffffffff"}})->colour(0),
@@ -588,14 +651,16 @@ TEST_CASE("perf group splits read nccl-tests' NCCL_TESTS_SPLIT_MASK and NCCL_TES
 TEST_CASE("perf group splits colour a launched process's ranks alike, and each --local rank as a process") {
   GroupSplit mask = *groupSplitFromEnvironment({{"NCCL_TESTS_SPLIT_MASK", "1"}});
   World launched;
-  launched.launcher = "torchrun", launched.processCount = 2, launched.ranksPerProcess = 2;  // -t 2 in each of 2 processes
+  launched.launcher = "torchrun", launched.processCount = 2,
+  launched.ranksPerProcess = 2;  // -t 2 in each of 2 processes
   CHECK(groupColours(mask, launched) == std::vector<int>{0, 0, 1, 1});
   World local;
   local.launcher = "local", local.ranksPerProcess = 4;
   CHECK(groupColours(mask, local) == std::vector<int>{0, 1, 0, 1});
 }
 
-TEST_CASE("perf reports show a split: Group column, # Groups lines, the JSON's split and groups, and a baseline's split") {
+TEST_CASE(
+    "perf reports show a split: Group column, # Groups lines, the JSON's split and groups, and a baseline's split") {
   Report r;
   r.program = "all_reduce_perf", r.collective = "all_reduce";
   Fingerprint& f = r.fingerprint;
@@ -605,15 +670,19 @@ TEST_CASE("perf reports show a split: Group column, # Groups lines, the JSON's s
   for (int rank = 0; rank < 6; rank++) f.ranks.push_back({rank, 100, rank, "h", "0-1", rank % 2 ? 7 : 0});
   f.split = "NCCL_TESTS_SPLIT='MOD 2'";
   f.groups = {{0, {0, 2, 4}}, {7, {1, 3, 5}}};
-  CHECK(deviceLine(f.ranks[1], "host") == "#  Rank  1 Group  7 Pid    100 on          h device  1 [0000:00:00] host (CPUs 0-1)\n");
+  CHECK(deviceLine(f.ranks[1], "host") ==
+        "#  Rank  1 Group  7 Pid    100 on          h device  1 [0000:00:00] host (CPUs 0-1)\n");
   CHECK(groupLines(f) ==
-        "# Groups: NCCL_TESTS_SPLIT='MOD 2' splits the 6 ranks into 2 groups that run side by side: group 0 ranks 0,2,4; group 7 ranks 1,3,5\n"
-        "# Groups: sizes and bandwidths are those of rank 0's group (3 ranks); times (-a) and #wrong are over all 6 ranks\n");
+        "# Groups: NCCL_TESTS_SPLIT='MOD 2' splits the 6 ranks into 2 groups that run side by side: group 0 ranks "
+        "0,2,4; group 7 ranks 1,3,5\n"
+        "# Groups: sizes and bandwidths are those of rank 0's group (3 ranks); times (-a) and #wrong are over all 6 "
+        "ranks\n");
   f.groups = {{0, {0, 1, 2, 3}}, {1, {4, 5}}};
   CHECK(groupLines(f).find("group 0 ranks 0-3; group 1 ranks 4-5\n") != std::string::npos);
   std::string json = jsonReport(r);
   INFO(json);
-  CHECK(json.find("\"split\": {\"setting\": \"NCCL_TESTS_SPLIT='MOD 2'\", \"groups\": [{\"group\": 0, \"ranks\": [0, 1, 2, 3]}, "
+  CHECK(json.find("\"split\": {\"setting\": \"NCCL_TESTS_SPLIT='MOD 2'\", \"groups\": [{\"group\": 0, \"ranks\": [0, "
+                  "1, 2, 3]}, "
                   "{\"group\": 1, \"ranks\": [4, 5]}]}") != std::string::npos);
   CHECK(json.find("{\"rank\": 1, \"group\": 7, \"pid\": 100,") != std::string::npos);
   CHECK(readBaseline(json).split == "NCCL_TESTS_SPLIT='MOD 2'");

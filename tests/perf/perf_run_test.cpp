@@ -95,8 +95,9 @@ std::vector<std::vector<std::string>> tableRows(const std::string& output) {
 }  // namespace
 
 TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output and no wrong values") {
-  const char* binaries[] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf", "reduce_perf",
-                            "alltoall_perf",   "sendrecv_perf",   "gather_perf",         "scatter_perf",   "hypercube_perf"};
+  const char* binaries[] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf",
+                            "reduce_perf",     "alltoall_perf",   "sendrecv_perf",       "gather_perf",
+                            "scatter_perf",    "hypercube_perf"};
   for (const char* binary : binaries) {
     INFO(binary);
     Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", binary, "--local 2 -b 8 -e 64K -f 8 -c 1 -n 2 -w 1");
@@ -106,18 +107,27 @@ TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output 
     REQUIRE(out.size() > 12);
     CHECK(std::regex_match(out[0], std::regex(R"(# nccl-tests version \S+ .*nccl-headers=\d+ nccl-library=\d+)")));
     CHECK(out[1] == std::string("# Collective test starting: ") + binary);
-    CHECK(std::regex_match(out[2], std::regex(R"(# nThread 2 nGpus 1 minBytes 8 maxBytes 65536 step: 8\(factor\) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0 unalign: 0)")));
+    CHECK(std::regex_match(
+        out[2],
+        std::regex(
+            R"(# nThread 2 nGpus 1 minBytes 8 maxBytes 65536 step: 8\(factor\) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0 unalign: 0)")));
     size_t devices = 0;
     while (devices < out.size() && out[devices] != "# Using devices") devices++;
     REQUIRE(devices + 2 < out.size());
     for (int r = 0; r < 2; r++)
-      CHECK(std::regex_match(out[devices + 1 + size_t(r)],
-                             std::regex("#  Rank  " + std::to_string(r) + R"( Group  0 Pid +\d+ on +\S+ device +\d+ \[[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\] .*)")));
+      CHECK(std::regex_match(
+          out[devices + 1 + size_t(r)],
+          std::regex("#  Rank  " + std::to_string(r) +
+                     R"( Group  0 Pid +\d+ on +\S+ device +\d+ \[[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\] .*)")));
     size_t header = devices + 3;
     REQUIRE(header + 3 < out.size());
     CHECK(out[header] == "#");
-    CHECK(rtrim(out[header + 2]) == "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong");
-    CHECK(rtrim(out[header + 3]) == "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)");
+    CHECK(rtrim(out[header + 2]) ==
+          "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
+          "busbw  #wrong");
+    CHECK(rtrim(out[header + 3]) ==
+          "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  "
+          "(GB/s)");
     std::vector<std::string> rows;
     size_t i = header + 4;
     for (; i < out.size() && out[i].rfind("#", 0) != 0; i++) rows.push_back(out[i]);
@@ -146,19 +156,22 @@ TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output 
 TEST_CASE("perf binaries: -t 2 -g 2 drives 4 ranks from 2 threads, each thread's ranks in one group") {
   for (const char* arguments : {"-t 2 -g 2", "--local 4 -g 2 -y 1"}) {
     INFO(arguments);
-    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", std::string(arguments) + " -b 8 -e 64K -f 8 -c 1 -n 2 -w 1");
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf",
+                      std::string(arguments) + " -b 8 -e 64K -f 8 -c 1 -n 2 -w 1");
     INFO(run.output);
     REQUIRE(run.exitCode == 0);
     CHECK(run.output.find("\n# nThread 2 nGpus 2 minBytes 8 maxBytes 65536 ") != std::string::npos);
     CHECK(run.output.find(", 4 ranks in 1 processes on 1 nodes\n") != std::string::npos);
-    for (int r = 0; r < 4; r++) CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  0 Pid ")));
+    for (int r = 0; r < 4; r++)
+      CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  0 Pid ")));
     std::vector<std::vector<std::string>> rows = tableRows(run.output);
     CHECK(rows.size() == 5);
     for (const std::vector<std::string>& f : rows) CHECK((f[8] == "0" && f[12] == "0"));
     CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
   }
   // Point-to-point operations of a thread's two ranks meet inside one group.
-  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "sendrecv_perf", "--local 4 -g 2 -b 8 -e 4K -f 8 -c 1 -n 2 -w 1");
+  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "sendrecv_perf",
+                    "--local 4 -g 2 -b 8 -e 4K -f 8 -c 1 -n 2 -w 1");
   INFO(run.output);
   CHECK(run.exitCode == 0);
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
@@ -167,16 +180,18 @@ TEST_CASE("perf binaries: -t 2 -g 2 drives 4 ranks from 2 threads, each thread's
 TEST_CASE("perf binaries: -G needs the cuda device backend: refused before the sweep with exit code 2") {
   for (const char* device : {"host", "emulated"}) {
     INFO(device);
-    Run run = runTool(std::string("NCCL_SOCKET_IFNAME=lo TUTTI_DEVICE=") + device, "all_reduce_perf", "--local 2 -b 8 -e 8 -G 2");
+    Run run = runTool(std::string("NCCL_SOCKET_IFNAME=lo TUTTI_DEVICE=") + device, "all_reduce_perf",
+                      "--local 2 -b 8 -e 8 -G 2");
     INFO(run.output);
     CHECK(run.exitCode == 2);
-    CHECK(run.output.find("all_reduce_perf: option -G 2: -G needs the cuda device backend, and this run's is " + std::string(device)) !=
-          std::string::npos);
+    CHECK(run.output.find("all_reduce_perf: option -G 2: -G needs the cuda device backend, and this run's is " +
+                          std::string(device)) != std::string::npos);
     CHECK(run.output.find("# nccl-tests version") == std::string::npos);
   }
 }
 
-TEST_CASE("perf binaries: TUTTI_DEVICE=emulated sweeps run the device executor's code on host memory, with no wrong values") {
+TEST_CASE(
+    "perf binaries: TUTTI_DEVICE=emulated sweeps run the device executor's code on host memory, with no wrong values") {
   Run run = runTool("TUTTI_DEVICE=emulated NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 8 -e 1M -f 4 -c 1");
   INFO(run.output);
   REQUIRE(run.exitCode == 0);
@@ -188,21 +203,29 @@ TEST_CASE("perf binaries: TUTTI_DEVICE=emulated sweeps run the device executor's
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
 }
 
-TEST_CASE("perf binaries: an injected corruption is reported with rank, collective, size and offset, and fails the run") {
-  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo TUTTI_PERF_CORRUPT=1:5", "all_reduce_perf", "--local 2 -b 64 -e 64 -c 1 -n 1 -w 0");
+TEST_CASE(
+    "perf binaries: an injected corruption is reported with rank, collective, size and offset, and fails the run") {
+  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo TUTTI_PERF_CORRUPT=1:5", "all_reduce_perf",
+                    "--local 2 -b 64 -e 64 -c 1 -n 1 -w 0");
   INFO(run.output);
   CHECK(run.exitCode != 0);
-  CHECK(run.output.find("rank 1: all_reduce 64 B float sum root -1 out-of-place: 1 wrong elements, first at element 5") != std::string::npos);
+  CHECK(
+      run.output.find("rank 1: all_reduce 64 B float sum root -1 out-of-place: 1 wrong elements, first at element 5") !=
+      std::string::npos);
   CHECK(run.output.find("# Out of bounds values : 2 FAILED") != std::string::npos);
-  CHECK(std::regex_search(run.output, std::regex(R"(\n +64 +16 +float +sum +-1 +\S+ +\S+ +\S+ +1 +\S+ +\S+ +\S+ +1\n)")));
+  CHECK(
+      std::regex_search(run.output, std::regex(R"(\n +64 +16 +float +sum +-1 +\S+ +\S+ +\S+ +1 +\S+ +\S+ +\S+ +1\n)")));
   // The same run without the corruption passes: the failure above came from the hook alone.
-  CHECK(runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 64 -e 64 -c 1 -n 1 -w 0").exitCode == 0);
+  CHECK(runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 64 -e 64 -c 1 -n 1 -w 0")
+            .exitCode == 0);
 }
 
 TEST_CASE("perf binaries: a launcher world the tool cannot join is refused") {
   // Slurm's variables: mpirun's would start MPI in a build that has it.
-  Run run = runTool("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE TUTTI_DEVICE=host SLURM_PROCID=0 SLURM_NTASKS=2",
-                    "all_reduce_perf", "-b 8 -e 8");
+  Run run = runTool(
+      "-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE TUTTI_DEVICE=host SLURM_PROCID=0 "
+      "SLURM_NTASKS=2",
+      "all_reduce_perf", "-b 8 -e 8");
   INFO(run.output);
   CHECK(run.exitCode != 0);
   CHECK(run.output.find("Refusing to run 2 separate one-process jobs") != std::string::npos);
@@ -210,7 +233,8 @@ TEST_CASE("perf binaries: a launcher world the tool cannot join is refused") {
 
 TEST_CASE("perf binaries: two processes launched torchrun-style form one world") {
   int port = testPort(0);
-  std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+  std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                    std::to_string(port);
   std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " -b 8 -e 4K -f 8 -n 2 -c 1";
   // Rank 1 in the background, rank 0 in the foreground; the exit code is rank 0's, or rank 1's if that failed.
   Run run = runShell(env + " RANK=1 LOCAL_RANK=1" + tool + " >/dev/null 2>&1 & " + env + " RANK=0 LOCAL_RANK=0" + tool +
@@ -232,8 +256,9 @@ TEST_CASE("perf binaries: every binary across two hosts over NCCL_NET=IB on the 
     std::string env = std::string("env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo NCCL_NET=IB TUTTI_IBVERBS_LIB=") +
                       TUTTI_IBVERBS_STANDIN + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
     std::string tool = " timeout 60 " + toolPath(name) + " -b 8 -e 64K -f 8 -n 2 -w 1 -c 1";
-    Run run = runShell(env + " NCCL_HOSTID=perf-ib-b RANK=1 LOCAL_RANK=0" + tool + " >/dev/null 2>&1 & " + env +
-                       " NCCL_HOSTID=perf-ib-a RANK=0 LOCAL_RANK=0" + tool + " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
+    Run run =
+        runShell(env + " NCCL_HOSTID=perf-ib-b RANK=1 LOCAL_RANK=0" + tool + " >/dev/null 2>&1 & " + env +
+                 " NCCL_HOSTID=perf-ib-a RANK=0 LOCAL_RANK=0" + tool + " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
     INFO(name << ":\n" << run.output);
     CHECK(run.exitCode == 0);
     CHECK(run.output.find("2 ranks in 2 processes on 2 nodes") != std::string::npos);
@@ -274,7 +299,8 @@ TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with t
   while (header < out.size() && out[header].rfind("#       size", 0) != 0) header++;
   REQUIRE(header + 2 < out.size());
   CHECK(rtrim(out[header]) ==
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%"
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    "
+        "i_p99    i_cv%"
         "     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%");
   size_t rows = 0;
   for (size_t i = header + 2; i < out.size() && out[i].rfind("#", 0) != 0; i++, rows++) {
@@ -285,7 +311,8 @@ TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with t
     REQUIRE(f.size() == 5 + 2 * 8);
     for (size_t p : {5u, 13u}) {
       CHECK(f[p + 3] == "0");  // #wrong
-      double iMin = std::stod(f[p + 4]), iMax = std::stod(f[p + 5]), iP99 = std::stod(f[p + 6]), cv = std::stod(f[p + 7]);
+      double iMin = std::stod(f[p + 4]), iMax = std::stod(f[p + 5]), iP99 = std::stod(f[p + 6]),
+             cv = std::stod(f[p + 7]);
       CHECK(iMin <= iP99);
       CHECK(iP99 <= iMax);
       CHECK(cv >= 0);
@@ -297,7 +324,8 @@ TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with t
   INFO(report);
   CHECK(report.find("\"per_iter_timing\": true") != std::string::npos);
   CHECK(report.find("\"per_iter_skip\": 1") != std::string::npos);
-  std::regex placement(R"re("(out_of_place|in_place)": \{"time": ([^,]+),[^}]*\}, "\1_per_iter": \{"skipped_iterations": (\d+), "min_us": ([^,]+), "max_us": ([^,]+),[^\]]*"times_us": \[([^\]]*)\])re");
+  std::regex placement(
+      R"re("(out_of_place|in_place)": \{"time": ([^,]+),[^}]*\}, "\1_per_iter": \{"skipped_iterations": (\d+), "min_us": ([^,]+), "max_us": ([^,]+),[^\]]*"times_us": \[([^\]]*)\])re");
   size_t placements = 0;
   for (std::sregex_iterator m(report.begin(), report.end(), placement), end; m != end; ++m, placements++) {
     double time = std::stod((*m)[2]), minUs = std::stod((*m)[4]), maxUs = std::stod((*m)[5]);
@@ -308,7 +336,8 @@ TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with t
     CHECK(minUs == Approx(*std::min_element(times.begin() + 1, times.end())).epsilon(1e-5));
     CHECK(maxUs == Approx(*std::max_element(times.begin() + 1, times.end())).epsilon(1e-5));
     // The slowest rank's loop holds all its iterations, each at most that iteration's maximum over ranks: so time (a
-    // per-iteration average) is at least (n-K)/(n*ranks) = 0.4 of i_min, and at most the largest iteration plus loop overhead.
+    // per-iteration average) is at least (n-K)/(n*ranks) = 0.4 of i_min, and at most the largest iteration plus loop
+    // overhead.
     CHECK(minUs <= 2.5 * time * 1.0001);
     CHECK(time <= 1.2 * *std::max_element(times.begin(), times.end()) + 200);
   }
@@ -317,20 +346,28 @@ TEST_CASE("perf binaries: -I 1 -K 1 adds per-iteration columns that agree with t
 
 TEST_CASE("perf binaries: the header and the JSON name the build and each node's NUMA nodes, CPUs, GPUs and NICs") {
   std::string json = "/tmp/tutti_perf_fingerprint_" + std::to_string(getpid()) + ".json";
-  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", "--local 2 -b 8 -e 8 -n 1 -w 0 -c 0 --json " + json);
+  Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf",
+                    "--local 2 -b 8 -e 8 -n 1 -w 0 -c 0 --json " + json);
   INFO(run.output);
   REQUIRE(run.exitCode == 0);
   std::string report = readText(json);
   std::remove(json.c_str());
-  CHECK(std::regex_search(run.output, std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+(-dirty)?)?\n)")));
+  CHECK(std::regex_search(
+      run.output,
+      std::regex(R"(\n# Build: tutti \S+ .*, \S+, \S+ [0-9.]+, with(out)? MPI(, commit [0-9a-f]+(-dirty)?)?\n)")));
   // The binary names the commit this build wrote, the same that this test (built with it) holds.
   std::string commit = thisBuild().commit;
   CHECK(run.output.find(commit.empty() ? " MPI\n" : ", commit " + commit + "\n") != std::string::npos);
   // One host: one node holding both ranks, with at least one NUMA node and the interfaces discovery found.
-  CHECK(std::regex_search(run.output, std::regex(R"(\n# Topology: node 0 \S+: 2 ranks, [1-9]\d* NUMA nodes, (\d+|\?) CPUs, \d+ GPUs, \d+ NICs.*\n)")));
+  CHECK(std::regex_search(
+      run.output,
+      std::regex(R"(\n# Topology: node 0 \S+: 2 ranks, [1-9]\d* NUMA nodes, (\d+|\?) CPUs, \d+ GPUs, \d+ NICs.*\n)")));
   CHECK(run.output.find("# Topology: node 1") == std::string::npos);
   INFO(report);
-  CHECK(std::regex_search(report, std::regex(R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+(-dirty)?"|null))")));
+  CHECK(std::regex_search(
+      report,
+      std::regex(
+          R"("build_type": "[^"]+", "compiler": "[^"]+", "mpi": (true|false), "git_commit": ("[0-9a-f]+(-dirty)?"|null))")));
   CHECK(std::regex_search(report, std::regex(R"("nodes": \[\{"hostname": "[^"]+", "ranks": 2, "numa_nodes": [1-9])")));
 }
 
@@ -344,9 +381,10 @@ TEST_CASE("perf binaries: mpirun -np 2 forms one world through MPI, with no NCCL
     return;
   }
   // OpenMPI's own traffic stays on loopback; running as root (containers, CI) needs its explicit consent.
-  std::string mpirun = "env -u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE OMPI_ALLOW_RUN_AS_ROOT=1 "
-                       "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -np 2 --oversubscribe --mca pml ob1 --mca btl self,tcp "
-                       "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x TUTTI_DEVICE=host -x NCCL_SOCKET_IFNAME=lo ";
+  std::string mpirun =
+      "env -u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT -u TUTTI_PERF_ID_FILE OMPI_ALLOW_RUN_AS_ROOT=1 "
+      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -np 2 --oversubscribe --mca pml ob1 --mca btl self,tcp "
+      "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x TUTTI_DEVICE=host -x NCCL_SOCKET_IFNAME=lo ";
   Run run = runShell(mpirun + toolPath("all_reduce_perf") + " -b 8 -e 1M -f 8 -c 1 -n 5 2>&1");
   INFO(run.output);
   REQUIRE(run.exitCode == 0);
@@ -369,11 +407,13 @@ TEST_CASE("perf-plot: two JSON reports make one valid PNG") {
   }
   std::string base = "/tmp/tutti_perf_plot_" + std::to_string(getpid());
   for (const char* binary : {"all_reduce_perf", "all_gather_perf"}) {
-    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", binary, "--local 2 -b 8 -e 64K -f 8 -n 2 -c 0 --json " + base + "-" + binary + ".json");
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", binary,
+                      "--local 2 -b 8 -e 64K -f 8 -n 2 -c 0 --json " + base + "-" + binary + ".json");
     INFO(run.output);
     REQUIRE(run.exitCode == 0);
   }
-  Run plot = runShell("python3 " TUTTI_PERF_PLOT " -o " + base + ".png " + base + "-all_reduce_perf.json " + base + "-all_gather_perf.json 2>&1");
+  Run plot = runShell("python3 " TUTTI_PERF_PLOT " -o " + base + ".png " + base + "-all_reduce_perf.json " + base +
+                      "-all_gather_perf.json 2>&1");
   INFO(plot.output);
   CHECK(plot.exitCode == 0);
   CHECK(plot.output.find("(2 series)") != std::string::npos);  // one line per report
@@ -424,24 +464,28 @@ class BusyPort {
   int fd_ = -1;
 };
 
-// Two launched processes of all_reduce_perf, rank 1 in the background; the exit code is rank 0's, or rank 1's if that failed.
+// Two launched processes of all_reduce_perf, rank 1 in the background; the exit code is rank 0's, or rank 1's if that
+// failed.
 Run runPair(const std::string& environment, const std::string& arguments, const std::string& beforeRank0 = "") {
   std::string env = "env " + environment + " TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2";
   std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " " + arguments;
-  return runShell(env + " RANK=1 LOCAL_RANK=1" + tool + " >/dev/null 2>&1 & " + beforeRank0 + env + " RANK=0 LOCAL_RANK=0" + tool +
-                  " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
+  return runShell(env + " RANK=1 LOCAL_RANK=1" + tool + " >/dev/null 2>&1 & " + beforeRank0 + env +
+                  " RANK=0 LOCAL_RANK=0" + tool + " 2>&1; rc=$?; wait $! || rc=$?; exit $rc");
 }
 
 }  // namespace
 
-TEST_CASE("perf binaries: option errors that need the world size fail once, before any output, with the parser's code") {
+TEST_CASE(
+    "perf binaries: option errors that need the world size fail once, before any output, with the parser's code") {
   struct Case {
     const char* binary;
     const char* arguments;
     const char* error;
   };
-  for (Case c : {Case{"all_reduce_perf", "--local 2 -o bogus", "option -o 'bogus'"}, Case{"all_reduce_perf", "--local 2 -d bogus", "option -d 'bogus'"},
-                 Case{"broadcast_perf", "--local 2 -r 7", "option -r 7: only 2 ranks"}, Case{"hypercube_perf", "--local 3", "power-of-two number of ranks"}}) {
+  for (Case c : {Case{"all_reduce_perf", "--local 2 -o bogus", "option -o 'bogus'"},
+                 Case{"all_reduce_perf", "--local 2 -d bogus", "option -d 'bogus'"},
+                 Case{"broadcast_perf", "--local 2 -r 7", "option -r 7: only 2 ranks"},
+                 Case{"hypercube_perf", "--local 3", "power-of-two number of ranks"}}) {
     INFO(c.binary << " " << c.arguments);
     Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", c.binary, std::string(c.arguments) + " -b 8 -e 8");
     INFO(run.output);
@@ -468,23 +512,32 @@ TEST_CASE("perf binaries: report paths and the --compare baseline are checked be
     CHECK(run.output.find("# nccl-tests version") == std::string::npos);
   };
   // The same baseline with itself passes; another collective or rank count is refused.
-  CHECK(runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", args + "--compare " + base + ".json").exitCode == 0);
-  expectRefused("all_gather_perf", args + "--compare " + base + ".json", "the baseline measured all_reduce, this run all_gather");
-  expectRefused("all_reduce_perf", "--local 4 -b 8 -e 64 -f 8 -n 1 -c 0 --compare " + base + ".json", "the baseline ran on 2 ranks, this run has 4");
+  CHECK(runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_reduce_perf", args + "--compare " + base + ".json")
+            .exitCode == 0);
+  expectRefused("all_gather_perf", args + "--compare " + base + ".json",
+                "the baseline measured all_reduce, this run all_gather");
+  expectRefused("all_reduce_perf", "--local 4 -b 8 -e 64 -f 8 -n 1 -c 0 --compare " + base + ".json",
+                "the baseline ran on 2 ranks, this run has 4");
   // A malformed field names the file and the field.
   std::string bad = report;
   bad.replace(bad.find("\"root\": -1"), 10, "\"root\": \"x\"");
   std::ofstream(base + "-bad.json") << bad;
-  expectRefused("all_reduce_perf", args + "--compare " + base + "-bad.json", "--compare " + base + "-bad.json: field results[0].root");
-  expectRefused("all_reduce_perf", args + "--compare " + base + "-missing.json", "--compare " + base + "-missing.json: cannot read it");
-  expectRefused("all_reduce_perf", args + "--json /nonexistent-dir/out.json", "--json /nonexistent-dir/out.json: cannot write it");
-  expectRefused("all_reduce_perf", args + "--csv /nonexistent-dir/out.csv", "--csv /nonexistent-dir/out.csv: cannot write it");
+  expectRefused("all_reduce_perf", args + "--compare " + base + "-bad.json",
+                "--compare " + base + "-bad.json: field results[0].root");
+  expectRefused("all_reduce_perf", args + "--compare " + base + "-missing.json",
+                "--compare " + base + "-missing.json: cannot read it");
+  expectRefused("all_reduce_perf", args + "--json /nonexistent-dir/out.json",
+                "--json /nonexistent-dir/out.json: cannot write it");
+  expectRefused("all_reduce_perf", args + "--csv /nonexistent-dir/out.csv",
+                "--csv /nonexistent-dir/out.csv: cannot write it");
   runShell("rm -f " + base + "*");
 }
 
 TEST_CASE("perf binaries: -T bounds init, and a rank that never came is named once, with the timeout's exit code") {
   // Rank 1 of 2 is never started: without -T the bootstrap would wait 120 s.
-  std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:" + std::to_string(testPort(1));
+  std::string env =
+      "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:" +
+      std::to_string(testPort(1));
   auto start = std::chrono::steady_clock::now();
   Run run = runShell(env + " timeout 30 " + toolPath("all_reduce_perf") + " -b 8 -e 8 -T 2 2>&1");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -500,7 +553,8 @@ TEST_CASE("perf binaries: a peer that stops mid-run times out once, without foll
   // Rank 1 runs forever (-N 0) and is stopped (the tool under its timeout) once rank 0 has printed its first row, so
   // mid-sweep (or after 15 s, whatever rank 0 is doing then); rank 0 must report -T's timeout, name rank 1 as the
   // peer it waits for, and print nothing after it.
-  std::string env = "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:" + std::to_string(testPort(2));
+  std::string env =
+      "env TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 NCCL_COMM_ID=127.0.0.1:" + std::to_string(testPort(2));
   std::string tool = " timeout 60 " + toolPath("all_reduce_perf") + " -b 8 -e 4K -f 8 -n 2 -c 1 -N 0 -T 2";
   Run run = runShell(env + " RANK=1" + tool + " >/dev/null 2>&1 & peer=$!; " + env + " RANK=0" + tool +
                      " >/tmp/tutti_perf_stall_$$ 2>&1 & self=$!; "
@@ -513,10 +567,12 @@ TEST_CASE("perf binaries: a peer that stops mid-run times out once, without foll
   CHECK(occurrences(run.output, "# Test timeout (-T 2 s)") + occurrences(run.output, "timed out in init") == 1);
   CHECK(run.output.find("aborted") == std::string::npos);
   CHECK(run.output.find("not a live communicator") == std::string::npos);
-  // Under the late rank's line, what its communicator waits for: data, room or input from rank 1, named with host and pid.
-  CHECK(std::regex_search(run.output, std::regex("#   rank 0 did not finish [^\\n]*\\n"
-                                                 "#     waiting: [^\\n]* waiting [0-9.]+ s for "
-                                                 "(data from|free FIFO space at|the input of) rank 1 \\([^\\n]* pid [0-9]+\\)\\n")));
+  // Under the late rank's line, what its communicator waits for: data, room or input from rank 1, named with host and
+  // pid.
+  CHECK(std::regex_search(
+      run.output, std::regex("#   rank 0 did not finish [^\\n]*\\n"
+                             "#     waiting: [^\\n]* waiting [0-9.]+ s for "
+                             "(data from|free FIFO space at|the input of) rank 1 \\([^\\n]* pid [0-9]+\\)\\n")));
 }
 
 TEST_CASE("perf binaries: under torchrun's agent the bootstrap root leaves MASTER_PORT to torchrun's store") {
@@ -544,7 +600,8 @@ TEST_CASE("perf binaries: --id-file ignores a file left by an earlier run, and r
   // An earlier run's id, an hour old: a rank that starts before process 0 rewrites it must not take it.
   std::ofstream(path) << std::string(128, '\x5a');
   runShell("touch -d '1 hour ago' " + path);
-  Run run = runPair("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT", "-b 8 -e 64 -f 8 -n 1 -c 1 -T 20 --id-file " + path, "sleep 1; ");
+  Run run = runPair("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT",
+                    "-b 8 -e 64 -f 8 -n 1 -c 1 -T 20 --id-file " + path, "sleep 1; ");
   INFO(run.output);
   CHECK(run.exitCode == 0);
   CHECK(run.output.find("2 ranks in 2 processes") != std::string::npos);
@@ -557,9 +614,10 @@ TEST_CASE("perf binaries: without -T the wait for --id-file's file is the bootst
   std::string path = "/tmp/tutti_perf_id_absent_" + std::to_string(getpid());
   std::remove(path.c_str());
   auto start = std::chrono::steady_clock::now();
-  Run run = runTool("-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 RANK=1 "
-                    "LOCAL_RANK=0 TUTTI_BOOTSTRAP_TIMEOUT=2",
-                    "all_reduce_perf", "-b 8 -e 8 --id-file " + path);
+  Run run = runTool(
+      "-u NCCL_COMM_ID -u MASTER_ADDR -u MASTER_PORT TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo WORLD_SIZE=2 RANK=1 "
+      "LOCAL_RANK=0 TUTTI_BOOTSTRAP_TIMEOUT=2",
+      "all_reduce_perf", "-b 8 -e 8 --id-file " + path);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO(run.output);
   CHECK(run.exitCode != 0);
@@ -578,7 +636,9 @@ double jsonNumberAfter(const std::string& text, const std::string& key, size_t a
 
 }  // namespace
 
-TEST_CASE("perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two groups of 2, as nccl-tests shows and counts them") {
+TEST_CASE(
+    "perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two groups of 2, as nccl-tests shows and counts "
+    "them") {
   std::string json = "/tmp/tutti_perf_split_" + std::to_string(getpid()) + ".json";
   for (const char* binary : {"all_reduce_perf", "all_gather_perf"}) {
     INFO(binary);
@@ -588,10 +648,13 @@ TEST_CASE("perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two grou
     REQUIRE(run.exitCode == 0);
     // nccl-tests' device lines: the world rank and its colour, process rank & mask (each --local rank a process).
     for (int r = 0; r < 4; r++)
-      CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  " + std::to_string(r & 1) + " Pid ")));
-    CHECK(run.output.find("\n# Groups: NCCL_TESTS_SPLIT_MASK=1 splits the 4 ranks into 2 groups that run side by side: group 0 ranks 0,2; "
+      CHECK(std::regex_search(
+          run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  " + std::to_string(r & 1) + " Pid ")));
+    CHECK(run.output.find("\n# Groups: NCCL_TESTS_SPLIT_MASK=1 splits the 4 ranks into 2 groups that run side by side: "
+                          "group 0 ranks 0,2; "
                           "group 1 ranks 1,3\n") != std::string::npos);
-    CHECK(run.output.find("\n# Groups: sizes and bandwidths are those of rank 0's group (2 ranks)") != std::string::npos);
+    CHECK(run.output.find("\n# Groups: sizes and bandwidths are those of rank 0's group (2 ranks)") !=
+          std::string::npos);
     std::vector<std::vector<std::string>> rows = tableRows(run.output);
     CHECK(rows.size() == 2);  // 8 KiB, 64 KiB
     for (const std::vector<std::string>& f : rows) {
@@ -605,8 +668,9 @@ TEST_CASE("perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two grou
     // (n-1)/n = 1/2), not for the world of 4 (3/2 and 3/4).
     std::string report = readText(json);
     INFO(report);
-    CHECK(report.find("\"split\": {\"setting\": \"NCCL_TESTS_SPLIT_MASK=1\", \"groups\": [{\"group\": 0, \"ranks\": [0, 2]}, "
-                      "{\"group\": 1, \"ranks\": [1, 3]}]}") != std::string::npos);
+    CHECK(report.find(
+              "\"split\": {\"setting\": \"NCCL_TESTS_SPLIT_MASK=1\", \"groups\": [{\"group\": 0, \"ranks\": [0, 2]}, "
+              "{\"group\": 1, \"ranks\": [1, 3]}]}") != std::string::npos);
     CHECK(report.find("{\"rank\": 3, \"group\": 1, ") != std::string::npos);
     double factor = std::string(binary) == "all_reduce_perf" ? 1.0 : 0.5;
     size_t measured = 0;
@@ -620,7 +684,8 @@ TEST_CASE("perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two grou
     CHECK(measured == 2);
   }
   // A baseline made with groups is not compared with a run without them.
-  Run unsplit = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_gather_perf", "--local 4 -b 8K -e 64K -f 8 -n 1 --compare " + json);
+  Run unsplit = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "all_gather_perf",
+                        "--local 4 -b 8K -e 64K -f 8 -n 1 --compare " + json);
   INFO(unsplit.output);
   CHECK(unsplit.exitCode == 2);
   CHECK(unsplit.output.find("the baseline ran with NCCL_TESTS_SPLIT_MASK=1, this run unsplit") != std::string::npos);
@@ -629,30 +694,40 @@ TEST_CASE("perf binaries: NCCL_TESTS_SPLIT_MASK=1 runs 4 local ranks as two grou
 
 TEST_CASE("perf binaries: under a launcher a process's ranks share its colour, as in nccl-tests' MPI processes") {
   int port = testPort(4);
-  Run run = runPair("NCCL_TESTS_SPLIT_MASK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port), "-t 2 -b 8 -e 4K -f 8 -n 2 -c 1 -T 30");
+  Run run = runPair("NCCL_TESTS_SPLIT_MASK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port),
+                    "-t 2 -b 8 -e 4K -f 8 -n 2 -c 1 -T 30");
   INFO(run.output);
   CHECK(run.exitCode == 0);
   for (int r = 0; r < 4; r++)
-    CHECK(std::regex_search(run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  " + std::to_string(r / 2) + " Pid ")));
+    CHECK(std::regex_search(
+        run.output, std::regex("\n#  Rank  " + std::to_string(r) + " Group  " + std::to_string(r / 2) + " Pid ")));
   CHECK(run.output.find("group 0 ranks 0-1; group 1 ranks 2-3\n") != std::string::npos);
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
 }
 
-TEST_CASE("perf binaries: a split variable that is no number, or groups an option cannot run in, is refused before the sweep") {
+TEST_CASE(
+    "perf binaries: a split variable that is no number, or groups an option cannot run in, is refused before the "
+    "sweep") {
   struct Case {
     const char* environment;
     const char* binary;
     const char* arguments;
     const char* error;
   };
-  for (Case c : {Case{"NCCL_TESTS_SPLIT_MASK=zz", "all_reduce_perf", "", "NCCL_TESTS_SPLIT_MASK='zz': not a hexadecimal number"},
-                 Case{"NCCL_TESTS_SPLIT='XOR 1'", "all_reduce_perf", "", "NCCL_TESTS_SPLIT='XOR 1': not an operation and a number"},
-                 Case{"NCCL_TESTS_SPLIT='MOD 0'", "all_reduce_perf", "", "NCCL_TESTS_SPLIT='MOD 0': MOD 0 divides by zero"},
-                 Case{"NCCL_TESTS_SPLIT='DIV 3'", "hypercube_perf", "", "group 0 (NCCL_TESTS_SPLIT='DIV 3'): hypercube needs a power-of-two"},
-                 Case{"NCCL_TESTS_SPLIT_MASK=1", "broadcast_perf", "-r 2", "option -r 2: only 2 ranks in group 0 (NCCL_TESTS_SPLIT_MASK=1)"},
-                 Case{"NCCL_TESTS_SPLIT='DIV 3'", "broadcast_perf", "-r -1", "option -r -1 (every root) needs groups of one size"}}) {
+  for (Case c :
+       {Case{"NCCL_TESTS_SPLIT_MASK=zz", "all_reduce_perf", "", "NCCL_TESTS_SPLIT_MASK='zz': not a hexadecimal number"},
+        Case{"NCCL_TESTS_SPLIT='XOR 1'", "all_reduce_perf", "",
+             "NCCL_TESTS_SPLIT='XOR 1': not an operation and a number"},
+        Case{"NCCL_TESTS_SPLIT='MOD 0'", "all_reduce_perf", "", "NCCL_TESTS_SPLIT='MOD 0': MOD 0 divides by zero"},
+        Case{"NCCL_TESTS_SPLIT='DIV 3'", "hypercube_perf", "",
+             "group 0 (NCCL_TESTS_SPLIT='DIV 3'): hypercube needs a power-of-two"},
+        Case{"NCCL_TESTS_SPLIT_MASK=1", "broadcast_perf", "-r 2",
+             "option -r 2: only 2 ranks in group 0 (NCCL_TESTS_SPLIT_MASK=1)"},
+        Case{"NCCL_TESTS_SPLIT='DIV 3'", "broadcast_perf", "-r -1",
+             "option -r -1 (every root) needs groups of one size"}}) {
     INFO(c.environment << " " << c.binary << " " << c.arguments);
-    Run run = runTool(std::string("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo ") + c.environment, c.binary, std::string("--local 4 -b 8 -e 8 ") + c.arguments);
+    Run run = runTool(std::string("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo ") + c.environment, c.binary,
+                      std::string("--local 4 -b 8 -e 8 ") + c.arguments);
     INFO(run.output);
     CHECK(run.exitCode == 2);
     CHECK(occurrences(run.output, c.error) == 1);
@@ -674,10 +749,13 @@ TEST_CASE("perf build commit: the script the build runs names HEAD, marks a chan
     REQUIRE(run.exitCode == 0);
     return readText(output);
   };
-  auto named = [](const std::string& commit) { return "const char* tutti::perf::builtCommit() { return \"" + commit + "\"; }\n"; };
+  auto named = [](const std::string& commit) {
+    return "const char* tutti::perf::builtCommit() { return \"" + commit + "\"; }\n";
+  };
   std::string git = "git -C " + tree + " -c user.name=test -c user.email=test@example.com ";
-  REQUIRE(runShell("mkdir -p " + tree + " && echo one > " + tree + "/file && " + git + "init -q && " + git + "add file && " + git +
-                   "commit -q -m one 2>&1").exitCode == 0);
+  REQUIRE(runShell("mkdir -p " + tree + " && echo one > " + tree + "/file && " + git + "init -q && " + git +
+                   "add file && " + git + "commit -q -m one 2>&1")
+              .exitCode == 0);
   std::string head = runShell(git + "rev-parse --short HEAD").output;
   head.erase(head.find_last_not_of('\n') + 1);
   CHECK(runScript(tree).find(named(head)) != std::string::npos);

@@ -182,7 +182,8 @@ TEST_CASE("bootstrap: bad connections to the root and to a rank during init are 
         rank1Listener = address;
         changed.notify_all();
       };
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     exerciseBootstrap(*bootstrap, arrivals);
   });
   attacker.join();
@@ -242,8 +243,8 @@ TEST_CASE("bootstrap: fuzzed frames never take down a root or a listener") {
   useLoopback(10);
   std::vector<ncclUniqueId> ids = makeIds(1);
   UniqueIdContents contents = decodeUniqueId(ids[0]);
-  CHECK(fuzz(contents.root, contents.secret, {kRegister, kBlockReport, kBlockFailed}, sizeof(RegistrationPayload),
-             300, 1) == "");
+  CHECK(fuzz(contents.root, contents.secret, {kRegister, kBlockReport, kBlockFailed}, sizeof(RegistrationPayload), 300,
+             1) == "");
   const int nranks = 3;
   std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
@@ -300,7 +301,8 @@ TEST_CASE("bootstrap: a rank's connection that ends without a goodbye reports th
   std::vector<std::pair<int, std::string>> seen = lostAfter(0, 5);
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].first == 1);
-  CHECK(seen[0].second.find("its process ended: the bootstrap connection closed without a goodbye") != std::string::npos);
+  CHECK(seen[0].second.find("its process ended: the bootstrap connection closed without a goodbye") !=
+        std::string::npos);
 
   {  // dies in the middle of a frame
     RawClient client(target);

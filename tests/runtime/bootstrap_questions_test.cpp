@@ -23,7 +23,8 @@ TEST_CASE("bootstrap: every peer answers a question through its answerer") {
   options.sameProcessShortcut = shortcut;
   std::vector<std::vector<bootstrap::PeerAnswer>> got(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     bootstrap->setAnswerer([rank](int asker, const std::string& question) {
       return "rank " + std::to_string(rank) + " to rank " + std::to_string(asker) + ": " + question;
     });

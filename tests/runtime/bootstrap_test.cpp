@@ -46,7 +46,8 @@ TEST_CASE("bootstrap: allGather, barrier and p2p for 1, 2, 3, 5 and 8 ranks") {
   bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
   std::vector<RankOutcome> outcomes = runRanks(nranks, [&](int rank) {
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, options);
     if (bootstrap->rank() != rank || bootstrap->nranks() != nranks)
       throw Error(ErrorCode::Internal, "rank/nranks mismatch");
     for (int peer = 0; peer < nranks; ++peer)
@@ -59,13 +60,14 @@ TEST_CASE("bootstrap: allGather, barrier and p2p for 1, 2, 3, 5 and 8 ranks") {
 
 TEST_CASE("bootstrap: several roots (nIds 2 and 3) give every rank the full table") {
   useLoopback();
-  auto [nranks, nIds] = GENERATE(std::make_pair(2, 2), std::make_pair(5, 2), std::make_pair(3, 3),
-                                 std::make_pair(7, 3), std::make_pair(8, 3));
+  auto [nranks, nIds] = GENERATE(std::make_pair(2, 2), std::make_pair(5, 2), std::make_pair(3, 3), std::make_pair(7, 3),
+                                 std::make_pair(8, 3));
   INFO("nranks " << nranks << ", nIds " << nIds);
   std::vector<ncclUniqueId> ids = makeIds(nIds);
   std::vector<std::atomic<int>> arrivals(3);
   std::vector<RankOutcome> outcomes = runRanks(nranks, [&](int rank) {
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), nIds, rank, nranks, bootstrap::BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), nIds, rank, nranks, bootstrap::BootstrapOptions());
     exerciseBootstrap(*bootstrap, arrivals);
   });
   requireAllOk(outcomes);
@@ -76,7 +78,8 @@ TEST_CASE("bootstrap: a message larger than one frame arrives whole") {
   std::vector<ncclUniqueId> ids = makeIds(1);
   const size_t size = (9 << 20) + 17;  // several frames
   requireAllOk(runRanks(2, [&](int rank) {
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, bootstrap::BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, bootstrap::BootstrapOptions());
     if (rank == 0) {
       sendPattern(*bootstrap, 1, 1000, size);
       sendPattern(*bootstrap, 1, 1001, 3);
@@ -97,7 +100,8 @@ TEST_CASE("bootstrap: a failure notice reaches every other rank, even with a dea
   std::condition_variable changed;
   std::vector<std::vector<std::pair<int, std::string>>> received(nranks);
   requireAllOk(runRanks(nranks, [&](int rank) {
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, bootstrap::BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), 1, rank, nranks, bootstrap::BootstrapOptions());
     bootstrap->setNoticeHandler([&, rank](int sender, const std::string& t) {
       std::lock_guard<std::mutex> lock(mutex);
       received[size_t(rank)].emplace_back(sender, t);
@@ -111,8 +115,7 @@ TEST_CASE("bootstrap: a failure notice reaches every other rank, even with a dea
       bootstrap->flushNotices();
     }
     std::unique_lock<std::mutex> lock(mutex);
-    if (rank != 1)
-      changed.wait_for(lock, std::chrono::seconds(10), [&] { return !received[size_t(rank)].empty(); });
+    if (rank != 1) changed.wait_for(lock, std::chrono::seconds(10), [&] { return !received[size_t(rank)].empty(); });
     lock.unlock();
     bootstrap->setNoticeHandler(nullptr);
   }));
@@ -185,7 +188,8 @@ TEST_CASE("bootstrap: IPv6 loopback") {
   std::vector<std::atomic<int>> arrivals(3);
   std::vector<std::string> addresses(3);
   requireAllOk(runRanks(3, [&](int rank) {
-    std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(ids.data(), 2, rank, 3, bootstrap::BootstrapOptions());
+    std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+        bootstrap::Bootstrap::create(ids.data(), 2, rank, 3, bootstrap::BootstrapOptions());
     addresses[rank] = bootstrap->peerAddress((rank + 1) % 3);
     exerciseBootstrap(*bootstrap, arrivals);
   }));
@@ -237,7 +241,8 @@ TEST_CASE("bootstrap: misuse and departed peers give clear errors") {
   std::vector<std::unique_ptr<bootstrap::Bootstrap>> ranks(2);
   bootstrap::BootstrapOptions options;
   options.sameProcessShortcut = shortcut;
-  requireAllOk(runRanks(2, [&](int rank) { ranks[rank] = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, options); }));
+  requireAllOk(
+      runRanks(2, [&](int rank) { ranks[rank] = bootstrap::Bootstrap::create(ids.data(), 1, rank, 2, options); }));
 
   uint8_t bytes[8] = {};
   auto codeOf = [](const std::function<void()>& action) {
@@ -285,7 +290,8 @@ TEST_CASE("bootstrap: NCCL_COMM_ID names a fixed root that the first rank starts
     INFO("job " << job);
     std::vector<std::atomic<int>> arrivals(3);
     requireAllOk(runRanks(3, [&](int rank) {
-      std::unique_ptr<bootstrap::Bootstrap> bootstrap = bootstrap::Bootstrap::create(&id, 1, rank, 3, bootstrap::BootstrapOptions());
+      std::unique_ptr<bootstrap::Bootstrap> bootstrap =
+          bootstrap::Bootstrap::create(&id, 1, rank, 3, bootstrap::BootstrapOptions());
       exerciseBootstrap(*bootstrap, arrivals);
     }));
   }
@@ -312,8 +318,10 @@ TEST_CASE("bootstrap: unique ids round-trip and foreign bytes are refused") {
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::InvalidArgument);
   }
-  CHECK_THROWS_AS(bootstrap::Bootstrap::create(&id, 2, 0, 1, bootstrap::BootstrapOptions()), Error);  // more ids than ranks
-  CHECK_THROWS_AS(bootstrap::Bootstrap::create(&id, 1, 1, 1, bootstrap::BootstrapOptions()), Error);  // rank out of range
+  CHECK_THROWS_AS(bootstrap::Bootstrap::create(&id, 2, 0, 1, bootstrap::BootstrapOptions()),
+                  Error);  // more ids than ranks
+  CHECK_THROWS_AS(bootstrap::Bootstrap::create(&id, 1, 1, 1, bootstrap::BootstrapOptions()),
+                  Error);  // rank out of range
 }
 
 TEST_CASE("bootstrap: rank lists and blocks") {

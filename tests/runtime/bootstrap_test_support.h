@@ -128,7 +128,8 @@ inline void checkAllGatherV(bootstrap::Bootstrap& bootstrap, const std::function
       if (data[offsets[size_t(owner)] + i] != patternByte(owner, -1, salt, i))
         throw Error(ErrorCode::Internal, "allGatherV block " + std::to_string(owner) + " byte " + std::to_string(i) +
                                              " is wrong on rank " + std::to_string(bootstrap.rank()));
-  if (data[total] != 0xEE) throw Error(ErrorCode::Internal, "allGatherV wrote past the blocks on rank " + std::to_string(bootstrap.rank()));
+  if (data[total] != 0xEE)
+    throw Error(ErrorCode::Internal, "allGatherV wrote past the blocks on rank " + std::to_string(bootstrap.rank()));
 }
 
 inline void expectMessage(bootstrap::Bootstrap& bootstrap, int from, uint32_t tag, size_t size) {
@@ -151,9 +152,12 @@ inline void exerciseBootstrap(bootstrap::Bootstrap& bootstrap, std::vector<std::
   checkAllGather(bootstrap, 1, 1);
   checkAllGather(bootstrap, 13, 2);
   checkAllGather(bootstrap, 4096 + 3, 3);
-  checkAllGatherV(bootstrap, [](int r) { return size_t(r % 3 == 1 ? 0 : 17 * r + 5); }, 4);
-  checkAllGatherV(bootstrap, [](int r) { return size_t(r == 0 ? 70000 : 0); }, 5);  // one rank speaks
-  checkAllGatherV(bootstrap, [](int) { return size_t(0); }, 6);
+  checkAllGatherV(
+      bootstrap, [](int r) { return size_t(r % 3 == 1 ? 0 : 17 * r + 5); }, 4);
+  checkAllGatherV(
+      bootstrap, [](int r) { return size_t(r == 0 ? 70000 : 0); }, 5);  // one rank speaks
+  checkAllGatherV(
+      bootstrap, [](int) { return size_t(0); }, 6);
 
   // A barrier lets nobody through before everyone has arrived.
   for (int round = 0; round < 3; ++round) {

@@ -185,8 +185,14 @@ TEST_CASE("config: a 2.14 struct: blocking read, padding after it ignored") {
 
 TEST_CASE("config: a 2.17 struct: its fields read, nothing past its size") {
   ScopedBlockingEnv env(nullptr);
-  ConfigV2_17 layout{sizeof(ConfigV2_17), 0xcafebeef, NCCL_VERSION(2, 17, 1), NCCL_CONFIG_UNDEF_INT,
-                     NCCL_CONFIG_UNDEF_INT, 2, 4, "IB"};
+  ConfigV2_17 layout{sizeof(ConfigV2_17),
+                     0xcafebeef,
+                     NCCL_VERSION(2, 17, 1),
+                     NCCL_CONFIG_UNDEF_INT,
+                     NCCL_CONFIG_UNDEF_INT,
+                     2,
+                     4,
+                     "IB"};
   OldConfig<ConfigV2_17> old(layout, sizeof layout);
   tutti::CommConfig config = tutti::readConfig(old.get(), "test");
   CHECK(config.blocking);

@@ -11,7 +11,8 @@
 #include "runtime/gpu_sharing.h"
 #include "tests/common/env_support.h"
 
-TEST_CASE("gpu sharing: processes on one GPU need the MPS daemon's control pipe, and the error says where it looked", "[runtime][gpu]") {
+TEST_CASE("gpu sharing: processes on one GPU need the MPS daemon's control pipe, and the error says where it looked",
+          "[runtime][gpu]") {
   char pattern[] = "/tmp/tutti-mps-XXXXXX";
   const std::string directory = mkdtemp(pattern);
   tutti_test::ScopedEnv pipes("CUDA_MPS_PIPE_DIRECTORY", directory.c_str());

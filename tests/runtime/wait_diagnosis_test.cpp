@@ -24,7 +24,9 @@ RankWait waitingFor(std::vector<int> peers, uint64_t op) {
   return w;
 }
 
-std::string nameOf(int rank) { return "rank " + std::to_string(rank) + " (testhost pid " + std::to_string(1000 + rank) + ")"; }
+std::string nameOf(int rank) {
+  return "rank " + std::to_string(rank) + " (testhost pid " + std::to_string(1000 + rank) + ")";
+}
 
 }  // namespace
 
@@ -95,10 +97,15 @@ TEST_CASE("wait diagnosis: the chain is followed to a rank that never answers or
   }
   changed.notify_all();
   INFO(cause);
-  CHECK(cause.find("rank 0 waits for rank 1 in AllReduce #8, which waits for rank 2 in AllReduce #8, which waits for rank 3") == 0);
+  CHECK(
+      cause.find(
+          "rank 0 waits for rank 1 in AllReduce #8, which waits for rank 2 in AllReduce #8, which waits for rank 3") ==
+      0);
   CHECK(cause.find(nameOf(3)) != std::string::npos);
-  if (left) CHECK(cause.find("could not be reached") != std::string::npos);
-  else CHECK(cause.find("did not answer within 1 s: stopped or hung") != std::string::npos);
+  if (left)
+    CHECK(cause.find("could not be reached") != std::string::npos);
+  else
+    CHECK(cause.find("did not answer within 1 s: stopped or hung") != std::string::npos);
   for (auto& rank : ranks)
     if (rank) rank->setAnswerer(nullptr);
 }

@@ -32,7 +32,9 @@ RankWait state(RankWaitState s, std::string detail = {}) {
 WaitGraph named(std::vector<RankWait> ranks) {
   WaitGraph g;
   g.ranks = std::move(ranks);
-  for (size_t r = 0; r < g.ranks.size(); ++r) g.names.push_back("rank " + std::to_string(r) + " (h" + std::to_string(r) + " pid " + std::to_string(100 + r) + ")");
+  for (size_t r = 0; r < g.ranks.size(); ++r)
+    g.names.push_back("rank " + std::to_string(r) + " (h" + std::to_string(r) + " pid " + std::to_string(100 + r) +
+                      ")");
   return g;
 }
 
@@ -41,11 +43,14 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 }  // namespace
 
 TEST_CASE("a chain of waits leads to the silent rank at its end", "[wait_graph]") {
-  WaitGraph g = named({waiting({1}), waiting({2}), waiting({3}), state(RankWaitState::NoAnswer, "did not answer within 1 s: stopped or hung")});
+  WaitGraph g = named({waiting({1}), waiting({2}), waiting({3}),
+                       state(RankWaitState::NoAnswer, "did not answer within 1 s: stopped or hung")});
   auto cause = findRootCause(g, 0);
   REQUIRE(cause.roots == std::vector<int>{3});
   INFO(cause.text);
-  CHECK(contains(cause.text, "rank 0 waits for rank 1 in AllReduce #7, which waits for rank 2 in AllReduce #7, which waits for rank 3"));
+  CHECK(contains(
+      cause.text,
+      "rank 0 waits for rank 1 in AllReduce #7, which waits for rank 2 in AllReduce #7, which waits for rank 3"));
   CHECK(contains(cause.text, "rank 3 (h3 pid 103) did not answer within 1 s: stopped or hung"));
   // From the middle of the chain, the same root.
   CHECK(findRootCause(g, 2).roots == std::vector<int>{3});
@@ -62,7 +67,8 @@ TEST_CASE("a rank in no operation is the root of the ranks waiting for it", "[wa
 }
 
 TEST_CASE("a dead root is named as gone", "[wait_graph]") {
-  WaitGraph g = named({waiting({1}), state(RankWaitState::Gone, "could not be reached (connection refused): its process is gone")});
+  WaitGraph g = named(
+      {waiting({1}), state(RankWaitState::Gone, "could not be reached (connection refused): its process is gone")});
   auto cause = findRootCause(g, 0);
   REQUIRE(cause.roots == std::vector<int>{1});
   CHECK(contains(cause.text, "rank 1 (h1 pid 101) could not be reached (connection refused): its process is gone"));
@@ -84,7 +90,9 @@ TEST_CASE("ranks that wait for each other are named as a cycle", "[wait_graph]")
   auto cause = findRootCause(g, 0);
   CHECK(cause.roots.empty());
   INFO(cause.text);
-  CHECK(contains(cause.text, "rank 0 waits for rank 1 in AllReduce #4, which waits for rank 2 in AllReduce #5, which waits for rank 0"));
+  CHECK(contains(
+      cause.text,
+      "rank 0 waits for rank 1 in AllReduce #4, which waits for rank 2 in AllReduce #5, which waits for rank 0"));
   CHECK(contains(cause.text, "cycle"));
 }
 

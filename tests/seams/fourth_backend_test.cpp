@@ -73,7 +73,8 @@ class LoopHostBackend final : public tutti::kern::HostMemoryBackend {
       for (uint32_t worker = 0; worker < w.nworkers; worker++) {
         if (w.workers()[worker].nqueues == 0) continue;
         threads.emplace_back([&, L, worker] {
-          guarded(L, [L, worker] { tutti::kern::runWorker(L->work(), L->work().ops(), worker, L->context(int(worker))); });
+          guarded(L,
+                  [L, worker] { tutti::kern::runWorker(L->work(), L->work().ops(), worker, L->context(int(worker))); });
         });
       }
     }
@@ -105,7 +106,8 @@ uint64_t nextToken = 1;
 class LoopConnection final : public tutti::Connection {
  public:
   LoopConnection(std::shared_ptr<LoopFifo> fifo, tutti::kern::Bell* peerBells)
-      : Connection(static_cast<tutti::kern::FifoHeader*>(fifo->base), tutti::WakeTarget::peerWorkers(peerBells), "loop"),
+      : Connection(static_cast<tutti::kern::FifoHeader*>(fifo->base), tutti::WakeTarget::peerWorkers(peerBells),
+                   "loop"),
         fifo_(std::move(fifo)) {
     loopConnections++;
   }
@@ -125,7 +127,8 @@ class LoopTransport final : public tutti::Transport {
     *whyNot = "the peer is not in this process";
     return false;
   }
-  std::unique_ptr<tutti::PendingReceive> offer(const tutti::ConnectionRequest& request, tutti::ConnectionOffer* offer) override {
+  std::unique_ptr<tutti::PendingReceive> offer(const tutti::ConnectionRequest& request,
+                                               tutti::ConnectionOffer* offer) override {
     const std::string what = tutti::fifoWhat(request);
     const tutti::FifoShape shape = tutti::checkedFifoShape(context_, what);
     auto fifo = std::make_shared<LoopFifo>();
@@ -142,18 +145,21 @@ class LoopTransport final : public tutti::Transport {
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &token, sizeof token);
     auto connection = std::make_unique<LoopConnection>(fifo, request.peerBells);
-    return std::make_unique<tutti::PendingMemoryReceive>(context_, request.peer, std::move(connection),
-                                                         [fifo] { return fifo->attached.load(std::memory_order_acquire); });
+    return std::make_unique<tutti::PendingMemoryReceive>(context_, request.peer, std::move(connection), [fifo] {
+      return fifo->attached.load(std::memory_order_acquire);
+    });
   }
-  std::unique_ptr<tutti::Connection> attach(const tutti::ConnectionRequest& request, const tutti::ConnectionOffer& offer,
-                                            tutti::SteadyTime) override {
+  std::unique_ptr<tutti::Connection> attach(const tutti::ConnectionRequest& request,
+                                            const tutti::ConnectionOffer& offer, tutti::SteadyTime) override {
     uint64_t token;
     std::memcpy(&token, offer.bytes, sizeof token);
     std::shared_ptr<LoopFifo> fifo;
     {
       std::lock_guard<std::mutex> lock(tableMutex);
       auto it = table.find(token);
-      if (it == table.end()) throw tutti::Error(tutti::ErrorCode::Remote, tutti::fifoWhat(request) + ": loop FIFO " + std::to_string(token) + " is gone");
+      if (it == table.end())
+        throw tutti::Error(tutti::ErrorCode::Remote,
+                           tutti::fifoWhat(request) + ": loop FIFO " + std::to_string(token) + " is gone");
       fifo = it->second;
       table.erase(it);
     }
@@ -171,7 +177,9 @@ void registerOnce() {
   std::call_once(once, [] {
     tutti::kern::BackendRegistration loop;
     loop.name = "loop-host";
-    loop.make = [](const tutti::kern::BackendOptions& options, const std::string&) { return std::make_unique<LoopHostBackend>(options); };
+    loop.make = [](const tutti::kern::BackendOptions& options, const std::string&) {
+      return std::make_unique<LoopHostBackend>(options);
+    };
     loop.traits.bells = true;  // the host executor sleeps on bells
     loop.traits.readsDeviceScalars = false;
     tutti::kern::registerBackend(std::move(loop));
@@ -181,7 +189,9 @@ void registerOnce() {
 
 }  // namespace
 
-TEST_CASE("a backend and a transport registered from outside the library carry all-reduce and send/recv, checked against float64") {
+TEST_CASE(
+    "a backend and a transport registered from outside the library carry all-reduce and send/recv, checked against "
+    "float64") {
   registerOnce();
   tutti_test::ScopedEnv device("TUTTI_DEVICE", "loop-host");
   const uint64_t launchesBefore = loopLaunches.load(), connectionsBefore = loopConnections.load();
@@ -190,11 +200,13 @@ TEST_CASE("a backend and a transport registered from outside the library carry a
   const std::string failures = tutti_test::runThreads(kRanks, [&](int rank, int nranks, ncclComm_t comm) {
     const char* backend = nullptr;
     checkNccl(tuttiCommDeviceBackend(comm, &backend), "tuttiCommDeviceBackend");
-    check(std::string(backend) == "loop-host", "the communicator runs on the registered backend, not " + std::string(backend));
+    check(std::string(backend) == "loop-host",
+          "the communicator runs on the registered backend, not " + std::string(backend));
     char names[256];
     int nodes = 0;
     checkNccl(tuttiCommTransports(comm, names, sizeof names, &nodes), "tuttiCommTransports");
-    check(std::string(names) == "loop", "every pair connects through the registered transport, not \"" + std::string(names) + "\"");
+    check(std::string(names) == "loop",
+          "every pair connects through the registered transport, not \"" + std::string(names) + "\"");
 
     std::vector<double> send(kCount), recv(kCount, -1.0);
     for (size_t i = 0; i < kCount; i++) send[i] = double((i * 7 + size_t(rank) * 13) % 101) - 50.0 + 0.25 * rank;
@@ -203,7 +215,8 @@ TEST_CASE("a backend and a transport registered from outside the library carry a
       double expected = 0;  // each rank's value recomputed, summed in float64
       for (int r = 0; r < nranks; r++) expected += double((i * 7 + size_t(r) * 13) % 101) - 50.0 + 0.25 * r;
       if (recv[i] != expected)
-        check(false, "all-reduce element " + std::to_string(i) + ": " + std::to_string(recv[i]) + ", expected " + std::to_string(expected));
+        check(false, "all-reduce element " + std::to_string(i) + ": " + std::to_string(recv[i]) + ", expected " +
+                         std::to_string(expected));
     }
 
     // A ring shift by send/recv: each rank gets its left neighbour's buffer.
@@ -216,7 +229,8 @@ TEST_CASE("a backend and a transport registered from outside the library carry a
     checkNccl(ncclGroupEnd(), "ncclGroupEnd");
     for (size_t i = 0; i < kCount; i++)
       if (double(in[i]) != double(left * 1000) + double(i % 977))
-        check(false, "recv element " + std::to_string(i) + " from rank " + std::to_string(left) + ": " + std::to_string(in[i]));
+        check(false, "recv element " + std::to_string(i) + " from rank " + std::to_string(left) + ": " +
+                         std::to_string(in[i]));
   });
   INFO(failures);
   CHECK(failures.empty());

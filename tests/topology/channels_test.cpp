@@ -26,7 +26,8 @@ bool isPermutation(std::vector<int> ranks, size_t n) {
 
 int crossings(const GlobalSystem& system, const std::vector<int>& ring) {
   int count = 0;
-  for (size_t i = 0; i < ring.size(); ++i) count += system.ranks[ring[i]].node != system.ranks[ring[(i + 1) % ring.size()]].node;
+  for (size_t i = 0; i < ring.size(); ++i)
+    count += system.ranks[ring[i]].node != system.ranks[ring[(i + 1) % ring.size()]].node;
   return count;
 }
 
@@ -172,7 +173,8 @@ TEST_CASE("node trees hang each node's ranks from its head as an in-order binary
   CHECK(tree.parent[0] == 16);
   CHECK(tree.parent[12] == 8);
 
-  CHECK_THROWS_WITH(treeOverChains({{0, 1}, {1, 2}}, 3, false), Catch::Contains("rank 1") && Catch::Contains("two nodes"));
+  CHECK_THROWS_WITH(treeOverChains({{0, 1}, {1, 2}}, 3, false),
+                    Catch::Contains("rank 1") && Catch::Contains("two nodes"));
   CHECK_THROWS_WITH(treeOverChains({{0, 1}, {}}, 2, false), Catch::Contains("no ranks"));
   CHECK_THROWS_WITH(treeOverChains({{0, 1}}, 3, false), Catch::Contains("2 of 3 ranks"));
   CHECK_THROWS_WITH(treeOverChains({{0, 3}}, 2, false), Catch::Contains("rank 3"));

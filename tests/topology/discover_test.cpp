@@ -29,7 +29,8 @@ std::string toolPath() {
 #ifdef TUTTI_TOPO_BINARY
   return TUTTI_TOPO_BINARY;
 #else
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "tools" / "tutti-topo").string();
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "tools" / "tutti-topo")
+      .string();
 #endif
 }
 
@@ -142,7 +143,8 @@ TEST_CASE("tutti-topo --check accepts a good file and rejects a bad one") {
 
   tutti_test::TempDir dir;
   std::string bad = dir.file("bad.xml");
-  tutti_test::writeFile(bad, "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\">\n  </cpu>\n</system>\n");
+  tutti_test::writeFile(
+      bad, "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\">\n  </cpu>\n</system>\n");
   output.clear();
   CHECK(runTool("--check " + bad, output) == 1);
   CHECK(output.find(bad + ":4: </cpu> closes <pci> opened on line 3") != std::string::npos);
@@ -182,13 +184,17 @@ TEST_CASE("tutti-topo says which GPU pairs connect peer to peer under NCCL_P2P_L
 TEST_CASE("tutti-topo --check rejects a bad attribute value and names its place") {
   tutti_test::TempDir dir;
   std::string bad = dir.file("bad.xml");
-  tutti_test::writeFile(bad, "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <nic><net name=\"ib0\" dev=\"0\" speed=\"-5\"/></nic>\n  </cpu>\n</system>\n");
+  tutti_test::writeFile(bad,
+                        "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <nic><net name=\"ib0\" dev=\"0\" "
+                        "speed=\"-5\"/></nic>\n  </cpu>\n</system>\n");
   std::string output;
   CHECK(runTool("--check " + bad, output) == 1);
   CHECK(output.find(bad + ":3: <net> attribute speed=\"-5\" is negative") != std::string::npos);
 
   std::string unknown = dir.file("unknown.xml");
-  tutti_test::writeFile(unknown, "<system version=\"1\">\n  <cpu numaid=\"-1\">\n    <nic><net name=\"eth0\" dev=\"0\" speed=\"-1\"/></nic>\n  </cpu>\n</system>\n");
+  tutti_test::writeFile(unknown,
+                        "<system version=\"1\">\n  <cpu numaid=\"-1\">\n    <nic><net name=\"eth0\" dev=\"0\" "
+                        "speed=\"-1\"/></nic>\n  </cpu>\n</system>\n");
   output.clear();
   CHECK(runTool("--check " + unknown, output) == 0);
   CHECK(output.find("1 warning(s)") != std::string::npos);

@@ -28,8 +28,10 @@ TEST_CASE("merging groups ranks by host and boot id, and places each on its GPU"
   NodeSystem rebooted = a;
   rebooted.bootId = "another boot";
   auto gpu = [](const NodeSystem& s, int i) { return s.graph.node(s.graph.gpus()[i]).name; };
-  std::vector<RankTopology> ranks = {{serializeSystem(b), gpu(b, 1)}, {serializeSystem(a), gpu(a, 0)},
-                                     {serializeSystem(b), gpu(b, 0)}, {serializeSystem(a), gpu(a, 1)},
+  std::vector<RankTopology> ranks = {{serializeSystem(b), gpu(b, 1)},
+                                     {serializeSystem(a), gpu(a, 0)},
+                                     {serializeSystem(b), gpu(b, 0)},
+                                     {serializeSystem(a), gpu(a, 1)},
                                      {serializeSystem(rebooted), ""}};
   GlobalSystem global = mergeSystems(ranks);
   REQUIRE(global.nodes.size() == 3);
@@ -45,7 +47,8 @@ TEST_CASE("merging groups ranks by host and boot id, and places each on its GPU"
   CHECK(global.ranks[4].gpu == -1);
 
   ranks[2].gpuBusId = "0000:ee:00.0";
-  CHECK_THROWS_WITH(mergeSystems(ranks), Catch::Contains("rank 2 uses GPU 0000:ee:00.0") && Catch::Contains("host beta"));
+  CHECK_THROWS_WITH(mergeSystems(ranks),
+                    Catch::Contains("rank 2 uses GPU 0000:ee:00.0") && Catch::Contains("host beta"));
 }
 
 TEST_CASE("merging each distinct graph once gives what merging every rank's copy gives") {

@@ -81,7 +81,8 @@ TEST_CASE("PCI bandwidth from NCCL's link attributes, and path-type names") {
   CHECK(pciBandwidth("32.0 GT/s PCIe", "16") == Approx(16 * 3.938));
   CHECK(pciBandwidth("", "16") == kDefaultPciBandwidth);
   CHECK(pciBandwidth("Unknown", "") == kDefaultPciBandwidth);
-  for (const char* name : {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS", "NET"}) CHECK(pathTypeName(parsePathType(name)) == std::string(name));
+  for (const char* name : {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS", "NET"})
+    CHECK(pathTypeName(parsePathType(name)) == std::string(name));
   CHECK(parsePathType("pxb") == PathType::PXB);
   CHECK_THROWS_WITH(parsePathType("NVX"), Catch::Contains("unknown path type 'NVX'"));
   CHECK(normalizeBusId("00000000:0A:00.0") == "0000:0a:00.0");

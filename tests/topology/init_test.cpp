@@ -16,7 +16,8 @@ namespace {
 
 // Two ranks as threads of one forked process, so that discovery runs afresh (once) there.
 std::string initTwoRanks() {
-  return tutti_test::runProcesses(2, [](int, int, ncclComm_t) {}, 120, 2);
+  return tutti_test::runProcesses(
+      2, [](int, int, ncclComm_t) {}, 120, 2);
 }
 
 }  // namespace
@@ -46,7 +47,9 @@ TEST_CASE("a writable NCCL_TOPO_DUMP_FILE receives this node's topology") {
 TEST_CASE("a topology file's warnings are logged at WARN, once per host") {
   tutti_test::TempDir dir;
   std::string file = dir.file("vm.xml");
-  tutti_test::writeFile(file, "<system version=\"1\">\n<cpu numaid=\"0\">\n<nic><net name=\"eth0\" dev=\"0\" speed=\"-1\"/></nic>\n</cpu>\n</system>\n");
+  tutti_test::writeFile(file,
+                        "<system version=\"1\">\n<cpu numaid=\"0\">\n<nic><net name=\"eth0\" dev=\"0\" "
+                        "speed=\"-1\"/></nic>\n</cpu>\n</system>\n");
   tutti_test::CapturedLog log("WARN", "ALL");
   tutti_test::ScopedEnv topoFile("NCCL_TOPO_FILE", file.c_str());
   CHECK(initTwoRanks() == "");
@@ -58,7 +61,8 @@ TEST_CASE("a topology file's warnings are logged at WARN, once per host") {
 
 TEST_CASE("discovery's warnings are logged at WARN and its notes at INFO, once per process") {
   tutti::topo::NodeSystem node = tutti::topo::discoverNode();
-  if (node.warnings.empty() && node.notes.empty()) WARN("discovery found nothing odd on this machine: nothing to check");
+  if (node.warnings.empty() && node.notes.empty())
+    WARN("discovery found nothing odd on this machine: nothing to check");
   {
     tutti_test::CapturedLog log("WARN", "ALL");
     CHECK(initTwoRanks() == "");

@@ -17,7 +17,9 @@ namespace {
 constexpr int kGpus = 5;
 
 // The graph index of the test node's GPU n.
-int gpuIndex(const NodeSystem& node, int n) { return node.graph.find(NodeKind::Gpu, tutti_test::p2pTestBusIds()[size_t(n)]); }
+int gpuIndex(const NodeSystem& node, int n) {
+  return node.graph.find(NodeKind::Gpu, tutti_test::p2pTestBusIds()[size_t(n)]);
+}
 
 P2pSettings level(const char* text) {
   P2pSettings s;
@@ -28,8 +30,10 @@ P2pSettings level(const char* text) {
 
 }  // namespace
 
-TEST_CASE("p2p level: names in any case, NCCL's legacy numbers, and its types this graph never yields", "[topology][p2p]") {
-  for (PathType t : {PathType::LOC, PathType::NVL, PathType::NVB, PathType::PIX, PathType::PXB, PathType::PHB, PathType::SYS}) {
+TEST_CASE("p2p level: names in any case, NCCL's legacy numbers, and its types this graph never yields",
+          "[topology][p2p]") {
+  for (PathType t :
+       {PathType::LOC, PathType::NVL, PathType::NVB, PathType::PIX, PathType::PXB, PathType::PHB, PathType::SYS}) {
     const std::string name = pathTypeName(t);
     CHECK(parseP2pLevel(name) == t);
     std::string lower;
@@ -70,9 +74,11 @@ TEST_CASE("p2p level: the test node's GPUs are as far apart as it was built", "[
     }
 }
 
-TEST_CASE("p2p level: a pair connects peer to peer exactly when its path is no farther than the level", "[topology][p2p]") {
+TEST_CASE("p2p level: a pair connects peer to peer exactly when its path is no farther than the level",
+          "[topology][p2p]") {
   const NodeSystem node = tutti_test::p2pTestNode();
-  const PathType order[] = {PathType::LOC, PathType::NVL, PathType::NVB, PathType::PIX, PathType::PXB, PathType::PHB, PathType::SYS};
+  const PathType order[] = {PathType::LOC, PathType::NVL, PathType::NVB, PathType::PIX,
+                            PathType::PXB, PathType::PHB, PathType::SYS};
   for (const char* text : {"NVL", "PIX", "PXB", "PHB", "SYS", "1", "2", "3", "4"}) {
     const P2pSettings settings = level(text);
     for (int a = 0; a < kGpus; a++)
@@ -102,7 +108,8 @@ TEST_CASE("p2p level: a pair connects peer to peer exactly when its path is no f
   CHECK(d.reason.find("NCCL_P2P_DISABLE") != std::string::npos);
 }
 
-TEST_CASE("p2p level: unset, PXB on Intel hosts and on AMD hosts with more than two GPUs, SYS on AMD hosts with two", "[topology][p2p]") {
+TEST_CASE("p2p level: unset, PXB on Intel hosts and on AMD hosts with more than two GPUs, SYS on AMD hosts with two",
+          "[topology][p2p]") {
   const NodeSystem intel = tutti_test::p2pTestNode();
   CHECK(defaultP2pLevel(intel.graph) == PathType::PXB);
   const P2pSettings unset;
@@ -117,7 +124,8 @@ TEST_CASE("p2p level: unset, PXB on Intel hosts and on AMD hosts with more than 
   CHECK_FALSE(decideP2p(gpuPair(amd.graph, gpuIndex(amd, 0), gpuIndex(amd, 3)), unset).allowed);
   // Two GPUs on an AMD host, one per socket, no NVLink: every path allowed.
   NodeSystem pair = syntheticNode(2, 2);
-  for (int cpu : pair.graph.nodesOf(NodeKind::Cpu)) setAttribute(pair.graph.node(cpu).attributes, "vendor", "AuthenticAMD");
+  for (int cpu : pair.graph.nodesOf(NodeKind::Cpu))
+    setAttribute(pair.graph.node(cpu).attributes, "vendor", "AuthenticAMD");
   for (int g : pair.graph.gpus()) pair.graph.node(g).nvlinks.clear();
   pair.graph.buildLinks(pair.warnings);
   const TopologyGraph& two = pair.graph;
@@ -128,7 +136,8 @@ TEST_CASE("p2p level: unset, PXB on Intel hosts and on AMD hosts with more than 
   CHECK(decideP2p(across, unset).allowed);
 }
 
-TEST_CASE("p2p level: read mode over NVLink between compute capability 8.0 GPUs, as NCCL, NCCL_P2P_READ_ENABLE decides", "[topology][p2p]") {
+TEST_CASE("p2p level: read mode over NVLink between compute capability 8.0 GPUs, as NCCL, NCCL_P2P_READ_ENABLE decides",
+          "[topology][p2p]") {
   NodeSystem hopper = syntheticNode(2, 0);  // sm 90 GPUs on one NVSwitch fabric
   GpuPair pair = gpuPair(hopper.graph, hopper.graph.gpus()[0], hopper.graph.gpus()[1]);
   REQUIRE(pair.path == PathType::NVL);
@@ -147,7 +156,9 @@ TEST_CASE("p2p level: read mode over NVLink between compute capability 8.0 GPUs,
   CHECK(decideP2p(gpuPair(node.graph, gpuIndex(node, 0), gpuIndex(node, 1)), yes).read);
 }
 
-TEST_CASE("p2p level: GPUs of unknown distance connect unless NCCL_P2P_DISABLE or LOC, the variables from the environment", "[topology][p2p]") {
+TEST_CASE(
+    "p2p level: GPUs of unknown distance connect unless NCCL_P2P_DISABLE or LOC, the variables from the environment",
+    "[topology][p2p]") {
   const GpuPair unknown;
   CHECK(decideP2p(unknown, level("PIX")).allowed);
   CHECK(decideP2p(unknown, level("PIX")).reason.find("unknown") != std::string::npos);

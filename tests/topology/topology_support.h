@@ -41,6 +41,8 @@ inline std::string readFile(const std::string& path) {
 }
 
 // tests/topology/data/<name>.
-inline std::string topologyDataFile(const std::string& name) { return std::string(TUTTI_TEST_SOURCE_DIR) + "/topology/data/" + name; }
+inline std::string topologyDataFile(const std::string& name) {
+  return std::string(TUTTI_TEST_SOURCE_DIR) + "/topology/data/" + name;
+}
 
 }  // namespace tutti_test

@@ -26,9 +26,11 @@ std::string loadError(const std::string& text) {
 // Node kinds and names, links and bandwidths: what must survive export and import.
 std::string describe(const TopologyGraph& graph) {
   std::string out;
-  for (const Node& node : graph.nodes()) out += std::string(nodeKindName(node.kind)) + ":" + node.name + ":" + std::to_string(node.parent) + " ";
+  for (const Node& node : graph.nodes())
+    out += std::string(nodeKindName(node.kind)) + ":" + node.name + ":" + std::to_string(node.parent) + " ";
   for (const Link& link : graph.links()) {
-    out += std::to_string(link.from) + ">" + std::to_string(link.to) + ":" + linkKindName(link.kind) + ":" + std::to_string(link.bandwidth) + " ";
+    out += std::to_string(link.from) + ">" + std::to_string(link.to) + ":" + linkKindName(link.kind) + ":" +
+           std::to_string(link.bandwidth) + " ";
   }
   return out;
 }
@@ -39,7 +41,8 @@ TEST_CASE("XML parser reads elements, attributes, entities, comments and the hea
   const std::string text =
       "<?xml version=\"1.0\"?>\n<!-- leading comment -->\n<!DOCTYPE system>\n"
       "<root a=\"1\" b='two &amp; &lt;three&gt; &quot;q&quot; &apos;s&apos; &#65;&#x42;'>\n"
-      "  <child x=\"y\"/>\n  <!-- inner -->\n  text is ignored\n  <child><leaf/></child >\n</root>\n<!-- trailing -->\n";
+      "  <child x=\"y\"/>\n  <!-- inner -->\n  text is ignored\n  <child><leaf/></child >\n</root>\n<!-- trailing "
+      "-->\n";
   XmlElement root = parseXml(text, "t");
   CHECK(root.name == "root");
   CHECK(root.line == 4);
@@ -72,7 +75,8 @@ TEST_CASE("malformed XML is rejected with the line and the reason") {
   };
   const Case cases[] = {
       {"", "test.xml:1:", "no root element"},
-      {"<system version=\"1\">\n<cpu numaid=\"0\">\n</system>", "test.xml:3:", "</system> closes <cpu> opened on line 2"},
+      {"<system version=\"1\">\n<cpu numaid=\"0\">\n</system>",
+       "test.xml:3:", "</system> closes <cpu> opened on line 2"},
       {"<system>\n\n<cpu numaid=0/></system>", "test.xml:3:", "quoted attribute value"},
       {"<system>\n<cpu numaid=\"&bogus;\"/></system>", "test.xml:2:", "unknown entity '&bogus;'"},
       {"<system>\n<cpu a=\"1\" a=\"2\"/></system>", "test.xml:2:", "attribute 'a' repeated"},
@@ -107,8 +111,10 @@ TEST_CASE("topology import rejects missing required parts, naming the line") {
       {"<topology/>", "test.xml:1: the root element is <topology>, expected <system>"},
       {"<system version=\"1\">\n  <cpu affinity=\"ff\"/>\n</system>", "test.xml:2: <cpu> has no numaid attribute"},
       {"<system>\n<cpu numaid=\"0\"/>\n<cpu numaid=\"0\"/></system>", "test.xml:3: two <cpu> elements with numaid 0"},
-      {"<system><cpu numaid=\"0\">\n<pci class=\"0x060400\"/></cpu></system>", "test.xml:2: <pci> has no busid attribute"},
-      {"<system><cpu numaid=\"0\"><nic>\n\n<net dev=\"0\"/></nic></cpu></system>", "test.xml:3: <net> has no name attribute"},
+      {"<system><cpu numaid=\"0\">\n<pci class=\"0x060400\"/></cpu></system>",
+       "test.xml:2: <pci> has no busid attribute"},
+      {"<system><cpu numaid=\"0\"><nic>\n\n<net dev=\"0\"/></nic></cpu></system>",
+       "test.xml:3: <net> has no name attribute"},
       {"<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"><gpu dev=\"0\">\n<nvlink target=\"x\" count=\"0\"/>"
        "</gpu></pci></cpu></system>",
        "test.xml:2: <nvlink> attribute count=\"0\" is not a positive number"},
@@ -129,30 +135,44 @@ TEST_CASE("topology import rejects malformed attribute values, naming the line, 
   const std::string gpu0 = "<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" rank=\"0\"/></pci>";
   const Case cases[] = {
       {"<pci busid=\"zz\"/>", "test.xml:2: <pci> attribute busid=\"zz\" is not a PCI bus id"},
-      {"<pci busid=\"0000:01:00.0\" link_speed=\"abc\"/>", "test.xml:2: <pci> attribute link_speed=\"abc\" is not a PCIe rate"},
-      {"<pci busid=\"0000:01:00.0\" link_speed=\"-8 GT/s\"/>", "test.xml:2: <pci> attribute link_speed=\"-8 GT/s\" is negative"},
+      {"<pci busid=\"0000:01:00.0\" link_speed=\"abc\"/>",
+       "test.xml:2: <pci> attribute link_speed=\"abc\" is not a PCIe rate"},
+      {"<pci busid=\"0000:01:00.0\" link_speed=\"-8 GT/s\"/>",
+       "test.xml:2: <pci> attribute link_speed=\"-8 GT/s\" is negative"},
       {"<pci busid=\"0000:01:00.0\" link_width=\"-5\"/>", "test.xml:2: <pci> attribute link_width=\"-5\" is negative"},
-      {"<pci busid=\"0000:01:00.0\" link_width=\"16x\"/>", "test.xml:2: <pci> attribute link_width=\"16x\" is not a whole number"},
-      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"x\" sm=\"abc\" rank=\"-3\"/></pci>", "test.xml:2: <gpu> attribute dev=\"x\" is not a whole number"},
-      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" sm=\"abc\"/></pci>", "test.xml:2: <gpu> attribute sm=\"abc\" is not a whole number"},
-      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" rank=\"-3\"/></pci>", "test.xml:2: <gpu> attribute rank=\"-3\" is negative"},
+      {"<pci busid=\"0000:01:00.0\" link_width=\"16x\"/>",
+       "test.xml:2: <pci> attribute link_width=\"16x\" is not a whole number"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"x\" sm=\"abc\" rank=\"-3\"/></pci>",
+       "test.xml:2: <gpu> attribute dev=\"x\" is not a whole number"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" sm=\"abc\"/></pci>",
+       "test.xml:2: <gpu> attribute sm=\"abc\" is not a whole number"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\" rank=\"-3\"/></pci>",
+       "test.xml:2: <gpu> attribute rank=\"-3\" is negative"},
       {"<pci busid=\"0000:01:00.0\"><gpu/></pci>", "test.xml:2: <gpu> has no dev attribute"},
-      {gpu0 + "\n<pci busid=\"0000:02:00.0\"><gpu dev=\"0\" rank=\"1\"/></pci>", "test.xml:3: two <gpu> elements with dev 0"},
-      {gpu0 + "\n<pci busid=\"0000:02:00.0\"><gpu dev=\"1\" rank=\"0\"/></pci>", "test.xml:3: two <gpu> elements with rank 0"},
-      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\"><nvlink target=\"zz\"/></gpu></pci>", "test.xml:2: <nvlink> attribute target=\"zz\" is not a PCI bus id"},
+      {gpu0 + "\n<pci busid=\"0000:02:00.0\"><gpu dev=\"0\" rank=\"1\"/></pci>",
+       "test.xml:3: two <gpu> elements with dev 0"},
+      {gpu0 + "\n<pci busid=\"0000:02:00.0\"><gpu dev=\"1\" rank=\"0\"/></pci>",
+       "test.xml:3: two <gpu> elements with rank 0"},
+      {"<pci busid=\"0000:01:00.0\"><gpu dev=\"0\"><nvlink target=\"zz\"/></gpu></pci>",
+       "test.xml:2: <nvlink> attribute target=\"zz\" is not a PCI bus id"},
       {"<nic><net name=\"ib0\" dev=\"0\" speed=\"-5\"/></nic>", "test.xml:2: <net> attribute speed=\"-5\" is negative"},
-      {"<nic><net name=\"ib0\" dev=\"0\" speed=\"fast\"/></nic>", "test.xml:2: <net> attribute speed=\"fast\" is not a number of Mb/s"},
+      {"<nic><net name=\"ib0\" dev=\"0\" speed=\"fast\"/></nic>",
+       "test.xml:2: <net> attribute speed=\"fast\" is not a number of Mb/s"},
       {"<nic><net name=\"ib0\" dev=\"-1\"/></nic>", "test.xml:2: <net> attribute dev=\"-1\" is negative"},
-      {"<nic><net name=\"ib0\" dev=\"0\"/></nic>\n<nic><net name=\"ib1\" dev=\"0\"/></nic>", "test.xml:3: two <net> elements with dev 0"},
+      {"<nic><net name=\"ib0\" dev=\"0\"/></nic>\n<nic><net name=\"ib1\" dev=\"0\"/></nic>",
+       "test.xml:3: two <net> elements with dev 0"},
   };
   for (const Case& c : cases) {
     std::string text = "<system version=\"1\"><cpu numaid=\"0\">\n" + c.body + "</cpu></system>";
     INFO(text);
     CHECK_THAT(loadError(text), Catch::StartsWith(c.expected));
   }
-  CHECK_THAT(loadError("<system>\n<cpu numaid=\"x\"/></system>"), Catch::StartsWith("test.xml:2: <cpu> attribute numaid=\"x\" is not a whole number"));
-  CHECK_THAT(loadError("<system>\n<cpu numaid=\"-2\"/></system>"), Catch::StartsWith("test.xml:2: <cpu> attribute numaid=\"-2\" is less than -1"));
-  CHECK_THAT(loadError("<system>\n<cpu numaid=\"0\" affinity=\"zz\"/></system>"), Catch::StartsWith("test.xml:2: <cpu> attribute affinity=\"zz\" is not a CPU mask"));
+  CHECK_THAT(loadError("<system>\n<cpu numaid=\"x\"/></system>"),
+             Catch::StartsWith("test.xml:2: <cpu> attribute numaid=\"x\" is not a whole number"));
+  CHECK_THAT(loadError("<system>\n<cpu numaid=\"-2\"/></system>"),
+             Catch::StartsWith("test.xml:2: <cpu> attribute numaid=\"-2\" is less than -1"));
+  CHECK_THAT(loadError("<system>\n<cpu numaid=\"0\" affinity=\"zz\"/></system>"),
+             Catch::StartsWith("test.xml:2: <cpu> attribute affinity=\"zz\" is not a CPU mask"));
 }
 
 TEST_CASE("topology import accepts NCCL's unknown markers, with fallbacks") {
@@ -162,9 +182,12 @@ TEST_CASE("topology import accepts NCCL's unknown markers, with fallbacks") {
       "<system version=\"1\" host_hash=\"0x1234\">\n"
       "<cpu numaid=\"-1\" affinity=\"\" arch=\"x86_64\" vendor=\"GenuineIntel\">\n"
       "<pci busid=\"0000:01:00.0\" class=\"0x020000\" vendor=\"0x15b3\" link_speed=\"Unknown\" link_width=\"0\">\n"
-      "<nic><net name=\"eth0\" dev=\"0\" speed=\"-1\" port=\"1\" latency=\"0.000000\" guid=\"0x0\" maxconn=\"65536\" gdr=\"0\" coll=\"0\"/></nic></pci>\n"
-      "<pci busid=\"00000000:02:00.0\" link_speed=\"\" link_width=\"16\"><nic><net name=\"eth1\" dev=\"1\" speed=\"0\"/></nic></pci>\n"
-      "<pci busid=\"0000:03:00.0\" link_speed=\"8 GT/s\" link_width=\"8\"><gpu dev=\"0\" sm=\"70\" rank=\"0\" gdr=\"1\"/></pci>\n"
+      "<nic><net name=\"eth0\" dev=\"0\" speed=\"-1\" port=\"1\" latency=\"0.000000\" guid=\"0x0\" maxconn=\"65536\" "
+      "gdr=\"0\" coll=\"0\"/></nic></pci>\n"
+      "<pci busid=\"00000000:02:00.0\" link_speed=\"\" link_width=\"16\"><nic><net name=\"eth1\" dev=\"1\" "
+      "speed=\"0\"/></nic></pci>\n"
+      "<pci busid=\"0000:03:00.0\" link_speed=\"8 GT/s\" link_width=\"8\"><gpu dev=\"0\" sm=\"70\" rank=\"0\" "
+      "gdr=\"1\"/></pci>\n"
       "</cpu></system>";
   NodeSystem system = importTopologyXml(parseXml(text, "t.xml"), "t.xml");
   const TopologyGraph& graph = system.graph;
@@ -178,7 +201,8 @@ TEST_CASE("topology import accepts NCCL's unknown markers, with fallbacks") {
   CHECK(all.find("t.xml:5: <net name=\"eth1\">: speed \"0\" is unknown") != std::string::npos);
   for (const Link& link : graph.links()) {
     if (graph.node(link.from).kind == NodeKind::Net) CHECK(link.bandwidth == Approx(kUnknownNetSpeed / 8000));
-    if (graph.node(link.from).name == "0000:01:00.0" && link.to == graph.node(link.from).parent) CHECK(link.bandwidth == kDefaultPciBandwidth);
+    if (graph.node(link.from).name == "0000:01:00.0" && link.to == graph.node(link.from).parent)
+      CHECK(link.bandwidth == kDefaultPciBandwidth);
   }
 }
 
@@ -247,7 +271,8 @@ TEST_CASE("a large topology file loads in linear time") {
   std::string text = "<system version=\"1\">";
   for (int cpu = 0; cpu < 4; ++cpu) {
     text += "<cpu numaid=\"" + std::to_string(cpu) + "\">";
-    for (int i = 0; i < 5000; ++i) text += "<nic><net name=\"n" + std::to_string(cpu * 5000 + i) + "\" speed=\"1000\"/></nic>";
+    for (int i = 0; i < 5000; ++i)
+      text += "<nic><net name=\"n" + std::to_string(cpu * 5000 + i) + "\" speed=\"1000\"/></nic>";
     text += "</cpu>";
   }
   NodeSystem system = importTopologyXml(parseXml(text + "</system>", "big"), "big");

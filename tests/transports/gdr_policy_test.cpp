@@ -11,10 +11,11 @@
 namespace tutti::net {
 namespace {
 
-using tutti_test::ScopedEnv;
 using topo::PathType;
+using tutti_test::ScopedEnv;
 
-TEST_CASE("gdr: NCCL_NET_GDR_LEVEL takes NCCL's names in any case and its numbers, and refuses the rest", "[net][gdr]") {
+TEST_CASE("gdr: NCCL_NET_GDR_LEVEL takes NCCL's names in any case and its numbers, and refuses the rest",
+          "[net][gdr]") {
   CHECK(parseGdrLevel("LOC") == PathType::LOC);
   CHECK(parseGdrLevel("pix") == PathType::PIX);
   CHECK(parseGdrLevel("Pxb") == PathType::PXB);
@@ -32,8 +33,9 @@ TEST_CASE("gdr: NCCL_NET_GDR_LEVEL takes NCCL's names in any case and its number
   }
 }
 
-TEST_CASE("gdr: device memory where the path is within the level, the memory exports dmabufs and the NIC registers them",
-          "[net][gdr]") {
+TEST_CASE(
+    "gdr: device memory where the path is within the level, the memory exports dmabufs and the NIC registers them",
+    "[net][gdr]") {
   NetProperties nic;
   nic.name = "mlx5_0:1";
   nic.dmaBuf = true;

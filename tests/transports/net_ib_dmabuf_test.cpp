@@ -31,14 +31,16 @@ struct DmabufCounts {
   uint64_t made = 0, live = 0, reads = 0;
 };
 DmabufCounts dmabufCounts() {
-  auto counters = tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
+  auto counters =
+      tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
   REQUIRE(counters != nullptr);
   DmabufCounts c;
   counters(&c.made, &c.live, &c.reads);
   return c;
 }
 
-TEST_CASE("net/ib: memory registered by dmabuf on both sides receives what was sent, through the descriptor", "[net][ib][dmabuf]") {
+TEST_CASE("net/ib: memory registered by dmabuf on both sides receives what was sent, through the descriptor",
+          "[net][ib][dmabuf]") {
   Standin standin;
   auto backend = openNetBackend("IB", "");
   NetProperties p = backend->properties(0);
@@ -57,7 +59,8 @@ TEST_CASE("net/ib: memory registered by dmabuf on both sides receives what was s
   MemoryRegistration sr = pair.send->registerDmaBuf(source.data + page + 5, bytes, source.fd, page + 5);
   MemoryRegistration rr = pair.recv->registerDmaBuf(target.data + page, bytes + 7, target.fd, page);
   CHECK(dmabufCounts().made == before.made + 2);
-  CHECK(tutti_test::exchangeOverNet(pair, source.data + page + 5, bytes, target.data + page, bytes + 7, sr, rr) == bytes);
+  CHECK(tutti_test::exchangeOverNet(pair, source.data + page + 5, bytes, target.data + page, bytes + 7, sr, rr) ==
+        bytes);
   CHECK(std::memcmp(target.data + page, expected.data(), bytes) == 0);
   // Nothing outside the message was touched.
   for (size_t i = 0; i < target.bytes; ++i) {
@@ -107,18 +110,19 @@ TEST_CASE("net/ib: flush after a receive into dmabuf memory issues an RDMA read 
   pair.recv->deregisterMemory(rr);
 }
 
-TEST_CASE("net/ib: a bad dmabuf descriptor or offset is refused naming the call, the device and the peer", "[net][ib][dmabuf]") {
+TEST_CASE("net/ib: a bad dmabuf descriptor or offset is refused naming the call, the device and the peer",
+          "[net][ib][dmabuf]") {
   Standin standin;
   auto backend = openNetBackend("IB", "");
   auto pair = tutti_test::connectNetPair(*backend);
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   DeviceMemory memory(2);
   std::string closedFd = tutti_test::errorOf([&] { pair.recv->registerDmaBuf(memory.data, page, 1000000, 0); });
-  CHECK_THAT(closedFd, Catch::Contains("ibv_reg_dmabuf_mr") && Catch::Contains("standin_0:1") && Catch::Contains("the sender") &&
-                           Catch::Contains("fd 1000000"));
+  CHECK_THAT(closedFd, Catch::Contains("ibv_reg_dmabuf_mr") && Catch::Contains("standin_0:1") &&
+                           Catch::Contains("the sender") && Catch::Contains("fd 1000000"));
   std::string beyond = tutti_test::errorOf([&] { pair.send->registerDmaBuf(memory.data, page, memory.fd, page + 1); });
-  CHECK_THAT(beyond, Catch::Contains("ibv_reg_dmabuf_mr") && Catch::Contains("standin_0:1") && Catch::Contains("the receiver") &&
-                         Catch::Contains("Invalid argument"));
+  CHECK_THAT(beyond, Catch::Contains("ibv_reg_dmabuf_mr") && Catch::Contains("standin_0:1") &&
+                         Catch::Contains("the receiver") && Catch::Contains("Invalid argument"));
   // A descriptor of something that is no dmabuf (a pipe).
   int pipeFds[2];
   REQUIRE(pipe(pipeFds) == 0);

@@ -101,15 +101,17 @@ struct ChannelPair {
     attr.ah_attr.is_global = 1;
     attr.ah_attr.grh.dgid = gid;
     attr.ah_attr.grh.sgid_index = 1;
-    REQUIRE(v->modifyQp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+    REQUIRE(v->modifyQp(qp, &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTS;
     attr.timeout = 14;
     attr.retry_cnt = 7;
     attr.rnr_retry = 7;
-    REQUIRE(v->modifyQp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+    REQUIRE(v->modifyQp(qp, &attr,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                            IBV_QP_MAX_QP_RD_ATOMIC) == 0);
   }
   // A zero-length write with immediate from a to b, consuming a receive posted on b.
   void writeWithImm(uint32_t imm, bool solicited) {
@@ -209,8 +211,10 @@ uint64_t channelPokes() {
   return pokes;
 }
 
-TEST_CASE("net/ib: on the shared-memory wire the writer wakes an armed CQ's channel itself, once, for what the arming reports",
-          "[net][ib][events]") {
+TEST_CASE(
+    "net/ib: on the shared-memory wire the writer wakes an armed CQ's channel itself, once, for what the arming "
+    "reports",
+    "[net][ib][events]") {
   ScopedEnv wire("TUTTI_IBVERBS_STANDIN_WIRE", "shm");
   Standin standin;
   ChannelPair p;
@@ -338,7 +342,8 @@ int takePortDown(const char* device) {
   return reached;
 }
 
-TEST_CASE("net/ib: a port going down fails the comms through it, naming the device, port, event and peer", "[net][ib][events][faults]") {
+TEST_CASE("net/ib: a port going down fails the comms through it, naming the device, port, event and peer",
+          "[net][ib][events][faults]") {
   Standin standin;
   auto backend = openNetBackend("IB", "");
   auto pair = tutti_test::connectNetPair(*backend);

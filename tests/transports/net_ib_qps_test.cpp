@@ -64,7 +64,8 @@ TEST_CASE("net/ib: QPs per connection x split x adaptive routing: every size arr
   const char* qps = GENERATE("1", "2", "4");
   const char* split = GENERATE("0", "1");
   const char* ar = GENERATE("0", "1");
-  INFO("NCCL_IB_QPS_PER_CONNECTION=" << qps << " NCCL_IB_SPLIT_DATA_ON_QPS=" << split << " NCCL_IB_ADAPTIVE_ROUTING=" << ar);
+  INFO("NCCL_IB_QPS_PER_CONNECTION=" << qps << " NCCL_IB_SPLIT_DATA_ON_QPS=" << split
+                                     << " NCCL_IB_ADAPTIVE_ROUTING=" << ar);
   ScopedEnv qpsEnv("NCCL_IB_QPS_PER_CONNECTION", qps), splitEnv("NCCL_IB_SPLIT_DATA_ON_QPS", split),
       arEnv("NCCL_IB_ADAPTIVE_ROUTING", ar);
   auto backend = openNetBackend("IB", "");
@@ -110,7 +111,8 @@ bool exchangeTestingNewestFirst(tutti_test::NetPair& pair, int count) {
       if (NetRequest* s = pair.send->isend(out[size_t(sendsPosted)].data(), out[size_t(sendsPosted)].size(), 0, {}))
         sends[size_t(sendsPosted++)] = s;
     if (recvsPosted < count)
-      if (NetRequest* r = pair.recv->irecv(in[size_t(recvsPosted)].data(), 8000, 0, {})) recvs[size_t(recvsPosted++)] = r;
+      if (NetRequest* r = pair.recv->irecv(in[size_t(recvsPosted)].data(), 8000, 0, {}))
+        recvs[size_t(recvsPosted++)] = r;
     for (int i = sendsPosted - 1; i >= 0; --i)
       if (!sent[size_t(i)] && pair.send->test(sends[size_t(i)], nullptr)) {
         sent[size_t(i)] = true;
@@ -130,7 +132,8 @@ bool exchangeTestingNewestFirst(tutti_test::NetPair& pair, int count) {
   return outOfOrder;
 }
 
-TEST_CASE("net/ib: completions out of order across QPs complete the right receives, with all their data", "[net][ib][qps]") {
+TEST_CASE("net/ib: completions out of order across QPs complete the right receives, with all their data",
+          "[net][ib][qps]") {
   Standin standin;
   StandinCounters counters;
   // The stand-in holds every write with immediate arriving at an even-numbered QP: of each
@@ -244,7 +247,8 @@ TEST_CASE("net/ib: NCCL_IB_PCI_RELAXED_ORDERING registers with relaxed ordering 
   }
   SECTION("a value other than 0, 1, 2 is refused") {
     ScopedEnv bad("NCCL_IB_PCI_RELAXED_ORDERING", "3");
-    CHECK(errorOf([] { openNetBackend("IB", ""); }).find("NCCL_IB_PCI_RELAXED_ORDERING=3 is not 0, 1 or 2") != std::string::npos);
+    CHECK(errorOf([] { openNetBackend("IB", ""); }).find("NCCL_IB_PCI_RELAXED_ORDERING=3 is not 0, 1 or 2") !=
+          std::string::npos);
   }
 }
 

@@ -89,7 +89,8 @@ TEST_CASE("net/ib: many messages in flight arrive in order, each intact", "[net]
   while (received < kMessages || sent < kMessages) {
     if (std::chrono::steady_clock::now() > deadline) FAIL("200 messages did not complete within 20 s");
     if (sendsPosted < kMessages) {
-      if (NetRequest* s = pair.send->isend(out[size_t(sendsPosted)].data(), out[size_t(sendsPosted)].size(), 0, {})) sends[size_t(sendsPosted++)] = s;
+      if (NetRequest* s = pair.send->isend(out[size_t(sendsPosted)].data(), out[size_t(sendsPosted)].size(), 0, {}))
+        sends[size_t(sendsPosted++)] = s;
     }
     if (posted < kMessages) {
       if (NetRequest* r = pair.recv->irecv(in[size_t(posted)].data(), 5000, 0, {})) recvs[size_t(posted++)] = r;
@@ -197,7 +198,9 @@ TEST_CASE("net/ib: NCCL_IB_QPS_PER_CONNECTION outside 1 to 128 is refused naming
   Standin standin;
   for (const char* value : {"0", "129", "-1"}) {
     ScopedEnv qps("NCCL_IB_QPS_PER_CONNECTION", value);
-    CHECK(errorOf([] { openNetBackend("IB", ""); }).find(std::string("NCCL_IB_QPS_PER_CONNECTION=") + value + " is not between 1 and 128") !=
+    CHECK(errorOf([] {
+            openNetBackend("IB", "");
+          }).find(std::string("NCCL_IB_QPS_PER_CONNECTION=") + value + " is not between 1 and 128") !=
           std::string::npos);
   }
 }
@@ -219,14 +222,16 @@ struct RawPair {
   }
 };
 
-TEST_CASE("net/ib: an RDMA write into memory without remote-write access is a clear error on the writer", "[net][ib][misconfig]") {
+TEST_CASE("net/ib: an RDMA write into memory without remote-write access is a clear error on the writer",
+          "[net][ib][misconfig]") {
   Standin standin;
   RawPair p;
   p.a->connectTo(p.b->localInfo());
   p.b->connectTo(p.a->localInfo());
   std::vector<char> source(64, 's'), target(64, 't');
   ibv_mr* src = p.verbs->regMr(p.device->pd(), source.data(), source.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* dst = p.verbs->regMr(p.device->pd(), target.data(), target.size(), IBV_ACCESS_LOCAL_WRITE);  // no remote write
+  ibv_mr* dst =
+      p.verbs->regMr(p.device->pd(), target.data(), target.size(), IBV_ACCESS_LOCAL_WRITE);  // no remote write
   REQUIRE(src);
   REQUIRE(dst);
   ibv_sge sge{uint64_t(uintptr_t(source.data())), 64, src->lkey};
@@ -257,7 +262,8 @@ TEST_CASE("net/ib: an RDMA write into memory without remote-write access is a cl
   p.verbs->deregMr(dst);
 }
 
-TEST_CASE("net/ib: the stand-in refuses QP transitions that lack attributes or name a GID of another index", "[net][ib][misconfig]") {
+TEST_CASE("net/ib: the stand-in refuses QP transitions that lack attributes or name a GID of another index",
+          "[net][ib][misconfig]") {
   Standin standin;
   auto verbs = ib::loadIbVerbs();
   int count = 0;
@@ -291,9 +297,10 @@ TEST_CASE("net/ib: the stand-in refuses QP transitions that lack attributes or n
   attr.ah_attr.is_global = 1;
   attr.ah_attr.grh.dgid = local;  // index 1's GID
   attr.ah_attr.grh.sgid_index = 0;
-  int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+            IBV_QP_MIN_RNR_TIMER;
   CHECK(verbs->modifyQp(qp, &attr, rtr & ~IBV_QP_RQ_PSN) == EINVAL);  // a required attribute missing
-  CHECK(verbs->modifyQp(qp, &attr, rtr) == EINVAL);                    // GIDs of different indexes
+  CHECK(verbs->modifyQp(qp, &attr, rtr) == EINVAL);                   // GIDs of different indexes
   attr.ah_attr.grh.sgid_index = 7;
   CHECK(verbs->modifyQp(qp, &attr, rtr) == EINVAL);  // a GID index the port lacks
   attr.ah_attr.grh.sgid_index = 1;

@@ -53,8 +53,9 @@ class WireOps {
 // and wait for the receiver to make room.
 const std::vector<size_t> kSizes = {0, 1, 4095, 65537, (size_t(1) << 20) - 3, (size_t(3) << 20) + 7};
 
-TEST_CASE("net/ib: the stand-in's wire is the one asked for, shared memory on one host or TCP, never a silent fall back",
-          "[net][ib][wire]") {
+TEST_CASE(
+    "net/ib: the stand-in's wire is the one asked for, shared memory on one host or TCP, never a silent fall back",
+    "[net][ib][wire]") {
   Standin standin;
   WireOps ops;
   const char* wire = GENERATE("shm", "tcp");

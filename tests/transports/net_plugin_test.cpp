@@ -45,7 +45,8 @@ DmaBufCounts dmaBufCounts(const char* path) {
   REQUIRE(library != nullptr);
   auto plugin = reinterpret_cast<void (*)(uint64_t*, uint64_t*)>(dlsym(library, "tutti_test_plugin_dmabuf_counters"));
   dlclose(library);
-  auto verbs = tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
+  auto verbs =
+      tutti_test::loadedStandinSymbol<void (*)(uint64_t*, uint64_t*, uint64_t*)>("tutti_standin_dmabuf_counters");
   REQUIRE((plugin != nullptr && verbs != nullptr));
   DmaBufCounts c;
   plugin(&c.pluginRegistrations, &c.pluginFlushes);
@@ -175,13 +176,15 @@ TEST_CASE("net/plugin: NCCL_NET_PLUGIN names a plugin, a file, a path, a list, o
   CHECK(netPluginEntries(std::string("tutti")) == Names{"tutti"});
   CHECK(netPluginEntries(std::string("a,,/opt/x/libnccl-net-b.so,c")) == Names{"a", "/opt/x/libnccl-net-b.so", "c"});
   CHECK(netPluginFileNames("tutti") == Names{"tutti", "libnccl-net-tutti.so"});
-  CHECK(netPluginFileNames("libnccl-net-tutti.so") == Names{"libnccl-net-tutti.so"});  // a library name is used as it is
-  CHECK(netPluginFileNames("./plugin.so") == Names{"./plugin.so"});                    // so is a path
+  CHECK(netPluginFileNames("libnccl-net-tutti.so") ==
+        Names{"libnccl-net-tutti.so"});                              // a library name is used as it is
+  CHECK(netPluginFileNames("./plugin.so") == Names{"./plugin.so"});  // so is a path
   CHECK(netPluginFileNames("/opt/x/libfoo.so") == Names{"/opt/x/libfoo.so"});
-  CHECK(netPluginFileNames("foo.so") == Names{"foo.so", "libnccl-net-foo.so.so"});      // as NCCL: not lib*.so, so a name
+  CHECK(netPluginFileNames("foo.so") == Names{"foo.so", "libnccl-net-foo.so.so"});  // as NCCL: not lib*.so, so a name
 }
 
-TEST_CASE("net/plugin: entries that do not open, or export no known version, are skipped with an INFO line", "[net][plugin]") {
+TEST_CASE("net/plugin: entries that do not open, or export no known version, are skipped with an INFO line",
+          "[net][plugin]") {
   tutti_test::CapturedLog log("INFO", "NET");
   // A missing plugin, a library that is no plugin, and a good one: only the good one loads.
   std::vector<NetPlugin> plugins = openNetPlugins({"tutti-test-absent", "libm.so.6", kPluginV10});
@@ -190,16 +193,19 @@ TEST_CASE("net/plugin: entries that do not open, or export no known version, are
   auto missing = log.linesWith("\"tutti-test-absent\" could not be opened, skipped");
   REQUIRE(missing.size() == 1);
   CHECK(missing[0].find("libnccl-net-tutti-test-absent.so") != std::string::npos);  // the name form was tried too
-  CHECK(log.linesWith("libm.so.6 (from NCCL_NET_PLUGIN entry \"libm.so.6\") exports no ncclNetPlugin_v6..v11: skipped").size() == 1);
+  CHECK(log.linesWith("libm.so.6 (from NCCL_NET_PLUGIN entry \"libm.so.6\") exports no ncclNetPlugin_v6..v11: skipped")
+            .size() == 1);
   // Opened once per process: asking again neither reopens nor logs again.
   CHECK(openNetPlugins({"tutti-test-absent", kPluginV10}).size() == 1);
   CHECK(log.linesWith("\"tutti-test-absent\" could not be opened").size() == 1);
 }
 
-TEST_CASE("net/plugin: a plugin that fails to initialise is skipped with an INFO line naming it and why", "[net][plugin]") {
+TEST_CASE("net/plugin: a plugin that fails to initialise is skipped with an INFO line naming it and why",
+          "[net][plugin]") {
   // A copy of the library under another name is a library of its own, not yet initialised in
   // this process whatever the tests before this one did (a plugin initialises once).
-  std::filesystem::path copy = std::filesystem::temp_directory_path() / ("libnccl-net-initfail-" + std::to_string(getpid()) + ".so");
+  std::filesystem::path copy =
+      std::filesystem::temp_directory_path() / ("libnccl-net-initfail-" + std::to_string(getpid()) + ".so");
   std::filesystem::copy_file(kPluginV6, copy, std::filesystem::copy_options::overwrite_existing);
   struct Remove {
     std::filesystem::path path;
@@ -236,7 +242,8 @@ TEST_CASE("net/plugin: NCCL_NET picks among the loaded plugins and the built-in 
       FAIL("an unknown backend was accepted");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::InvalidUsage);
-      CHECK(std::string(e.what()).find("NCCL_NET=NoSuchNet: no such network backend (available: TuttiSocketV6, TuttiSocket, Socket, IB") !=
+      CHECK(std::string(e.what()).find(
+                "NCCL_NET=NoSuchNet: no such network backend (available: TuttiSocketV6, TuttiSocket, Socket, IB") !=
             std::string::npos);
     }
   }
@@ -250,10 +257,10 @@ TEST_CASE("net/plugin: NCCL_NET picks among the loaded plugins and the built-in 
   }
 }
 
-
-TEST_CASE("net/plugin: a plugin reporting NCCL_PTR_CUDA and NCCL_PTR_DMABUF takes device memory through regMrDmaBuf, "
-          "and receives into it are flushed through iflush",
-          "[net][plugin][dmabuf]") {
+TEST_CASE(
+    "net/plugin: a plugin reporting NCCL_PTR_CUDA and NCCL_PTR_DMABUF takes device memory through regMrDmaBuf, "
+    "and receives into it are flushed through iflush",
+    "[net][plugin][dmabuf]") {
   tutti_test::IbStandinEnv standin;
   // The v10 table, and the v6 one (the oldest the adapter takes): both have the calls.
   const char* path = nullptr;
@@ -303,7 +310,8 @@ TEST_CASE("net/plugin: a plugin reporting NCCL_PTR_CUDA and NCCL_PTR_DMABUF take
   pair.recv->deregisterMemory(rr);
 }
 
-TEST_CASE("net/plugin: a plugin that declares host memory only reports no dmabuf, and its regMrDmaBuf refuses", "[net][plugin][dmabuf]") {
+TEST_CASE("net/plugin: a plugin that declares host memory only reports no dmabuf, and its regMrDmaBuf refuses",
+          "[net][plugin][dmabuf]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   NetPlugin plugin = loadOne(kPluginV10);
   auto backend = makePluginBackend(plugin.net, plugin.library);
@@ -312,7 +320,8 @@ TEST_CASE("net/plugin: a plugin that declares host memory only reports no dmabuf
   CHECK_FALSE(p.cudaMemory);
   auto pair = tutti_test::connectNetPair(*backend);
   tutti_test::MemfdMemory memory(1);
-  const std::string error = tutti_test::errorOf([&] { pair.recv->registerDmaBuf(memory.data, memory.bytes, memory.fd, 0); });
+  const std::string error =
+      tutti_test::errorOf([&] { pair.recv->registerDmaBuf(memory.data, memory.bytes, memory.fd, 0); });
   CHECK(error.find("regMrDmaBuf") != std::string::npos);
   CHECK(error.find("TuttiSocket") != std::string::npos);
 }

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/common/transport_context_support.h"
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
+#include "tests/common/transport_context_support.h"
 #include "transports/net/net_proxy.h"
 #include "transports/net/socket/socket_backend.h"
 
@@ -57,8 +57,10 @@ struct ProxyPair {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (kern::fifoLoadAcquire(&in->head) <= n) {
       if (std::chrono::steady_clock::now() > deadline) FAIL("slot " << n << " did not arrive within 10 s");
-      if (drive) sender->tryProgress();
-      else std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (drive)
+        sender->tryProgress();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     REQUIRE(in->sizes[n % in->nsteps] == 100 + n);
     const auto* slot = reinterpret_cast<const unsigned char*>(kern::fifoSlot(in, n));
@@ -68,7 +70,8 @@ struct ProxyPair {
   }
 };
 
-TEST_CASE("net proxy: a driving worker's passes move the slots, the proxy thread keeps off until it stops", "[net][proxy]") {
+TEST_CASE("net proxy: a driving worker's passes move the slots, the proxy thread keeps off until it stops",
+          "[net][proxy]") {
   ProxyPair pair;
   pair.publish(0);
   pair.receive(0, false);  // the proxy threads move it
@@ -132,7 +135,8 @@ TEST_CASE("net proxy: sockets released at the end of operations go back to the t
   CHECK_FALSE(pair.comms[1].failed());
 }
 
-TEST_CASE("net proxy: a failure met in a worker's pass is reported by the proxy thread, naming the peer", "[net][proxy][faults]") {
+TEST_CASE("net proxy: a failure met in a worker's pass is reported by the proxy thread, naming the peer",
+          "[net][proxy][faults]") {
   ProxyPair pair;
   pair.publish(0);
   pair.receive(0, false);

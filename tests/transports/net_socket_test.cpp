@@ -29,16 +29,20 @@ using tutti_test::ScopedEnv;
 
 using Pair = tutti_test::NetPair;
 Pair connectPair(NetBackend& backend) { return tutti_test::connectNetPair(backend); }
-size_t exchange(Pair& pair, const std::vector<char>& out, std::vector<char>& in) { return tutti_test::exchangeOverNet(pair, out, in); }
+size_t exchange(Pair& pair, const std::vector<char>& out, std::vector<char>& in) {
+  return tutti_test::exchangeOverNet(pair, out, in);
+}
 std::vector<char> pattern(size_t bytes, uint32_t seed) { return tutti_test::randomBytes(bytes, seed); }
 
 }  // namespace
 
-TEST_CASE("net/socket: messages of many sizes arrive intact, over one and several sockets and helper threads", "[net][socket]") {
+TEST_CASE("net/socket: messages of many sizes arrive intact, over one and several sockets and helper threads",
+          "[net][socket]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   // sockets per thread x helper threads: 1x1 and 3x1 run on the caller's thread (the proxy's);
   // 1x3 and 2x2 start helper threads on both sides.
-  auto [nsocks, nthreads] = GENERATE(std::pair{"1", "1"}, std::pair{"3", "1"}, std::pair{"1", "3"}, std::pair{"2", "2"});
+  auto [nsocks, nthreads] =
+      GENERATE(std::pair{"1", "1"}, std::pair{"3", "1"}, std::pair{"1", "3"}, std::pair{"2", "2"});
   ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", nsocks);
   ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
   CHECK(socketsPerConnection() == std::atoi(nsocks) * std::atoi(nthreads));
@@ -48,7 +52,8 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
   CHECK(backend->properties(0).name == "lo");
   Pair pair = connectPair(*backend);
   uint32_t seed = 1;
-  for (size_t bytes : {size_t(0), size_t(1), size_t(8), size_t(4095), size_t(100000), size_t(1 << 20) + 3, size_t(3 << 20)}) {
+  for (size_t bytes :
+       {size_t(0), size_t(1), size_t(8), size_t(4095), size_t(100000), size_t(1 << 20) + 3, size_t(3 << 20)}) {
     INFO(bytes << " bytes, " << nsocks << " sockets per thread, " << nthreads << " threads");
     std::vector<char> out = pattern(bytes, seed++), in(bytes + 64, 'x');
     REQUIRE(exchange(pair, out, in) == bytes);
@@ -86,7 +91,8 @@ TEST_CASE("net/socket: messages of many sizes arrive intact, over one and severa
     while (s && !pair.send->test(s, nullptr)) REQUIRE(std::chrono::steady_clock::now() < deadline);
 }
 
-TEST_CASE("net/socket: small messages sent before their receives are posted arrive intact, one by one", "[net][socket]") {
+TEST_CASE("net/socket: small messages sent before their receives are posted arrive intact, one by one",
+          "[net][socket]") {
   // The receiving side reads small pieces into a per-socket stage, which may then hold several
   // messages (lengths and payloads) ahead of the receives; each must still land in its own buffer.
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
@@ -112,7 +118,8 @@ TEST_CASE("net/socket: small messages sent before their receives are posted arri
   // Let the small ones reach the receiver's socket before any receive is posted.
   for (int i = 0; i < 1000; i++) pumpSends();
   for (size_t k = 0; k < sizes.size(); k++) {
-    INFO("message " << k << " of " << sizes[k] << " bytes, " << nsocks << " sockets per thread, " << nthreads << " threads");
+    INFO("message " << k << " of " << sizes[k] << " bytes, " << nsocks << " sockets per thread, " << nthreads
+                    << " threads");
     std::vector<char> in(sizes[k] + 64, 'x');
     NetRequest* r = pair.recv->irecv(in.data(), in.size(), 0, {});
     REQUIRE(r != nullptr);
@@ -149,8 +156,10 @@ TEST_CASE("net/socket: a message longer than the posted receive is a Remote erro
     if (!sent) sent = pair.send->test(s, nullptr);  // a request is released once test() says it is done
     try {
       // The length arrives first; the check may already fire when the receive is posted.
-      if (r == nullptr) r = pair.recv->irecv(in.data(), in.size(), 0, {});
-      else pair.recv->test(r, nullptr);
+      if (r == nullptr)
+        r = pair.recv->irecv(in.data(), in.size(), 0, {});
+      else
+        pair.recv->test(r, nullptr);
     } catch (const Error& e) {
       threw = true;
       CHECK(e.code() == ErrorCode::Remote);
@@ -175,7 +184,8 @@ TEST_CASE("net/socket: a closed peer is a Remote error on both sides", "[net][so
   CHECK(std::string(error->what()).find("closed") != std::string::npos);
 }
 
-TEST_CASE("net/socket: garbage, a wrong secret and a truncated hello do not stop the real peer", "[net][socket][hostile]") {
+TEST_CASE("net/socket: garbage, a wrong secret and a truncated hello do not stop the real peer",
+          "[net][socket][hostile]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   auto backend = openNetBackend("Socket", "");
   NetHandle handle{};
@@ -247,7 +257,8 @@ TEST_CASE("net/socket: accept is bounded and abortable", "[net][socket]") {
   aborter.join();
 }
 
-TEST_CASE("net/socket: acceptIfReady returns at once, and yields the comm once the peer's sockets are all in", "[net][socket]") {
+TEST_CASE("net/socket: acceptIfReady returns at once, and yields the comm once the peer's sockets are all in",
+          "[net][socket]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   ScopedEnv perThread("NCCL_NSOCKS_PERTHREAD", "3");
   auto backend = openNetBackend("Socket", "");
@@ -271,7 +282,8 @@ TEST_CASE("net: NCCL_NET and TUTTI_NET_REQUIRE pick a backend by name, or fail n
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   CHECK(std::string(openNetBackend("", "")->name()) == "Socket");
   CHECK(std::string(openNetBackend("socket", "")->name()) == "Socket");  // NCCL compares names without case
-  for (auto [requested, required] : {std::pair<const char*, const char*>{"NoSuchNet", ""}, {"", "NoSuchNet"}, {"Socket", "NoSuchNet"}}) {
+  for (auto [requested, required] :
+       {std::pair<const char*, const char*>{"NoSuchNet", ""}, {"", "NoSuchNet"}, {"Socket", "NoSuchNet"}}) {
     try {
       openNetBackend(requested, required);
       FAIL("an unknown backend was accepted");

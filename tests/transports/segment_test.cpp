@@ -142,8 +142,7 @@ int waitChild(pid_t child) {
 
 }  // namespace
 
-TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, either side may go first",
-          "[segment]") {
+TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, either side may go first", "[segment]") {
   for (bool creatorGoesFirst : {true, false}) {
     INFO("creator destroyed first: " << creatorGoesFirst);
     constexpr size_t kBytes = 3 * 4096 + 100;
@@ -323,8 +322,7 @@ TEST_CASE("segment: attaching with a wrong name, size or kind fails with context
   auto sizeError = errorOf([&] { tutti::attachSegment(wrongSize, "ctx"); });
   REQUIRE(sizeError);
   CHECK(sizeError->code() == ErrorCode::Remote);
-  CHECK(sizeError->message() ==
-        "ctx: " + std::string(good.name) + " has 8192 bytes, the peer's descriptor says 4096");
+  CHECK(sizeError->message() == "ctx: " + std::string(good.name) + " has 8192 bytes, the peer's descriptor says 4096");
   CHECK(shmNameExists(good.name));  // a failed attach leaves the segment for the right peer
 
   SegmentDescriptor foreign = good;

@@ -39,7 +39,8 @@ class FakeDeviceMemory final : public FifoMemory {
   const char* name() const override { return "fake-device"; }
   bool hostAccessible() const override { return false; }
   void* allocate(size_t bytes, const std::string&) override {
-    void* p = std::aligned_alloc(kern::kFifoSlotAlign, (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
+    void* p = std::aligned_alloc(kern::kFifoSlotAlign,
+                                 (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
     std::memset(p, 0, bytes);
     std::lock_guard<std::mutex> lock(mutex);
     live++;
@@ -179,7 +180,8 @@ Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std
 }
 
 // A connection to `peer` as setup asks for it; the peer's worker bells are `peerBells`.
-ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell* peerBells, kern::Bell* workerBell = nullptr) {
+ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell* peerBells,
+                            kern::Bell* workerBell = nullptr) {
   ConnectionRequest r;
   r.peer = peer;
   r.channel = 0;
@@ -212,7 +214,8 @@ struct TransportPair {
   }
 
   ConnectionRequest request(int rank, int peer) {
-    ConnectionRequest r = requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
+    ConnectionRequest r =
+        requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
     r.pair = peers_;
     return r;
   }
@@ -312,7 +315,8 @@ TEST_CASE("transport: FIFOs the host cannot touch connect at every locality, as 
   CHECK(chosen(Locality::SameHost) == "net");
 }
 
-TEST_CASE("transport: shm and net FIFOs for memory the host cannot touch stay host memory, mapped for the executor", "[transport]") {
+TEST_CASE("transport: shm and net FIFOs for memory the host cannot touch stay host memory, mapped for the executor",
+          "[transport]") {
   for (const char* name : {"shm", "net"}) {
     SECTION(name) {
       auto memory = std::make_shared<FakeDeviceMemory>();
@@ -341,7 +345,8 @@ TEST_CASE("transport: shm and net FIFOs for memory the host cannot touch stay ho
   }
 }
 
-TEST_CASE("transport: a local FIFO in memory the host cannot touch is set up by copies, the handshake kept apart", "[transport]") {
+TEST_CASE("transport: a local FIFO in memory the host cannot touch is set up by copies, the handshake kept apart",
+          "[transport]") {
   auto memory = std::make_shared<FakeDeviceMemory>();
   {
     TransportPair pair("local", memory);
@@ -359,8 +364,10 @@ TEST_CASE("transport: a local FIFO in memory the host cannot touch is set up by 
   CHECK(memory->live == 0);
 }
 
-TEST_CASE("transport: p2p hands the receiver's exported FIFO to the sender by descriptor or handle, and each end releases its own",
-          "[transport]") {
+TEST_CASE(
+    "transport: p2p hands the receiver's exported FIFO to the sender by descriptor or handle, and each end releases "
+    "its own",
+    "[transport]") {
   auto memory = std::make_shared<FakeDeviceMemory>();
   memory->byHandle = GENERATE(false, true);
   INFO((memory->byHandle ? "handle bytes in the offer" : "descriptor over a Unix socket"));
@@ -382,8 +389,10 @@ TEST_CASE("transport: p2p hands the receiver's exported FIFO to the sender by de
   CHECK(memory->shared.empty());
 }
 
-TEST_CASE("transport: p2p read mode: the Simple slots in the sender's exported memory, which the receiver maps, by descriptor or handle",
-          "[transport][p2p]") {
+TEST_CASE(
+    "transport: p2p read mode: the Simple slots in the sender's exported memory, which the receiver maps, by "
+    "descriptor or handle",
+    "[transport][p2p]") {
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", "1");
   auto memory = std::make_shared<FakeDeviceMemory>();
   memory->byHandle = GENERATE(false, true);
@@ -408,8 +417,9 @@ TEST_CASE("transport: p2p read mode: the Simple slots in the sender's exported m
   CHECK(memory->shared.empty());
 }
 
-TEST_CASE("transport: p2p copy mode: the sender writes a staging FIFO, the copy thread carries each slot to the receiver's",
-          "[transport][p2p]") {
+TEST_CASE(
+    "transport: p2p copy mode: the sender writes a staging FIFO, the copy thread carries each slot to the receiver's",
+    "[transport][p2p]") {
   tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
   auto memory = std::make_shared<FakeDeviceMemory>();
   memory->byHandle = GENERATE(false, true);
@@ -435,8 +445,9 @@ TEST_CASE("transport: p2p copy mode: the sender writes a staging FIFO, the copy 
   CHECK(memory->shared.empty());
 }
 
-TEST_CASE("transport: local read mode: rank threads on GPUs NVLink apart hand the sender's Simple slots over in the process",
-          "[transport][p2p]") {
+TEST_CASE(
+    "transport: local read mode: rank threads on GPUs NVLink apart hand the sender's Simple slots over in the process",
+    "[transport][p2p]") {
   tutti_test::ScopedEnv read("NCCL_P2P_READ_ENABLE", GENERATE(as<const char*>(), "1", "0"));
   const bool reads = std::string(std::getenv("NCCL_P2P_READ_ENABLE")) == "1";
   INFO("NCCL_P2P_READ_ENABLE=" << (reads ? "1" : "0"));
@@ -483,7 +494,8 @@ TEST_CASE("transport: local copy mode: rank threads on GPUs write a staging FIFO
   CHECK(memory->live == 0);
 }
 
-TEST_CASE("transport: a p2p offer is refused to a process it was not made for, and to a second taker", "[transport][faults]") {
+TEST_CASE("transport: a p2p offer is refused to a process it was not made for, and to a second taker",
+          "[transport][faults]") {
   DescriptorServer server("test server");
   const int fd = memfd_create("offered", MFD_CLOEXEC);
   REQUIRE(fd >= 0);
@@ -498,11 +510,13 @@ TEST_CASE("transport: a p2p offer is refused to a process it was not made for, a
   const uint64_t forUs = server.offer(fd, getpid());
   close(fd);
   {
-    TakenDescriptor taken = takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking our handle");
+    TakenDescriptor taken =
+        takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking our handle");
     CHECK(taken.fd() >= 0);
     taken.confirm();
   }
-  TransportPair::waitUntil([&] { return server.state(forUs) == DescriptorServer::State::Confirmed; }, "the confirmation");
+  TransportPair::waitUntil([&] { return server.state(forUs) == DescriptorServer::State::Confirmed; },
+                           "the confirmation");
   CHECK_THROWS_WITH(takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking it twice"),
                     Catch::Contains("refused FIFO handle"));
   // A server of another pid than the peer's is not trusted.
@@ -512,12 +526,17 @@ TEST_CASE("transport: a p2p offer is refused to a process it was not made for, a
   const int other = memfd_create("unconfirmed", MFD_CLOEXEC);
   const uint64_t unconfirmed = server.offer(other, getpid());
   close(other);
-  { TakenDescriptor dropped = takeDescriptor(server.name(), getpid(), unconfirmed, deadlineAfter(5), &abort, "dropping it"); }
-  TransportPair::waitUntil([&] { return server.state(unconfirmed) == DescriptorServer::State::Refused; }, "the refusal");
+  {
+    TakenDescriptor dropped =
+        takeDescriptor(server.name(), getpid(), unconfirmed, deadlineAfter(5), &abort, "dropping it");
+  }
+  TransportPair::waitUntil([&] { return server.state(unconfirmed) == DescriptorServer::State::Refused; },
+                           "the refusal");
   CHECK(server.refusal(unconfirmed).find("hung up") != std::string::npos);
 }
 
-TEST_CASE("transport: a receiver whose sender never attaches times out naming the peer, or ends on abort", "[transport][faults]") {
+TEST_CASE("transport: a receiver whose sender never attaches times out naming the peer, or ends on abort",
+          "[transport][faults]") {
   for (const char* name : {"local", "shm"}) {
     SECTION(name) {
       tutti_test::TestTransportContext context(1, 2, kShape);

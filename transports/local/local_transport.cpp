@@ -72,13 +72,18 @@ class LocalConnection final : public Connection {
   // ownedToken: the receiver's table entry, removed with it if no sender took it; 0 for a sender.
   LocalConnection(std::shared_ptr<LocalFifo> fifo, uint64_t ownedToken, kern::Bell* peerBells)
       : Connection(static_cast<kern::FifoHeader*>(fifo->base), WakeTarget::peerWorkers(peerBells), "local"),
-        fifo_(std::move(fifo)), ownedToken_(ownedToken) {}
+        fifo_(std::move(fifo)),
+        ownedToken_(ownedToken) {}
   // Copy mode, the sender: its FIFO is the staging one (its own, released with it); the copy thread
   // fills the receiver's, which `fifo` keeps alive.
-  LocalConnection(std::shared_ptr<LocalFifo> fifo, void* staging, std::shared_ptr<FifoMemory> stagingMemory, kern::Bell* peerBells,
-                  std::shared_ptr<CopyProxy> proxy, std::shared_ptr<CopyLink> link)
+  LocalConnection(std::shared_ptr<LocalFifo> fifo, void* staging, std::shared_ptr<FifoMemory> stagingMemory,
+                  kern::Bell* peerBells, std::shared_ptr<CopyProxy> proxy, std::shared_ptr<CopyLink> link)
       : Connection(static_cast<kern::FifoHeader*>(staging), WakeTarget::peerWorkers(peerBells), "local"),
-        fifo_(std::move(fifo)), ownedToken_(0), stagingMemory_(std::move(stagingMemory)), proxy_(std::move(proxy)), link_(std::move(link)) {}
+        fifo_(std::move(fifo)),
+        ownedToken_(0),
+        stagingMemory_(std::move(stagingMemory)),
+        proxy_(std::move(proxy)),
+        link_(std::move(link)) {}
   ~LocalConnection() override {
     if (proxy_) proxy_->remove(link_.get());
     if (stagingMemory_) stagingMemory_->release(fifo());
@@ -117,7 +122,8 @@ class LocalTransport final : public Transport {
     if (!pair.peerAccess) {
       const bool lowerFirst = pair.ranks[0] < pair.ranks[1];  // both ends say it alike
       *whyNot = "their GPUs (devices " + std::to_string(pair.devices[lowerFirst ? 0 : 1]) + " and " +
-                std::to_string(pair.devices[lowerFirst ? 1 : 0]) + ") cannot access each other's memory (no peer access)";
+                std::to_string(pair.devices[lowerFirst ? 1 : 0]) +
+                ") cannot access each other's memory (no peer access)";
       logNoPeerAccess(pair, *whyNot);
       return false;
     }
@@ -143,36 +149,41 @@ class LocalTransport final : public Transport {
     LocalOffer local{uint64_t(getpid()), token, fifo->bytes};
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &local, sizeof local);
-    TUTTI_TRACE(log::Shm, "%s: in-process segment %llu, %zu bytes", what.c_str(), static_cast<unsigned long long>(token), fifo->bytes);
+    TUTTI_TRACE(log::Shm, "%s: in-process segment %llu, %zu bytes", what.c_str(),
+                static_cast<unsigned long long>(token), fifo->bytes);
     auto connection = std::make_unique<LocalConnection>(fifo, token, request.peerBells);
     return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
                                                   [fifo] { return fifo->attached.load(std::memory_order_acquire); });
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                     SteadyTime) override {
     const std::string what = fifoWhat(request);
     LocalOffer local;
     std::memcpy(&local, offer.bytes, sizeof local);
     if (local.ownerPid != uint64_t(getpid()))
-      throw Error(ErrorCode::Internal, what + ": in-process segment " + std::to_string(local.token) + " belongs to process " +
-                                           std::to_string(local.ownerPid) + ", not to this one (" + std::to_string(getpid()) + ")");
+      throw Error(ErrorCode::Internal, what + ": in-process segment " + std::to_string(local.token) +
+                                           " belongs to process " + std::to_string(local.ownerPid) +
+                                           ", not to this one (" + std::to_string(getpid()) + ")");
     std::shared_ptr<LocalFifo> fifo = LocalFifoTable::instance().take(local.token);
     if (fifo == nullptr)
       throw Error(ErrorCode::Remote, what + ": in-process segment " + std::to_string(local.token) +
                                          " is gone (already attached, sealed, or its creator was destroyed)");
     if (fifo->bytes != local.bytes)
       throw Error(ErrorCode::Remote, what + ": in-process segment " + std::to_string(local.token) + " has " +
-                                         std::to_string(fifo->bytes) + " bytes, the descriptor says " + std::to_string(local.bytes));
+                                         std::to_string(fifo->bytes) + " bytes, the descriptor says " +
+                                         std::to_string(local.bytes));
     checkPeerFifo(*fifo->memory, fifo->base, fifo->bytes, what);
     if (fifo->read) {
       const FifoShape shape = checkedFifoShape(context_, what);
       fifo->senderMemory = context_.fifoMemory();
-      fifo->senderSlots = static_cast<char*>(
-          fifo->senderMemory->allocate(kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes), what + " (the sender's Simple slots, read mode)"));
-      TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots at %p", what.c_str(), static_cast<void*>(fifo->senderSlots));
+      fifo->senderSlots = static_cast<char*>(fifo->senderMemory->allocate(
+          kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes), what + " (the sender's Simple slots, read mode)"));
+      TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots at %p", what.c_str(),
+                  static_cast<void*>(fifo->senderSlots));
     }
-    std::unique_ptr<Connection> connection =
-        fifo->copy ? stageThroughProxy(request, fifo, what) : std::make_unique<LocalConnection>(fifo, 0, request.peerBells);
+    std::unique_ptr<Connection> connection = fifo->copy ? stageThroughProxy(request, fifo, what)
+                                                        : std::make_unique<LocalConnection>(fifo, 0, request.peerBells);
     fifo->attached.store(true, std::memory_order_release);
     return connection;
   }
@@ -185,27 +196,32 @@ class LocalTransport final : public Transport {
       std::lock_guard<std::mutex> lock(loggedMutex_);
       if (!logged_.insert(key).second) return;
     }
-    TUTTI_INFO(log::P2p, "%s: rank %d and rank %d of this process do not connect through in-process FIFOs: %s; their FIFOs go "
+    TUTTI_INFO(log::P2p,
+               "%s: rank %d and rank %d of this process do not connect through in-process FIFOs: %s; their FIFOs go "
                "through host memory both GPUs map",
                context_.where().c_str(), key.first, key.second, why.c_str());
   }
 
   // Read mode only where the pair is held to the p2p decision at all: ranks on GPUs of their own.
-  bool readMode(const PeerPair& pair) const { return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.readMode(pair); }
+  bool readMode(const PeerPair& pair) const {
+    return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.readMode(pair);
+  }
   // Copy mode likewise (the host executor, which sleeps on bells, never takes it: nobody would ring
   // its worker when a copy lands).
-  bool copyMode(const PeerPair& pair) const { return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.copyMode(pair); }
+  bool copyMode(const PeerPair& pair) const {
+    return pair.gpus.known && !tunables::kP2pDisable.get() && choice_.copyMode(pair);
+  }
 
   // Copy mode, the sender: a staging FIFO of the receiver's shape in its own memory, which the copy
   // thread drains into the receiver's.
-  std::unique_ptr<Connection> stageThroughProxy(const ConnectionRequest& request, const std::shared_ptr<LocalFifo>& fifo,
-                                                const std::string& what) {
+  std::unique_ptr<Connection> stageThroughProxy(const ConnectionRequest& request,
+                                                const std::shared_ptr<LocalFifo>& fifo, const std::string& what) {
     const FifoShape shape = checkedFifoShape(context_, what);
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
     if (bytes != fifo->bytes)
-      throw Error(ErrorCode::Remote, what + ": the receiver's FIFO has " + std::to_string(fifo->bytes) + " bytes, the sender's shape " +
-                                         std::to_string(bytes));
+      throw Error(ErrorCode::Remote, what + ": the receiver's FIFO has " + std::to_string(fifo->bytes) +
+                                         " bytes, the sender's shape " + std::to_string(bytes));
     void* staging = memory->allocate(bytes, what + " (staging, copy mode)");
     writeFifoHeader(*memory, staging, shape);
     kern::FifoHeader header{};
@@ -214,7 +230,8 @@ class LocalTransport final : public Transport {
     std::shared_ptr<CopyProxy> proxy = copies_.get();
     auto connection = std::make_unique<LocalConnection>(fifo, staging, memory, request.peerBells, proxy, link);
     proxy->add(link);
-    TUTTI_TRACE(log::P2p, "%s: copy mode: staging FIFO of %zu bytes; the copy thread fills the receiver's", what.c_str(), bytes);
+    TUTTI_TRACE(log::P2p, "%s: copy mode: staging FIFO of %zu bytes; the copy thread fills the receiver's",
+                what.c_str(), bytes);
     return connection;
   }
 
@@ -227,6 +244,8 @@ class LocalTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeLocalTransport(TransportContext& context) { return std::make_unique<LocalTransport>(context); }
+std::unique_ptr<Transport> makeLocalTransport(TransportContext& context) {
+  return std::make_unique<LocalTransport>(context);
+}
 
 }  // namespace tutti

@@ -70,8 +70,8 @@ std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const s
     if (wanted.empty() || equalsIgnoringCase(entry.first, wanted)) candidates.push_back(entry);
   }
   if (!wanted.empty() && candidates.empty())
-    throw Error(ErrorCode::InvalidUsage, std::string(!required.empty() ? "TUTTI_NET_REQUIRE" : "NCCL_NET") + "=" + wanted +
-                                             ": no such network backend (available: " + known +
+    throw Error(ErrorCode::InvalidUsage, std::string(!required.empty() ? "TUTTI_NET_REQUIRE" : "NCCL_NET") + "=" +
+                                             wanted + ": no such network backend (available: " + known +
                                              "; plugins are those NCCL_NET_PLUGIN loaded, see NCCL_DEBUG_SUBSYS=NET)");
   std::string reasons;
   for (auto& [name, factory] : candidates) {

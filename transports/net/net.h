@@ -25,21 +25,21 @@ namespace tutti::net {
 
 // What a device can do, as NCCL's ncclNetProperties_t describes it.
 struct NetProperties {
-  std::string name;        // interface name, e.g. "eth0"
-  std::string pciPath;     // sysfs path of the device, "" when unknown
+  std::string name;     // interface name, e.g. "eth0"
+  std::string pciPath;  // sysfs path of the device, "" when unknown
   uint64_t guid = 0;
-  bool hostMemory = true;  // isend/irecv accept host pointers
-  bool cudaMemory = false; // ... and device memory (GPUDirect RDMA), registered by registerDmaBuf
-  bool dmaBuf = false;     // registerDmaBuf works: device memory is registered by its dmabuf descriptor
+  bool hostMemory = true;             // isend/irecv accept host pointers
+  bool cudaMemory = false;            // ... and device memory (GPUDirect RDMA), registered by registerDmaBuf
+  bool dmaBuf = false;                // registerDmaBuf works: device memory is registered by its dmabuf descriptor
   bool registrationIsGlobal = false;  // a registration serves every comm, not only its own
-  bool forceFlush = false; // received data needs flush() even where it otherwise would not
-  int speedMbps = 0;       // link speed, 0 when unknown
+  bool forceFlush = false;            // received data needs flush() even where it otherwise would not
+  int speedMbps = 0;                  // link speed, 0 when unknown
   int port = 0;
   float latencyUs = 0;
   int maxComms = 65536;
-  int maxRecvs = 1;        // grouped receives per irecv
+  int maxRecvs = 1;                   // grouped receives per irecv
   size_t maxMessageBytes = SIZE_MAX;  // the largest message isend / irecv take
-  std::string address;     // the address this device listens on (for logs)
+  std::string address;                // the address this device listens on (for logs)
 };
 
 // Opaque bytes the listening side hands to the connecting side out of band (over the bootstrap).
@@ -59,8 +59,10 @@ struct MemoryRegistration {
 // refuses with an error saying so; `side` and `peer` name the comm for it. (Inline: the socket
 // plugin library carries the Socket backend without the registry.)
 [[noreturn]] inline MemoryRegistration refuseDmaBuf(const char* side, const std::string& peer) {
-  throw Error(ErrorCode::InvalidUsage, std::string("registerDmaBuf on a ") + side + " comm" + (peer.empty() ? "" : " with " + peer) +
-                                           ": this network backend cannot register device memory by dmabuf (its properties report dmaBuf=false)");
+  throw Error(
+      ErrorCode::InvalidUsage,
+      std::string("registerDmaBuf on a ") + side + " comm" + (peer.empty() ? "" : " with " + peer) +
+          ": this network backend cannot register device memory by dmabuf (its properties report dmaBuf=false)");
 }
 
 // An outstanding isend/irecv; test() completes it.

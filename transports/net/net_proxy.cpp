@@ -50,7 +50,7 @@ struct Unmap {
 
 struct NetProxy::Connection {
   std::unique_ptr<void, Unmap> memory{nullptr, Unmap{0}};  // the FIFO, as this thread and the backend see it
-  std::unique_ptr<HostMapping> mapping;  // as the executor sees it; unmapped before the memory goes
+  std::unique_ptr<HostMapping> mapping;                    // as the executor sees it; unmapped before the memory goes
   kern::FifoHeader* fifo = nullptr;
   std::unique_ptr<net::NetSendComm> send;
   std::unique_ptr<net::NetRecvComm> recv;
@@ -76,12 +76,16 @@ struct NetProxy::Connection {
   // The trailer after a message's `bytes` in slot `index`, read or written through the copies of
   // device memory where the slots are the device's.
   void writeTrailer(uint64_t index, size_t bytes, const void* trailer, size_t size) const {
-    if (deviceMemory) deviceMemory->copyIn(slot(index) + bytes, trailer, size);
-    else std::memcpy(slot(index) + bytes, trailer, size);
+    if (deviceMemory)
+      deviceMemory->copyIn(slot(index) + bytes, trailer, size);
+    else
+      std::memcpy(slot(index) + bytes, trailer, size);
   }
   void readTrailer(uint64_t index, size_t bytes, void* trailer, size_t size) const {
-    if (deviceMemory) deviceMemory->copyOut(trailer, slot(index) + bytes, size);
-    else std::memcpy(trailer, slot(index) + bytes, size);
+    if (deviceMemory)
+      deviceMemory->copyOut(trailer, slot(index) + bytes, size);
+    else
+      std::memcpy(trailer, slot(index) + bytes, size);
   }
   bool inFlight() const { return posted != completed; }
 };
@@ -118,13 +122,14 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   const FifoShape shape = context_.fifoShape();
   const size_t slotBytes = shape.slotBytes + kSlotTrailerRoom;
   const size_t slotsBytes = size_t(shape.nsteps) * slotBytes;
-  const std::string what = context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") + " rank " +
-                           std::to_string(c->peer) + " on channel " + std::to_string(c->channel);
+  const std::string what = context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") +
+                           " rank " + std::to_string(c->peer) + " on channel " + std::to_string(c->channel);
   // GPUDirect RDMA: the slots in device memory that the NIC registers by dmabuf; the header (head,
   // tail, sizes) stays host memory mapped for the executor, as this thread polls it.
   std::shared_ptr<FifoMemory> fifoMemory = context_.fifoMemory();
   const bool gdr = useGdr(c->send != nullptr, *fifoMemory);
-  const size_t fullBytes = (kern::fifoBytes(shape.nsteps, slotBytes) + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign;
+  const size_t fullBytes = (kern::fifoBytes(shape.nsteps, slotBytes) + kern::kFifoSlotAlign - 1) /
+                           kern::kFifoSlotAlign * kern::kFifoSlotAlign;
   const size_t bytes = gdr ? fullBytes - slotsBytes : fullBytes;
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) throwSystemError(what + ": allocating " + std::to_string(bytes) + " bytes", errno);
@@ -136,7 +141,8 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   auto* fifo = static_cast<kern::FifoHeader*>(c->mapping->executor());
   if (gdr) {
     kern::ExportHandle handle;
-    c->slots = static_cast<char*>(fifoMemory->allocateExportable(slotsBytes, what + " (slots in device memory)", &handle));
+    c->slots =
+        static_cast<char*>(fifoMemory->allocateExportable(slotsBytes, what + " (slots in device memory)", &handle));
     c->deviceMemory = fifoMemory;
     if (handle.fd >= 0) ::close(handle.fd);
     const kern::DmaBufRange range = fifoMemory->exportDmaBuf(c->slots, slotsBytes, what);
@@ -175,18 +181,21 @@ bool NetProxy::useGdr(bool send, FifoMemory& memory) {
       net::chooseGdr(send, nic, !memory.hostAccessible(), memory.exportsDmaBuf(), context_.gpuNicPath(nic.pciPath));
   if (!choice.why.empty())
     TUTTI_INFO(log::Net, "%s: network %s FIFOs %s: %s", context_.where().c_str(), send ? "send" : "receive",
-               choice.deviceMemory ? "in device memory registered by dmabuf (GPUDirect RDMA)" : "in host memory", choice.why.c_str());
+               choice.deviceMemory ? "in device memory registered by dmabuf (GPUDirect RDMA)" : "in host memory",
+               choice.why.c_str());
   decided = choice.deviceMemory;
   return choice.deviceMemory;
 }
 
-kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
+kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag,
+                                    kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->send = std::move(comm);
   return add(std::move(c), peer, channel, tag, workerBell);
 }
 
-kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell) {
+kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag,
+                                    kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
   c->recv = std::move(comm);
   return add(std::move(c), peer, channel, tag, workerBell);
@@ -203,8 +212,9 @@ bool NetProxy::progress(Connection& c) {
       char* slot = c.slot(c.posted);
       const size_t size = size_t(fifo->sizes[i]);
       if (size > fifo->slotBytes - kSlotTrailerRoom)
-        throw Error(ErrorCode::Internal, "message " + std::to_string(c.posted) + " of " + std::to_string(size) + " bytes leaves no room for its trailer in a slot of " +
-                                            std::to_string(fifo->slotBytes) + " bytes");
+        throw Error(ErrorCode::Internal, "message " + std::to_string(c.posted) + " of " + std::to_string(size) +
+                                             " bytes leaves no room for its trailer in a slot of " +
+                                             std::to_string(fifo->slotBytes) + " bytes");
       const WireTrailer trailer{fifo->sigs[i], fifo->sigCounts[i]};
       c.writeTrailer(c.posted, size, &trailer, sizeof trailer);
       net::NetRequest* r = c.send->isend(slot, size + sizeof trailer, 0, c.registration);
@@ -239,8 +249,10 @@ bool NetProxy::progress(Connection& c) {
     char* slot = c.slot(c.completed);
     c.recv->flush(slot, bytes, c.registration);
     if (bytes < sizeof(WireTrailer))
-      throw Error(ErrorCode::Remote, "message " + std::to_string(c.completed) + " arrived with " + std::to_string(bytes) +
-                                        " bytes, less than its " + std::to_string(sizeof(WireTrailer)) + "-byte trailer (a peer of another tutti version?)");
+      throw Error(ErrorCode::Remote, "message " + std::to_string(c.completed) + " arrived with " +
+                                         std::to_string(bytes) + " bytes, less than its " +
+                                         std::to_string(sizeof(WireTrailer)) +
+                                         "-byte trailer (a peer of another tutti version?)");
     WireTrailer trailer;
     c.readTrailer(c.completed, bytes - sizeof trailer, &trailer, sizeof trailer);
     const uint32_t i = uint32_t(c.completed % nsteps);
@@ -293,7 +305,8 @@ void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
     for (auto& c : connections_) {
       if (!c->inFlight()) continue;
       short events = c->send && !c->send->pollsForInput() ? POLLOUT : POLLIN;
-      for (int fd : c->send ? c->send->pollDescriptors() : c->recv->pollDescriptors()) fds.push_back(pollfd{fd, events, 0});
+      for (int fd : c->send ? c->send->pollDescriptors() : c->recv->pollDescriptors())
+        fds.push_back(pollfd{fd, events, 0});
     }
   }
   if (fds.empty()) {
@@ -382,8 +395,9 @@ bool NetProxy::sendsWaiting() {
 void NetProxy::reportFailure(const Failure& f) {
   const Connection& c = *f.connection;
   ErrorCode code = f.error.code() == ErrorCode::System ? ErrorCode::System : ErrorCode::Remote;
-  std::string message = context_.where() + ": network connection " + (c.send ? "to " : "from ") + context_.describePeer(c.peer) +
-                        " on channel " + std::to_string(c.channel) + (c.tag != 0 ? " tag " + std::to_string(c.tag) : std::string()) +
+  std::string message = context_.where() + ": network connection " + (c.send ? "to " : "from ") +
+                        context_.describePeer(c.peer) + " on channel " + std::to_string(c.channel) +
+                        (c.tag != 0 ? " tag " + std::to_string(c.tag) : std::string()) +
                         " failed: " + f.error.message();
   // A rank that fails tells everyone why and then closes its connections: give that notice a
   // moment to arrive, so the cause is reported rather than its closing.
@@ -414,7 +428,8 @@ void NetProxy::run() {
         continue;
       }
       adoptAdded();
-      if (!failed_.load(std::memory_order_acquire) && !context_.abortFlag().load(std::memory_order_relaxed)) moved = pass(&inFlight);
+      if (!failed_.load(std::memory_order_acquire) && !context_.abortFlag().load(std::memory_order_relaxed))
+        moved = pass(&inFlight);
       failure = std::move(failure_);
     }
     if (failure) {
@@ -446,7 +461,8 @@ void NetProxy::drain(double seconds) {
   while (std::chrono::steady_clock::now() < deadline && !context_.abortFlag().load()) {
     kern::ringBell(&bell_);
     kern::ringBell(&handover_);
-    if (passes_.load(std::memory_order_acquire) > start + 1 && unsent_.load(std::memory_order_acquire) == 0 && !hasAdded_.load()) {
+    if (passes_.load(std::memory_order_acquire) > start + 1 && unsent_.load(std::memory_order_acquire) == 0 &&
+        !hasAdded_.load()) {
       drained_ = true;
       return;
     }

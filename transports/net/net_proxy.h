@@ -56,8 +56,10 @@ class NetProxy final : public TransportProxy {
   // Hands a connected comm to the proxy, with a fresh local FIFO for the executor (returned).
   // workerBell: the bell of the worker that runs the connection's channel.
   // peer, channel, tag: the connection's identity (the runtime's ConnKey), for error messages.
-  kern::FifoHeader* addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag, kern::Bell* workerBell);
-  kern::FifoHeader* addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag, kern::Bell* workerBell);
+  kern::FifoHeader* addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag,
+                            kern::Bell* workerBell);
+  kern::FifoHeader* addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag,
+                            kern::Bell* workerBell);
 
   // Waits until every published send slot has left, or the deadline / an abort. Best effort;
   // once drained, the connections close gracefully when the proxy is destroyed.
@@ -131,7 +133,7 @@ class NetProxy final : public TransportProxy {
   std::atomic<int> drivers_{0};  // workers between startDriving and stopDriving
   std::atomic<int> holds_{0};    // device launches outstanding (holdPolling)
   std::atomic<uint64_t> holdsTaken_{0}, sleepsWhileHeld_{0};
-  kern::Bell handover_;          // rung when one stops driving (the thread sleeps on it meanwhile)
+  kern::Bell handover_;  // rung when one stops driving (the thread sleeps on it meanwhile)
   std::atomic<bool> stop_{false};
   bool drained_ = false;
   std::atomic<uint64_t> unsent_{0};  // published send slots the backend has not finished

@@ -42,7 +42,8 @@ class NetPendingReceive final : public PendingReceive {
 
   std::unique_ptr<Connection> complete(SteadyTime deadline) override {
     auto recvComm = listener_->accept(deadline, &context_.abortFlag());
-    kern::FifoHeader* fifo = proxy_.addRecv(std::move(recvComm), request_.peer, request_.channel, request_.tag, request_.workerBell);
+    kern::FifoHeader* fifo =
+        proxy_.addRecv(std::move(recvComm), request_.peer, request_.channel, request_.tag, request_.workerBell);
     return std::make_unique<NetConnection>(fifo, proxy_);
   }
 
@@ -83,12 +84,14 @@ class NetTransport final : public Transport {
     return std::make_unique<NetPendingReceive>(context_, *proxy_, request, std::move(listener));
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime deadline) override {
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                     SteadyTime deadline) override {
     open();
     net::NetHandle handle;
     std::memcpy(&handle, offer.bytes, sizeof handle);
     auto sendComm = proxy_->backend().connect(deviceFor(request, "connects"), handle, deadline, &context_.abortFlag());
-    kern::FifoHeader* fifo = proxy_->addSend(std::move(sendComm), request.peer, request.channel, request.tag, request.workerBell);
+    kern::FifoHeader* fifo =
+        proxy_->addSend(std::move(sendComm), request.peer, request.channel, request.tag, request.workerBell);
     return std::make_unique<NetConnection>(fifo, *proxy_);
   }
 
@@ -124,12 +127,12 @@ class NetTransport final : public Transport {
     int device = request.netDevice;
     if (device < 0 || device >= count) {
       if (device >= count)
-        TUTTI_WARN("%s: the topology gives channel %d NIC port %d, but NET/%s has %d device(s); using %d", context_.where().c_str(),
-                   request.channel, device, backend.name(), count, request.channel % count);
+        TUTTI_WARN("%s: the topology gives channel %d NIC port %d, but NET/%s has %d device(s); using %d",
+                   context_.where().c_str(), request.channel, device, backend.name(), count, request.channel % count);
       device = request.channel % count;
     }
-    TUTTI_TRACE(log::Net, "%s: %s: %s on NET/%s device %d (%s)", context_.where().c_str(), request.description.c_str(), what,
-                backend.name(), device, backend.properties(device).name.c_str());
+    TUTTI_TRACE(log::Net, "%s: %s: %s on NET/%s device %d (%s)", context_.where().c_str(), request.description.c_str(),
+                what, backend.name(), device, backend.properties(device).name.c_str());
     return device;
   }
 
@@ -139,6 +142,8 @@ class NetTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeNetTransport(TransportContext& context) { return std::make_unique<NetTransport>(context); }
+std::unique_ptr<Transport> makeNetTransport(TransportContext& context) {
+  return std::make_unique<NetTransport>(context);
+}
 
 }  // namespace tutti

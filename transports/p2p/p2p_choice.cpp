@@ -19,15 +19,19 @@ topo::P2pDecision P2pChoice::decide(const PeerPair& pair) const {
   if (explain) {
     std::string mode;
     if (decision.allowed && settings.useCudaMemcpy)
-      mode = "; copy mode (NCCL_P2P_USE_CUDA_MEMCPY: the sender's executor writes a staging FIFO in its own memory, and a proxy "
-             "thread copies each message into the receiver's by the copy engine)";
+      mode =
+          "; copy mode (NCCL_P2P_USE_CUDA_MEMCPY: the sender's executor writes a staging FIFO in its own memory, and a "
+          "proxy "
+          "thread copies each message into the receiver's by the copy engine)";
     else if (decision.allowed && decision.read)
       mode = std::string("; read mode (the receiver reads the Simple slots from the sender's memory), by ") +
-             (settings.readEnable != -2 ? "NCCL_P2P_READ_ENABLE" : "NCCL's default for NVLink between compute capability 8.0 GPUs");
+             (settings.readEnable != -2 ? "NCCL_P2P_READ_ENABLE"
+                                        : "NCCL's default for NVLink between compute capability 8.0 GPUs");
     else if (decision.allowed)
       mode = "; write mode (the sender writes into the receiver's FIFO)";
-    TUTTI_INFO(log::P2p, "%s: %s: rank %d and rank %d %s: %s%s", context_.where().c_str(), transport_, pair.ranks[0], pair.ranks[1],
-               decision.allowed ? "connect peer to peer" : "do not connect peer to peer", decision.reason.c_str(), mode.c_str());
+    TUTTI_INFO(log::P2p, "%s: %s: rank %d and rank %d %s: %s%s", context_.where().c_str(), transport_, pair.ranks[0],
+               pair.ranks[1], decision.allowed ? "connect peer to peer" : "do not connect peer to peer",
+               decision.reason.c_str(), mode.c_str());
   }
   return decision;
 }

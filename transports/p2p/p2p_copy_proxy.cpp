@@ -12,7 +12,6 @@ namespace {
 
 char* bytesOf(kern::FifoHeader* header) { return reinterpret_cast<char*>(header); }
 
-
 }  // namespace
 
 CopyProxy::CopyProxy(TransportContext& context) : context_(context) {
@@ -29,7 +28,8 @@ void CopyProxy::add(std::shared_ptr<CopyLink> link) {
 
 void CopyProxy::remove(const CopyLink* link) {
   std::lock_guard<std::mutex> lock(mutex_);
-  links_.erase(std::remove_if(links_.begin(), links_.end(), [link](const std::shared_ptr<CopyLink>& l) { return l.get() == link; }),
+  links_.erase(std::remove_if(links_.begin(), links_.end(),
+                              [link](const std::shared_ptr<CopyLink>& l) { return l.get() == link; }),
                links_.end());
 }
 
@@ -94,10 +94,13 @@ void CopyProxy::run() {
         }
       }
     } catch (const Error& e) {
-      context_.fail(Error(e.code(), context_.where() + ": p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY): " + e.message()), failedPeer);
+      context_.fail(Error(e.code(), context_.where() + ": p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY): " + e.message()),
+                    failedPeer);
       return;
     } catch (const std::exception& e) {
-      context_.fail(Error(ErrorCode::Internal, context_.where() + ": p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY): " + e.what()), failedPeer);
+      context_.fail(
+          Error(ErrorCode::Internal, context_.where() + ": p2p copy proxy (NCCL_P2P_USE_CUDA_MEMCPY): " + e.what()),
+          failedPeer);
       return;
     }
     if (moved) {
@@ -130,15 +133,16 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
   if (ll) {
     const size_t bytes = std::max(kern::llSlotBytesFor(uint32_t(line0)), kern::kLLLineBytes * kern::kLLHeaderLines);
     if (bytes > link.llSlotBytes)
-      throw Error(ErrorCode::Internal, link.what + ": LL message " + std::to_string(n) + " of " + std::to_string(uint32_t(line0)) +
-                                           " bytes does not fit its slot");
+      throw Error(ErrorCode::Internal, link.what + ": LL message " + std::to_string(n) + " of " +
+                                           std::to_string(uint32_t(line0)) + " bytes does not fit its slot");
     // Line 0's size half is the receiver's sign that the message is whole (the receiver polls it,
     // not the head): it lands last, after the data lines and the header's other halves, whatever
     // order a copy engine writes one range in.
     const uint64_t at = link.llOffset + slot * link.llSlotBytes;
     const size_t header = kern::kLLLineBytes * kern::kLLHeaderLines;
     memory.copyAcross(bytesOf(link.peer) + at + header, bytesOf(link.staging) + at + header, bytes - header);
-    memory.copyAcross(bytesOf(link.peer) + at + sizeof(uint64_t), bytesOf(link.staging) + at + sizeof(uint64_t), header - sizeof(uint64_t));
+    memory.copyAcross(bytesOf(link.peer) + at + sizeof(uint64_t), bytesOf(link.staging) + at + sizeof(uint64_t),
+                      header - sizeof(uint64_t));
     memory.copyAcross(bytesOf(link.peer) + at, bytesOf(link.staging) + at, sizeof(uint64_t));
     // An LL message carries its size and signature in its lines; the Simple words beside them are
     // not written for it (kernels/lane_engine.h, finishRun), and no receiver reads them.

@@ -8,10 +8,10 @@
 #include <mutex>
 
 #include "base/log.h"
-#include "transports/fifo_setup.h"
 #include "transports/descriptor_channel.h"
-#include "transports/p2p/p2p_copy_proxy.h"
+#include "transports/fifo_setup.h"
 #include "transports/p2p/p2p_choice.h"
+#include "transports/p2p/p2p_copy_proxy.h"
 
 namespace tutti {
 namespace {
@@ -56,12 +56,16 @@ class P2pConnection final : public Connection {
     if (peerFifo_ != nullptr) memory_->releaseImported(peerFifo_);
     if (slotsServer_) slotsServer_->withdraw(slotsToken_);
     if (slots_ != nullptr) {
-      if (slotsImported_) memory_->releaseImported(slots_);
-      else memory_->release(slots_);
+      if (slotsImported_)
+        memory_->releaseImported(slots_);
+      else
+        memory_->release(slots_);
     }
     if (released_) return;
-    if (imported_) memory_->releaseImported(fifo());
-    else memory_->release(fifo());
+    if (imported_)
+      memory_->releaseImported(fifo());
+    else
+      memory_->release(fifo());
   }
   char* simpleSlots() const override { return slots_; }
   // The import of the receiver's FIFO, handed to a copy-mode connection: no longer this one's.
@@ -121,8 +125,9 @@ class ReadModeReceive final : public PendingReceive {
     memory_->copyOut(&slots, connection->fifo()->fromSender, sizeof slots);
     const std::string peer = context_.describePeer(peer_);
     if (slots.magic != kP2pSlotsMagic || slots.bytes != simpleBytes_)
-      throw Error(ErrorCode::Remote, what_ + ": " + peer + " attached in read mode but left no offer of its Simple slots of " +
-                                         std::to_string(simpleBytes_) + " bytes in the FIFO header (does it run the same version?)");
+      throw Error(ErrorCode::Remote,
+                  what_ + ": " + peer + " attached in read mode but left no offer of its Simple slots of " +
+                      std::to_string(simpleBytes_) + " bytes in the FIFO header (does it run the same version?)");
     if (slots.ownerPid != context_.peerPid(peer_))
       throw Error(ErrorCode::Remote, what_ + ": the Simple slots offered in read mode come from process " +
                                          std::to_string(slots.ownerPid) + ", not from " + peer);
@@ -133,13 +138,14 @@ class ReadModeReceive final : public PendingReceive {
       connection->holdSlots(memory_->importExported(handle, simpleBytes_, what), true);
     } else {
       const std::string server(slots.server, strnlen(slots.server, sizeof slots.server));
-      TakenDescriptor taken = takeDescriptor(server, slots.ownerPid, slots.token, deadline, &context_.abortFlag(), what);
+      TakenDescriptor taken =
+          takeDescriptor(server, slots.ownerPid, slots.token, deadline, &context_.abortFlag(), what);
       handle.fd = taken.fd();
       connection->holdSlots(memory_->importExported(handle, simpleBytes_, what), true);
       taken.confirm();
     }
-    TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots (%zu bytes) mapped at %p", what_.c_str(), simpleBytes_,
-                static_cast<void*>(connection->simpleSlots()));
+    TUTTI_TRACE(log::P2p, "%s: read mode: the sender's Simple slots (%zu bytes) mapped at %p", what_.c_str(),
+                simpleBytes_, static_cast<void*>(connection->simpleSlots()));
     return made;
   }
 
@@ -166,7 +172,8 @@ class P2pTransport final : public Transport {
       return false;
     }
     if (!context_.fifoMemory()->exportable()) {
-      *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() + " memory, which other processes cannot map";
+      *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() +
+                " memory, which other processes cannot map";
       return false;
     }
     // NCCL_P2P_DISABLE, and NCCL_P2P_LEVEL against the GPUs' distance, explained once per pair.
@@ -197,7 +204,8 @@ class P2pTransport final : public Transport {
     // What the receiver waits for in phase 3: its sender attached, then, in read mode, the sender's
     // Simple slots mapped.
     auto pending = [&](std::function<bool()> attached) -> std::unique_ptr<PendingReceive> {
-      auto waiting = std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), std::move(attached));
+      auto waiting =
+          std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), std::move(attached));
       if (!read) return waiting;
       return std::make_unique<ReadModeReceive>(context_, request.peer, what, memory, std::move(waiting),
                                                kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes));
@@ -208,7 +216,8 @@ class P2pTransport final : public Transport {
       // A handle in the offer (legacy CUDA IPC): the sender marks the FIFO's header once mapped.
       std::memcpy(p2p.handle, exported.bytes, sizeof p2p.handle);
       std::memcpy(offer->bytes, &p2p, sizeof p2p);
-      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle (%s mode)", what.c_str(), bytes, modeName(p2p.mode));
+      TUTTI_TRACE(log::P2p, "%s: FIFO of %zu bytes offered by IPC handle (%s mode)", what.c_str(), bytes,
+                  modeName(p2p.mode));
       auto* header = static_cast<kern::FifoHeader*>(fifo);
       return pending([memory, header] {
         uint64_t attached = 0;
@@ -233,7 +242,8 @@ class P2pTransport final : public Transport {
     });
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime deadline) override {
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                     SteadyTime deadline) override {
     const std::string what = fifoWhat(request);
     P2pOffer p2p;
     std::memcpy(&p2p, offer.bytes, sizeof p2p);
@@ -241,19 +251,24 @@ class P2pTransport final : public Transport {
       throw Error(ErrorCode::Remote, what + ": the offer of " + context_.describePeer(request.peer) +
                                          " is not a p2p offer (do both ranks run the same backend and variables?)");
     if (p2p.ownerPid != context_.peerPid(request.peer))
-      throw Error(ErrorCode::Remote, what + ": the p2p offer comes from process " + std::to_string(p2p.ownerPid) + ", not from " +
-                                         context_.describePeer(request.peer));
+      throw Error(ErrorCode::Remote, what + ": the p2p offer comes from process " + std::to_string(p2p.ownerPid) +
+                                         ", not from " + context_.describePeer(request.peer));
     if (p2p.mode != kWriteMode && p2p.mode != kReadMode && p2p.mode != kCopyMode)
-      throw Error(ErrorCode::Remote, what + ": the p2p offer of " + context_.describePeer(request.peer) + " asks for mode " +
-                                         std::to_string(p2p.mode) + ", neither write (0), read (1) nor copy (2)");
+      throw Error(ErrorCode::Remote, what + ": the p2p offer of " + context_.describePeer(request.peer) +
+                                         " asks for mode " + std::to_string(p2p.mode) +
+                                         ", neither write (0), read (1) nor copy (2)");
     const bool read = p2p.mode == kReadMode;
     // The receiver's choice holds, so both ends agree; a rank that would choose otherwise reads
     // other variables than its peer.
-    const uint32_t ours = choice_.copyMode(request.pair) ? kCopyMode : choice_.readMode(request.pair) ? kReadMode : kWriteMode;
+    const uint32_t ours = choice_.copyMode(request.pair)   ? kCopyMode
+                          : choice_.readMode(request.pair) ? kReadMode
+                                                           : kWriteMode;
     if (ours != p2p.mode)
-      TUTTI_WARN("%s: %s: %s asks for %s mode, where this rank would have chosen %s mode (do NCCL_P2P_READ_ENABLE or "
-                 "NCCL_P2P_USE_CUDA_MEMCPY differ between them?); following the receiver",
-                 context_.where().c_str(), what.c_str(), context_.describePeer(request.peer).c_str(), modeName(p2p.mode), modeName(ours));
+      TUTTI_WARN(
+          "%s: %s: %s asks for %s mode, where this rank would have chosen %s mode (do NCCL_P2P_READ_ENABLE or "
+          "NCCL_P2P_USE_CUDA_MEMCPY differ between them?); following the receiver",
+          context_.where().c_str(), what.c_str(), context_.describePeer(request.peer).c_str(), modeName(p2p.mode),
+          modeName(ours));
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     if (p2p.token == 0) {  // a handle in the offer
       kern::ExportHandle handle;
@@ -262,7 +277,8 @@ class P2pTransport final : public Transport {
       auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
       checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
       if (read) offerSlots(request, *connection, what);
-      if (p2p.mode == kCopyMode) connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
+      if (p2p.mode == kCopyMode)
+        connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
       const uint64_t one = 1;
       memory->copyIn(&static_cast<kern::FifoHeader*>(fifo)->attached, &one, sizeof one);
       return connection;
@@ -275,7 +291,8 @@ class P2pTransport final : public Transport {
     auto connection = std::make_unique<P2pConnection>(memory, fifo, true, request.peerBells);
     checkPeerFifo(*memory, fifo, size_t(p2p.bytes), what);
     if (read) offerSlots(request, *connection, what);
-    if (p2p.mode == kCopyMode) connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
+    if (p2p.mode == kCopyMode)
+      connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
     taken.confirm();
     return connection;
   }
@@ -324,16 +341,20 @@ class P2pTransport final : public Transport {
 
   // Copy mode, the sender: a staging FIFO in its own memory with the receiver's layout, which its
   // executor writes; the receiver's FIFO (`imported`'s) goes to the copy proxy, which fills it.
-  std::unique_ptr<P2pConnection> stageThroughProxy(const ConnectionRequest& request, std::unique_ptr<P2pConnection> imported,
-                                                   void* peerFifo, size_t bytes, const std::string& what) {
+  std::unique_ptr<P2pConnection> stageThroughProxy(const ConnectionRequest& request,
+                                                   std::unique_ptr<P2pConnection> imported, void* peerFifo,
+                                                   size_t bytes, const std::string& what) {
     std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
     kern::FifoHeader header{};
     memory->copyOut(&header, peerFifo, sizeof header);
     const FifoShape shape{header.nsteps, size_t(header.slotBytes), kern::llCapacity(size_t(header.llSlotBytes))};
-    if (header.slotOffset != kern::fifoHeaderBytes() || kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes) > bytes)
-      throw Error(ErrorCode::Remote, what + ": " + context_.describePeer(request.peer) +
-                                         " asks for copy mode but its FIFO does not hold its Simple slots after its header");
-    void* staging = memory->allocate(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), what + " (staging, copy mode)");
+    if (header.slotOffset != kern::fifoHeaderBytes() ||
+        kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes) > bytes)
+      throw Error(ErrorCode::Remote,
+                  what + ": " + context_.describePeer(request.peer) +
+                      " asks for copy mode but its FIFO does not hold its Simple slots after its header");
+    void* staging =
+        memory->allocate(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), what + " (staging, copy mode)");
     auto connection = std::make_unique<P2pConnection>(memory, staging, false, request.peerBells);
     writeFifoHeader(*memory, staging, shape);
     auto link = makeCopyLink(memory, staging, peerFifo, request.peer, what, header);
@@ -358,6 +379,8 @@ class P2pTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeP2pTransport(TransportContext& context) { return std::make_unique<P2pTransport>(context); }
+std::unique_ptr<Transport> makeP2pTransport(TransportContext& context) {
+  return std::make_unique<P2pTransport>(context);
+}
 
 }  // namespace tutti

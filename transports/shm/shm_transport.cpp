@@ -33,12 +33,14 @@ namespace {
 static_assert(sizeof(SegmentDescriptor) <= kConnectionOfferBytes);
 
 // Whether zero-copy across processes is wanted at all on this rank's connections.
-bool crossReadsWanted(const TransportContext& context) { return tunables::kCma.get() && context.executorReadsOtherProcesses(); }
+bool crossReadsWanted(const TransportContext& context) {
+  return tunables::kCma.get() && context.executorReadsOtherProcesses();
+}
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(const TransportContext& context, bool sender, std::unique_ptr<Segment> segment, std::unique_ptr<HostMapping> mapping,
-                kern::Bell* peerBells)
+  ShmConnection(const TransportContext& context, bool sender, std::unique_ptr<Segment> segment,
+                std::unique_ptr<HostMapping> mapping, kern::Bell* peerBells)
       : Connection(static_cast<kern::FifoHeader*>(mapping->executor()), WakeTarget::peerWorkers(peerBells), "shm"),
         context_(context),
         sender_(sender),
@@ -72,7 +74,8 @@ class ShmConnection final : public Connection {
       // Said only where it would have been used: the host executor with TUTTI_CMA=0.
       if (context_.executorReadsOtherProcesses()) whyNot = "TUTTI_CMA=0";
     } else if (pid == 0) {
-      whyNot = context_.describePeer(peer) + " does not offer its buffers (TUTTI_CMA=0 there, or it named another reader)";
+      whyNot =
+          context_.describePeer(peer) + " does not offer its buffers (TUTTI_CMA=0 there, or it named another reader)";
     } else if (pid != pid_t(context_.peerPid(peer))) {
       whyNot = context_.describePeer(peer) + " gave pid " + std::to_string(pid) + ", not the one it joined with";
     } else {
@@ -80,7 +83,8 @@ class ShmConnection final : public Connection {
       const int error = cma::read(pid, reinterpret_cast<const void*>(uintptr_t(h->probeAddr)), &got, sizeof got);
       if (error != 0) {
         const int scope = cma::ptraceScope();
-        whyNot = "a test read of pid " + std::to_string(pid) + " with process_vm_readv failed: " + cma::errnoName(error) +
+        whyNot = "a test read of pid " + std::to_string(pid) +
+                 " with process_vm_readv failed: " + cma::errnoName(error) +
                  (scope >= 1 ? " (Yama ptrace_scope is " + std::to_string(scope) + ")" : std::string());
       } else if (got != h->probeValue) {
         whyNot = "a test read of pid " + std::to_string(pid) + " returned other bytes than the peer wrote";
@@ -90,7 +94,8 @@ class ShmConnection final : public Connection {
     }
     kern::fifoStoreRelease(&h->crossReads, reads_ ? kern::kCrossReadsYes : kern::kCrossReadsNo);
     if (reads_)
-      TUTTI_INFO(log::Shm, "%s: zero-copy across processes: registered buffers of pid %d are read in place (process_vm_readv)",
+      TUTTI_INFO(log::Shm,
+                 "%s: zero-copy across processes: registered buffers of pid %d are read in place (process_vm_readv)",
                  what.c_str(), int(pid));
     else if (!whyNot.empty())
       TUTTI_INFO(log::Shm, "%s: zero-copy across processes off, copying: %s", what.c_str(), whyNot.c_str());
@@ -163,12 +168,14 @@ class ShmTransport final : public Transport {
     const std::string what = fifoWhat(request);
     const FifoShape shape = checkedFifoShape(context_, what);
     SegmentDescriptor descriptor{};
-    auto segment = createSegment(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), false, &descriptor, what);
+    auto segment =
+        createSegment(kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes), false, &descriptor, what);
     kern::fifoInit(static_cast<kern::FifoHeader*>(segment->base()), shape.nsteps, shape.slotBytes, shape.llBytes);
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &descriptor, sizeof descriptor);
     auto mapping = std::make_unique<HostMapping>(context_.fifoMemory(), segment->base(), segment->bytes(), what);
-    auto connection = std::make_unique<ShmConnection>(context_, false, std::move(segment), std::move(mapping), request.peerBells);
+    auto connection =
+        std::make_unique<ShmConnection>(context_, false, std::move(segment), std::move(mapping), request.peerBells);
     kern::FifoHeader* fifo = connection->hostHeader();  // lives as long as the connection
     ShmConnection* made = connection.get();
     auto wait = std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
@@ -176,14 +183,16 @@ class ShmTransport final : public Transport {
     return std::make_unique<ShmPendingReceive>(std::move(wait), made, request.peer, what);
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer, SteadyTime) override {
+  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                     SteadyTime) override {
     const std::string what = fifoWhat(request);
     SegmentDescriptor descriptor;
     std::memcpy(&descriptor, offer.bytes, sizeof descriptor);
     auto segment = attachSegment(descriptor, what);
     checkPeerFifo(*hostFifoMemory(), segment->base(), segment->bytes(), what);
     auto mapping = std::make_unique<HostMapping>(context_.fifoMemory(), segment->base(), segment->bytes(), what);
-    auto connection = std::make_unique<ShmConnection>(context_, true, std::move(segment), std::move(mapping), request.peerBells);
+    auto connection =
+        std::make_unique<ShmConnection>(context_, true, std::move(segment), std::move(mapping), request.peerBells);
     connection->offerCrossReads(context_.peerPid(request.peer), what);
     kern::fifoStoreRelease(&connection->hostHeader()->attached, 1);
     return connection;
@@ -195,6 +204,8 @@ class ShmTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeShmTransport(TransportContext& context) { return std::make_unique<ShmTransport>(context); }
+std::unique_ptr<Transport> makeShmTransport(TransportContext& context) {
+  return std::make_unique<ShmTransport>(context);
+}
 
 }  // namespace tutti

@@ -14,13 +14,17 @@ F entry(const char* name) {
 
 #define TUTTI_STANDIN_EXPORT extern "C" __attribute__((visibility("default")))
 
-TUTTI_STANDIN_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** function, int cudaVersion, cuuint64_t flags,
-                                                  CUdriverProcAddressQueryResult* status) {
+TUTTI_STANDIN_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** function, int cudaVersion,
+                                                  cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
   return tutti::kern::emulated::getProcAddress(symbol, function, cudaVersion, flags, status);
 }
 TUTTI_STANDIN_EXPORT CUresult cuInit(unsigned int flags) { return entry<CUresult (*)(unsigned int)>("cuInit")(flags); }
-TUTTI_STANDIN_EXPORT CUresult cuDriverGetVersion(int* version) { return entry<CUresult (*)(int*)>("cuDriverGetVersion")(version); }
-TUTTI_STANDIN_EXPORT CUresult cuDeviceGetCount(int* count) { return entry<CUresult (*)(int*)>("cuDeviceGetCount")(count); }
+TUTTI_STANDIN_EXPORT CUresult cuDriverGetVersion(int* version) {
+  return entry<CUresult (*)(int*)>("cuDriverGetVersion")(version);
+}
+TUTTI_STANDIN_EXPORT CUresult cuDeviceGetCount(int* count) {
+  return entry<CUresult (*)(int*)>("cuDeviceGetCount")(count);
+}
 TUTTI_STANDIN_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   return entry<CUresult (*)(CUdevice*, int)>("cuDeviceGet")(device, ordinal);
 }

@@ -71,7 +71,8 @@ class IbBackend final : public NetBackend {
     std::shared_ptr<IbDevice> d = devices_.at(size_t(checked(device)));
     IbHandleLayout layout;
     std::memcpy(&layout, handle.bytes, sizeof layout);
-    if (layout.magic != ib::kIbHandleMagic) throw Error(ErrorCode::Remote, "NET/IB: a listener's handle is not an IB backend's");
+    if (layout.magic != ib::kIbHandleMagic)
+      throw Error(ErrorCode::Remote, "NET/IB: a listener's handle is not an IB backend's");
     SocketAddress remote = SocketAddress::fromWire(layout.address);
     Socket socket = Socket::connect(remote, deadline, abortFlag);
     return ib::makeIbSendComm(d, std::move(socket), remote.toString(), layout.nonce, deadline, abortFlag);
@@ -80,7 +81,8 @@ class IbBackend final : public NetBackend {
  private:
   int checked(int device) const {
     if (device < 0 || size_t(device) >= devices_.size())
-      throw Error(ErrorCode::InvalidArgument, "NET/IB: no device " + std::to_string(device) + " (" + std::to_string(devices_.size()) + " exist)");
+      throw Error(ErrorCode::InvalidArgument,
+                  "NET/IB: no device " + std::to_string(device) + " (" + std::to_string(devices_.size()) + " exist)");
     return device;
   }
   IbDevice& deviceOf(int device) { return *devices_[size_t(checked(device))]; }
@@ -95,10 +97,11 @@ class IbBackend final : public NetBackend {
 std::unique_ptr<NetBackend> makeIbBackend() {
   if (tunables::kIbDisable.get()) throw Error(ErrorCode::System, "NET/IB: disabled by NCCL_IB_DISABLE");
   if (int64_t qps = tunables::kIbQpsPerConnection.get(); qps < 1 || qps > ib::kMaxQps)
-    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_QPS_PER_CONNECTION=" + std::to_string(qps) + " is not between 1 and " +
-                                             std::to_string(ib::kMaxQps));
+    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_QPS_PER_CONNECTION=" + std::to_string(qps) +
+                                             " is not between 1 and " + std::to_string(ib::kMaxQps));
   if (int64_t ar = tunables::kIbAdaptiveRouting.get(); ar < -1 || ar > 1)
-    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_ADAPTIVE_ROUTING=" + std::to_string(ar) + " is not 0, 1 or -1 (unset)");
+    throw Error(ErrorCode::InvalidUsage,
+                "NET/IB: NCCL_IB_ADAPTIVE_ROUTING=" + std::to_string(ar) + " is not 0, 1 or -1 (unset)");
   std::shared_ptr<ib::IbVerbs> verbs;
   try {
     verbs = ib::loadIbVerbs();
@@ -125,15 +128,17 @@ std::unique_ptr<NetBackend> makeIbBackend() {
         if (!filter.accepts(name, port)) continue;
         auto device = std::make_shared<IbDevice>(verbs, list[i], port);
         if (!device->active()) {
-          TUTTI_INFO(log::Net, "NET/IB: %s is not active (state %d)", device->name().c_str(), int(device->portAttr().state));
+          TUTTI_INFO(log::Net, "NET/IB: %s is not active (state %d)", device->name().c_str(),
+                     int(device->portAttr().state));
           continue;
         }
         device->chooseGid();
         device->chooseRelaxedOrdering();
         device->chooseDmaBuf();
-        TUTTI_INFO(log::Net, "NET/IB: %s, %s, %d Mb/s, GID index %d %s, relaxed ordering %s, dmabuf %s", device->name().c_str(),
-                   device->ethernet() ? "RoCE" : "InfiniBand", device->speedMbps(), device->gidIndex(),
-                   ib::gidText(device->gid()).c_str(), device->relaxedOrdering() ? "on" : "off", device->dmaBuf() ? "on" : "off");
+        TUTTI_INFO(log::Net, "NET/IB: %s, %s, %d Mb/s, GID index %d %s, relaxed ordering %s, dmabuf %s",
+                   device->name().c_str(), device->ethernet() ? "RoCE" : "InfiniBand", device->speedMbps(),
+                   device->gidIndex(), ib::gidText(device->gid()).c_str(), device->relaxedOrdering() ? "on" : "off",
+                   device->dmaBuf() ? "on" : "off");
         devices.push_back(std::move(device));
       }
     }
@@ -143,11 +148,15 @@ std::unique_ptr<NetBackend> makeIbBackend() {
   }
   verbs->freeDeviceList(list);
   if (devices.empty())
-    throw Error(ErrorCode::System, "NET/IB: no active port" + std::string(tunables::kIbHca.get().empty() ? "" : " matches NCCL_IB_HCA=" + tunables::kIbHca.get()) +
-                                       " (ports seen: " + (seen.empty() ? "none" : seen) + ", through " + verbs->path + ")");
+    throw Error(
+        ErrorCode::System,
+        "NET/IB: no active port" +
+            std::string(tunables::kIbHca.get().empty() ? "" : " matches NCCL_IB_HCA=" + tunables::kIbHca.get()) +
+            " (ports seen: " + (seen.empty() ? "none" : seen) + ", through " + verbs->path + ")");
   // The TCP side channel that sets QPs up goes over the bootstrap's interface choice.
   std::vector<NetworkInterface> interfaces = findNetworkInterfaces();
-  if (interfaces.empty()) throw Error(ErrorCode::System, "NET/IB: no network interface for the connection set-up channel");
+  if (interfaces.empty())
+    throw Error(ErrorCode::System, "NET/IB: no network interface for the connection set-up channel");
   return std::make_unique<IbBackend>(std::move(verbs), std::move(devices), interfaces.front().address);
 }
 

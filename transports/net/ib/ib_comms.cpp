@@ -17,14 +17,15 @@
 namespace tutti::net::ib {
 namespace {
 
-constexpr char kByeByte = 'B';    // the sender closes after its last message
+constexpr char kByeByte = 'B';              // the sender closes after its last message
 constexpr uint64_t kCtsWrite = 1ull << 63;  // wr_id flag of the receiver's clear-to-send writes
 // The connector's QP is in RTS: it says so with a zero-byte write with immediate, which takes the
 // receive the acceptor posted before it answered, and clear-to-send entries may come. (A byte on
 // the side socket said it before: the receiver then read that socket at every proxy pass, a failing
 // system call per pass for each channel whose sender had not connected.)
 constexpr uint64_t kReadyWrite = 1ull << 62;
-constexpr int kDepth = 2 * kSlots + 2;  // per QP: a data write and a completion write for every slot, or a clear-to-send each
+constexpr int kDepth =
+    2 * kSlots + 2;  // per QP: a data write and a completion write for every slot, or a clear-to-send each
 
 // The QPs of one side of a connection: each has its own completion queue.
 using QueuePairs = std::vector<std::unique_ptr<IbQueuePair>>;
@@ -123,9 +124,7 @@ class IbSendComm final : public NetSendComm {
     socket_.sendAll(infos.data(), sizeof(QpInfo) * infos.size(), deadline, abortFlag);
   }
 
-  MemoryRegistration registerMemory(void* data, size_t bytes) override {
-    return {device_->registerOwned(data, bytes)};
-  }
+  MemoryRegistration registerMemory(void* data, size_t bytes) override { return {device_->registerOwned(data, bytes)}; }
   MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
     return {device_->acquireDmaBuf(data, bytes, fd, offset, "the receiver " + peer())};
   }
@@ -141,8 +140,10 @@ class IbSendComm final : public NetSendComm {
     r.data = data;
     r.bytes = bytes;
     r.sequence = nextSequence_++;
-    if (registration.backendData) r.mr = static_cast<ibv_mr*>(registration.backendData);
-    else if (bytes > 0) r.mr = r.cached = device_->acquire(data, bytes);
+    if (registration.backendData)
+      r.mr = static_cast<ibv_mr*>(registration.backendData);
+    else if (bytes > 0)
+      r.mr = r.cached = device_->acquire(data, bytes);
     progress();
     return &r;
   }
@@ -190,7 +191,8 @@ class IbSendComm final : public NetSendComm {
   bool finishConnect() {
     if (connected_) return true;
     size_t wanted = sizeof(QpInfo) * remote_.size();
-    Socket::ReadResult r = socket_.readSome(reinterpret_cast<char*>(remote_.data()) + remoteBytes_, wanted - remoteBytes_);
+    Socket::ReadResult r =
+        socket_.readSome(reinterpret_cast<char*>(remote_.data()) + remoteBytes_, wanted - remoteBytes_);
     remoteBytes_ += r.bytes;
     if (remoteBytes_ < wanted) {
       if (r.closed)
@@ -222,8 +224,9 @@ class IbSendComm final : public NetSendComm {
         if (wc[i].wr_id == kReadyWrite) continue;
         Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
         if (r.sequence != wc[i].wr_id || r.outstanding <= 0)
-          throw Error(ErrorCode::Internal, "NET/IB: isend to " + peer() + " on " + device_->name() + ": a completion for message " +
-                                               std::to_string(wc[i].wr_id) + " that is not in flight");
+          throw Error(ErrorCode::Internal, "NET/IB: isend to " + peer() + " on " + device_->name() +
+                                               ": a completion for message " + std::to_string(wc[i].wr_id) +
+                                               " that is not in flight");
         if (--r.outstanding == 0) r.done = true;
       }
     }
@@ -258,7 +261,8 @@ class IbSendComm final : public NetSendComm {
         throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() +
                                            ": the link to the peer is down (no answer within TUTTI_NET_LINK_TIMEOUT)");
       if (state != PeerState::Alive)
-        throw Error(ErrorCode::Remote, "NET/IB: isend to " + peer() + " on " + device_->name() + ": the peer closed the connection");
+        throw Error(ErrorCode::Remote,
+                    "NET/IB: isend to " + peer() + " on " + device_->name() + ": the peer closed the connection");
     }
   }
 
@@ -314,8 +318,13 @@ class IbSendComm final : public NetSendComm {
 class IbRecvComm final : public NetRecvComm {
  public:
   IbRecvComm(std::shared_ptr<IbDevice> device, QueuePairs qps, bool splitData, Socket socket, const QpInfo& remote)
-      : device_(std::move(device)), qps_(std::move(qps)), splitData_(splitData), cts_(new CtsEntry[kSlots]()),
-        socket_(std::move(socket)), remoteFifo_(remote.fifoAddress), remoteFifoRkey_(remote.fifoRkey) {
+      : device_(std::move(device)),
+        qps_(std::move(qps)),
+        splitData_(splitData),
+        cts_(new CtsEntry[kSlots]()),
+        socket_(std::move(socket)),
+        remoteFifo_(remote.fifoAddress),
+        remoteFifoRkey_(remote.fifoRkey) {
     ctsMr_ = device_->registerOwned(cts_.get(), sizeof(CtsEntry) * kSlots, false);
     watchLink(socket_);
   }
@@ -329,9 +338,7 @@ class IbRecvComm final : public NetRecvComm {
       if (r.inUse && r.cached) device_->release(r.cached);
   }
 
-  MemoryRegistration registerMemory(void* data, size_t bytes) override {
-    return {device_->registerOwned(data, bytes)};
-  }
+  MemoryRegistration registerMemory(void* data, size_t bytes) override { return {device_->registerOwned(data, bytes)}; }
   MemoryRegistration registerDmaBuf(void* data, size_t bytes, int fd, uint64_t offset) override {
     return {device_->acquireDmaBuf(data, bytes, fd, offset, "the sender " + qps_.front()->peer())};
   }
@@ -347,8 +354,10 @@ class IbRecvComm final : public NetRecvComm {
     r.data = data;
     r.capacity = std::min<size_t>(capacity, UINT32_MAX);
     r.sequence = nextSequence_;
-    if (registration.backendData) r.mr = static_cast<ibv_mr*>(registration.backendData);
-    else if (capacity > 0) r.mr = r.cached = device_->acquire(data, capacity);
+    if (registration.backendData)
+      r.mr = static_cast<ibv_mr*>(registration.backendData);
+    else if (capacity > 0)
+      r.mr = r.cached = device_->acquire(data, capacity);
     ibv_recv_wr wr{};
     wr.wr_id = r.sequence;  // how its completion finds this request, whatever the order across QPs
     wr.num_sge = 0;         // the data arrives by RDMA write; the work request takes its immediate
@@ -378,7 +387,8 @@ class IbRecvComm final : public NetRecvComm {
     auto* mr = static_cast<ibv_mr*>(registration.backendData);
     if (bytes == 0 || !mr || tunables::kGdrFlushDisable.get() || !device_->isDmaBuf(mr)) return;
     if (!flushQp_) {
-      flushQp_ = std::make_unique<IbQueuePair>(device_, "itself (GDR flush of the receive from " + qps_.front()->peer() + ")", 2);
+      flushQp_ = std::make_unique<IbQueuePair>(
+          device_, "itself (GDR flush of the receive from " + qps_.front()->peer() + ")", 2);
       flushQp_->connectTo(flushQp_->localInfo());
       flushMr_ = device_->registerOwned(flushBytes_, sizeof flushBytes_, false);
     }
@@ -397,7 +407,8 @@ class IbRecvComm final : public NetRecvComm {
       ibv_wc wc;
       if (flushQp_->poll(&wc, 1, "flush (GDR RDMA read)") == 1) return;
       if (SteadyClock::now() > deadline)
-        throw Error(ErrorCode::System, "NET/IB: flush of the receive from " + qps_.front()->peer() + " on " + device_->name() +
+        throw Error(ErrorCode::System, "NET/IB: flush of the receive from " + qps_.front()->peer() + " on " +
+                                           device_->name() +
                                            ": the RDMA read of the received buffer did not complete within " +
                                            std::to_string(kFlushSeconds) + " s");
       std::this_thread::yield();
@@ -465,7 +476,8 @@ class IbRecvComm final : public NetRecvComm {
           Request& r = requests_[(wc[i].wr_id - 1) % kSlots];
           if (!r.inUse || r.sequence != wc[i].wr_id || r.outstanding <= 0)
             throw Error(ErrorCode::Internal, "NET/IB: irecv from " + qp->peer() + " on " + device_->name() +
-                                                 ": a completion for message " + std::to_string(wc[i].wr_id) + " that is not in flight");
+                                                 ": a completion for message " + std::to_string(wc[i].wr_id) +
+                                                 " that is not in flight");
           r.received = wc[i].imm_data;
           if (--r.outstanding == 0) r.done = true;
         }
@@ -562,12 +574,13 @@ class IbListenComm final : public NetListenComm {
       socket.recvAll(&hello, sizeof hello, deadline, abortFlag);
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Aborted) throw;
-      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: %s", peer.c_str(), device_->name().c_str(), e.what());
+      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: %s", peer.c_str(),
+                 device_->name().c_str(), e.what());
       return nullptr;
     }
     if (hello.magic != kIbHandleMagic || hello.nonce != nonce_ || hello.qps < 1 || hello.qps > uint32_t(kMaxQps)) {
-      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: not this listener's peer", peer.c_str(),
-                 device_->name().c_str());
+      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: not this listener's peer",
+                 peer.c_str(), device_->name().c_str());
       return nullptr;
     }
     std::vector<QpInfo> remote(hello.qps);
@@ -575,7 +588,8 @@ class IbListenComm final : public NetListenComm {
       socket.recvAll(remote.data(), sizeof(QpInfo) * remote.size(), deadline, abortFlag);
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Aborted) throw;
-      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: %s", peer.c_str(), device_->name().c_str(), e.what());
+      TUTTI_INFO(log::Net, "NET/IB: dropped a connection from %s to the listener on %s: %s", peer.c_str(),
+                 device_->name().c_str(), e.what());
       return nullptr;
     }
     QueuePairs qps = makeQueuePairs(device_, peer, remote.size());
@@ -604,8 +618,8 @@ bool useAdaptiveRouting(uint8_t linkLayer) {
   return linkLayer == IBV_LINK_LAYER_INFINIBAND;
 }
 
-std::unique_ptr<NetSendComm> makeIbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer, uint64_t nonce,
-                                            SteadyTime deadline, const std::atomic<bool>* abortFlag) {
+std::unique_ptr<NetSendComm> makeIbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer,
+                                            uint64_t nonce, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
   auto comm = std::make_unique<IbSendComm>(std::move(device), std::move(socket), std::move(peer));
   comm->sendHello(nonce, deadline, abortFlag);
   return comm;

@@ -32,8 +32,8 @@
 namespace tutti::net::ib {
 
 constexpr int kSlots = 8;
-constexpr int kMaxQps = 128;        // NCCL_IB_QPS_PER_CONNECTION's upper bound
-constexpr size_t kSplitAlign = 128;  // split parts start on this boundary of the message
+constexpr int kMaxQps = 128;                                // NCCL_IB_QPS_PER_CONNECTION's upper bound
+constexpr size_t kSplitAlign = 128;                         // split parts start on this boundary of the message
 constexpr uint64_t kIbHandleMagic = 0x7475747469494248ull;  // "tuttiIBH"
 
 struct CtsEntry {
@@ -59,8 +59,8 @@ bool useAdaptiveRouting(uint8_t linkLayer);
 
 // The connector's side: sends its hello (nonce and QP information) and returns at once; the
 // acceptor's answer is taken when the comm is first used, so connect never waits for accept.
-std::unique_ptr<NetSendComm> makeIbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer, uint64_t nonce,
-                                            SteadyTime deadline, const std::atomic<bool>* abortFlag);
+std::unique_ptr<NetSendComm> makeIbSendComm(std::shared_ptr<IbDevice> device, Socket socket, std::string peer,
+                                            uint64_t nonce, SteadyTime deadline, const std::atomic<bool>* abortFlag);
 std::unique_ptr<NetListenComm> makeIbListenComm(std::shared_ptr<IbDevice> device, Socket listener, uint64_t nonce);
 
 }  // namespace tutti::net::ib

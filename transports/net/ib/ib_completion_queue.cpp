@@ -18,7 +18,8 @@ IbCompletionQueue::IbCompletionQueue(std::shared_ptr<IbDevice> device, const std
   IbVerbs& v = device_->verbs();
   channel_ = v.createCompChannel(device_->context());
   if (!channel_)
-    throw Error(ErrorCode::System, "NET/IB: ibv_create_comp_channel on " + device_->name() + " for " + peer_ + ": " + strerror(errno));
+    throw Error(ErrorCode::System,
+                "NET/IB: ibv_create_comp_channel on " + device_->name() + " for " + peer_ + ": " + strerror(errno));
   int flags = fcntl(channel_->fd, F_GETFL);
   if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
     int e = errno;
@@ -30,7 +31,8 @@ IbCompletionQueue::IbCompletionQueue(std::shared_ptr<IbDevice> device, const std
   if (!cq_) {
     int e = errno;
     v.destroyCompChannel(channel_);
-    throw Error(ErrorCode::System, "NET/IB: ibv_create_cq on " + device_->name() + " for " + peer_ + ": " + strerror(e));
+    throw Error(ErrorCode::System,
+                "NET/IB: ibv_create_cq on " + device_->name() + " for " + peer_ + ": " + strerror(e));
   }
 }
 
@@ -75,7 +77,8 @@ bool IbCompletionQueue::armForSleep() {
   if (took) armed_ = false;
   if (armed_) return false;
   if (int rc = IbVerbs::reqNotifyCq(cq_, 0))
-    throw Error(ErrorCode::System, "NET/IB: ibv_req_notify_cq on " + device_->name() + " for " + peer_ + ": " + strerror(rc));
+    throw Error(ErrorCode::System,
+                "NET/IB: ibv_req_notify_cq on " + device_->name() + " for " + peer_ + ": " + strerror(rc));
   armed_ = true;
   return true;
 }

@@ -9,8 +9,8 @@
 
 #include <cerrno>
 #include <climits>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -23,8 +23,8 @@ namespace tutti::net::ib {
 std::string gidText(const ibv_gid& gid) {
   char text[48];
   const uint8_t* r = gid.raw;
-  snprintf(text, sizeof text, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1], r[2],
-           r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+  snprintf(text, sizeof text, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1],
+           r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
   return text;
 }
 
@@ -36,7 +36,8 @@ IbDevice::IbDevice(std::shared_ptr<IbVerbs> verbs, ibv_device* device, int port)
   int rc = verbs_->queryPort(context_, uint8_t(port), &attr_);
   // As NCCL places an HCA: its ibdev_path's device link resolved to the PCI function.
   char resolved[PATH_MAX];
-  if (device->ibdev_path[0] != '\0' && realpath((std::string(device->ibdev_path) + "/device").c_str(), resolved)) pciPath_ = resolved;
+  if (device->ibdev_path[0] != '\0' && realpath((std::string(device->ibdev_path) + "/device").c_str(), resolved))
+    pciPath_ = resolved;
   ibv_device_attr deviceAttr{};
   if (rc == 0 && verbs_->queryDevice(context_, &deviceAttr) == 0) guid_ = be64toh(deviceAttr.sys_image_guid);
   if (rc == 0) pd_ = verbs_->allocPd(context_);
@@ -85,15 +86,18 @@ void IbDevice::handleEvent(const ibv_async_event& event) {
     return;
   }
   if (failed_.load(std::memory_order_acquire)) return;
-  failure_ = std::string(event.event_type == IBV_EVENT_PORT_ERR ? "port " + std::to_string(port_) + " went down" : "the device failed") +
-             " (async event " + (event.event_type == IBV_EVENT_PORT_ERR ? "IBV_EVENT_PORT_ERR" : "IBV_EVENT_DEVICE_FATAL") + ": " +
-             what + ")";
+  failure_ = std::string(event.event_type == IBV_EVENT_PORT_ERR ? "port " + std::to_string(port_) + " went down"
+                                                                : "the device failed") +
+             " (async event " +
+             (event.event_type == IBV_EVENT_PORT_ERR ? "IBV_EVENT_PORT_ERR" : "IBV_EVENT_DEVICE_FATAL") + ": " + what +
+             ")";
   failed_.store(true, std::memory_order_release);
   TUTTI_WARN("NET/IB: %s: %s; the connections through it fail", name_.c_str(), failure_.c_str());
 }
 
 void IbDevice::throwFailure(const char* operation, const std::string& peer) const {
-  throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " with " + peer + " on " + name_ + ": " + failure_);
+  throw Error(ErrorCode::System,
+              std::string("NET/IB: ") + operation + " with " + peer + " on " + name_ + ": " + failure_);
 }
 
 IbDevice::~IbDevice() {
@@ -137,7 +141,8 @@ int IbDevice::speedMbps() const {
   switch (attr_.active_speed) {
     case 1: perLane = 2500; break;
     case 2: perLane = 5000; break;
-    case 4: case 8: perLane = 10000; break;
+    case 4:
+    case 8: perLane = 10000; break;
     case 16: perLane = 14000; break;
     case 32: perLane = 25000; break;
     case 64: perLane = 50000; break;
@@ -159,7 +164,8 @@ int IbDevice::speedMbps() const {
 void IbDevice::chooseRelaxedOrdering() {
   int64_t mode = tunables::kIbPciRelaxedOrdering.get();
   if (mode < 0 || mode > 2)
-    throw Error(ErrorCode::InvalidUsage, "NET/IB: NCCL_IB_PCI_RELAXED_ORDERING=" + std::to_string(mode) + " is not 0, 1 or 2");
+    throw Error(ErrorCode::InvalidUsage,
+                "NET/IB: NCCL_IB_PCI_RELAXED_ORDERING=" + std::to_string(mode) + " is not 0, 1 or 2");
   relaxedOrdering_ = false;
   if (mode == 0) return;
   // Relaxed ordering is an optional access flag: libraries that know the optional range drop it
@@ -171,22 +177,26 @@ void IbDevice::chooseRelaxedOrdering() {
     std::vector<char> probe(64);
     ibv_mr* mr = verbs_->regMrIova2(pd_, probe.data(), probe.size(), uint64_t(uintptr_t(probe.data())),
                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
-    if (mr) verbs_->deregMr(mr);
-    else why = std::string("ibv_reg_mr_iova2 with IBV_ACCESS_RELAXED_ORDERING failed: ") + strerror(errno);
+    if (mr)
+      verbs_->deregMr(mr);
+    else
+      why = std::string("ibv_reg_mr_iova2 with IBV_ACCESS_RELAXED_ORDERING failed: ") + strerror(errno);
   }
   if (why.empty()) {
     relaxedOrdering_ = true;
     return;
   }
   if (mode == 1)
-    throw Error(ErrorCode::InvalidUsage, "NET/IB: " + name_ + ": NCCL_IB_PCI_RELAXED_ORDERING=1 requires relaxed ordering, but " + why);
+    throw Error(ErrorCode::InvalidUsage,
+                "NET/IB: " + name_ + ": NCCL_IB_PCI_RELAXED_ORDERING=1 requires relaxed ordering, but " + why);
   TUTTI_INFO(log::Net, "NET/IB: %s: registrations without relaxed ordering: %s", name_.c_str(), why.c_str());
 }
 
 ibv_mr* IbDevice::registerOwned(void* data, size_t bytes, bool relaxedOrdering) {
   constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  ibv_mr* mr = relaxedOrdering_ && relaxedOrdering ? verbs_->regMrIova2(pd_, data, bytes, uint64_t(uintptr_t(data)), kAccess | IBV_ACCESS_RELAXED_ORDERING)
-                                : verbs_->regMr(pd_, data, bytes, kAccess);
+  ibv_mr* mr = relaxedOrdering_ && relaxedOrdering ? verbs_->regMrIova2(pd_, data, bytes, uint64_t(uintptr_t(data)),
+                                                                        kAccess | IBV_ACCESS_RELAXED_ORDERING)
+                                                   : verbs_->regMr(pd_, data, bytes, kAccess);
   if (!mr) {
     char range[64];
     snprintf(range, sizeof range, "%p + %zu bytes", data, bytes);
@@ -233,18 +243,20 @@ void IbDevice::chooseDmaBuf() {
 
 ibv_mr* IbDevice::acquireDmaBuf(void* data, size_t bytes, int fd, uint64_t offset, const std::string& peer) {
   char range[160];
-  snprintf(range, sizeof range, "%p + %zu bytes (dmabuf fd %d at offset %llu)", data, bytes, fd, (unsigned long long)offset);
+  snprintf(range, sizeof range, "%p + %zu bytes (dmabuf fd %d at offset %llu)", data, bytes, fd,
+           (unsigned long long)offset);
   auto fail = [&](const std::string& why) {
-    throw Error(ErrorCode::System, "NET/IB: ibv_reg_dmabuf_mr on " + name_ + " for " + peer + " of " + range + ": " + why);
+    throw Error(ErrorCode::System,
+                "NET/IB: ibv_reg_dmabuf_mr on " + name_ + " for " + peer + " of " + range + ": " + why);
   };
   if (!dmaBuf_) fail("the device cannot register memory by dmabuf (its properties report dmaBuf=false)");
-  struct stat file{};
+  struct stat file {};
   if (fstat(fd, &file) != 0) fail(strerror(errno));
   uintptr_t begin = uintptr_t(data), end = begin + bytes;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = cache_.begin(); it != cache_.end(); ++it)
-    if (it->dmaBuf && it->fileDevice == uint64_t(file.st_dev) && it->fileInode == uint64_t(file.st_ino) && it->begin <= begin &&
-        end <= it->end && it->offset + (begin - it->begin) == offset) {
+    if (it->dmaBuf && it->fileDevice == uint64_t(file.st_dev) && it->fileInode == uint64_t(file.st_ino) &&
+        it->begin <= begin && end <= it->end && it->offset + (begin - it->begin) == offset) {
       ++it->users;
       cache_.splice(cache_.begin(), cache_, it);
       return it->mr;

@@ -110,7 +110,7 @@ class IbDevice {
   std::mutex mutex_;
   std::list<CacheEntry> cache_;  // most recently used first
   std::atomic<bool> failed_{false};
-  std::string failure_;  // what failed it; written once, before failed_ is set
+  std::string failure_;           // what failed it; written once, before failed_ is set
   int stopEvents_[2] = {-1, -1};  // a pipe: the destructor's stop for the event thread
   std::thread events_;
 };

@@ -26,7 +26,8 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
   qp_ = v.createQp(device_->pd(), &init);
   if (!qp_) {
     int e = errno;
-    throw Error(ErrorCode::System, "NET/IB: ibv_create_qp on " + device_->name() + " for " + peer_ + ": " + strerror(e));
+    throw Error(ErrorCode::System,
+                "NET/IB: ibv_create_qp on " + device_->name() + " for " + peer_ + ": " + strerror(e));
   }
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
@@ -36,7 +37,8 @@ IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   if (int rc = v.modifyQp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
     v.destroyQp(qp_);
-    throw Error(ErrorCode::System, "NET/IB: ibv_modify_qp to INIT on " + device_->name() + " for " + peer_ + ": " + strerror(rc));
+    throw Error(ErrorCode::System,
+                "NET/IB: ibv_modify_qp to INIT on " + device_->name() + " for " + peer_ + ": " + strerror(rc));
   }
 }
 
@@ -59,9 +61,10 @@ QpInfo IbQueuePair::localInfo() const {
 
 void IbQueuePair::connectTo(const QpInfo& remote) {
   IbVerbs& v = device_->verbs();
-  std::string where = " on " + device_->name() + " to " + peer_ + " (local GID index " + std::to_string(device_->gidIndex()) +
-                      ", remote QP " + std::to_string(remote.qpn) + " GID " + gidText(*reinterpret_cast<const ibv_gid*>(remote.gid)) +
-                      " index " + std::to_string(remote.gidIndex) + ")";
+  std::string where = " on " + device_->name() + " to " + peer_ + " (local GID index " +
+                      std::to_string(device_->gidIndex()) + ", remote QP " + std::to_string(remote.qpn) + " GID " +
+                      gidText(*reinterpret_cast<const ibv_gid*>(remote.gid)) + " index " +
+                      std::to_string(remote.gidIndex) + ")";
   if (remote.linkLayer != device_->portAttr().link_layer)
     throw Error(ErrorCode::Remote, "NET/IB: link layers differ (InfiniBand and Ethernet)" + where);
   ibv_qp_attr attr{};
@@ -82,8 +85,9 @@ void IbQueuePair::connectTo(const QpInfo& remote) {
   } else {
     attr.ah_attr.dlid = remote.lid;
   }
-  if (int rc = v.modifyQp(qp_, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (int rc = v.modifyQp(qp_, &attr,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     throw Error(ErrorCode::System, std::string("NET/IB: ibv_modify_qp to RTR failed: ") + strerror(rc) + where);
   attr = ibv_qp_attr{};
   attr.qp_state = IBV_QPS_RTS;
@@ -92,8 +96,9 @@ void IbQueuePair::connectTo(const QpInfo& remote) {
   attr.rnr_retry = 7;
   attr.sq_psn = psn_;
   attr.max_rd_atomic = 1;
-  if (int rc = v.modifyQp(qp_, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                          IBV_QP_MAX_QP_RD_ATOMIC))
+  if (int rc = v.modifyQp(qp_, &attr,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                              IBV_QP_MAX_QP_RD_ATOMIC))
     throw Error(ErrorCode::System, std::string("NET/IB: ibv_modify_qp to RTS failed: ") + strerror(rc) + where);
 }
 
@@ -104,13 +109,16 @@ int IbQueuePair::poll(ibv_wc* wc, int max, const char* operation) {
     throw e;
   }
   int n = cq_->poll(wc, max);
-  if (n < 0) throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() + ": ibv_poll_cq failed (completion queue overrun)");
+  if (n < 0)
+    throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() +
+                                       ": ibv_poll_cq failed (completion queue overrun)");
   for (int i = 0; i < n; ++i)
     if (wc[i].status != IBV_WC_SUCCESS) {
-      error_ = Error(ErrorCode::Remote, std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() +
-                                            ": completion error: " + device_->verbs().wcStatusStr(wc[i].status) + " (status " +
-                                            std::to_string(int(wc[i].status)) + ", opcode " + std::to_string(int(wc[i].opcode)) +
-                                            ", vendor error " + std::to_string(wc[i].vendor_err) + ")");
+      error_ = Error(ErrorCode::Remote,
+                     std::string("NET/IB: ") + operation + " with " + peer_ + " on " + device_->name() +
+                         ": completion error: " + device_->verbs().wcStatusStr(wc[i].status) + " (status " +
+                         std::to_string(int(wc[i].status)) + ", opcode " + std::to_string(int(wc[i].opcode)) +
+                         ", vendor error " + std::to_string(wc[i].vendor_err) + ")");
       if (i > 0) return i;  // the successes before it first
       Error e = *error_;
       error_.reset();
@@ -122,13 +130,15 @@ int IbQueuePair::poll(ibv_wc* wc, int max, const char* operation) {
 void IbQueuePair::postSend(ibv_send_wr* wr, const char* operation) {
   ibv_send_wr* bad = nullptr;
   if (int rc = IbVerbs::postSend(qp_, wr, &bad))
-    throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " to " + peer_ + " on " + device_->name() + ": ibv_post_send: " + strerror(rc));
+    throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " to " + peer_ + " on " + device_->name() +
+                                       ": ibv_post_send: " + strerror(rc));
 }
 
 void IbQueuePair::postRecv(ibv_recv_wr* wr, const char* operation) {
   ibv_recv_wr* bad = nullptr;
   if (int rc = IbVerbs::postRecv(qp_, wr, &bad))
-    throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " from " + peer_ + " on " + device_->name() + ": ibv_post_recv: " + strerror(rc));
+    throw Error(ErrorCode::System, std::string("NET/IB: ") + operation + " from " + peer_ + " on " + device_->name() +
+                                       ": ibv_post_recv: " + strerror(rc));
 }
 
 }  // namespace tutti::net::ib

@@ -27,7 +27,8 @@ template <typename F>
 void bind(IbVerbs& v, F& slot, const char* name) {
   void* symbol = dlsym(v.library, name);
   if (!symbol)
-    throw Error(ErrorCode::System, "NET/IB: " + v.path + " lacks " + name + " (" + (dlerror() ? dlerror() : "no such symbol") + ")");
+    throw Error(ErrorCode::System,
+                "NET/IB: " + v.path + " lacks " + name + " (" + (dlerror() ? dlerror() : "no such symbol") + ")");
   slot = reinterpret_cast<F>(symbol);
 }
 
@@ -44,9 +45,11 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   }
   v->forkInit = reinterpret_cast<int (*)()>(dlsym(v->library, "ibv_fork_init"));
   if (!v->forkInit) {
-    TUTTI_INFO(log::Net, "NET/IB: %s has no ibv_fork_init: a fork() while memory is registered may corrupt transfers", v->path.c_str());
+    TUTTI_INFO(log::Net, "NET/IB: %s has no ibv_fork_init: a fork() while memory is registered may corrupt transfers",
+               v->path.c_str());
   } else if (int rc = v->forkInit(); rc != 0) {
-    TUTTI_INFO(log::Net, "NET/IB: ibv_fork_init in %s failed (%s): a fork() while memory is registered may corrupt transfers",
+    TUTTI_INFO(log::Net,
+               "NET/IB: ibv_fork_init in %s failed (%s): a fork() while memory is registered may corrupt transfers",
                v->path.c_str(), std::strerror(rc < 0 ? -rc : rc));
   }
   bind(*v, v->getDeviceList, "ibv_get_device_list");

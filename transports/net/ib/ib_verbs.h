@@ -50,8 +50,12 @@ struct IbVerbs {
 
   // verbs.h makes these static inline calls through the context's ops; the table routes them the
   // same way so that a stand-in provides them by filling its contexts' ops.
-  static int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return qp->context->ops.post_send(qp, wr, bad); }
-  static int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return qp->context->ops.post_recv(qp, wr, bad); }
+  static int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+    return qp->context->ops.post_send(qp, wr, bad);
+  }
+  static int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return qp->context->ops.post_recv(qp, wr, bad);
+  }
   static int pollCq(ibv_cq* cq, int n, ibv_wc* wc) { return cq->context->ops.poll_cq(cq, n, wc); }
   static int reqNotifyCq(ibv_cq* cq, int solicitedOnly) { return cq->context->ops.req_notify_cq(cq, solicitedOnly); }
 

@@ -14,19 +14,20 @@
 
 namespace tutti::net::abi {
 
-constexpr int kHandleMaxBytes = 128;           // NCCL_NET_HANDLE_MAXSIZE
-constexpr int kPtrHost = 0x1;                  // NCCL_PTR_HOST
-constexpr int kPtrCuda = 0x2;                  // NCCL_PTR_CUDA
-constexpr int kPtrDmaBuf = 0x4;                // NCCL_PTR_DMABUF
-constexpr int kMaxDevsPerNic = 4;              // NCCL_NET_MAX_DEVS_PER_NIC
-constexpr int kTrafficClassUndefined = -1;     // NCCL_NET_TRAFFIC_CLASS_UNDEF
+constexpr int kHandleMaxBytes = 128;                      // NCCL_NET_HANDLE_MAXSIZE
+constexpr int kPtrHost = 0x1;                             // NCCL_PTR_HOST
+constexpr int kPtrCuda = 0x2;                             // NCCL_PTR_CUDA
+constexpr int kPtrDmaBuf = 0x4;                           // NCCL_PTR_DMABUF
+constexpr int kMaxDevsPerNic = 4;                         // NCCL_NET_MAX_DEVS_PER_NIC
+constexpr int kTrafficClassUndefined = -1;                // NCCL_NET_TRAFFIC_CLASS_UNDEF
 constexpr size_t kMaxNetBytesBeforeV9 = size_t(1) << 30;  // MAX_NET_SIZE: what NCCL assumes of v6..v8
-constexpr int kDeviceHost = 0;                 // ncclNetDeviceType NCCL_NET_DEVICE_HOST (no offload)
+constexpr int kDeviceHost = 0;                            // ncclNetDeviceType NCCL_NET_DEVICE_HOST (no offload)
 
 // ncclDebugLogger_t and ncclProfilerCallback_t. The log level is ncclDebugLogLevel (an int enum:
 // NONE 0, VERSION 1, WARN 2, INFO 3, ABORT 4, TRACE 5); flags are NCCL_DEBUG_SUBSYS bits.
 using Logger = void (*)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
-using ProfilerCallback = ncclResult_t (*)(void** eventHandle, int type, void* parentHandle, int64_t pluginId, void* extraData);
+using ProfilerCallback = ncclResult_t (*)(void** eventHandle, int type, void* parentHandle, int64_t pluginId,
+                                          void* extraData);
 
 // ncclNetDeviceHandle_v7..v11_t: passed by pointer only (device offload, never requested by tutti).
 struct DeviceHandle {
@@ -55,9 +56,9 @@ struct PropertiesV6 {
   int ptrSupport;  // kPtr* bits
   int speed;       // Mbps
   int port;
-  float latency;   // microseconds
+  float latency;  // microseconds
   int maxComms;
-  int maxRecvs;    // receives one irecv may group
+  int maxRecvs;  // receives one irecv may group
 };
 
 struct PropertiesV7 {
@@ -254,7 +255,8 @@ struct NetV10 {
 // v11: a context per communicator (init per communicator, finalize), the config moves to init.
 struct NetV11 {
   const char* name;
-  ncclResult_t (*init)(void** context, uint64_t commId, CommConfig* config, Logger logFunction, ProfilerCallback profFunction);
+  ncclResult_t (*init)(void** context, uint64_t commId, CommConfig* config, Logger logFunction,
+                       ProfilerCallback profFunction);
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, PropertiesV11* props);
   ncclResult_t (*listen)(void* context, int dev, void* handle, void** listenComm);

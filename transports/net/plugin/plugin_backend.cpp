@@ -47,7 +47,8 @@ struct Session {
   }
   void check(ncclResult_t result, const char* call) const {
     if (result != ncclSuccess)
-      throw Error(codeOf(result), text + ": " + call + " failed: " + pluginResultName(result) + " (" + std::to_string(int(result)) + ")");
+      throw Error(codeOf(result), text + ": " + call + " failed: " + pluginResultName(result) + " (" +
+                                      std::to_string(int(result)) + ")");
   }
 };
 using SessionPtr = std::shared_ptr<Session>;
@@ -55,16 +56,18 @@ using SessionPtr = std::shared_ptr<Session>;
 // Calls `attempt` until it yields a comm, the deadline passes or the flag is raised; sleeps
 // between attempts (from 10 us, doubling to 1 ms), as a plugin's connect and accept ask.
 template <typename Attempt>
-void* pollUntilConnected(const Session& plugin, const char* what, SteadyTime deadline, const std::atomic<bool>* abortFlag,
-                         Attempt attempt) {
+void* pollUntilConnected(const Session& plugin, const char* what, SteadyTime deadline,
+                         const std::atomic<bool>* abortFlag, Attempt attempt) {
   auto pause = std::chrono::microseconds(10);
   for (;;) {
     void* comm = nullptr;
     plugin.check(attempt(&comm), what);
     if (comm != nullptr) return comm;
-    if (abortFlag != nullptr && abortFlag->load()) throw Error(ErrorCode::Aborted, plugin.text + ": " + what + ": aborted");
+    if (abortFlag != nullptr && abortFlag->load())
+      throw Error(ErrorCode::Aborted, plugin.text + ": " + what + ": aborted");
     if (SteadyClock::now() >= deadline)
-      throw Error(ErrorCode::Timeout, plugin.text + ": " + what + " did not complete before the deadline (TUTTI_TIMEOUT)");
+      throw Error(ErrorCode::Timeout,
+                  plugin.text + ": " + what + " did not complete before the deadline (TUTTI_TIMEOUT)");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
@@ -94,9 +97,11 @@ class PluginComm {
     void* mhandle = nullptr;
     ncclResult_t result = plugin().regMrDmaBuf(comm_, data, bytes, abi::kPtrCuda, offset, fd, &mhandle);
     if (result != ncclSuccess)
-      throw Error(codeOf(result), session_->text + ": regMrDmaBuf of " + std::to_string(bytes) + " bytes of device memory (dmabuf fd " +
-                                      std::to_string(fd) + " at offset " + std::to_string(offset) + ") failed: " + pluginResultName(result));
-    if (mhandle == nullptr) throw Error(ErrorCode::Internal, session_->text + ": regMrDmaBuf returned no memory handle");
+      throw Error(codeOf(result), session_->text + ": regMrDmaBuf of " + std::to_string(bytes) +
+                                      " bytes of device memory (dmabuf fd " + std::to_string(fd) + " at offset " +
+                                      std::to_string(offset) + ") failed: " + pluginResultName(result));
+    if (mhandle == nullptr)
+      throw Error(ErrorCode::Internal, session_->text + ": regMrDmaBuf returned no memory handle");
     dmaBufHandles_.insert(mhandle);
     return MemoryRegistration{mhandle};
   }
@@ -147,10 +152,12 @@ class PluginComm {
 
 class PluginSendComm final : public NetSendComm {
  public:
-  PluginSendComm(SessionPtr session, void* comm, size_t maxBytes) : comm_(std::move(session), comm), maxBytes_(maxBytes) {}
+  PluginSendComm(SessionPtr session, void* comm, size_t maxBytes)
+      : comm_(std::move(session), comm), maxBytes_(maxBytes) {}
   ~PluginSendComm() override {
     ncclResult_t result = comm_.plugin().closeSend(comm_.comm());
-    if (result != ncclSuccess) TUTTI_WARN("%s: closeSend failed: %s", comm_.session().text.c_str(), pluginResultName(result));
+    if (result != ncclSuccess)
+      TUTTI_WARN("%s: closeSend failed: %s", comm_.session().text.c_str(), pluginResultName(result));
   }
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override { return comm_.registerMemory(data, bytes); }
@@ -161,10 +168,12 @@ class PluginSendComm final : public NetSendComm {
 
   NetRequest* isend(const void* data, size_t bytes, int tag, MemoryRegistration registration) override {
     if (bytes > maxBytes_)
-      throw Error(ErrorCode::InvalidUsage, comm_.session().text + ": isend of " + std::to_string(bytes) + " bytes, above the plugin's limit of " +
-                                               std::to_string(maxBytes_));
+      throw Error(ErrorCode::InvalidUsage, comm_.session().text + ": isend of " + std::to_string(bytes) +
+                                               " bytes, above the plugin's limit of " + std::to_string(maxBytes_));
     void* request = nullptr;
-    comm_.session().check(comm_.plugin().isend(comm_.comm(), const_cast<void*>(data), bytes, tag, registration.backendData, &request), "isend");
+    comm_.session().check(
+        comm_.plugin().isend(comm_.comm(), const_cast<void*>(data), bytes, tag, registration.backendData, &request),
+        "isend");
     return comm_.wrap(request);
   }
 
@@ -186,7 +195,8 @@ class PluginRecvComm final : public NetRecvComm {
       : comm_(std::move(session), comm), maxBytes_(maxBytes), forceFlush_(forceFlush) {}
   ~PluginRecvComm() override {
     ncclResult_t result = comm_.plugin().closeRecv(comm_.comm());
-    if (result != ncclSuccess) TUTTI_WARN("%s: closeRecv failed: %s", comm_.session().text.c_str(), pluginResultName(result));
+    if (result != ncclSuccess)
+      TUTTI_WARN("%s: closeRecv failed: %s", comm_.session().text.c_str(), pluginResultName(result));
   }
 
   MemoryRegistration registerMemory(void* data, size_t bytes) override { return comm_.registerMemory(data, bytes); }
@@ -197,8 +207,9 @@ class PluginRecvComm final : public NetRecvComm {
 
   NetRequest* irecv(void* data, size_t capacity, int tag, MemoryRegistration registration) override {
     void* request = nullptr;
-    comm_.session().check(comm_.plugin().irecv(comm_.comm(), data, std::min(capacity, maxBytes_), tag, registration.backendData, &request),
-                       "irecv");
+    comm_.session().check(comm_.plugin().irecv(comm_.comm(), data, std::min(capacity, maxBytes_), tag,
+                                               registration.backendData, &request),
+                          "irecv");
     return comm_.wrap(request);
   }
 
@@ -218,8 +229,9 @@ class PluginRecvComm final : public NetRecvComm {
       session.check(comm_.plugin().test(request, &done, &size), "test (of an iflush)");
       if (done) return;
       if (SteadyClock::now() > deadline)
-        throw Error(ErrorCode::System, session.text + ": the iflush of a receive of " + std::to_string(bytes) + " bytes did not complete within " +
-                                           std::to_string(int(kFlushSeconds)) + " s");
+        throw Error(ErrorCode::System, session.text + ": the iflush of a receive of " + std::to_string(bytes) +
+                                           " bytes did not complete within " + std::to_string(int(kFlushSeconds)) +
+                                           " s");
       std::this_thread::yield();
     }
   }
@@ -237,7 +249,8 @@ class PluginListenComm final : public NetListenComm {
       : session_(std::move(session)), comm_(comm), maxBytes_(device.maxMessageBytes), forceFlush_(device.forceFlush) {}
   ~PluginListenComm() override {
     ncclResult_t result = session_->plugin->closeListen(comm_);
-    if (result != ncclSuccess) TUTTI_WARN("%s: closeListen failed: %s", session_->text.c_str(), pluginResultName(result));
+    if (result != ncclSuccess)
+      TUTTI_WARN("%s: closeListen failed: %s", session_->text.c_str(), pluginResultName(result));
   }
 
   std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
@@ -271,8 +284,9 @@ class PluginBackend final : public NetBackend {
       if (p.hostMemory) devices_.push_back(DeviceEntry{d, p});
     }
     if (devices_.empty())
-      throw Error(ErrorCode::System, session_->text + ": none of its " + std::to_string(count) +
-                                         " device(s) takes host memory (NCCL_PTR_HOST), which tutti's proxy sends from");
+      throw Error(ErrorCode::System,
+                  session_->text + ": none of its " + std::to_string(count) +
+                      " device(s) takes host memory (NCCL_PTR_HOST), which tutti's proxy sends from");
   }
 
   const char* name() const override { return plugin().name(); }
@@ -292,8 +306,9 @@ class PluginBackend final : public NetBackend {
                                        const std::atomic<bool>* abortFlag) override {
     const DeviceEntry& d = entry(device);
     NetHandle copy = handle;  // the plugin may write to it while connecting
-    void* send = pollUntilConnected(*session_, "connect", deadline, abortFlag,
-                                    [&](void** comm) { return plugin().connect(session_->context, d.pluginDevice, copy.bytes, comm); });
+    void* send = pollUntilConnected(*session_, "connect", deadline, abortFlag, [&](void** comm) {
+      return plugin().connect(session_->context, d.pluginDevice, copy.bytes, comm);
+    });
     return std::make_unique<PluginSendComm>(session_, send, d.properties.maxMessageBytes);
   }
 
@@ -312,16 +327,19 @@ class PluginBackend final : public NetBackend {
   void decideDmaBuf(int device, NetProperties* p) const {
     const bool asked = p->dmaBuf;
     std::string why;
-    if (!p->cudaMemory) why = "it does not report NCCL_PTR_CUDA";
-    else if (!p->dmaBuf) why = "it does not report NCCL_PTR_DMABUF";
-    else if (!plugin().hasDmaBufCalls()) why = "its table lacks regMrDmaBuf or iflush";
+    if (!p->cudaMemory)
+      why = "it does not report NCCL_PTR_CUDA";
+    else if (!p->dmaBuf)
+      why = "it does not report NCCL_PTR_DMABUF";
+    else if (!plugin().hasDmaBufCalls())
+      why = "its table lacks regMrDmaBuf or iflush";
     p->dmaBuf = p->cudaMemory = why.empty();
     if (p->dmaBuf)
-      TUTTI_INFO(log::Net, "%s: device %d (%s) registers device memory by dmabuf (regMrDmaBuf, GPUDirect RDMA)", session_->text.c_str(),
-                 device, p->name.c_str());
+      TUTTI_INFO(log::Net, "%s: device %d (%s) registers device memory by dmabuf (regMrDmaBuf, GPUDirect RDMA)",
+                 session_->text.c_str(), device, p->name.c_str());
     else if (asked)
-      TUTTI_INFO(log::Net, "%s: device %d (%s) reports NCCL_PTR_DMABUF, but %s: host memory only", session_->text.c_str(), device,
-                 p->name.c_str(), why.c_str());
+      TUTTI_INFO(log::Net, "%s: device %d (%s) reports NCCL_PTR_DMABUF, but %s: host memory only",
+                 session_->text.c_str(), device, p->name.c_str(), why.c_str());
   }
 
   const DeviceEntry& entry(int device) const {
@@ -338,11 +356,13 @@ class PluginBackend final : public NetBackend {
 }  // namespace
 
 std::unique_ptr<NetBackend> makePluginBackend(std::shared_ptr<PluginNet> plugin, const std::string& library) {
-  std::string text = std::string("NET/Plugin ") + plugin->name() + " (" + library + ", v" + std::to_string(plugin->version()) + ")";
+  std::string text =
+      std::string("NET/Plugin ") + plugin->name() + " (" + library + ", v" + std::to_string(plugin->version()) + ")";
   void* context = nullptr;
   ncclResult_t result = plugin->init(&context);
   if (result != ncclSuccess)
-    throw Error(ErrorCode::System, text + ": init failed: " + pluginResultName(result) + " (" + std::to_string(int(result)) + ")");
+    throw Error(ErrorCode::System,
+                text + ": init failed: " + pluginResultName(result) + " (" + std::to_string(int(result)) + ")");
   auto session = std::make_shared<Session>();  // from here on, finalized however this ends
   session->plugin = std::move(plugin);
   session->text = std::move(text);

@@ -37,19 +37,21 @@ std::optional<NetPlugin> openEntry(const std::string& entry, std::map<void*, Net
     }
     std::unique_ptr<PluginNet> net = findPluginNet(library);
     if (!net) {
-      TUTTI_INFO(log::Init | log::Net, "NET/Plugin: %s (from NCCL_NET_PLUGIN entry \"%s\") exports no ncclNetPlugin_v6..v11: skipped",
+      TUTTI_INFO(log::Init | log::Net,
+                 "NET/Plugin: %s (from NCCL_NET_PLUGIN entry \"%s\") exports no ncclNetPlugin_v6..v11: skipped",
                  file.c_str(), entry.c_str());
       ::dlclose(library);
       return std::nullopt;
     }
-    TUTTI_INFO(log::Init | log::Net, "NET/Plugin: loaded %s: \"%s\", interface v%d", file.c_str(), net->name(), net->version());
+    TUTTI_INFO(log::Init | log::Net, "NET/Plugin: loaded %s: \"%s\", interface v%d", file.c_str(), net->name(),
+               net->version());
     // Never closed: comms, requests and threads of the plugin may live until the process ends.
     NetPlugin plugin{file, std::shared_ptr<PluginNet>(std::move(net))};
     byLibrary.emplace(library, plugin);
     return plugin;
   }
-  TUTTI_INFO(log::Init | log::Net, "NET/Plugin: NCCL_NET_PLUGIN entry \"%s\" could not be opened, skipped (%s)", entry.c_str(),
-             tried.c_str());
+  TUTTI_INFO(log::Init | log::Net, "NET/Plugin: NCCL_NET_PLUGIN entry \"%s\" could not be opened, skipped (%s)",
+             entry.c_str(), tried.c_str());
   return std::nullopt;
 }
 

@@ -34,17 +34,44 @@ ncclResult_t pluginProfilerEvent(void** eventHandle, int, void*, int64_t, void*)
   return ncclSuccess;
 }
 
-template <int V> struct Abi;
-template <> struct Abi<6> { using Table = abi::NetV6; using Props = abi::PropertiesV6; };
-template <> struct Abi<7> { using Table = abi::NetV7; using Props = abi::PropertiesV7; };
-template <> struct Abi<8> { using Table = abi::NetV8; using Props = abi::PropertiesV8; };
-template <> struct Abi<9> { using Table = abi::NetV9; using Props = abi::PropertiesV9; };
-template <> struct Abi<10> { using Table = abi::NetV10; using Props = abi::PropertiesV10; };
-template <> struct Abi<11> { using Table = abi::NetV11; using Props = abi::PropertiesV11; };
+template <int V>
+struct Abi;
+template <>
+struct Abi<6> {
+  using Table = abi::NetV6;
+  using Props = abi::PropertiesV6;
+};
+template <>
+struct Abi<7> {
+  using Table = abi::NetV7;
+  using Props = abi::PropertiesV7;
+};
+template <>
+struct Abi<8> {
+  using Table = abi::NetV8;
+  using Props = abi::PropertiesV8;
+};
+template <>
+struct Abi<9> {
+  using Table = abi::NetV9;
+  using Props = abi::PropertiesV9;
+};
+template <>
+struct Abi<10> {
+  using Table = abi::NetV10;
+  using Props = abi::PropertiesV10;
+};
+template <>
+struct Abi<11> {
+  using Table = abi::NetV11;
+  using Props = abi::PropertiesV11;
+};
 
 // What the version's calls take as a message size: int before v9 (regMr: before v8).
-template <int V> using MessageSize = std::conditional_t<(V >= 9), size_t, int>;
-template <int V> using RegistrationSize = std::conditional_t<(V >= 8), size_t, int>;
+template <int V>
+using MessageSize = std::conditional_t<(V >= 9), size_t, int>;
+template <int V>
+using RegistrationSize = std::conditional_t<(V >= 8), size_t, int>;
 
 template <int V>
 class VersionedNet final : public PluginNet {
@@ -144,7 +171,8 @@ class VersionedNet final : public PluginNet {
   }
 
   // regMrDmaBuf and iflush have one shape in every version (iflush's sizes are int throughout).
-  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t bytes, int pointerType, uint64_t offset, int fd, void** mhandle) override {
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t bytes, int pointerType, uint64_t offset, int fd,
+                           void** mhandle) override {
     if (table_->regMrDmaBuf == nullptr) return ncclInvalidUsage;
     return table_->regMrDmaBuf(comm, data, bytes, pointerType, offset, fd, mhandle);
   }

@@ -19,13 +19,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
-#include <mutex>
-#include <thread>
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -42,9 +42,9 @@ constexpr uint64_t kGoodbye = ~uint64_t(0);
 constexpr size_t kMinChunkBytes = 64 * 1024;
 constexpr size_t kMaxRequests = 32;
 constexpr int kMaxSockets = 64;
-constexpr int kGatherPieces = 8;                 // pieces one sendmsg takes, at most
-constexpr size_t kGatherBytes = 64 * 1024;       // and this much in all (a larger first piece goes alone)
-constexpr size_t kStageBytes = 16 * 1024;        // a receiving socket's read-ahead (see pullIn)
+constexpr int kGatherPieces = 8;            // pieces one sendmsg takes, at most
+constexpr size_t kGatherBytes = 64 * 1024;  // and this much in all (a larger first piece goes alone)
+constexpr size_t kStageBytes = 16 * 1024;   // a receiving socket's read-ahead (see pullIn)
 // How long one connector may take to present its hello before it is dropped.
 constexpr std::chrono::seconds kHelloTimeout{5};
 
@@ -75,9 +75,9 @@ struct Piece {
 // Pieces of one request may finish on different helper threads, hence the atomics.
 struct SocketRequest : NetRequest {
   char* data = nullptr;
-  size_t capacity = 0;                // receive: the most that may arrive
-  uint64_t size = 0;                  // send: the length; receive: known once the header is in
-  uint64_t header = 0;                // the length on the wire
+  size_t capacity = 0;  // receive: the most that may arrive
+  uint64_t size = 0;    // send: the length; receive: known once the header is in
+  uint64_t header = 0;  // the length on the wire
   std::atomic<size_t> piecesLeft{0};
   std::atomic<bool> expanded{false};  // receive: header read and pieces queued
   std::atomic<bool> done{false};
@@ -254,7 +254,8 @@ class SocketStreams {
       iovec iov[kGatherPieces];
       int parts = 0;
       for (int j = 0; j < n; j++)
-        if (pieces[j]->done < pieces[j]->bytes) iov[parts++] = iovec{pieces[j]->data + pieces[j]->done, pieces[j]->bytes - pieces[j]->done};
+        if (pieces[j]->done < pieces[j]->bytes)
+          iov[parts++] = iovec{pieces[j]->data + pieces[j]->done, pieces[j]->bytes - pieces[j]->done};
       size_t left = 0;
       if (parts > 0) {
         msghdr message{};
@@ -306,7 +307,8 @@ class SocketStreams {
                                staged ? lane.stage.size() : need, 0);
         if (count == 0 && peerSaidGoodbye.load()) return moved;
         if (count == 0)
-          throw Error(ErrorCode::Remote, "recv from " + peer_ + " (socket " + std::to_string(i) + " of " + std::to_string(this->count()) +
+          throw Error(ErrorCode::Remote, "recv from " + peer_ + " (socket " + std::to_string(i) + " of " +
+                                             std::to_string(this->count()) +
                                              "): the peer closed the connection (end of stream)");
         if (count < 0) {
           int err = errno;
@@ -340,12 +342,12 @@ class SocketStreams {
   }
 
   [[noreturn]] void failed(const char* operation, int i, int err) {
-    ErrorCode code = err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
-                             err == ECONNABORTED || err == ENETDOWN
+    ErrorCode code = err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH ||
+                             err == ENETUNREACH || err == ECONNABORTED || err == ENETDOWN
                          ? ErrorCode::Remote
                          : ErrorCode::System;
-    throw Error(code, std::string(operation) + " " + peer_ + " (socket " + std::to_string(i) + " of " + std::to_string(count()) +
-                          "): " + errnoText(err));
+    throw Error(code, std::string(operation) + " " + peer_ + " (socket " + std::to_string(i) + " of " +
+                          std::to_string(count()) + "): " + errnoText(err));
   }
 
   // Helper h: its sockets' I/O until stopped or failed. Waits in poll on its sockets (those with
@@ -405,7 +407,8 @@ bool completeRequest(std::deque<std::unique_ptr<Request>>& requests, NetRequest*
 
 class SocketSendComm : public NetSendComm {
  public:
-  explicit SocketSendComm(std::vector<Socket> sockets, std::string peer) : streams_(std::move(sockets), std::move(peer), true) {
+  explicit SocketSendComm(std::vector<Socket> sockets, std::string peer)
+      : streams_(std::move(sockets), std::move(peer), true) {
     streams_.startHelpers([](Piece&) {});
   }
   ~SocketSendComm() override { streams_.stopHelpers(); }
@@ -449,7 +452,8 @@ class SocketSendComm : public NetSendComm {
 
 class SocketRecvComm : public NetRecvComm {
  public:
-  explicit SocketRecvComm(std::vector<Socket> sockets, std::string peer) : streams_(std::move(sockets), std::move(peer), false) {
+  explicit SocketRecvComm(std::vector<Socket> sockets, std::string peer)
+      : streams_(std::move(sockets), std::move(peer), false) {
     streams_.startHelpers([this](Piece& piece) { onPiece(piece); });
   }
   ~SocketRecvComm() override { streams_.stopHelpers(); }
@@ -507,8 +511,9 @@ class SocketRecvComm : public NetRecvComm {
     }
     // The header: the message's length, checked before any byte of it is accepted.
     if (r->header > r->capacity)
-      throw Error(ErrorCode::Remote, "recv from " + streams_.peer() + ": the peer announced a message of " + std::to_string(r->header) +
-                                         " bytes where at most " + std::to_string(r->capacity) +
+      throw Error(ErrorCode::Remote, "recv from " + streams_.peer() + ": the peer announced a message of " +
+                                         std::to_string(r->header) + " bytes where at most " +
+                                         std::to_string(r->capacity) +
                                          " fit (a peer of another version, corruption, or not a tutti peer)");
     r->size = r->header;
     std::lock_guard<std::mutex> lock(requestsMutex_);
@@ -557,15 +562,16 @@ class SocketListenComm : public NetListenComm {
       candidate.recvAll(&hello, sizeof hello, helloDeadline, abortFlag);
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Aborted) throw;
-      TUTTI_WARN("NET/Socket: dropped a connection from %s to %s without a complete hello: %s", candidate.peerAddress().toString().c_str(),
-                 listener_.localAddress().toString().c_str(), e.what());
+      TUTTI_WARN("NET/Socket: dropped a connection from %s to %s without a complete hello: %s",
+                 candidate.peerAddress().toString().c_str(), listener_.localAddress().toString().c_str(), e.what());
       return;
     }
-    if (hello.magic != kSocketHelloMagic || hello.nonce != nonce_ || hello.nsocks != uint32_t(nsocks_) || hello.index >= uint32_t(nsocks_) ||
-        sockets_[hello.index].valid()) {
-      TUTTI_WARN("NET/Socket: dropped a connection from %s to %s: its hello does not match this listener (wrong secret, "
-                 "garbage, or a duplicate socket)",
-                 candidate.peerAddress().toString().c_str(), listener_.localAddress().toString().c_str());
+    if (hello.magic != kSocketHelloMagic || hello.nonce != nonce_ || hello.nsocks != uint32_t(nsocks_) ||
+        hello.index >= uint32_t(nsocks_) || sockets_[hello.index].valid()) {
+      TUTTI_WARN(
+          "NET/Socket: dropped a connection from %s to %s: its hello does not match this listener (wrong secret, "
+          "garbage, or a duplicate socket)",
+          candidate.peerAddress().toString().c_str(), listener_.localAddress().toString().c_str());
       return;
     }
     peer_ = candidate.peerAddress().toString();
@@ -575,7 +581,8 @@ class SocketListenComm : public NetListenComm {
   }
 
   std::unique_ptr<NetRecvComm> finish() {
-    if (finished_) throw Error(ErrorCode::InvalidUsage, "NET/Socket: accept on a listener that already accepted its peer");
+    if (finished_)
+      throw Error(ErrorCode::InvalidUsage, "NET/Socket: accept on a listener that already accepted its peer");
     finished_ = true;
     listener_.close();  // nothing else may connect to this port now
     return std::make_unique<SocketRecvComm>(std::move(sockets_), peer_);
@@ -622,7 +629,8 @@ class SocketBackend : public NetBackend {
     return std::make_unique<SocketListenComm>(std::move(listener), layout.nonce, int(layout.nsocks));
   }
 
-  std::unique_ptr<NetSendComm> connect(int, const NetHandle& handle, SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
+  std::unique_ptr<NetSendComm> connect(int, const NetHandle& handle, SteadyTime deadline,
+                                       const std::atomic<bool>* abortFlag) override {
     SocketHandleContents contents = readSocketHandle(handle);
     const SocketAddress& remote = contents.address;
     std::vector<Socket> sockets;
@@ -639,7 +647,8 @@ class SocketBackend : public NetBackend {
  private:
   const NetworkInterface& interfaceOf(int device) const {
     if (device < 0 || size_t(device) >= interfaces_.size())
-      throw Error(ErrorCode::InvalidArgument, "NET/Socket: no device " + std::to_string(device) + " (" + std::to_string(interfaces_.size()) + " exist)");
+      throw Error(ErrorCode::InvalidArgument, "NET/Socket: no device " + std::to_string(device) + " (" +
+                                                  std::to_string(interfaces_.size()) + " exist)");
     return interfaces_[size_t(device)];
   }
   static int readSpeed(const std::string& name) {

@@ -14,8 +14,8 @@ namespace tutti::net {
 constexpr uint64_t kSocketHelloMagic = 0x7475747469484c4full;  // "tuttiHLO"
 struct SocketHello {
   uint64_t magic;
-  uint64_t nonce;   // the listener's secret, from its handle
-  uint32_t index;   // which of the connection's sockets this is
+  uint64_t nonce;  // the listener's secret, from its handle
+  uint32_t index;  // which of the connection's sockets this is
   uint32_t nsocks;
 };
 

@@ -1,6 +1,6 @@
 // Fixture: runtime/ code naming what is behind the seams. Comments may: "cuda", "p2p".
-#include "kernels/cuda/seam.cu"
 #include "kernels/backend.h"
+#include "kernels/cuda/seam.cu"
 /* "net/Socket" in a block comment is fine */
 #if defined(TUTTI_HAVE_CUDA)
 const char* backend = "emulated";

@@ -220,7 +220,8 @@ ncclResult_t pluginAccept(void* listenComm, void** recvComm) {
 
 ncclResult_t pluginRegMr(void* comm, void* data, size_t bytes, int type, void** mhandle) {
   return guarded("regMr", [&] {
-    if (type != abi::kPtrHost) throw Error(ErrorCode::InvalidArgument, "only host memory (NCCL_PTR_HOST) can be registered");
+    if (type != abi::kPtrHost)
+      throw Error(ErrorCode::InvalidArgument, "only host memory (NCCL_PTR_HOST) can be registered");
     Comm* c = static_cast<Comm*>(comm);
     MemoryRegistration r = c->send ? c->send->registerMemory(data, bytes) : c->recv->registerMemory(data, bytes);
     *mhandle = new MemoryRegistration(r);
@@ -229,11 +230,15 @@ ncclResult_t pluginRegMr(void* comm, void* data, size_t bytes, int type, void** 
 
 // Device memory (NCCL_PTR_CUDA) by its dmabuf: the backend's registerDmaBuf, which refuses where
 // its properties report no dmaBuf (Socket's always).
-ncclResult_t pluginRegMrDmaBuf(void* comm, void* data, size_t bytes, int type, uint64_t offset, int fd, void** mhandle) {
+ncclResult_t pluginRegMrDmaBuf(void* comm, void* data, size_t bytes, int type, uint64_t offset, int fd,
+                               void** mhandle) {
   return guarded("regMrDmaBuf", [&] {
-    if (type != abi::kPtrCuda) throw Error(ErrorCode::InvalidArgument, "regMrDmaBuf takes device memory (NCCL_PTR_CUDA), not type " + std::to_string(type));
+    if (type != abi::kPtrCuda)
+      throw Error(ErrorCode::InvalidArgument,
+                  "regMrDmaBuf takes device memory (NCCL_PTR_CUDA), not type " + std::to_string(type));
     Comm* c = static_cast<Comm*>(comm);
-    MemoryRegistration r = c->send ? c->send->registerDmaBuf(data, bytes, fd, offset) : c->recv->registerDmaBuf(data, bytes, fd, offset);
+    MemoryRegistration r =
+        c->send ? c->send->registerDmaBuf(data, bytes, fd, offset) : c->recv->registerDmaBuf(data, bytes, fd, offset);
     *mhandle = new MemoryRegistration(r);
     counted(dmaBufRegistrations);
   });
@@ -255,7 +260,8 @@ MemoryRegistration registrationOf(void* mhandle) {
 ncclResult_t pluginIsend(void* sendComm, void* data, size_t bytes, int tag, void* mhandle, void** request) {
   return guarded("isend", [&] {
     *request = nullptr;
-    if (bytes > kMaxMessageBytes) throw Error(ErrorCode::InvalidArgument, "a message of " + std::to_string(bytes) + " bytes exceeds 1 GiB");
+    if (bytes > kMaxMessageBytes)
+      throw Error(ErrorCode::InvalidArgument, "a message of " + std::to_string(bytes) + " bytes exceeds 1 GiB");
     Comm* c = static_cast<Comm*>(sendComm);
     *request = c->add(c->send->isend(data, bytes, tag, registrationOf(mhandle)));
   });
@@ -265,7 +271,9 @@ template <typename Size>
 ncclResult_t pluginIrecv(void* recvComm, int n, void** data, Size* sizes, int* tags, void** mhandles, void** request) {
   return guarded("irecv", [&] {
     *request = nullptr;
-    if (n != 1) throw Error(ErrorCode::InvalidArgument, "irecv of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
+    if (n != 1)
+      throw Error(ErrorCode::InvalidArgument,
+                  "irecv of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
     Comm* c = static_cast<Comm*>(recvComm);
     *request = c->add(c->recv->irecv(data[0], size_t(sizes[0]), tags[0], registrationOf(mhandles[0])));
   });
@@ -276,7 +284,9 @@ ncclResult_t pluginIrecv(void* recvComm, int n, void** data, Size* sizes, int* t
 ncclResult_t pluginIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
   return guarded("iflush", [&] {
     *request = nullptr;
-    if (n != 1) throw Error(ErrorCode::InvalidArgument, "iflush of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
+    if (n != 1)
+      throw Error(ErrorCode::InvalidArgument,
+                  "iflush of " + std::to_string(n) + " messages; the plugin declares maxRecvs 1");
     Comm* c = static_cast<Comm*>(recvComm);
     if (!c->recv) throw Error(ErrorCode::InvalidArgument, "iflush on a send comm");
     c->recv->flush(data[0], size_t(std::max(sizes[0], 0)), registrationOf(mhandles[0]));
@@ -345,12 +355,16 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV10 ncclNetPlugi
     },
     pluginListen,
     // The comm config (a traffic class) has no meaning for TCP here.
-    [](int device, abi::CommConfig*, void* handle, void** sendComm, abi::DeviceHandle**) { return pluginConnect(device, handle, sendComm); },
+    [](int device, abi::CommConfig*, void* handle, void** sendComm, abi::DeviceHandle**) {
+      return pluginConnect(device, handle, sendComm);
+    },
     [](void* listenComm, void** recvComm, abi::DeviceHandle**) { return pluginAccept(listenComm, recvComm); },
     pluginRegMr,
     pluginRegMrDmaBuf,
     pluginDeregMr,
-    [](void* comm, void* data, size_t bytes, int tag, void* mhandle, void*, void** request) { return pluginIsend(comm, data, bytes, tag, mhandle, request); },
+    [](void* comm, void* data, size_t bytes, int tag, void* mhandle, void*, void** request) {
+      return pluginIsend(comm, data, bytes, tag, mhandle, request);
+    },
     [](void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**, void** request) {
       return pluginIrecv(comm, n, data, sizes, tags, mhandles, request);
     },
@@ -379,7 +393,9 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV6 ncclNetPlugin
     pluginListen,
     pluginConnect,
     pluginAccept,
-    [](void* comm, void* data, int bytes, int type, void** mhandle) { return pluginRegMr(comm, data, size_t(bytes), type, mhandle); },
+    [](void* comm, void* data, int bytes, int type, void** mhandle) {
+      return pluginRegMr(comm, data, size_t(bytes), type, mhandle);
+    },
     pluginRegMrDmaBuf,
     pluginDeregMr,
     [](void* comm, void* data, int bytes, int tag, void* mhandle, void** request) {
@@ -400,7 +416,8 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV6 ncclNetPlugin
 #if TUTTI_PLUGIN_BACKEND_IB
 // For the tests (exported by the test library's own map): regMrDmaBuf calls that registered, and
 // iflush calls that flushed, in this process.
-extern "C" __attribute__((visibility("default"))) void tutti_test_plugin_dmabuf_counters(uint64_t* registrations, uint64_t* flushed) {
+extern "C" __attribute__((visibility("default"))) void tutti_test_plugin_dmabuf_counters(uint64_t* registrations,
+                                                                                         uint64_t* flushed) {
   if (registrations) *registrations = dmaBufRegistrations.load();
   if (flushed) *flushed = flushes.load();
 }
