@@ -87,7 +87,7 @@ struct Fabric {
   static Fabric host(int nranks, int ranksPerHost) { return host(nranks, ranksPerHost, HostFigures{}); }
 };
 
-// What a host measures at init (runtime/calibrate.h), as every rank agreed on it. Bandwidths
+// What a host measures at init (runtime/comm/calibrate.h), as every rank agreed on it. Bandwidths
 // are one thread's, alone on its core, on cache-resident buffers; the handoff is a token's lap
 // around the host's ranks divided by their number (each waiting for its predecessor, as in a
 // ring collective).

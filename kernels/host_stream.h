@@ -19,7 +19,7 @@ class HostStream {
  public:
   // At most this many jobs wait on a stream; enqueue blocks while it is full, as a CUDA launch
   // blocks when the device's launch queue is. The queue never grows (no allocation per job),
-  // and a communicator keeps enough finished launches to refill it (runtime/launch.cpp).
+  // and a communicator keeps enough finished launches to refill it (runtime/launch/launch.cpp).
   static constexpr size_t kCapacity = 64;
 
   HostStream();

@@ -1,6 +1,6 @@
 // WaitHooks: what an executor's waits ask of the layer that launched it — a peer's name for an
 // error, whether a peer's call differs, and moving network FIFOs while the worker would otherwise
-// spin — as one interface the runtime implements (runtime/comm_wait_hooks.h), since kernels/ may
+// spin — as one interface the runtime implements (runtime/launch/comm_wait_hooks.h), since kernels/ may
 // not know the communicator or the network proxy. The defaults are a launch with none of these:
 // bare rank numbers, no peers' calls to compare, no network to drive.
 #pragma once

@@ -49,7 +49,7 @@ class WaitSlot {
   }
   // The worker's latest wait, also once it has moved on: a worker that timed out has cleared its
   // record by the time its failure is reported, and the flight recorder's dump still names the
-  // peer it waited for (runtime/flight_recorder_dump.h).
+  // peer it waited for (runtime/diagnostics/flight_recorder_dump.h).
   WaitRecord readLast() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return last_;

@@ -79,7 +79,7 @@ enum DirectKind : uint16_t {
   kDirectAcrossProcesses = 2,  // the receiver reads the sender's process (FifoHeader::senderPid)
                                // with a cross-memory read; host executor only
   kDirectMapped = 3            // the receiver maps the sender's registered buffers (exported memory,
-                               // runtime/peer_buffers.h): the sender sends the address in the
+                               // runtime/comm/peer_buffers.h): the sender sends the address in the
                                // receiver's mapping (OpWork::mapped), which the receiver reads as
                                // it is; a span not mapped there is copied
 };

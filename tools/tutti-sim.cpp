@@ -1,7 +1,7 @@
 // tutti-sim: the selector's choice and the cost model's estimate per message size, on a synthetic
 // GPU cluster (up to 100,000 ranks and more) or a host-mode system. See algorithms/sim_cli.cpp.
 //
-// With --init it models a communicator's init instead (runtime/init_model.h): for each rank count
+// With --init it models a communicator's init instead (runtime/comm/init_model.h): for each rank count
 // the bootstrap exchanges in order, with the rounds and bytes of one rank and of the root.
 //   tutti-sim --init --ranks 1024,100000 [--ranks-per-node 8] [--roots 1] [--channels 2]
 #include <cstdio>
@@ -11,7 +11,7 @@
 
 #include "algorithms/sim_cli.h"
 #include "kernels/mailbox.h"
-#include "runtime/init_model.h"
+#include "runtime/comm/init_model.h"
 
 namespace {
 

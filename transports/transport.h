@@ -4,7 +4,7 @@
 // (kernels/fifo.h), the sender writes into it. Every transport answers the same few calls, as
 // NCCL's transport tables and Gloo's transport/pair.h do, and each lives in its own folder
 // (local/, p2p/, shm/, net/) with the same file names. transports/registry.cpp lists them in
-// order of preference; connection setup (runtime/connection_setup.cpp) takes the first that can
+// order of preference; connection setup (runtime/comm/connection_setup.cpp) takes the first that can
 // connect a pair, so adding a transport is adding its files and one line there (or, from outside
 // the library, a registerTransport call). What the runtime may do on a connection it learns from
 // the transport's TransportTraits, never from its name.
@@ -167,7 +167,7 @@ struct TransportTraits {
   bool carriesLL = true;
   // Its FIFOs live in memory that both processes map (shared memory, GPU peer memory), so that
   // a message may name an address in the sender's registered buffers through the mappings that
-  // runtime/peer_buffers.h makes (kDirectMapped, kernels/work.h).
+  // runtime/comm/peer_buffers.h makes (kDirectMapped, kernels/work.h).
   bool mapsPeerBuffers = false;
 };
 

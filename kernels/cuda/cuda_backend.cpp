@@ -299,7 +299,7 @@ DmaBufRange CudaBackend::exportDmaBuf(void* p, size_t bytes, const std::string& 
   return DmaBufRange{fd, uint64_t(reinterpret_cast<CUdeviceptr>(p) - base)};
 }
 
-// A registered user buffer for a peer process (zero-copy, runtime/peer_buffers.h): the allocation
+// A registered user buffer for a peer process (zero-copy, runtime/comm/peer_buffers.h): the allocation
 // around it, as NCCL's registration finds it. Virtual memory (ncclMemAlloc) by the POSIX
 // descriptor of its physical allocation, which the peer maps as the p2p FIFOs are mapped; memory
 // from cuMemAlloc/cudaMalloc by its legacy IPC handle. Either way the peer maps the whole

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/calibrate.h"
-#include "runtime/comm.h"
+#include "runtime/comm/calibrate.h"
+#include "runtime/comm/comm.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"

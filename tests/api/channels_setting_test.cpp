@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm.h"
-#include "runtime/select.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/select.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/hosts_support.h"
 #include "tutti/tutti.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/fifo.h"
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"
 

@@ -102,7 +102,7 @@ namespace {
 // Ranks as threads (or processes) that each make `call(rank, comm)` under the default selector,
 // with a timeout far beyond what the test allows: a mismatch that makes the ranks take different
 // paths (so no message carries a signature to compare) must still be caught within seconds, by
-// the stalled wait's look at the awaited peer's call (runtime/call_log.h).
+// the stalled wait's look at the awaited peer's call (runtime/launch/call_log.h).
 using Call2 = std::function<ncclResult_t(int rank, ncclComm_t comm, std::vector<float>& buf)>;
 
 std::vector<Outcome> runCalls(int n, const Call2& call) {

@@ -13,7 +13,7 @@
 
 #include "kernels/mailbox.h"
 #include "nccl.h"
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "tests/common/ranks_support.h"
 
 using tutti_test::check;

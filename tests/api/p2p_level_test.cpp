@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm.h"
-#include "runtime/connection_setup.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/connection_setup.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/log_support.h"

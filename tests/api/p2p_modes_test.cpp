@@ -16,8 +16,8 @@
 
 #include "kernels/fifo.h"
 #include "nccl.h"
-#include "runtime/comm.h"
-#include "runtime/connection_setup.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/connection_setup.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/log_support.h"

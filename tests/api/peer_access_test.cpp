@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/connection_setup.h"
+#include "runtime/comm/connection_setup.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/log_support.h"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm.h"
-#include "runtime/comm_launch.h"
+#include "runtime/comm/comm.h"
+#include "runtime/launch/comm_launch.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/hosts_support.h"

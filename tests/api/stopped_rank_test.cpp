@@ -1,6 +1,6 @@
 // Rank processes on one host, one of which stops (SIGSTOP) in the middle of a loop of all-reduces:
 // every survivor's error names the stopped rank with its pid, not only the neighbour it waits for
-// (the wait-for diagnosis, runtime/wait_diagnosis.h).
+// (the wait-for diagnosis, runtime/diagnostics/wait_diagnosis.h).
 #include <catch2/catch.hpp>
 
 #include <signal.h>

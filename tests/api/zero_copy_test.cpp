@@ -1,4 +1,4 @@
-// Zero-copy on registered buffers (runtime/registrations.h, "Zero-copy"): all-gather, broadcast and
+// Zero-copy on registered buffers (runtime/comm/registrations.h, "Zero-copy"): all-gather, broadcast and
 // all-reduce whose buffers are registered with ncclCommRegister let their peers read them in place,
 // as rank threads of one process and, with cross-memory reads, as processes of one host.
 // Every case is checked against the float64 reference and bitwise against the same call on
@@ -397,7 +397,7 @@ TEST_CASE("zero-copy across processes: a sender killed while its messages wait t
 
 // Between rank processes on the emulated device with device memory (TUTTI_EMULATED_MEMORY=device),
 // as on GPUs: registered buffers from ncclMemAlloc (memfd pages there, CUDA virtual memory on a
-// GPU) are exported and mapped by the peers (runtime/peer_buffers.h), which read them in place.
+// GPU) are exported and mapped by the peers (runtime/comm/peer_buffers.h), which read them in place.
 namespace {
 
 // Every case on unregistered ncclMemAlloc buffers, then on registered ones: the same bytes (and

@@ -1,4 +1,4 @@
-// Groups (runtime/group.h): the thread's nesting depth, errors recorded inside a group, and what
+// Groups (runtime/launch/group.h): the thread's nesting depth, errors recorded inside a group, and what
 // the outermost end does with the tasks collected: launch them together, drop them after an
 // error, or only estimate them (groupSimulateEnd). Tasks go straight to enqueueTask, as the C entry
 // points hand them over, on the smallest communicators that run them (2 rank threads, host mode).
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "runtime/comm.h"
-#include "runtime/group.h"
-#include "runtime/task.h"
+#include "runtime/comm/comm.h"
+#include "runtime/launch/group.h"
+#include "runtime/launch/task.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 

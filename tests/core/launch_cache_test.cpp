@@ -1,4 +1,4 @@
-// The launch cache (runtime/launch_cache.h) on a bare communicator: which shape hits, which
+// The launch cache (runtime/launch/launch_cache.h) on a bare communicator: which shape hits, which
 // misses, which launch a hit returns, and which one a full cache drops. The launches are unbound
 // CommLaunch objects: the cache only keeps and hands them out, it never looks inside.
 #include <catch2/catch.hpp>
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "algorithms/registry.h"
-#include "runtime/comm.h"
-#include "runtime/comm_launch.h"
-#include "runtime/launch_cache.h"
+#include "runtime/comm/comm.h"
+#include "runtime/launch/comm_launch.h"
+#include "runtime/launch/launch_cache.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// PeerBuffers (runtime/peer_buffers.h) on a hand-made communicator: three ranks by identity (this
+// PeerBuffers (runtime/comm/peer_buffers.h) on a hand-made communicator: three ranks by identity (this
 // one, a rank of this host in another process, a rank of another host) and a backend that records
 // what it is asked to import and release. What is tested is PeerBuffers' own part: whether it maps
 // at all, its answers to a peer's map and unmap questions (one import per allocation, counted
@@ -17,8 +17,8 @@
 
 #include "base/error.h"
 #include "kernels/backend.h"
-#include "runtime/comm.h"
-#include "runtime/peer_buffers.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/peer_buffers.h"
 #include "tests/common/env_support.h"
 
 namespace {

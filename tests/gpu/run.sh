@@ -596,7 +596,7 @@ torch_world2() {
   return "$rc"
 }
 
-# Registered buffers mapped between rank processes (runtime/peer_buffers.h): all-gather, broadcast
+# Registered buffers mapped between rank processes (runtime/comm/peer_buffers.h): all-gather, broadcast
 # and all-reduce on ncclMemAlloc buffers registered with -R 1, checked (-c 1); rank 0's REG trace
 # must say a peer mapped its buffers, and no rank's that one was copied.
 mapped_registered() {

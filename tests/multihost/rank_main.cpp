@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/mem_alloc_buffers_support.h"
 #include "tests/common/ranks_support.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "runtime/config.h"
+#include "runtime/api/config.h"
 #include "tests/common/env_support.h"
 
 namespace {

@@ -1,10 +1,10 @@
-// The flight recorder's ring (runtime/flight_recorder.h): entries oldest first, states that only
+// The flight recorder's ring (runtime/diagnostics/flight_recorder.h): entries oldest first, states that only
 // move forward, wrap-around that drops the oldest, and transitions of replaced operations ignored.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "runtime/flight_recorder.h"
+#include "runtime/diagnostics/flight_recorder.h"
 
 using tutti::FlightCall;
 using tutti::FlightRecorder;

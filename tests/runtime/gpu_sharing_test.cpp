@@ -1,4 +1,4 @@
-// The CUDA MPS check that init makes before processes share a GPU (runtime/gpu_sharing.h).
+// The CUDA MPS check that init makes before processes share a GPU (runtime/comm/gpu_sharing.h).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/gpu_sharing.h"
+#include "runtime/comm/gpu_sharing.h"
 #include "tests/common/env_support.h"
 
 TEST_CASE("gpu sharing: processes on one GPU need the MPS daemon's control pipe, and the error says where it looked",

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "base/socket_address.h"
-#include "runtime/comm.h"
-#include "runtime/init_model.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/init_model.h"
 
 namespace tutti {
 namespace {

@@ -1,10 +1,10 @@
-// The registration cache behind ncclCommRegister (runtime/registrations.h).
+// The registration cache behind ncclCommRegister (runtime/comm/registrations.h).
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 #include "base/error.h"
-#include "runtime/registrations.h"
+#include "runtime/comm/registrations.h"
 
 using tutti::Registrations;
 

@@ -1,4 +1,4 @@
-// Tests of the diagnosis of a timed-out wait (runtime/wait_diagnosis.h): the answers' words, and
+// Tests of the diagnosis of a timed-out wait (runtime/diagnostics/wait_diagnosis.h): the answers' words, and
 // the questions along a chain of ranks as threads (through inboxes and through sockets) to a rank
 // that never answers or that left.
 #include <condition_variable>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/wait_diagnosis.h"
+#include "runtime/diagnostics/wait_diagnosis.h"
 #include "tests/runtime/bootstrap_test_support.h"
 
 using namespace tutti;

@@ -1,10 +1,10 @@
-// Tests of the wait-for graph (runtime/wait_graph.h) on hand-built graphs: chains, cycles, two
+// Tests of the wait-for graph (runtime/diagnostics/wait_graph.h) on hand-built graphs: chains, cycles, two
 // roots, a dead root, a rank that waits for itself.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "runtime/wait_graph.h"
+#include "runtime/diagnostics/wait_graph.h"
 
 using tutti::findRootCause;
 using tutti::RankWait;
