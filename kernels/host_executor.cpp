@@ -247,7 +247,8 @@ void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, const Executio
       QueueState& qs = w.queueStates()[q];
       while (qs.current < qw.nlanes) {
         const engine::LaneRef lane = engine::laneRef(w, qw.firstLane + qs.current, ops);
-        for (int burst = 0; !engine::laneDone(lane) && burst < 64 && tryStep(lane, ctx); burst++) progress = true;
+        for (int burst = 0; !engine::laneDone(lane) && burst < int(engine::kQueueBurst) && tryStep(lane, ctx); burst++)
+          progress = true;
         if (!engine::laneDone(lane)) break;
         qs.current++;
       }

@@ -52,6 +52,10 @@ using plan::Layout;
 using plan::Op;
 using plan::Step;
 
+// Fairness between a worker's queues: a lane runs at most this many steps in a row while another
+// queue of its worker may be able to move (kernels/README.md, "The worker's rules", rule 3).
+constexpr uint32_t kQueueBurst = 64;
+
 // A lane of a launch, with everything the engine reads and writes for it.
 struct LaneRef {
   const LaneWork* work;

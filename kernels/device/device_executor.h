@@ -135,11 +135,12 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
     }
   }
   uint64_t lastProgress = lead ? nowNs() : 0;
-  uint32_t polls = 0, next = 0;
+  uint32_t polls = 0, next = 0, streak = 0;  // streak: steps in a row of queue `next`
   for (uint32_t round = 0;; round++) {
     uint32_t& action = sh.action[round & 1];
     if (lead) {
-      // The queues in turn from the one that ran last, so that no queue starves.
+      // The queues in turn from the one that ran last, which goes on while it can move, for at most
+      // kQueueBurst steps in a row; then the next queue is asked first, so that no queue starves.
       action = BlockShared::Done;
       for (uint32_t k = 0; k < ww.nqueues && action != BlockShared::Step; k++) {
         const uint32_t qi = (next + k) % ww.nqueues;
@@ -154,7 +155,12 @@ TUTTI_DEVICE void runWorker(LaunchWork& w, const OpWork* ops, uint32_t worker, c
         if (tryBeginOnDevice(engine::laneRef(w, lane, ops), sh, sync)) {
           action = BlockShared::Step;
           sh.lane = lane;
+          streak = qi == next ? streak + 1 : 1;
           next = qi;
+          if (streak >= engine::kQueueBurst) {
+            next = (qi + 1) % ww.nqueues;
+            streak = 0;
+          }
         }
       }
       // Direct messages (lane_engine.h): done only once their receivers have read them.
