@@ -6,6 +6,10 @@
 //   emulated  the cuda backend over the emulated CUDA driver of this library (kernels/emulated/):
 //             every host-side line of the cuda backend, and the device executor's source on host
 //             threads, on machines without a GPU.
+// A backend has three faces: the executor (Executor, below: submit, synchronise, abort, fault),
+// its memory (DeviceMemory, kernels/device_memory.h: allocate, copy, map, export and import), and
+// its traits (BackendTraits, below: one plain value from the registry). ExecutorBackend is all
+// three; code that only allocates or copies takes its memory() and never sees the executor.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/device_memory.h"
 #include "kernels/export_handle.h"
 #include "kernels/host_executor.h"
 #include "kernels/work.h"
@@ -73,9 +78,6 @@ class Launch {
   std::function<void()> whenDone;
 };
 
-// Where an executor's memory is.
-enum class MemorySpace : uint8_t { Host, Device };
-
 // The largest LL message of the device executors (kernels/fifo.h): 16 KiB of data, 32 KiB of
 // lines per FIFO slot. NCCL's LL serves small messages alike; a larger one pipelines better
 // through Simple's slots.
@@ -104,80 +106,39 @@ struct BackendTraits {
   bool readsDeviceScalars = true;
 };
 
-class ExecutorBackend {
+// The executor: runs a group's launches on a stream and answers for them. Defaults: none where the
+// answer depends on the backend (each states it: the host backend's answers are not the device
+// backends' and neither is a safe guess for the other).
+class Executor {
  public:
-  virtual ~ExecutorBackend() = default;
+  virtual ~Executor() = default;
+  // The backend's name, for messages.
   virtual const char* name() const = 0;
-  // Where user buffers, FIFOs and scratch live for this backend.
-  virtual MemorySpace memorySpace() const = 0;
   // Threads (workers) a launch's worker runs on: the host executor's pool size.
   virtual int workers() const = 0;
-
-  // Memory for FIFOs and scratch, zero-filled: device memory on device backends. Throws Error
-  // (System) naming `what`.
-  virtual void* allocate(size_t bytes, const std::string& what) = 0;
-  virtual void release(void* p) = 0;
-  // Synchronous copies between host memory and this backend's memory.
-  virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
-  virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
-  // One FIFO counter (a head or a tail) of this backend's memory that an executor reads or writes
-  // at the same time, from a host thread: an acquire load and a release store where the memory is
-  // the host's (so the words are never torn and what they publish is ordered), synchronous 8-byte
-  // copies otherwise.
-  virtual uint64_t loadWord(const uint64_t* word) {
-    uint64_t value = 0;
-    copyOut(&value, word, sizeof value);
-    return value;
-  }
-  virtual void storeWord(uint64_t* word, uint64_t value) { copyIn(word, &value, sizeof value); }
-  // A synchronous copy between two ranges the executor reaches (its own memory, or a peer's mapped
-  // by importExported), issued from a host thread: by the copy engine on cuda (cuMemcpyAsync on the
-  // backend's copy stream, waited for), a plain copy where the memory is the host's. The p2p
-  // transport's copies under NCCL_P2P_USE_CUDA_MEMCPY. Throws Error naming the operation.
-  virtual void copyAcross(void* dst, const void* src, size_t bytes) = 0;
-  // Host memory that this backend's executor must reach where its own memory is not the host's:
-  // a shared segment that carries FIFOs between processes, a network proxy's FIFOs. Returns the
-  // address the executor uses for it (the cuda backend pins and maps it for the device; backends
-  // whose memory is the host's use it as it is). `host` is page-aligned and outlives the mapping;
-  // unmapHostMemory(`host`) ends it, after the last launch that may touch it. Throws Error naming
-  // `what` where the memory cannot be mapped.
-  virtual void* mapHostMemory(void* host, size_t bytes, const std::string& what) { return host; }
-  virtual void unmapHostMemory(void* host) {}
-  // Memory another process of this host can map (CUDA IPC): FIFOs of the p2p transport, in the
-  // receiver's memory. allocateExportable returns the executor's address and fills *handle;
-  // release() frees it. importExported maps a peer's allocation from its handle; releaseImported
-  // unmaps it. Backends that cannot share their memory answer false and throw Error
-  // (InvalidUsage) naming `what`.
-  virtual bool exportsMemory() const { return false; }
-  virtual void* allocateExportable(size_t bytes, const std::string& what, ExportHandle* handle);
-  virtual void* importExported(const ExportHandle& handle, size_t bytes, const std::string& what);
-  virtual void releaseImported(void* p) {}
-  // GPUDirect RDMA: [p, p + bytes) of memory from allocateExportable() as a dmabuf a NIC can
-  // register (net::NetRecvComm::registerDmaBuf). cuda: cuMemGetHandleForAddressRange where the
-  // driver and device have it; emulated with device memory: its memfd and the offset in it; host:
-  // not applicable (its memory is the host's: registered as it is). Backends that cannot answer
-  // false and throw Error (InvalidUsage) naming `what`.
-  virtual bool exportsDmaBuf() const { return false; }
-  virtual DmaBufRange exportDmaBuf(void* p, size_t bytes, const std::string& what);
-  // Zero-copy between rank processes of a host (runtime/comm/peer_buffers.h): the allocation that holds
-  // the registered user buffer [p, p + bytes), exported for a peer process to map with
-  // importExported (and unmap with releaseImported); the descriptor, if any, is the caller's to
-  // close. cuda: ncclMemAlloc's virtual memory by its POSIX descriptor, cudaMalloc's by its legacy
-  // IPC handle; emulated with device memory: ncclMemAlloc's memfd (or named object). Backends that
-  // cannot answer false; a buffer that cannot be exported throws Error (InvalidUsage) saying why.
-  virtual bool exportsUserBuffers() const { return false; }
-  virtual UserBufferExport exportUserBuffer(const void* p, size_t bytes, const std::string& what);
-  // Direct messages its device executor read in place (tuttiCommZeroCopyReads); the host
-  // executor counts in ExecutionContext::directReads instead.
-  virtual uint64_t directReads() const { return 0; }
+  // Workers (thread blocks) of its executor that its device holds resident at once, all ranks
+  // sharing it together: a group's blocks wait on each other, so they must all fit; 0: no limit
+  // (the host backend).
+  virtual uint32_t residentWorkers() const = 0;
+  // Direct messages its device executor read in place (tuttiCommZeroCopyReads); 0 for the host
+  // executor, which counts in ExecutionContext::directReads instead.
+  virtual uint64_t directReads() const = 0;
+  // Its executor may read a peer's user buffer at an address the peer sent (direct messages,
+  // kernels/lane_engine.h) over connections whose ends share an address space: the host memory
+  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no
+  // unless its device is integrated with the host: its executor reads other ranks' registered
+  // buffers only where they are mapped into its process (exportsUserBuffers; kern::kDirectMapped).
+  virtual bool readsPeerBuffers() const = 0;
 
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
-  // when they can, else why not (the caller names the operation and rank).
+  // when they can, else why not (the caller names the operation and rank). The host backend takes
+  // any buffer.
   virtual std::string streamProblem(cudaStream_t stream) const = 0;
-  virtual std::string bufferProblem(const void* buffer, size_t bytes) const { return ""; }
+  virtual std::string bufferProblem(const void* buffer, size_t bytes) const = 0;
   // Why an operation may not be enqueued on `stream` as it is now ("" when it may): a stream
-  // being captured into a CUDA graph, where this backend cannot replay what it records.
-  virtual std::string captureProblem(cudaStream_t stream) const { return ""; }
+  // being captured into a CUDA graph, where this backend cannot replay what it records. The host
+  // backend's streams are never captured: "".
+  virtual std::string captureProblem(cudaStream_t stream) const = 0;
 
   // Runs the launches (one per communicator of a group, every launch's backend of this one's
   // kind, each with its own communicator's control words) in order on `stream`: a null stream on
@@ -190,10 +151,21 @@ class ExecutorBackend {
   // this to the user's CUDA calls).
   virtual void synchronize(cudaStream_t stream) = 0;
   // Why the backend stopped a launch, if it did (device backends: read from the fault record the
-  // kernel writes; None while nothing failed).
-  virtual ExecFault fault() const { return ExecFault{}; }
+  // kernel writes; None while nothing failed). The host executor throws its faults instead: None.
+  virtual ExecFault fault() const = 0;
   // Makes every running or queued launch stop soon (ncclCommAbort): sets the abort word.
   virtual void abort() = 0;
+};
+
+// A backend: its executor, its memory, and its traits.
+class ExecutorBackend : public Executor, public DeviceMemory {
+ public:
+  // One name for both faces.
+  const char* name() const override = 0;
+
+  // Its memory alone, for code that allocates or copies and runs nothing.
+  DeviceMemory& memory() { return *this; }
+  const DeviceMemory& memory() const { return *this; }
 
   // What the layers above must do for this backend's executors, asked instead of its name. The
   // fixed answers are its traits (BackendTraits, above), the registry's entry for its name, which
@@ -205,24 +177,6 @@ class ExecutorBackend {
   bool readsOtherProcesses() const { return traits_.readsOtherProcesses; }
   bool readsDeviceScalars() const { return traits_.readsDeviceScalars; }
   size_t llBytes() const { return traits_.llBytes; }
-  // Its executor may read a peer's user buffer at an address the peer sent (direct messages,
-  // kernels/lane_engine.h) over connections whose ends share an address space: the host memory
-  // backends, whose ranks in one process see each other's buffers. The cuda backend answers no
-  // unless its device is integrated with the host: its executor reads other ranks' registered
-  // buffers only where they are mapped into its process (exportsUserBuffers; kern::kDirectMapped).
-  virtual bool readsPeerBuffers() const { return false; }
-  // Each rank needs a device of its own: ranks sharing one are refused unless allowed
-  // (TUTTI_ALLOW_SHARED_GPU).
-  virtual bool ownsDevice() const { return false; }
-  // The PCI bus id of its device as NCCL writes it ("0000:17:00.0"), by which the ranks place each
-  // other's GPUs in the topology (NCCL_P2P_LEVEL, rings); "" for none (the host backend).
-  virtual std::string deviceBusId() const { return ""; }
-  // Whether device `device`'s executor can reach device `peer`'s memory (CUDA peer access), for
-  // rank threads of one process on devices of their own; true where memory is the host's.
-  virtual bool canAccessPeer(int device, int peer) const { return true; }
-  // Workers (thread blocks) of its executor that its device holds resident at once, all ranks
-  // sharing it together: a group's blocks wait on each other, so they must all fit; 0: no limit.
-  virtual uint32_t residentWorkers() const { return 0; }
 
  private:
   BackendTraits traits_;

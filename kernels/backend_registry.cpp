@@ -226,22 +226,4 @@ void freeUserMemory(void* p) {
   std::free(p);
 }
 
-void* ExecutorBackend::allocateExportable(size_t, const std::string& what, ExportHandle*) {
-  throw Error(ErrorCode::InvalidUsage,
-              what + ": the " + name() + " backend cannot share its memory with other processes");
-}
-
-DmaBufRange ExecutorBackend::exportDmaBuf(void*, size_t, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot export its memory as a dmabuf");
-}
-
-UserBufferExport ExecutorBackend::exportUserBuffer(const void*, size_t, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage,
-              what + ": the " + name() + " backend cannot share user buffers with other processes");
-}
-
-void* ExecutorBackend::importExported(const ExportHandle&, size_t, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage, what + ": the " + name() + " backend cannot map another process's memory");
-}
-
 }  // namespace tutti::kern

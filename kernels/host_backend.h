@@ -23,6 +23,20 @@ class HostMemoryBackend : public ExecutorBackend {
   uint64_t loadWord(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
   void storeWord(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
   void copyAcross(void* dst, const void* src, size_t bytes) override;
+  // Its memory is the host's: host memory is the executor's as it is, and every rank reaches every
+  // other's; no device of its own.
+  void* mapHostMemory(void* host, size_t, const std::string&) override { return host; }
+  void unmapHostMemory(void*) override {}
+  bool ownsDevice() const override { return false; }
+  std::string deviceBusId() const override { return ""; }
+  bool canAccessPeer(int, int) const override { return true; }
+  // Host threads: no residency limit, direct reads counted by the workers, faults thrown, any
+  // buffer usable, and host streams are never captured into a CUDA graph.
+  uint32_t residentWorkers() const override { return 0; }
+  uint64_t directReads() const override { return 0; }
+  ExecFault fault() const override { return ExecFault{}; }
+  std::string bufferProblem(const void*, size_t) const override { return ""; }
+  std::string captureProblem(cudaStream_t) const override { return ""; }
   std::string streamProblem(cudaStream_t stream) const override;
   void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override;
   void synchronize(cudaStream_t stream) override;

@@ -1,6 +1,6 @@
-// The memory a communicator's FIFOs live in, behind an allocator: host memory today, device
-// memory once a communicator runs on a device backend (the executor backend points the
-// communicator's fifoMemory at its own).
+// The memory a communicator's FIFOs live in, behind an allocator: host memory, or device memory
+// once a communicator runs on a device backend (init points the communicator's fifoMemory at the
+// backend's memory, kern::DeviceMemory, and never at its executor).
 //
 // The host may be unable to touch such memory, so the memory transports never assume it can:
 // they build a FIFO's header on the host and copy it in, read a peer's header by copying it out,
@@ -32,24 +32,24 @@ class FifoMemory {
   // Host memory into FIFO memory, and back.
   virtual void copyIn(void* dst, const void* src, size_t bytes) = 0;
   virtual void copyOut(void* dst, const void* src, size_t bytes) = 0;
-  // A FIFO counter the executor reads or writes at the same time (kern::ExecutorBackend::loadWord):
+  // A FIFO counter the executor reads or writes at the same time (kern::DeviceMemory::loadWord):
   // acquire and release on host memory, 8-byte copies where the host cannot touch it.
   virtual uint64_t loadWord(const uint64_t* word) = 0;
   virtual void storeWord(uint64_t* word, uint64_t value) = 0;
   // Between two ranges the executor reaches (its own memory, or a peer's from importExported): the
-  // copy engine on a GPU (kern::ExecutorBackend::copyAcross). Host memory: a plain copy.
+  // copy engine on a GPU (kern::DeviceMemory::copyAcross). Host memory: a plain copy.
   virtual void copyAcross(void* dst, const void* src, size_t bytes);
   // Host memory (page-aligned, outliving the mapping) as the executor of this memory reaches it:
   // the address the executor uses. unmapHost(host) ends the mapping. Host memory: itself.
   virtual void* mapHost(void* host, size_t bytes, const std::string& what) = 0;
   virtual void unmapHost(void* host) = 0;
-  // Memory another process of this host maps (CUDA IPC: kern::ExecutorBackend::allocateExportable):
+  // Memory another process of this host maps (CUDA IPC: kern::DeviceMemory::allocateExportable):
   // the p2p transport's FIFOs. allocateExportable fills *handle; release() frees.
   virtual bool exportable() const { return false; }
   virtual void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle);
   virtual void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what);
   virtual void releaseImported(void* memory) {}
-  // Memory from allocateExportable as a dmabuf a NIC registers (kern::ExecutorBackend::exportDmaBuf).
+  // Memory from allocateExportable as a dmabuf a NIC registers (kern::DeviceMemory::exportDmaBuf).
   virtual bool exportsDmaBuf() const { return false; }
   virtual kern::DmaBufRange exportDmaBuf(void* memory, size_t bytes, const std::string& what);
 };

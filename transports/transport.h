@@ -59,7 +59,7 @@ struct PeerPair {
   // in the node's graph: what NCCL_P2P_LEVEL is held against.
   topo::GpuPair gpus;
   // Rank threads of one process: their devices, and whether each can reach the other's memory
-  // (kern::ExecutorBackend::canAccessPeer both ways; true for one device or host memory).
+  // (kern::DeviceMemory::canAccessPeer both ways; true for one device or host memory).
   int devices[2] = {-1, -1};
   bool peerAccess = true;
 };

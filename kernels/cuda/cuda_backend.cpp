@@ -230,12 +230,14 @@ void CudaBackend::copyOut(void* dst, const void* src, size_t bytes) {
 
 uint64_t CudaBackend::loadWord(const uint64_t* word) {
   if (integrated_) return __atomic_load_n(word, __ATOMIC_ACQUIRE);
-  return ExecutorBackend::loadWord(word);
+  uint64_t value = 0;
+  copyOut(&value, word, sizeof value);
+  return value;
 }
 
 void CudaBackend::storeWord(uint64_t* word, uint64_t value) {
   if (integrated_) return __atomic_store_n(word, value, __ATOMIC_RELEASE);
-  ExecutorBackend::storeWord(word, value);
+  copyIn(word, &value, sizeof value);
 }
 
 // Device to device, the peer's memory mapped here (unified addressing): the copy engine.
@@ -286,7 +288,7 @@ void* CudaBackend::importExported(const ExportHandle& handle, size_t bytes, cons
 // GPUDirect RDMA through dmabuf (no peer-memory module): the allocation around `p`, whole host
 // pages of it, as a dmabuf descriptor, and `p`'s offset in it, as NCCL asks the driver for it.
 DmaBufRange CudaBackend::exportDmaBuf(void* p, size_t bytes, const std::string& what) {
-  if (!exportsDmaBuf()) return ExecutorBackend::exportDmaBuf(p, bytes, what);
+  if (!exportsDmaBuf()) return DeviceMemory::exportDmaBuf(p, bytes, what);
   ContextScope scope(*d_, ctx_);
   CUdeviceptr base = 0;
   size_t size = 0;

@@ -213,10 +213,10 @@ PeerPair pairBetween(const ncclComm* comm, int a, int b) {
     // ends of the pair see the same.
     pair.devices[0] = comm->identity.peers[size_t(a)].device;
     pair.devices[1] = comm->identity.peers[size_t(b)].device;
-    const kern::ExecutorBackend* backend = comm->executor.backend.get();
-    if (backend != nullptr && pair.devices[0] != pair.devices[1])
-      pair.peerAccess = backend->canAccessPeer(pair.devices[0], pair.devices[1]) &&
-                        backend->canAccessPeer(pair.devices[1], pair.devices[0]);
+    const kern::DeviceMemory* memory = comm->executor.backend ? &comm->executor.backend->memory() : nullptr;
+    if (memory != nullptr && pair.devices[0] != pair.devices[1])
+      pair.peerAccess = memory->canAccessPeer(pair.devices[0], pair.devices[1]) &&
+                        memory->canAccessPeer(pair.devices[1], pair.devices[0]);
   }
   const CommTopology* topology = comm->planning.topology.get();
   if (pair.locality == Locality::OtherHost || topology == nullptr) return pair;

@@ -114,18 +114,18 @@ PeerBuffers::PeerBuffers(ncclComm* comm) : comm_(comm) {
   }
   if (!tunables::kMapRegistered.get())
     inactiveReason_ = "TUTTI_MAP_REGISTERED=0";
-  else if (!comm->executor.backend->exportsUserBuffers())
-    inactiveReason_ =
-        std::string("its ") + comm->executor.backend->name() + " backend does not map other processes' buffers";
+  else if (!comm->executor.backend->memory().exportsUserBuffers())
+    inactiveReason_ = std::string("its ") + comm->executor.backend->memory().name() +
+                      " backend does not map other processes' buffers";
   else if (hostPeers_.empty())
     inactiveReason_ = "no rank of its host is in another process";
   active_ = inactiveReason_.empty();
 }
 
 PeerBuffers::~PeerBuffers() {
-  kern::ExecutorBackend& backend = *comm_->executor.backend;
-  for (auto& [key, import] : imports_) backend.releaseImported(import->base);
-  for (void* t : tables_) backend.release(t);
+  kern::DeviceMemory& memory = comm_->executor.backend->memory();
+  for (auto& [key, import] : imports_) memory.releaseImported(import->base);
+  for (void* t : tables_) memory.release(t);
 }
 
 bool PeerBuffers::mapsWith(int peer) const {
@@ -138,7 +138,7 @@ bool PeerBuffers::isQuestion(const std::string& question) {
 
 void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) {
   if (!active_) return;
-  kern::ExecutorBackend& backend = *comm_->executor.backend;
+  kern::DeviceMemory& memory = comm_->executor.backend->memory();
   const std::string where = comm_->where();
   std::lock_guard<std::mutex> lock(publishMutex_);
   auto published = std::make_unique<Published>();
@@ -148,7 +148,7 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
   // Exported: the whole allocation, as the peers map it.
   kern::UserBufferExport exported;
   try {
-    exported = backend.exportUserBuffer(
+    exported = memory.exportUserBuffer(
         buffer, bytes, "ncclCommRegister: " + where + ": exporting " + std::to_string(bytes) + " bytes");
   } catch (const Error& e) {
     TUTTI_INFO(log::Reg, "%s: registered buffer %p (%zu bytes) is copied to the peers in other processes: %s",
@@ -249,7 +249,7 @@ void PeerBuffers::rebuildTable() {
       entries.push_back(
           kern::MappedBuffer{p->begin, p->begin + p->bytes, int64_t(address - p->begin), int32_t(peer), 0});
     }
-  kern::ExecutorBackend& backend = *comm_->executor.backend;
+  kern::DeviceMemory& memory = comm_->executor.backend->memory();
   if (entries.empty()) {
     table_.store(nullptr, std::memory_order_release);
     return;
@@ -259,9 +259,9 @@ void PeerBuffers::rebuildTable() {
   auto* t = reinterpret_cast<kern::MappedBufferTable*>(host.data());
   t->count = uint32_t(entries.size());
   std::memcpy(t->entries, entries.data(), entries.size() * sizeof(kern::MappedBuffer));
-  void* table = backend.allocate(bytes, "the table of registered buffers mapped by peers, " + comm_->where());
+  void* table = memory.allocate(bytes, "the table of registered buffers mapped by peers, " + comm_->where());
   tables_.push_back(table);
-  backend.copyIn(table, host.data(), bytes);
+  memory.copyIn(table, host.data(), bytes);
   table_.store(static_cast<const kern::MappedBufferTable*>(table), std::memory_order_release);
 }
 
@@ -277,7 +277,7 @@ std::string PeerBuffers::answer(int asker, const std::string& question) {
     auto import = imports_.find(by->second);
     importedBy_.erase(by);
     if (import != imports_.end() && --import->second->references == 0) {
-      comm_->executor.backend->releaseImported(import->second->base);
+      comm_->executor.backend->memory().releaseImported(import->second->base);
       imports_.erase(import);
     }
     return "unmapped";
@@ -308,11 +308,11 @@ std::string PeerBuffers::answer(int asker, const std::string& question) {
         TakenDescriptor taken = takeDescriptor(r.server, r.ownerPid, token->second,
                                                deadlineAfter(questionSeconds(comm_)), &comm_->error.abortFlag, what);
         handle.fd = taken.fd();
-        base = comm_->executor.backend->importExported(handle, size_t(r.allocationBytes), what);
+        base = comm_->executor.backend->memory().importExported(handle, size_t(r.allocationBytes), what);
         taken.confirm();
       } else {
         if (!bytesOfHex(r.handle, handle.bytes, sizeof handle.bytes)) return refuse("the handle is malformed");
-        base = comm_->executor.backend->importExported(handle, size_t(r.allocationBytes), what);
+        base = comm_->executor.backend->memory().importExported(handle, size_t(r.allocationBytes), what);
       }
     } catch (const Error& e) {
       return refuse(e.what());

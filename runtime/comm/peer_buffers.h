@@ -6,7 +6,7 @@
 // (kern::kDirectAcrossProcesses). A device executor can do neither: its peer's buffer must be
 // mapped into its own address space first, as NCCL's IPC registration maps it. Decisions:
 //   - Exported when registered. A new registration's allocation (ncclMemAlloc's shareable memory,
-//     cudaMalloc's by legacy IPC handle: ExecutorBackend::exportUserBuffer) is offered to every rank
+//     cudaMalloc's by legacy IPC handle: DeviceMemory::exportUserBuffer) is offered to every rank
 //     of the host in another process, and each is asked to map it, through the bootstrap's
 //     questions: the peer answers on a thread of its own bootstrap, not its caller's, so
 //     registration is not collective and never waits for the peer's next call. A descriptor goes by

@@ -57,13 +57,13 @@ std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const
     kern::checkPlanBounds(made->plan, comm->identity.rank, comm->identity.nranks);
     made->flat = plan::compilePlan(made->plan);
     made->resident = &plan::flatPlanOf(made->flat);
-    kern::ExecutorBackend* backend = comm->executor.backend.get();
-    if (backend->memorySpace() == kern::MemorySpace::Device) {
+    kern::DeviceMemory* memory = &comm->executor.backend->memory();
+    if (memory->memorySpace() == kern::MemorySpace::Device) {
       const size_t bytes = made->flat.size() * sizeof(uint64_t);
-      void* copy = backend->allocate(
+      void* copy = memory->allocate(
           bytes, comm->where() + ": the " + algorithm.name + " plan (" + std::to_string(bytes) + " bytes)");
-      made->residentCopy = std::shared_ptr<void>(copy, [backend](void* p) { backend->release(p); });
-      backend->copyIn(copy, made->flat.data(), bytes);
+      made->residentCopy = std::shared_ptr<void>(copy, [memory](void* p) { memory->release(p); });
+      memory->copyIn(copy, made->flat.data(), bytes);
       made->resident = static_cast<const plan::FlatPlan*>(copy);
     }
     cached = comm->planning.planCache.emplace(key, std::move(made)).first;
@@ -214,7 +214,7 @@ kern::ExecutionContext contextFor(ncclComm* comm, int worker, bool driveNetwork)
 }
 
 CommLaunch::~CommLaunch() {
-  for (void* p : inputCopies_) comm->executor.backend->release(p);
+  for (void* p : inputCopies_) comm->executor.backend->memory().release(p);
 }
 
 kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
@@ -277,8 +277,8 @@ void CommLaunch::bind() {
       // Every block is both sent and overwritten: the launch reads its input from a copy, taken
       // when it runs (in stream order).
       const size_t bytes = t.count * eltSize * size_t(comm->identity.nranks);
-      void* copy =
-          comm->executor.backend->allocate(bytes, comm->where() + ": a copy of an in-place all-to-all's input");
+      void* copy = comm->executor.backend->memory().allocate(
+          bytes, comm->where() + ": a copy of an in-place all-to-all's input");
       inputCopies_.push_back(copy);
       prologue_.push_back(Copy{copy, t.in, bytes});
       bound.in = copy;

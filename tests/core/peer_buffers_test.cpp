@@ -52,7 +52,20 @@ class RecordingBackend : public kern::ExecutorBackend {
   void copyIn(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copyOut(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copyAcross(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  uint64_t loadWord(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+  void storeWord(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+  void* mapHostMemory(void* host, size_t, const std::string&) override { return host; }
+  void unmapHostMemory(void*) override {}
+  bool ownsDevice() const override { return false; }
+  std::string deviceBusId() const override { return ""; }
+  bool canAccessPeer(int, int) const override { return true; }
+  uint32_t residentWorkers() const override { return 0; }
+  uint64_t directReads() const override { return 0; }
+  bool readsPeerBuffers() const override { return false; }
   std::string streamProblem(cudaStream_t) const override { return ""; }
+  std::string bufferProblem(const void*, size_t) const override { return ""; }
+  std::string captureProblem(cudaStream_t) const override { return ""; }
+  kern::ExecFault fault() const override { return {}; }
   void submit(std::span<kern::Launch* const>, cudaStream_t, std::function<void()> done) override { done(); }
   void synchronize(cudaStream_t) override {}
   void abort() override {}
