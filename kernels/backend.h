@@ -130,6 +130,17 @@ class Executor {
   // buffers only where they are mapped into its process (exportsUserBuffers; kern::kDirectMapped).
   virtual bool readsPeerBuffers() const = 0;
 
+  // The device it runs on (the host backend: none).
+  // Each rank needs a device of its own: ranks sharing one are refused unless allowed
+  // (TUTTI_ALLOW_SHARED_GPU).
+  virtual bool ownsDevice() const = 0;
+  // The PCI bus id of its device as NCCL writes it ("0000:17:00.0"), by which the ranks place each
+  // other's GPUs in the topology (NCCL_P2P_LEVEL, rings); "" for none (the host backend).
+  virtual std::string deviceBusId() const = 0;
+  // Whether device `device`'s executor can reach device `peer`'s memory (CUDA peer access), for
+  // rank threads of one process on devices of their own; true where memory is the host's.
+  virtual bool canAccessPeer(int device, int peer) const = 0;
+
   // Whether a stream can carry this backend's work, and whether a user buffer can be used: ""
   // when they can, else why not (the caller names the operation and rank). The host backend takes
   // any buffer.

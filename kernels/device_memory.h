@@ -1,11 +1,12 @@
 // Device memory: the face of an executor backend (kernels/backend.h) that says where its buffers
 // live and how the host reaches them: allocate, copy, map host memory for the executor, and share
-// memory with other processes of the host. Code that only allocates or copies (FIFO memory for the
-// transports, peer buffers, plan and scratch copies) takes this interface and never sees the
-// executor that runs launches.
+// memory with other processes of the host. Code that only allocates or copies (the transports'
+// FIFOs, peer buffers, plan and scratch copies) takes this interface and never sees the executor
+// that runs launches. Besides the backends, the transports' host FIFO memory implements it
+// (transports/fifo_memory.h).
 //
 // Defaults: a method that states a fact about the memory (where it is, how a word is read, whether
-// host memory needs mapping, which device it is) has none: each backend states it. The only
+// host memory needs mapping) has none: each implementation states it. The only
 // defaults are the answers of a backend that lacks a capability: it does not export memory, dmabufs
 // or user buffers (false, and the calls throw Error (InvalidUsage) naming the backend), and so has
 // nothing imported to unmap. They are right for every backend that does not override them.
@@ -30,8 +31,8 @@ class DeviceMemory {
   // Where user buffers, FIFOs and scratch live for this backend.
   virtual MemorySpace memorySpace() const = 0;
 
-  // Memory for FIFOs and scratch, zero-filled: device memory on device backends. Throws Error
-  // (System) naming `what`.
+  // Memory for FIFOs and scratch, zero-filled and aligned for a FIFO (kern::kFifoSlotAlign): device
+  // memory on device backends. Throws Error (System) naming `what`.
   virtual void* allocate(size_t bytes, const std::string& what) = 0;
   virtual void release(void* p) = 0;
   // Synchronous copies between host memory and this backend's memory.
@@ -81,17 +82,6 @@ class DeviceMemory {
   // cannot (false); a buffer that cannot be exported throws Error (InvalidUsage) saying why.
   virtual bool exportsUserBuffers() const { return false; }
   virtual UserBufferExport exportUserBuffer(const void* p, size_t bytes, const std::string& what);
-
-  // The device the memory belongs to.
-  // Each rank needs a device of its own: ranks sharing one are refused unless allowed
-  // (TUTTI_ALLOW_SHARED_GPU). The host backend: no.
-  virtual bool ownsDevice() const = 0;
-  // The PCI bus id of its device as NCCL writes it ("0000:17:00.0"), by which the ranks place each
-  // other's GPUs in the topology (NCCL_P2P_LEVEL, rings); "" for none (the host backend).
-  virtual std::string deviceBusId() const = 0;
-  // Whether device `device`'s executor can reach device `peer`'s memory (CUDA peer access), for
-  // rank threads of one process on devices of their own; true where memory is the host's.
-  virtual bool canAccessPeer(int device, int peer) const = 0;
 };
 
 }  // namespace tutti::kern

@@ -22,10 +22,10 @@ namespace {
 // small collectives never reach.
 constexpr size_t kPrefaultBudgetBytes = size_t(512) << 20;
 
-class HostFifoMemory final : public FifoMemory {
+class HostFifoMemory final : public kern::DeviceMemory {
  public:
   const char* name() const override { return "host"; }
-  bool hostAccessible() const override { return true; }
+  kern::MemorySpace memorySpace() const override { return kern::MemorySpace::Host; }
 
   void* allocate(size_t bytes, const std::string& what) override {
     // Page-aligned and zero-filled by mmap; within the budget populated now, and each page written
@@ -70,8 +70,11 @@ class HostFifoMemory final : public FifoMemory {
   void copyOut(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   uint64_t loadWord(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
   void storeWord(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
-  void* mapHost(void* host, size_t, const std::string&) override { return host; }
-  void unmapHost(void*) override {}
+  void copyAcross(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void* mapHostMemory(void* host, size_t, const std::string&) override { return host; }
+  void unmapHostMemory(void*) override {}
 
  private:
   struct Allocation {
@@ -85,28 +88,10 @@ class HostFifoMemory final : public FifoMemory {
 
 }  // namespace
 
-std::shared_ptr<FifoMemory> hostFifoMemory() {
+std::shared_ptr<kern::DeviceMemory> hostFifoMemory() {
   // Never destroyed: FIFOs of communicators that outlive main() are released through it.
-  static auto* memory = new std::shared_ptr<FifoMemory>(std::make_shared<HostFifoMemory>());
+  static auto* memory = new std::shared_ptr<kern::DeviceMemory>(std::make_shared<HostFifoMemory>());
   return *memory;
-}
-
-void FifoMemory::copyAcross(void* dst, const void* src, size_t bytes) {
-  if (!hostAccessible())
-    throw Error(ErrorCode::InvalidUsage, std::string(name()) + " memory has no copies between its ranges");
-  if (bytes > 0) std::memcpy(dst, src, bytes);
-}
-
-void* FifoMemory::allocateExportable(size_t, const std::string& what, kern::ExportHandle*) {
-  throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be shared with other processes");
-}
-
-kern::DmaBufRange FifoMemory::exportDmaBuf(void*, size_t, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot be exported as a dmabuf");
-}
-
-void* FifoMemory::importExported(const kern::ExportHandle&, size_t, const std::string& what) {
-  throw Error(ErrorCode::InvalidUsage, what + ": " + name() + " memory cannot map another process's");
 }
 
 }  // namespace tutti

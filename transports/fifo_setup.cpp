@@ -25,13 +25,13 @@ FifoShape checkedFifoShape(const TransportContext& context, const std::string& w
   return shape;
 }
 
-void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape, bool simpleElsewhere) {
+void writeFifoHeader(kern::DeviceMemory& memory, void* fifo, FifoShape shape, bool simpleElsewhere) {
   kern::FifoHeader header{};
   kern::fifoInit(&header, shape.nsteps, shape.slotBytes, shape.llBytes, simpleElsewhere);
   memory.copyIn(fifo, &header, sizeof header);
 }
 
-void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context) {
+void checkPeerFifo(kern::DeviceMemory& memory, const void* fifo, size_t bytes, const std::string& context) {
   kern::FifoHeader header{};
   if (bytes >= sizeof header) memory.copyOut(&header, fifo, sizeof header);
   const bool elsewhere = header.slotOffset == 0;

@@ -28,12 +28,12 @@ FifoShape checkedFifoShape(const TransportContext& context, const std::string& w
 // Writes a fresh header for `shape` at `fifo`, built on the host and copied in: the memory may be
 // out of the host's reach. simpleElsewhere: the FIFO has no Simple slots after its header (p2p
 // read mode: the sender's memory holds them; kernels/fifo.h).
-void writeFifoHeader(FifoMemory& memory, void* fifo, FifoShape shape, bool simpleElsewhere = false);
+void writeFifoHeader(kern::DeviceMemory& memory, void* fifo, FifoShape shape, bool simpleElsewhere = false);
 
 // Checks the header of a peer's FIFO of `bytes` (copied out of `memory`): throws Remote
 // "<context>: the peer's FIFO segment is malformed" unless it is one (with its Simple slots after
 // the header, or, slotOffset 0, elsewhere).
-void checkPeerFifo(FifoMemory& memory, const void* fifo, size_t bytes, const std::string& context);
+void checkPeerFifo(kern::DeviceMemory& memory, const void* fifo, size_t bytes, const std::string& context);
 
 // A memory transport's receiver between offer and complete: its connection is made at the offer;
 // complete waits until `attached` says the sender has the FIFO, until the deadline or an abort,

@@ -59,7 +59,7 @@ struct PeerPair {
   // in the node's graph: what NCCL_P2P_LEVEL is held against.
   topo::GpuPair gpus;
   // Rank threads of one process: their devices, and whether each can reach the other's memory
-  // (kern::DeviceMemory::canAccessPeer both ways; true for one device or host memory).
+  // (kern::Executor::canAccessPeer both ways; true for one device or host memory).
   int devices[2] = {-1, -1};
   bool peerAccess = true;
 };
@@ -103,7 +103,7 @@ class TransportContext {
   virtual void fail(const Error& error, int peer) = 0;
   virtual FifoShape fifoShape() const = 0;
   // Where the communicator's FIFOs live (host memory today; device memory for a device backend).
-  virtual std::shared_ptr<FifoMemory> fifoMemory() const = 0;
+  virtual std::shared_ptr<kern::DeviceMemory> fifoMemory() const = 0;
   // The net backend the communicator asks for (ncclConfig_t.netName); "" leaves it to NCCL_NET.
   virtual std::string netName() const = 0;
   // The path type between this rank's GPU and the NIC whose sysfs path is `nicPciPath`, from the

@@ -143,8 +143,8 @@ struct ExecutorResources {
 // How this rank reaches its peers (runtime/comm/connection_setup.h).
 struct CommLinks {
   // Where the FIFOs live: host memory until init points it at the executor backend's own memory
-  // (comm_init.cpp, BackendFifoMemory), before it makes the first connections.
-  std::shared_ptr<FifoMemory> fifoMemory = hostFifoMemory();
+  // (comm_init.cpp, the backend's memory()), before it makes the first connections.
+  std::shared_ptr<kern::DeviceMemory> fifoMemory = hostFifoMemory();
   // The communicator as its transports see it, and its transports in the registry's order
   // (transports/registry.h), made at init.
   std::unique_ptr<TransportContext> transportContext;

@@ -87,42 +87,6 @@ void describeLayout(ncclComm* comm) {
              nodesText.c_str());
 }
 
-// A device backend's memory, as the transports see FIFO memory. It keeps the backend's memory (and
-// with it the backend): a FIFO between ranks of one process goes with the later of its two ends,
-// which may be the peer's after this communicator is gone.
-class BackendFifoMemory final : public FifoMemory {
- public:
-  explicit BackendFifoMemory(std::shared_ptr<kern::DeviceMemory> memory) : memory_(std::move(memory)) {}
-  const char* name() const override { return memory_->name(); }
-  bool hostAccessible() const override { return memory_->memorySpace() == kern::MemorySpace::Host; }
-  void* allocate(size_t bytes, const std::string& what) override { return memory_->allocate(bytes, what); }
-  void release(void* memory) override { memory_->release(memory); }
-  void copyIn(void* dst, const void* src, size_t bytes) override { memory_->copyIn(dst, src, bytes); }
-  void copyOut(void* dst, const void* src, size_t bytes) override { memory_->copyOut(dst, src, bytes); }
-  uint64_t loadWord(const uint64_t* word) override { return memory_->loadWord(word); }
-  void storeWord(uint64_t* word, uint64_t value) override { memory_->storeWord(word, value); }
-  void copyAcross(void* dst, const void* src, size_t bytes) override { memory_->copyAcross(dst, src, bytes); }
-  void* mapHost(void* host, size_t bytes, const std::string& what) override {
-    return memory_->mapHostMemory(host, bytes, what);
-  }
-  void unmapHost(void* host) override { memory_->unmapHostMemory(host); }
-  bool exportable() const override { return memory_->exportsMemory(); }
-  void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle) override {
-    return memory_->allocateExportable(bytes, what, handle);
-  }
-  void* importExported(const kern::ExportHandle& handle, size_t bytes, const std::string& what) override {
-    return memory_->importExported(handle, bytes, what);
-  }
-  void releaseImported(void* memory) override { memory_->releaseImported(memory); }
-  bool exportsDmaBuf() const override { return memory_->exportsDmaBuf(); }
-  kern::DmaBufRange exportDmaBuf(void* memory, size_t bytes, const std::string& what) override {
-    return memory_->exportDmaBuf(memory, bytes, what);
-  }
-
- private:
-  std::shared_ptr<kern::DeviceMemory> memory_;
-};
-
 // The executor backend, before any FIFO is made: a device backend keeps FIFOs in its memory. Ranks
 // of one host on one GPU are refused unless TUTTI_ALLOW_SHARED_GPU=1 (their kernels then share
 // the device: ranks as threads, or processes under MPS).
@@ -132,7 +96,7 @@ void makeExecutorBackend(ncclComm* comm) {
   options.workers = comm->settings.nworkers;
   options.timeoutSeconds = comm->settings.timeoutSeconds;
   comm->executor.backend = kern::makeExecutorBackend(comm->identity.backendName, options, comm->where());
-  if (comm->executor.backend->memory().ownsDevice()) {
+  if (comm->executor.backend->ownsDevice()) {
     const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
     const bool allowed = tunables::kAllowSharedGpu.get();
     for (int r = 0; r < comm->identity.nranks; r++) {
@@ -151,10 +115,12 @@ void makeExecutorBackend(ncclComm* comm) {
       }
     }
   }
+  // A device backend's FIFOs are its own memory. The pointer shares the backend's ownership: a FIFO
+  // between ranks of one process goes with the later of its two ends, which may be the peer's after
+  // this communicator is gone.
   kern::DeviceMemory& memory = comm->executor.backend->memory();
-  if (memory.memorySpace() != kern::MemorySpace::Host)  // shares the backend's ownership
-    comm->links.fifoMemory =
-        std::make_shared<BackendFifoMemory>(std::shared_ptr<kern::DeviceMemory>(comm->executor.backend, &memory));
+  if (memory.memorySpace() != kern::MemorySpace::Host)
+    comm->links.fifoMemory = std::shared_ptr<kern::DeviceMemory>(comm->executor.backend, &memory);
   comm->executor.abortable.store(comm->executor.backend.get());
   if (comm->error.abortFlag.load()) comm->executor.backend->abort();  // failed while it was being made
 }

@@ -162,7 +162,7 @@ class CommTransportContext final : public TransportContext {
   FifoShape fifoShape() const override {
     return FifoShape{uint32_t(comm_->settings.nsteps), comm_->settings.slotBytes, comm_->executor.backend->llBytes()};
   }
-  std::shared_ptr<FifoMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
+  std::shared_ptr<kern::DeviceMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
   std::string netName() const override { return comm_->identity.config.netName; }
   std::optional<topo::PathType> gpuNicPath(const std::string& nicPciPath) const override {
     const CommTopology* topology = comm_->planning.topology.get();
@@ -213,10 +213,10 @@ PeerPair pairBetween(const ncclComm* comm, int a, int b) {
     // ends of the pair see the same.
     pair.devices[0] = comm->identity.peers[size_t(a)].device;
     pair.devices[1] = comm->identity.peers[size_t(b)].device;
-    const kern::DeviceMemory* memory = comm->executor.backend ? &comm->executor.backend->memory() : nullptr;
-    if (memory != nullptr && pair.devices[0] != pair.devices[1])
-      pair.peerAccess = memory->canAccessPeer(pair.devices[0], pair.devices[1]) &&
-                        memory->canAccessPeer(pair.devices[1], pair.devices[0]);
+    const kern::ExecutorBackend* backend = comm->executor.backend.get();
+    if (backend != nullptr && pair.devices[0] != pair.devices[1])
+      pair.peerAccess = backend->canAccessPeer(pair.devices[0], pair.devices[1]) &&
+                        backend->canAccessPeer(pair.devices[1], pair.devices[0]);
   }
   const CommTopology* topology = comm->planning.topology.get();
   if (pair.locality == Locality::OtherHost || topology == nullptr) return pair;

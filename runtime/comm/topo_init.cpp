@@ -236,7 +236,7 @@ std::unique_ptr<CommTopology> exchangeTopology(ncclComm* comm) {
   std::vector<RankGraphHeader> headers(static_cast<size_t>(nranks));
   RankGraphHeader& own = headers[size_t(comm->identity.rank)];
   own.bytes = mine.size();
-  const std::string busId = comm->executor.backend ? comm->executor.backend->memory().deviceBusId() : std::string();
+  const std::string busId = comm->executor.backend ? comm->executor.backend->deviceBusId() : std::string();
   std::strncpy(own.busId, busId.c_str(), sizeof own.busId - 1);
   comm->identity.bootstrap->allGather(headers.data(), sizeof(RankGraphHeader));
   std::vector<uint64_t> sizes(static_cast<size_t>(nranks));

@@ -3,7 +3,7 @@
 // process are device memory set up through copies; between processes of a host the receiver's
 // FIFO is exported memory the sender maps from a descriptor passed over a Unix socket (p2p: CUDA
 // IPC on a GPU, a memfd here); with NCCL_P2P_DISABLE, shared segments, and between hosts the
-// network proxy's FIFOs, stay host memory mapped for the executor (FifoMemory::mapHost:
+// network proxy's FIFOs, stay host memory mapped for the executor (kern::DeviceMemory::mapHostMemory:
 // cuMemHostRegister on a GPU). Every collective, type and op is checked against the float64
 // reference through each.
 #include <catch2/catch.hpp>
@@ -43,7 +43,7 @@ void runWithDeviceMemory(HostLayout layout, const std::string& transports) {
   const std::vector<tutti_test::Case> all = cases(nranks);
   auto outcomes = runOnHosts(layout, [&](int rank, int n, ncclComm_t comm) {
     const std::string who = "rank " + std::to_string(rank) + ": ";
-    check(!comm->links.fifoMemory->hostAccessible(),
+    check(comm->links.fifoMemory->memorySpace() != tutti::kern::MemorySpace::Host,
           who + "the FIFO memory is " + comm->links.fifoMemory->name() + ", which the host reaches");
     char names[64];
     int nodes = 0;

@@ -6,7 +6,7 @@
 namespace tutti_test {
 
 TestTransportContext::TestTransportContext(int rank, int nranks, tutti::FifoShape shape,
-                                           std::shared_ptr<tutti::FifoMemory> memory)
+                                           std::shared_ptr<tutti::kern::DeviceMemory> memory)
     : rank_(rank), nranks_(nranks), shape_(shape), memory_(std::move(memory)) {}
 
 std::string TestTransportContext::where() const {

@@ -14,7 +14,7 @@ namespace tutti_test {
 class TestTransportContext final : public tutti::TransportContext {
  public:
   TestTransportContext(int rank, int nranks, tutti::FifoShape shape,
-                       std::shared_ptr<tutti::FifoMemory> memory = tutti::hostFifoMemory());
+                       std::shared_ptr<tutti::kern::DeviceMemory> memory = tutti::hostFifoMemory());
 
   std::string where() const override;
   std::string describePeer(int peer) const override;
@@ -26,7 +26,7 @@ class TestTransportContext final : public tutti::TransportContext {
   bool failed() const override { return failures_.load() != 0; }
   void fail(const tutti::Error& error, int peer) override;
   tutti::FifoShape fifoShape() const override { return shape_; }
-  std::shared_ptr<tutti::FifoMemory> fifoMemory() const override { return memory_; }
+  std::shared_ptr<tutti::kern::DeviceMemory> fifoMemory() const override { return memory_; }
   std::string netName() const override { return ""; }
 
   // The first failure reported: its message ("" when none) and code.
@@ -38,7 +38,7 @@ class TestTransportContext final : public tutti::TransportContext {
  private:
   int rank_, nranks_;
   tutti::FifoShape shape_;
-  std::shared_ptr<tutti::FifoMemory> memory_;
+  std::shared_ptr<tutti::kern::DeviceMemory> memory_;
   std::atomic<int> failures_{0};
   mutable std::mutex mutex_;
   std::string firstFailure_;

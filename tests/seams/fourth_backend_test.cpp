@@ -92,7 +92,7 @@ class LoopHostBackend final : public tutti::kern::HostMemoryBackend {
 // ---- the fourth transport ----
 
 struct LoopFifo {
-  std::shared_ptr<tutti::FifoMemory> memory;
+  std::shared_ptr<tutti::kern::DeviceMemory> memory;
   void* base = nullptr;
   size_t bytes = 0;
   std::atomic<bool> attached{false};

@@ -34,10 +34,10 @@ constexpr FifoShape kShape{4, 4096};
 // the transports make goes through copyIn / copyOut, which count. Host memory it is asked to map
 // gets a second address of the same pages (as a GPU may use another address for mapped host
 // memory), so a transport that handed the executor the host's address would be caught.
-class FakeDeviceMemory final : public FifoMemory {
+class FakeDeviceMemory final : public kern::DeviceMemory {
  public:
   const char* name() const override { return "fake-device"; }
-  bool hostAccessible() const override { return false; }
+  kern::MemorySpace memorySpace() const override { return kern::MemorySpace::Device; }
   void* allocate(size_t bytes, const std::string&) override {
     void* p = std::aligned_alloc(kern::kFifoSlotAlign,
                                  (bytes + kern::kFifoSlotAlign - 1) / kern::kFifoSlotAlign * kern::kFifoSlotAlign);
@@ -60,7 +60,7 @@ class FakeDeviceMemory final : public FifoMemory {
   }
   // Exported as CUDA exports a GPU allocation: a descriptor (here a memfd) that another process
   // maps at an address of its own.
-  bool exportable() const override { return true; }
+  bool exportsMemory() const override { return true; }
   // byHandle: the handle travels as bytes (a shared-memory object's name, as CUDA's legacy IPC
   // handle does), not as a descriptor.
   void* allocateExportable(size_t bytes, const std::string& what, kern::ExportHandle* handle) override {
@@ -135,14 +135,14 @@ class FakeDeviceMemory final : public FifoMemory {
     std::memcpy(dst, src, bytes);
     copiesAcross++;
   }
-  void* mapHost(void* host, size_t bytes, const std::string& what) override {
+  void* mapHostMemory(void* host, size_t bytes, const std::string& what) override {
     void* alias = mremap(host, 0, bytes, MREMAP_MAYMOVE);  // shared pages only, as the transports' are
     if (alias == MAP_FAILED) FAIL(what << ": mremap of " << bytes << " bytes: " << std::strerror(errno));
     std::lock_guard<std::mutex> lock(mutex);
     mapped[host] = {alias, bytes};
     return alias;
   }
-  void unmapHost(void* host) override {
+  void unmapHostMemory(void* host) override {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = mapped.find(host);
     if (found == mapped.end()) {
@@ -200,7 +200,8 @@ struct TransportPair {
   std::unique_ptr<Connection> send, recv;
 
   // `peers`: the pair as canConnect would see it, for the modes that depend on it (read mode).
-  TransportPair(const std::string& name, std::shared_ptr<FifoMemory> memory = hostFifoMemory(), PeerPair peers = {})
+  TransportPair(const std::string& name, std::shared_ptr<kern::DeviceMemory> memory = hostFifoMemory(),
+                PeerPair peers = {})
       : contexts{{0, 2, kShape, memory}, {1, 2, kShape, memory}}, peers_(peers) {
     for (int r = 0; r < 2; r++) transports[r] = makeTransports(contexts[r]);
     Transport& sender = byName(transports[0], name);

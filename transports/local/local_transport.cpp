@@ -40,13 +40,13 @@ namespace {
 
 // One FIFO, from its receiver's offer until both ends are gone.
 struct LocalFifo {
-  std::shared_ptr<FifoMemory> memory;
+  std::shared_ptr<kern::DeviceMemory> memory;
   void* base = nullptr;
   size_t bytes = 0;
   bool read = false;  // read mode: the Simple slots are the sender's (below)
   bool copy = false;  // copy mode: the sender writes a staging FIFO, the copy thread this one
   // Read mode: the sender's Simple slots, from its FIFO memory; set before `attached`.
-  std::shared_ptr<FifoMemory> senderMemory;
+  std::shared_ptr<kern::DeviceMemory> senderMemory;
   char* senderSlots = nullptr;
   std::atomic<bool> attached{false};  // set by the sender; in host memory, unlike the FIFO
 
@@ -76,7 +76,7 @@ class LocalConnection final : public Connection {
         ownedToken_(ownedToken) {}
   // Copy mode, the sender: its FIFO is the staging one (its own, released with it); the copy thread
   // fills the receiver's, which `fifo` keeps alive.
-  LocalConnection(std::shared_ptr<LocalFifo> fifo, void* staging, std::shared_ptr<FifoMemory> stagingMemory,
+  LocalConnection(std::shared_ptr<LocalFifo> fifo, void* staging, std::shared_ptr<kern::DeviceMemory> stagingMemory,
                   kern::Bell* peerBells, std::shared_ptr<CopyProxy> proxy, std::shared_ptr<CopyLink> link)
       : Connection(static_cast<kern::FifoHeader*>(staging), WakeTarget::peerWorkers(peerBells), "local"),
         fifo_(std::move(fifo)),
@@ -97,7 +97,7 @@ class LocalConnection final : public Connection {
  private:
   std::shared_ptr<LocalFifo> fifo_;
   uint64_t ownedToken_;
-  std::shared_ptr<FifoMemory> stagingMemory_;
+  std::shared_ptr<kern::DeviceMemory> stagingMemory_;
   std::shared_ptr<CopyProxy> proxy_;
   std::shared_ptr<CopyLink> link_;
 };
@@ -217,7 +217,7 @@ class LocalTransport final : public Transport {
   std::unique_ptr<Connection> stageThroughProxy(const ConnectionRequest& request,
                                                 const std::shared_ptr<LocalFifo>& fifo, const std::string& what) {
     const FifoShape shape = checkedFifoShape(context_, what);
-    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    std::shared_ptr<kern::DeviceMemory> memory = context_.fifoMemory();
     const size_t bytes = kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
     if (bytes != fifo->bytes)
       throw Error(ErrorCode::Remote, what + ": the receiver's FIFO has " + std::to_string(fifo->bytes) +

@@ -58,7 +58,7 @@ struct NetProxy::Connection {
   // The slots: after the header in `memory`, or device memory registered by dmabuf (GPUDirect
   // RDMA), which `deviceMemory` allocated and this thread reaches only through its copies.
   char* slots = nullptr;
-  std::shared_ptr<FifoMemory> deviceMemory;
+  std::shared_ptr<kern::DeviceMemory> deviceMemory;
   int peer = -1;
   int channel = 0;
   int tag = 0;
@@ -118,7 +118,7 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   // Page-aligned and touched once here, by the kernel and by this process (recv() and sendmsg()
   // copy through the slots, the workers write and read them): FIFOs are reused for the
   // communicator's life. Shared pages, so that an executor with memory of its own can map them
-  // (FifoMemory::mapHost: pinned and mapped for a GPU).
+  // (kern::DeviceMemory::mapHostMemory: pinned and mapped for a GPU).
   const FifoShape shape = context_.fifoShape();
   const size_t slotBytes = shape.slotBytes + kSlotTrailerRoom;
   const size_t slotsBytes = size_t(shape.nsteps) * slotBytes;
@@ -126,7 +126,7 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
                            " rank " + std::to_string(c->peer) + " on channel " + std::to_string(c->channel);
   // GPUDirect RDMA: the slots in device memory that the NIC registers by dmabuf; the header (head,
   // tail, sizes) stays host memory mapped for the executor, as this thread polls it.
-  std::shared_ptr<FifoMemory> fifoMemory = context_.fifoMemory();
+  std::shared_ptr<kern::DeviceMemory> fifoMemory = context_.fifoMemory();
   const bool gdr = useGdr(c->send != nullptr, *fifoMemory);
   const size_t fullBytes = (kern::fifoBytes(shape.nsteps, slotBytes) + kern::kFifoSlotAlign - 1) /
                            kern::kFifoSlotAlign * kern::kFifoSlotAlign;
@@ -172,13 +172,13 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   return fifo;
 }
 
-bool NetProxy::useGdr(bool send, FifoMemory& memory) {
+bool NetProxy::useGdr(bool send, kern::DeviceMemory& memory) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<bool>& decided = gdr_[send ? 1 : 0];
   if (decided) return *decided;
   const net::NetProperties nic = backend_->properties(0);
-  const net::GdrChoice choice =
-      net::chooseGdr(send, nic, !memory.hostAccessible(), memory.exportsDmaBuf(), context_.gpuNicPath(nic.pciPath));
+  const net::GdrChoice choice = net::chooseGdr(send, nic, memory.memorySpace() != kern::MemorySpace::Host,
+                                               memory.exportsDmaBuf(), context_.gpuNicPath(nic.pciPath));
   if (!choice.why.empty())
     TUTTI_INFO(log::Net, "%s: network %s FIFOs %s: %s", context_.where().c_str(), send ? "send" : "receive",
                choice.deviceMemory ? "in device memory registered by dmabuf (GPUDirect RDMA)" : "in host memory",

@@ -116,7 +116,7 @@ class NetProxy final : public TransportProxy {
   kern::FifoHeader* add(std::unique_ptr<Connection> connection, int peer, int channel, int tag, kern::Bell* workerBell);
   // Whether the FIFOs of one side are device memory registered by dmabuf (net/gdr_policy.h):
   // decided at the first connection of that side, and said once in an INFO line.
-  bool useGdr(bool send, FifoMemory& memory);
+  bool useGdr(bool send, kern::DeviceMemory& memory);
 
   TransportContext& context_;
   std::unique_ptr<net::NetBackend> backend_;

@@ -122,7 +122,7 @@ void CopyProxy::run() {
 // finished before the next begins (copyAcross waits), so the head never runs ahead of what it
 // announces.
 void CopyProxy::move(CopyLink& link, uint64_t n) {
-  FifoMemory& memory = *link.memory;
+  kern::DeviceMemory& memory = *link.memory;
   const uint64_t slot = n % link.nsteps;
   bool ll = false;
   uint64_t line0 = 0;
@@ -163,8 +163,8 @@ void CopyProxy::move(CopyLink& link, uint64_t n) {
   memory.storeWord(&link.peer->head, n + 1);  // release: the message before its head
 }
 
-std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<FifoMemory> memory, void* staging, void* peer, int peerRank,
-                                       const std::string& what, const kern::FifoHeader& header) {
+std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<kern::DeviceMemory> memory, void* staging, void* peer,
+                                       int peerRank, const std::string& what, const kern::FifoHeader& header) {
   auto link = std::make_shared<CopyLink>();
   link->memory = std::move(memory);
   link->staging = static_cast<kern::FifoHeader*>(staging);

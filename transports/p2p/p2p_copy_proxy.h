@@ -3,7 +3,7 @@
 // sender's executor writes a staging FIFO in its own memory (the same layout as the receiver's);
 // one thread per communicator and transport (CopyProxy) watches each
 // staging FIFO's head, copies every published message into the receiver's FIFO with
-// FifoMemory::copyAcross (cuMemcpyAsync on a GPU), then its size and signature words, and only then
+// kern::DeviceMemory::copyAcross (cuMemcpyAsync on a GPU), then its size and signature words, and only then
 // advances the receiver's head; the receiver's tail flows back into the staging header, which frees
 // the sender's slot. Simple messages are copied by their size (a joined run's table included); LL
 // messages (the staging LL slot's line 0 carries the message's flag) by their lines, each half
@@ -29,7 +29,7 @@ namespace tutti {
 
 // One connection the proxy moves: the sender's staging FIFO and its import of the receiver's.
 struct CopyLink {
-  std::shared_ptr<FifoMemory> memory;
+  std::shared_ptr<kern::DeviceMemory> memory;
   kern::FifoHeader* staging = nullptr;  // the sender's, in its own memory
   kern::FifoHeader* peer = nullptr;     // the receiver's, mapped here
   int peerRank = -1;
@@ -44,8 +44,8 @@ struct CopyLink {
 
 // A link from the sender's `staging` FIFO to the receiver's `peer` FIFO, with the layout the
 // receiver's `header` gives (read once at setup).
-std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<FifoMemory> memory, void* staging, void* peer, int peerRank,
-                                       const std::string& what, const kern::FifoHeader& header);
+std::shared_ptr<CopyLink> makeCopyLink(std::shared_ptr<kern::DeviceMemory> memory, void* staging, void* peer,
+                                       int peerRank, const std::string& what, const kern::FifoHeader& header);
 
 class CopyProxy {
  public:

@@ -47,7 +47,7 @@ static_assert(sizeof(P2pOffer) <= kern::kFifoSetupBytes);
 class P2pConnection final : public Connection {
  public:
   // The receiver's end frees the exported FIFO; the sender's unmaps its import.
-  P2pConnection(std::shared_ptr<FifoMemory> memory, void* fifo, bool imported, kern::Bell* peerBells)
+  P2pConnection(std::shared_ptr<kern::DeviceMemory> memory, void* fifo, bool imported, kern::Bell* peerBells)
       : Connection(static_cast<kern::FifoHeader*>(fifo), WakeTarget::peerWorkers(peerBells), "p2p"),
         memory_(std::move(memory)),
         imported_(imported) {}
@@ -93,7 +93,7 @@ class P2pConnection final : public Connection {
   uint64_t copiedByEngine() const override { return copyLink_ ? copyLink_->messages.load() : 0; }
 
  private:
-  std::shared_ptr<FifoMemory> memory_;
+  std::shared_ptr<kern::DeviceMemory> memory_;
   bool imported_;
   bool released_ = false;
   char* slots_ = nullptr;
@@ -109,7 +109,7 @@ class P2pConnection final : public Connection {
 // it maps the sender's Simple slots from the offer the sender left in the FIFO header.
 class ReadModeReceive final : public PendingReceive {
  public:
-  ReadModeReceive(TransportContext& context, int peer, std::string what, std::shared_ptr<FifoMemory> memory,
+  ReadModeReceive(TransportContext& context, int peer, std::string what, std::shared_ptr<kern::DeviceMemory> memory,
                   std::unique_ptr<PendingMemoryReceive> attached, size_t simpleBytes)
       : context_(context),
         peer_(peer),
@@ -153,7 +153,7 @@ class ReadModeReceive final : public PendingReceive {
   TransportContext& context_;
   int peer_;
   std::string what_;
-  std::shared_ptr<FifoMemory> memory_;
+  std::shared_ptr<kern::DeviceMemory> memory_;
   std::unique_ptr<PendingMemoryReceive> attached_;
   size_t simpleBytes_;
 };
@@ -171,7 +171,7 @@ class P2pTransport final : public Transport {
       *whyNot = std::string("the peer is ") + localityName(pair.locality) + ", not in another process of this host";
       return false;
     }
-    if (!context_.fifoMemory()->exportable()) {
+    if (!context_.fifoMemory()->exportsMemory()) {
       *whyNot = std::string("the FIFOs are in ") + context_.fifoMemory()->name() +
                 " memory, which other processes cannot map";
       return false;
@@ -185,7 +185,7 @@ class P2pTransport final : public Transport {
   std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) override {
     const std::string what = fifoWhat(request);
     const FifoShape shape = checkedFifoShape(context_, what);
-    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    std::shared_ptr<kern::DeviceMemory> memory = context_.fifoMemory();
     // Read mode: the Simple slots come from the sender when it attaches; the FIFO keeps the rest.
     // Copy mode fills the receiver's own slots, so it leaves read mode out.
     const bool copy = choice_.copyMode(request.pair);
@@ -269,7 +269,7 @@ class P2pTransport final : public Transport {
           "NCCL_P2P_USE_CUDA_MEMCPY differ between them?); following the receiver",
           context_.where().c_str(), what.c_str(), context_.describePeer(request.peer).c_str(), modeName(p2p.mode),
           modeName(ours));
-    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    std::shared_ptr<kern::DeviceMemory> memory = context_.fifoMemory();
     if (p2p.token == 0) {  // a handle in the offer
       kern::ExportHandle handle;
       std::memcpy(handle.bytes, p2p.handle, sizeof handle.bytes);
@@ -310,7 +310,7 @@ class P2pTransport final : public Transport {
   // receiver through the FIFO header's setup words, written before the sender confirms that it
   // attached (the receiver reads them once it sees that).
   void offerSlots(const ConnectionRequest& request, P2pConnection& connection, const std::string& what) {
-    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    std::shared_ptr<kern::DeviceMemory> memory = context_.fifoMemory();
     kern::FifoHeader header{};
     memory->copyOut(&header, connection.fifo(), sizeof header);
     if (header.slotOffset != 0)
@@ -344,7 +344,7 @@ class P2pTransport final : public Transport {
   std::unique_ptr<P2pConnection> stageThroughProxy(const ConnectionRequest& request,
                                                    std::unique_ptr<P2pConnection> imported, void* peerFifo,
                                                    size_t bytes, const std::string& what) {
-    std::shared_ptr<FifoMemory> memory = context_.fifoMemory();
+    std::shared_ptr<kern::DeviceMemory> memory = context_.fifoMemory();
     kern::FifoHeader header{};
     memory->copyOut(&header, peerFifo, sizeof header);
     const FifoShape shape{header.nsteps, size_t(header.slotBytes), kern::llCapacity(size_t(header.llSlotBytes))};

@@ -2,7 +2,7 @@
 // mapped by the sender through the segment's descriptor.
 //
 // Shared memory is host memory: where the communicator's executor has memory of its own (a GPU),
-// each side maps the segment for it (FifoMemory::mapHost), and the executor reads and writes the
+// each side maps the segment for it (kern::DeviceMemory::mapHostMemory), and the executor reads and writes the
 // FIFO over the bus, as NCCL's shared-memory transport does between GPUs without peer access.
 // The header is built, checked and marked attached through the host's mapping.
 //
