@@ -183,9 +183,11 @@ class HostLoop : public LoopBase {
     for (int r = 0; r < nranks(); r++) kern::ringBell(&bells_[size_t(r)]);
   }
   kern::WaitRecord waitingNow(int r) const { return slots_[size_t(r)].read(); }
+  // The wait kept for the diagnosis of a timeout (WaitSlot::timedOut); after another end, the
+  // last one published (WaitSlot::readLast, the flight recorder's).
   kern::WaitRecord lastWait(int r) const {
-    const kern::WaitRecord timedOut = slots_[size_t(r)].timedOut();
-    return timedOut.what != kern::WaitFor::Nothing ? timedOut : slots_[size_t(r)].readLast();
+    if (outcomes_[size_t(r)].code == ErrorCode::Timeout) return slots_[size_t(r)].timedOut();
+    return slots_[size_t(r)].readLast();
   }
 
  private:
@@ -220,8 +222,7 @@ class DeviceLoop : public LoopBase {
     for (int r = 0; r < nranks(); r++)
       launches_.push_back(kern::dev::EmulatedLaunch{
           &rank(r).work(), rank(r).ops(),
-          kern::dev::ExecControl{&abortWord_, &faults_[size_t(r)], uint64_t(timeoutSeconds * 1e9), &directReads_},
-          1});
+          kern::dev::ExecControl{&abortWord_, &faults_[size_t(r)], uint64_t(timeoutSeconds * 1e9), &directReads_}, 1});
     started_ = Clock::now();
     thread_ = std::thread([this] {
       kern::dev::runEmulatedLaunches(launches_, 2);
@@ -299,7 +300,7 @@ void waitUntilWaiting(const Loop& loop, int r) {
 // Rule 1 (progress): every lane that can move moves, through FIFOs that fill and drain, to the
 // bytes a float64 reference gives.
 TEMPLATE_TEST_CASE("worker rule 1: two ranks all-reduce through 2-slot FIFOs to the float64 reference",
-                        "[core][conformance]", TUTTI_WORKER_LOOPS) {
+                   "[core][conformance]", TUTTI_WORKER_LOOPS) {
   constexpr uint64_t kCount = 1003, kChunk = 64;  // many tiles, a short last one, senders waiting for room
   HostFifo toRank[2] = {HostFifo(2, kChunk * 4), HostFifo(2, kChunk * 4)};
   std::vector<float> input[2], output[2];
@@ -336,7 +337,8 @@ TEMPLATE_TEST_CASE("worker rule 1: two ranks all-reduce through 2-slot FIFOs to 
 // Rule 2 (progress between queues): rank 0's first queue waits for data that rank 1 sends only
 // after rank 0's second queue has drained a stream of messages through a 2-slot FIFO; a loop that
 // stopped at the blocked queue would never finish.
-TEMPLATE_TEST_CASE("worker rule 2: a queue blocked on one lane does not stop another queue", "[core][conformance]", TUTTI_WORKER_LOOPS) {
+TEMPLATE_TEST_CASE("worker rule 2: a queue blocked on one lane does not stop another queue", "[core][conformance]",
+                   TUTTI_WORKER_LOOPS) {
   constexpr uint64_t kLate = 16, kStream = 640, kChunk = 32;  // the stream: 20 messages
   HostFifo lateFifo(2, kChunk * 4), streamFifo(2, kChunk * 4);
   std::vector<float> late(kLate), stream(kStream), gotLate(kLate, 0.0f), gotStream(kStream, 0.0f);
@@ -377,7 +379,7 @@ TEMPLATE_TEST_CASE("worker rule 2: a queue blocked on one lane does not stop ano
 // values; a fair one sends the chunk before it was written (zeros). No peer, no timing: one
 // worker's order of decisions, read from what it sent.
 TEMPLATE_TEST_CASE("worker rule 3: a queue that can move is not passed over while another runs on",
-                        "[core][conformance]", TUTTI_WORKER_LOOPS) {
+                   "[core][conformance]", TUTTI_WORKER_LOOPS) {
   constexpr uint64_t kChunk = 16, kTiles = 200, kSentTile = 100;
   std::vector<float> src(kChunk * kTiles), dst(kChunk * kTiles, 0.0f);
   for (size_t i = 0; i < src.size(); i++) src[i] = float(i) + 1;
@@ -407,7 +409,7 @@ TEMPLATE_TEST_CASE("worker rule 3: a queue that can move is not passed over whil
 // Rule 4 (timeout): a wait with no progress for timeoutSeconds fails the operation, naming the
 // peer and what it waited for; and (rule 6) the stopped wait is left where the host reads it.
 TEMPLATE_TEST_CASE("worker rules 4 and 6: a wait for data, room or a read times out naming the peer",
-                        "[core][conformance]", TUTTI_WORKER_LOOPS) {
+                   "[core][conformance]", TUTTI_WORKER_LOOPS) {
   TestType loop(2);
   SECTION("data that never comes") {
     LoneReceiver<TestType> receiver(loop);
@@ -466,7 +468,8 @@ TEMPLATE_TEST_CASE("worker rules 4 and 6: a wait for data, room or a read times 
 // Rule 5 (abort): the abort flag ends a wait within a bounded time, before its own timeout,
 // whether it was raised before the wait began or during it (the host loop then sleeps on its bell,
 // the device loop spins).
-TEMPLATE_TEST_CASE("worker rule 5: an abort ends a wait long before its timeout", "[core][conformance]", TUTTI_WORKER_LOOPS) {
+TEMPLATE_TEST_CASE("worker rule 5: an abort ends a wait long before its timeout", "[core][conformance]",
+                   TUTTI_WORKER_LOOPS) {
   TestType loop(2);
   LoneReceiver<TestType> receiver(loop);
   const bool during = GENERATE(false, true);
@@ -493,7 +496,7 @@ TEMPLATE_TEST_CASE("worker rule 5: an abort ends a wait long before its timeout"
 // waits where the loop publishes (the host loop's WaitSlot), and once it stopped on every loop
 // (the rule 4 and 5 cases). Here: the record while it waits, cleared once the worker moved on.
 TEMPLATE_TEST_CASE("worker rule 6: a waiting worker publishes what it waits for, and clears it once it moves on",
-                        "[core][conformance]", TUTTI_WORKER_LOOPS) {
+                   "[core][conformance]", TUTTI_WORKER_LOOPS) {
   TestType loop(2);
   LoneReceiver<TestType> receiver(loop);
   loop.start(kGenerous);
@@ -517,7 +520,7 @@ TEMPLATE_TEST_CASE("worker rule 6: a waiting worker publishes what it waits for,
 // Rule 7 (mismatch): a message whose size or call signature disagrees with the receiver's plan
 // fails the receiver at once, naming the sender, and nothing of it is written.
 TEMPLATE_TEST_CASE("worker rule 7: a size or signature mismatch fails the receiver naming the sender",
-                        "[core][conformance]", TUTTI_WORKER_LOOPS) {
+                   "[core][conformance]", TUTTI_WORKER_LOOPS) {
   HostFifo fifo(2, 64 * 4);
   std::vector<float> a(64, 2.0f), b(64, 0.0f);
   kern::OpWork sent = opWork(a.data(), nullptr, 64, ncclFloat32, 4, plan::Coll::Broadcast, 2, 3);
@@ -530,8 +533,9 @@ TEMPLATE_TEST_CASE("worker rule 7: a size or signature mismatch fails the receiv
   SECTION("signature") {
     sent.signature = kern::callSignature(3, uint32_t(plan::Coll::Broadcast), uint32_t(ncclFloat32), 0, 0);
     received.signature = kern::callSignature(3, uint32_t(plan::Coll::AllGather), uint32_t(ncclFloat32), 0, 0);
-    expected = "rank 0 (host-b pid 4242) called Broadcast(count 64, float32, root 0) as collective #3 where rank 1 "
-               "called AllGather(count 64, float32) as collective #3";
+    expected =
+        "rank 0 (host-b pid 4242) called Broadcast(count 64, float32, root 0) as collective #3 where rank 1 "
+        "called AllGather(count 64, float32) as collective #3";
   }
   TestType loop(2);
   // The send fits the FIFO, so the sender finishes whatever the receiver does.
