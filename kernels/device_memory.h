@@ -74,7 +74,7 @@ class DeviceMemory {
   // call throws Error (InvalidUsage) naming `what`).
   virtual bool exportsDmaBuf() const { return false; }
   virtual DmaBufRange exportDmaBuf(void* p, size_t bytes, const std::string& what);
-  // Zero-copy between rank processes of a host (runtime/peer_buffers.h): the allocation that holds
+  // Zero-copy between rank processes of a host (runtime/comm/peer_buffers.h): the allocation that holds
   // the registered user buffer [p, p + bytes), exported for a peer process to map with
   // importExported (and unmap with releaseImported); the descriptor, if any, is the caller's to
   // close. cuda: ncclMemAlloc's virtual memory by its POSIX descriptor, cudaMalloc's by its legacy
