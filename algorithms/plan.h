@@ -6,7 +6,7 @@
 // and receive from several peers; each step names which of the lane's send and receive
 // connections it uses. Buffers are referred to symbolically (input, output or the lane's
 // scratch, and which chunk or block of the tile), so a plan does not depend on counts or
-// pointers, which are bound at launch. See kernels/host_executor.cpp for how tiles and chunks
+// pointers, which are bound at launch. See kernels/host/host_executor.cpp for how tiles and chunks
 // map to elements.
 #pragma once
 

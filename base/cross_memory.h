@@ -2,7 +2,7 @@
 // permission it needs: the kernel lets a process read another of the same user that it could
 // ptrace; under Yama's ptrace_scope 1 only a descendant, or the one process the target names
 // (prctl PR_SET_PTRACER). Used by zero-copy between rank processes of a host (transports/shm,
-// kernels/host_executor.cpp).
+// kernels/host/host_executor.cpp).
 #pragma once
 
 #include <sys/types.h>

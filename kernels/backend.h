@@ -22,8 +22,8 @@
 
 #include "base/error.h"
 #include "kernels/device_memory.h"
+#include "kernels/execution_context.h"
 #include "kernels/export_handle.h"
-#include "kernels/host_executor.h"
 #include "kernels/work.h"
 #include "nccl.h"
 

@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "base/tunables.h"
 #include "kernels/backend.h"
-#include "kernels/host_backend.h"
+#include "kernels/host/host_backend.h"
 #if defined(TUTTI_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_driver.h"

@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "kernels/bell.h"
-#include "kernels/host_executor.h"
+#include "kernels/execution_context.h"
 #include "kernels/host_reduce.h"
 
 namespace tutti::kern {

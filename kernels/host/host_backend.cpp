@@ -1,5 +1,5 @@
 // The host backend: host memory, host streams and the host executor (host_backend.h).
-#include "kernels/host_backend.h"
+#include "kernels/host/host_backend.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/host/host_executor.h"
 #include "kernels/host_stream.h"
 #include "kernels/word_copy.h"
 

@@ -60,7 +60,7 @@ class HostMemoryBackend : public ExecutorBackend {
   BackendOptions options_;
 };
 
-// Host buffers and the host executor (kernels/host_executor.h) on a pool of worker threads.
+// Host buffers and the host executor (kernels/host/host_executor.h) on a pool of worker threads.
 std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options);
 
 }  // namespace tutti::kern

@@ -20,7 +20,7 @@
 #include "bootstrap/bootstrap.h"
 #include "kernels/backend.h"
 #include "kernels/bell.h"
-#include "kernels/host_executor.h"
+#include "kernels/execution_context.h"
 #include "kernels/host_reduce.h"
 #include "kernels/mailbox.h"
 #include "kernels/wait_slot.h"

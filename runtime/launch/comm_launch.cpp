@@ -14,6 +14,7 @@
 #include "kernels/dtypes.h"
 #include "kernels/exec_fault.h"
 #include "kernels/host_reduce.h"
+#include "kernels/plan_bounds.h"
 #include "runtime/diagnostics/flight_recorder_dump.h"
 #include "runtime/launch/mailbox_path.h"
 #include "runtime/launch/redop.h"

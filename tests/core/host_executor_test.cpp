@@ -1,4 +1,4 @@
-// The host executor (kernels/host_executor.h): runWorker over hand-made launches whose FIFOs are
+// The host executor (kernels/host/host_executor.h): runWorker over hand-made launches whose FIFOs are
 // plain host memory between two threads, its bounded waits (timeouts naming the peer, aborts,
 // probes, network driving), checkPlanBounds' refusals, idlePoll and the worker pool.
 #include <catch2/catch.hpp>
@@ -17,7 +17,8 @@
 
 #include "base/error.h"
 #include "kernels/bell.h"
-#include "kernels/host_executor.h"
+#include "kernels/host/host_executor.h"
+#include "kernels/plan_bounds.h"
 #include "kernels/wait_hooks.h"
 #include "kernels/wait_slot.h"
 #include "tests/core/core_test_support.h"

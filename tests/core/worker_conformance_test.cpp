@@ -1,6 +1,6 @@
 // The worker conformance suite: the rules every worker loop keeps (kernels/README.md, "The
 // worker's rules"), each case written once and run against both loops through a small adapter:
-// the host executor's (runWorker on host threads, kernels/host_executor.h) and the device
+// the host executor's (runWorker on host threads, kernels/host/host_executor.h) and the device
 // executor's (its kernel body, kernels/device/device_executor.h, on the emulated device's host
 // threads, as a launch of the cuda backend over the emulated driver runs it). The device loop is
 // built only with the CUDA parts (TUTTI_HAVE_CUDA); without them the cases run on the host loop.
@@ -18,7 +18,8 @@
 #include "base/error.h"
 #include "kernels/bell.h"
 #include "kernels/exec_fault.h"
-#include "kernels/host_executor.h"
+#include "kernels/host/host_executor.h"
+#include "kernels/plan_bounds.h"
 #include "kernels/wait_hooks.h"
 #include "kernels/wait_slot.h"
 #include "tests/core/core_test_support.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "kernels/host_executor.h"
+#include "kernels/host/host_executor.h"
 #include "kernels/mailbox.h"
 #include "kernels/wait_hooks.h"
 

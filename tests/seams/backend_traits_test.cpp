@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/host_backend.h"
+#include "kernels/host/host_backend.h"
 
 namespace {
 
@@ -102,8 +102,12 @@ TEST_CASE("backend traits: a registered backend takes its registered traits, and
                                  .readsOtherProcesses = false,
                                  .readsDeviceScalars = true};
   tutti::kern::registerBackend(tutti::kern::BackendRegistration{
-      "traits-test", [](const BackendOptions& o, const std::string&) { return tutti::kern::makeHostBackend(o); }, {},
-      nullptr, nullptr, registered});
+      "traits-test",
+      [](const BackendOptions& o, const std::string&) { return tutti::kern::makeHostBackend(o); },
+      {},
+      nullptr,
+      nullptr,
+      registered});
   checkSameTraits(tutti::kern::backendTraits("traits-test"), registered);
   std::unique_ptr<ExecutorBackend> made =
       tutti::kern::makeExecutorBackend("traits-test", BackendOptions{}, "backend traits test");

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/host_backend.h"
-#include "kernels/host_executor.h"
+#include "kernels/host/host_backend.h"
+#include "kernels/host/host_executor.h"
 #include "nccl.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
