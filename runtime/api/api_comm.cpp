@@ -317,7 +317,7 @@ TUTTI_API ncclResult_t pncclCommAbort(ncclComm_t comm) {
     // Peers still inside an operation with this rank would otherwise wait out their own timeout:
     // a healthy communicator's abort is news to them (a failed one's cause went out already).
     if (comm->error.asyncError.load() == ncclSuccess && comm->identity.bootstrap && comm->identity.nranks > 1)
-      comm->identity.bootstrap->broadcastNotice("it called ncclCommAbort");
+      comm->identity.bootstrap->broadcastNotice(kAbortNotice);
     comm->fail(Error(ErrorCode::Aborted, comm->where() + ": aborted by ncclCommAbort"));
     quiesce(comm);
     delete comm;

@@ -188,8 +188,20 @@ struct UserRedOps {
   std::vector<UserRedOp> ops;  // ncclRedOp_t(ncclNumOps + i)
 };
 
-// The failure notice a rank sends its peers when ncclCommRevoke revokes the communicator.
+// The notices a rank sends its peers when its user stops a communicator whose init it has
+// finished (each is sent only while the communicator is healthy, so never from within init).
+// Every rank had entered init's final barrier before that one could leave it, so a peer that
+// hears one while still receiving the barrier's last messages finishes init first.
 inline constexpr char kRevokeNotice[] = "it revoked the communicator (ncclCommRevoke)";
+inline constexpr char kAbortNotice[] = "it called ncclCommAbort";
+inline constexpr char kShrinkAbortNotice[] = "it called ncclCommShrink with NCCL_SHRINK_ABORT";
+// The constant above that `text` is, or null for any other notice (a failure, which may come
+// from within init and must stop it at once).
+inline const char* noticeSentAfterInit(const std::string& text) {
+  for (const char* notice : {kRevokeNotice, kAbortNotice, kShrinkAbortNotice})
+    if (text == notice) return notice;
+  return nullptr;
+}
 
 // The communicator's error: once set it is unusable (only destroy or abort), and every wait ends.
 struct CommErrorState {
@@ -204,12 +216,13 @@ struct CommErrorState {
   // ncclCommGetAsyncError answers ncclSuccess (NCCL's rule), while every call but shrink, destroy
   // and abort is refused (runtime/comm/comm_shrink.h).
   std::atomic<bool> revoked{false};
-  // Set under `mutex` when init has finished. A peer that revoked the communicator has finished
-  // init, but this rank may still be receiving the final barrier's last message: its notice waits
-  // here until then, so that init completes and the revoke lands on a finished communicator.
+  // Set under `mutex` when init has finished. A peer that stopped the communicator after its own
+  // init (noticeSentAfterInit) may be heard while this rank still receives the final barrier's
+  // last message: the first such notice waits here until then, and lands on a finished
+  // communicator.
   bool initFinished = false;
-  int deferredRevokeFrom = -1;
-  std::string deferredRevokeText;
+  int deferredNoticeFrom = -1;
+  const char* deferredNotice = nullptr;
 };
 
 // Init and end of the handle's life.

@@ -16,12 +16,12 @@ using tutti::Error;
 using tutti::ErrorCode;
 
 void ncclComm::failFromNotice(int sender, const std::string& text) {
-  if (text == tutti::kRevokeNotice) {
+  if (const char* afterInit = tutti::noticeSentAfterInit(text)) {
     std::lock_guard<std::mutex> lock(error.mutex);
     if (!error.initFinished) {
-      if (error.deferredRevokeFrom < 0) {
-        error.deferredRevokeFrom = sender;
-        error.deferredRevokeText = text;
+      if (error.deferredNotice == nullptr) {
+        error.deferredNoticeFrom = sender;
+        error.deferredNotice = afterInit;
       }
       return;
     }
@@ -42,14 +42,14 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
 
 void ncclComm::finishInit() {
   int sender = -1;
-  std::string text;
+  const char* notice = nullptr;
   {
     std::lock_guard<std::mutex> lock(error.mutex);
     error.initFinished = true;
-    sender = error.deferredRevokeFrom;
-    text = std::move(error.deferredRevokeText);
+    sender = error.deferredNoticeFrom;
+    notice = error.deferredNotice;
   }
-  if (sender >= 0) failFromNotice(sender, text);
+  if (notice != nullptr) failFromNotice(sender, notice);
 }
 
 void ncclComm::failFromPeerLost(int peer, const std::string& reason) {

@@ -98,7 +98,7 @@ void checkShrinkable(const ncclComm* parent) {
 
 void abortForShrink(ncclComm* parent) {
   if (parent->error.asyncError.load() == ncclSuccess && parent->identity.nranks > 1)
-    parent->identity.bootstrap->broadcastNotice("it called ncclCommShrink with NCCL_SHRINK_ABORT");
+    parent->identity.bootstrap->broadcastNotice(kShrinkAbortNotice);
   parent->fail(Error(ErrorCode::Aborted, parent->where() + ": aborted by ncclCommShrink with NCCL_SHRINK_ABORT"),
                false);
 }

@@ -243,6 +243,21 @@ TEST_CASE("a peer's revoke notice that arrives before init has finished lands wh
   CHECK(comm.error.message.find("rank 2") != std::string::npos);
   CHECK(comm.error.message.find("ncclCommRevoke") != std::string::npos);
 
+  // So do the other notices a rank sends only after its own init: ncclCommAbort and
+  // ncclCommShrink with NCCL_SHRINK_ABORT on a healthy communicator.
+  for (const char* notice : {tutti::kAbortNotice, tutti::kShrinkAbortNotice}) {
+    INFO(notice);
+    ncclComm early;
+    early.identity.rank = 0;
+    early.identity.nranks = 4;
+    early.failFromNotice(1, notice);
+    CHECK(early.error.asyncError.load() == ncclSuccess);
+    CHECK_FALSE(early.error.abortFlag.load());
+    early.finishInit();
+    CHECK(early.error.asyncError.load() == ncclRemoteError);
+    CHECK(early.error.message.find(notice) != std::string::npos);
+  }
+
   // Any other notice is a failure of init itself: it stops this rank's init at once.
   ncclComm other;
   other.identity.rank = 0;
