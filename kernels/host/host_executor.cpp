@@ -3,9 +3,6 @@
 // a bounded timeout.
 #include "kernels/host/host_executor.h"
 
-#include <sched.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -16,9 +13,6 @@
 
 namespace tutti::kern {
 
-using plan::Buf;
-using plan::BufRef;
-using plan::Layout;
 using plan::Op;
 using plan::Step;
 

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "kernels/backend.h"
+#include "kernels/host/host_backend.h"
 #include "runtime/comm/comm.h"
 #include "runtime/comm/peer_buffers.h"
 #include "tests/common/env_support.h"
@@ -30,7 +31,7 @@ using tutti::PeerBuffers;
 
 // A backend whose memory is the host's, that says whether it exports user buffers and records the
 // imports it is asked for. Each import is at a new made-up address, never dereferenced.
-class RecordingBackend : public kern::ExecutorBackend {
+class RecordingBackend : public kern::HostMemoryBackend {
  public:
   bool exports = true;
   bool failImports = false;
@@ -44,30 +45,9 @@ class RecordingBackend : public kern::ExecutorBackend {
   std::vector<uintptr_t> released;
   int exportCalls = 0;
 
+  RecordingBackend() : kern::HostMemoryBackend(kern::BackendOptions{}) {}
   const char* name() const override { return "recording"; }
-  kern::MemorySpace memorySpace() const override { return kern::MemorySpace::Host; }
-  int workers() const override { return 1; }
-  void* allocate(size_t bytes, const std::string&) override { return std::calloc(1, bytes); }
-  void release(void* p) override { std::free(p); }
-  void copyIn(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copyOut(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copyAcross(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  uint64_t loadWord(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
-  void storeWord(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
-  void* mapHostMemory(void* host, size_t, const std::string&) override { return host; }
-  void unmapHostMemory(void*) override {}
-  bool ownsDevice() const override { return false; }
-  std::string deviceBusId() const override { return ""; }
-  bool canAccessPeer(int, int) const override { return true; }
-  uint32_t residentWorkers() const override { return 0; }
-  uint64_t directReads() const override { return 0; }
   bool readsPeerBuffers() const override { return false; }
-  std::string streamProblem(cudaStream_t) const override { return ""; }
-  std::string bufferProblem(const void*, size_t) const override { return ""; }
-  std::string captureProblem(cudaStream_t) const override { return ""; }
-  kern::ExecFault fault() const override { return {}; }
-  void submit(std::span<kern::Launch* const>, cudaStream_t, std::function<void()> done) override { done(); }
-  void synchronize(cudaStream_t) override {}
   void abort() override {}
   bool exportsUserBuffers() const override { return exports; }
   kern::UserBufferExport exportUserBuffer(const void*, size_t, const std::string& what) override {
@@ -83,6 +63,9 @@ class RecordingBackend : public kern::ExecutorBackend {
     return reinterpret_cast<void*>(base);
   }
   void releaseImported(void* p) override { released.push_back(reinterpret_cast<uintptr_t>(p)); }
+
+ protected:
+  void run(std::span<kern::Launch* const>) override {}  // nothing here launches
 };
 
 constexpr int kOtherProcess = 1;  // a rank of this host in another process

@@ -4,6 +4,7 @@
 // before a GPU does.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
