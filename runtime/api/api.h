@@ -6,7 +6,6 @@
 
 #include "base/error.h"
 #include "nccl.h"
-#include "runtime/comm/comm.h"
 
 #define TUTTI_API extern "C" __attribute__((visibility("default")))
 // Defines nccl<Name> as a weak alias of pnccl<Name>, as NVIDIA's library does, so profilers

@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api/api.h"
+#include "runtime/comm/comm.h"
 #include "runtime/launch/group.h"
 
 using namespace tutti;

@@ -7,8 +7,12 @@
 #include <thread>
 
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
 #include "kernels/backend.h"
 #include "runtime/api/api.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/comm_init.h"
+#include "runtime/comm/comm_registry.h"
 #include "runtime/comm/comm_shrink.h"
 
 using namespace tutti;

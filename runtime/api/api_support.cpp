@@ -1,9 +1,13 @@
 // The C boundary's shared parts: error mapping, the thread's last error, and argument checks.
 #include <cstring>
+#include <mutex>
 
 #include "base/log.h"
+#include "kernels/backend.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api/api.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/comm_registry.h"
 #include "runtime/launch/group.h"
 
 namespace tutti {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "bootstrap/bootstrap.h"
 #include "kernels/bell.h"
 #include "kernels/host_reduce.h"
 #include "runtime/comm/comm.h"

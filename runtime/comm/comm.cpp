@@ -5,7 +5,30 @@
 #include <chrono>
 #include <set>
 
+#include "bootstrap/bootstrap.h"
+#include "kernels/backend.h"
+#include "runtime/comm/peer_buffers.h"
+#include "runtime/comm/select.h"
+#include "runtime/comm/topo_init.h"
+#include "runtime/diagnostics/flight_recorder.h"
+#include "runtime/launch/comm_launch.h"
+#include "runtime/launch/launch_cache.h"
+#include "runtime/launch/scratch_pool.h"
+#include "transports/fifo_memory.h"
+#include "transports/transport.h"
+
 namespace tutti {
+
+// The state's special members live here, where the types it holds by pointer are complete.
+CommIdentity::CommIdentity() = default;
+CommIdentity::~CommIdentity() = default;
+ExecutorResources::ExecutorResources(const ncclComm& comm)
+    : waitHooks(comm, false), drivingWaitHooks(comm, true), scratch(std::make_shared<ScratchPool>()) {}
+ExecutorResources::~ExecutorResources() = default;
+CommLinks::CommLinks() : fifoMemory(hostFifoMemory()) {}
+CommLinks::~CommLinks() = default;
+CommPlanning::CommPlanning() = default;
+CommPlanning::~CommPlanning() = default;
 
 int workerOfChannel(const ncclComm* comm, int channel) { return channel % comm->settings.nworkers; }
 
@@ -16,6 +39,8 @@ int nodeCount(const ncclComm* comm) {
 }
 
 }  // namespace tutti
+
+ncclComm::ncclComm() = default;
 
 ncclComm::~ncclComm() {
   // A healthy communicator may still have our last sends with a transport's thread (the net

@@ -13,32 +13,38 @@
 #include <tuple>
 #include <vector>
 
-#include "algorithms/lane.h"
-#include "algorithms/plan.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
-#include "bootstrap/bootstrap.h"
-#include "kernels/backend.h"
-#include "kernels/bell.h"
-#include "kernels/execution_context.h"
-#include "kernels/host_reduce.h"
-#include "kernels/mailbox.h"
 #include "kernels/wait_slot.h"
 #include "nccl.h"
 #include "runtime/api/config.h"
-#include "runtime/comm/connection_setup.h"
+#include "runtime/comm/conn_key.h"
 #include "runtime/comm/control_block.h"
-#include "runtime/comm/peer_buffers.h"
 #include "runtime/comm/registrations.h"
-#include "runtime/comm/select.h"
-#include "runtime/comm/topo_init.h"
-#include "runtime/diagnostics/flight_recorder.h"
-#include "runtime/diagnostics/wait_graph.h"
 #include "runtime/launch/comm_wait_hooks.h"
-#include "runtime/launch/scratch_pool.h"
-#include "transports/fifo_memory.h"
-#include "transports/segment.h"
-#include "transports/transport.h"
+
+// What the communicator holds only by pointer is declared here, so that a file that reads its
+// state pulls in no more than the state's own types; it includes the headers of what it uses.
+namespace tutti {
+namespace bootstrap {
+class Bootstrap;
+}
+namespace kern {
+class ExecutorBackend;
+class DeviceMemory;
+struct BackendTraits;
+}  // namespace kern
+class Transport;
+class TransportContext;
+class TransportProxy;
+class Connection;
+class PeerBuffers;
+class FlightRecorder;
+class CommSelector;
+struct CommTopology;
+class ScratchPool;
+struct RankWait;
+}  // namespace tutti
 
 namespace tutti {
 
@@ -80,6 +86,8 @@ struct UserRedOp {
 
 // Who this rank is among its peers, and how it reaches them before any transport exists.
 struct CommIdentity {
+  CommIdentity();  // comm.cpp
+  ~CommIdentity();
   int rank = 0;
   int nranks = 1;
   int device = 0;
@@ -110,7 +118,8 @@ struct CommSettings {
 
 // What the executor runs operations with, and the operations in flight.
 struct ExecutorResources {
-  explicit ExecutorResources(const ncclComm& comm) : waitHooks(comm, false), drivingWaitHooks(comm, true) {}
+  explicit ExecutorResources(const ncclComm& comm);  // comm.cpp
+  ~ExecutorResources();
   // Where launches run, and where FIFOs and scratch live (kernels/backend.h): made at init.
   // Shared with the device memory it hands out: a FIFO between two ranks of one process lives in
   // the receiver's memory until the sender's end is gone too, which may be after this comm.
@@ -125,7 +134,7 @@ struct ExecutorResources {
   // that leave the network to the proxy thread, and for those that drive it themselves.
   CommWaitHooks waitHooks, drivingWaitHooks;
   // Scratch memory of the plans' lanes, taken by each launch while it runs.
-  std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();
+  std::shared_ptr<ScratchPool> scratch;
   // Bound launches of single operations, kept for the next call of the same shape, which then
   // only points them at its buffers (runtime/launch/launch.cpp).
   std::shared_ptr<LaunchCache> launchCache;
@@ -142,9 +151,12 @@ struct ExecutorResources {
 
 // How this rank reaches its peers (runtime/comm/connection_setup.h).
 struct CommLinks {
-  // Where the FIFOs live: host memory until init points it at the executor backend's own memory
-  // (comm_init.cpp, the backend's memory()), before it makes the first connections.
-  std::shared_ptr<kern::DeviceMemory> fifoMemory = hostFifoMemory();
+  CommLinks();  // comm.cpp
+  ~CommLinks();
+  // Where the FIFOs live: host memory (transports/fifo_memory.h) until init points it at the
+  // executor backend's own memory (comm_init.cpp, the backend's memory()), before it makes the
+  // first connections.
+  std::shared_ptr<kern::DeviceMemory> fifoMemory;
   // The communicator as its transports see it, and its transports in the registry's order
   // (transports/registry.h), made at init.
   std::unique_ptr<TransportContext> transportContext;
@@ -162,6 +174,8 @@ struct CommLinks {
 
 // What chooses and builds the plans an operation runs.
 struct CommPlanning {
+  CommPlanning();  // comm.cpp
+  ~CommPlanning();
   // The algorithms this communicator can run (built-ins, then custom plan files).
   plan::AlgorithmRegistry algorithms = plan::builtinAlgorithms();
   // When set (tests), the algorithm used for every collective it serves; the selector's choice
@@ -236,7 +250,7 @@ struct CommLifecycle {
 
 // The C handle (nccl.h's `struct ncclComm`): its state by concern.
 struct ncclComm {
-  ncclComm() = default;
+  ncclComm();  // comm.cpp: where every member's type is complete
   ncclComm(const ncclComm&) = delete;
   ncclComm& operator=(const ncclComm&) = delete;
   ~ncclComm();
@@ -285,26 +299,9 @@ struct ncclComm {
 
 namespace tutti {
 
-// Joins the job and builds the communicator's resources. Throws on failure.
-void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device);
-
 int workerOfChannel(const ncclComm* comm, int channel);
-
-// Settings at init (runtime/comm/comm_settings.cpp): this rank's proposal (channels defaulting to the
-// backend's), the adoption of rank 0's by every rank, the channels fitted to what a shared GPU
-// holds resident once the backend is made, and the waits fitted to the host's cores once the
-// selector knows them.
-void proposeSettings(const ncclComm* comm, RankInfo* me, const kern::BackendTraits& traits);
-void adoptSettings(ncclComm* comm);
-void fitChannelsToDevice(ncclComm* comm);
-void fitWaitsToHost(ncclComm* comm);
 
 // The communicator's nodes: hosts as their host hashes tell them apart (NCCL_HOSTID).
 int nodeCount(const ncclComm* comm);
-
-// Live communicators, so a destroyed handle is recognised instead of dereferenced.
-void registerComm(ncclComm* comm);
-void unregisterComm(ncclComm* comm);
-bool isLiveComm(const ncclComm* comm);
 
 }  // namespace tutti

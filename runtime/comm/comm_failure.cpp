@@ -7,6 +7,8 @@
 
 #include "base/host_identity.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
+#include "kernels/backend.h"
 #include "kernels/exec_fault.h"
 #include "runtime/comm/comm.h"
 #include "runtime/diagnostics/flight_recorder_dump.h"

@@ -1,4 +1,5 @@
 // The registry of live communicators: a handle the user destroyed is recognised, not dereferenced.
+#include "runtime/comm/comm_registry.h"
 #include "base/live_handles.h"
 #include "runtime/comm/comm.h"
 

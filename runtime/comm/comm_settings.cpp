@@ -6,7 +6,10 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/tunables.h"
+#include "kernels/backend.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/comm_settings.h"
+#include "runtime/comm/select.h"
 #include "transports/fifo_setup.h"
 
 namespace tutti {

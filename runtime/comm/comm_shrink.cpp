@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
+#include "runtime/comm/comm.h"
 
 namespace tutti {
 

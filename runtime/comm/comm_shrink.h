@@ -3,11 +3,12 @@
 // and the revoked state.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "nccl.h"
-#include "runtime/comm/comm.h"
 
 namespace tutti {
 

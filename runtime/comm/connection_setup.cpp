@@ -7,7 +7,10 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "bootstrap/bootstrap.h"
+#include "kernels/backend.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/connection_setup.h"
 #include "runtime/comm/topo_init.h"
 #include "transports/registry.h"
 

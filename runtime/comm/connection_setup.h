@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/plan.h"
+#include "runtime/comm/conn_key.h"
 #include "transports/transport.h"
 
 struct ncclComm;
@@ -16,19 +16,6 @@ struct ncclComm;
 namespace tutti {
 
 constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-1 (bootstrap tags stay within 32 bits)
-
-// Identifies one direction of one connection to a peer. Both ends name it alike (with `send`
-// flipped), and both agree on it through the bootstrap tag of its handshake.
-struct ConnKey {
-  int peer;
-  int channel;
-  plan::ConnKind kind;
-  int tag;    // the lane's tag: separate FIFOs for separate uses of one peer
-  bool send;  // true: we send to peer; false: we receive from peer
-  auto tie() const { return std::tuple(peer, channel, int(kind), tag, send); }
-  bool operator<(const ConnKey& o) const { return tie() < o.tie(); }
-  bool operator==(const ConnKey& o) const { return tie() == o.tie(); }
-};
 
 // Makes the communicator's transports (transports/registry.h) and the context they see it
 // through; init does, once the settings are agreed.

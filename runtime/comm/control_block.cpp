@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "bootstrap/bootstrap.h"
+#include "kernels/backend.h"
 #include "runtime/comm/comm.h"
 
 namespace tutti {

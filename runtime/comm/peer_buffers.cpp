@@ -13,6 +13,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/tunables.h"
+#include "bootstrap/bootstrap.h"
+#include "kernels/backend.h"
 #include "runtime/comm/comm.h"
 #include "transports/descriptor_channel.h"
 

@@ -17,6 +17,7 @@
 #include "base/tunables.h"
 #include "runtime/comm/calibrate.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/topo_init.h"
 
 namespace tutti {
 namespace {

@@ -16,6 +16,7 @@
 #include "base/host_identity.h"
 #include "base/log.h"
 #include "base/tunables.h"
+#include "kernels/backend.h"
 #include "kernels/dtypes.h"
 #include "kernels/exec_fault.h"
 #include "kernels/host_reduce.h"

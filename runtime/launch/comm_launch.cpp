@@ -15,9 +15,13 @@
 #include "kernels/exec_fault.h"
 #include "kernels/host_reduce.h"
 #include "kernels/plan_bounds.h"
+#include "runtime/comm/connection_setup.h"
+#include "runtime/comm/peer_buffers.h"
+#include "runtime/comm/topo_init.h"
 #include "runtime/diagnostics/flight_recorder_dump.h"
 #include "runtime/launch/mailbox_path.h"
 #include "runtime/launch/redop.h"
+#include "transports/transport.h"
 
 namespace tutti {
 namespace {

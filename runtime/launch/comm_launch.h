@@ -19,6 +19,7 @@
 #include "runtime/comm/select.h"
 #include "runtime/launch/scratch_pool.h"
 #include "runtime/launch/task.h"
+#include "transports/transport.h"
 
 namespace tutti {
 

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "runtime/api/api.h"
+#include "runtime/comm/connection_setup.h"
 #include "runtime/launch/comm_launch.h"
 #include "runtime/launch/launch_cache.h"
 #include "runtime/launch/mailbox_path.h"

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "kernels/backend.h"
 #include "kernels/dtypes.h"
 #include "kernels/host_reduce.h"
 #include "runtime/comm/comm.h"

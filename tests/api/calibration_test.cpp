@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
 #include "nccl.h"
 #include "runtime/comm/calibrate.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/select.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
 #include "tutti/tutti.h"

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/device_memory.h"
 #include "nccl.h"
 #include "runtime/comm/comm.h"
 #include "tests/common/collective_cases_support.h"

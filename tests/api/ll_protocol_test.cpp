@@ -10,6 +10,7 @@
 #include "kernels/fifo.h"
 #include "runtime/comm/comm.h"
 #include "tests/common/ranks_support.h"
+#include "transports/transport.h"
 #include "tutti/tutti.h"
 
 namespace {

@@ -26,6 +26,7 @@
 
 #include "base/log.h"
 #include "base/socket.h"
+#include "bootstrap/bootstrap.h"
 #include "nccl.h"
 #include "runtime/comm/comm.h"
 #include "runtime/comm/select.h"

@@ -14,6 +14,7 @@
 #include "kernels/mailbox.h"
 #include "nccl.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/select.h"
 #include "tests/common/ranks_support.h"
 
 using tutti_test::check;

@@ -16,6 +16,7 @@
 
 #include "nccl.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/topo_init.h"
 #include "runtime/launch/comm_launch.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/env_support.h"

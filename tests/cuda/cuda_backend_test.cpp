@@ -13,12 +13,15 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "nccl.h"
 #include "runtime/comm/comm.h"
+#include "runtime/diagnostics/flight_recorder.h"
 #include "runtime/launch/launch_cache.h"
 #include "tests/common/cuda_driver_support.h"
 #include "tests/common/env_support.h"
 #include "tests/common/ranks_support.h"
+#include "transports/transport.h"
 #include "tutti/tutti.h"
 
 using tutti_test::CudaDriver;
