@@ -117,7 +117,7 @@ struct Backends {
                              .readsOtherProcesses = true,
                              .readsDeviceScalars = false};
     list.push_back(BackendRegistration{
-        "host", [](const BackendOptions& o, const std::string&) { return makeHostBackend(o); },
+        "host", [](const BackendOptions& o, const std::string&) { return host::makeHostBackend(o); },
         [](size_t bytes) { return allocateHostMemory("host", bytes); }, noDevices, noDevices, host});
   }
 };

@@ -12,7 +12,7 @@
 #include "kernels/host_stream.h"
 #include "kernels/word_copy.h"
 
-namespace tutti::kern {
+namespace tutti::kern::host {
 
 void* HostMemoryBackend::allocate(size_t bytes, const std::string& what) {
   void* p = nullptr;
@@ -162,4 +162,4 @@ std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options) 
   return std::make_unique<HostBackend>(options);
 }
 
-}  // namespace tutti::kern
+}  // namespace tutti::kern::host

@@ -8,7 +8,7 @@
 
 #include "kernels/backend.h"
 
-namespace tutti::kern {
+namespace tutti::kern::host {
 
 class HostMemoryBackend : public ExecutorBackend {
  public:
@@ -63,4 +63,4 @@ class HostMemoryBackend : public ExecutorBackend {
 // Host buffers and the host executor (kernels/host/host_executor.h) on a pool of worker threads.
 std::unique_ptr<ExecutorBackend> makeHostBackend(const BackendOptions& options);
 
-}  // namespace tutti::kern
+}  // namespace tutti::kern::host

@@ -11,7 +11,7 @@
 #include "kernels/exec_fault.h"
 #include "kernels/lane_engine.h"
 
-namespace tutti::kern {
+namespace tutti::kern::host {
 
 using plan::Op;
 using plan::Step;
@@ -323,4 +323,4 @@ void HostWorkerPool::loop(int i) {
   }
 }
 
-}  // namespace tutti::kern
+}  // namespace tutti::kern::host

@@ -26,7 +26,7 @@
 #include "kernels/work.h"
 #include "nccl.h"
 
-namespace tutti::kern {
+namespace tutti::kern::host {
 
 // Runs worker `worker` of the launch (kernels/work.h) to completion on this thread: its queues
 // side by side, each lane through the lane engine. ops: the launch's operations. Throws
@@ -64,4 +64,4 @@ class HostWorkerPool {
   bool stopping_ = false;
 };
 
-}  // namespace tutti::kern
+}  // namespace tutti::kern::host

@@ -110,7 +110,7 @@ struct LoneReceiver {
     launch = makeLaunch(planOf(lane(Layout::Whole, {}, {1}, {step(Op::Recv, none(), out())})), op, 64, 0,
                         received.size(), {LaneConns{{}, {connEnd(fifo.header(), 1, peerBell)}}});
   }
-  void run(const ExecutionContext& ctx) { kern::runWorker(launch->work(), launch->ops(), 0, ctx); }
+  void run(const ExecutionContext& ctx) { kern::host::runWorker(launch->work(), launch->ops(), 0, ctx); }
 };
 
 }  // namespace
@@ -147,7 +147,7 @@ TEST_CASE("host executor: two ranks on two threads all-reduce through host-memor
   for (int r = 0; r < 2; r++) {
     ranks.push_back(std::make_unique<Worker>([&, r] {
       const ExecutionContext ctx = contextOf(&bells[r], r, kGenerous);
-      kern::runWorker(launches[r]->work(), launches[r]->ops(), 0, ctx);
+      kern::host::runWorker(launches[r]->work(), launches[r]->ops(), 0, ctx);
     }));
   }
   for (auto& w : ranks) REQUIRE_NOTHROW(w->join());
@@ -164,8 +164,9 @@ TEST_CASE("host executor: two ranks on two threads all-reduce through host-memor
     for (int r = 0; r < 2; r++) std::fill(output[r].begin(), output[r].end(), 0.0f);
     ranks.clear();
     for (int r = 0; r < 2; r++)
-      ranks.push_back(std::make_unique<Worker>(
-          [&, r] { kern::runWorker(launches[r]->work(), launches[r]->ops(), 0, contextOf(&bells[r], r, kGenerous)); }));
+      ranks.push_back(std::make_unique<Worker>([&, r] {
+        kern::host::runWorker(launches[r]->work(), launches[r]->ops(), 0, contextOf(&bells[r], r, kGenerous));
+      }));
     for (auto& w : ranks) REQUIRE_NOTHROW(w->join());
     for (uint64_t i = 0; i < kCount; i++) REQUIRE(double(output[1][i]) == reference[i]);
   }
@@ -192,7 +193,7 @@ TEST_CASE("host executor: a wait for data or for room times out naming the peer,
                              opWork(data.data(), nullptr, data.size(), ncclFloat32, 4, plan::Coll::Broadcast, 4), 64, 0,
                              data.size(), {LaneConns{{connEnd(fifo.header(), 3, &peerBell)}, {}}});
     const std::string message =
-        errorOf([&] { kern::runWorker(launch->work(), launch->ops(), 0, ctx); }, ErrorCode::Timeout);
+        errorOf([&] { kern::host::runWorker(launch->work(), launch->ops(), 0, ctx); }, ErrorCode::Timeout);
     CHECK_THAT(message, Catch::Contains("free FIFO space at rank 3 (host-b pid 4242)"));
     CHECK(slot.timedOut().what == kern::WaitFor::Space);
     CHECK(slot.timedOut().peer == 3);
@@ -233,9 +234,9 @@ TEST_CASE("host executor: a message of another size fails the receiver with both
                              opWork(nullptr, b.data(), 32, ncclFloat32, 4, plan::Coll::Broadcast, 2), 64, 0, 32,
                              {LaneConns{{}, {connEnd(fifo.header(), 0, &bell)}}});
   // The send fits the FIFO, so the sender finishes alone; then the receiver meets its message.
-  kern::runWorker(sender->work(), sender->ops(), 0, contextOf(&bell, 0, kShort));
+  kern::host::runWorker(sender->work(), sender->ops(), 0, contextOf(&bell, 0, kShort));
   const std::string message =
-      errorOf([&] { kern::runWorker(receiver->work(), receiver->ops(), 0, contextOf(&bell, 1, kShort)); },
+      errorOf([&] { kern::host::runWorker(receiver->work(), receiver->ops(), 0, contextOf(&bell, 1, kShort)); },
               ErrorCode::InvalidUsage);
   CHECK_THAT(message, Catch::Contains("rank 1 received 256 bytes from rank 0 (host-b pid 4242) where it expected 128"));
   CHECK(b == std::vector<float>(64, 0.0f));
@@ -260,18 +261,18 @@ TEST_CASE("host executor: direct messages are read in place, counted, and their 
     ExecutionContext ctx = contextOf(&bells[0], 0, kShort);
     ctx.waitSlot = &slot;
     const std::string message =
-        errorOf([&] { kern::runWorker(sender->work(), sender->ops(), 0, ctx); }, ErrorCode::Timeout);
+        errorOf([&] { kern::host::runWorker(sender->work(), sender->ops(), 0, ctx); }, ErrorCode::Timeout);
     CHECK_THAT(message, Catch::Contains("rank 1 (host-b pid 4242) to read the buffer this rank sent it directly"));
     CHECK(slot.timedOut().what == kern::WaitFor::DirectRead);
     CHECK(fifo.header()->head == 4);  // every message was published by address
   }
   SECTION("a receiver that reads: both finish, and the receiver counts its reads") {
     std::atomic<uint64_t> reads{0};
-    Worker s([&] { kern::runWorker(sender->work(), sender->ops(), 0, contextOf(&bells[0], 0, kGenerous)); });
+    Worker s([&] { kern::host::runWorker(sender->work(), sender->ops(), 0, contextOf(&bells[0], 0, kGenerous)); });
     Worker r([&] {
       ExecutionContext ctx = contextOf(&bells[1], 1, kGenerous);
       ctx.directReads = &reads;
-      kern::runWorker(receiver->work(), receiver->ops(), 0, ctx);
+      kern::host::runWorker(receiver->work(), receiver->ops(), 0, ctx);
     });
     REQUIRE_NOTHROW(r.join());
     REQUIRE_NOTHROW(s.join());
@@ -434,7 +435,7 @@ TEST_CASE("host executor: idlePoll spins, then yields, then tells the wait to sl
 }
 
 TEST_CASE("host executor: the worker pool runs each job on its thread and rethrows a failure once") {
-  kern::HostWorkerPool pool(3);
+  kern::host::HostWorkerPool pool(3);
   CHECK(pool.size() == 3);
   std::atomic<int> ran{0};
   std::mutex mutex;

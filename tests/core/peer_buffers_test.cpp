@@ -31,7 +31,7 @@ using tutti::PeerBuffers;
 
 // A backend whose memory is the host's, that says whether it exports user buffers and records the
 // imports it is asked for. Each import is at a new made-up address, never dereferenced.
-class RecordingBackend : public kern::HostMemoryBackend {
+class RecordingBackend : public kern::host::HostMemoryBackend {
  public:
   bool exports = true;
   bool failImports = false;
@@ -45,7 +45,7 @@ class RecordingBackend : public kern::HostMemoryBackend {
   std::vector<uintptr_t> released;
   int exportCalls = 0;
 
-  RecordingBackend() : kern::HostMemoryBackend(kern::BackendOptions{}) {}
+  RecordingBackend() : kern::host::HostMemoryBackend(kern::BackendOptions{}) {}
   const char* name() const override { return "recording"; }
   bool readsPeerBuffers() const override { return false; }
   void abort() override {}

@@ -165,7 +165,7 @@ class HostLoop : public LoopBase {
         ctx.waitSlot = &slots_[size_t(r)];
         Outcome& o = outcomes_[size_t(r)];
         try {
-          kern::runWorker(rank(r).work(), rank(r).ops(), 0, ctx);
+          kern::host::runWorker(rank(r).work(), rank(r).ops(), 0, ctx);
         } catch (const Error& e) {
           o.failed = true;
           o.code = e.code();

@@ -103,7 +103,7 @@ TEST_CASE("backend traits: a registered backend takes its registered traits, and
                                  .readsDeviceScalars = true};
   tutti::kern::registerBackend(tutti::kern::BackendRegistration{
       "traits-test",
-      [](const BackendOptions& o, const std::string&) { return tutti::kern::makeHostBackend(o); },
+      [](const BackendOptions& o, const std::string&) { return tutti::kern::host::makeHostBackend(o); },
       {},
       nullptr,
       nullptr,

@@ -38,7 +38,7 @@ std::atomic<uint64_t> loopConnections{0};  // connections the fourth transport m
 
 // ---- the fourth backend ----
 
-class LoopHostBackend final : public tutti::kern::HostMemoryBackend {
+class LoopHostBackend final : public tutti::kern::host::HostMemoryBackend {
  public:
   using HostMemoryBackend::HostMemoryBackend;
   const char* name() const override { return "loop-host"; }
@@ -73,8 +73,9 @@ class LoopHostBackend final : public tutti::kern::HostMemoryBackend {
       for (uint32_t worker = 0; worker < w.nworkers; worker++) {
         if (w.workers()[worker].nqueues == 0) continue;
         threads.emplace_back([&, L, worker] {
-          guarded(L,
-                  [L, worker] { tutti::kern::runWorker(L->work(), L->work().ops(), worker, L->context(int(worker))); });
+          guarded(L, [L, worker] {
+            tutti::kern::host::runWorker(L->work(), L->work().ops(), worker, L->context(int(worker)));
+          });
         });
       }
     }
