@@ -107,6 +107,13 @@ ncclResult_t runScatter(const void* s, void* r, size_t n, ncclDataType_t t, nccl
   return n == 0 ? ncclSuccess : ncclScatter(s, r, n, t, root, c, st);
 }
 
+// An in-place sendrecv sends from and receives into one buffer in one group: NCCL calls that invalid
+// usage (the receive may land before the send has read the bytes it overwrites), so whatever such
+// a row would show is an accident of timing, on NCCL as on tutti. nccl-tests runs it all the same.
+constexpr const char* kSendRecvInPlace =
+    "an in-place sendrecv sends from and receives into one buffer in one group, which NCCL calls invalid usage "
+    "(the receive may overwrite what is still to be sent): not run; the in-place columns read 0 and N/A";
+
 // Each rank sends to the next and receives from the previous, as one group.
 ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
                          cudaStream_t st) {
@@ -174,24 +181,24 @@ std::optional<std::string> powerOfTwoRanks(int nranks) {
 
 const std::vector<Collective>& collectives() {
   static const std::vector<Collective> table = {
-      {"all_reduce", "ring", true, false, true, sameCounts, allReduceBw, runAllReduce, allOutput, expectReduced,
+      {"all_reduce", "ring", true, false, nullptr, sameCounts, allReduceBw, runAllReduce, allOutput, expectReduced,
        anyRanks},
-      {"all_gather", "ring", false, false, true, gatherCounts, perRankBlocksBw, runAllGather, allOutput, expectGathered,
-       anyRanks},
-      {"reduce_scatter", "ring", true, false, true, scatterCounts, perRankBlocksBw, runReduceScatter, allOutput,
+      {"all_gather", "ring", false, false, nullptr, gatherCounts, perRankBlocksBw, runAllGather, allOutput,
+       expectGathered, anyRanks},
+      {"reduce_scatter", "ring", true, false, nullptr, scatterCounts, perRankBlocksBw, runReduceScatter, allOutput,
        expectScatteredReduction, anyRanks},
-      {"broadcast", "ring", false, true, true, sameCounts, oneMessageBw, runBroadcast, allOutput, expectRootCopy,
+      {"broadcast", "ring", false, true, nullptr, sameCounts, oneMessageBw, runBroadcast, allOutput, expectRootCopy,
        anyRanks},
-      {"reduce", "ring", true, true, true, sameCounts, oneMessageBw, runReduce, rootOutput, expectReduced, anyRanks},
-      {"alltoall", "direct", false, false, true, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput,
+      {"reduce", "ring", true, true, nullptr, sameCounts, oneMessageBw, runReduce, rootOutput, expectReduced, anyRanks},
+      {"alltoall", "direct", false, false, nullptr, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput,
        expectAlltoAll, anyRanks},
-      {"sendrecv", "p2p", true, false, true, sameCounts, oneMessageBw, runSendRecv, allOutput, expectFromPrevious,
+      {"sendrecv", "p2p", true, false, kSendRecvInPlace, sameCounts, oneMessageBw, runSendRecv, allOutput,
+       expectFromPrevious, anyRanks},
+      {"gather", "direct", false, true, nullptr, gatherCounts, perRankBlocksBw, runGather, rootOutput, expectGathered,
        anyRanks},
-      {"gather", "direct", false, true, true, gatherCounts, perRankBlocksBw, runGather, rootOutput, expectGathered,
-       anyRanks},
-      {"scatter", "direct", false, true, true, scatterCounts, perRankBlocksBw, runScatter, allOutput, expectScattered,
-       anyRanks},
-      {"hypercube", "p2p", false, false, true, gatherCounts, hypercubeBw, runHypercube, allOutput, expectGathered,
+      {"scatter", "direct", false, true, nullptr, scatterCounts, perRankBlocksBw, runScatter, allOutput,
+       expectScattered, anyRanks},
+      {"hypercube", "p2p", false, false, nullptr, gatherCounts, hypercubeBw, runHypercube, allOutput, expectGathered,
        powerOfTwoRanks},
   };
   return table;

@@ -29,7 +29,8 @@ struct Collective {
   const char* algorithm;  // reported when the library cannot say what its selector runs
   bool usesOp;            // reductions: the redop column and -o apply
   bool usesRoot;          // rooted: the root column and -r apply
-  bool runsInPlace;       // false where tutti rejects send == recv (its in-place columns read N/A)
+  // Why the in-place columns are not measured (they read 0 and N/A), or null where they are.
+  const char* noInPlace;
   BufferCounts (*counts)(size_t count, size_t elementSize, int nranks);
   // nccl-tests' algorithm and bus bandwidth (GB/s) for param count elements in seconds.
   void (*bandwidth)(size_t count, size_t typeSize, double seconds, int nranks, double* algBw, double* busBw);

@@ -76,9 +76,7 @@ std::string headerLines(const Fingerprint& f, const HeaderFacts& facts) {
   if (facts.split && !facts.split->ignored.empty())
     out += "# tutti: " + facts.split->ignored +
            " is ignored: NCCL_TESTS_SPLIT_MASK is set too and wins, as in nccl-tests\n";
-  if (!facts.collective.runsInPlace)
-    out += std::string("# tutti: an in-place ") + facts.collective.name +
-           " is not supported by tutti yet; the in-place columns read 0 and N/A\n";
+  if (facts.collective.noInPlace) out += std::string("# tutti: ") + facts.collective.noInPlace + "\n";
   for (const std::string& note : facts.notes) out += "# tutti: " + note + "\n";
   out += "#\n# Using devices\n";
   for (const RankDescription& d : f.ranks) out += deviceLine(d, f.backend);

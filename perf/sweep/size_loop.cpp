@@ -97,7 +97,7 @@ void ThreadRunner::runSize(const DataTypeInfo& type, const RedOpInfo& opInfo, in
   row.root = root;
   row.algorithm = algorithmFor(counts.param, type.type);
   for (bool inPlace : {false, true}) {
-    if (inPlace && !coll_.runsInPlace) continue;  // the row keeps zeros and N/A there
+    if (inPlace && coll_.noInPlace) continue;  // the row keeps zeros and N/A there
     busy(std::string(coll_.name) + " " + std::to_string(row.bytes) + " B " + type.name +
          (inPlace ? " in-place" : " out-of-place"));
     Timing timing = timePlacement(type, root, inPlace, counts);

@@ -111,6 +111,9 @@ TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output 
         out[2],
         std::regex(
             R"(# nThread 2 nGpus 1 minBytes 8 maxBytes 65536 step: 8\(factor\) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0 unalign: 0)")));
+    CHECK((run.output.find("# tutti: an in-place sendrecv sends from and receives into one buffer in one group, "
+                           "which NCCL calls invalid usage") != std::string::npos) ==
+          (std::string(binary) == "sendrecv_perf"));
     size_t devices = 0;
     while (devices < out.size() && out[devices] != "# Using devices") devices++;
     REQUIRE(devices + 2 < out.size());
@@ -143,7 +146,14 @@ TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output 
       fields >> bytes >> count >> type >> redop >> root >> t1 >> a1 >> b1 >> w1 >> t2 >> a2 >> b2 >> w2;
       CHECK(type == "float");
       CHECK(w1 == "0");
-      CHECK((w2 == "0" || (w2 == "N/A" && std::string(binary) == "alltoall_perf")));
+      // An in-place sendrecv is invalid usage (one buffer sent from and received into in one
+      // group): not run, its columns N/A, and the header says why.
+      if (std::string(binary) == "sendrecv_perf") {
+        CHECK(w2 == "N/A");
+        CHECK(std::stod(t2) == 0.0);
+      } else {
+        CHECK(w2 == "0");
+      }
     }
     REQUIRE(i + 3 < out.size());
     CHECK(out[i] == "# Out of bounds values : 0 OK");
