@@ -18,11 +18,14 @@
 // Two knobs make it behave as stricter plugins do, for the tests (read when a comm is made, so a
 // test sets them per connection): TUTTI_SOCKET_PLUGIN_NO_SIZES=1, test() leaves the sizes unwritten
 // (as google/nccl-fastsocket does; NCCL does not rely on them); TUTTI_SOCKET_PLUGIN_NO_GOODBYE=1,
-// closeSend closes without the Socket backend's goodbye (as every plugin but this one does).
+// closeSend closes without the Socket backend's goodbye (as every plugin but this one does). One
+// more for latency measurements: TUTTI_SOCKET_PLUGIN_COMPLETION_LAG_US=N, test() reports a request
+// done only N us after the backend finished it (as a plugin whose own threads complete requests).
 //
 // Its copy of tutti's base layer is private to the library (hidden symbols); its log lines go to
 // the logger the host hands init, so they land in the host's log (and NCCL_DEBUG_FILE).
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -98,7 +101,9 @@ struct Comm;
 
 struct Request {
   Comm* comm;
-  NetRequest* request;  // null: an iflush, done when made
+  NetRequest* request;  // null: an iflush, done when made (or a request the backend finished)
+  size_t bytes = 0;     // what the backend reported, once it finished
+  std::chrono::steady_clock::time_point reportAt{};  // with a completion lag: when test() may say done
 };
 
 // A send or receive comm, and its requests not yet reported done (freed with it if it closes
@@ -110,10 +115,15 @@ struct Comm {
   // The strictness knobs (see the top), as they were when the comm was made.
   bool writesSizes = !knob("TUTTI_SOCKET_PLUGIN_NO_SIZES");
   bool saysGoodbye = !knob("TUTTI_SOCKET_PLUGIN_NO_GOODBYE");
+  std::chrono::microseconds completionLag{number("TUTTI_SOCKET_PLUGIN_COMPLETION_LAG_US")};
 
   static bool knob(const char* name) {
     const char* value = std::getenv(name);
     return value != nullptr && std::strcmp(value, "1") == 0;
+  }
+  static long number(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? std::max(0L, std::atol(value)) : 0L;
   }
 
   void* add(NetRequest* r) {
@@ -319,12 +329,17 @@ ncclResult_t pluginIflush(void* recvComm, int n, void** data, int* sizes, void**
 ncclResult_t pluginTest(void* request, int* done, int* sizes) {
   return guarded("test", [&] {
     auto* r = static_cast<Request*>(request);
-    size_t bytes = 0;
-    bool finished = r->request == nullptr ||
-                    (r->comm->send ? r->comm->send->test(r->request, &bytes) : r->comm->recv->test(r->request, &bytes));
-    *done = finished ? 1 : 0;
-    if (!finished) return;
-    if (sizes && r->comm->writesSizes) *sizes = int(bytes);
+    *done = 0;
+    if (r->request != nullptr) {
+      NetRequest* pending = r->request;
+      if (!(r->comm->send ? r->comm->send->test(pending, &r->bytes) : r->comm->recv->test(pending, &r->bytes))) return;
+      r->request = nullptr;  // the backend freed it
+      r->reportAt = std::chrono::steady_clock::now() + r->comm->completionLag;
+    }
+    // A completion lag (as of plugins whose own threads complete requests) holds the report back.
+    if (r->comm->completionLag.count() > 0 && std::chrono::steady_clock::now() < r->reportAt) return;
+    *done = 1;
+    if (sizes && r->comm->writesSizes) *sizes = int(r->bytes);
     r->comm->remove(r);
   });
 }
