@@ -171,6 +171,29 @@ TEST_CASE("net/plugin: a test() that leaves sizes unwritten reports 0, as NCCL's
   CHECK(std::memcmp(in.data(), out.data(), out.size()) == 0);
 }
 
+TEST_CASE("net/plugin: a device's maxComms is held to: a comm beyond it is refused, naming the limit",
+          "[net][plugin]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  ScopedEnv maxComms("TUTTI_SOCKET_PLUGIN_MAX_COMMS", "3");
+  NetPlugin plugin = loadOne(kPluginV10);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  REQUIRE(backend->properties(0).maxComms == 3);
+  std::atomic<bool> abort{false};
+  {
+    tutti_test::NetPair pair = tutti_test::connectNetPair(*backend);  // two comms
+    NetHandle handle{};
+    auto listener = backend->listen(0, &handle);
+    auto third = backend->connect(0, handle, deadlineAfter(10), &abort);
+    std::string error = tutti_test::errorOf([&] { listener->accept(deadlineAfter(10), &abort); });
+    INFO(error);
+    CHECK(error.find("maxComms of 3") != std::string::npos);
+  }
+  // Closed comms give their places back.
+  tutti_test::NetPair again = tutti_test::connectNetPair(*backend);
+  std::vector<char> out = tutti_test::randomBytes(100, 1), in(100);
+  CHECK(tutti_test::exchangeOverNet(again, out, in) == 100);
+}
+
 TEST_CASE("net/plugin: an accept with no peer returns at once when asked to, else ends at its deadline or on abort",
           "[net][plugin]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");

@@ -21,6 +21,7 @@
 // closeSend closes without the Socket backend's goodbye (as every plugin but this one does). One
 // more for latency measurements: TUTTI_SOCKET_PLUGIN_COMPLETION_LAG_US=N, test() reports a request
 // done only N us after the backend finished it (as a plugin whose own threads complete requests).
+// And TUTTI_SOCKET_PLUGIN_MAX_COMMS=N declares maxComms N (read by getProperties).
 //
 // Its copy of tutti's base layer is private to the library (hidden symbols); its log lines go to
 // the logger the host hands init, so they land in the host's log (and NCCL_DEBUG_FILE).
@@ -211,7 +212,9 @@ void fillCommonProperties(int device, Props* props) {
   props->speed = p.speedMbps;
   props->port = p.port;
   props->latency = p.latencyUs;
-  props->maxComms = p.maxComms;
+  // TUTTI_SOCKET_PLUGIN_MAX_COMMS (tests): a smaller limit than the backend's, to be held to.
+  const long maxComms = Comm::number("TUTTI_SOCKET_PLUGIN_MAX_COMMS");
+  props->maxComms = maxComms > 0 ? int(std::min(maxComms, long(p.maxComms))) : p.maxComms;
   props->maxRecvs = 1;
 }
 
