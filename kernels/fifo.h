@@ -20,8 +20,8 @@
 // executor then reaches slot 0 through ConnEnd::slots, kernels/work.h). The header, the counters and the LL slots stay
 // with the receiver either way. Every message also carries its call's signature (kernels/work.h, callSignature) and
 // count: in `sigs` and `sigCounts` beside `sizes` (Simple), in lines 0 and 1 (LL); the receiver compares them with its
-// own call's (0: not carried). The network proxy sends them in a trailer after each message
-// (transports/net/net_proxy.cpp, WireTrailer). Read by every executor (host, device, emulated), so it stays free of
+// own call's (0: not carried). The network proxy sends them in a header before each message
+// (transports/net/net_proxy.cpp, WireHeader). Read by every executor (host, device, emulated), so it stays free of
 // heavy includes.
 #pragma once
 

@@ -34,6 +34,7 @@ const char* const kPluginV10 = TUTTI_TEST_NET_PLUGIN;
 const char* const kPluginV6 = TUTTI_TEST_NET_PLUGIN_V6;
 const char* const kPluginIb = TUTTI_TEST_NET_PLUGIN_IB;
 const char* const kPluginIbV6 = TUTTI_TEST_NET_PLUGIN_IB_V6;
+const char* const kPluginV12 = TUTTI_TEST_NET_PLUGIN_V12;
 
 // The IB test plugin's (`library`'s) counts of regMrDmaBuf calls that registered and iflush calls that flushed,
 // and the verbs stand-in's of dmabuf registrations and RDMA reads, in this process.
@@ -144,6 +145,55 @@ TEST_CASE("net/plugin: a library exporting only ncclNetPlugin_v6 loads as v6 and
   CHECK(in == out);
 }
 
+TEST_CASE("net/plugin: a library exporting only ncclNetPlugin_v12 (NCCL 2.30) loads as v12 and carries messages",
+          "[net][plugin]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  NetPlugin plugin = loadOne(kPluginV12);
+  CHECK(std::string(plugin.net->name()) == "TuttiSocketV12");
+  CHECK(plugin.net->version() == 12);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  checkMessages(*backend);
+  // What the v12 properties said, through the adapter: the layout line's stand-in for an address.
+  NetProperties p = backend->properties(0);
+  CHECK(p.address.find("plugin port") != std::string::npos);
+  CHECK(p.address.find("Mbps") != std::string::npos);
+}
+
+TEST_CASE("net/plugin: a test() that leaves sizes unwritten reports 0, as NCCL's zeroed sizes stay", "[net][plugin]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  ScopedEnv noSizes("TUTTI_SOCKET_PLUGIN_NO_SIZES", "1");
+  NetPlugin plugin = loadOne(kPluginV10);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  tutti_test::NetPair pair = tutti_test::connectNetPair(*backend);
+  std::vector<char> out = tutti_test::randomBytes(3000, 5), in(4096);
+  // The adapter passes the plugin's silence on (0), never a stale value; the proxy does not rely on it.
+  CHECK(tutti_test::exchangeOverNet(pair, out, in) == 0);
+  CHECK(std::memcmp(in.data(), out.data(), out.size()) == 0);
+}
+
+TEST_CASE("net/plugin: a device's maxComms is held to: a comm beyond it is refused, naming the limit",
+          "[net][plugin]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  ScopedEnv maxComms("TUTTI_SOCKET_PLUGIN_MAX_COMMS", "3");
+  NetPlugin plugin = loadOne(kPluginV10);
+  auto backend = makePluginBackend(plugin.net, plugin.library);
+  REQUIRE(backend->properties(0).maxComms == 3);
+  std::atomic<bool> abort{false};
+  {
+    tutti_test::NetPair pair = tutti_test::connectNetPair(*backend);  // two comms
+    NetHandle handle{};
+    auto listener = backend->listen(0, &handle);
+    auto third = backend->connect(0, handle, deadlineAfter(10), &abort);
+    std::string error = tutti_test::errorOf([&] { listener->accept(deadlineAfter(10), &abort); });
+    INFO(error);
+    CHECK(error.find("maxComms of 3") != std::string::npos);
+  }
+  // Closed comms give their places back.
+  tutti_test::NetPair again = tutti_test::connectNetPair(*backend);
+  std::vector<char> out = tutti_test::randomBytes(100, 1), in(100);
+  CHECK(tutti_test::exchangeOverNet(again, out, in) == 100);
+}
+
 TEST_CASE("net/plugin: an accept with no peer returns at once when asked to, else ends at its deadline or on abort",
           "[net][plugin]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
@@ -193,7 +243,7 @@ TEST_CASE("net/plugin: entries that do not open, or export no known version, are
   auto missing = log.linesWith("\"tutti-test-absent\" could not be opened, skipped");
   REQUIRE(missing.size() == 1);
   CHECK(missing[0].find("libnccl-net-tutti-test-absent.so") != std::string::npos);  // the name form was tried too
-  CHECK(log.linesWith("libm.so.6 (from NCCL_NET_PLUGIN entry \"libm.so.6\") exports no ncclNetPlugin_v6..v11: skipped")
+  CHECK(log.linesWith("libm.so.6 (from NCCL_NET_PLUGIN entry \"libm.so.6\") exports no ncclNetPlugin_v6..v12: skipped")
             .size() == 1);
   // Opened once per process: asking again neither reopens nor logs again.
   CHECK(openNetPlugins({"tutti-test-absent", kPluginV10}).size() == 1);

@@ -2,11 +2,14 @@
 // startDriving/stopDriving/releaseDriving): while a worker drives, the proxy thread leaves the
 // sockets alone and the worker's passes move the slots; once it stops or releases them, the
 // thread moves them again; a failure met
-// in a worker's pass is reported by the thread, naming the peer.
+// in a worker's pass is reported by the thread, naming the peer. Through an external plugin (tutti's
+// own, with its strictness knobs): messages found by tutti's header where test() reports no size,
+// a peer's close without a goodbye that is no fault while nothing waits on it, and one that is.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,15 +17,28 @@
 
 #include "kernels/bell.h"
 #include "kernels/fifo.h"
+#include "tests/common/env_support.h"
 #include "tests/common/transport_context_support.h"
 #include "transports/net/net_proxy.h"
+#include "transports/net/plugin/plugin_backend.h"
+#include "transports/net/plugin/plugin_loader.h"
 #include "transports/net/socket/socket_backend.h"
 
 namespace tutti {
 namespace {
 
+using BackendFactory = std::function<std::unique_ptr<net::NetBackend>()>;
+
+// tutti's own plugin (its Socket backend behind the ABI), through the loader and adapter.
+std::unique_ptr<net::NetBackend> pluginBackend() {
+  std::vector<net::NetPlugin> plugins = net::openNetPlugins({TUTTI_TEST_NET_PLUGIN});
+  REQUIRE(plugins.size() == 1);
+  return net::makePluginBackend(plugins[0].net, plugins[0].library);
+}
+
 // Two one-rank halves of a 2-rank communicator in this process: rank 0 sends, rank 1 receives,
-// each through its own proxy, over one loopback TCP connection.
+// each through its own proxy, over one loopback TCP connection (the Socket backend's, or a
+// plugin's).
 struct ProxyPair {
   tutti_test::TestTransportContext comms[2] = {{0, 2, FifoShape{4, 4096}}, {1, 2, FifoShape{4, 4096}}};
   std::unique_ptr<NetProxy> sender, receiver;
@@ -30,9 +46,9 @@ struct ProxyPair {
   kern::FifoHeader* in = nullptr;   // rank 1's receive FIFO
   kern::Bell workerBells[2];
 
-  ProxyPair() {
-    sender = std::make_unique<NetProxy>(comms[0], net::makeSocketBackend());
-    receiver = std::make_unique<NetProxy>(comms[1], net::makeSocketBackend());
+  explicit ProxyPair(const BackendFactory& makeBackend = net::makeSocketBackend) {
+    sender = std::make_unique<NetProxy>(comms[0], makeBackend());
+    receiver = std::make_unique<NetProxy>(comms[1], makeBackend());
     net::NetHandle handle{};
     auto listener = receiver->backend().listen(0, &handle);
     std::atomic<bool> abort{false};
@@ -159,6 +175,61 @@ TEST_CASE("net proxy: a failure met in a worker's pass is reported by the proxy 
   CHECK(message.find("host1") != std::string::npos);
   CHECK(pair.comms[0].abort.load());
   CHECK_FALSE(pair.sender->tryProgress());  // nothing more moves after a failure
+}
+
+TEST_CASE("net proxy: through a plugin whose test() leaves sizes unwritten, messages keep their sizes and bytes",
+          "[net][proxy][plugin]") {
+  tutti_test::ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  tutti_test::ScopedEnv noSizes("TUTTI_SOCKET_PLUGIN_NO_SIZES", "1");
+  ProxyPair pair(pluginBackend);
+  // Sizes from 100 up, several FIFO turns: each one's size comes from tutti's header, and the
+  // bytes after it are the executor's (receive() checks both).
+  for (uint64_t n = 0; n < 12; n++) {
+    pair.publish(n);
+    pair.receive(n, false);
+  }
+  CHECK_FALSE(pair.comms[0].failed());
+  CHECK_FALSE(pair.comms[1].failed());
+}
+
+TEST_CASE("net proxy: a plugin peer's close without a goodbye, with nothing waiting on it, is no failure",
+          "[net][proxy][plugin]") {
+  tutti_test::ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  tutti_test::ScopedEnv noGoodbye("TUTTI_SOCKET_PLUGIN_NO_GOODBYE", "1");
+  ProxyPair pair(pluginBackend);
+  for (uint64_t n = 0; n < 6; n++) {
+    pair.publish(n);
+    pair.receive(n, false);
+  }
+  // Rank 0 finishes first: its last sends drained, its proxy (and with it the plugin's send comm)
+  // goes. Rank 1's proxy keeps receives posted on the connection; their failure is the peer's end.
+  pair.sender->drain(10);
+  pair.sender.reset();
+  // A failure is reported a second after it is met (the proxy waits for the peer's notice first).
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  INFO(pair.comms[1].firstFailure());
+  CHECK_FALSE(pair.comms[1].failed());
+  CHECK_FALSE(pair.comms[1].abort.load());
+}
+
+TEST_CASE("net proxy: a plugin peer's close while a send to it waits fails the communicator, naming the peer",
+          "[net][proxy][plugin][faults]") {
+  tutti_test::ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  tutti_test::ScopedEnv noGoodbye("TUTTI_SOCKET_PLUGIN_NO_GOODBYE", "1");
+  ProxyPair pair(pluginBackend);
+  pair.publish(0);
+  pair.receive(0, false);
+  pair.receiver.reset();  // rank 1 leaves while rank 0 still has messages for it
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (uint64_t next = 1; !pair.comms[0].failed();) {
+    if (std::chrono::steady_clock::now() > deadline) FAIL("no failure within 10 s of the peer closing");
+    if (next - kern::fifoLoadAcquire(&pair.out->tail) < pair.out->nsteps) pair.publish(next++);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string message = pair.comms[0].firstFailure();
+  INFO(message);
+  CHECK(message.find("network connection to rank 1") != std::string::npos);
+  CHECK(message.find("TuttiSocket") != std::string::npos);
 }
 
 }  // namespace

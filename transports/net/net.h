@@ -128,6 +128,11 @@ class NetRecvComm {
   virtual std::vector<int> pollDescriptors() const = 0;
   // As NetSendComm::armForSleep.
   virtual bool armForSleep() { return false; }
+  // Whether the peer's orderly end (closeGracefully) reaches this side as a goodbye, so that an
+  // end without one is a fault. False for external plugins: their ABI has no goodbye, and a
+  // peer's closeSend after its last message looks like any other closed connection (see
+  // net_proxy.h, fault handling).
+  virtual bool peerSaysGoodbye() const { return true; }
 };
 
 // A listening endpoint: accept() yields the receiving side of a connection.

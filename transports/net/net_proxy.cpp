@@ -27,17 +27,28 @@ constexpr long kMaxPollSliceNs = 1000 * 1000;
 // While a worker drives, the thread sleeps on the handover bell at most this long, and so takes
 // sockets a worker released (releaseDriving, which does not ring) within it.
 constexpr long kReleasedGraceNs = 1000 * 1000;
+// The wait policy's busy stretch (net_proxy.h): after the last pass that moved a slot, this long
+// of passes without sleeping (spinning, then yielding) before the thread backs off into slices.
+constexpr auto kBusyAfterMovement = std::chrono::milliseconds(5);
 
-// Every message on the wire ends with its call's signature and count (kernels/fifo.h, `sigs`), so
-// the receiver checks a mismatched call over the network as it does between processes of a host.
-// The sender writes the trailer right after the data in its slot, which is made this much longer
-// than the executor's chunks (64: the slots stay aligned for vector loads).
-struct WireTrailer {
+// Every message on the wire starts with tutti's header, at a fixed place: the first
+// kWireHeaderBytes of the slot it is sent from and received into; the executor's data follows it.
+// The receiver reads the message's size there, so it never needs the size the backend reports
+// (a plugin's test() need not write it, as NCCL does not rely on it), and the call's signature and
+// count (kernels/fifo.h, `sigs`), so that a mismatched call over the network is caught as between
+// processes of a host. Each slot is this much longer than the executor's chunks (64: the data
+// stays aligned for vector loads).
+struct WireHeader {
+  uint32_t magic;    // kWireMagic: a peer of another tutti version (or not tutti) is told apart
+  uint32_t version;  // kWireVersion
+  uint64_t bytes;    // the data after the header
   uint64_t signature;
   uint64_t count;
 };
-constexpr size_t kSlotTrailerRoom = 64;
-static_assert(sizeof(WireTrailer) <= kSlotTrailerRoom, "the trailer must fit the room each slot keeps for it");
+constexpr size_t kWireHeaderBytes = 64;
+constexpr uint32_t kWireMagic = 0x74747769;  // "iwtt"
+constexpr uint32_t kWireVersion = 2;         // 1 was a 16-byte trailer after the data, found by the received size
+static_assert(sizeof(WireHeader) <= kWireHeaderBytes, "the header must fit the room each slot keeps for it");
 }  // namespace
 
 // One direction of one network connection and the local FIFO the executor sees.
@@ -66,28 +77,38 @@ struct NetProxy::Connection {
   uint64_t posted = 0;     // slots handed to the backend
   uint64_t completed = 0;  // of those, slots the backend has finished
   net::NetRequest* requests[kern::kMaxFifoSteps] = {};
+  // A receive whose peer ended its connection without a goodbye (a plugin's): what the backend
+  // said. It is no longer polled; see the fault handling in net_proxy.h.
+  std::string endedByPeer;
+  // Whether its backend offers descriptors to sleep on (plugins offer none): the wait policy.
+  bool pollable = true;
 
   ~Connection() {
     if (send) send->deregisterMemory(registration);
     if (recv) recv->deregisterMemory(registration);
     if (deviceMemory && slots) deviceMemory->release(slots);
   }
+  // Where message `index` starts on the wire: its header, then the executor's slot.
   char* slot(uint64_t index) const { return slots + (index % fifo->nsteps) * fifo->slotBytes; }
-  // The trailer after a message's `bytes` in slot `index`, read or written through the copies of
-  // device memory where the slots are the device's.
-  void writeTrailer(uint64_t index, size_t bytes, const void* trailer, size_t size) const {
+  // The header of message `index`, read or written through the copies of device memory where the
+  // slots are the device's.
+  void writeHeader(uint64_t index, const WireHeader& header) const {
     if (deviceMemory)
-      deviceMemory->copyIn(slot(index) + bytes, trailer, size);
+      deviceMemory->copyIn(slot(index), &header, sizeof header);
     else
-      std::memcpy(slot(index) + bytes, trailer, size);
+      std::memcpy(slot(index), &header, sizeof header);
   }
-  void readTrailer(uint64_t index, size_t bytes, void* trailer, size_t size) const {
+  WireHeader readHeader(uint64_t index) const {
+    WireHeader header;
     if (deviceMemory)
-      deviceMemory->copyOut(trailer, slot(index) + bytes, size);
+      deviceMemory->copyOut(&header, slot(index), sizeof header);
     else
-      std::memcpy(trailer, slot(index) + bytes, size);
+      std::memcpy(&header, slot(index), sizeof header);
+    return header;
   }
-  bool inFlight() const { return posted != completed; }
+  bool inFlight() const { return posted != completed && endedByPeer.empty(); }
+  // Sends published, or handed to the backend and not finished: an operation waits on them.
+  bool sendsOutstanding() const { return send && kern::fifoLoadAcquire(&fifo->head) != completed; }
 };
 
 struct NetProxy::Failure {
@@ -120,7 +141,7 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
   // communicator's life. Shared pages, so that an executor with memory of its own can map them
   // (kern::DeviceMemory::mapHostMemory: pinned and mapped for a GPU).
   const FifoShape shape = context_.fifoShape();
-  const size_t slotBytes = shape.slotBytes + kSlotTrailerRoom;
+  const size_t slotBytes = shape.slotBytes + kWireHeaderBytes;
   const size_t slotsBytes = size_t(shape.nsteps) * slotBytes;
   const std::string what = context_.where() + ": FIFO for the network connection " + (c->send ? "to" : "from") +
                            " rank " + std::to_string(c->peer) + " on channel " + std::to_string(c->channel);
@@ -154,12 +175,14 @@ kern::FifoHeader* NetProxy::add(std::unique_ptr<Connection> c, int peer, int cha
       throw;
     }
     ::close(range.fd);
-    // The executor finds slot 0 at this offset from the header as it sees it (kern::fifoSlot).
-    c->fifo->slotOffset = uint64_t(uintptr_t(c->slots)) - uint64_t(uintptr_t(fifo));
+    // The executor finds slot 0 at this offset from the header as it sees it (kern::fifoSlot),
+    // after the room for the wire header.
+    c->fifo->slotOffset = uint64_t(uintptr_t(c->slots)) - uint64_t(uintptr_t(fifo)) + kWireHeaderBytes;
     TUTTI_INFO(log::Net, "%s: slots in device memory registered by dmabuf (GPUDirect RDMA%s)", what.c_str(),
                c->send ? " read" : "");
   } else {
     c->slots = static_cast<char*>(memory) + c->fifo->slotOffset;
+    c->fifo->slotOffset += kWireHeaderBytes;  // the executor's data follows each message's header
     if (c->send) c->registration = c->send->registerMemory(memory, bytes);
     if (c->recv) c->registration = c->recv->registerMemory(memory, bytes);
   }
@@ -190,6 +213,7 @@ bool NetProxy::useGdr(bool send, kern::DeviceMemory& memory) {
 kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int peer, int channel, int tag,
                                     kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
+  c->pollable = !comm->pollDescriptors().empty();
   c->send = std::move(comm);
   return add(std::move(c), peer, channel, tag, workerBell);
 }
@@ -197,6 +221,7 @@ kern::FifoHeader* NetProxy::addSend(std::unique_ptr<net::NetSendComm> comm, int 
 kern::FifoHeader* NetProxy::addRecv(std::unique_ptr<net::NetRecvComm> comm, int peer, int channel, int tag,
                                     kern::Bell* workerBell) {
   auto c = std::make_unique<Connection>();
+  c->pollable = !comm->pollDescriptors().empty();
   c->recv = std::move(comm);
   return add(std::move(c), peer, channel, tag, workerBell);
 }
@@ -211,13 +236,12 @@ bool NetProxy::progress(Connection& c) {
       const uint32_t i = uint32_t(c.posted % nsteps);
       char* slot = c.slot(c.posted);
       const size_t size = size_t(fifo->sizes[i]);
-      if (size > fifo->slotBytes - kSlotTrailerRoom)
+      if (size > fifo->slotBytes - kWireHeaderBytes)
         throw Error(ErrorCode::Internal, "message " + std::to_string(c.posted) + " of " + std::to_string(size) +
-                                             " bytes leaves no room for its trailer in a slot of " +
+                                             " bytes leaves no room for its header in a slot of " +
                                              std::to_string(fifo->slotBytes) + " bytes");
-      const WireTrailer trailer{fifo->sigs[i], fifo->sigCounts[i]};
-      c.writeTrailer(c.posted, size, &trailer, sizeof trailer);
-      net::NetRequest* r = c.send->isend(slot, size + sizeof trailer, 0, c.registration);
+      c.writeHeader(c.posted, WireHeader{kWireMagic, kWireVersion, size, fifo->sigs[i], fifo->sigCounts[i]});
+      net::NetRequest* r = c.send->isend(slot, kWireHeaderBytes + size, 0, c.registration);
       if (r == nullptr) break;
       c.requests[c.posted % nsteps] = r;
       c.posted++;
@@ -235,6 +259,7 @@ bool NetProxy::progress(Connection& c) {
     }
     return moved || freed;
   }
+  if (!c.endedByPeer.empty()) return false;
   const uint64_t tail = kern::fifoLoadAcquire(&fifo->tail);
   while (c.posted - tail < nsteps) {
     net::NetRequest* r = c.recv->irecv(c.slot(c.posted), size_t(fifo->slotBytes), 0, c.registration);
@@ -244,21 +269,25 @@ bool NetProxy::progress(Connection& c) {
     moved = true;
   }
   bool arrived = false;
-  size_t bytes = 0;
-  while (c.completed < c.posted && c.recv->test(c.requests[c.completed % nsteps], &bytes)) {
+  for (;;) {
+    // The size the backend reports is not relied on (a plugin may leave it unwritten): only a
+    // flush is sized by it, and by the whole slot where it is 0.
+    size_t reported = 0;
+    if (c.completed == c.posted || !c.recv->test(c.requests[c.completed % nsteps], &reported)) break;
     char* slot = c.slot(c.completed);
-    c.recv->flush(slot, bytes, c.registration);
-    if (bytes < sizeof(WireTrailer))
-      throw Error(ErrorCode::Remote, "message " + std::to_string(c.completed) + " arrived with " +
-                                         std::to_string(bytes) + " bytes, less than its " +
-                                         std::to_string(sizeof(WireTrailer)) +
-                                         "-byte trailer (a peer of another tutti version?)");
-    WireTrailer trailer;
-    c.readTrailer(c.completed, bytes - sizeof trailer, &trailer, sizeof trailer);
+    c.recv->flush(slot, reported > 0 ? reported : size_t(fifo->slotBytes), c.registration);
+    const WireHeader header = c.readHeader(c.completed);
+    if (header.magic != kWireMagic || header.version != kWireVersion ||
+        header.bytes > fifo->slotBytes - kWireHeaderBytes)
+      throw Error(ErrorCode::Remote, "message " + std::to_string(c.completed) +
+                                         " arrived without a valid tutti header (magic " +
+                                         std::to_string(header.magic) + ", version " + std::to_string(header.version) +
+                                         ", " + std::to_string(header.bytes) + " bytes; " + std::to_string(reported) +
+                                         " bytes by the backend's count): a peer of another tutti version?");
     const uint32_t i = uint32_t(c.completed % nsteps);
-    fifo->sizes[i] = bytes - sizeof trailer;
-    fifo->sigs[i] = trailer.signature;
-    fifo->sigCounts[i] = trailer.count;
+    fifo->sizes[i] = header.bytes;
+    fifo->sigs[i] = header.signature;
+    fifo->sigCounts[i] = header.count;
     c.requests[c.completed % nsteps] = nullptr;
     c.completed++;
     arrived = true;
@@ -309,8 +338,9 @@ void NetProxy::waitForWork(uint32_t seen, bool inFlight) {
         fds.push_back(pollfd{fd, events, 0});
     }
   }
-  if (fds.empty()) {
-    kern::waitBell(&bell_, seen, 1000 * 1000L);
+  if (fds.empty()) {  // only connections without descriptors: a slice on the bell, growing while idle
+    kern::waitBell(&bell_, seen, pollSliceNs_);
+    pollSliceNs_ = std::min(2 * pollSliceNs_, kMaxPollSliceNs);
     return;
   }
   const timespec slice{0, pollSliceNs_};
@@ -336,7 +366,7 @@ bool NetProxy::spinOnBell(uint32_t seen) {
 
 // One pass over every connection. A connection that fails stops the pass; the first failure is
 // kept for the proxy thread to report, and no pass runs after it.
-bool NetProxy::pass(bool* inFlight) {
+bool NetProxy::pass(bool* inFlight, Unpollable* unpollable) {
   bool moved = false;
   uint64_t unsent = 0;
   bool needHost = false;
@@ -344,11 +374,16 @@ bool NetProxy::pass(bool* inFlight) {
     try {
       moved = progress(*c) || moved;
     } catch (const Error& e) {
+      if (endedByPeer(*c, e)) continue;
       if (!failure_) failure_ = std::make_unique<Failure>(Failure{e, c.get()});
       failed_.store(true, std::memory_order_release);
       return moved;
     }
     if (inFlight != nullptr) *inFlight = *inFlight || c->inFlight();
+    if (unpollable != nullptr && !c->pollable) {
+      unpollable->inFlight = unpollable->inFlight || c->inFlight();
+      unpollable->sending = unpollable->sending || c->sendsOutstanding();
+    }
     if (c->send) {
       const uint64_t head = kern::fifoLoadAcquire(&c->fifo->head);
       unsent += head - c->completed;
@@ -359,6 +394,23 @@ bool NetProxy::pass(bool* inFlight) {
   sendsNeedHost_.store(needHost, std::memory_order_release);
   passes_.fetch_add(1, std::memory_order_release);
   return moved;
+}
+
+// A receive from a backend without goodbyes (a plugin) that fails has met the peer's end of the
+// connection, orderly or not: the ABI does not tell them apart. Its posted receives are tutti's
+// own read-ahead, not an operation's, and every message the peer sent before it closed has arrived
+// (a connection delivers in order), so the end is no fault by itself: the connection is kept as
+// ended and no longer polled. What waits on the peer fails by its own path (see net_proxy.h).
+bool NetProxy::endedByPeer(Connection& c, const Error& e) {
+  if (!c.recv || c.recv->peerSaysGoodbye() || (e.code() != ErrorCode::Remote && e.code() != ErrorCode::System))
+    return false;
+  c.endedByPeer = e.message();
+  TUTTI_INFO(log::Net,
+             "%s: the network connection from %s on channel %d ended after %llu message(s) (%s); no goodbye "
+             "is expected of a plugin, so this is no error unless an operation waits on that peer",
+             context_.where().c_str(), context_.describePeer(c.peer).c_str(), c.channel,
+             static_cast<unsigned long long>(c.completed), e.message().c_str());
+  return true;
 }
 
 // Takes the connections added since the last pass (under progressMutex_).
@@ -418,6 +470,7 @@ void NetProxy::run() {
       continue;
     }
     bool moved = false, inFlight = false;
+    Unpollable unpollable;
     std::unique_ptr<Failure> failure;
     {
       // A worker making a pass has the sockets: rather than queue behind it (and be woken when
@@ -429,7 +482,7 @@ void NetProxy::run() {
       }
       adoptAdded();
       if (!failed_.load(std::memory_order_acquire) && !context_.abortFlag().load(std::memory_order_relaxed))
-        moved = pass(&inFlight);
+        moved = pass(&inFlight, &unpollable);
       failure = std::move(failure_);
     }
     if (failure) {
@@ -441,12 +494,21 @@ void NetProxy::run() {
       kern::waitBell(&bell_, seen, 100 * 1000 * 1000L);
       continue;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (moved) lastMovement_ = now;
     if (moved || spinOnBell(seen)) {
       pollSliceNs_ = kMinPollSliceNs;
       continue;
     }
     // A device launch is outstanding: its kernel publishes without ringing, so look again now.
     if (holds_.load(std::memory_order_acquire) > 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    // Connections without descriptors (plugins) cannot wake the thread: while they carry an
+    // operation's messages, look again now rather than after a slice (the wait policy, net_proxy.h).
+    if (unpollable.inFlight && (unpollable.sending || now - lastMovement_ < kBusyAfterMovement)) {
+      pollSliceNs_ = kMinPollSliceNs;
       std::this_thread::yield();
       continue;
     }

@@ -14,10 +14,31 @@
 // the sockets, and it takes them back before the worker sleeps, or shortly after an operation
 // ends (releaseDriving).
 //
+// The wire: each message is tutti's 64-byte header (magic, version, the data's size, the call's
+// signature and count) at the start of its slot, then the data. The receiver reads the size there
+// and never relies on the size the backend reports (a plugin's test() need not write it).
+//
+// The wait policy, one for the whole thread. After a pass that moved nothing:
+//  - spin on the bell (TUTTI_SPIN polls) for an executor's next slot;
+//  - while a device launch is outstanding (holdPolling), or while connections that offer no
+//    descriptors (external plugins) carry an operation's messages (a send not finished, or a
+//    slot moved within the last 5 ms), yield and pass again: never sleep, since nothing would
+//    wake the thread when their requests complete;
+//  - otherwise sleep: on the backends' descriptors (poll) and the bell where descriptors exist,
+//    on the bell alone where none do, for a slice that starts at 50 us and doubles while nothing
+//    moves, up to 1 ms (a plugin's message that arrives on an idle link waits at most that).
+// Workers that drive the passes themselves (below) keep the thread off meanwhile.
+//
 // Fault handling, in order of precedence:
 //  1. A backend error (peer closed or reset, unreachable) fails the communicator through its
 //     TransportContext::fail() with the peer's rank, host, pid and the OS error; the executors
-//     then stop.
+//     then stop. Except on a receive from a backend without goodbyes (an external plugin,
+//     NetRecvComm::peerSaysGoodbye): the ABI cannot tell a peer's orderly closeSend after its
+//     last operation from a fault, and the receives the proxy keeps posted are its own read-ahead,
+//     so the connection is kept as ended (an INFO line) and the communicator goes on. An operation
+//     that still waits on that peer fails by another path: a send to it fails in the backend
+//     (naming the peer, as above); a receive waits for the peer's failure notice or the
+//     executor's TUTTI_TIMEOUT, whose message names the peer, as after a Socket goodbye.
 //  2. Every wait of the thread is a poll or a bell wait of at most 100 ms, so an abort (or
 //     destroy) is seen within that time; the thread never blocks in the backend.
 //  3. A silent peer is caught by the executor's own TUTTI_TIMEOUT, not here.
@@ -26,6 +47,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -108,8 +130,16 @@ class NetProxy final : public TransportProxy {
   struct Failure;
   void run();
   bool progress(Connection& c);
-  bool pass(bool* inFlight);  // under progressMutex_
-  void adoptAdded();          // under progressMutex_
+  bool endedByPeer(Connection& c, const Error& e);  // under progressMutex_
+  // What a pass saw of the connections that offer no descriptors (plugins'): requests in flight,
+  // and sends an operation waits on.
+  struct Unpollable {
+    bool inFlight = false;
+    bool sending = false;
+  };
+  // Under progressMutex_.
+  bool pass(bool* inFlight, Unpollable* unpollable = nullptr);
+  void adoptAdded();  // under progressMutex_
   void reportFailure(const Failure& f);
   void waitForWork(uint32_t seen, bool inFlight);
   bool spinOnBell(uint32_t seen);
@@ -142,6 +172,8 @@ class NetProxy final : public TransportProxy {
   std::atomic<bool> sendsNeedHost_{false};
   std::atomic<uint64_t> passes_{0};  // progress passes made, so drain() sees a fresh count
   long pollSliceNs_;                 // the thread's: the next poll's length (see waitForWork)
+  // The thread's: when its last pass moved a slot (the wait policy's busy stretch).
+  std::chrono::steady_clock::time_point lastMovement_{};
   std::thread thread_;
 };
 

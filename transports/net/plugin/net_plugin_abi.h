@@ -1,7 +1,9 @@
-// The NCCL net-plugin ABI, versions 6 to 11: the function tables a plugin library exports as
+// The NCCL net-plugin ABI, versions 6 to 12: the function tables a plugin library exports as
 // ncclNetPlugin_v<N> and the property structs they fill, declared from the layouts of NVIDIA's
-// published ext-net headers (NCCL 2.28). Each version is frozen; tutti adapts all of them
-// (plugin_net.h) and its own plugin (socket_plugin/) exports them.
+// published headers (ext-net of NCCL 2.28; src/include/plugin/net/net_v12.h of NCCL 2.30 for v12).
+// Each version is frozen; tutti adapts all of them (plugin_net.h) and its own plugin
+// (socket_plugin/) exports some (v10, and v6 and v12 for the tests). docs/net-plugins.md says what
+// each call and field means and what tutti does with it.
 //
 // Only what a point-to-point net plugin needs is here: the collective-network tables
 // (ncclCollNetPlugin_v<N>) and device offload are not used by tutti.
@@ -18,7 +20,8 @@ constexpr int kHandleMaxBytes = 128;                      // NCCL_NET_HANDLE_MAX
 constexpr int kPtrHost = 0x1;                             // NCCL_PTR_HOST
 constexpr int kPtrCuda = 0x2;                             // NCCL_PTR_CUDA
 constexpr int kPtrDmaBuf = 0x4;                           // NCCL_PTR_DMABUF
-constexpr int kMaxDevsPerNic = 4;                         // NCCL_NET_MAX_DEVS_PER_NIC
+constexpr int kMaxDevsPerNic = 4;                         // NCCL_NET_MAX_DEVS_PER_NIC (v9..v11)
+constexpr int kMaxDevsPerNicV12 = 8;                      // NCCL_NET_MAX_DEVS_PER_NIC_V12
 constexpr int kTrafficClassUndefined = -1;                // NCCL_NET_TRAFFIC_CLASS_UNDEF
 constexpr size_t kMaxNetBytesBeforeV9 = size_t(1) << 30;  // MAX_NET_SIZE: what NCCL assumes of v6..v8
 constexpr int kDeviceHost = 0;                            // ncclNetDeviceType NCCL_NET_DEVICE_HOST (no offload)
@@ -43,7 +46,12 @@ struct VirtualDeviceProps {  // ncclNetVDeviceProps_v9..v11_t
   int devs[kMaxDevsPerNic];
 };
 
-struct CommConfig {  // ncclNetCommConfig_v10/v11_t
+struct VirtualDevicePropsV12 {  // ncclNetVDeviceProps_v12_t
+  int ndevs;
+  int devs[kMaxDevsPerNicV12];
+};
+
+struct CommConfig {  // ncclNetCommConfig_v10/v11/v12_t
   int trafficClass;
 };
 
@@ -131,7 +139,30 @@ struct PropertiesV11 {
   int maxMultiRequestSize;
 };
 
-struct NetAttrV11;  // setNetAttr's argument: tutti never calls it
+// v12: more devices per virtual NIC, and the NIC's rail and plane.
+struct PropertiesV12 {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  int netDeviceType;
+  int netDeviceVersion;
+  VirtualDevicePropsV12 vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
+};
+
+struct NetAttrV11;  // setNetAttr's argument (v11 and v12 alike): tutti never calls it
 
 // ---- Function tables --------------------------------------------------------------------------
 // Common to all: connect and accept may return a null comm, to be called again until it is not;
@@ -276,6 +307,34 @@ struct NetV11 {
   ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptrMhandle);
   ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
   ncclResult_t (*makeVDevice)(int* d, VirtualDeviceProps* props);
+  ncclResult_t (*finalize)(void* context);
+  ncclResult_t (*setNetAttr)(void* context, NetAttrV11* netAttr);
+};
+
+// v12 (NCCL 2.30): the calls of v11, over the v12 properties and virtual devices.
+struct NetV12 {
+  const char* name;
+  ncclResult_t (*init)(void** context, uint64_t commId, CommConfig* config, Logger logFunction,
+                       ProfilerCallback profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, PropertiesV12* props);
+  ncclResult_t (*listen)(void* context, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* context, int dev, void* handle, void** sendComm, DeviceHandle** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, DeviceHandle** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
+                        void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptrMhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, VirtualDevicePropsV12* props);
   ncclResult_t (*finalize)(void* context);
   ncclResult_t (*setNetAttr)(void* context, NetAttrV11* netAttr);
 };

@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -40,6 +43,8 @@ struct Session {
   std::shared_ptr<PluginNet> plugin;
   std::string text;  // "NET/Plugin <name> (<library>, v<N>)"
   void* context = nullptr;
+  std::mutex commsMutex;
+  std::map<int, int> liveComms;  // under commsMutex: send and receive comms open, by plugin device
 
   ~Session() {
     ncclResult_t result = plugin->finalize(context);
@@ -52,6 +57,33 @@ struct Session {
   }
 };
 using SessionPtr = std::shared_ptr<Session>;
+
+// One comm of a plugin device counted against its maxComms for as long as it is open: NCCL states
+// the limit to its topology; tutti refuses a comm beyond it, naming the limit, rather than let the
+// plugin fail in its own words (or not at all).
+class CommSlot {
+ public:
+  CommSlot(SessionPtr session, int device, int maxComms, const char* what)
+      : session_(std::move(session)), device_(device) {
+    std::lock_guard<std::mutex> lock(session_->commsMutex);
+    int& live = session_->liveComms[device_];
+    if (maxComms > 0 && live >= maxComms)
+      throw Error(ErrorCode::System, session_->text + ": " + what + " on device " + std::to_string(device_) +
+                                         " would open its comm number " + std::to_string(live + 1) +
+                                         ", beyond the device's maxComms of " + std::to_string(maxComms));
+    live++;
+  }
+  ~CommSlot() {
+    std::lock_guard<std::mutex> lock(session_->commsMutex);
+    session_->liveComms[device_]--;
+  }
+  CommSlot(const CommSlot&) = delete;
+  CommSlot& operator=(const CommSlot&) = delete;
+
+ private:
+  SessionPtr session_;
+  int device_;
+};
 
 // Calls `attempt` until it yields a comm, the deadline passes or the flag is raised; sleeps
 // between attempts (from 10 us, doubling to 1 ms), as a plugin's connect and accept ask.
@@ -114,6 +146,10 @@ class PluginComm {
     if (result != ncclSuccess) TUTTI_WARN("%s: deregMr failed: %s", session_->text.c_str(), pluginResultName(result));
   }
 
+  // Whether another isend / irecv may be posted: NCCL keeps at most NCCL_NET_MAX_REQUESTS in
+  // flight per comm (8 for v6 plugins, 32 later), and a plugin may size its pools by that.
+  bool roomForRequest() const { return all_.size() - free_.size() < size_t(plugin().version() == 6 ? 8 : 32); }
+
   // The plugin's request in a wrapper, or nullptr when the plugin gave none.
   NetRequest* wrap(void* request) {
     if (request == nullptr) return nullptr;
@@ -129,6 +165,8 @@ class PluginComm {
 
   bool test(NetRequest* request, size_t* bytes) {
     auto* r = static_cast<PluginRequest*>(request);
+    // As NCCL: the size starts at 0 and may stay so (a plugin need not write it); the proxy finds
+    // a message's size in tutti's own header instead.
     int done = 0, size = 0;
     session_->check(plugin().test(r->request, &done, &size), "test");
     if (!done) return false;
@@ -152,8 +190,8 @@ class PluginComm {
 
 class PluginSendComm final : public NetSendComm {
  public:
-  PluginSendComm(SessionPtr session, void* comm, size_t maxBytes)
-      : comm_(std::move(session), comm), maxBytes_(maxBytes) {}
+  PluginSendComm(SessionPtr session, void* comm, size_t maxBytes, std::unique_ptr<CommSlot> slot)
+      : comm_(std::move(session), comm), maxBytes_(maxBytes), slot_(std::move(slot)) {}
   ~PluginSendComm() override {
     ncclResult_t result = comm_.plugin().closeSend(comm_.comm());
     if (result != ncclSuccess)
@@ -170,6 +208,7 @@ class PluginSendComm final : public NetSendComm {
     if (bytes > maxBytes_)
       throw Error(ErrorCode::InvalidUsage, comm_.session().text + ": isend of " + std::to_string(bytes) +
                                                " bytes, above the plugin's limit of " + std::to_string(maxBytes_));
+    if (!comm_.roomForRequest()) return nullptr;
     void* request = nullptr;
     comm_.session().check(
         comm_.plugin().isend(comm_.comm(), const_cast<void*>(data), bytes, tag, registration.backendData, &request),
@@ -186,13 +225,14 @@ class PluginSendComm final : public NetSendComm {
  private:
   PluginComm comm_;
   size_t maxBytes_;
+  std::unique_ptr<CommSlot> slot_;
 };
 
 class PluginRecvComm final : public NetRecvComm {
  public:
   // forceFlush: the device's property (receives into host memory are flushed too).
-  PluginRecvComm(SessionPtr session, void* comm, size_t maxBytes, bool forceFlush)
-      : comm_(std::move(session), comm), maxBytes_(maxBytes), forceFlush_(forceFlush) {}
+  PluginRecvComm(SessionPtr session, void* comm, size_t maxBytes, bool forceFlush, std::unique_ptr<CommSlot> slot)
+      : comm_(std::move(session), comm), maxBytes_(maxBytes), forceFlush_(forceFlush), slot_(std::move(slot)) {}
   ~PluginRecvComm() override {
     ncclResult_t result = comm_.plugin().closeRecv(comm_.comm());
     if (result != ncclSuccess)
@@ -206,6 +246,7 @@ class PluginRecvComm final : public NetRecvComm {
   void deregisterMemory(MemoryRegistration registration) override { comm_.deregisterMemory(registration); }
 
   NetRequest* irecv(void* data, size_t capacity, int tag, MemoryRegistration registration) override {
+    if (!comm_.roomForRequest()) return nullptr;
     void* request = nullptr;
     comm_.session().check(comm_.plugin().irecv(comm_.comm(), data, std::min(capacity, maxBytes_), tag,
                                                registration.backendData, &request),
@@ -236,17 +277,25 @@ class PluginRecvComm final : public NetRecvComm {
     }
   }
   std::vector<int> pollDescriptors() const override { return {}; }
+  // The ABI has no goodbye: the peer's closeSend is only its end of the connection.
+  bool peerSaysGoodbye() const override { return false; }
 
  private:
   PluginComm comm_;
   size_t maxBytes_;
   bool forceFlush_;
+  std::unique_ptr<CommSlot> slot_;
 };
 
 class PluginListenComm final : public NetListenComm {
  public:
-  PluginListenComm(SessionPtr session, void* comm, const NetProperties& device)
-      : session_(std::move(session)), comm_(comm), maxBytes_(device.maxMessageBytes), forceFlush_(device.forceFlush) {}
+  PluginListenComm(SessionPtr session, void* comm, int pluginDevice, const NetProperties& device)
+      : session_(std::move(session)),
+        comm_(comm),
+        pluginDevice_(pluginDevice),
+        maxComms_(device.maxComms),
+        maxBytes_(device.maxMessageBytes),
+        forceFlush_(device.forceFlush) {}
   ~PluginListenComm() override {
     ncclResult_t result = session_->plugin->closeListen(comm_);
     if (result != ncclSuccess)
@@ -254,20 +303,24 @@ class PluginListenComm final : public NetListenComm {
   }
 
   std::unique_ptr<NetRecvComm> accept(SteadyTime deadline, const std::atomic<bool>* abortFlag) override {
+    auto slot = std::make_unique<CommSlot>(session_, pluginDevice_, maxComms_, "accept");
     void* recv = pollUntilConnected(*session_, "accept", deadline, abortFlag,
                                     [&](void** comm) { return session_->plugin->accept(comm_, comm); });
-    return std::make_unique<PluginRecvComm>(session_, recv, maxBytes_, forceFlush_);
+    return std::make_unique<PluginRecvComm>(session_, recv, maxBytes_, forceFlush_, std::move(slot));
   }
 
   std::unique_ptr<NetRecvComm> acceptIfReady() override {
+    auto slot = std::make_unique<CommSlot>(session_, pluginDevice_, maxComms_, "accept");
     void* recv = nullptr;
     session_->check(session_->plugin->accept(comm_, &recv), "accept");
-    return recv ? std::make_unique<PluginRecvComm>(session_, recv, maxBytes_, forceFlush_) : nullptr;
+    return recv ? std::make_unique<PluginRecvComm>(session_, recv, maxBytes_, forceFlush_, std::move(slot)) : nullptr;
   }
 
  private:
   SessionPtr session_;
   void* comm_;
+  int pluginDevice_;
+  int maxComms_;
   size_t maxBytes_;
   bool forceFlush_;
 };
@@ -281,6 +334,7 @@ class PluginBackend final : public NetBackend {
       NetProperties p;
       session_->check(plugin().properties(d, &p), "getProperties");
       decideDmaBuf(d, &p);
+      describeAddress(&p);
       if (p.hostMemory) devices_.push_back(DeviceEntry{d, p});
     }
     if (devices_.empty())
@@ -299,17 +353,18 @@ class PluginBackend final : public NetBackend {
     void* comm = nullptr;
     session_->check(plugin().listen(session_->context, d.pluginDevice, handle->bytes, &comm), "listen");
     if (comm == nullptr) throw Error(ErrorCode::Internal, session_->text + ": listen returned no listening comm");
-    return std::make_unique<PluginListenComm>(session_, comm, d.properties);
+    return std::make_unique<PluginListenComm>(session_, comm, d.pluginDevice, d.properties);
   }
 
   std::unique_ptr<NetSendComm> connect(int device, const NetHandle& handle, SteadyTime deadline,
                                        const std::atomic<bool>* abortFlag) override {
     const DeviceEntry& d = entry(device);
     NetHandle copy = handle;  // the plugin may write to it while connecting
+    auto slot = std::make_unique<CommSlot>(session_, d.pluginDevice, d.properties.maxComms, "connect");
     void* send = pollUntilConnected(*session_, "connect", deadline, abortFlag, [&](void** comm) {
       return plugin().connect(session_->context, d.pluginDevice, copy.bytes, comm);
     });
-    return std::make_unique<PluginSendComm>(session_, send, d.properties.maxMessageBytes);
+    return std::make_unique<PluginSendComm>(session_, send, d.properties.maxMessageBytes, std::move(slot));
   }
 
  private:
@@ -340,6 +395,16 @@ class PluginBackend final : public NetBackend {
     else if (asked)
       TUTTI_INFO(log::Net, "%s: device %d (%s) reports NCCL_PTR_DMABUF, but %s: host memory only",
                  session_->text.c_str(), device, p->name.c_str(), why.c_str());
+  }
+
+  // A plugin's device has no address tutti can print; what NCCL takes from its properties for the
+  // topology (port, speed, latency) stands in for it in the layout line (NetProperties::address).
+  static void describeAddress(NetProperties* p) {
+    if (!p->address.empty()) return;
+    char text[64];
+    std::snprintf(text, sizeof text, "(plugin port %d, %d Mbps, latency %g us)", p->port, p->speedMbps,
+                  double(p->latencyUs));
+    p->address = text;
   }
 
   const DeviceEntry& entry(int device) const {

@@ -38,7 +38,7 @@ std::optional<NetPlugin> openEntry(const std::string& entry, std::map<void*, Net
     std::unique_ptr<PluginNet> net = findPluginNet(library);
     if (!net) {
       TUTTI_INFO(log::Init | log::Net,
-                 "NET/Plugin: %s (from NCCL_NET_PLUGIN entry \"%s\") exports no ncclNetPlugin_v6..v11: skipped",
+                 "NET/Plugin: %s (from NCCL_NET_PLUGIN entry \"%s\") exports no ncclNetPlugin_v6..v12: skipped",
                  file.c_str(), entry.c_str());
       ::dlclose(library);
       return std::nullopt;

@@ -2,7 +2,7 @@
 // ("name": libnccl-net-name.so), a library file or path, a comma-separated list of these, or
 // "none"; unset, libnccl-net.so is used when it can be opened. Each library is opened once per
 // process and stays loaded; one that cannot be opened, or exports no interface version tutti
-// knows (ncclNetPlugin_v6 to _v11), is skipped with an INFO line naming it and why.
+// knows (ncclNetPlugin_v6 to _v12), is skipped with an INFO line naming it and why.
 #pragma once
 
 #include <memory>

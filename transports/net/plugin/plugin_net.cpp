@@ -1,9 +1,10 @@
-// The version adapters: one class template instantiated per interface version (6 to 11), each over
+// The version adapters: one class template instantiated per interface version (6 to 12), each over
 // that version's table, each answering in the newest shape (see plugin_net.h).
 #include "transports/net/plugin/plugin_net.h"
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
@@ -66,6 +67,11 @@ struct Abi<11> {
   using Table = abi::NetV11;
   using Props = abi::PropertiesV11;
 };
+template <>
+struct Abi<12> {
+  using Table = abi::NetV12;
+  using Props = abi::PropertiesV12;
+};
 
 // What the version's calls take as a message size: int before v9 (regMr: before v8).
 template <int V>
@@ -124,7 +130,8 @@ class VersionedNet final : public PluginNet {
     out->port = p.port;
     out->latencyUs = p.latency;
     out->maxComms = p.maxComms;
-    out->maxRecvs = p.maxRecvs;
+    // NCCL groups up to maxRecvs receives in one irecv; a plugin that says less than 1 takes one.
+    out->maxRecvs = std::max(p.maxRecvs, 1);
     if constexpr (V >= 8) out->registrationIsGlobal = p.regIsGlobal != 0;
     if constexpr (V >= 9) {
       out->forceFlush = p.forceFlush != 0;
@@ -240,7 +247,8 @@ std::unique_ptr<PluginNet> tryVersion(void* library) {
 
 std::unique_ptr<PluginNet> findPluginNet(void* library) {
   // Newest first, as NCCL does: a library that exports several versions is used in its newest.
-  for (auto attempt : {tryVersion<11>, tryVersion<10>, tryVersion<9>, tryVersion<8>, tryVersion<7>, tryVersion<6>})
+  for (auto attempt :
+       {tryVersion<12>, tryVersion<11>, tryVersion<10>, tryVersion<9>, tryVersion<8>, tryVersion<7>, tryVersion<6>})
     if (std::unique_ptr<PluginNet> net = attempt(library)) return net;
   return nullptr;
 }

@@ -1,4 +1,4 @@
-// One external net plugin's function table, whichever interface version (6 to 11) it exports,
+// One external net plugin's function table, whichever interface version (6 to 12) it exports,
 // behind one set of calls in the newest shape: the version adapters (plugin_net.cpp) widen sizes,
 // add the arguments older tables lack and map properties, as NCCL's own compatibility layer does.
 #pragma once
@@ -18,7 +18,7 @@ class PluginNet {
   virtual const char* name() const = 0;
   virtual int version() const = 0;
 
-  // v11 initialises once per backend (a context per communicator, finalize ends it); older
+  // v11 and v12 initialise once per backend (a context per communicator, finalize ends it); older
   // versions initialise once per process (later calls return the first result) and finalize does
   // nothing, since they have no way to end.
   virtual ncclResult_t init(void** context) = 0;
@@ -50,7 +50,7 @@ class PluginNet {
   virtual ncclResult_t closeListen(void* listenComm) = 0;
 };
 
-// The adapter for the newest table `library` (a dlopen handle) exports, trying ncclNetPlugin_v11
+// The adapter for the newest table `library` (a dlopen handle) exports, trying ncclNetPlugin_v12
 // down to ncclNetPlugin_v6; nullptr when it exports none of them.
 std::unique_ptr<PluginNet> findPluginNet(void* library);
 

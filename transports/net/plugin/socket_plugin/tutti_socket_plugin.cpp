@@ -1,9 +1,10 @@
 // tutti's Socket backend as an external NCCL net plugin: libnccl-net-tutti.so exports
-// ncclNetPlugin_v10 named "TuttiSocket". Built again with TUTTI_SOCKET_PLUGIN_VERSION=6 (a test
-// library exporting only ncclNetPlugin_v6, named "TuttiSocketV6") to show that older plugins load,
-// and with TUTTI_PLUGIN_BACKEND_IB=1 over the IB backend instead (test libraries, "TuttiIB" and the
-// v6 "TuttiIBV6", whose devices take device memory by dmabuf where the verbs library can: the
-// adapter's regMrDmaBuf and iflush path, tested on the verbs stand-in).
+// ncclNetPlugin_v10 named "TuttiSocket". Built again with TUTTI_SOCKET_PLUGIN_VERSION=6 or 12 (test
+// libraries exporting only ncclNetPlugin_v6, "TuttiSocketV6", or only ncclNetPlugin_v12,
+// "TuttiSocketV12") to show that older and newer plugins load, and with TUTTI_PLUGIN_BACKEND_IB=1
+// over the IB backend instead (test libraries, "TuttiIB" and the v6 "TuttiIBV6", whose devices
+// take device memory by dmabuf where the verbs library can: the adapter's regMrDmaBuf and iflush
+// path, tested on the verbs stand-in).
 //
 // A C-ABI shim over a backend: comms are the backend's comms, a request remembers its comm (test()
 // gets only the request), a memory handle is the backend's registration. What it declares and
@@ -14,10 +15,20 @@
 // exists before its handle is handed out), bounded by TUTTI_TIMEOUT. iflush runs the backend's
 // flush before it returns (a request that the next test reports done).
 //
+// Two knobs make it behave as stricter plugins do, for the tests (read when a comm is made, so a
+// test sets them per connection): TUTTI_SOCKET_PLUGIN_NO_SIZES=1, test() leaves the sizes unwritten
+// (as google/nccl-fastsocket does; NCCL does not rely on them); TUTTI_SOCKET_PLUGIN_NO_GOODBYE=1,
+// closeSend closes without the Socket backend's goodbye (as every plugin but this one does). One
+// more for latency measurements: TUTTI_SOCKET_PLUGIN_COMPLETION_LAG_US=N, test() reports a request
+// done only N us after the backend finished it (as a plugin whose own threads complete requests).
+// And TUTTI_SOCKET_PLUGIN_MAX_COMMS=N declares maxComms N (read by getProperties).
+//
 // Its copy of tutti's base layer is private to the library (hidden symbols); its log lines go to
 // the logger the host hands init, so they land in the host's log (and NCCL_DEBUG_FILE).
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -40,6 +51,8 @@
 #include "transports/net/ib/ib_backend.h"
 #if TUTTI_SOCKET_PLUGIN_VERSION == 6
 #define TUTTI_PLUGIN_NAME "TuttiIBV6"
+#elif TUTTI_SOCKET_PLUGIN_VERSION == 12
+#define TUTTI_PLUGIN_NAME "TuttiIBV12"
 #else
 #define TUTTI_PLUGIN_NAME "TuttiIB"
 #endif
@@ -47,6 +60,8 @@
 #include "transports/net/socket/socket_backend.h"
 #if TUTTI_SOCKET_PLUGIN_VERSION == 6
 #define TUTTI_PLUGIN_NAME "TuttiSocketV6"
+#elif TUTTI_SOCKET_PLUGIN_VERSION == 12
+#define TUTTI_PLUGIN_NAME "TuttiSocketV12"
 #else
 #define TUTTI_PLUGIN_NAME "TuttiSocket"
 #endif
@@ -87,7 +102,9 @@ struct Comm;
 
 struct Request {
   Comm* comm;
-  NetRequest* request;  // null: an iflush, done when made
+  NetRequest* request;  // null: an iflush, done when made (or a request the backend finished)
+  size_t bytes = 0;     // what the backend reported, once it finished
+  std::chrono::steady_clock::time_point reportAt{};  // with a completion lag: when test() may say done
 };
 
 // A send or receive comm, and its requests not yet reported done (freed with it if it closes
@@ -96,6 +113,19 @@ struct Comm {
   std::unique_ptr<NetSendComm> send;
   std::unique_ptr<NetRecvComm> recv;
   std::vector<std::unique_ptr<Request>> requests;
+  // The strictness knobs (see the top), as they were when the comm was made.
+  bool writesSizes = !knob("TUTTI_SOCKET_PLUGIN_NO_SIZES");
+  bool saysGoodbye = !knob("TUTTI_SOCKET_PLUGIN_NO_GOODBYE");
+  std::chrono::microseconds completionLag{number("TUTTI_SOCKET_PLUGIN_COMPLETION_LAG_US")};
+
+  static bool knob(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }
+  static long number(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? std::max(0L, std::atol(value)) : 0L;
+  }
 
   void* add(NetRequest* r) {
     if (r == nullptr) return nullptr;
@@ -182,7 +212,9 @@ void fillCommonProperties(int device, Props* props) {
   props->speed = p.speedMbps;
   props->port = p.port;
   props->latency = p.latencyUs;
-  props->maxComms = p.maxComms;
+  // TUTTI_SOCKET_PLUGIN_MAX_COMMS (tests): a smaller limit than the backend's, to be held to.
+  const long maxComms = Comm::number("TUTTI_SOCKET_PLUGIN_MAX_COMMS");
+  props->maxComms = maxComms > 0 ? int(std::min(maxComms, long(p.maxComms))) : p.maxComms;
   props->maxRecvs = 1;
 }
 
@@ -300,21 +332,27 @@ ncclResult_t pluginIflush(void* recvComm, int n, void** data, int* sizes, void**
 ncclResult_t pluginTest(void* request, int* done, int* sizes) {
   return guarded("test", [&] {
     auto* r = static_cast<Request*>(request);
-    size_t bytes = 0;
-    bool finished = r->request == nullptr ||
-                    (r->comm->send ? r->comm->send->test(r->request, &bytes) : r->comm->recv->test(r->request, &bytes));
-    *done = finished ? 1 : 0;
-    if (!finished) return;
-    if (sizes) *sizes = int(bytes);
+    *done = 0;
+    if (r->request != nullptr) {
+      NetRequest* pending = r->request;
+      if (!(r->comm->send ? r->comm->send->test(pending, &r->bytes) : r->comm->recv->test(pending, &r->bytes))) return;
+      r->request = nullptr;  // the backend freed it
+      r->reportAt = std::chrono::steady_clock::now() + r->comm->completionLag;
+    }
+    // A completion lag (as of plugins whose own threads complete requests) holds the report back.
+    if (r->comm->completionLag.count() > 0 && std::chrono::steady_clock::now() < r->reportAt) return;
+    *done = 1;
+    if (sizes && r->comm->writesSizes) *sizes = int(r->bytes);
     r->comm->remove(r);
   });
 }
 
-// A sender that has nothing in flight tells its peer that the end of the connection is expected.
+// A sender that has nothing in flight tells its peer that the end of the connection is expected
+// (unless TUTTI_SOCKET_PLUGIN_NO_GOODBYE: then it just closes, as other plugins do).
 ncclResult_t pluginCloseSend(void* sendComm) {
   return guarded("closeSend", [&] {
     std::unique_ptr<Comm> c(static_cast<Comm*>(sendComm));
-    c->send->closeGracefully();
+    if (c->saysGoodbye) c->send->closeGracefully();
   });
 }
 
@@ -330,6 +368,10 @@ ncclResult_t pluginCloseListen(void* listenComm) {
 [[maybe_unused]] ncclResult_t pluginNoDeviceOffload(void*, void*, void**) { return ncclInternalError; }
 [[maybe_unused]] ncclResult_t pluginNoRecvConsumed(void*, int, void*) { return ncclInternalError; }
 [[maybe_unused]] ncclResult_t pluginNoVirtualDevice(int*, abi::VirtualDeviceProps*) { return ncclInvalidUsage; }
+[[maybe_unused]] ncclResult_t pluginNoVirtualDeviceV12(int*, abi::VirtualDevicePropsV12*) { return ncclInvalidUsage; }
+// v11 on: the process's state stays (see PluginState); there are no attributes to tune.
+[[maybe_unused]] ncclResult_t pluginFinalize(void*) { return ncclSuccess; }
+[[maybe_unused]] ncclResult_t pluginNoNetAttributes(void*, abi::NetAttrV11*) { return ncclSuccess; }
 
 }  // namespace
 }  // namespace tutti::net
@@ -409,8 +451,58 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV6 ncclNetPlugin
     pluginCloseListen,
 };
 
+#elif TUTTI_SOCKET_PLUGIN_VERSION == 12
+
+extern "C" __attribute__((visibility("default"))) const abi::NetV12 ncclNetPlugin_v12 = {
+    TUTTI_PLUGIN_NAME,
+    // A context per communicator from v11: this plugin needs none (its state is the process's).
+    [](void** context, uint64_t, abi::CommConfig*, abi::Logger logger, abi::ProfilerCallback) {
+      *context = nullptr;
+      return pluginInit(logger);
+    },
+    pluginDevices,
+    [](int device, abi::PropertiesV12* props) {
+      return guarded("getProperties", [&] {
+        *props = abi::PropertiesV12{};
+        fillCommonProperties(device, props);
+        props->netDeviceType = abi::kDeviceHost;
+        props->vProps.ndevs = 1;
+        props->vProps.devs[0] = device;
+        props->maxP2pBytes = kMaxMessageBytes;
+        props->maxCollBytes = kMaxMessageBytes;
+        props->maxMultiRequestSize = 1;
+        props->railId = -1;  // no rail or plane is known for a host interface
+        props->planeId = -1;
+      });
+    },
+    [](void*, int device, void* handle, void** listenComm) { return pluginListen(device, handle, listenComm); },
+    [](void*, int device, void* handle, void** sendComm, abi::DeviceHandle**) {
+      return pluginConnect(device, handle, sendComm);
+    },
+    [](void* listenComm, void** recvComm, abi::DeviceHandle**) { return pluginAccept(listenComm, recvComm); },
+    pluginRegMr,
+    pluginRegMrDmaBuf,
+    pluginDeregMr,
+    [](void* comm, void* data, size_t bytes, int tag, void* mhandle, void*, void** request) {
+      return pluginIsend(comm, data, bytes, tag, mhandle, request);
+    },
+    [](void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**, void** request) {
+      return pluginIrecv(comm, n, data, sizes, tags, mhandles, request);
+    },
+    pluginIflush,
+    pluginTest,
+    pluginCloseSend,
+    pluginCloseRecv,
+    pluginCloseListen,
+    pluginNoDeviceOffload,
+    pluginNoRecvConsumed,
+    pluginNoVirtualDeviceV12,
+    pluginFinalize,
+    pluginNoNetAttributes,
+};
+
 #else
-#error "TUTTI_SOCKET_PLUGIN_VERSION: 10 (libnccl-net-tutti.so) or 6 (the loader's fallback test)"
+#error "TUTTI_SOCKET_PLUGIN_VERSION: 10 (libnccl-net-tutti.so), 6 or 12 (the loader's tests)"
 #endif
 
 #if TUTTI_PLUGIN_BACKEND_IB
