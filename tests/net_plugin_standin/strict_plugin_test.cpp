@@ -205,8 +205,9 @@ TEST_CASE("CONNECT: connect stays pending until the peer's accept has answered, 
     char handle[abi::kHandleMaxBytes] = {};
     void* listen = p.listen(handle);
     void* send = nullptr;
-    // Long enough for the TCP connection and the hello to be in: only the accept is missing.
-    for (int i = 0; i < 100 && send == nullptr; i++) {
+    // Long enough for the TCP connection and the hello to be in: only the accept is missing. (The
+    // lax stand-in is given far longer, which it takes only on a loaded machine.)
+    for (int i = 0; i < (strict ? 100 : 5000) && send == nullptr; i++) {
       REQUIRE(p.connect(handle, &send) == ncclSuccess);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
@@ -289,7 +290,10 @@ TEST_CASE("NO_GOODBYE: a peer's close fails the receives posted, and after a goo
     StderrCapture err;
     ncclResult_t result = ncclSuccess;
     int done = 0;
-    for (int i = 0; i < 200 && result == ncclSuccess; i++) {
+    // Strict: until the end is seen (at once on loopback; 20 s under any load). Lax: 200 ms of
+    // tests that must all answer pending.
+    const auto until = Clock::now() + (strict ? std::chrono::milliseconds(20000) : std::chrono::milliseconds(200));
+    while (result == ncclSuccess && Clock::now() < until) {
       result = p.t->test(r, &done, nullptr);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
