@@ -10,14 +10,21 @@
 //        multihost_rank <rank> <nranks> shrink   as faults, then ncclCommShrink without the last
 //            rank (the one run.sh kills), with NCCL_SHRINK_ABORT, and checked all-reduces on the
 //            new communicator: exits 0 when they all gave the survivors' sum.
+//        multihost_rank <rank> <nranks> smoke   every collective and send/recv once each, float32
+//            sums of 1, 1023 and 1M+3 elements: the short run per knob of the strict plugin stand-in.
+//        multihost_rank <rank> <nranks> lastsend   rank 0 sends 3 MiB to rank 1 and destroys its
+//            communicator at once; rank 1 receives after a pause, when rank 0 may have closed every
+//            connection (a peer's end after its last operation is no fault), and checks each element.
 //        multihost_rank <rank> <nranks> registered   all-gather, broadcast and all-reduce on
 //            ncclMemAlloc buffers registered with the communicator, each against the float64
 //            reference and bitwise against the same call on unregistered ones; prints how many
 //            messages this rank read in place from its peers' buffers (tuttiCommZeroCopyReads).
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -152,6 +159,32 @@ uint64_t runRegistered(int rank, int nranks, ncclComm_t comm, size_t* ncases) {
   return after - before;
 }
 
+// Every collective and send/recv, out of place, float32 sums of three sizes.
+std::vector<tutti_test::Case> smokeCases(int nranks) {
+  std::vector<tutti_test::Case> cases;
+  for (const tutti_test::Case& c : tutti_test::allCases({1, 1023, (1u << 20) + 3}, nranks))
+    if (c.type == ncclFloat32 && c.op == ncclSum && !c.inPlace) cases.push_back(c);
+  return cases;
+}
+
+// Rank 0's last operation is a send that fits the receiver's FIFO, so it completes before rank 1
+// has asked for it; rank 1 asks only after rank 0 has had time to destroy its communicator.
+void sendThenLeave(int rank, ncclComm_t comm) {
+  const size_t count = (size_t(3) << 20) / sizeof(float) + 5;
+  std::vector<float> buf(count, 0.0f);
+  if (rank == 0) {
+    for (size_t i = 0; i < count; i++) buf[i] = float(i % 4099);
+    tutti_test::checkNccl(ncclSend(buf.data(), count, ncclFloat32, 1, comm, nullptr), "ncclSend");
+  } else if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    tutti_test::checkNccl(ncclRecv(buf.data(), count, ncclFloat32, 0, comm, nullptr), "ncclRecv");
+    for (size_t i = 0; i < count; i++)
+      tutti_test::check(buf[i] == float(i % 4099), "lastsend: element " + std::to_string(i) + " is " +
+                                                       std::to_string(buf[i]) + ", not " +
+                                                       std::to_string(float(i % 4099)));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,6 +214,20 @@ int main(int argc, char** argv) {
       tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
       std::printf("rank %d/%d: %zu registered cases passed, %llu messages read in place (%s)\n", rank, nranks, ncases,
                   static_cast<unsigned long long>(reads), on.c_str());
+      return 0;
+    }
+    if (mode == "lastsend") {
+      sendThenLeave(rank, comm);
+      tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+      std::printf("rank %d/%d: lastsend passed\n", rank, nranks);
+      return 0;
+    }
+    if (mode == "smoke") {
+      const std::vector<tutti_test::Case> cases = smokeCases(nranks);
+      tutti_test::runAll(cases, rank, nranks, comm);
+      const std::string on = ranOn(comm);
+      tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+      std::printf("rank %d/%d: %zu smoke cases passed (%s)\n", rank, nranks, cases.size(), on.c_str());
       return 0;
     }
     std::vector<tutti_test::Case> cases;
