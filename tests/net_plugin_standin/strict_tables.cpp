@@ -1,4 +1,4 @@
-// The function table the stand-in exports, ncclNetPlugin_v<STRICT_PLUGIN_VERSION> (6 to 11, one
+// The function table the stand-in exports, ncclNetPlugin_v<STRICT_PLUGIN_VERSION> (6 to 12, one
 // per build of the library), each call adapted to the version-neutral calls of strict_plugin.h.
 #include <type_traits>
 
@@ -8,8 +8,8 @@
 #ifndef STRICT_PLUGIN_VERSION
 #define STRICT_PLUGIN_VERSION 8
 #endif
-#if STRICT_PLUGIN_VERSION < 6 || STRICT_PLUGIN_VERSION > 11
-#error "STRICT_PLUGIN_VERSION must be 6 to 11"
+#if STRICT_PLUGIN_VERSION < 6 || STRICT_PLUGIN_VERSION > 12
+#error "STRICT_PLUGIN_VERSION must be 6 to 12"
 #endif
 #define STRICT_JOIN(a, b) a##b
 #define STRICT_TABLE_TYPE(v) STRICT_JOIN(NetV, v)
@@ -63,6 +63,10 @@ ncclResult_t getProperties(int dev, Props* props) {
 #endif
 #if STRICT_PLUGIN_VERSION >= 11
   props->maxMultiRequestSize = 1;
+#endif
+#if STRICT_PLUGIN_VERSION >= 12
+  props->railId = int16_t(dev);  // one NIC per rail, none split into planes
+  props->planeId = 0;
 #endif
   return ncclSuccess;
 }
@@ -166,7 +170,9 @@ Table makeTable() {
   t.getDeviceMr = [](void*, void*, void**) { return strict::unsupported("getDeviceMr"); };
   t.irecvConsumed = [](void*, int, void*) { return strict::unsupported("irecvConsumed"); };
 #endif
-#if STRICT_PLUGIN_VERSION >= 9
+#if STRICT_PLUGIN_VERSION >= 12
+  t.makeVDevice = [](int*, abi::VirtualDevicePropsV12*) { return strict::unsupported("makeVDevice"); };
+#elif STRICT_PLUGIN_VERSION >= 9
   t.makeVDevice = [](int*, abi::VirtualDeviceProps*) { return strict::unsupported("makeVDevice"); };
 #endif
 #if STRICT_PLUGIN_VERSION >= 11
