@@ -367,6 +367,30 @@ class PluginBackend final : public NetBackend {
     return std::make_unique<PluginSendComm>(session_, send, d.properties.maxMessageBytes, std::move(slot));
   }
 
+  // One call of the plugin's connect per step, on one copy of the handle that lives as long as the
+  // attempt (a plugin keeps its progress in it), as NCCL calls it.
+  std::unique_ptr<NetConnecting> startConnect(int device, const NetHandle& handle, SteadyTime,
+                                              const std::atomic<bool>*) override {
+    class Connecting final : public NetConnecting {
+     public:
+      Connecting(SessionPtr session, int pluginDevice, size_t maxBytes, const NetHandle& handle)
+          : session_(std::move(session)), pluginDevice_(pluginDevice), maxBytes_(maxBytes), handle_(handle) {}
+      std::unique_ptr<NetSendComm> poll() override {
+        void* send = nullptr;
+        session_->check(session_->plugin->connect(session_->context, pluginDevice_, handle_.bytes, &send), "connect");
+        return send ? std::make_unique<PluginSendComm>(session_, send, maxBytes_) : nullptr;
+      }
+
+     private:
+      SessionPtr session_;
+      int pluginDevice_;
+      size_t maxBytes_;
+      NetHandle handle_;
+    };
+    const DeviceEntry& d = entry(device);
+    return std::make_unique<Connecting>(session_, d.pluginDevice, d.properties.maxMessageBytes, handle);
+  }
+
  private:
   struct DeviceEntry {
     int pluginDevice;  // the plugin's number for it
