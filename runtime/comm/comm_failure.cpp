@@ -42,6 +42,17 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
   fail(Error(ErrorCode::Remote, message), false);
 }
 
+tutti::Error ncclComm::failInit(const Error& cause) {
+  // A nonblocking init has reported ncclInProgress until now; its failure is recorded here.
+  int inProgress = ncclInProgress;
+  error.asyncError.compare_exchange_strong(inProgress, ncclSuccess);
+  fail(cause, true);
+  std::lock_guard<std::mutex> lock(error.mutex);
+  if (error.asyncError.load() != ncclSuccess && error.code != ErrorCode::Aborted)
+    return Error(error.code, error.message);
+  return cause;
+}
+
 void ncclComm::finishInit() {
   int sender = -1;
   const char* notice = nullptr;
