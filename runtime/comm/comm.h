@@ -237,6 +237,9 @@ struct CommErrorState {
   bool initFinished = false;
   int deferredNoticeFrom = -1;
   const char* deferredNotice = nullptr;
+  // A peer's failure notice heard during a nonblocking init, which reports ncclInProgress until it
+  // ends: the notice stops init's waits at once, and init's failure reports it (failInit).
+  std::string noticeDuringInit;
 };
 
 // Init and end of the handle's life.

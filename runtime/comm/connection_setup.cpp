@@ -155,11 +155,12 @@ class ConnectionSetup {
   std::string setupFailed(const ConnKey& k, const Error& e) const {
     std::string s = "setting up the " + describe(k) + ": " + e.message();
     // A rank that failed first (a mismatch it caught, say) sends every rank a failure notice, then
-    // closes its connections: a connection that ended under this setup is then a consequence, and
-    // the notice, which may be a moment behind on the bootstrap, says why.
+    // closes its connections, and so do the ranks its notice reached: a connection that ended under
+    // this setup is then a consequence, and the notice, which may be a moment behind on the
+    // bootstrap (its sender tells one rank after another), is the cause, which leads.
     if (e.code() == ErrorCode::Remote) {
       const std::string cause = recordedCause(std::chrono::seconds(1));
-      if (!cause.empty()) s += "; " + cause;
+      if (!cause.empty()) return cause + " (and then, " + s + ")";
     }
     return s;
   }

@@ -34,6 +34,8 @@ using namespace tutti::net;
 // Where the listeners mark that their accept has run, one file per listener (named by a token in
 // the handle's last bytes): the rank processes are forked from the test's, so they share it.
 std::string markDir;
+// Set: accepts never mark, so every connect stays pending (a peer that takes no part in setup).
+bool neverAccept = false;
 constexpr size_t kTokenAt = kNetHandleBytes - sizeof(uint64_t);
 
 std::string markOf(const NetHandle& handle) {
@@ -60,7 +62,7 @@ class MarkingListenComm final : public NetListenComm {
 
  private:
   void mark() {
-    if (marked_) return;
+    if (marked_ || neverAccept) return;
     int fd = open(markOf(handle_).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0) throw Error(ErrorCode::System, "PendingAccept: cannot mark " + markOf(handle_));
     close(fd);
@@ -173,6 +175,32 @@ TEST_CASE("connection setup: a net backend whose connect waits for the peer's ac
   CHECK(seconds < 15);
   // The backend carried the connections between the hosts: the ring's two, and all-to-all's.
   CHECK(marks >= 2);
+}
+
+TEST_CASE(
+    "connection setup: a connect still pending at TUTTI_TIMEOUT says so without asking whether the peer made the call",
+    "[net][setup]") {
+  registerOnce();
+  char dir[] = "/tmp/tutti-pending-accept-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  markDir = dir;
+  neverAccept = true;
+  tutti_test::HostLayout layout;
+  layout.hosts = 2;
+  layout.ranksPerHost = 1;
+  layout.environment = {{"NCCL_NET", "PendingAccept"}, {"TUTTI_NET_REQUIRE", "PendingAccept"}, {"TUTTI_TIMEOUT", "3"}};
+  layout.timeoutSeconds = 60;
+  auto outcomes = tutti_test::runOnHosts(layout, [](int, int, ncclComm_t) {});
+  neverAccept = false;
+  std::filesystem::remove_all(markDir);
+  // Both ranks made the call (their offers arrived): the error says what did not complete, and
+  // blames neither for not making the call.
+  for (const tutti_test::ProcessOutcome& o : outcomes) {
+    INFO(o.failure);
+    CHECK(o.failure.find("within TUTTI_TIMEOUT (3 s)") != std::string::npos);
+    CHECK(o.failure.find("so it made the call") != std::string::npos);
+    CHECK(o.failure.find("make the same call?") == std::string::npos);
+  }
 }
 
 }  // namespace
