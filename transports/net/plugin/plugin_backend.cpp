@@ -373,12 +373,17 @@ class PluginBackend final : public NetBackend {
                                               const std::atomic<bool>*) override {
     class Connecting final : public NetConnecting {
      public:
-      Connecting(SessionPtr session, int pluginDevice, size_t maxBytes, const NetHandle& handle)
-          : session_(std::move(session)), pluginDevice_(pluginDevice), maxBytes_(maxBytes), handle_(handle) {}
+      Connecting(SessionPtr session, int pluginDevice, size_t maxBytes, const NetHandle& handle,
+                 std::unique_ptr<CommSlot> slot)
+          : session_(std::move(session)),
+            pluginDevice_(pluginDevice),
+            maxBytes_(maxBytes),
+            handle_(handle),
+            slot_(std::move(slot)) {}
       std::unique_ptr<NetSendComm> poll() override {
         void* send = nullptr;
         session_->check(session_->plugin->connect(session_->context, pluginDevice_, handle_.bytes, &send), "connect");
-        return send ? std::make_unique<PluginSendComm>(session_, send, maxBytes_) : nullptr;
+        return send ? std::make_unique<PluginSendComm>(session_, send, maxBytes_, std::move(slot_)) : nullptr;
       }
 
      private:
@@ -386,9 +391,12 @@ class PluginBackend final : public NetBackend {
       int pluginDevice_;
       size_t maxBytes_;
       NetHandle handle_;
+      std::unique_ptr<CommSlot> slot_;
     };
     const DeviceEntry& d = entry(device);
-    return std::make_unique<Connecting>(session_, d.pluginDevice, d.properties.maxMessageBytes, handle);
+    auto slot = std::make_unique<CommSlot>(session_, d.pluginDevice, d.properties.maxComms, "connect");
+    return std::make_unique<Connecting>(session_, d.pluginDevice, d.properties.maxMessageBytes, handle,
+                                        std::move(slot));
   }
 
  private:
