@@ -94,7 +94,8 @@ SocketAddress Socket::localAddress() const {
   return SocketAddress::fromSockaddr(reinterpret_cast<sockaddr*>(&storage), length);
 }
 
-Socket Socket::connect(const SocketAddress& remote, SteadyTime deadline, const std::atomic<bool>* abortFlag) {
+Socket Socket::connect(const SocketAddress& remote, SteadyTime deadline, const std::atomic<bool>* abortFlag,
+                       bool listenerIsUp) {
   auto backoff = std::chrono::milliseconds(10);
   int lastError = 0;
   int attempts = 0;
@@ -118,6 +119,10 @@ Socket Socket::connect(const SocketAddress& remote, SteadyTime deadline, const s
       }
     }
     if (err == 0) return socket;
+    if (err == ECONNREFUSED && listenerIsUp)
+      throw Error(ErrorCode::Remote, "connect to " + remote.toString() + ": " + errnoText(err) +
+                                         " (the peer's listener was open when it offered this address: it has closed "
+                                         "since, or the address does not reach it from this host)");
     if (!isRetryableConnectError(err)) throwSystemError("connect to " + remote.toString(), err);
     lastError = err;
     SteadyTime retryAt = std::min(deadline, SteadyClock::now() + backoff);

@@ -33,7 +33,10 @@ class Socket {
 
   // Connects, retrying with backoff while the peer refuses, is unreachable or times out (its
   // listener may not be up yet), until the deadline: then Timeout, naming the last errno.
-  static Socket connect(const SocketAddress& remote, SteadyTime deadline, const std::atomic<bool>* abortFlag);
+  // listenerIsUp: the remote listener was open when its address was handed over (a net
+  // connection's offer), so a refusal means it has closed since: Remote at once, not retried.
+  static Socket connect(const SocketAddress& remote, SteadyTime deadline, const std::atomic<bool>* abortFlag,
+                        bool listenerIsUp = false);
 
   // A pending connection, or an invalid Socket when none is pending now (for event loops).
   Socket tryAccept();

@@ -292,6 +292,11 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     recvMessage(peer, tag, data, size, deadlineAfter(seconds), "recv", seconds);
   }
 
+  bool tryRecv(int peer, uint32_t tag, void* data, size_t size) override {
+    checkUserMessage(peer, tag, data, size, "recv");
+    return recvMessage(peer, tag, data, size, SteadyTime{}, "recv", 0, nullptr, false);
+  }
+
   void sendWatching(int peer, uint32_t tag, const void* data, size_t size, double timeoutSeconds,
                     const std::atomic<bool>* stop) override {
     checkUserMessage(peer, tag, data, size, "send");
@@ -494,8 +499,9 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
     }
   }
 
-  void recvMessage(int peer, uint32_t tag, void* data, size_t size, SteadyTime deadline, const char* operation,
-                   double seconds = 0, const std::atomic<bool>* abortFlag = nullptr) {
+  // Waits for the message unless `wait` is false: then false at once when it has not arrived.
+  bool recvMessage(int peer, uint32_t tag, void* data, size_t size, SteadyTime deadline, const char* operation,
+                   double seconds = 0, const std::atomic<bool>* abortFlag = nullptr, bool wait = true) {
     if (abortFlag == nullptr) abortFlag = abortFlag_;
     std::vector<uint8_t> message;
     bool graced = false;  // the deadline was extended once for a notice in flight (below)
@@ -516,6 +522,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
         if (!peerGone_[peer].empty()) throw Error(ErrorCode::Remote, where + ": " + peerGone_[peer]);
         if (abortFlag != nullptr && abortFlag->load(std::memory_order_acquire))
           throw Error(ErrorCode::Aborted, where + ": aborted while waiting");
+        if (!wait) return false;
         SteadyTime now = SteadyClock::now();
         if (now >= deadline && !graced) {
           // The peer may have gone quiet because its own wait failed a moment ago (ranks start
@@ -536,6 +543,7 @@ class SocketBootstrap final : public Bootstrap, private NoticeCarrier, private Q
                                                std::to_string(tag) + " expected " + std::to_string(size) +
                                                " bytes, but " + std::to_string(message.size()) + " were sent");
     if (size > 0) std::memcpy(data, message.data(), size);
+    return true;
   }
 
   void deliver(int sender, uint32_t tag, std::vector<uint8_t>&& message) {

@@ -67,6 +67,10 @@ class Bootstrap {
   // recv waits timeoutSeconds (0: TUTTI_BOOTSTRAP_TIMEOUT, or the timeout given at create).
   virtual void send(int peer, uint32_t tag, const void* data, size_t size) = 0;
   virtual void recv(int peer, uint32_t tag, void* data, size_t size, double timeoutSeconds = 0) = 0;
+  // As recv without waiting, for a caller that polls several things in one loop: true once the
+  // message has arrived (and was taken), false while it has not. Throws as recv does when the peer
+  // is gone, this rank's listener failed or the abort flag is set.
+  virtual bool tryRecv(int peer, uint32_t tag, void* data, size_t size) = 0;
 
   // As send and recv, for making a communicator out of this one after it failed, was aborted or
   // was revoked (ncclCommShrink): they wait at most timeoutSeconds and watch stop (null: nothing)

@@ -1,10 +1,6 @@
 // FIFO set-up shared by the memory transports: slot count check, header, peer check, wait.
 #include "transports/fifo_setup.h"
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
-
 #include "base/error.h"
 #include "kernels/fifo.h"
 
@@ -43,19 +39,8 @@ void checkPeerFifo(kern::DeviceMemory& memory, const void* fifo, size_t bytes, c
     throw Error(ErrorCode::Remote, context + ": the peer's FIFO segment is malformed");
 }
 
-std::unique_ptr<Connection> PendingMemoryReceive::complete(SteadyTime deadline) {
-  // Peers attach within microseconds of each other in small jobs; with hundreds of ranks as
-  // threads on a few cores every waiting rank's wake-up is a peer's lost time slice, so the
-  // pause grows (to 5 ms) while the peer is late.
-  auto pause = std::chrono::microseconds(50);
-  while (!attached_()) {
-    if (context_.abortFlag().load()) throw Error(ErrorCode::Aborted, "aborted");
-    if (SteadyClock::now() >= deadline)
-      throw Error(ErrorCode::Remote, context_.describePeer(peer_) + " did not attach within TUTTI_TIMEOUT (" +
-                                         std::to_string(int(context_.timeoutSeconds())) + " s)");
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(5000));
-  }
+std::unique_ptr<Connection> PendingMemoryReceive::poll(SteadyTime) {
+  if (connection_ == nullptr || !attached_()) return nullptr;
   return std::move(connection_);
 }
 

@@ -36,18 +36,15 @@ void writeFifoHeader(kern::DeviceMemory& memory, void* fifo, FifoShape shape, bo
 void checkPeerFifo(kern::DeviceMemory& memory, const void* fifo, size_t bytes, const std::string& context);
 
 // A memory transport's receiver between offer and complete: its connection is made at the offer;
-// complete waits until `attached` says the sender has the FIFO, until the deadline or an abort,
-// and throws Aborted ("aborted") or Remote (the peer "did not attach within TUTTI_TIMEOUT").
+// each step hands it over once `attached` says the sender has the FIFO (the runtime bounds the
+// wait for that with TUTTI_TIMEOUT).
 class PendingMemoryReceive final : public PendingReceive {
  public:
-  PendingMemoryReceive(const TransportContext& context, int peer, std::unique_ptr<Connection> connection,
-                       std::function<bool()> attached)
-      : context_(context), peer_(peer), connection_(std::move(connection)), attached_(std::move(attached)) {}
-  std::unique_ptr<Connection> complete(SteadyTime deadline) override;
+  PendingMemoryReceive(std::unique_ptr<Connection> connection, std::function<bool()> attached)
+      : connection_(std::move(connection)), attached_(std::move(attached)) {}
+  std::unique_ptr<Connection> poll(SteadyTime deadline) override;
 
  private:
-  const TransportContext& context_;
-  int peer_;
   std::unique_ptr<Connection> connection_;
   std::function<bool()> attached_;
 };

@@ -12,4 +12,22 @@ const char* localityName(Locality locality) {
   return "?";
 }
 
+namespace {
+
+// An attach that was done at once: its one step hands the connection over.
+class MadeSend final : public PendingSend {
+ public:
+  explicit MadeSend(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}
+  std::unique_ptr<Connection> poll(SteadyTime) override { return std::move(connection_); }
+
+ private:
+  std::unique_ptr<Connection> connection_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingSend> PendingSend::made(std::unique_ptr<Connection> connection) {
+  return std::make_unique<MadeSend>(std::move(connection));
+}
+
 }  // namespace tutti

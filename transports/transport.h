@@ -9,15 +9,19 @@
 // the library, a registerTransport call). What the runtime may do on a connection it learns from
 // the transport's TransportTraits, never from its name.
 //
-// Setup runs in three phases, each over every connection of one or more communicators, so that
-// one thread can drive several ranks of a job (ncclCommInitAll, a group over its communicators):
+// Setup runs in three phases over every connection of one or more communicators, so that one
+// thread can drive several ranks of a job (ncclCommInitAll, a group over its communicators):
 //   1. offer: every receiver makes its FIFO and fills an opaque ConnectionOffer, which the runtime
 //      carries to the sender over the bootstrap;
 //   2. attach: every sender attaches from the offer it received;
 //   3. complete: every receiver finishes (net: accepts; memory transports: wait until the sender
 //      attached, so that a receiver whose operation ends at once cannot free the FIFO under it).
-// No phase of one rank waits for a later phase of another (a TCP connect completes in the
-// listener's backlog), which is what lets a single thread run them for several ranks.
+// Offers never wait. Attach and complete are steps (PendingSend::poll, PendingReceive::poll) that
+// never wait for the peer either: each returns null while the peer has not done its part, and
+// the runtime polls all of them in one loop, interleaved, with the setup's deadline and the
+// abort flag. That is NCCL's contract for a net plugin's connect and accept: some plugins'
+// connect completes only once the peer's accept has answered it, so running every connect before
+// any accept would wait forever.
 //
 // What a transport may use: base/, the FIFO layout and bells of kernels/, topology's NetPort (to
 // describe its NICs), and what the communicator hands it through TransportContext; never runtime/
@@ -216,9 +220,21 @@ class Connection {
 class PendingReceive {
  public:
   virtual ~PendingReceive() = default;
-  // Phase 3: waits (until `deadline`, or an abort) for the sender, then hands the connection
-  // over. Throws Remote / Timeout / Aborted; the runtime adds which connection it was.
-  virtual std::unique_ptr<Connection> complete(SteadyTime deadline) = 0;
+  // Phase 3, one step: the connection once the sender has done its part, null while it has not
+  // (the runtime calls again). Never waits for the peer; `deadline` bounds only waits on this host
+  // (a descriptor server's answer). Throws Remote / Aborted; the runtime adds which connection.
+  virtual std::unique_ptr<Connection> poll(SteadyTime deadline) = 0;
+};
+
+// A sender's connection between the offer it received and its completion.
+class PendingSend {
+ public:
+  virtual ~PendingSend() = default;
+  // Phase 2, one step: the connection once made, null while the peer has not answered yet (a
+  // plugin's connect that waits for the peer's accept). Never waits for the peer.
+  virtual std::unique_ptr<Connection> poll(SteadyTime deadline) = 0;
+  // A step that is done at once: the connection an attach made.
+  static std::unique_ptr<PendingSend> made(std::unique_ptr<Connection> connection);
 };
 
 // A transport's progress engine, for transports whose FIFOs the executor cannot move alone: a
@@ -281,9 +297,10 @@ class Transport {
   virtual void open() {}
   // Phase 1, receiving side: makes the FIFO and fills `offer`.
   virtual std::unique_ptr<PendingReceive> offer(const ConnectionRequest& request, ConnectionOffer* offer) = 0;
-  // Phase 2, sending side: attaches to the peer's FIFO from its offer.
-  virtual std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
-                                             SteadyTime deadline) = 0;
+  // Phase 2, sending side: attaches to the peer's FIFO from its offer, as steps that setup polls
+  // (PendingSend::made where the attach is done at once, as for the memory transports).
+  virtual std::unique_ptr<PendingSend> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                              SteadyTime deadline) = 0;
   // Its progress engine once one runs; null for transports whose FIFOs the executor moves alone.
   virtual TransportProxy* proxy() { return nullptr; }
   // Waits (at most `seconds`, or an abort or a failure) until every message this rank's

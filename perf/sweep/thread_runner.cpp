@@ -146,6 +146,7 @@ void ThreadRunner::grouped(const std::function<void(Rank&, size_t)>& call) {
 // for each other in init (a group does not defer it in tutti), so each makes its calls on a thread of its own.
 void ThreadRunner::init() {
   if (ctx_.expectedBackend == "cuda") bindGpus();
+  for (const Rank& r : ranks_) ctx_.watchdog.attach(r.localIndex, nullptr, r.rank);  // a late init names its rank
   busy("init (ncclCommInitRank)", opt_.timeoutSeconds + kInitGraceSeconds);
   concurrently([this](Rank& r) { initRank(r); });
   idle();

@@ -43,7 +43,7 @@ Watchdog::~Watchdog() {
 
 void Watchdog::attach(int index, ncclComm_t comm, int rank) {
   std::lock_guard lock(mutex_);
-  slots_[size_t(index)].comms.push_back(comm);
+  if (comm != nullptr) slots_[size_t(index)].comms.push_back(comm);
   slots_[size_t(index)].rank = rank;
 }
 

@@ -26,7 +26,8 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // A communicator of the rank's (the world's, then its group's with a split) to abort on a timeout.
+  // A communicator of the rank's (the world's, then its group's with a split) to abort on a timeout;
+  // null names the rank only (before its init has returned a communicator).
   void attach(int index, ncclComm_t comm, int rank);
   // The comms must not be used by the watchdog any more (they are being destroyed).
   void detach(int index);

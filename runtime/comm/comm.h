@@ -237,6 +237,9 @@ struct CommErrorState {
   bool initFinished = false;
   int deferredNoticeFrom = -1;
   const char* deferredNotice = nullptr;
+  // A peer's failure notice heard during a nonblocking init, which reports ncclInProgress until it
+  // ends: the notice stops init's waits at once, and init's failure reports it (failInit).
+  std::string noticeDuringInit;
 };
 
 // Init and end of the handle's life.
@@ -269,6 +272,11 @@ struct ncclComm {
   // first error is also sent to the other ranks (a failure notice) unless tellPeers is false.
   // peer: the rank whose connection failed, when that is the cause.
   void fail(const tutti::Error& cause, bool tellPeers = true, int peer = -1);
+  // Init failed with `error`: records it and tells the other ranks (before this rank's goodbye,
+  // which the destructor says after the notice has left), unless a failure came first. Returns
+  // what init reports: the first failure (a peer's notice that stopped this rank's wait names the
+  // rank and what failed), else `error`.
+  tutti::Error failInit(const tutti::Error& error);
   // Init's last step: from now on a peer's revoke notice lands at once, and one that came early
   // lands now.
   void finishInit();

@@ -31,6 +31,11 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
   std::string message = where() + ": " + describePeer(sender) + " failed: " + text;
   {
     std::lock_guard<std::mutex> lock(error.mutex);
+    if (error.asyncError.load() == ncclInProgress) {
+      if (error.noticeDuringInit.empty()) error.noticeDuringInit = message;
+      error.abortFlag.store(true);
+      return;
+    }
     if (error.asyncError.load() != ncclSuccess) {
       if (error.peer == sender && error.code == ErrorCode::Remote) {
         error.message = message;
@@ -40,6 +45,24 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
     }
   }
   fail(Error(ErrorCode::Remote, message), false);
+}
+
+tutti::Error ncclComm::failInit(const Error& cause) {
+  // A nonblocking init has reported ncclInProgress until now; its failure is recorded here.
+  int inProgress = ncclInProgress;
+  if (error.asyncError.compare_exchange_strong(inProgress, ncclSuccess)) {
+    std::string notice;
+    {
+      std::lock_guard<std::mutex> lock(error.mutex);
+      notice = error.noticeDuringInit;
+    }
+    if (!notice.empty()) fail(Error(ErrorCode::Remote, notice), false);
+  }
+  fail(cause, true);
+  std::lock_guard<std::mutex> lock(error.mutex);
+  if (error.asyncError.load() != ncclSuccess && error.code != ErrorCode::Aborted)
+    return Error(error.code, error.message);
+  return cause;
 }
 
 void ncclComm::finishInit() {

@@ -173,9 +173,8 @@ class InitPhases {
   std::vector<std::pair<const char*, double>> phases_;
 };
 
-}  // namespace
-
-void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
+// initCommunicator's steps.
+void joinAndConnect(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
   SteadyTime start = SteadyClock::now();
   InitPhases phases(start);
   comm->identity.rank = rank;
@@ -277,6 +276,18 @@ void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int ran
                comm->settings.nchannels, comm->settings.nworkers, comm->settings.nsteps,
                comm->settings.slotBytes / 1024, transports.c_str(), comm->lifecycle.initSeconds, phases.text().c_str(),
                comm->identity.config.commName.empty() ? "" : ", name ", comm->identity.config.commName.c_str());
+  }
+}
+
+}  // namespace
+
+void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
+  try {
+    joinAndConnect(comm, ids, nIds, rank, nranks, device);
+  } catch (const Error& e) {
+    // Every wait of init watches the abort flag, which a peer's failure notice raises: the wait
+    // that ended so reports the peer's failure, and a failure of this rank's own reaches the others.
+    throw comm->failInit(e);
   }
 }
 

@@ -1,5 +1,5 @@
 // Connection setup through the transport registry: which transport connects each pair, and the
-// three phases of offer, attach and complete across one or more communicators.
+// offers, then the attach and complete steps polled in one loop, across one or more communicators.
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -23,75 +23,128 @@ uint32_t connectionTag(const ConnKey& key) {
   return 1000u + (uint32_t(key.tag) * uint32_t(kMaxChannels) + uint32_t(key.channel)) * 4u + uint32_t(key.kind);
 }
 
-// One communicator's share of a connection setup, in the three phases ensureConnections runs
-// across every communicator of a group (transports/transport.h): receivers offer, senders
-// attach, receivers complete. No phase waits for a later one of any rank, so a single thread can
-// drive several communicators of one job (ncclCommInitAll, one group).
+// One communicator's share of a connection setup (transports/transport.h): receivers offer, then
+// every attach and every completion is a step that ensureConnections polls, for all connections of
+// all communicators of a group in one loop, until each is made, the deadline passes or the
+// communicator stops (an abort, or a peer's failure notice). No step waits for a peer, so a
+// connect that completes only after the peer's accept and that accept both move, and a single
+// thread can drive several communicators of one job (ncclCommInitAll, one group).
 class ConnectionSetup {
  public:
   ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted)
       : comm_(comm), deadline_(deadlineAfter(comm->settings.timeoutSeconds)) {
+    std::vector<ConnKey> keys;
     for (const ConnKey& k : wanted)
-      if (!comm->links.connections.count(k)) keys_.push_back(k);
-    std::sort(keys_.begin(), keys_.end());
-    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
-    for (const ConnKey& k : keys_)
+      if (!comm->links.connections.count(k)) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (const ConnKey& k : keys)
       if (k.tag < 0 || k.tag >= kMaxConnectionTags || k.channel < 0 || k.channel >= kMaxChannels)
         throw Error(ErrorCode::InvalidUsage, comm->where() + ": the connection with " + comm->describePeer(k.peer) +
                                                  " on channel " + std::to_string(k.channel) + " has tag " +
                                                  std::to_string(k.tag) + ", outside 0.." +
                                                  std::to_string(kMaxConnectionTags - 1));
-    for (const ConnKey& k : keys_) transports_.push_back(&transportTo(comm, k.peer));
-    for (Transport* t : transports_) t->open();  // before any offer: net starts its proxy once
+    for (const ConnKey& k : keys) {
+      Link l;
+      l.key = k;
+      l.transport = &transportTo(comm, k.peer);
+      links_.push_back(std::move(l));
+    }
+    for (Link& l : links_) l.transport->open();  // before any offer: net starts its proxy once
   }
 
   void offer() {
-    for (size_t i = 0; i < keys_.size(); i++) {
-      const ConnKey& k = keys_[i];
-      if (k.send) continue;
+    for (Link& l : links_) {
+      if (l.key.send) continue;
       ConnectionOffer offer{};
-      pending_.emplace_back(k, transports_[i]->offer(request(k), &offer));
-      comm_->identity.bootstrap->send(k.peer, connectionTag(k), &offer, sizeof offer);
+      guarded(l, [&] {
+        l.receive = l.transport->offer(request(l.key), &offer);
+        comm_->identity.bootstrap->send(l.key.peer, connectionTag(l.key), &offer, sizeof offer);
+      });
     }
   }
 
-  void attach() {
-    for (size_t i = 0; i < keys_.size(); i++) {
-      const ConnKey& k = keys_[i];
-      if (!k.send) continue;
-      ConnectionOffer offer{};
-      try {
-        comm_->identity.bootstrap->recv(k.peer, connectionTag(k), &offer, sizeof offer, secondsLeft());
-        made_.emplace_back(k, transports_[i]->attach(request(k), offer, deadline_));
-      } catch (const Error& e) {
-        throw Error(e.code(), setupFailed(k, e));
-      }
+  // One step of every connection not made yet: a sender takes its offer once it has arrived and
+  // attaches, a receiver completes. True when one of them moved.
+  bool step() {
+    bool moved = false;
+    for (Link& l : links_) {
+      if (l.made) continue;
+      guarded(l, [&] {
+        if (l.key.send && !l.send) {
+          if (!comm_->identity.bootstrap->tryRecv(l.key.peer, connectionTag(l.key), &l.offer, sizeof l.offer)) return;
+          offerFrom_.insert(l.key.peer);
+          l.send = l.transport->attach(request(l.key), l.offer, deadline_);
+          moved = true;
+        }
+        l.made = l.key.send ? l.send->poll(deadline_) : l.receive->poll(deadline_);
+        if (l.made) moved = true;
+      });
     }
+    return moved;
   }
 
-  void complete() {
-    for (auto& [k, pending] : pending_) {
-      try {
-        made_.emplace_back(k, pending->complete(deadline_));
-      } catch (const Error& e) {
-        throw Error(e.code(), setupFailed(k, e));
-      }
+  bool done() const {
+    return std::all_of(links_.begin(), links_.end(), [](const Link& l) { return l.made != nullptr; });
+  }
+
+  // Ends the setup when its communicator stopped (with the cause it recorded: a peer's failure
+  // notice names the rank that failed first) or its deadline passed (naming what is missing).
+  void checkWaits() const {
+    if (comm_->error.abortFlag.load()) {
+      std::string cause = recordedCause(std::chrono::milliseconds(0));
+      if (!cause.empty()) throw Error(recordedCode(), cause);
+      throw Error(ErrorCode::Aborted, comm_->where() + ": setting up connections: aborted");
     }
-    pending_.clear();
-    for (auto& [k, conn] : made_) {
-      const size_t i = size_t(std::lower_bound(keys_.begin(), keys_.end(), k) - keys_.begin());
-      conn->adoptCarrier(transports_[i]->traits());
+    if (SteadyClock::now() < deadline_) return;
+    for (const Link& l : links_)
+      if (!l.made) throw Error(ErrorCode::Timeout, setupFailed(l.key, Error(ErrorCode::Timeout, missing(l))));
+  }
+
+  // Hands the made connections to the communicator.
+  void finish() {
+    for (Link& l : links_) {
+      l.made->adoptCarrier(l.transport->traits());
       TUTTI_TRACE(log::Init, "%s: connected %s %s rank %d on channel %d tag %d via %s", comm_->where().c_str(),
-                  k.send ? "to" : "from", k.kind == plan::ConnKind::Ring ? "ring peer" : "peer", k.peer, k.channel,
-                  k.tag, conn->transport().c_str());
-      comm_->links.connections[k] = std::move(conn);
+                  l.key.send ? "to" : "from", l.key.kind == plan::ConnKind::Ring ? "ring peer" : "peer", l.key.peer,
+                  l.key.channel, l.key.tag, l.made->transport().c_str());
+      comm_->links.connections[l.key] = std::move(l.made);
     }
-    made_.clear();
+    links_.clear();
   }
 
  private:
-  double secondsLeft() const {
-    return std::max(0.001, std::chrono::duration<double>(deadline_ - SteadyClock::now()).count());
+  // One connection's setup: its transport, the offer (sender), and its pending step.
+  struct Link {
+    ConnKey key{};
+    Transport* transport = nullptr;
+    ConnectionOffer offer{};
+    std::unique_ptr<PendingSend> send;
+    std::unique_ptr<PendingReceive> receive;
+    std::unique_ptr<Connection> made;
+  };
+
+  // Runs one step of a connection's setup; an error names the connection.
+  template <typename Step>
+  void guarded(const Link& l, Step step) {
+    try {
+      step();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Aborted) checkWaits();  // the recorded cause, if there is one
+      throw Error(e.code(), setupFailed(l.key, e));
+    }
+  }
+
+  // What a connection still waits for at the deadline, blaming a peer only for what it did not do.
+  std::string missing(const Link& l) const {
+    const std::string peer = comm_->describePeer(l.key.peer);
+    const std::string within = " within TUTTI_TIMEOUT (" + std::to_string(int(comm_->settings.timeoutSeconds)) + " s)";
+    if (l.key.send && !l.send)
+      return peer + " sent no offer for it" + within + ": did " + peer + " make the same call?";
+    if (l.key.send) return "the connect did not complete" + within + "; " + peer + " offered it, so it made the call";
+    return peer + " did not attach or connect" + within +
+           (offerFrom_.count(l.key.peer) ? "; its offers for this call arrived, so it made the call"
+                                         : ": did " + peer + " make the same call?");
   }
   std::string describe(const ConnKey& k) const {
     return (k.send ? "connection from " + comm_->where() + " to " + comm_->describePeer(k.peer)
@@ -101,15 +154,13 @@ class ConnectionSetup {
   }
   std::string setupFailed(const ConnKey& k, const Error& e) const {
     std::string s = "setting up the " + describe(k) + ": " + e.message();
-    if (e.code() == ErrorCode::Timeout)
-      s += " (TUTTI_TIMEOUT " + std::to_string(int(comm_->settings.timeoutSeconds)) + " s: did " +
-           comm_->describePeer(k.peer) + " make the same call?)";
     // A rank that failed first (a mismatch it caught, say) sends every rank a failure notice, then
-    // closes its connections: a connection that ended under this setup is then a consequence, and
-    // the notice, which may be a moment behind on the bootstrap, says why.
+    // closes its connections, and so do the ranks its notice reached: a connection that ended under
+    // this setup is then a consequence, and the notice, which may be a moment behind on the
+    // bootstrap (its sender tells one rank after another), is the cause, which leads.
     if (e.code() == ErrorCode::Remote) {
       const std::string cause = recordedCause(std::chrono::seconds(1));
-      if (!cause.empty()) s += "; " + cause;
+      if (!cause.empty()) return cause + " (and then, " + s + ")";
     }
     return s;
   }
@@ -125,6 +176,10 @@ class ConnectionSetup {
       if (SteadyClock::now() >= until) return "";
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+  }
+  ErrorCode recordedCode() const {
+    std::lock_guard<std::mutex> lock(comm_->error.mutex);
+    return comm_->error.code;
   }
   ConnectionRequest request(const ConnKey& k) const {
     ConnectionRequest r;
@@ -142,10 +197,8 @@ class ConnectionSetup {
 
   ncclComm* comm_;
   SteadyTime deadline_;
-  std::vector<ConnKey> keys_;
-  std::vector<Transport*> transports_;  // by keys_
-  std::vector<std::pair<ConnKey, std::unique_ptr<PendingReceive>>> pending_;
-  std::vector<std::pair<ConnKey, std::unique_ptr<Connection>>> made_;
+  std::vector<Link> links_;  // by key
+  std::set<int> offerFrom_;  // peers whose offers for this setup arrived: they made the call
 };
 
 // The communicator as its transports see it.
@@ -257,8 +310,26 @@ void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKe
   std::vector<ConnectionSetup> setups;
   for (auto& [comm, keys] : wanted) setups.emplace_back(comm, keys);
   for (ConnectionSetup& s : setups) s.offer();
-  for (ConnectionSetup& s : setups) s.attach();
-  for (ConnectionSetup& s : setups) s.complete();
+  // Steps until every connection is made; between passes where nothing moved, a pause that grows
+  // from 10 us to 1 ms (a peer on another host answers in tens of microseconds; many ranks as
+  // threads on few cores must not spin).
+  auto pause = std::chrono::microseconds(10);
+  for (;;) {
+    bool moved = false, done = true;
+    for (ConnectionSetup& s : setups) {
+      moved = s.step() || moved;
+      done = done && s.done();
+    }
+    if (done) break;
+    for (const ConnectionSetup& s : setups) s.checkWaits();
+    if (moved) {
+      pause = std::chrono::microseconds(10);
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  for (ConnectionSetup& s : setups) s.finish();
 }
 
 void ensureConnections(ncclComm* comm, const std::vector<ConnKey>& keys) { ensureConnections({{comm, keys}}); }

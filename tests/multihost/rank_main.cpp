@@ -15,6 +15,9 @@
 //        multihost_rank <rank> <nranks> lastsend   rank 0 sends 3 MiB to rank 1 and destroys its
 //            communicator at once; rank 1 receives after a pause, when rank 0 may have closed every
 //            connection (a peer's end after its last operation is no fault), and checks each element.
+//        multihost_rank <rank> <nranks> setup-fails   init and a first all-reduce, one of which must
+//            fail (run.sh misconfigures a rank): prints "rank R/N: failed after S s: <error>" and exits
+//            0 when a call failed within 10 s, 1 otherwise.
 //        multihost_rank <rank> <nranks> registered   all-gather, broadcast and all-reduce on
 //            ncclMemAlloc buffers registered with the communicator, each against the float64
 //            reference and bitwise against the same call on unregistered ones; prints how many
@@ -85,6 +88,25 @@ int faultLoop(int rank, int nranks, bool shrink) {
   const int status = result != ncclRemoteError ? 1 : shrink ? shrinkAndGoOn(rank, nranks, comm) : 0;
   ncclCommDestroy(comm);  // after a failure this must return, not hang
   return status;
+}
+
+// Init and one all-reduce, where run.sh made connection setup fail: every rank must leave within
+// 10 s (TUTTI_TIMEOUT is far longer), with the first failure in its error.
+int setupFails(int rank, int nranks) {
+  const auto start = std::chrono::steady_clock::now();
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = ncclGetUniqueId(&id);
+  if (result == ncclSuccess) result = ncclCommInitRank(&comm, nranks, id, rank);
+  std::vector<float> buf(1 << 16, 1.0f);
+  if (result == ncclSuccess)
+    result = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank %d/%d: %s after %.1f s: %s\n", rank, nranks, result == ncclSuccess ? "passed" : "failed", seconds,
+              result == ncclSuccess ? "" : ncclGetLastError(comm));
+  std::fflush(stdout);
+  if (comm != nullptr) ncclCommAbort(comm);
+  return result != ncclSuccess && seconds < 10 ? 0 : 1;
 }
 
 // Every algorithm in the registry, forced in turn (every rank walks the registry in the same
@@ -197,6 +219,7 @@ int main(int argc, char** argv) {
   const bool quick = mode == "quick";
   ncclComm_t comm = nullptr;
   if (mode == "faults" || mode == "shrink") return faultLoop(rank, nranks, mode == "shrink");
+  if (mode == "setup-fails") return setupFails(rank, nranks);
   try {
     ncclUniqueId id;
     tutti_test::checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");  // NCCL_COMM_ID names the root

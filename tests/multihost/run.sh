@@ -3,7 +3,7 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin|ib|ib-linkdown> [net plugin or verbs library]
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin|ib|ib-linkdown|setup-refused|setup-refused-ib> [net plugin or verbs library]
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
@@ -26,6 +26,12 @@
 #             bytes carried over the namespaces' veths; every rank's log must name the IB backend;
 #             then 3 hosts x 2 ranks (sum only)
 #   ib-linkdown  as linkdown, every connection between hosts through the IB backend on the stand-in
+#   setup-refused     2 hosts x 2 ranks; rank 2's Socket backend listens on its loopback (it is given
+#             NCCL_SOCKET_IFNAME=lo,tnet0), which rank 1 on the other host reaches as its own: the ring's
+#             connection from rank 1 is refused. With TUTTI_TIMEOUT=60 every rank must leave within
+#             10 s, its error naming rank 1 and the refused connection
+#   setup-refused-ib  as setup-refused over the IB backend on the verbs stand-in, which is given no
+#             address on any rank (its GIDs say 127.0.0.1): the QPs between the hosts are refused
 # Exits 77 (skipped) without root or without `ip netns`.
 set -u
 rank_bin=$1
@@ -116,6 +122,35 @@ require_ib_logs() {
     grep -q "NET: using backend IB" "$logdir/rank$r" && grep -q "NET/IB: standin_0:1, RoCE" "$logdir/rank$r" ||
       { echo "rank $r: its log does not show the IB backend carrying its network traffic"; exit 1; }
   done
+}
+
+# run_setup_failure <pattern>...: 2 hosts x 2 ranks in multihost_rank's setup-fails mode with
+# TUTTI_TIMEOUT=60, rank 2 with rank2_env besides extra_env. Every rank must fail within 10 s (the
+# rank checks that) and its output must match every extended regular expression given.
+rank2_env=()
+run_setup_failure() {
+  local nranks=4 per=2 port=$((20000 + (tag + RANDOM) % 20000)) r status failed=0 pattern
+  local -a env=(NCCL_COMM_ID="${subnet4%.0}.1:$port" NCCL_SOCKET_IFNAME==tnet0 TUTTI_DEVICE=$device
+                TUTTI_BOOTSTRAP_TIMEOUT=60 TUTTI_TIMEOUT=60 "${extra_env[@]}")
+  pids=()
+  for ((r = 0; r < nranks; r++)); do
+    local -a mine=()
+    [ "$r" = 2 ] && mine=("${rank2_env[@]}")
+    ip netns exec "tutti-h$((r / per))-$tag" env "${env[@]}" "${mine[@]}" NCCL_HOSTID="host$((r / per))" \
+      "$rank_bin" "$r" "$nranks" setup-fails > >(tee "$logdir/rank$r") 2>&1 &
+    pids+=($!)
+  done
+  for ((r = 0; r < nranks; r++)); do
+    wait "${pids[$r]}"; status=$?
+    [ "$status" = 0 ] || { echo "rank $r did not fail within 10 s (status $status)"; failed=1; }
+  done
+  sleep 0.2  # tee flushes
+  for ((r = 0; r < nranks; r++)); do
+    for pattern in "$@"; do
+      grep -Eq "$pattern" "$logdir/rank$r" || { echo "rank $r: its error does not match '$pattern'"; failed=1; }
+    done
+  done
+  return $failed
 }
 
 case "$variant" in
@@ -218,6 +253,15 @@ case "$variant" in
   shrink)
     make_host 0 && make_host 1 || exit 1
     run_job 2 2 4 shrink kill || exit 1 ;;
+  setup-refused)
+    make_host 0 && make_host 1 || exit 1
+    rank2_env=(NCCL_SOCKET_IFNAME=lo,tnet0)
+    run_setup_failure "failed after" "rank 1 (of 4 )?\(" "refused" || exit 1 ;;
+  setup-refused-ib)
+    [ -f "$plugin_lib" ] || { echo "setup-refused-ib variant: no verbs library given ($plugin_lib)"; exit 2; }
+    make_host 0 && make_host 1 || exit 1
+    extra_env=(NCCL_NET=IB TUTTI_IBVERBS_LIB="$plugin_lib")
+    run_setup_failure "failed after" "rank [02] (of 4 )?\(" "refused" || exit 1 ;;
   *) echo "unknown variant $variant"; exit 2 ;;
 esac
 echo "multihost $variant: passed"

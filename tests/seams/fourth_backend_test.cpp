@@ -146,12 +146,11 @@ class LoopTransport final : public tutti::Transport {
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &token, sizeof token);
     auto connection = std::make_unique<LoopConnection>(fifo, request.peerBells);
-    return std::make_unique<tutti::PendingMemoryReceive>(context_, request.peer, std::move(connection), [fifo] {
-      return fifo->attached.load(std::memory_order_acquire);
-    });
+    return std::make_unique<tutti::PendingMemoryReceive>(
+        std::move(connection), [fifo] { return fifo->attached.load(std::memory_order_acquire); });
   }
-  std::unique_ptr<tutti::Connection> attach(const tutti::ConnectionRequest& request,
-                                            const tutti::ConnectionOffer& offer, tutti::SteadyTime) override {
+  std::unique_ptr<tutti::PendingSend> attach(const tutti::ConnectionRequest& request,
+                                             const tutti::ConnectionOffer& offer, tutti::SteadyTime) override {
     uint64_t token;
     std::memcpy(&token, offer.bytes, sizeof token);
     std::shared_ptr<LoopFifo> fifo;
@@ -166,7 +165,7 @@ class LoopTransport final : public tutti::Transport {
     }
     auto connection = std::make_unique<LoopConnection>(fifo, request.peerBells);
     fifo->attached.store(true, std::memory_order_release);
-    return connection;
+    return tutti::PendingSend::made(std::move(connection));
   }
 
  private:

@@ -152,12 +152,12 @@ class LocalTransport final : public Transport {
     TUTTI_TRACE(log::Shm, "%s: in-process segment %llu, %zu bytes", what.c_str(),
                 static_cast<unsigned long long>(token), fifo->bytes);
     auto connection = std::make_unique<LocalConnection>(fifo, token, request.peerBells);
-    return std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
+    return std::make_unique<PendingMemoryReceive>(std::move(connection),
                                                   [fifo] { return fifo->attached.load(std::memory_order_acquire); });
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
-                                     SteadyTime) override {
+  std::unique_ptr<PendingSend> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                      SteadyTime) override {
     const std::string what = fifoWhat(request);
     LocalOffer local;
     std::memcpy(&local, offer.bytes, sizeof local);
@@ -185,7 +185,7 @@ class LocalTransport final : public Transport {
     std::unique_ptr<Connection> connection = fifo->copy ? stageThroughProxy(request, fifo, what)
                                                         : std::make_unique<LocalConnection>(fifo, 0, request.peerBells);
     fifo->attached.store(true, std::memory_order_release);
-    return connection;
+    return PendingSend::made(std::move(connection));
   }
 
  private:

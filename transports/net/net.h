@@ -3,11 +3,13 @@
 // test, flush, close), so that external NCCL net plugins adapt to it (plugin/). Backends register
 // by name, plugins join them (NCCL_NET_PLUGIN); NCCL_NET (or ncclConfig_t.netName) picks one.
 //
-// Differences from the plugin ABI, and why: connect and accept take a deadline and an abort flag
-// instead of being polled to completion by the caller (every wait in tutti is bounded and
-// abortable, and the runtime orders listen -> connect -> accept so that neither side waits for
-// the other's accept); errors are tutti::Error naming the peer and errno instead of result codes;
-// a closed comm is a destroyed object (close == destructor).
+// Connection setup calls startConnect and acceptIfReady as NCCL calls a plugin's connect and
+// accept: again and again, interleaved, never waiting for the peer (a plugin's connect may
+// complete only once the peer's accept has answered it), under the runtime's deadline and abort
+// flag. connect and accept also come whole, bounded by a deadline and an abort flag, for callers
+// that set up one connection alone. Other differences from the plugin ABI: errors are tutti::Error
+// naming the peer and errno instead of result codes; a closed comm is a destroyed object (close ==
+// destructor).
 #pragma once
 
 #include <atomic>
@@ -147,6 +149,15 @@ class NetListenComm {
   virtual std::unique_ptr<NetRecvComm> acceptIfReady() = 0;
 };
 
+// A connect in progress (NetBackend::startConnect).
+class NetConnecting {
+ public:
+  virtual ~NetConnecting() = default;
+  // One step: the comm once connected, nullptr while the peer has not answered yet (call again).
+  // Throws tutti::Error on failure.
+  virtual std::unique_ptr<NetSendComm> poll() = 0;
+};
+
 class NetBackend {
  public:
   virtual ~NetBackend() = default;
@@ -158,6 +169,23 @@ class NetBackend {
   // Connects to the listener described by `handle` from `device`.
   virtual std::unique_ptr<NetSendComm> connect(int device, const NetHandle& handle, SteadyTime deadline,
                                                const std::atomic<bool>* abortFlag) = 0;
+  // The same as steps that never wait for the peer's accept (NetConnecting::poll). The default
+  // connects whole at once (connect, bounded by deadline and abortFlag), which suits a
+  // backend whose connect completes without the acceptor (a TCP connect completes in the
+  // listener's backlog, and the IB backend's acceptor answers later on that connection).
+  // (Inline, as refuseDmaBuf, for the socket plugin library.)
+  virtual std::unique_ptr<NetConnecting> startConnect(int device, const NetHandle& handle, SteadyTime deadline,
+                                                      const std::atomic<bool>* abortFlag) {
+    class Whole final : public NetConnecting {
+     public:
+      explicit Whole(std::unique_ptr<NetSendComm> comm) : comm_(std::move(comm)) {}
+      std::unique_ptr<NetSendComm> poll() override { return std::move(comm_); }
+
+     private:
+      std::unique_ptr<NetSendComm> comm_;
+    };
+    return std::make_unique<Whole>(connect(device, handle, deadline, abortFlag));
+  }
 };
 
 // The registry of built-in backends, in order of preference. A backend's factory may throw (no

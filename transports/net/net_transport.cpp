@@ -1,5 +1,6 @@
 // The net transport: the receiver listens and offers the listener's handle, the sender connects,
-// the receiver accepts; each side then hands its end to the proxy, which owns the FIFO.
+// the receiver accepts (both in steps that setup polls, interleaved: a plugin's connect may wait
+// for the peer's accept); each side then hands its end to the proxy, which owns the FIFO.
 //
 // It connects any pair (the fallback when nothing closer is allowed), as long as the host can
 // reach the FIFOs: the proxy sends from them and receives into them.
@@ -36,22 +37,40 @@ class NetConnection final : public Connection {
 
 class NetPendingReceive final : public PendingReceive {
  public:
-  NetPendingReceive(TransportContext& context, NetProxy& proxy, const ConnectionRequest& request,
-                    std::unique_ptr<net::NetListenComm> listener)
-      : context_(context), proxy_(proxy), request_(request), listener_(std::move(listener)) {}
+  NetPendingReceive(NetProxy& proxy, const ConnectionRequest& request, std::unique_ptr<net::NetListenComm> listener)
+      : proxy_(proxy), request_(request), listener_(std::move(listener)) {}
 
-  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
-    auto recvComm = listener_->accept(deadline, &context_.abortFlag());
+  std::unique_ptr<Connection> poll(SteadyTime) override {
+    auto recvComm = listener_->acceptIfReady();
+    if (!recvComm) return nullptr;
     kern::FifoHeader* fifo =
         proxy_.addRecv(std::move(recvComm), request_.peer, request_.channel, request_.tag, request_.workerBell);
     return std::make_unique<NetConnection>(fifo, proxy_);
   }
 
  private:
-  TransportContext& context_;
   NetProxy& proxy_;
   ConnectionRequest request_;
   std::unique_ptr<net::NetListenComm> listener_;
+};
+
+class NetPendingSend final : public PendingSend {
+ public:
+  NetPendingSend(NetProxy& proxy, const ConnectionRequest& request, std::unique_ptr<net::NetConnecting> connecting)
+      : proxy_(proxy), request_(request), connecting_(std::move(connecting)) {}
+
+  std::unique_ptr<Connection> poll(SteadyTime) override {
+    auto sendComm = connecting_->poll();
+    if (!sendComm) return nullptr;
+    kern::FifoHeader* fifo =
+        proxy_.addSend(std::move(sendComm), request_.peer, request_.channel, request_.tag, request_.workerBell);
+    return std::make_unique<NetConnection>(fifo, proxy_);
+  }
+
+ private:
+  NetProxy& proxy_;
+  ConnectionRequest request_;
+  std::unique_ptr<net::NetConnecting> connecting_;
 };
 
 class NetTransport final : public Transport {
@@ -81,18 +100,17 @@ class NetTransport final : public Transport {
     auto listener = proxy_->backend().listen(deviceFor(request, "listens"), &handle);
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &handle, sizeof handle);
-    return std::make_unique<NetPendingReceive>(context_, *proxy_, request, std::move(listener));
+    return std::make_unique<NetPendingReceive>(*proxy_, request, std::move(listener));
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
-                                     SteadyTime deadline) override {
+  std::unique_ptr<PendingSend> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                      SteadyTime deadline) override {
     open();
     net::NetHandle handle;
     std::memcpy(&handle, offer.bytes, sizeof handle);
-    auto sendComm = proxy_->backend().connect(deviceFor(request, "connects"), handle, deadline, &context_.abortFlag());
-    kern::FifoHeader* fifo =
-        proxy_->addSend(std::move(sendComm), request.peer, request.channel, request.tag, request.workerBell);
-    return std::make_unique<NetConnection>(fifo, *proxy_);
+    auto connecting =
+        proxy_->backend().startConnect(deviceFor(request, "connects"), handle, deadline, &context_.abortFlag());
+    return std::make_unique<NetPendingSend>(*proxy_, request, std::move(connecting));
   }
 
   TransportProxy* proxy() override { return proxy_.get(); }

@@ -105,7 +105,7 @@ class P2pConnection final : public Connection {
   std::shared_ptr<CopyLink> copyLink_;
 };
 
-// A read-mode receiver between offer and complete: once its sender has attached (the inner wait),
+// A read-mode receiver between offer and complete: once its sender has attached (the inner step),
 // it maps the sender's Simple slots from the offer the sender left in the FIFO header.
 class ReadModeReceive final : public PendingReceive {
  public:
@@ -118,8 +118,9 @@ class ReadModeReceive final : public PendingReceive {
         attached_(std::move(attached)),
         simpleBytes_(simpleBytes) {}
 
-  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
-    std::unique_ptr<Connection> made = attached_->complete(deadline);
+  std::unique_ptr<Connection> poll(SteadyTime deadline) override {
+    std::unique_ptr<Connection> made = attached_->poll(deadline);
+    if (!made) return nullptr;
     auto* connection = static_cast<P2pConnection*>(made.get());
     P2pOffer slots;
     memory_->copyOut(&slots, connection->fifo()->fromSender, sizeof slots);
@@ -204,8 +205,7 @@ class P2pTransport final : public Transport {
     // What the receiver waits for in phase 3: its sender attached, then, in read mode, the sender's
     // Simple slots mapped.
     auto pending = [&](std::function<bool()> attached) -> std::unique_ptr<PendingReceive> {
-      auto waiting =
-          std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection), std::move(attached));
+      auto waiting = std::make_unique<PendingMemoryReceive>(std::move(connection), std::move(attached));
       if (!read) return waiting;
       return std::make_unique<ReadModeReceive>(context_, request.peer, what, memory, std::move(waiting),
                                                kern::fifoSimpleBytes(shape.nsteps, shape.slotBytes));
@@ -242,8 +242,8 @@ class P2pTransport final : public Transport {
     });
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
-                                     SteadyTime deadline) override {
+  std::unique_ptr<PendingSend> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                      SteadyTime deadline) override {
     const std::string what = fifoWhat(request);
     P2pOffer p2p;
     std::memcpy(&p2p, offer.bytes, sizeof p2p);
@@ -281,7 +281,7 @@ class P2pTransport final : public Transport {
         connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
       const uint64_t one = 1;
       memory->copyIn(&static_cast<kern::FifoHeader*>(fifo)->attached, &one, sizeof one);
-      return connection;
+      return PendingSend::made(std::move(connection));
     }
     const std::string server(p2p.server, strnlen(p2p.server, sizeof p2p.server));
     TakenDescriptor taken = takeDescriptor(server, p2p.ownerPid, p2p.token, deadline, &context_.abortFlag(), what);
@@ -294,7 +294,7 @@ class P2pTransport final : public Transport {
     if (p2p.mode == kCopyMode)
       connection = stageThroughProxy(request, std::move(connection), fifo, size_t(p2p.bytes), what);
     taken.confirm();
-    return connection;
+    return PendingSend::made(std::move(connection));
   }
 
  private:

@@ -132,8 +132,9 @@ class ShmPendingReceive final : public PendingReceive {
  public:
   ShmPendingReceive(std::unique_ptr<PendingReceive> wait, ShmConnection* connection, int peer, std::string what)
       : wait_(std::move(wait)), connection_(connection), peer_(peer), what_(std::move(what)) {}
-  std::unique_ptr<Connection> complete(SteadyTime deadline) override {
-    std::unique_ptr<Connection> made = wait_->complete(deadline);
+  std::unique_ptr<Connection> poll(SteadyTime deadline) override {
+    std::unique_ptr<Connection> made = wait_->poll(deadline);
+    if (!made) return nullptr;
     connection_->probeCrossReads(peer_, what_);
     return made;
   }
@@ -178,13 +179,13 @@ class ShmTransport final : public Transport {
         std::make_unique<ShmConnection>(context_, false, std::move(segment), std::move(mapping), request.peerBells);
     kern::FifoHeader* fifo = connection->hostHeader();  // lives as long as the connection
     ShmConnection* made = connection.get();
-    auto wait = std::make_unique<PendingMemoryReceive>(context_, request.peer, std::move(connection),
+    auto wait = std::make_unique<PendingMemoryReceive>(std::move(connection),
                                                        [fifo] { return kern::fifoLoadAcquire(&fifo->attached) != 0; });
     return std::make_unique<ShmPendingReceive>(std::move(wait), made, request.peer, what);
   }
 
-  std::unique_ptr<Connection> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
-                                     SteadyTime) override {
+  std::unique_ptr<PendingSend> attach(const ConnectionRequest& request, const ConnectionOffer& offer,
+                                      SteadyTime) override {
     const std::string what = fifoWhat(request);
     SegmentDescriptor descriptor;
     std::memcpy(&descriptor, offer.bytes, sizeof descriptor);
@@ -195,7 +196,7 @@ class ShmTransport final : public Transport {
         std::make_unique<ShmConnection>(context_, true, std::move(segment), std::move(mapping), request.peerBells);
     connection->offerCrossReads(context_.peerPid(request.peer), what);
     kern::fifoStoreRelease(&connection->hostHeader()->attached, 1);
-    return connection;
+    return PendingSend::made(std::move(connection));
   }
 
  private:

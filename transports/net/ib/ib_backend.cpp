@@ -74,7 +74,7 @@ class IbBackend final : public NetBackend {
     if (layout.magic != ib::kIbHandleMagic)
       throw Error(ErrorCode::Remote, "NET/IB: a listener's handle is not an IB backend's");
     SocketAddress remote = SocketAddress::fromWire(layout.address);
-    Socket socket = Socket::connect(remote, deadline, abortFlag);
+    Socket socket = Socket::connect(remote, deadline, abortFlag, true);  // offered open: a refusal is final
     return ib::makeIbSendComm(d, std::move(socket), remote.toString(), layout.nonce, deadline, abortFlag);
   }
 

@@ -367,6 +367,38 @@ class PluginBackend final : public NetBackend {
     return std::make_unique<PluginSendComm>(session_, send, d.properties.maxMessageBytes, std::move(slot));
   }
 
+  // One call of the plugin's connect per step, on one copy of the handle that lives as long as the
+  // attempt (a plugin keeps its progress in it), as NCCL calls it.
+  std::unique_ptr<NetConnecting> startConnect(int device, const NetHandle& handle, SteadyTime,
+                                              const std::atomic<bool>*) override {
+    class Connecting final : public NetConnecting {
+     public:
+      Connecting(SessionPtr session, int pluginDevice, size_t maxBytes, const NetHandle& handle,
+                 std::unique_ptr<CommSlot> slot)
+          : session_(std::move(session)),
+            pluginDevice_(pluginDevice),
+            maxBytes_(maxBytes),
+            handle_(handle),
+            slot_(std::move(slot)) {}
+      std::unique_ptr<NetSendComm> poll() override {
+        void* send = nullptr;
+        session_->check(session_->plugin->connect(session_->context, pluginDevice_, handle_.bytes, &send), "connect");
+        return send ? std::make_unique<PluginSendComm>(session_, send, maxBytes_, std::move(slot_)) : nullptr;
+      }
+
+     private:
+      SessionPtr session_;
+      int pluginDevice_;
+      size_t maxBytes_;
+      NetHandle handle_;
+      std::unique_ptr<CommSlot> slot_;
+    };
+    const DeviceEntry& d = entry(device);
+    auto slot = std::make_unique<CommSlot>(session_, d.pluginDevice, d.properties.maxComms, "connect");
+    return std::make_unique<Connecting>(session_, d.pluginDevice, d.properties.maxMessageBytes, handle,
+                                        std::move(slot));
+  }
+
  private:
   struct DeviceEntry {
     int pluginDevice;  // the plugin's number for it

@@ -635,7 +635,8 @@ class SocketBackend : public NetBackend {
     const SocketAddress& remote = contents.address;
     std::vector<Socket> sockets;
     for (uint32_t i = 0; i < contents.nsocks; i++) {
-      Socket socket = Socket::connect(remote, deadline, abortFlag);
+      // The listener was open when its handle was offered: a refusal is final.
+      Socket socket = Socket::connect(remote, deadline, abortFlag, true);
       SocketHello hello{kSocketHelloMagic, contents.nonce, i, contents.nsocks};
       socket.sendAll(&hello, sizeof hello, deadline, abortFlag);
       socket.setLinkTimeout(linkTimeoutSeconds());
