@@ -52,8 +52,8 @@ TUTTI_API ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat
       case ncclStatGpuMemPersist: name = "ncclStatGpuMemPersist"; break;
       case ncclStatGpuMemTotal: name = "ncclStatGpuMemTotal"; break;
       default:
-        throw Error(ErrorCode::InvalidArgument, where + ": unknown statistic " + std::to_string(int(stat)) +
-                                                    " (ncclCommMemStat_t is 0 to 3)");
+        throw Error(ErrorCode::InvalidArgument,
+                    where + ": unknown statistic " + std::to_string(int(stat)) + " (ncclCommMemStat_t is 0 to 3)");
     }
     throw Error(ErrorCode::InvalidUsage,
                 where + ": " + name +

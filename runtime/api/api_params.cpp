@@ -46,8 +46,8 @@ int64_t integerValue(const char* operation, const params::Param& param) {
     case params::Type::Bool: return static_cast<const params::Bool&>(param).get() ? 1 : 0;
     case params::Type::String: break;
   }
-  throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + param.name() +
-                                              " is text, not a number (read it with ncclParamGetStr)");
+  throw Error(ErrorCode::InvalidArgument,
+              std::string(operation) + ": " + param.name() + " is text, not a number (read it with ncclParamGetStr)");
 }
 
 template <typename T>
@@ -76,10 +76,10 @@ TUTTI_API ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key) {
 }
 TUTTI_NCCL_ALIAS(ncclParamBind)
 
-#define TUTTI_PARAM_GETTER(Suffix, Type)                                                       \
-  TUTTI_API ncclResult_t pncclParamGet##Suffix(ncclParamHandle_t h, Type* out) {               \
-    return getInteger<Type>("ncclParamGet" #Suffix, #Type, h, out);                            \
-  }                                                                                            \
+#define TUTTI_PARAM_GETTER(Suffix, Type)                                         \
+  TUTTI_API ncclResult_t pncclParamGet##Suffix(ncclParamHandle_t h, Type* out) { \
+    return getInteger<Type>("ncclParamGet" #Suffix, #Type, h, out);              \
+  }                                                                              \
   TUTTI_NCCL_ALIAS(ncclParamGet##Suffix)
 TUTTI_PARAM_GETTER(I8, int8_t)
 TUTTI_PARAM_GETTER(I16, int16_t)

@@ -17,8 +17,8 @@ namespace {
 void checkSignalSlot(const char* operation, const ncclComm* comm, int sigIdx, int ctx, const std::string& what) {
   const int contexts = comm->identity.config.numRmaCtx.value_or(1);
   if (sigIdx != 0)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what +
-                                                "sigIdx " + std::to_string(sigIdx) +
+    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + "sigIdx " +
+                                                std::to_string(sigIdx) +
                                                 " is beyond the communicator's signals (only 0)");
   if (contexts == 0)
     throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() +

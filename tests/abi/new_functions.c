@@ -135,8 +135,8 @@ static void checkCommunicator(ncclComm_t comm) {
   expect("ncclCommMemStats(ncclStatGpuMemSuspended)", ncclCommMemStats(comm, ncclStatGpuMemSuspended, &value),
          ncclSuccess, "");
   if (value != 0) fail("ncclCommMemStats(ncclStatGpuMemSuspended)", "not 0 for a communicator never suspended");
-  expect("ncclCommMemStats(ncclStatGpuMemTotal)", ncclCommMemStats(comm, ncclStatGpuMemTotal, &value),
-         ncclInvalidUsage, "ncclStatGpuMemTotal");
+  expect("ncclCommMemStats(ncclStatGpuMemTotal)", ncclCommMemStats(comm, ncclStatGpuMemTotal, &value), ncclInvalidUsage,
+         "ncclStatGpuMemTotal");
   expect("ncclCommMemStats of an unknown statistic", ncclCommMemStats(comm, (ncclCommMemStat_t)7, &value),
          ncclInvalidArgument, "ncclCommMemStats");
 
