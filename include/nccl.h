@@ -34,7 +34,7 @@ typedef struct CUstream_st* cudaStream_t;
  * ncclGetVersion) before calling a function of 2.29 or 2.30 then does not reach one that tutti
  * still refuses (one-sided put/signal/wait, ncclCommGrow, suspend/resume); the version moves to
  * 2.30 once they work. The structs below are 2.30.7's, and NCCL_CONFIG_INITIALIZER says so in its
- * own version field (NCCL_CONFIG_VERSION), which is what the library reads to know the layout.
+ * own version field (TUTTI_NCCL_CONFIG_VERSION), which is what the library reads to know the layout.
  */
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 28
@@ -148,20 +148,20 @@ typedef struct ncclConfig_v23000 {
 } ncclConfig_t;
 
 /* The layout version NCCL_CONFIG_INITIALIZER writes into ncclConfig_t.version: 2.30.7's. */
-#define NCCL_CONFIG_VERSION 23007
+#define TUTTI_NCCL_CONFIG_VERSION 23007
 
-#define NCCL_CONFIG_INITIALIZER                                                                      \
-  {                                                                                                  \
-    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_CONFIG_VERSION, NCCL_CONFIG_UNDEF_INT /* blocking */, \
-        NCCL_CONFIG_UNDEF_INT /* cgaClusterSize */, NCCL_CONFIG_UNDEF_INT /* minCTAs */,             \
-        NCCL_CONFIG_UNDEF_INT /* maxCTAs */, NCCL_CONFIG_UNDEF_PTR /* netName */,                    \
-        NCCL_CONFIG_UNDEF_INT /* splitShare */, NCCL_CONFIG_UNDEF_INT /* trafficClass */,            \
-        NCCL_CONFIG_UNDEF_PTR /* commName */, NCCL_CONFIG_UNDEF_INT /* collnetEnable */,             \
-        NCCL_CONFIG_UNDEF_INT /* CTAPolicy */, NCCL_CONFIG_UNDEF_INT /* shrinkShare */,              \
-        NCCL_CONFIG_UNDEF_INT /* nvlsCTAs */, NCCL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,       \
-        NCCL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, NCCL_CONFIG_UNDEF_INT /* graphUsageMode */,  \
-        NCCL_CONFIG_UNDEF_INT /* numRmaCtx */, NCCL_CONFIG_UNDEF_INT /* maxP2pPeers */,              \
-        NCCL_CONFIG_UNDEF_INT /* graphStreamOrdering */                                              \
+#define NCCL_CONFIG_INITIALIZER                                                                            \
+  {                                                                                                        \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, TUTTI_NCCL_CONFIG_VERSION, NCCL_CONFIG_UNDEF_INT /* blocking */, \
+        NCCL_CONFIG_UNDEF_INT /* cgaClusterSize */, NCCL_CONFIG_UNDEF_INT /* minCTAs */,                   \
+        NCCL_CONFIG_UNDEF_INT /* maxCTAs */, NCCL_CONFIG_UNDEF_PTR /* netName */,                          \
+        NCCL_CONFIG_UNDEF_INT /* splitShare */, NCCL_CONFIG_UNDEF_INT /* trafficClass */,                  \
+        NCCL_CONFIG_UNDEF_PTR /* commName */, NCCL_CONFIG_UNDEF_INT /* collnetEnable */,                   \
+        NCCL_CONFIG_UNDEF_INT /* CTAPolicy */, NCCL_CONFIG_UNDEF_INT /* shrinkShare */,                    \
+        NCCL_CONFIG_UNDEF_INT /* nvlsCTAs */, NCCL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,             \
+        NCCL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, NCCL_CONFIG_UNDEF_INT /* graphUsageMode */,        \
+        NCCL_CONFIG_UNDEF_INT /* numRmaCtx */, NCCL_CONFIG_UNDEF_INT /* maxP2pPeers */,                    \
+        NCCL_CONFIG_UNDEF_INT /* graphStreamOrdering */                                                    \
   }
 
 /* What ncclGroupSimulateEnd reports. Start from NCCL_SIM_INFO_INITIALIZER. */

@@ -229,8 +229,8 @@ TEST_CASE("windows: ncclWinGetUserPtr gives each rank its own buffer and refuses
   std::string failures = runThreads(2, [](int rank, int, ncclComm_t comm) {
     std::vector<float> buffer(1024);
     ncclWindow_t window = nullptr;
-    TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm, buffer.data(), buffer.size() * sizeof(float), &window,
-                                            NCCL_WIN_COLL_SYMMETRIC));
+    TUTTI_NCCL_CHECK(
+        ncclCommWindowRegister(comm, buffer.data(), buffer.size() * sizeof(float), &window, NCCL_WIN_COLL_SYMMETRIC));
     void* user = nullptr;
     TUTTI_NCCL_CHECK(ncclWinGetUserPtr(comm, window, &user));
     check(user == buffer.data(), "rank " + std::to_string(rank) + ": not its buffer");
