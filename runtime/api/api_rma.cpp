@@ -64,11 +64,14 @@ TUTTI_API ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclD
     checkRank(op, comm, peer, "peer");
     if (peerWin == nullptr)
       throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + comm->where() + ": peerWin is NULL");
+    // A window is registered collectively, so this rank holds its own handle of it: one that is not
+    // this communicator's registration is another communicator's window, or none.
+    comm->links.registrations.range(peerWin, std::string(op) + ": " + comm->where() + ": peerWin");
     checkSignalSlot(op, comm, sigIdx, ctx, "");
     checkFlags(op, comm, flags);
     checkBuffer(op, comm, localbuff, count, kern::dtypeSize(datatype), "localbuff");
     checkStream(op, comm, stream);
-    (void)peerWinOffset;  // checked against the peer's window once puts are carried
+    (void)peerWinOffset;  // checked against the peer's window size once puts are carried
     notYet(op, comm);
   });
 }

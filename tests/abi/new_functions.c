@@ -152,6 +152,9 @@ static void checkCommunicator(ncclComm_t comm) {
   expect("ncclPutSignal to a peer out of range",
          ncclPutSignal(buffer, 4, ncclFloat32, 1, window, 0, 0, 0, 0, comm, NULL), ncclInvalidArgument,
          "ncclPutSignal");
+  expect("ncclPutSignal into a window not registered",
+         ncclPutSignal(buffer, 4, ncclFloat32, 0, (ncclWindow_t)&value, 0, 0, 0, 0, comm, NULL), ncclInvalidArgument,
+         "peerWin");
   expectRefused("ncclPutSignal", ncclPutSignal(buffer, 4, ncclFloat32, 0, window, 0, 0, 0, 0, comm, NULL));
   expect("ncclSignal on a second signal index", ncclSignal(0, 1, 0, 0, comm, NULL), ncclInvalidArgument, "ncclSignal");
   expectRefused("ncclSignal", ncclSignal(0, 0, 0, 0, comm, NULL));
