@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "base/text.h"
+
+extern char** environ;
 
 namespace tutti::params {
 
@@ -214,5 +217,55 @@ std::string String::get() const {
 }
 
 std::string String::parsedText() const { return get(); }
+
+// --- The table of every parameter -----------------------------------------------------------------
+
+std::string environmentTable(bool* invalid) {
+  struct Row {
+    std::string name, value, source, help;
+  };
+  std::vector<Row> rows;
+  if (invalid != nullptr) *invalid = false;
+  for (const Param* param : registry().all()) {
+    Row row{param->name(), param->text(), param->source(),
+            std::string("(") + typeName(param->type()) + ") " + param->help()};
+    try {
+      // Show what a suffix or a word meant: "4M = 4194304", "yes = 1".
+      std::string parsed = param->parsedText();
+      if (row.value != parsed) row.value += " = " + parsed;
+    } catch (const Error& error) {
+      row.value += "  INVALID";
+      row.help = error.what();
+      if (invalid != nullptr) *invalid = true;
+    }
+    if (row.value.empty()) row.value = "\"\"";
+    rows.push_back(row);
+  }
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text = *entry;
+    if (!text.starts_with("NCCL_") && !text.starts_with("TUTTI_")) continue;
+    std::string name(text.substr(0, text.find('=')));
+    if (registry().find(name) == nullptr)
+      rows.push_back({name, std::string(text.substr(std::min(text.size(), name.size() + 1))), "environment",
+                      "not a parameter tutti reads: ignored"});
+  }
+
+  Row header{"NAME", "VALUE", "SOURCE", "HELP"};
+  size_t nameWidth = header.name.size(), valueWidth = header.value.size(), sourceWidth = header.source.size();
+  for (const Row& row : rows) {
+    nameWidth = std::max(nameWidth, row.name.size());
+    valueWidth = std::max(valueWidth, row.value.size());
+    sourceWidth = std::max(sourceWidth, row.source.size());
+  }
+  std::string table;
+  auto line = [&](const Row& row) {
+    auto padded = [](const std::string& text, size_t width) { return text + std::string(width - text.size(), ' '); };
+    table += padded(row.name, nameWidth) + "  " + padded(row.value, valueWidth) + "  " +
+             padded(row.source, sourceWidth) + "  " + row.help + "\n";
+  };
+  line(header);
+  for (const Row& row : rows) line(row);
+  return table;
+}
 
 }  // namespace tutti::params

@@ -120,4 +120,11 @@ class Registry {
   std::vector<const Param*> params_;
 };
 
+// The table tutti-info --env and ncclParamDumpAll print: a header, then one line per parameter of
+// the process's registry (name, value as written and as read where they differ, where it came
+// from, type and help), then the NCCL_* and TUTTI_* variables of the environment that no parameter
+// reads (usually typos). *invalid, when given, says whether a value set did not parse (its line
+// says INVALID and why).
+std::string environmentTable(bool* invalid = nullptr);
+
 }  // namespace tutti::params

@@ -1,4 +1,4 @@
-/* tutti's public C API: the NCCL 2.28.9 interface (types, values, layouts, functions), plain C. */
+/* tutti's public C API: the NCCL 2.30.7 interface (types, values, layouts, functions), plain C. */
 #ifndef NCCL_H_
 #define NCCL_H_
 
@@ -18,6 +18,7 @@
 
 #include <limits.h> /* INT_MIN */
 #include <stddef.h> /* size_t, NULL */
+#include <stdint.h> /* the parameter API's fixed-width integers, ncclCommMemStats' uint64_t */
 
 #if defined(TUTTI_NCCL_H_INCLUDE_CUDA)
 #include <cuda_runtime.h>
@@ -27,6 +28,14 @@
 typedef struct CUstream_st* cudaStream_t;
 #endif
 
+/*
+ * The version tutti implements, which ncclGetVersion also reports: 2.28.9, although every
+ * function and type of 2.30.7 is declared below. A program that checks NCCL_VERSION_CODE (or
+ * ncclGetVersion) before calling a function of 2.29 or 2.30 then does not reach one that tutti
+ * still refuses (one-sided put/signal/wait, ncclCommGrow, suspend/resume); the version moves to
+ * 2.30 once they work. The structs below are 2.30.7's, and NCCL_CONFIG_INITIALIZER says so in its
+ * own version field (TUTTI_NCCL_CONFIG_VERSION), which is what the library reads to know the layout.
+ */
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 28
 #define NCCL_PATCH 9
@@ -77,7 +86,8 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8, /* since 2.30 */
+  ncclNumResults = 9
 } ncclResult_t;
 
 /* ---- Constants -------------------------------------------------------------------------- */
@@ -86,10 +96,12 @@ typedef enum {
 #define NCCL_CONFIG_UNDEF_PTR NULL    /* an ncclConfig_t pointer field left to the library */
 #define NCCL_SPLIT_NOCOLOR -1         /* ncclCommSplit color: this rank joins no new comm */
 #define NCCL_UNDEF_FLOAT -1.0f        /* ncclSimInfo_t.estimatedTime before simulation */
+#define NCCL_API_MAGIC 0xcafebeef     /* ncclConfig_t.magic, set by NCCL_CONFIG_INITIALIZER */
 
 /* ncclCommWindowRegister flags */
 #define NCCL_WIN_DEFAULT 0x00
-#define NCCL_WIN_COLL_SYMMETRIC 0x01 /* every rank registers a buffer of the same size */
+#define NCCL_WIN_COLL_SYMMETRIC 0x01  /* every rank registers a buffer of the same size */
+#define NCCL_WIN_STRICT_ORDERING 0x02 /* since 2.30 */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* ncclConfig_t.CTAPolicy values */
@@ -104,11 +116,14 @@ typedef enum {
 /* ncclCommRevoke flags (none defined yet; pass 0) */
 #define NCCL_REVOKE_DEFAULT 0x00
 
+/* ncclCommSuspend flags */
+#define NCCL_SUSPEND_MEM 0x01 /* release the communicator's dynamic allocations */
+
 /* ---- Communicator configuration --------------------------------------------------------- */
 
 /* Fields are only ever appended; `size` tells the library how much of the struct the caller's
  * header knew about. Always start from NCCL_CONFIG_INITIALIZER, then set what you need. */
-typedef struct ncclConfig_v22800 {
+typedef struct ncclConfig_v23000 {
   size_t size;          /* sizeof(ncclConfig_t) as the caller compiled it */
   unsigned int magic;   /* 0xcafebeef */
   unsigned int version; /* NCCL_VERSION of the caller's header */
@@ -126,18 +141,27 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  int graphUsageMode;      /* since 2.29 */
+  int numRmaCtx;           /* since 2.29: contexts of one-sided operations */
+  int maxP2pPeers;         /* since 2.30 */
+  int graphStreamOrdering; /* since 2.30 */
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                                                        \
-  {                                                                                                                    \
-    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),                                \
-        NCCL_CONFIG_UNDEF_INT /* blocking */, NCCL_CONFIG_UNDEF_INT /* cgaClusterSize */,                              \
-        NCCL_CONFIG_UNDEF_INT /* minCTAs */, NCCL_CONFIG_UNDEF_INT /* maxCTAs */, NCCL_CONFIG_UNDEF_PTR /* netName */, \
-        NCCL_CONFIG_UNDEF_INT /* splitShare */, NCCL_CONFIG_UNDEF_INT /* trafficClass */,                              \
-        NCCL_CONFIG_UNDEF_PTR /* commName */, NCCL_CONFIG_UNDEF_INT /* collnetEnable */,                               \
-        NCCL_CONFIG_UNDEF_INT /* CTAPolicy */, NCCL_CONFIG_UNDEF_INT /* shrinkShare */,                                \
-        NCCL_CONFIG_UNDEF_INT /* nvlsCTAs */, NCCL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,                         \
-        NCCL_CONFIG_UNDEF_INT /* nvlinkCentricSched */                                                                 \
+/* The layout version NCCL_CONFIG_INITIALIZER writes into ncclConfig_t.version: 2.30.7's. */
+#define TUTTI_NCCL_CONFIG_VERSION 23007
+
+#define NCCL_CONFIG_INITIALIZER                                                                            \
+  {                                                                                                        \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, TUTTI_NCCL_CONFIG_VERSION, NCCL_CONFIG_UNDEF_INT /* blocking */, \
+        NCCL_CONFIG_UNDEF_INT /* cgaClusterSize */, NCCL_CONFIG_UNDEF_INT /* minCTAs */,                   \
+        NCCL_CONFIG_UNDEF_INT /* maxCTAs */, NCCL_CONFIG_UNDEF_PTR /* netName */,                          \
+        NCCL_CONFIG_UNDEF_INT /* splitShare */, NCCL_CONFIG_UNDEF_INT /* trafficClass */,                  \
+        NCCL_CONFIG_UNDEF_PTR /* commName */, NCCL_CONFIG_UNDEF_INT /* collnetEnable */,                   \
+        NCCL_CONFIG_UNDEF_INT /* CTAPolicy */, NCCL_CONFIG_UNDEF_INT /* shrinkShare */,                    \
+        NCCL_CONFIG_UNDEF_INT /* nvlsCTAs */, NCCL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,             \
+        NCCL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, NCCL_CONFIG_UNDEF_INT /* graphUsageMode */,        \
+        NCCL_CONFIG_UNDEF_INT /* numRmaCtx */, NCCL_CONFIG_UNDEF_INT /* maxP2pPeers */,                    \
+        NCCL_CONFIG_UNDEF_INT /* graphStreamOrdering */                                                    \
   }
 
 /* What ncclGroupSimulateEnd reports. Start from NCCL_SIM_INFO_INITIALIZER. */
@@ -194,6 +218,26 @@ typedef enum {
   ncclScalarDevice = 0,       /* device memory, read while each collective runs */
   ncclScalarHostImmediate = 1 /* host memory, read once before the create call returns */
 } ncclScalarResidence_t;
+
+/* What ncclCommMemStats reports (since 2.30). */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* bytes of device memory that ncclCommSuspend would release */
+  ncclStatGpuMemSuspended = 1, /* 1 while the communicator is suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* bytes of device memory that stay while suspended */
+  ncclStatGpuMemTotal = 3      /* all device memory the communicator holds, in bytes */
+} ncclCommMemStat_t;
+
+/* One entry of ncclWaitSignal's list (since 2.29): wait for opCnt more signals from `peer` on
+ * signal index sigIdx of context ctx. */
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+
+/* A parameter bound by ncclParamBind (since 2.30); owned by the library, never freed. */
+typedef struct ncclParamHandle* ncclParamHandle_t;
 
 /*
  * ---- Functions ---------------------------------------------------------------------------
@@ -256,6 +300,18 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags);
 
+/* Makes the id that ncclCommGrow's new ranks join with; one at a time per communicator. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+
+/* Makes a communicator of comm's ranks (in their places) and nRanks - their count new ones after
+ * them. Existing ranks pass comm and rank -1 (the one that made the id passes it too); new ranks
+ * pass comm NULL, the id and their rank. */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                           ncclConfig_t* config);
+
 /* Like ncclCommInitRankConfig, with nId ids (the same list on every rank) to spread init load. */
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                       ncclConfig_t* config);
@@ -300,6 +356,18 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
 
+/* Releases comm's resources (flags: NCCL_SUSPEND_*) until ncclCommResume; comm is unusable meanwhile. */
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+
+/* Restores what ncclCommSuspend released. */
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+
+/* One figure of comm's memory (ncclCommMemStat_t) in *value. */
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+
 /* Registers a memory window (collective over comm; winFlags: NCCL_WIN_*). */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
@@ -307,6 +375,10 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, n
 /* Undoes ncclCommWindowRegister. */
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/* The buffer a window of comm was registered with. */
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 
 /* Makes an operator that multiplies each input by *scalar, then sums; valid for comm and datatype. */
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
@@ -395,6 +467,29 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
                        cudaStream_t stream);
 
 /*
+ * One-sided operations (since 2.29). The target's application takes no part; a call returns once
+ * queued on `stream`. sigIdx and ctx select a signal and a context (0 unless the communicator's
+ * config provides more); flags must be 0.
+ */
+
+/* Writes count elements of localbuff into peer's window peerWin at byte offset peerWinOffset,
+ * then raises one signal there. */
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                            ncclComm_t comm, cudaStream_t stream);
+
+/* Raises one signal at `peer`, without data. */
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+
+/* Waits, in stream order, for the signals nDesc descriptors describe. */
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+
+/*
  * Groups. Calls between ncclGroupStart and the matching ncclGroupEnd are collected and
  * launched together at the outermost ncclGroupEnd: needed when one thread drives several
  * ranks, and for fusing operations. Groups nest.
@@ -411,6 +506,57 @@ ncclResult_t pncclGroupEnd(void);
 /* Closes a group without launching it and estimates how long it would take. */
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/*
+ * ---- Parameters (since 2.30) -------------------------------------------------------------
+ * Every NCCL_* and TUTTI_* variable the library reads, by its name. Values are read when asked,
+ * so a change to the environment shows at once. Strings returned stay valid until the same
+ * function is next called on the same thread.
+ */
+
+/* Binds the parameter named `key` (e.g. "NCCL_BUFFSIZE") to *out. */
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key);
+
+/* The value of a number or flag parameter as an integer of the named width; ncclInvalidArgument
+ * when the value does not fit the type or the parameter is text. */
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+
+/* The value of any parameter as text. */
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char** out);
+
+/* The value in its own representation (int64_t for numbers and sizes, one byte 0/1 for flags, the
+ * characters and a NUL for text), copied into out; *len is the bytes it takes, also on failure. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+
+/* The value of the parameter named `key` as text, and its length. */
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t pncclParamGetParameter(const char* key, const char** value, int* valueLen);
+
+/* The names of every parameter. */
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+
+/* Prints every parameter, its value, where that came from and what it does, to stdout. */
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
 
 #if defined(TUTTI_NCCL_DEVICE_API)
 /*
@@ -432,6 +578,43 @@ typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
 typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
+typedef struct ncclCommProperties ncclCommProperties_t;
+typedef struct ncclGinOutboxHandle ncclGinOutboxHandle_t;
+typedef struct ncclGinInboxA2AHandle ncclGinInboxA2AHandle_t;
+/* Passed by value, so its layout matters: the base of a multicast mapping. */
+typedef struct ncclMultimemHandle {
+  void* mcBasePtr;
+} ncclMultimemHandle_t;
+
+/* What the communicator offers device code (since 2.30). */
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
+
+/* Device addresses of a window's memory (since 2.30): at a peer, at a load/store-team rank, and
+ * multicast ones. */
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem,
+                                          void** outPtr);
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem,
+                                           void** outPtr);
+
+/* Asks for network outboxes, or all-to-all inboxes over `peers`, of 2^size_log2 bytes per block
+ * in the next ncclDevCommCreate (since 2.30). */
+ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int size_log2, ncclGinOutboxHandle_t* outHandle,
+                                            ncclDevResourceRequirements_t* outReq);
+ncclResult_t pncclGinOutboxCreateRequirement(int nBlocks, int size_log2, ncclGinOutboxHandle_t* outHandle,
+                                             ncclDevResourceRequirements_t* outReq);
+ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int size_log2,
+                                              ncclGinInboxA2AHandle_t* outHandle,
+                                              ncclDevResourceRequirements_t* outReq);
+ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t peers, int nBlocks, int size_log2,
+                                               ncclGinInboxA2AHandle_t* outHandle,
+                                               ncclDevResourceRequirements_t* outReq);
 
 /* Builds the device-side communicator that kernels using the device API receive. */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm);

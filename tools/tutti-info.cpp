@@ -15,8 +15,6 @@
 #include "nccl.h"
 #include "tutti/tutti.h"
 
-extern char** environ;
-
 namespace {
 
 namespace params = tutti::params;
@@ -65,54 +63,12 @@ int printVersion() {
   return 0;
 }
 
-struct Row {
-  std::string name, value, source, help;
-};
-
-// The parameter table; returns 1 when a value set in the environment does not parse, so scripts
-// can check a job's environment before launching it.
+// The parameter table (also what ncclParamDumpAll prints); returns 1 when a value set in the
+// environment does not parse, so scripts can check a job's environment before launching it.
 int printEnvironment() {
-  std::vector<Row> rows;
-  int status = 0;
-  for (const params::Param* param : params::registry().all()) {
-    Row row{param->name(), param->text(), param->source(),
-            std::string("(") + params::typeName(param->type()) + ") " + param->help()};
-    try {
-      // Show what a suffix or a word meant: "4M = 4194304", "yes = 1".
-      std::string parsed = param->parsedText();
-      if (row.value != parsed) row.value += " = " + parsed;
-    } catch (const tutti::Error& error) {
-      row.value += "  INVALID";
-      row.help = error.what();
-      status = 1;
-    }
-    if (row.value.empty()) row.value = "\"\"";
-    rows.push_back(row);
-  }
-  // Variables that look like ours but are not in the registry: usually typos.
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string_view text = *entry;
-    if (!text.starts_with("NCCL_") && !text.starts_with("TUTTI_")) continue;
-    std::string name(text.substr(0, text.find('=')));
-    if (params::registry().find(name) == nullptr)
-      rows.push_back({name, std::string(text.substr(std::min(text.size(), name.size() + 1))), "environment",
-                      "not a parameter tutti reads: ignored"});
-  }
-
-  Row header{"NAME", "VALUE", "SOURCE", "HELP"};
-  size_t nameWidth = header.name.size(), valueWidth = header.value.size(), sourceWidth = header.source.size();
-  for (const Row& row : rows) {
-    nameWidth = std::max(nameWidth, row.name.size());
-    valueWidth = std::max(valueWidth, row.value.size());
-    sourceWidth = std::max(sourceWidth, row.source.size());
-  }
-  auto print = [&](const Row& row) {
-    std::printf("%-*s  %-*s  %-*s  %s\n", int(nameWidth), row.name.c_str(), int(valueWidth), row.value.c_str(),
-                int(sourceWidth), row.source.c_str(), row.help.c_str());
-  };
-  print(header);
-  for (const Row& row : rows) print(row);
-  return status;
+  bool invalid = false;
+  std::fputs(params::environmentTable(&invalid).c_str(), stdout);
+  return invalid ? 1 : 0;
 }
 
 // --- --env --markdown ---------------------------------------------------------------------------

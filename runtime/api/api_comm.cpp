@@ -373,3 +373,59 @@ TUTTI_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommUserRank)
+
+// ---- Growing a communicator (NCCL 2.30): the id works; the grow itself is refused. ----
+
+// The id that ncclCommGrow's new ranks join with: a fresh root, as ncclGetUniqueId makes one
+// (NCCL_COMM_ID is not used: a grow meets apart from the communicator's own root). NCCL allows one
+// unconsumed id per communicator; since ncclCommGrow is refused, a second id is refused too.
+TUTTI_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return guard("ncclCommGetUniqueId", [&] {
+    checkUsableComm("ncclCommGetUniqueId", comm);
+    if (uniqueId == nullptr)
+      throw Error(ErrorCode::InvalidArgument, "ncclCommGetUniqueId: " + comm->where() + ": uniqueId is NULL");
+    if (comm->lifecycle.growIdIssued.exchange(true))
+      throw Error(ErrorCode::InvalidUsage, "ncclCommGetUniqueId: " + comm->where() +
+                                               ": the id of the previous ncclCommGetUniqueId has not been consumed by "
+                                               "ncclCommGrow (one at a time per communicator)");
+    try {
+      bootstrap::newUniqueId(uniqueId);
+    } catch (...) {
+      comm->lifecycle.growIdIssued.store(false);
+      throw;
+    }
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommGetUniqueId)
+
+// Arguments are checked as NCCL documents them (existing ranks: comm and rank -1; new ranks: no
+// comm, the id and their rank), so a caller learns of a wrong call before the refusal.
+TUTTI_API ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                     ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guard("ncclCommGrow", [&] {
+    const char* op = "ncclCommGrow";
+    if (newcomm == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: newcomm is NULL");
+    *newcomm = nullptr;
+    std::string where = "rank " + std::to_string(rank) + " of " + std::to_string(nRanks) + " (a new rank)";
+    if (comm != nullptr) {
+      checkUsableComm(op, comm);
+      where = comm->where();
+      if (rank != -1)
+        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: " + where + ": rank is " + std::to_string(rank) +
+                                                    "; ranks of the existing communicator pass -1");
+      if (nRanks <= comm->identity.nranks)
+        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: " + where + ": nRanks " + std::to_string(nRanks) +
+                                                    " does not exceed the communicator's " +
+                                                    std::to_string(comm->identity.nranks) + " ranks");
+    } else {
+      if (uniqueId == nullptr)
+        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: " + where + ": a new rank (comm NULL) needs uniqueId");
+      if (nRanks < 1 || rank < 0 || rank >= nRanks)
+        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: rank " + std::to_string(rank) +
+                                                    " is out of range for nRanks " + std::to_string(nRanks));
+    }
+    readConfig(config, op);
+    throw Error(ErrorCode::InvalidUsage, "ncclCommGrow is not supported by tutti yet (" + where + ")");
+  });
+}
+TUTTI_NCCL_ALIAS(ncclCommGrow)

@@ -1,6 +1,5 @@
-// Entry points for errors, versions, memory, registration, user reduction ops, the device API
-// (not supported yet) and tutti's own extensions.
-#define TUTTI_NCCL_DEVICE_API 1
+// Entry points for errors, versions, memory, registration, user reduction ops and tutti's own
+// extensions.
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -33,11 +32,6 @@ const char* lastError();
 
 namespace {
 
-[[noreturn]] void unsupported(const char* operation) {
-  throw Error(ErrorCode::InvalidUsage,
-              std::string(operation) + ": not supported yet (tutti's device API is not implemented)");
-}
-
 // A registration (ncclCommRegister, ncclCommWindowRegister): in the cache, and, the first time
 // the range is registered, offered to the host's peer processes to map (runtime/comm/peer_buffers.h).
 void* registerBuffer(ncclComm* comm, void* buff, size_t size) {
@@ -65,6 +59,7 @@ TUTTI_API const char* pncclGetErrorString(ncclResult_t result) {
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "operation timed out";
     default: return "unknown result code";
   }
 }
@@ -220,79 +215,6 @@ TUTTI_API ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   });
 }
 TUTTI_NCCL_ALIAS(ncclRedOpDestroy)
-
-// ---- The device API: exported for link compatibility, not supported yet. ----
-
-TUTTI_API ncclResult_t pncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
-                                          ncclDevComm_t* outDevComm) {
-  return guard("ncclDevCommCreate", [] { unsupported("ncclDevCommCreate"); });
-}
-TUTTI_NCCL_ALIAS(ncclDevCommCreate)
-
-TUTTI_API ncclResult_t pncclDevCommDestroy(ncclComm_t comm, const ncclDevComm_t* devComm) {
-  return guard("ncclDevCommDestroy", [] { unsupported("ncclDevCommDestroy"); });
-}
-TUTTI_NCCL_ALIAS(ncclDevCommDestroy)
-
-TUTTI_API ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
-                                                        ncclLsaBarrierHandle_t* outHandle,
-                                                        ncclDevResourceRequirements_t* outReq) {
-  return guard("ncclLsaBarrierCreateRequirement", [] { unsupported("ncclLsaBarrierCreateRequirement"); });
-}
-TUTTI_NCCL_ALIAS(ncclLsaBarrierCreateRequirement)
-
-TUTTI_API ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
-                                                        ncclGinBarrierHandle_t* outHandle,
-                                                        ncclDevResourceRequirements_t* outReq) {
-  return guard("ncclGinBarrierCreateRequirement", [] { unsupported("ncclGinBarrierCreateRequirement"); });
-}
-TUTTI_NCCL_ALIAS(ncclGinBarrierCreateRequirement)
-
-TUTTI_API ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
-                                                   ncclDevResourceRequirements_t* outReq) {
-  return guard("ncclLLA2ACreateRequirement", [] { unsupported("ncclLLA2ACreateRequirement"); });
-}
-TUTTI_NCCL_ALIAS(ncclLLA2ACreateRequirement)
-
-// Slots of 16-byte lines: one per element line of the largest element, as a sizing helper.
-TUTTI_API int pncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
-  if (maxElts <= 0 || maxEltSize <= 0) return 0;
-  return int((int64_t(maxElts) * maxEltSize + 7) / 8);
-}
-TUTTI_NCCL_ALIAS(ncclLLA2ACalcSlots)
-
-// Teams: the world, and the trivial one-rank local and rail teams, since no rank shares
-// device memory with another on the host backend.
-TUTTI_API ncclTeam_t pncclTeamWorld(ncclComm_t comm) {
-  if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
-  return ncclTeam_t{comm->identity.nranks, comm->identity.rank, 1};
-}
-TUTTI_NCCL_ALIAS(ncclTeamWorld)
-
-TUTTI_API ncclTeam_t pncclTeamLsa(ncclComm_t comm) {
-  if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
-  return ncclTeam_t{1, 0, 1};
-}
-TUTTI_NCCL_ALIAS(ncclTeamLsa)
-
-TUTTI_API ncclTeam_t pncclTeamRail(ncclComm_t comm) {
-  if (!comm || !isLiveComm(comm)) return ncclTeam_t{0, -1, 1};
-  return ncclTeam_t{comm->identity.nranks, comm->identity.rank, 1};
-}
-TUTTI_NCCL_ALIAS(ncclTeamRail)
-
-TUTTI_API int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
-  if (!comm || !isLiveComm(comm)) return -1;
-  return comm->identity.rank + (rank - team.rank) * team.stride;
-}
-TUTTI_NCCL_ALIAS(ncclTeamRankToWorld)
-
-TUTTI_API int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
-  if (!comm || !isLiveComm(comm)) return -1;
-  int world = comm->identity.rank + (rank - team.rank) * team.stride;
-  return world == comm->identity.rank ? 0 : -1;
-}
-TUTTI_NCCL_ALIAS(ncclTeamRankToLsa)
 
 // ---- tutti extensions (tutti/tutti.h) ----
 

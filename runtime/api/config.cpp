@@ -1,4 +1,4 @@
-// Reading a user's ncclConfig_t safely, whatever NCCL header version it was compiled with.
+// Reading a user's ncclConfig_t safely, whatever NCCL header version (2.14 to 2.30) it was compiled with.
 #include "runtime/api/config.h"
 
 #include <climits>
@@ -32,6 +32,8 @@ constexpr unsigned int kSince2_18 = NCCL_VERSION(2, 18, 0);  // splitShare
 constexpr unsigned int kSince2_26 = NCCL_VERSION(2, 26, 0);  // trafficClass
 constexpr unsigned int kSince2_27 = NCCL_VERSION(2, 27, 0);  // commName .. nvlsCTAs
 constexpr unsigned int kSince2_28 = NCCL_VERSION(2, 28, 0);  // nChannelsPerNetPeer, nvlinkCentricSched
+constexpr unsigned int kSince2_29 = NCCL_VERSION(2, 29, 0);  // graphUsageMode, numRmaCtx
+constexpr unsigned int kSince2_30 = NCCL_VERSION(2, 30, 0);  // maxP2pPeers, graphStreamOrdering
 
 [[noreturn]] void throwInvalid(const char* operation, const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + what);
@@ -151,6 +153,12 @@ CommConfig readConfig(const ncclConfig_t* config, const char* operation) {
                   kMostChannelsPerNetPeer);
   result.nvlinkCentricSched =
       readFlag(operation, "nvlinkCentricSched", user.integer(&ncclConfig_t::nvlinkCentricSched, kSince2_28), false);
+  result.graphUsageMode =
+      readAtLeast(operation, "graphUsageMode", user.integer(&ncclConfig_t::graphUsageMode, kSince2_29), 0, 2);
+  result.numRmaCtx = readAtLeast(operation, "numRmaCtx", user.integer(&ncclConfig_t::numRmaCtx, kSince2_29), 0);
+  result.maxP2pPeers = readAtLeast(operation, "maxP2pPeers", user.integer(&ncclConfig_t::maxP2pPeers, kSince2_30), 1);
+  result.graphStreamOrdering =
+      readFlag(operation, "graphStreamOrdering", user.integer(&ncclConfig_t::graphStreamOrdering, kSince2_30), false);
   return result;
 }
 
@@ -164,7 +172,10 @@ std::string describeConfig(const CommConfig& config) {
          " collnetEnable=" + std::to_string(config.collnetEnable) + " CTAPolicy=" + std::to_string(config.ctaPolicy) +
          " shrinkShare=" + std::to_string(config.shrinkShare) + " nvlsCTAs=" + number(config.nvlsCTAs) +
          " nChannelsPerNetPeer=" + number(config.nChannelsPerNetPeer) +
-         " nvlinkCentricSched=" + std::to_string(config.nvlinkCentricSched);
+         " nvlinkCentricSched=" + std::to_string(config.nvlinkCentricSched) +
+         " graphUsageMode=" + number(config.graphUsageMode) + " numRmaCtx=" + number(config.numRmaCtx) +
+         " maxP2pPeers=" + number(config.maxP2pPeers) +
+         " graphStreamOrdering=" + std::to_string(config.graphStreamOrdering);
 }
 
 }  // namespace tutti

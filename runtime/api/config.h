@@ -1,5 +1,5 @@
 // CommConfig, a communicator's configuration, and readConfig, which reads a user's ncclConfig_t
-// (from any NCCL header since 2.14) into one, with defaults for everything the user left unset.
+// (from any NCCL header from 2.14 to 2.30) into one, with defaults for everything the user left unset.
 #pragma once
 
 #include <optional>
@@ -26,6 +26,10 @@ struct CommConfig {
   std::optional<int> nvlsCTAs;              // channels for NVLink SHARP collectives
   std::optional<int> nChannelsPerNetPeer;   // channels per remote peer for network p2p
   bool nvlinkCentricSched = false;          // schedule for NVLink utilisation first
+  std::optional<int> graphUsageMode;        // CUDA graph use: 0 none, 1 graphs only, 2 graphs mixed with eager calls
+  std::optional<int> numRmaCtx;             // contexts of one-sided operations (0: none; unset: one)
+  std::optional<int> maxP2pPeers;           // most peers a rank exchanges point-to-point with
+  bool graphStreamOrdering = false;         // captured operations keep the order of their streams
   unsigned int headerVersion = 0;           // NCCL_VERSION of the caller's nccl.h; 0: no config given
 
   bool operator==(const CommConfig&) const = default;

@@ -247,6 +247,9 @@ struct CommLifecycle {
   std::thread initThread;  // nonblocking init
   double initSeconds = 0;
   bool finalized = false;
+  // ncclCommGetUniqueId made an id for ncclCommGrow, which has not consumed it: NCCL allows one
+  // such id at a time.
+  std::atomic<bool> growIdIssued{false};
 };
 
 }  // namespace tutti

@@ -1,3 +1,4 @@
+// A communicator's cache of registered buffers, by address range.
 #include "runtime/comm/registrations.h"
 
 #include "base/error.h"
@@ -15,6 +16,22 @@ void* Registrations::add(const void* buffer, size_t bytes, bool* created) {
   return entry.get();
 }
 
+namespace {
+[[noreturn]] void throwUnknownHandle(const std::string& where) {
+  throw Error(ErrorCode::InvalidArgument,
+              where +
+                  ": the handle is not a registration of this communicator (from ncclCommRegister on "
+                  "another communicator, or deregistered already)");
+}
+}  // namespace
+
+std::pair<void*, size_t> Registrations::range(void* handle, const std::string& where) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, entry] : entries_)
+    if (entry.get() == handle) return {reinterpret_cast<void*>(entry->begin), entry->bytes};
+  throwUnknownHandle(where);
+}
+
 void Registrations::remove(void* handle, const std::string& where, bool* gone) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -25,10 +42,7 @@ void Registrations::remove(void* handle, const std::string& where, bool* gone) {
     ranges_.store(entries_.size(), std::memory_order_relaxed);
     return;
   }
-  throw Error(ErrorCode::InvalidArgument,
-              where +
-                  ": the handle is not a registration of this communicator (from ncclCommRegister on "
-                  "another communicator, or deregistered already)");
+  throwUnknownHandle(where);
 }
 
 bool Registrations::covers(const void* p, size_t bytes) const {

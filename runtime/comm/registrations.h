@@ -42,6 +42,9 @@ class Registrations {
   // Drops one reference of `handle`; the range leaves the cache with its last (*gone, when given,
   // says so). Throws InvalidArgument, naming `where`, when the handle is not one of this cache's.
   void remove(void* handle, const std::string& where, bool* gone = nullptr);
+  // The start and length of the range `handle` names (ncclWinGetUserPtr). Throws InvalidArgument,
+  // naming `where`, when the handle is not one of this cache's.
+  std::pair<void*, size_t> range(void* handle, const std::string& where) const;
   // Whether [p, p + bytes) lies inside one registered range.
   bool covers(const void* p, size_t bytes) const;
   size_t size() const;  // registered ranges

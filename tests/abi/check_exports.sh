@@ -1,10 +1,12 @@
 #!/bin/sh
-# Checks the dynamic symbols of tutti's libraries against NVIDIA's libnccl.so.2: the drop-in
-# exports exactly NVIDIA's names with the same binding (pnccl* strong, nccl* weak aliases of
-# them) and SONAME; libtutti.so exports the same plus exactly the tutti* functions of tutti.h.
-# Usage: check_exports.sh <nvidia libnccl.so.2> <our libnccl.so.2> <our libtutti.so> <tutti.h>
+# Checks the dynamic symbols of tutti's libraries against NVIDIA's libnccl.so.2 of the release
+# tutti's nccl.h declares (nccl_exports_<version>.txt): the drop-in exports exactly those names
+# with the same binding (pnccl* strong, nccl* weak aliases of them) and SONAME; libtutti.so
+# exports the same plus exactly the tutti* functions of tutti.h. Given an older NVIDIA library,
+# also checks that the list keeps every name it exports: NCCL never removes one.
+# Usage: check_exports.sh <expected list> <our libnccl.so.2> <our libtutti.so> <tutti.h> [NVIDIA's library]
 set -eu
-nvidia=$1 ours=$2 tutti=$3 tutti_header=$4
+expected=$1 ours=$2 tutti=$3 tutti_header=$4 older=${5:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
@@ -30,8 +32,21 @@ check_aliases() {
     }' || failed=1
 }
 
-symbols "$nvidia" > "$work/nvidia"
-if [ ! -s "$work/nvidia" ]; then echo "no symbols read from $nvidia"; exit 1; fi
+grep -v '^#' "$expected" | sort -k2 > "$work/nvidia"
+nvidia=$expected
+if [ ! -s "$work/nvidia" ]; then echo "no symbols read from $expected"; exit 1; fi
+if [ -n "$older" ]; then
+  symbols "$older" > "$work/older"
+  if [ ! -s "$work/older" ]; then echo "no symbols read from $older"; exit 1; fi
+  sort "$work/older" > "$work/older.sorted"
+  sort "$work/nvidia" > "$work/nvidia.sorted"
+  comm -23 "$work/older.sorted" "$work/nvidia.sorted" > "$work/missing"
+  if [ -s "$work/missing" ]; then
+    echo "$expected lacks names that $older exports:"
+    cat "$work/missing"
+    failed=1
+  fi
+fi
 
 symbols "$ours" > "$work/ours"
 if ! diff "$work/nvidia" "$work/ours" > "$work/ours.diff"; then
@@ -63,4 +78,4 @@ if ! diff "$work/declared" "$work/extensions" > "$work/extensions.diff"; then
 fi
 
 if [ "$failed" -ne 0 ]; then exit 1; fi
-echo "exports match NVIDIA's $(wc -l < "$work/nvidia") symbols; libtutti.so adds $(wc -l < "$work/extensions") tutti* functions"
+echo "exports match the $(wc -l < "$work/nvidia") symbols of $(basename "$expected"); libtutti.so adds $(wc -l < "$work/extensions") tutti* functions"

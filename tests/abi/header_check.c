@@ -17,9 +17,10 @@ ABI_CHECK(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES && NCCL_UNIQUE_ID_BYTES =
 ABI_CHECK(NCCL_VERSION_CODE == NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), version_code);
 ABI_CHECK(NCCL_VERSION(2, 28, 9) == 22809 && NCCL_VERSION(2, 8, 4) == 2804, version_macro);
 ABI_CHECK(ncclMaxRedOp == 0x7fffffff && sizeof(ncclRedOp_t) == 4, max_red_op);
-ABI_CHECK(ncclNumTypes == 12 && ncclNumResults == 8 && ncclNumOps == 5, enum_counts);
-ABI_CHECK(sizeof(void*) != 8 || sizeof(ncclConfig_t) == 80, config_size_lp64);
-ABI_CHECK(sizeof(void*) != 8 || offsetof(ncclConfig_t, nvlinkCentricSched) == 76, config_last_field);
+ABI_CHECK(ncclNumTypes == 12 && ncclNumResults == 9 && ncclNumOps == 5, enum_counts);
+ABI_CHECK(sizeof(void*) != 8 || sizeof(ncclConfig_t) == 96, config_size_lp64);
+ABI_CHECK(sizeof(void*) != 8 || offsetof(ncclConfig_t, graphStreamOrdering) == 92, config_last_field);
+ABI_CHECK(sizeof(ncclWaitSignalDesc_t) == 4 * sizeof(int), wait_signal_desc_size);
 ABI_CHECK(sizeof(void*) != 8 || sizeof(ncclSimInfo_t) == 24, sim_info_size_lp64);
 
 /* Naming every function proves each is declared, in both spellings. void(*)(void) is the

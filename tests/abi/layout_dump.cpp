@@ -1,5 +1,6 @@
 // Prints every ABI fact of nccl.h (layouts, enum and macro values, initialisers, function types)
-// one per line; built once against tutti's header and once against NVIDIA's, outputs compared.
+// one per line; built against tutti's header, its output is compared with NVIDIA's 2.30.7 facts
+// (nccl_facts_2.30.7.txt, which this program printed built against NVIDIA's 2.30.7 headers).
 #if defined(TUTTI_ABI_NVIDIA_HEADER)
 // NVIDIA's device headers expect CUDA's runtime header and size_t to come first.
 #include <cuda_runtime.h>
@@ -82,6 +83,10 @@ int main() {
   FIELD(ncclConfig_t, nvlsCTAs);
   FIELD(ncclConfig_t, nChannelsPerNetPeer);
   FIELD(ncclConfig_t, nvlinkCentricSched);
+  FIELD(ncclConfig_t, graphUsageMode);
+  FIELD(ncclConfig_t, numRmaCtx);
+  FIELD(ncclConfig_t, maxP2pPeers);
+  FIELD(ncclConfig_t, graphStreamOrdering);
 
   SIZE(ncclSimInfo_t);
   TYPE_OF(ncclSimInfo_t);
@@ -109,6 +114,10 @@ int main() {
   VALUE(config.nvlsCTAs);
   VALUE(config.nChannelsPerNetPeer);
   VALUE(config.nvlinkCentricSched);
+  VALUE(config.graphUsageMode);
+  VALUE(config.numRmaCtx);
+  VALUE(config.maxP2pPeers);
+  VALUE(config.graphStreamOrdering);
   ncclSimInfo_t simInfo = NCCL_SIM_INFO_INITIALIZER;
   VALUE(simInfo.size);
   VALUE(simInfo.magic);
@@ -125,7 +134,25 @@ int main() {
   VALUE(ncclInvalidUsage);
   VALUE(ncclRemoteError);
   VALUE(ncclInProgress);
+  VALUE(ncclTimeout);
   VALUE(ncclNumResults);
+
+  SIZE(ncclCommMemStat_t);
+  TYPE_OF(ncclCommMemStat_t);
+  VALUE(ncclStatGpuMemSuspend);
+  VALUE(ncclStatGpuMemSuspended);
+  VALUE(ncclStatGpuMemPersist);
+  VALUE(ncclStatGpuMemTotal);
+
+  SIZE(ncclWaitSignalDesc_t);
+  TYPE_OF(ncclWaitSignalDesc_t);
+  FIELD(ncclWaitSignalDesc_t, opCnt);
+  FIELD(ncclWaitSignalDesc_t, peer);
+  FIELD(ncclWaitSignalDesc_t, sigIdx);
+  FIELD(ncclWaitSignalDesc_t, ctx);
+
+  SIZE(ncclParamHandle_t);
+  TYPE_OF(ncclParamHandle_t);
 
   SIZE(ncclRedOp_t);
   SIZE(ncclRedOp_dummy_t);
@@ -173,6 +200,7 @@ int main() {
   VALUE(NCCL_VERSION(2, 8, 4));
   VALUE(NCCL_VERSION(2, 9, 6));
   VALUE(NCCL_VERSION(2, 28, 9));
+  VALUE(NCCL_VERSION(2, 30, 7));
   VALUE(NCCL_VERSION(3, 1, 0));
   VALUE(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH));
   IS_NULL(NCCL_COMM_NULL);
@@ -186,6 +214,7 @@ int main() {
   TYPE_OF(NCCL_UNDEF_FLOAT);
   VALUE(NCCL_WIN_DEFAULT);
   VALUE(NCCL_WIN_COLL_SYMMETRIC);
+  VALUE(NCCL_WIN_STRICT_ORDERING);
   VALUE(NCCL_WIN_REQUIRED_ALIGNMENT);
   VALUE(NCCL_CTA_POLICY_DEFAULT);
   VALUE(NCCL_CTA_POLICY_EFFICIENCY);
@@ -193,6 +222,8 @@ int main() {
   VALUE(NCCL_SHRINK_DEFAULT);
   VALUE(NCCL_SHRINK_ABORT);
   VALUE(NCCL_REVOKE_DEFAULT);
+  VALUE(NCCL_SUSPEND_MEM);
+  VALUE(NCCL_API_MAGIC);
 
   // Function types: C++ spells out each parameter's type, so a wrong parameter shows here.
   TUTTI_ABI_FOR_EACH_FUNCTION(FUNCTION)
@@ -208,6 +239,8 @@ int main() {
   FIELD(ncclTeam_t, nRanks);
   FIELD(ncclTeam_t, rank);
   FIELD(ncclTeam_t, stride);
+  SIZE(ncclMultimemHandle_t);
+  FIELD(ncclMultimemHandle_t, mcBasePtr);
   TUTTI_ABI_FOR_EACH_DEVICE_FUNCTION(DEVICE_FUNCTION)
   TYPE_OF(static_cast<ncclTeam_t (*)(ncclComm_t)>(&ncclTeamWorld));
   TYPE_OF(static_cast<ncclTeam_t (*)(ncclComm_t)>(&ncclTeamLsa));

@@ -1,4 +1,4 @@
-// Tests of readConfig: defaults, every field, older and newer ncclConfig_t layouts, bad values.
+// Tests of readConfig: defaults, every field, older (2.14 to 2.29) and newer ncclConfig_t layouts, bad values.
 #include <catch2/catch.hpp>
 
 #include <cstddef>
@@ -96,10 +96,12 @@ TEST_CASE("config: NCCL_CONFIG_INITIALIZER gives the defaults, and a set field w
   ncclConfig_t user = NCCL_CONFIG_INITIALIZER;
   tutti::CommConfig config = tutti::readConfig(&user, "test");
   CHECK_FALSE(config.blocking);  // unset in the struct: NCCL_COMM_BLOCKING decides
-  CHECK(config.headerVersion == NCCL_VERSION(2, 28, 9));
+  // The initializer carries the version of its struct's layout, 2.30.7's (nccl.h says why that
+  // differs from NCCL_VERSION_CODE).
+  CHECK(config.headerVersion == NCCL_VERSION(2, 30, 7));
   tutti::CommConfig expected;
   expected.blocking = false;
-  expected.headerVersion = NCCL_VERSION(2, 28, 9);
+  expected.headerVersion = NCCL_VERSION(2, 30, 7);
   CHECK(config == expected);
 
   user.blocking = 1;
@@ -123,6 +125,10 @@ TEST_CASE("config: every field is read") {
   user.nvlsCTAs = 7;
   user.nChannelsPerNetPeer = 9;
   user.nvlinkCentricSched = 1;
+  user.graphUsageMode = 2;
+  user.numRmaCtx = 4;
+  user.maxP2pPeers = 16;
+  user.graphStreamOrdering = 1;
   tutti::CommConfig config = tutti::readConfig(&user, "test");
   CHECK_FALSE(config.blocking);
   CHECK(config.cgaClusterSize == 2);
@@ -138,10 +144,15 @@ TEST_CASE("config: every field is read") {
   CHECK(config.nvlsCTAs == 7);
   CHECK(config.nChannelsPerNetPeer == 9);
   CHECK(config.nvlinkCentricSched);
+  CHECK(config.graphUsageMode == 2);
+  CHECK(config.numRmaCtx == 4);
+  CHECK(config.maxP2pPeers == 16);
+  CHECK(config.graphStreamOrdering);
 
   std::string line = tutti::describeConfig(config);
   CHECK(line.find("minCTAs=3") != std::string::npos);
   CHECK(line.find("commName=\"trainer-dp\"") != std::string::npos);
+  CHECK(line.find("numRmaCtx=4 maxP2pPeers=16 graphStreamOrdering=1") != std::string::npos);
   CHECK(tutti::describeConfig(tutti::CommConfig{}).find("maxCTAs=unset") != std::string::npos);
 }
 
@@ -220,6 +231,41 @@ TEST_CASE("config: a 2.18 struct: trafficClass in its tail padding is not read")
   CHECK(messageOf(claimed.get()).find("trafficClass") != std::string::npos);
 }
 
+TEST_CASE("config: a 2.28 struct: the fields of 2.29 and 2.30 after it are not read") {
+  ScopedBlockingEnv env(nullptr);
+  ncclConfig_t layout = NCCL_CONFIG_INITIALIZER;
+  layout.size = offsetof(ncclConfig_t, graphUsageMode);  // 2.28's 80 bytes on LP64
+  layout.version = NCCL_VERSION(2, 28, 9);
+  layout.nvlinkCentricSched = 1;
+  OldConfig<ncclConfig_t> old(layout, offsetof(ncclConfig_t, graphUsageMode));
+  tutti::CommConfig config = tutti::readConfig(old.get(), "test");
+  CHECK(config.nvlinkCentricSched);
+  CHECK_FALSE(config.graphUsageMode.has_value());
+  CHECK_FALSE(config.numRmaCtx.has_value());
+  CHECK_FALSE(config.maxP2pPeers.has_value());
+  CHECK_FALSE(config.graphStreamOrdering);
+}
+
+TEST_CASE("config: a 2.29 struct: graphUsageMode and numRmaCtx read, 2.30's fields not") {
+  ScopedBlockingEnv env(nullptr);
+  ncclConfig_t layout = NCCL_CONFIG_INITIALIZER;
+  layout.size = offsetof(ncclConfig_t, maxP2pPeers);  // 2.29's 88 bytes on LP64
+  layout.version = NCCL_VERSION(2, 29, 7);
+  layout.graphUsageMode = 1;
+  layout.numRmaCtx = 2;
+  OldConfig<ncclConfig_t> old(layout, offsetof(ncclConfig_t, maxP2pPeers));
+  tutti::CommConfig config = tutti::readConfig(old.get(), "test");
+  CHECK(config.graphUsageMode == 1);
+  CHECK(config.numRmaCtx == 2);
+  CHECK_FALSE(config.maxP2pPeers.has_value());
+  CHECK_FALSE(config.graphStreamOrdering);
+
+  // The same bytes claiming 2.30 but with 2.29's size: still nothing past the size is read.
+  layout.version = NCCL_VERSION(2, 30, 7);
+  OldConfig<ncclConfig_t> claimed(layout, offsetof(ncclConfig_t, maxP2pPeers));
+  CHECK_FALSE(tutti::readConfig(claimed.get(), "test").maxP2pPeers.has_value());
+}
+
 TEST_CASE("config: a current version with a short size is read only up to that size") {
   ncclConfig_t user = NCCL_CONFIG_INITIALIZER;
   user.minCTAs = 6;
@@ -236,11 +282,11 @@ TEST_CASE("config: a newer, larger struct is accepted and its known fields read"
     int fieldFromTheFuture;
   } newer{NCCL_CONFIG_INITIALIZER, 12345};
   newer.known.size = sizeof newer;
-  newer.known.version = NCCL_VERSION(2, 30, 1);
+  newer.known.version = NCCL_VERSION(2, 31, 2);
   newer.known.maxCTAs = 8;
   tutti::CommConfig config = tutti::readConfig(&newer.known, "test");
   CHECK(config.maxCTAs == 8);
-  CHECK(config.headerVersion == NCCL_VERSION(2, 30, 1));
+  CHECK(config.headerVersion == NCCL_VERSION(2, 31, 2));
 }
 
 TEST_CASE("config: out-of-range values are refused, naming the field") {
@@ -262,6 +308,10 @@ TEST_CASE("config: out-of-range values are refused, naming the field") {
       {"nvlsCTAs", [](ncclConfig_t& c) { c.nvlsCTAs = 0; }},
       {"nChannelsPerNetPeer", [](ncclConfig_t& c) { c.nChannelsPerNetPeer = 65; }},
       {"nvlinkCentricSched", [](ncclConfig_t& c) { c.nvlinkCentricSched = 5; }},
+      {"graphUsageMode", [](ncclConfig_t& c) { c.graphUsageMode = 3; }},
+      {"numRmaCtx", [](ncclConfig_t& c) { c.numRmaCtx = -1; }},
+      {"maxP2pPeers", [](ncclConfig_t& c) { c.maxP2pPeers = 0; }},
+      {"graphStreamOrdering", [](ncclConfig_t& c) { c.graphStreamOrdering = 2; }},
   };
   for (const BadValue& bad : cases) {
     ncclConfig_t user = NCCL_CONFIG_INITIALIZER;
