@@ -3,8 +3,9 @@
 // sockets alone and the worker's passes move the slots; once it stops or releases them, the
 // thread moves them again; a failure met
 // in a worker's pass is reported by the thread, naming the peer. Through an external plugin (tutti's
-// own, with its strictness knobs): messages found by tutti's header where test() reports no size,
-// a peer's close without a goodbye that is no fault while nothing waits on it, and one that is.
+// own, with its strictness knobs, and the strict stand-in): messages found by tutti's header where test() reports no
+// size, a peer's close without a goodbye that is no fault while nothing waits on it (its last messages delivered, even
+// those met in the pass that meets its end), and one that is.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -32,6 +33,13 @@ using BackendFactory = std::function<std::unique_ptr<net::NetBackend>()>;
 // tutti's own plugin (its Socket backend behind the ABI), through the loader and adapter.
 std::unique_ptr<net::NetBackend> pluginBackend() {
   std::vector<net::NetPlugin> plugins = net::openNetPlugins({TUTTI_TEST_NET_PLUGIN});
+  REQUIRE(plugins.size() == 1);
+  return net::makePluginBackend(plugins[0].net, plugins[0].library);
+}
+
+// The strict plugin stand-in (tests/net_plugin_standin/), written apart from tutti.
+std::unique_ptr<net::NetBackend> strictPluginBackend() {
+  std::vector<net::NetPlugin> plugins = net::openNetPlugins({TUTTI_TEST_STRICT_PLUGIN});
   REQUIRE(plugins.size() == 1);
   return net::makePluginBackend(plugins[0].net, plugins[0].library);
 }
@@ -210,6 +218,26 @@ TEST_CASE("net proxy: a plugin peer's close without a goodbye, with nothing wait
   INFO(pair.comms[1].firstFailure());
   CHECK_FALSE(pair.comms[1].failed());
   CHECK_FALSE(pair.comms[1].abort.load());
+}
+
+TEST_CASE("net proxy: a plugin peer's last messages, met in the same pass as its end, reach the FIFO",
+          "[net][proxy][plugin]") {
+  tutti_test::ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  tutti_test::ScopedEnv noGoodbye("TUTTI_STRICT_PLUGIN_NO_GOODBYE", "1");
+  ProxyPair pair(strictPluginBackend);
+  // Rank 1's thread keeps off: its one pass below, after rank 0 has sent three messages and
+  // closed without a goodbye, finds them complete and the receive posted after them failed.
+  pair.receiver->startDriving();
+  for (uint64_t n = 0; n < 3; n++) pair.publish(n);
+  pair.sender->drain(10);
+  pair.sender.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the bytes and the end arrive
+  pair.receiver->tryProgress();
+  for (uint64_t n = 0; n < 3; n++) pair.receive(n, false);
+  pair.receiver->stopDriving();
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // a failure would be reported by now
+  INFO(pair.comms[1].firstFailure());
+  CHECK_FALSE(pair.comms[1].failed());
 }
 
 TEST_CASE("net proxy: a plugin peer's close while a send to it waits fails the communicator, naming the peer",

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "base/error.h"
@@ -260,15 +261,45 @@ bool NetProxy::progress(Connection& c) {
     return moved || freed;
   }
   if (!c.endedByPeer.empty()) return false;
+  // A receive that fails (the peer's end, or a fault) leaves the messages that arrived before it
+  // to deliver first: they are tested and published, and only then is the failure raised. A
+  // connection delivers in order, so with a plugin's EOF the last of the peer's messages can
+  // complete in the very call that fails the next receive.
+  std::optional<Error> failed;
   const uint64_t tail = kern::fifoLoadAcquire(&fifo->tail);
-  while (c.posted - tail < nsteps) {
-    net::NetRequest* r = c.recv->irecv(c.slot(c.posted), size_t(fifo->slotBytes), 0, c.registration);
-    if (r == nullptr) break;
-    c.requests[c.posted % nsteps] = r;
-    c.posted++;
-    moved = true;
+  try {
+    while (c.posted - tail < nsteps) {
+      net::NetRequest* r = c.recv->irecv(c.slot(c.posted), size_t(fifo->slotBytes), 0, c.registration);
+      if (r == nullptr) break;
+      c.requests[c.posted % nsteps] = r;
+      c.posted++;
+      moved = true;
+    }
+  } catch (const Error& e) {
+    failed = e;
   }
   bool arrived = false;
+  const auto publish = [&] {
+    if (!arrived) return;
+    kern::fifoStoreRelease(&fifo->head, c.completed);
+    kern::ringBell(c.workerBell);
+  };
+  try {
+    testArrivals(c, &arrived);
+  } catch (const Error&) {
+    publish();
+    throw;
+  }
+  publish();
+  if (failed) throw *failed;
+  return moved || arrived;
+}
+
+// Takes the receives of `c` that the backend has finished, in order, into the FIFO (sizes and
+// signatures from tutti's header); sets *arrived for each. The caller publishes them.
+void NetProxy::testArrivals(Connection& c, bool* arrived) {
+  kern::FifoHeader* fifo = c.fifo;
+  const uint32_t nsteps = fifo->nsteps;
   for (;;) {
     // The size the backend reports is not relied on (a plugin may leave it unwritten): only a
     // flush is sized by it, and by the whole slot where it is 0.
@@ -290,13 +321,8 @@ bool NetProxy::progress(Connection& c) {
     fifo->sigCounts[i] = header.count;
     c.requests[c.completed % nsteps] = nullptr;
     c.completed++;
-    arrived = true;
+    *arrived = true;
   }
-  if (arrived) {
-    kern::fifoStoreRelease(&fifo->head, c.completed);
-    kern::ringBell(c.workerBell);
-  }
-  return moved || arrived;
 }
 
 // Sleeps until something may have changed: a socket is ready, or the bell rang. A bell cannot be

@@ -35,9 +35,10 @@
 //     then stop. Except on a receive from a backend without goodbyes (an external plugin,
 //     NetRecvComm::peerSaysGoodbye): the ABI cannot tell a peer's orderly closeSend after its
 //     last operation from a fault, and the receives the proxy keeps posted are its own read-ahead,
-//     so the connection is kept as ended (an INFO line) and the communicator goes on. An operation
-//     that still waits on that peer fails by another path: a send to it fails in the backend
-//     (naming the peer, as above); a receive waits for the peer's failure notice or the
+//     so the connection is kept as ended (an INFO line) and the communicator goes on. The messages
+//     that completed before the failing receive, even in the same pass, are delivered first. An
+//     operation that still waits on that peer fails by another path: a send to it fails in the
+//     backend (naming the peer, as above); a receive waits for the peer's failure notice or the
 //     executor's TUTTI_TIMEOUT, whose message names the peer, as after a Socket goodbye.
 //  2. Every wait of the thread is a poll or a bell wait of at most 100 ms, so an abort (or
 //     destroy) is seen within that time; the thread never blocks in the backend.
@@ -130,6 +131,7 @@ class NetProxy final : public TransportProxy {
   struct Failure;
   void run();
   bool progress(Connection& c);
+  void testArrivals(Connection& c, bool* arrived);  // under progressMutex_
   bool endedByPeer(Connection& c, const Error& e);  // under progressMutex_
   // What a pass saw of the connections that offer no descriptors (plugins'): requests in flight,
   // and sends an operation waits on.
