@@ -159,15 +159,32 @@ TUTTI_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
         }
       });
     for (auto& t : threads) t.join();
-    for (auto& e : errors)
-      if (e) {
-        for (ncclComm_t c : made)
-          if (c) {
-            unregisterComm(c);
-            delete c;
-          }
+    // Every rank is here, so the call reports the failure at its source: a rank that heard of it
+    // through a peer's notice (a Remote error) gives way to the rank that raised it.
+    std::exception_ptr first;
+    for (auto& e : errors) {
+      if (!e) continue;
+      if (!first) first = e;
+      try {
         std::rethrow_exception(e);
+      } catch (const Error& error) {
+        if (error.code() != ErrorCode::Remote) {
+          first = e;
+          break;
+        }
+      } catch (...) {
+        first = e;
+        break;
       }
+    }
+    if (first) {
+      for (ncclComm_t c : made)
+        if (c) {
+          unregisterComm(c);
+          delete c;
+        }
+      std::rethrow_exception(first);
+    }
     std::copy(made.begin(), made.end(), comms);
   });
 }

@@ -26,11 +26,14 @@ declare -A sources=(
   [fuzz_socket_stream]="transports/net/socket/socket_backend.cpp $(cd "$src" && echo base/*.cpp)"
 )
 status=0
+# Objects are shared by the targets within one run, never kept from an earlier run: a header that
+# changed since would not show in a source file's time, and a stale object fails the link.
+rm -rf "$work/obj"
 for target in "${!sources[@]}"; do
   objects=()
   for s in "tests/faults/$target.cpp" ${sources[$target]}; do
     o="$work/obj/${s//\//_}.o"
-    # Shared by the targets: compiled once per run of this script.
+    # Shared by the targets: compiled once per run of this script (see above).
     [ -f "$o" ] && [ "$o" -nt "$src/$s" ] && { objects+=("$o"); continue; }
     mkdir -p "$work/obj"
     $launcher "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address -I"$src" -I"$src/include" -c "$src/$s" -o "$o" ||
