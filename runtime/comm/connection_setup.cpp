@@ -64,12 +64,13 @@ class ConnectionSetup {
     }
   }
 
-  // One step of every connection not made yet: a sender takes its offer once it has arrived and
-  // attaches, a receiver completes. True when one of them moved.
-  bool step() {
+  // One step of every sending (or every receiving) connection not made yet: a sender takes its
+  // offer once it has arrived and attaches (a net sender's connect), then polls; a receiver
+  // completes (a net receiver's accept). True when one of them moved.
+  bool step(bool sending) {
     bool moved = false;
     for (Link& l : links_) {
-      if (l.made) continue;
+      if (l.made || l.key.send != sending) continue;
       guarded(l, [&] {
         if (l.key.send && !l.send) {
           if (!comm_->identity.bootstrap->tryRecv(l.key.peer, connectionTag(l.key), &l.offer, sizeof l.offer)) return;
@@ -82,6 +83,11 @@ class ConnectionSetup {
       });
     }
     return moved;
+  }
+
+  // Every sending connection has attached (its connect was called at least once).
+  bool sendsAttached() const {
+    return std::all_of(links_.begin(), links_.end(), [](const Link& l) { return !l.key.send || l.send; });
   }
 
   bool done() const {
@@ -314,13 +320,16 @@ void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKe
   // from 10 us to 1 ms (a peer on another host answers in tens of microseconds; many ranks as
   // threads on few cores must not spin).
   auto pause = std::chrono::microseconds(10);
+  // Every connect is called once before the first accept, as NCCL orders them: a plugin whose
+  // accept blocks until a peer connects (google/nccl-fastsocket) then finds its peer's connection
+  // waiting, since every rank started its connects first; one whose connect completes only after
+  // the peer's accept (aws-ofi-nccl) has both polled, interleaved, from then on.
   for (;;) {
-    bool moved = false, done = true;
-    for (ConnectionSetup& s : setups) {
-      moved = s.step() || moved;
-      done = done && s.done();
-    }
-    if (done) break;
+    bool moved = false;
+    for (ConnectionSetup& s : setups) moved = s.step(true) || moved;
+    if (std::all_of(setups.begin(), setups.end(), [](const ConnectionSetup& s) { return s.sendsAttached(); }))
+      for (ConnectionSetup& s : setups) moved = s.step(false) || moved;
+    if (std::all_of(setups.begin(), setups.end(), [](const ConnectionSetup& s) { return s.done(); })) break;
     for (const ConnectionSetup& s : setups) s.checkWaits();
     if (moved) {
       pause = std::chrono::microseconds(10);

@@ -7,7 +7,7 @@
 #   all          every knob on (TUTTI_STRICT_PLUGIN_ALL=1): 2 hosts x 2 ranks, every collective,
 #                type and op, and send/recv; then lastsend (below)
 #   <knob>       that knob alone, 2 hosts x 1 rank: every collective and send/recv once (smoke):
-#                connect accept no_sizes no_goodbye reorder busy expire maxrecvs1 maxrecvs8;
+#                connect accept no_sizes no_goodbye reorder busy expire block_accept maxrecvs1 maxrecvs8;
 #                no_goodbye then runs lastsend: rank 0 sends and leaves at once, rank 1 receives
 #                later, after rank 0 has closed its connections with no goodbye
 # STANDIN_JOBS="<ranks per host>:<mode> ..." runs other multihost_rank modes instead (by hand).
@@ -54,6 +54,7 @@ case "$variant" in
   reorder) knob=(TUTTI_STRICT_PLUGIN_REORDER=1) said="REORDER, maxRecvs 8" ;;
   busy) knob=(TUTTI_STRICT_PLUGIN_BUSY=1) said="BUSY, maxRecvs 8" ;;
   expire) knob=(TUTTI_STRICT_PLUGIN_EXPIRE=1) said="EXPIRE, maxRecvs 8" ;;
+  block_accept) knob=(TUTTI_STRICT_PLUGIN_BLOCK_ACCEPT=1) said="BLOCK_ACCEPT, maxRecvs 8" ;;
   maxrecvs1) knob=(TUTTI_STRICT_PLUGIN_MAXRECVS=1) said="no strictness knob, maxRecvs 1" ;;
   maxrecvs8) knob=(TUTTI_STRICT_PLUGIN_MAXRECVS=8) said="no strictness knob, maxRecvs 8" ;;
   *) echo "unknown variant $variant"; exit 2 ;;

@@ -292,6 +292,17 @@ ncclResult_t connect(void* context, int dev, void* handleBytes, void** sendComm)
 
 ncclResult_t accept(void* listenComm, void** recvComm) {
   Registry& r = registry();
+  int blockOn = -1;  // BLOCK_ACCEPT: the listener to wait on, outside the lock, as a blocking accept does
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    ncclResult_t ignored = ncclSuccess;
+    Listen* l = liveListen(listenComm, "accept", &ignored);
+    if (l != nullptr && l->knobs.has(kBlockAccept) && l->stage == 0 && !l->accepted) blockOn = l->fd;
+  }
+  if (blockOn >= 0) {
+    pollfd waitFor{blockOn, POLLIN, 0};
+    ::poll(&waitFor, 1, kBlockAcceptSeconds * 1000);
+  }
   std::lock_guard<std::mutex> lock(r.mutex);
   ncclResult_t result = ncclSuccess;
   Listen* l = liveListen(listenComm, "accept", &result);

@@ -13,9 +13,9 @@ struct KnobName {
   Knob knob;
   const char* name;
 };
-constexpr KnobName kKnobNames[] = {{kConnect, "CONNECT"},      {kAccept, "ACCEPT"},   {kNoSizes, "NO_SIZES"},
-                                   {kNoGoodbye, "NO_GOODBYE"}, {kReorder, "REORDER"}, {kBusy, "BUSY"},
-                                   {kExpire, "EXPIRE"}};
+constexpr KnobName kKnobNames[] = {{kConnect, "CONNECT"},      {kAccept, "ACCEPT"},           {kNoSizes, "NO_SIZES"},
+                                   {kNoGoodbye, "NO_GOODBYE"}, {kReorder, "REORDER"},         {kBusy, "BUSY"},
+                                   {kExpire, "EXPIRE"},        {kBlockAccept, "BLOCK_ACCEPT"}};
 
 bool flagSet(const char* name) {
   const char* value = std::getenv(name);
@@ -35,7 +35,8 @@ Knobs readKnobs() {
   Knobs knobs;
   const bool all = flagSet("TUTTI_STRICT_PLUGIN_ALL");
   for (const KnobName& k : kKnobNames)
-    if (all || flagSet(("TUTTI_STRICT_PLUGIN_" + std::string(k.name)).c_str())) knobs.on |= k.knob;
+    if ((all && k.knob != kBlockAccept) || flagSet(("TUTTI_STRICT_PLUGIN_" + std::string(k.name)).c_str()))
+      knobs.on |= k.knob;
   // With every knob on, a caller gets the fewest receives per irecv.
   knobs.maxRecvs = all ? 1 : kMaxRecvsLimit;
   if (const char* value = std::getenv("TUTTI_STRICT_PLUGIN_MAXRECVS")) {

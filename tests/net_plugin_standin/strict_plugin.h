@@ -27,7 +27,12 @@ enum Knob : unsigned {
   kReorder = 1u << 4,    // REORDER: progress only in test(), a few not-done answers before done
   kBusy = 1u << 5,       // BUSY: isend/irecv answer "no request, try again" every other call
   kExpire = 1u << 6,     // EXPIRE: a handle dies with closeListen and after its one accepted connection
+  // BLOCK_ACCEPT: accept blocks (up to kBlockAcceptSeconds) until a connection arrives, as older
+  // plugins' accept does. Not part of ALL: it is the opposite kind of strictness, one that only a
+  // caller which starts every connect before its first accept (as NCCL does) survives.
+  kBlockAccept = 1u << 7,
 };
+constexpr int kBlockAcceptSeconds = 30;
 
 struct Knobs {
   unsigned on = 0;
