@@ -44,3 +44,12 @@ netns_remove_all() {
   done
   for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
 }
+
+# netns_cleanup: the multi-host scripts' exit trap: kills the ranks in `pids`, removes the
+# namespaces (netns_remove_all) and the log folder `logdir`.
+netns_cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  netns_remove_all
+  rm -rf "$logdir"
+}

@@ -27,12 +27,7 @@ logdir=$(mktemp -d)
 
 namespaces=()
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  netns_remove_all
-  rm -rf "$logdir"
-}
-trap cleanup EXIT INT TERM
+trap netns_cleanup EXIT INT TERM
 
 switch="tutti-sw-$tag"
 netns_switch "$switch" || exit 1

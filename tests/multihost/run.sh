@@ -48,12 +48,7 @@ device=host  # TUTTI_DEVICE of every rank
 
 namespaces=()
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  netns_remove_all
-  rm -rf "$logdir"
-}
-trap cleanup EXIT INT TERM
+trap netns_cleanup EXIT INT TERM
 
 switch="tutti-sw-$tag"
 netns_switch "$switch" || exit 1
