@@ -85,9 +85,23 @@ class ConnectionSetup {
     return moved;
   }
 
-  // Every sending connection has attached (its connect was called at least once).
-  bool sendsAttached() const {
-    return std::all_of(links_.begin(), links_.end(), [](const Link& l) { return !l.key.send || l.send; });
+  // Every sending connection whose offer has arrived has attached (its connect was called at least
+  // once). One whose offer has not arrived holds nothing back: that peer has not reached the
+  // call (or has stopped), and the others' connections must still be made, so that a timeout
+  // names the rank that is missing rather than the ones that waited on it.
+  bool sendsAttached() {
+    for (Link& l : links_)
+      if (l.key.send && !l.send && !l.made) {
+        bool arrived = false;
+        guarded(l, [&] {
+          if (!comm_->identity.bootstrap->tryRecv(l.key.peer, connectionTag(l.key), &l.offer, sizeof l.offer)) return;
+          offerFrom_.insert(l.key.peer);
+          l.send = l.transport->attach(request(l.key), l.offer, deadline_);
+          arrived = true;
+        });
+        if (arrived) return false;  // attached now: its connect is polled in the next pass first
+      }
+    return true;
   }
 
   bool done() const {
@@ -327,7 +341,7 @@ void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKe
   for (;;) {
     bool moved = false;
     for (ConnectionSetup& s : setups) moved = s.step(true) || moved;
-    if (std::all_of(setups.begin(), setups.end(), [](const ConnectionSetup& s) { return s.sendsAttached(); }))
+    if (std::all_of(setups.begin(), setups.end(), [](ConnectionSetup& s) { return s.sendsAttached(); }))
       for (ConnectionSetup& s : setups) moved = s.step(false) || moved;
     if (std::all_of(setups.begin(), setups.end(), [](const ConnectionSetup& s) { return s.done(); })) break;
     for (const ConnectionSetup& s : setups) s.checkWaits();
