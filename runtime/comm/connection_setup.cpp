@@ -73,9 +73,7 @@ class ConnectionSetup {
       if (l.made || l.key.send != sending) continue;
       guarded(l, [&] {
         if (l.key.send && !l.send) {
-          if (!comm_->identity.bootstrap->tryRecv(l.key.peer, connectionTag(l.key), &l.offer, sizeof l.offer)) return;
-          offerFrom_.insert(l.key.peer);
-          l.send = l.transport->attach(request(l.key), l.offer, deadline_);
+          if (!attachIfOffered(l)) return;
           moved = true;
         }
         l.made = l.key.send ? l.send->poll(deadline_) : l.receive->poll(deadline_);
@@ -93,12 +91,7 @@ class ConnectionSetup {
     for (Link& l : links_)
       if (l.key.send && !l.send && !l.made) {
         bool arrived = false;
-        guarded(l, [&] {
-          if (!comm_->identity.bootstrap->tryRecv(l.key.peer, connectionTag(l.key), &l.offer, sizeof l.offer)) return;
-          offerFrom_.insert(l.key.peer);
-          l.send = l.transport->attach(request(l.key), l.offer, deadline_);
-          arrived = true;
-        });
+        guarded(l, [&] { arrived = attachIfOffered(l); });
         if (arrived) return false;  // attached now: its connect is polled in the next pass first
       }
     return true;
@@ -143,6 +136,15 @@ class ConnectionSetup {
     std::unique_ptr<PendingReceive> receive;
     std::unique_ptr<Connection> made;
   };
+
+  // A sender's attach (a net sender's connect) once its peer's offer has arrived; false while it
+  // has not. Within guarded().
+  bool attachIfOffered(Link& l) {
+    if (!comm_->identity.bootstrap->tryRecv(l.key.peer, connectionTag(l.key), &l.offer, sizeof l.offer)) return false;
+    offerFrom_.insert(l.key.peer);
+    l.send = l.transport->attach(request(l.key), l.offer, deadline_);
+    return true;
+  }
 
   // Runs one step of a connection's setup; an error names the connection.
   template <typename Step>
