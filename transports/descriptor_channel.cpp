@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "base/log.h"
 
-namespace tutti {
+namespace tutti::transport {
 namespace {
 
 constexpr uint64_t kRequestMagic = 0x7475747469666470ull;  // "tuttifdp"
@@ -241,4 +241,4 @@ TakenDescriptor takeDescriptor(const std::string& name, pid_t serverPid, uint64_
   return TakenDescriptor(std::move(connection), std::move(fd));
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -20,7 +20,7 @@
 
 #include "base/clock.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 // A descriptor owned here: closed when destroyed.
 class OwnedFd {
@@ -104,4 +104,4 @@ class TakenDescriptor {
 TakenDescriptor takeDescriptor(const std::string& name, pid_t serverPid, uint64_t token, SteadyTime deadline,
                                const std::atomic<bool>* abort, const std::string& what);
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "base/pages.h"
 
-namespace tutti {
+namespace tutti::transport {
 namespace {
 
 // FIFOs a process populates and touches when it makes them; past this they are faulted in by
@@ -94,4 +94,4 @@ std::shared_ptr<kern::DeviceMemory> hostFifoMemory() {
   return *memory;
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -17,7 +17,7 @@
 
 #include "kernels/device_memory.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 // A FIFO in host memory that the executor reaches through kern::DeviceMemory::mapHostMemory: the host's
 // address for the transport's own use, the executor's for the connection. Unmaps when destroyed;
@@ -45,4 +45,4 @@ class HostMapping {
 // Stateless apart from its record of sizes, and shared by every communicator of the process.
 std::shared_ptr<kern::DeviceMemory> hostFifoMemory();
 
-}  // namespace tutti
+}  // namespace tutti::transport

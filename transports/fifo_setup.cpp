@@ -4,7 +4,7 @@
 #include "base/error.h"
 #include "kernels/fifo.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 void checkFifoSteps(int64_t nsteps, const std::string& context) {
   if (nsteps >= 2 && nsteps <= int64_t(kern::kMaxFifoSteps)) return;
@@ -44,4 +44,4 @@ std::unique_ptr<Connection> PendingMemoryReceive::poll(SteadyTime) {
   return std::move(connection_);
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport

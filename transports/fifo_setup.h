@@ -13,7 +13,7 @@
 #include "transports/fifo_memory.h"
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 // The one check of TUTTI_NSTEPS's range, 2..kern::kMaxFifoSteps: communicator init runs it on the
 // value it reads, each offer on the value the ranks agreed. Throws InvalidUsage, prefixed with
@@ -49,4 +49,4 @@ class PendingMemoryReceive final : public PendingReceive {
   std::function<bool()> attached_;
 };
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -10,15 +10,15 @@
 #include "transports/p2p/p2p_transport.h"
 #include "transports/shm/shm_transport.h"
 
-namespace tutti {
+namespace tutti::transport {
 namespace {
 
 // Connection setup takes the first that can connect a pair.
 constexpr std::unique_ptr<Transport> (*kTransports[])(TransportContext&) = {
-    makeLocalTransport,  // rank threads of one process
-    makeP2pTransport,    // processes of one node, FIFOs in device memory the peer maps (CUDA IPC)
-    makeShmTransport,    // processes of one node
-    makeNetTransport,    // anything else, and whatever the variables above turn off
+    local::makeLocalTransport,  // rank threads of one process
+    p2p::makeP2pTransport,      // processes of one node, FIFOs in device memory the peer maps (CUDA IPC)
+    shm::makeShmTransport,      // processes of one node
+    net::makeNetTransport,      // anything else, and whatever the variables above turn off
 };
 
 struct Registered {
@@ -72,4 +72,4 @@ Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transp
   return nullptr;
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport

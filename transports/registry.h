@@ -9,7 +9,7 @@
 
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 // One of each transport, made for a communicator (each may keep per-communicator state, such as
 // the net proxy), in the registry's order: the nearest first.
@@ -29,4 +29,4 @@ Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transp
 Transport* chooseTransport(const std::vector<std::unique_ptr<Transport>>& transports, Locality locality,
                            std::string* whyNot);
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -32,7 +32,7 @@
 #include "base/random.h"
 #include "transports/token_table.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 namespace {
 
@@ -280,4 +280,4 @@ std::unique_ptr<Segment> attachSegment(const SegmentDescriptor& descriptor, cons
               context + ": the peer's segment descriptor has unknown kind " + std::to_string(descriptor.kind));
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-namespace tutti {
+namespace tutti::transport {
 
 // Plain bytes, safe to send to another process.
 struct SegmentDescriptor {
@@ -55,4 +55,4 @@ std::unique_ptr<Segment> attachSegment(const SegmentDescriptor& descriptor, cons
 // createSegment so the message can be tested without filling /dev/shm.
 void checkShmFreeSpace(uint64_t freeBytes, uint64_t neededBytes, const std::string& context);
 
-}  // namespace tutti
+}  // namespace tutti::transport

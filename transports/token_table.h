@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace tutti {
+namespace tutti::transport {
 
 template <typename T>
 class TokenTable {
@@ -44,4 +44,4 @@ class TokenTable {
   std::unordered_map<uint64_t, std::shared_ptr<T>> entries_;
 };
 
-}  // namespace tutti
+}  // namespace tutti::transport

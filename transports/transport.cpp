@@ -1,7 +1,7 @@
 // The transport interface's own small parts.
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 const char* localityName(Locality locality) {
   switch (locality) {
@@ -30,4 +30,4 @@ std::unique_ptr<PendingSend> PendingSend::made(std::unique_ptr<Connection> conne
   return std::make_unique<MadeSend>(std::move(connection));
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport

@@ -45,7 +45,7 @@
 #include "topology/p2p_level.h"
 #include "transports/fifo_memory.h"
 
-namespace tutti {
+namespace tutti::transport {
 
 // Where a peer is, seen from this rank. Both ends of a pair see the same.
 enum class Locality : uint8_t {
@@ -316,4 +316,4 @@ class Transport {
   virtual std::vector<topo::NetPort> networkPorts() { return {}; }
 };
 
-}  // namespace tutti
+}  // namespace tutti::transport

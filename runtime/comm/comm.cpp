@@ -25,7 +25,7 @@ CommIdentity::~CommIdentity() = default;
 ExecutorResources::ExecutorResources(const ncclComm& comm)
     : waitHooks(comm, false), drivingWaitHooks(comm, true), scratch(std::make_shared<ScratchPool>()) {}
 ExecutorResources::~ExecutorResources() = default;
-CommLinks::CommLinks() : fifoMemory(hostFifoMemory()) {}
+CommLinks::CommLinks() : fifoMemory(transport::hostFifoMemory()) {}
 CommLinks::~CommLinks() = default;
 CommPlanning::CommPlanning() = default;
 CommPlanning::~CommPlanning() = default;
@@ -81,9 +81,9 @@ ncclComm::~ncclComm() {
 
 namespace tutti {
 
-TransportProxy* CommLinks::proxy() const {
+transport::TransportProxy* CommLinks::proxy() const {
   for (const auto& transport : transports)
-    if (TransportProxy* p = transport->proxy()) return p;
+    if (transport::TransportProxy* p = transport->proxy()) return p;
   return nullptr;
 }
 

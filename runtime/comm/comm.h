@@ -34,10 +34,12 @@ class ExecutorBackend;
 class DeviceMemory;
 struct BackendTraits;
 }  // namespace kern
+namespace transport {
 class Transport;
 class TransportContext;
 class TransportProxy;
 class Connection;
+}  // namespace transport
 class PeerBuffers;
 class FlightRecorder;
 class CommSelector;
@@ -159,11 +161,11 @@ struct CommLinks {
   std::shared_ptr<kern::DeviceMemory> fifoMemory;
   // The communicator as its transports see it, and its transports in the registry's order
   // (transports/registry.h), made at init.
-  std::unique_ptr<TransportContext> transportContext;
-  std::vector<std::unique_ptr<Transport>> transports;
-  std::map<ConnKey, std::unique_ptr<Connection>> connections;
+  std::unique_ptr<transport::TransportContext> transportContext;
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  std::map<ConnKey, std::unique_ptr<transport::Connection>> connections;
   // The proxy that moves the network connections, once the net transport has opened; else null.
-  TransportProxy* proxy() const;
+  transport::TransportProxy* proxy() const;
   // User buffers registered with ncclCommRegister (runtime/comm/registrations.h).
   Registrations registrations;
   // Those mapped by the host's rank processes (runtime/comm/peer_buffers.h): made at init, before the

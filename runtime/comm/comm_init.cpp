@@ -53,12 +53,12 @@ void describeLayout(ncclComm* comm) {
     ranksOfHost[hash].push_back(r);
   }
   std::vector<NetIdentity> identities;
-  Transport* between = nullptr;  // the transport between nodes
+  transport::Transport* between = nullptr;  // the transport between nodes
   if (hostOrder.size() > 1) {
     // Every rank agrees that the job spans nodes, so every rank takes part in this gather.
     uint64_t myHost = comm->identity.peers[size_t(comm->identity.rank)].hostHash;
     between = &transportTo(comm, ranksOfHost[hostOrder[hostOrder[0] == myHost ? 1 : 0]].front());
-    Endpoint nic = between->endpoint();
+    transport::Endpoint nic = between->endpoint();
     identities.assign(size_t(comm->identity.nranks), NetIdentity{});
     NetIdentity& mine = identities[size_t(comm->identity.rank)];
     std::strncpy(mine.interfaceName, nic.interfaceName.c_str(), sizeof mine.interfaceName - 1);
@@ -69,13 +69,13 @@ void describeLayout(ncclComm* comm) {
 
   // Ranks of one node talk as their neighbours in rank order do; several kinds show up when a
   // node mixes processes and threads.
-  std::set<Transport*> intra;
+  std::set<transport::Transport*> intra;
   for (auto& [hash, ranks] : ranksOfHost)
     for (size_t i = 1; i < ranks.size(); i++)
-      if (Transport* t = transportBetween(comm, ranks[i - 1], ranks[i])) intra.insert(t);
+      if (transport::Transport* t = transportBetween(comm, ranks[i - 1], ranks[i])) intra.insert(t);
   // Ring neighbours are such pairs, so each of these is needed anyway: open it now to name it (the
   // net transport names its backend once open).
-  for (Transport* t : intra) t->open();
+  for (transport::Transport* t : intra) t->open();
   std::string intraText = transportNames(intra);
   std::string nodesText;
   for (size_t n = 0; n < hostOrder.size(); n++) {

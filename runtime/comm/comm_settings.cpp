@@ -39,7 +39,7 @@ void proposeSettings(const ncclComm* comm, RankInfo* me, const kern::BackendTrai
   me->nchannels = std::clamp(std::max(minChannels, maxChannels), 1, kMaxChannels);
   me->minChannels = std::clamp(minChannels, 1, me->nchannels);
   int64_t nsteps = tunables::kNsteps.get();
-  checkFifoSteps(nsteps, "");
+  transport::checkFifoSteps(nsteps, "");
   me->nsteps = int32_t(nsteps);
   int64_t buffsize = tunables::kBuffsize.get();
   if (buffsize < int64_t(me->nsteps) * 4096)

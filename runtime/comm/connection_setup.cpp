@@ -56,7 +56,7 @@ class ConnectionSetup {
   void offer() {
     for (Link& l : links_) {
       if (l.key.send) continue;
-      ConnectionOffer offer{};
+      transport::ConnectionOffer offer{};
       guarded(l, [&] {
         l.receive = l.transport->offer(request(l.key), &offer);
         comm_->identity.bootstrap->send(l.key.peer, connectionTag(l.key), &offer, sizeof offer);
@@ -130,11 +130,11 @@ class ConnectionSetup {
   // One connection's setup: its transport, the offer (sender), and its pending step.
   struct Link {
     ConnKey key{};
-    Transport* transport = nullptr;
-    ConnectionOffer offer{};
-    std::unique_ptr<PendingSend> send;
-    std::unique_ptr<PendingReceive> receive;
-    std::unique_ptr<Connection> made;
+    transport::Transport* transport = nullptr;
+    transport::ConnectionOffer offer{};
+    std::unique_ptr<transport::PendingSend> send;
+    std::unique_ptr<transport::PendingReceive> receive;
+    std::unique_ptr<transport::Connection> made;
   };
 
   // A sender's attach (a net sender's connect) once its peer's offer has arrived; false while it
@@ -203,8 +203,8 @@ class ConnectionSetup {
     std::lock_guard<std::mutex> lock(comm_->error.mutex);
     return comm_->error.code;
   }
-  ConnectionRequest request(const ConnKey& k) const {
-    ConnectionRequest r;
+  transport::ConnectionRequest request(const ConnKey& k) const {
+    transport::ConnectionRequest r;
     r.peer = k.peer;
     r.channel = k.channel;
     r.tag = k.tag;
@@ -224,7 +224,7 @@ class ConnectionSetup {
 };
 
 // The communicator as its transports see it.
-class CommTransportContext final : public TransportContext {
+class CommTransportContext final : public transport::TransportContext {
  public:
   explicit CommTransportContext(ncclComm* comm) : comm_(comm) {}
   std::string where() const override { return comm_->where(); }
@@ -237,8 +237,9 @@ class CommTransportContext final : public TransportContext {
   // A nonblocking init's ncclInProgress counts: nothing may be reported over it.
   bool failed() const override { return comm_->error.asyncError.load() != ncclSuccess; }
   void fail(const Error& error, int peer) override { comm_->fail(error, true, peer); }
-  FifoShape fifoShape() const override {
-    return FifoShape{uint32_t(comm_->settings.nsteps), comm_->settings.slotBytes, comm_->executor.backend->llBytes()};
+  transport::FifoShape fifoShape() const override {
+    return transport::FifoShape{uint32_t(comm_->settings.nsteps), comm_->settings.slotBytes,
+                                comm_->executor.backend->llBytes()};
   }
   std::shared_ptr<kern::DeviceMemory> fifoMemory() const override { return comm_->links.fifoMemory; }
   std::string netName() const override { return comm_->identity.config.netName; }
@@ -273,20 +274,20 @@ std::string joinNames(const std::set<std::string>& names, const std::string& non
 
 }  // namespace
 
-Locality localityBetween(const ncclComm* comm, int a, int b) {
+transport::Locality localityBetween(const ncclComm* comm, int a, int b) {
   const RankInfo& first = comm->identity.peers[size_t(a)];
   const RankInfo& second = comm->identity.peers[size_t(b)];
-  if (first.processToken == second.processToken) return Locality::SameProcess;
-  if (first.hostHash == second.hostHash) return Locality::SameHost;
-  return Locality::OtherHost;
+  if (first.processToken == second.processToken) return transport::Locality::SameProcess;
+  if (first.hostHash == second.hostHash) return transport::Locality::SameHost;
+  return transport::Locality::OtherHost;
 }
 
-PeerPair pairBetween(const ncclComm* comm, int a, int b) {
-  PeerPair pair;
+transport::PeerPair pairBetween(const ncclComm* comm, int a, int b) {
+  transport::PeerPair pair;
   pair.locality = localityBetween(comm, a, b);
   pair.ranks[0] = a;
   pair.ranks[1] = b;
-  if (pair.locality == Locality::SameProcess) {
+  if (pair.locality == transport::Locality::SameProcess) {
     // Devices of one process are numbered alike for all its ranks; both directions, so that both
     // ends of the pair see the same.
     pair.devices[0] = comm->identity.peers[size_t(a)].device;
@@ -297,7 +298,7 @@ PeerPair pairBetween(const ncclComm* comm, int a, int b) {
                         backend->canAccessPeer(pair.devices[1], pair.devices[0]);
   }
   const CommTopology* topology = comm->planning.topology.get();
-  if (pair.locality == Locality::OtherHost || topology == nullptr) return pair;
+  if (pair.locality == transport::Locality::OtherHost || topology == nullptr) return pair;
   const std::vector<topo::RankPlacement>& ranks = topology->system.ranks;
   if (size_t(std::max(a, b)) >= ranks.size()) return pair;
   const topo::RankPlacement& first = ranks[size_t(a)];
@@ -307,16 +308,17 @@ PeerPair pairBetween(const ncclComm* comm, int a, int b) {
   return pair;
 }
 
-Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot) {
+transport::Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot) {
   std::string reasons;
-  Transport* transport = chooseTransport(comm->links.transports, pairBetween(comm, a, b), &reasons);
+  transport::Transport* transport =
+      transport::chooseTransport(comm->links.transports, pairBetween(comm, a, b), &reasons);
   if (whyNot != nullptr) *whyNot = reasons;
   return transport;
 }
 
-Transport& transportTo(const ncclComm* comm, int peer) {
+transport::Transport& transportTo(const ncclComm* comm, int peer) {
   std::string whyNot;
-  Transport* transport = transportBetween(comm, comm->identity.rank, peer, &whyNot);
+  transport::Transport* transport = transportBetween(comm, comm->identity.rank, peer, &whyNot);
   if (transport == nullptr)
     throw Error(ErrorCode::InvalidUsage,
                 "no transport can connect " + comm->where() + " and " + comm->describePeer(peer) + ": " + whyNot);
@@ -325,7 +327,7 @@ Transport& transportTo(const ncclComm* comm, int peer) {
 
 void makeCommTransports(ncclComm* comm) {
   comm->links.transportContext = std::make_unique<CommTransportContext>(comm);
-  comm->links.transports = makeTransports(*comm->links.transportContext);
+  comm->links.transports = transport::makeTransports(*comm->links.transportContext);
 }
 
 void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKey>>>& wanted) {
@@ -372,9 +374,9 @@ std::string connectionTransports(const ncclComm* comm) {
   return joinNames(names, "none");
 }
 
-std::string transportNames(const std::set<Transport*>& transports) {
+std::string transportNames(const std::set<transport::Transport*>& transports) {
   std::set<std::string> names;
-  for (Transport* t : transports) names.insert(t->name());
+  for (transport::Transport* t : transports) names.insert(t->name());
   return joinNames(names, "");
 }
 

@@ -22,16 +22,16 @@ constexpr int kMaxConnectionTags = 1 << 16;  // lane tags 0..kMaxConnectionTags-
 void makeCommTransports(ncclComm* comm);
 
 // Where ranks a and b of the communicator are relative to each other; both see the same.
-Locality localityBetween(const ncclComm* comm, int a, int b);
+transport::Locality localityBetween(const ncclComm* comm, int a, int b);
 // Ranks a and b as the transports are asked about them: their locality and, where the topology
 // places both on GPUs of one node, the GPUs' distance.
-PeerPair pairBetween(const ncclComm* comm, int a, int b);
+transport::PeerPair pairBetween(const ncclComm* comm, int a, int b);
 // The transport that connects ranks a and b: the registry's first that can; null when none can,
 // with each transport's reason in *whyNot (if given).
-Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot = nullptr);
+transport::Transport* transportBetween(const ncclComm* comm, int a, int b, std::string* whyNot = nullptr);
 // The same from this rank to `peer`; throws InvalidUsage "no transport can connect ..." with the
 // reasons when none can.
-Transport& transportTo(const ncclComm* comm, int peer);
+transport::Transport& transportTo(const ncclComm* comm, int peer);
 
 // Connections this rank needs, created (receive side) or attached (send side), with the
 // offers carried over the bootstrap. Collective over the ranks named in the keys.
@@ -47,6 +47,6 @@ std::string peerTransports(const ncclComm* comm);
 // The transports of the connections made so far, named alike.
 std::string connectionTransports(const ncclComm* comm);
 // The names of `transports` joined by '+', "" for none.
-std::string transportNames(const std::set<Transport*>& transports);
+std::string transportNames(const std::set<transport::Transport*>& transports);
 
 }  // namespace tutti

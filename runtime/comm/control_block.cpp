@@ -16,12 +16,12 @@ void mapControlBlocks(ncclComm* comm) {
   bool allLocalInProcess = true;
   for (const RankInfo& p : comm->identity.peers)
     if (p.hostHash == me.hostHash && p.processToken != me.processToken) allLocalInProcess = false;
-  std::vector<SegmentDescriptor> controls(static_cast<size_t>(comm->identity.nranks));
+  std::vector<transport::SegmentDescriptor> controls(static_cast<size_t>(comm->identity.nranks));
   comm->control.ownSegment =
       createSegment(sizeof(ControlBlock), allLocalInProcess, &controls[size_t(comm->identity.rank)],
-                    "control block of " + comm->where(), kSegmentMultiAttach);
+                    "control block of " + comm->where(), transport::kSegmentMultiAttach);
   comm->control.own = new (comm->control.ownSegment->base()) ControlBlock();
-  comm->identity.bootstrap->allGather(controls.data(), sizeof(SegmentDescriptor));
+  comm->identity.bootstrap->allGather(controls.data(), sizeof(transport::SegmentDescriptor));
   comm->control.peerSegments.resize(size_t(comm->identity.nranks));
   comm->control.ofRank.assign(size_t(comm->identity.nranks), nullptr);
   for (int p = 0; p < comm->identity.nranks; p++) {

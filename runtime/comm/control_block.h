@@ -29,10 +29,10 @@ struct ControlBlock {
 
 // This rank's control block and those it maps.
 struct ControlBlocks {
-  std::unique_ptr<Segment> ownSegment;
+  std::unique_ptr<transport::Segment> ownSegment;
   ControlBlock* own = nullptr;
-  std::vector<std::unique_ptr<Segment>> peerSegments;  // by rank; empty for self
-  std::vector<ControlBlock*> ofRank;                   // by rank (own included); null: other host
+  std::vector<std::unique_ptr<transport::Segment>> peerSegments;  // by rank; empty for self
+  std::vector<ControlBlock*> ofRank;                              // by rank (own included); null: other host
   // One-shot all-reduces through the blocks' mailboxes, when every rank is on this host.
   bool mailboxesMapped = false;
   std::vector<kern::Mailbox*> mailboxes[2];  // [operation % 2][rank]

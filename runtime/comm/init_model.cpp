@@ -47,7 +47,7 @@ std::vector<InitExchange> modelInit(const InitShape& s) {
   out.push_back(allGather("listener addresses", n, double(SocketAddress::kWireBytes)));
 
   out.push_back(allGather("rank information", n, double(sizeof(RankInfo))));
-  InitExchange control = allGather("control blocks", n, double(sizeof(SegmentDescriptor)));
+  InitExchange control = allGather("control blocks", n, double(sizeof(transport::SegmentDescriptor)));
   control.rounds += log2Ceil(n);  // the barrier after every peer mapped ours
   out.push_back(control);
   if (nodes > 1) out.push_back(allGather("layout (network identities)", n, double(kNetIdentityBytes)));
@@ -72,7 +72,7 @@ std::vector<InitExchange> modelInit(const InitShape& s) {
 
   // One offer per ring connection this rank receives, over the bootstrap to its ring neighbours.
   InitExchange connect{"ring connections", "handshakes", 1, 0, 0, 0};
-  connect.bytesIn = connect.bytesOut = double(s.channels) * double(kConnectionOfferBytes);
+  connect.bytesIn = connect.bytesOut = double(s.channels) * double(transport::kConnectionOfferBytes);
   if (n > 1) out.push_back(connect);
   out.push_back(barrier("final barrier", n));
   return out;

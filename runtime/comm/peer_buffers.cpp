@@ -158,7 +158,7 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
     published_[handle] = std::move(published);
     return;
   }
-  OwnedFd descriptor(exported.handle.fd);
+  transport::OwnedFd descriptor(exported.handle.fd);
   published->allocationBegin = published->begin - exported.offset;
   published->allocationBytes = exported.allocationBytes;
   published->allocation = nextId_++;
@@ -178,7 +178,7 @@ void PeerBuffers::publish(const void* handle, const void* buffer, size_t bytes) 
   std::vector<uint64_t> offered;
   try {
     if (descriptor.get() >= 0) {
-      if (!server_) server_ = std::make_unique<DescriptorServer>(where);
+      if (!server_) server_ = std::make_unique<transport::DescriptorServer>(where);
       request.server = server_->name();
       for (int peer : hostPeers_) {
         const uint64_t token = server_->offer(descriptor.get(), comm_->identity.peers[size_t(peer)].pid);
@@ -307,8 +307,8 @@ std::string PeerBuffers::answer(int asker, const std::string& question) {
       if (r.server != "-") {
         auto token = r.tokens.find(comm_->identity.rank);
         if (token == r.tokens.end()) return refuse("no descriptor was offered to this rank");
-        TakenDescriptor taken = takeDescriptor(r.server, r.ownerPid, token->second,
-                                               deadlineAfter(questionSeconds(comm_)), &comm_->error.abortFlag, what);
+        transport::TakenDescriptor taken = transport::takeDescriptor(
+            r.server, r.ownerPid, token->second, deadlineAfter(questionSeconds(comm_)), &comm_->error.abortFlag, what);
         handle.fd = taken.fd();
         base = comm_->executor.backend->memory().importExported(handle, size_t(r.allocationBytes), what);
         taken.confirm();

@@ -43,7 +43,9 @@ struct ncclComm;
 
 namespace tutti {
 
+namespace transport {
 class DescriptorServer;
+}
 
 class PeerBuffers {
  public:
@@ -87,7 +89,7 @@ class PeerBuffers {
   // asking this rank at the same moment): one for what this rank publishes, one for its imports.
   std::mutex publishMutex_;
   std::mutex importMutex_;
-  std::unique_ptr<DescriptorServer> server_;  // made at the first export by descriptor
+  std::unique_ptr<transport::DescriptorServer> server_;  // made at the first export by descriptor
   uint64_t nextId_ = 1;
   std::map<const void*, std::unique_ptr<Published>> published_;  // by registration handle
   std::atomic<const kern::MappedBufferTable*> table_{nullptr};

@@ -351,11 +351,11 @@ void CommLaunch::connect() {
       builder_.beginQueue();
       for (size_t i : queue) {
         auto end = [&](const ConnKey& k) {
-          const Connection& conn = *comm->links.connections.at(k);
+          const transport::Connection& conn = *comm->links.connections.at(k);
           // The connection knows its FIFO and whom to wake: the peer's worker, or the proxy. LL
           // where the message fits what both ends take, on a memory transport's FIFO (the
           // network proxy moves Simple slots): the same answer at both ends of the FIFO.
-          const TransportTraits& carrier = conn.carrier();
+          const transport::TransportTraits& carrier = conn.carrier();
           const bool ll = llOnConnection(comm, k.peer, carrier, lanes[i].llMessageBytes);
           // Addresses in the sender's user buffers where both ends read them alike (fifo.h).
           // Between processes, where the receiver's probe found it may read the sender's (transports/shm),
@@ -391,7 +391,7 @@ size_t llMessageBytes(const ncclComm* comm, const Task& t) {
   return allowed ? largestBuffer : 0;
 }
 
-bool llOnConnection(const ncclComm* comm, int peer, const TransportTraits& carrier, size_t messageBytes) {
+bool llOnConnection(const ncclComm* comm, int peer, const transport::TransportTraits& carrier, size_t messageBytes) {
   const size_t both =
       std::min(comm->identity.peers[size_t(comm->identity.rank)].llBytes, comm->identity.peers[size_t(peer)].llBytes);
   return messageBytes > 0 && messageBytes <= both && carrier.carriesLL;
@@ -424,7 +424,7 @@ void CommLaunch::beforeRun() {
   recordFlightRunning(comm, work());
   // Workers that leave the sockets to the proxy thread need it awake, not sleeping out sockets a
   // previous operation's worker released (TransportProxy::releaseDriving).
-  if (TransportProxy* proxy = comm->links.proxy(); proxy && !workersDriveNetwork()) proxy->wake();
+  if (transport::TransportProxy* proxy = comm->links.proxy(); proxy && !workersDriveNetwork()) proxy->wake();
   // Taken when the launch runs, not when it binds, so that launches queued on a stream hold none.
   if (scratchBytes_ == 0) return;
   scratch_ = comm->executor.scratch->take(scratchBytes_);
@@ -440,14 +440,14 @@ void CommLaunch::afterRun() {
 // A device launch: the network proxy polls from its submission to its end (a kernel rings no
 // bell), and the flight recorder follows the device, not the queue.
 void CommLaunch::queued() {
-  if (TransportProxy* proxy = comm->links.proxy()) proxy->holdPolling();
+  if (transport::TransportProxy* proxy = comm->links.proxy()) proxy->holdPolling();
 }
 
 void CommLaunch::started() { recordFlightRunning(comm, work()); }
 
 void CommLaunch::ended() {
   recordFlightEnded(comm, work());  // done, unless failed() came first
-  if (TransportProxy* proxy = comm->links.proxy()) proxy->releasePolling();
+  if (transport::TransportProxy* proxy = comm->links.proxy()) proxy->releasePolling();
 }
 
 bool CommLaunch::workersDriveNetwork() const {

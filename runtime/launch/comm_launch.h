@@ -101,7 +101,7 @@ bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection)
 // carries such a message as LL: both ends' executors take it (RankInfo::llBytes) and the transport
 // carries LL lines (TransportTraits::carriesLL). The same answer at both ends of a FIFO.
 size_t llMessageBytes(const ncclComm* comm, const Task& t);
-bool llOnConnection(const ncclComm* comm, int peer, const TransportTraits& carrier, size_t messageBytes);
+bool llOnConnection(const ncclComm* comm, int peer, const transport::TransportTraits& carrier, size_t messageBytes);
 // "LL", "Simple" or "LL+Simple": how t's messages would travel, over the connections to every peer.
 std::string protocolFor(const ncclComm* comm, const Task& t);
 

@@ -23,7 +23,7 @@ std::string CommWaitHooks::probeCall(int peer, uint64_t signature, uint64_t coun
 bool CommWaitHooks::drivesNetwork() const {
   if (!drives_) return false;
   if (proxy_.load(std::memory_order_acquire) != nullptr) return true;
-  TransportProxy* proxy = comm_.links.proxy();
+  transport::TransportProxy* proxy = comm_.links.proxy();
   if (proxy == nullptr) return false;
   proxy_.store(proxy, std::memory_order_release);
   return true;
@@ -34,7 +34,7 @@ bool CommWaitHooks::pollNetwork() const { return proxy_.load(std::memory_order_r
 bool CommWaitHooks::networkSendsWaiting() const { return proxy_.load(std::memory_order_relaxed)->sendsWaiting(); }
 
 void CommWaitHooks::driveNetwork(Drive change) const {
-  TransportProxy* proxy = proxy_.load(std::memory_order_relaxed);
+  transport::TransportProxy* proxy = proxy_.load(std::memory_order_relaxed);
   switch (change) {
     case Drive::Start: proxy->startDriving(); break;
     case Drive::Stop: proxy->stopDriving(); break;

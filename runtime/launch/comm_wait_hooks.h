@@ -12,7 +12,9 @@
 
 namespace tutti {
 
+namespace transport {
 class TransportProxy;
+}
 
 // Owned by the communicator (ExecutorResources), two of them: one for workers that leave the
 // network to the proxy thread, one for workers that drive it themselves. A context per operation
@@ -40,7 +42,7 @@ class CommWaitHooks final : public kern::WaitHooks {
   const bool drives_;
   // The communicator's net proxy once found: it never changes while the communicator runs
   // operations, so every thread that finds it stores the same pointer.
-  mutable std::atomic<TransportProxy*> proxy_{nullptr};
+  mutable std::atomic<transport::TransportProxy*> proxy_{nullptr};
 };
 
 }  // namespace tutti

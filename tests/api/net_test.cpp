@@ -71,27 +71,29 @@ std::string hostnameOfThisMachine() {
 // attacker could send to its port: random bytes, a hello with the wrong secret, a truncated hello,
 // and a hello with absurd socket index and count followed by an absurd message length. The real
 // peer's sockets queue behind them, so accept() must get past all four.
-class HostileSocketBackend : public tutti::net::NetBackend {
+class HostileSocketBackend : public tutti::transport::net::NetBackend {
  public:
   static constexpr int kAttacksPerListener = 4;
 
   const char* name() const override { return "HostileSocket"; }
   int deviceCount() override { return real_->deviceCount(); }
-  tutti::net::NetProperties properties(int device) override { return real_->properties(device); }
-  std::unique_ptr<tutti::net::NetSendComm> connect(int device, const tutti::net::NetHandle& handle,
-                                                   tutti::SteadyTime deadline,
-                                                   const std::atomic<bool>* abortFlag) override {
+  tutti::transport::net::NetProperties properties(int device) override { return real_->properties(device); }
+  std::unique_ptr<tutti::transport::net::NetSendComm> connect(int device,
+                                                              const tutti::transport::net::NetHandle& handle,
+                                                              tutti::SteadyTime deadline,
+                                                              const std::atomic<bool>* abortFlag) override {
     return real_->connect(device, handle, deadline, abortFlag);
   }
-  std::unique_ptr<tutti::net::NetListenComm> listen(int device, tutti::net::NetHandle* handle) override {
+  std::unique_ptr<tutti::transport::net::NetListenComm> listen(int device,
+                                                               tutti::transport::net::NetHandle* handle) override {
     auto listener = real_->listen(device, handle);
-    attack(tutti::net::readSocketHandle(*handle));
+    attack(tutti::transport::net::readSocketHandle(*handle));
     return listener;
   }
 
  private:
-  static void attack(const tutti::net::SocketHandleContents& target) {
-    using tutti::net::SocketHello;
+  static void attack(const tutti::transport::net::SocketHandleContents& target) {
+    using tutti::transport::net::SocketHello;
     std::atomic<bool> abort{false};
     auto send = [&](const void* data, size_t bytes) {
       tutti::Socket socket = tutti::Socket::connect(target.address, tutti::deadlineAfter(5), &abort);
@@ -101,20 +103,20 @@ class HostileSocketBackend : public tutti::net::NetBackend {
     std::mt19937 random(uint32_t(target.address.port()));
     for (char& c : noise) c = char(random());
     send(noise.data(), noise.size());
-    SocketHello wrongSecret{tutti::net::kSocketHelloMagic, target.nonce ^ 0x5a5aull, 0, target.nsocks};
+    SocketHello wrongSecret{tutti::transport::net::kSocketHelloMagic, target.nonce ^ 0x5a5aull, 0, target.nsocks};
     send(&wrongSecret, sizeof wrongSecret);
-    SocketHello truncated{tutti::net::kSocketHelloMagic, target.nonce, 0, target.nsocks};
+    SocketHello truncated{tutti::transport::net::kSocketHelloMagic, target.nonce, 0, target.nsocks};
     send(&truncated, sizeof truncated / 2);
     struct {
       SocketHello hello;
       uint64_t length;
-    } absurd{{tutti::net::kSocketHelloMagic, target.nonce, ~0u, ~0u}, uint64_t(1) << 62};
+    } absurd{{tutti::transport::net::kSocketHelloMagic, target.nonce, ~0u, ~0u}, uint64_t(1) << 62};
     send(&absurd, sizeof absurd);
     tutti::log::write(tutti::log::Level::Info, tutti::log::Net, __FILE__, __LINE__,
                       "test attacker: %d hostile connections sent to %s", kAttacksPerListener,
                       target.address.toString().c_str());
   }
-  std::unique_ptr<tutti::net::NetBackend> real_ = tutti::net::makeSocketBackend();
+  std::unique_ptr<tutti::transport::net::NetBackend> real_ = tutti::transport::net::makeSocketBackend();
 };
 
 }  // namespace
@@ -354,7 +356,7 @@ TEST_CASE(
 
 TEST_CASE("net: hostile connections to every transport port during init are dropped, init and all-reduce succeed",
           "[net][processes][hostile]") {
-  tutti::net::registerNetBackend("HostileSocket", [] { return std::make_unique<HostileSocketBackend>(); });
+  tutti::transport::net::registerNetBackend("HostileSocket", [] { return std::make_unique<HostileSocketBackend>(); });
   CapturedLog log;
   HostLayout layout;
   layout.environment = {kLoopback, {"NCCL_NET", "HostileSocket"}, {"TUTTI_NET_REQUIRE", "HostileSocket"}};

@@ -143,7 +143,7 @@ std::string runThreads(Mode mode) {
         tutti::ConnKey senderKey = key;
         senderKey.peer = r;
         senderKey.send = true;
-        const tutti::Connection& sender = *comms[key.peer]->links.connections.at(senderKey);
+        const tutti::transport::Connection& sender = *comms[key.peer]->links.connections.at(senderKey);
         if (connection->simpleSlots() != sender.simpleSlots())
           failures += "rank " + std::to_string(r) + " reads its Simple slots from rank " + std::to_string(key.peer) +
                       " elsewhere than where that rank writes them\n";

@@ -14,7 +14,7 @@
 
 namespace tutti_test {
 
-using namespace tutti::net;
+using namespace tutti::transport::net;
 
 MemfdMemory::MemfdMemory(size_t pages) : bytes(pages * size_t(sysconf(_SC_PAGESIZE))) {
   fd = memfd_create("dmabuf-test", MFD_CLOEXEC);

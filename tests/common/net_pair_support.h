@@ -17,22 +17,22 @@
 namespace tutti_test {
 
 struct NetPair {
-  std::unique_ptr<tutti::net::NetSendComm> send;
-  std::unique_ptr<tutti::net::NetRecvComm> recv;
+  std::unique_ptr<tutti::transport::net::NetSendComm> send;
+  std::unique_ptr<tutti::transport::net::NetRecvComm> recv;
 };
 
 // Listens, connects and accepts on device 0 (10 s at most).
-NetPair connectNetPair(tutti::net::NetBackend& backend);
+NetPair connectNetPair(tutti::transport::net::NetBackend& backend);
 
 // Sends `out` and receives it into `in` (whose size is the receive's capacity), driving both
 // sides until both complete; FAILs after 10 s. Returns the size the receive reported.
 size_t exchangeOverNet(NetPair& pair, const std::vector<char>& out, std::vector<char>& in,
-                       tutti::net::MemoryRegistration sendRegistration = {},
-                       tutti::net::MemoryRegistration recvRegistration = {});
+                       tutti::transport::net::MemoryRegistration sendRegistration = {},
+                       tutti::transport::net::MemoryRegistration recvRegistration = {});
 // The same between raw buffers (memory that is no vector's: a mapping standing for a device's).
 size_t exchangeOverNet(NetPair& pair, const void* out, size_t outBytes, void* in, size_t capacity,
-                       tutti::net::MemoryRegistration sendRegistration = {},
-                       tutti::net::MemoryRegistration recvRegistration = {});
+                       tutti::transport::net::MemoryRegistration sendRegistration = {},
+                       tutti::transport::net::MemoryRegistration recvRegistration = {});
 
 // Calls `step` (which tests requests) until it throws, for `limit` at most: the error, or nothing.
 std::optional<tutti::Error> firstErrorWithin(const std::function<void()>& step,

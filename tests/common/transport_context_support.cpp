@@ -5,7 +5,7 @@
 
 namespace tutti_test {
 
-TestTransportContext::TestTransportContext(int rank, int nranks, tutti::FifoShape shape,
+TestTransportContext::TestTransportContext(int rank, int nranks, tutti::transport::FifoShape shape,
                                            std::shared_ptr<tutti::kern::DeviceMemory> memory)
     : rank_(rank), nranks_(nranks), shape_(shape), memory_(std::move(memory)) {}
 

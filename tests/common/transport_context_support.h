@@ -11,10 +11,10 @@
 
 namespace tutti_test {
 
-class TestTransportContext final : public tutti::TransportContext {
+class TestTransportContext final : public tutti::transport::TransportContext {
  public:
-  TestTransportContext(int rank, int nranks, tutti::FifoShape shape,
-                       std::shared_ptr<tutti::kern::DeviceMemory> memory = tutti::hostFifoMemory());
+  TestTransportContext(int rank, int nranks, tutti::transport::FifoShape shape,
+                       std::shared_ptr<tutti::kern::DeviceMemory> memory = tutti::transport::hostFifoMemory());
 
   std::string where() const override;
   std::string describePeer(int peer) const override;
@@ -25,7 +25,7 @@ class TestTransportContext final : public tutti::TransportContext {
   int spin() const override { return 200; }
   bool failed() const override { return failures_.load() != 0; }
   void fail(const tutti::Error& error, int peer) override;
-  tutti::FifoShape fifoShape() const override { return shape_; }
+  tutti::transport::FifoShape fifoShape() const override { return shape_; }
   std::shared_ptr<tutti::kern::DeviceMemory> fifoMemory() const override { return memory_; }
   std::string netName() const override { return ""; }
 
@@ -37,7 +37,7 @@ class TestTransportContext final : public tutti::TransportContext {
 
  private:
   int rank_, nranks_;
-  tutti::FifoShape shape_;
+  tutti::transport::FifoShape shape_;
   std::shared_ptr<tutti::kern::DeviceMemory> memory_;
   std::atomic<int> failures_{0};
   mutable std::mutex mutex_;

@@ -215,7 +215,7 @@ TEST_CASE(
   REQUIRE(tuttiCommTransports(comms[0], transports, sizeof transports, &nodes) == ncclSuccess);
   REQUIRE(std::string(transports).rfind("net", 0) == 0);
   const int kCalls = 20;
-  std::vector<tutti::TransportProxy::HoldStats> before;
+  std::vector<tutti::transport::TransportProxy::HoldStats> before;
   for (ncclComm_t c : comms) before.push_back(c->links.proxy()->holdStats());
   for (int i = 0; i < kCalls; i++) {
     allReduceGroup(comms, buffers, stream);
@@ -224,7 +224,7 @@ TEST_CASE(
   CHECK(r0.wrongSum(2) == 0);
   CHECK(r1.wrongSum(2) == 0);
   for (size_t r = 0; r < comms.size(); r++) {
-    const tutti::TransportProxy::HoldStats after = comms[r]->links.proxy()->holdStats();
+    const tutti::transport::TransportProxy::HoldStats after = comms[r]->links.proxy()->holdStats();
     INFO("rank " << r << ": the proxy was held " << after.holds - before[r].holds << " times and slept "
                  << after.sleepsWhileHeld - before[r].sleepsWhileHeld << " times while held");
     CHECK(after.holds - before[r].holds >= uint64_t(kCalls));

@@ -21,7 +21,7 @@
 #include "transports/net/socket/socket_backend.h"
 
 using namespace tutti;
-using namespace tutti::net;
+using namespace tutti::transport::net;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);

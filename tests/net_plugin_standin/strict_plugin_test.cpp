@@ -18,7 +18,7 @@
 
 namespace {
 
-namespace abi = tutti::net::abi;
+namespace abi = tutti::transport::net::abi;
 using Clock = std::chrono::steady_clock;
 
 const char* const kKnobs[] = {"ALL",     "CONNECT", "ACCEPT", "NO_SIZES", "NO_GOODBYE",

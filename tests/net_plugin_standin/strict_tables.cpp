@@ -18,7 +18,7 @@
 
 namespace {
 
-namespace abi = tutti::net::abi;
+namespace abi = tutti::transport::net::abi;
 constexpr int V = STRICT_PLUGIN_VERSION;
 using Table = abi::STRICT_TABLE_TYPE(STRICT_PLUGIN_VERSION);
 using Props = abi::STRICT_PROPS_TYPE(STRICT_PLUGIN_VERSION);

@@ -29,7 +29,7 @@ using tutti::Error;
 using tutti::ErrorCode;
 using tutti::SteadyClock;
 using tutti::SteadyTime;
-using namespace tutti::net;
+using namespace tutti::transport::net;
 
 // Where the listeners mark that their accept has run, one file per listener (named by a token in
 // the handle's last bytes): the rank processes are forked from the test's, so they share it.

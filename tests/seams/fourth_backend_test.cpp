@@ -104,11 +104,11 @@ std::mutex tableMutex;
 std::map<uint64_t, std::shared_ptr<LoopFifo>> table;  // offered, not yet attached
 uint64_t nextToken = 1;
 
-class LoopConnection final : public tutti::Connection {
+class LoopConnection final : public tutti::transport::Connection {
  public:
   LoopConnection(std::shared_ptr<LoopFifo> fifo, tutti::kern::Bell* peerBells)
-      : Connection(static_cast<tutti::kern::FifoHeader*>(fifo->base), tutti::WakeTarget::peerWorkers(peerBells),
-                   "loop"),
+      : tutti::transport::Connection(static_cast<tutti::kern::FifoHeader*>(fifo->base),
+                                     tutti::transport::WakeTarget::peerWorkers(peerBells), "loop"),
         fifo_(std::move(fifo)) {
     loopConnections++;
   }
@@ -118,25 +118,25 @@ class LoopConnection final : public tutti::Connection {
   std::shared_ptr<LoopFifo> fifo_;
 };
 
-class LoopTransport final : public tutti::Transport {
+class LoopTransport final : public tutti::transport::Transport {
  public:
-  explicit LoopTransport(tutti::TransportContext& context) : context_(context) {}
+  explicit LoopTransport(tutti::transport::TransportContext& context) : context_(context) {}
   std::string name() const override { return "loop"; }
-  tutti::TransportTraits traits() const override { return {.carriesLL = true, .mapsPeerBuffers = false}; }
-  bool canConnect(const tutti::PeerPair& pair, std::string* whyNot) const override {
-    if (pair.locality == tutti::Locality::SameProcess) return true;
+  tutti::transport::TransportTraits traits() const override { return {.carriesLL = true, .mapsPeerBuffers = false}; }
+  bool canConnect(const tutti::transport::PeerPair& pair, std::string* whyNot) const override {
+    if (pair.locality == tutti::transport::Locality::SameProcess) return true;
     *whyNot = "the peer is not in this process";
     return false;
   }
-  std::unique_ptr<tutti::PendingReceive> offer(const tutti::ConnectionRequest& request,
-                                               tutti::ConnectionOffer* offer) override {
-    const std::string what = tutti::fifoWhat(request);
-    const tutti::FifoShape shape = tutti::checkedFifoShape(context_, what);
+  std::unique_ptr<tutti::transport::PendingReceive> offer(const tutti::transport::ConnectionRequest& request,
+                                                          tutti::transport::ConnectionOffer* offer) override {
+    const std::string what = tutti::transport::fifoWhat(request);
+    const tutti::transport::FifoShape shape = tutti::transport::checkedFifoShape(context_, what);
     auto fifo = std::make_shared<LoopFifo>();
     fifo->memory = context_.fifoMemory();
     fifo->bytes = tutti::kern::fifoBytes(shape.nsteps, shape.slotBytes, shape.llBytes);
     fifo->base = fifo->memory->allocate(fifo->bytes, what);
-    tutti::writeFifoHeader(*fifo->memory, fifo->base, shape);
+    tutti::transport::writeFifoHeader(*fifo->memory, fifo->base, shape);
     uint64_t token;
     {
       std::lock_guard<std::mutex> lock(tableMutex);
@@ -146,11 +146,12 @@ class LoopTransport final : public tutti::Transport {
     std::memset(offer, 0, sizeof *offer);
     std::memcpy(offer->bytes, &token, sizeof token);
     auto connection = std::make_unique<LoopConnection>(fifo, request.peerBells);
-    return std::make_unique<tutti::PendingMemoryReceive>(
+    return std::make_unique<tutti::transport::PendingMemoryReceive>(
         std::move(connection), [fifo] { return fifo->attached.load(std::memory_order_acquire); });
   }
-  std::unique_ptr<tutti::PendingSend> attach(const tutti::ConnectionRequest& request,
-                                             const tutti::ConnectionOffer& offer, tutti::SteadyTime) override {
+  std::unique_ptr<tutti::transport::PendingSend> attach(const tutti::transport::ConnectionRequest& request,
+                                                        const tutti::transport::ConnectionOffer& offer,
+                                                        tutti::SteadyTime) override {
     uint64_t token;
     std::memcpy(&token, offer.bytes, sizeof token);
     std::shared_ptr<LoopFifo> fifo;
@@ -159,17 +160,17 @@ class LoopTransport final : public tutti::Transport {
       auto it = table.find(token);
       if (it == table.end())
         throw tutti::Error(tutti::ErrorCode::Remote,
-                           tutti::fifoWhat(request) + ": loop FIFO " + std::to_string(token) + " is gone");
+                           tutti::transport::fifoWhat(request) + ": loop FIFO " + std::to_string(token) + " is gone");
       fifo = it->second;
       table.erase(it);
     }
     auto connection = std::make_unique<LoopConnection>(fifo, request.peerBells);
     fifo->attached.store(true, std::memory_order_release);
-    return tutti::PendingSend::made(std::move(connection));
+    return tutti::transport::PendingSend::made(std::move(connection));
   }
 
  private:
-  tutti::TransportContext& context_;
+  tutti::transport::TransportContext& context_;
 };
 
 void registerOnce() {
@@ -183,7 +184,8 @@ void registerOnce() {
     loop.traits.bells = true;  // the host executor sleeps on bells
     loop.traits.readsDeviceScalars = false;
     tutti::kern::registerBackend(std::move(loop));
-    tutti::registerTransport([](tutti::TransportContext& context) { return std::make_unique<LoopTransport>(context); });
+    tutti::transport::registerTransport(
+        [](tutti::transport::TransportContext& context) { return std::make_unique<LoopTransport>(context); });
   });
 }
 

@@ -8,7 +8,7 @@
 #include "tests/common/env_support.h"
 #include "transports/net/gdr_policy.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using topo::PathType;
@@ -77,4 +77,4 @@ TEST_CASE(
 }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -18,7 +18,7 @@
 #include "tests/common/net_pair_support.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -163,4 +163,4 @@ TEST_CASE("net: backends without dmabuf report dmaBuf=false and refuse registerD
 }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

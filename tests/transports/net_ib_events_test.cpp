@@ -24,7 +24,7 @@
 #include "transports/net/ib/ib_verbs.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -377,4 +377,4 @@ TEST_CASE("net/ib: a port going down fails the comms through it, naming the devi
 }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

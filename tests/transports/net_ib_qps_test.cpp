@@ -20,7 +20,7 @@
 #include "transports/net/ib/ib_comms.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -253,4 +253,4 @@ TEST_CASE("net/ib: NCCL_IB_PCI_RELAXED_ORDERING registers with relaxed ordering 
 }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

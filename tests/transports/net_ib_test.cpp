@@ -24,7 +24,7 @@
 #include "transports/net/ib/ib_verbs.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -316,4 +316,4 @@ TEST_CASE("net/ib: the stand-in refuses QP transitions that lack attributes or n
 }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -16,7 +16,7 @@
 #include "tests/common/net_pair_support.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -101,4 +101,4 @@ TEST_CASE("net/ib: without data movement, messages complete with their sizes and
 }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -25,7 +25,7 @@
 #include "transports/net/plugin/plugin_backend.h"
 #include "transports/net/plugin/plugin_loader.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -376,4 +376,4 @@ TEST_CASE("net/plugin: a plugin that declares host memory only reports no dmabuf
   CHECK(error.find("TuttiSocket") != std::string::npos);
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

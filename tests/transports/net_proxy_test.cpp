@@ -25,7 +25,7 @@
 #include "transports/net/plugin/plugin_loader.h"
 #include "transports/net/socket/socket_backend.h"
 
-namespace tutti {
+namespace tutti::transport::net {
 namespace {
 
 using BackendFactory = std::function<std::unique_ptr<net::NetBackend>()>;
@@ -48,7 +48,8 @@ std::unique_ptr<net::NetBackend> strictPluginBackend() {
 // each through its own proxy, over one loopback TCP connection (the Socket backend's, or a
 // plugin's).
 struct ProxyPair {
-  tutti_test::TestTransportContext comms[2] = {{0, 2, FifoShape{4, 4096}}, {1, 2, FifoShape{4, 4096}}};
+  tutti_test::TestTransportContext comms[2] = {{0, 2, transport::FifoShape{4, 4096}},
+                                               {1, 2, transport::FifoShape{4, 4096}}};
   std::unique_ptr<NetProxy> sender, receiver;
   kern::FifoHeader* out = nullptr;  // rank 0's send FIFO
   kern::FifoHeader* in = nullptr;   // rank 1's receive FIFO
@@ -261,4 +262,4 @@ TEST_CASE("net proxy: a plugin peer's close while a send to it waits fails the c
 }
 
 }  // namespace
-}  // namespace tutti
+}  // namespace tutti::transport::net

@@ -22,7 +22,7 @@
 #include "transports/net/net.h"
 #include "transports/net/socket/socket_backend.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using tutti_test::ScopedEnv;
@@ -306,4 +306,4 @@ TEST_CASE("net: an NCCL_SOCKET_IFNAME that matches nothing fails naming the inte
   }
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

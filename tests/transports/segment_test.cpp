@@ -22,8 +22,8 @@
 
 using tutti::Error;
 using tutti::ErrorCode;
-using tutti::Segment;
-using tutti::SegmentDescriptor;
+using tutti::transport::Segment;
+using tutti::transport::SegmentDescriptor;
 
 namespace {
 
@@ -148,7 +148,7 @@ TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, e
     constexpr size_t kBytes = 3 * 4096 + 100;
     SegmentDescriptor descriptor;
     std::memset(&descriptor, 0xab, sizeof descriptor);
-    std::unique_ptr<Segment> creator = tutti::createSegment(kBytes, true, &descriptor, "test");
+    std::unique_ptr<Segment> creator = tutti::transport::createSegment(kBytes, true, &descriptor, "test");
     CHECK(descriptor.kind == 2);
     CHECK(descriptor.bytes == kBytes);
     CHECK(descriptor.ownerPid == uint64_t(getpid()));
@@ -158,7 +158,7 @@ TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, e
     CHECK(reinterpret_cast<uintptr_t>(creator->base()) % 4096 == 0);
     CHECK(isZero(creator->base(), kBytes));
 
-    std::unique_ptr<Segment> attacher = tutti::attachSegment(descriptor, "test attach");
+    std::unique_ptr<Segment> attacher = tutti::transport::attachSegment(descriptor, "test attach");
     REQUIRE(attacher->bytes() == kBytes);
     CHECK(attacher->base() == creator->base());
     writePattern(creator->base(), kBytes, 1);
@@ -171,7 +171,7 @@ TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, e
     CHECK(hasPattern(survivor->base(), kBytes, 2));
 
     // Single attach: the entry left the table when it was attached.
-    auto again = errorOf([&] { tutti::attachSegment(descriptor, "second attach"); });
+    auto again = errorOf([&] { tutti::transport::attachSegment(descriptor, "second attach"); });
     REQUIRE(again);
     CHECK(again->code() == ErrorCode::Remote);
     CHECK(again->message().starts_with("second attach: in-process segment "));
@@ -180,26 +180,27 @@ TEST_CASE("segment: in-process create and attach share zeroed, aligned memory, e
 
 TEST_CASE("segment: an in-process segment that nobody attached is gone once sealed or destroyed", "[segment]") {
   SegmentDescriptor sealedDescriptor{}, destroyedDescriptor{};
-  auto sealed = tutti::createSegment(64, true, &sealedDescriptor, "test");
+  auto sealed = tutti::transport::createSegment(64, true, &sealedDescriptor, "test");
   sealed->seal();
   sealed->seal();  // idempotent
-  CHECK(errorOf([&] { tutti::attachSegment(sealedDescriptor, "test"); })->code() == ErrorCode::Remote);
+  CHECK(errorOf([&] { tutti::transport::attachSegment(sealedDescriptor, "test"); })->code() == ErrorCode::Remote);
   std::memset(sealed->base(), 7, 64);  // still the creator's memory
 
-  tutti::createSegment(64, true, &destroyedDescriptor, "test").reset();
-  CHECK(errorOf([&] { tutti::attachSegment(destroyedDescriptor, "test"); })->code() == ErrorCode::Remote);
+  tutti::transport::createSegment(64, true, &destroyedDescriptor, "test").reset();
+  CHECK(errorOf([&] { tutti::transport::attachSegment(destroyedDescriptor, "test"); })->code() == ErrorCode::Remote);
 }
 
 TEST_CASE("segment: a multi-attach in-process segment serves every attacher until sealed", "[segment]") {
   SegmentDescriptor descriptor{};
-  auto creator = tutti::createSegment(4096, true, &descriptor, "control block", tutti::kSegmentMultiAttach);
-  CHECK(descriptor.flags == tutti::kSegmentMultiAttach);
+  auto creator =
+      tutti::transport::createSegment(4096, true, &descriptor, "control block", tutti::transport::kSegmentMultiAttach);
+  CHECK(descriptor.flags == tutti::transport::kSegmentMultiAttach);
   std::vector<std::unique_ptr<Segment>> attachers;
-  for (int i = 0; i < 3; ++i) attachers.push_back(tutti::attachSegment(descriptor, "peer"));
+  for (int i = 0; i < 3; ++i) attachers.push_back(tutti::transport::attachSegment(descriptor, "peer"));
   writePattern(creator->base(), 4096, 9);
   for (auto& attacher : attachers) CHECK(hasPattern(attacher->base(), 4096, 9));
   creator->seal();
-  CHECK(errorOf([&] { tutti::attachSegment(descriptor, "late peer"); })->code() == ErrorCode::Remote);
+  CHECK(errorOf([&] { tutti::transport::attachSegment(descriptor, "late peer"); })->code() == ErrorCode::Remote);
   creator.reset();
   for (auto& attacher : attachers) CHECK(hasPattern(attacher->base(), 4096, 9));
 }
@@ -207,7 +208,7 @@ TEST_CASE("segment: a multi-attach in-process segment serves every attacher unti
 TEST_CASE("segment: POSIX shm created here, attached by a forked child", "[segment]") {
   constexpr size_t kBytes = (1 << 20) + 123;
   SegmentDescriptor descriptor{};
-  auto creator = tutti::createSegment(kBytes, false, &descriptor, "test");
+  auto creator = tutti::transport::createSegment(kBytes, false, &descriptor, "test");
   CHECK(descriptor.kind == 1);
   CHECK(descriptor.bytes == kBytes);
   CHECK(std::string(descriptor.name).starts_with("/tutti-" + std::to_string(getpid()) + "-"));
@@ -217,7 +218,7 @@ TEST_CASE("segment: POSIX shm created here, attached by a forked child", "[segme
 
   Pipe done;
   pid_t child = forkChild([&] {
-    auto attached = tutti::attachSegment(descriptor, "child attach");
+    auto attached = tutti::transport::attachSegment(descriptor, "child attach");
     if (attached->bytes() != kBytes) return 1;
     if (!hasPattern(attached->base(), kBytes / 2, 3)) return 2;
     // Both sides have mapped it: the name must be gone already.
@@ -245,7 +246,7 @@ TEST_CASE("segment: POSIX shm created by a forked child, attached here, process 
   Pipe toParent, toChild;
   pid_t child = forkChild([&] {
     Message message{};
-    auto created = tutti::createSegment(kBytes, false, &message.descriptor, "child create");
+    auto created = tutti::transport::createSegment(kBytes, false, &message.descriptor, "child create");
     writePattern(created->base(), kBytes, 5);
     message.processToken = tutti::processToken();
     if (!toParent.write(&message, sizeof message)) return 1;
@@ -258,7 +259,7 @@ TEST_CASE("segment: POSIX shm created by a forked child, attached here, process 
   if (received) {
     CHECK(message.processToken != parentToken);
     CHECK(message.descriptor.ownerPid == uint64_t(child));
-    auto attached = tutti::attachSegment(message.descriptor, "parent attach");
+    auto attached = tutti::transport::attachSegment(message.descriptor, "parent attach");
     CHECK(hasPattern(attached->base(), kBytes, 5));
     CHECK_FALSE(shmNameExists(message.descriptor.name));
     writePattern(attached->base(), kBytes, 6);
@@ -275,18 +276,18 @@ TEST_CASE("segment: POSIX shm created by a forked child, attached here, process 
 
 TEST_CASE("segment: shm names never outlive their creator, seal unlinks early", "[segment]") {
   SegmentDescriptor descriptor{};
-  auto creator = tutti::createSegment(8192, false, &descriptor, "test");
+  auto creator = tutti::transport::createSegment(8192, false, &descriptor, "test");
   REQUIRE(shmNameExists(descriptor.name));
   creator.reset();  // nobody attached
   CHECK_FALSE(shmNameExists(descriptor.name));
 
   SegmentDescriptor sealedDescriptor{};
-  auto sealed = tutti::createSegment(8192, false, &sealedDescriptor, "test");
+  auto sealed = tutti::transport::createSegment(8192, false, &sealedDescriptor, "test");
   sealed->seal();
   CHECK_FALSE(shmNameExists(sealedDescriptor.name));
   writePattern(sealed->base(), 8192, 8);  // the mapping stays
   CHECK(hasPattern(sealed->base(), 8192, 8));
-  auto late = errorOf([&] { tutti::attachSegment(sealedDescriptor, "late attach"); });
+  auto late = errorOf([&] { tutti::transport::attachSegment(sealedDescriptor, "late attach"); });
   REQUIRE(late);
   CHECK(late->code() == ErrorCode::System);
   CHECK(late->message().starts_with(std::string("late attach: shm_open ") + sealedDescriptor.name + ": "));
@@ -294,9 +295,10 @@ TEST_CASE("segment: shm names never outlive their creator, seal unlinks early", 
 
 TEST_CASE("segment: a multi-attach shm segment keeps its name until sealed", "[segment]") {
   SegmentDescriptor descriptor{};
-  auto creator = tutti::createSegment(4096, false, &descriptor, "control block", tutti::kSegmentMultiAttach);
-  auto first = tutti::attachSegment(descriptor, "peer 1");
-  auto second = tutti::attachSegment(descriptor, "peer 2");
+  auto creator =
+      tutti::transport::createSegment(4096, false, &descriptor, "control block", tutti::transport::kSegmentMultiAttach);
+  auto first = tutti::transport::attachSegment(descriptor, "peer 1");
+  auto second = tutti::transport::attachSegment(descriptor, "peer 2");
   CHECK(shmNameExists(descriptor.name));
   writePattern(first->base(), 4096, 11);
   CHECK(hasPattern(second->base(), 4096, 11));
@@ -307,11 +309,11 @@ TEST_CASE("segment: a multi-attach shm segment keeps its name until sealed", "[s
 
 TEST_CASE("segment: attaching with a wrong name, size or kind fails with context", "[segment]") {
   SegmentDescriptor good{};
-  auto creator = tutti::createSegment(8192, false, &good, "test");
+  auto creator = tutti::transport::createSegment(8192, false, &good, "test");
 
   SegmentDescriptor missing = good;
   std::snprintf(missing.name, sizeof missing.name, "/tutti-0-0-doesnotexist");
-  auto missingError = errorOf([&] { tutti::attachSegment(missing, "rank 1 attaching rank 0's FIFO"); });
+  auto missingError = errorOf([&] { tutti::transport::attachSegment(missing, "rank 1 attaching rank 0's FIFO"); });
   REQUIRE(missingError);
   CHECK(missingError->code() == ErrorCode::System);
   CHECK(missingError->message() ==
@@ -319,7 +321,7 @@ TEST_CASE("segment: attaching with a wrong name, size or kind fails with context
 
   SegmentDescriptor wrongSize = good;
   wrongSize.bytes = 4096;
-  auto sizeError = errorOf([&] { tutti::attachSegment(wrongSize, "ctx"); });
+  auto sizeError = errorOf([&] { tutti::transport::attachSegment(wrongSize, "ctx"); });
   REQUIRE(sizeError);
   CHECK(sizeError->code() == ErrorCode::Remote);
   CHECK(sizeError->message() == "ctx: " + std::string(good.name) + " has 8192 bytes, the peer's descriptor says 4096");
@@ -327,35 +329,36 @@ TEST_CASE("segment: attaching with a wrong name, size or kind fails with context
 
   SegmentDescriptor foreign = good;
   std::snprintf(foreign.name, sizeof foreign.name, "/../etc/passwd");
-  CHECK(errorOf([&] { tutti::attachSegment(foreign, "ctx"); })->code() == ErrorCode::Remote);
+  CHECK(errorOf([&] { tutti::transport::attachSegment(foreign, "ctx"); })->code() == ErrorCode::Remote);
   SegmentDescriptor unterminated = good;
   std::memset(unterminated.name, 'a', sizeof unterminated.name);
-  CHECK(errorOf([&] { tutti::attachSegment(unterminated, "ctx"); })->code() == ErrorCode::Remote);
+  CHECK(errorOf([&] { tutti::transport::attachSegment(unterminated, "ctx"); })->code() == ErrorCode::Remote);
   SegmentDescriptor unknownKind = good;
   unknownKind.kind = 7;
-  CHECK(errorOf([&] { tutti::attachSegment(unknownKind, "ctx"); })->message() ==
+  CHECK(errorOf([&] { tutti::transport::attachSegment(unknownKind, "ctx"); })->message() ==
         "ctx: the peer's segment descriptor has unknown kind 7");
 
-  auto attached = tutti::attachSegment(good, "right peer");
+  auto attached = tutti::transport::attachSegment(good, "right peer");
   CHECK(attached->bytes() == 8192);
 
   SegmentDescriptor inProcess{};
-  auto local = tutti::createSegment(4096, true, &inProcess, "test");
+  auto local = tutti::transport::createSegment(4096, true, &inProcess, "test");
   SegmentDescriptor otherProcess = inProcess;
   otherProcess.ownerPid += 1;
-  CHECK(errorOf([&] { tutti::attachSegment(otherProcess, "ctx"); })->code() == ErrorCode::Internal);
+  CHECK(errorOf([&] { tutti::transport::attachSegment(otherProcess, "ctx"); })->code() == ErrorCode::Internal);
   SegmentDescriptor wrongLocalSize = inProcess;
   wrongLocalSize.bytes = 100;
-  CHECK(errorOf([&] { tutti::attachSegment(wrongLocalSize, "ctx"); })->code() == ErrorCode::Remote);
+  CHECK(errorOf([&] { tutti::transport::attachSegment(wrongLocalSize, "ctx"); })->code() == ErrorCode::Remote);
 
   SegmentDescriptor ignored{};
-  CHECK(errorOf([&] { tutti::createSegment(0, false, &ignored, "ctx"); })->code() == ErrorCode::Internal);
+  CHECK(errorOf([&] { tutti::transport::createSegment(0, false, &ignored, "ctx"); })->code() == ErrorCode::Internal);
 }
 
 TEST_CASE("segment: too little free space in /dev/shm is an error with the remedy", "[segment]") {
-  CHECK_NOTHROW(tutti::checkShmFreeSpace(4096, 4096, "ctx"));
-  CHECK_NOTHROW(tutti::checkShmFreeSpace(uint64_t(1) << 40, 4096, "ctx"));
-  auto error = errorOf([] { tutti::checkShmFreeSpace(1000, 4194304, "FIFO of rank 0 <- rank 1, channel 0"); });
+  CHECK_NOTHROW(tutti::transport::checkShmFreeSpace(4096, 4096, "ctx"));
+  CHECK_NOTHROW(tutti::transport::checkShmFreeSpace(uint64_t(1) << 40, 4096, "ctx"));
+  auto error =
+      errorOf([] { tutti::transport::checkShmFreeSpace(1000, 4194304, "FIFO of rank 0 <- rank 1, channel 0"); });
   REQUIRE(error);
   CHECK(error->code() == ErrorCode::System);
   CHECK(error->message() ==

@@ -25,10 +25,10 @@
 #include "transports/descriptor_channel.h"
 #include "transports/registry.h"
 
-namespace tutti {
+namespace tutti::transport {
 namespace {
 
-constexpr FifoShape kShape{4, 4096};
+constexpr transport::FifoShape kShape{4, 4096};
 
 // Memory the host pretends not to reach: plain memory underneath, but every header write and read
 // the transports make goes through copyIn / copyOut, which count. Host memory it is asked to map
@@ -172,7 +172,7 @@ class FakeDeviceMemory final : public kern::DeviceMemory {
   std::atomic<int> copiesIn{0}, copiesOut{0}, copiesAcross{0};
 };
 
-Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std::string& name) {
+transport::Transport& byName(std::vector<std::unique_ptr<transport::Transport>>& transports, const std::string& name) {
   for (auto& t : transports)
     if (t->name().rfind(name, 0) == 0) return *t;
   FAIL("no transport named " << name);
@@ -180,9 +180,9 @@ Transport& byName(std::vector<std::unique_ptr<Transport>>& transports, const std
 }
 
 // A connection to `peer` as setup asks for it; the peer's worker bells are `peerBells`.
-ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell* peerBells,
-                            kern::Bell* workerBell = nullptr) {
-  ConnectionRequest r;
+transport::ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell* peerBells,
+                                       kern::Bell* workerBell = nullptr) {
+  transport::ConnectionRequest r;
   r.peer = peer;
   r.channel = 0;
   r.description = description;
@@ -196,19 +196,19 @@ ConnectionRequest requestTo(int peer, const std::string& description, kern::Bell
 struct TransportPair {
   tutti_test::TestTransportContext contexts[2];
   kern::Bell bells[2][2];  // [rank][worker]: each rank's control block, which outlives its proxy
-  std::vector<std::unique_ptr<Transport>> transports[2];
-  std::unique_ptr<Connection> send, recv;
+  std::vector<std::unique_ptr<transport::Transport>> transports[2];
+  std::unique_ptr<transport::Connection> send, recv;
 
   // `peers`: the pair as canConnect would see it, for the modes that depend on it (read mode).
-  TransportPair(const std::string& name, std::shared_ptr<kern::DeviceMemory> memory = hostFifoMemory(),
-                PeerPair peers = {})
+  TransportPair(const std::string& name, std::shared_ptr<kern::DeviceMemory> memory = transport::hostFifoMemory(),
+                transport::PeerPair peers = {})
       : contexts{{0, 2, kShape, memory}, {1, 2, kShape, memory}}, peers_(peers) {
-    for (int r = 0; r < 2; r++) transports[r] = makeTransports(contexts[r]);
-    Transport& sender = byName(transports[0], name);
-    Transport& receiver = byName(transports[1], name);
+    for (int r = 0; r < 2; r++) transports[r] = transport::makeTransports(contexts[r]);
+    transport::Transport& sender = byName(transports[0], name);
+    transport::Transport& receiver = byName(transports[1], name);
     receiver.open();
     sender.open();
-    ConnectionOffer offer{};
+    transport::ConnectionOffer offer{};
     auto receiving = receiver.offer(request(1, 0), &offer);
     auto sending = sender.attach(request(0, 1), offer, deadlineAfter(10));
     // The steps, interleaved, as connection setup polls them.
@@ -221,13 +221,13 @@ struct TransportPair {
         "the connection's attach and complete");
   }
 
-  ConnectionRequest request(int rank, int peer) {
-    ConnectionRequest r =
+  transport::ConnectionRequest request(int rank, int peer) {
+    transport::ConnectionRequest r =
         requestTo(peer, "test connection of rank " + std::to_string(rank), bells[peer], &bells[rank][0]);
     r.pair = peers_;
     return r;
   }
-  PeerPair peers_;
+  transport::PeerPair peers_;
 
   // Rank 0 writes slot n and publishes it; rank 1 waits for it (at most 10 s), checks and frees
   // it; rank 0 waits until it is free again.
@@ -281,46 +281,46 @@ TEST_CASE("transport: every transport connects a pair and moves slots through it
 
 TEST_CASE("transport: the registry picks the nearest transport each locality and variable allow", "[transport]") {
   tutti_test::TestTransportContext context(0, 2, kShape);
-  auto transports = makeTransports(context);
-  auto chosen = [&](Locality locality) {
+  auto transports = transport::makeTransports(context);
+  auto chosen = [&](transport::Locality locality) {
     std::string whyNot;
-    Transport* t = chooseTransport(transports, locality, &whyNot);
+    transport::Transport* t = transport::chooseTransport(transports, locality, &whyNot);
     return t != nullptr ? t->name() : "none: " + whyNot;
   };
-  CHECK(chosen(Locality::SameProcess) == "local");
-  CHECK(chosen(Locality::SameHost) == "shm");
-  CHECK(chosen(Locality::OtherHost) == "net");
+  CHECK(chosen(transport::Locality::SameProcess) == "local");
+  CHECK(chosen(transport::Locality::SameHost) == "shm");
+  CHECK(chosen(transport::Locality::OtherHost) == "net");
   {
     tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
-    CHECK(chosen(Locality::SameProcess) == "shm");
+    CHECK(chosen(transport::Locality::SameProcess) == "shm");
     tutti_test::ScopedEnv shm("NCCL_SHM_DISABLE", "1");
-    CHECK(chosen(Locality::SameProcess) == "net");
-    CHECK(chosen(Locality::SameHost) == "net");
+    CHECK(chosen(transport::Locality::SameProcess) == "net");
+    CHECK(chosen(transport::Locality::SameHost) == "net");
   }
 }
 
 TEST_CASE("transport: FIFOs the host cannot touch connect at every locality, as host memory FIFOs do", "[transport]") {
   auto memory = std::make_shared<FakeDeviceMemory>();
   tutti_test::TestTransportContext context(0, 2, kShape, memory);
-  auto transports = makeTransports(context);
+  auto transports = transport::makeTransports(context);
   std::string whyNot;
-  auto chosen = [&](Locality locality) {
-    Transport* t = chooseTransport(transports, locality, &whyNot);
+  auto chosen = [&](transport::Locality locality) {
+    transport::Transport* t = transport::chooseTransport(transports, locality, &whyNot);
     return t != nullptr ? t->name() : "none";
   };
-  CHECK(chosen(Locality::SameProcess) == "local");
-  CHECK(chosen(Locality::SameHost) == "p2p");  // memory the peer process maps
-  CHECK(chosen(Locality::OtherHost) == "net");
+  CHECK(chosen(transport::Locality::SameProcess) == "local");
+  CHECK(chosen(transport::Locality::SameHost) == "p2p");  // memory the peer process maps
+  CHECK(chosen(transport::Locality::OtherHost) == "net");
   {
     tutti_test::ScopedEnv level("NCCL_P2P_LEVEL", "LOC");
-    CHECK(chosen(Locality::SameHost) == "shm");
+    CHECK(chosen(transport::Locality::SameHost) == "shm");
   }
   tutti_test::ScopedEnv p2p("NCCL_P2P_DISABLE", "1");
-  CHECK(chosen(Locality::SameProcess) == "shm");
-  CHECK(chosen(Locality::SameHost) == "shm");
+  CHECK(chosen(transport::Locality::SameProcess) == "shm");
+  CHECK(chosen(transport::Locality::SameHost) == "shm");
   tutti_test::ScopedEnv shm("NCCL_SHM_DISABLE", "1");
-  CHECK(chosen(Locality::SameProcess) == "net");
-  CHECK(chosen(Locality::SameHost) == "net");
+  CHECK(chosen(transport::Locality::SameProcess) == "net");
+  CHECK(chosen(transport::Locality::SameHost) == "net");
 }
 
 TEST_CASE("transport: shm and net FIFOs for memory the host cannot touch stay host memory, mapped for the executor",
@@ -460,8 +460,8 @@ TEST_CASE(
   const bool reads = std::string(std::getenv("NCCL_P2P_READ_ENABLE")) == "1";
   INFO("NCCL_P2P_READ_ENABLE=" << (reads ? "1" : "0"));
   auto memory = std::make_shared<FakeDeviceMemory>();
-  PeerPair peers;
-  peers.locality = Locality::SameProcess;
+  transport::PeerPair peers;
+  peers.locality = transport::Locality::SameProcess;
   peers.ranks[0] = 0;
   peers.ranks[1] = 1;
   peers.gpus.known = true;
@@ -483,8 +483,8 @@ TEST_CASE("transport: local copy mode: rank threads on GPUs write a staging FIFO
           "[transport][p2p]") {
   tutti_test::ScopedEnv memcpy("NCCL_P2P_USE_CUDA_MEMCPY", "1");
   auto memory = std::make_shared<FakeDeviceMemory>();
-  PeerPair peers;
-  peers.locality = Locality::SameProcess;
+  transport::PeerPair peers;
+  peers.locality = transport::Locality::SameProcess;
   peers.ranks[1] = 1;
   peers.ranks[0] = 0;
   peers.gpus.known = true;
@@ -504,7 +504,7 @@ TEST_CASE("transport: local copy mode: rank threads on GPUs write a staging FIFO
 
 TEST_CASE("transport: a p2p offer is refused to a process it was not made for, and to a second taker",
           "[transport][faults]") {
-  DescriptorServer server("test server");
+  transport::DescriptorServer server("test server");
   const int fd = memfd_create("offered", MFD_CLOEXEC);
   REQUIRE(fd >= 0);
   const uint64_t forOther = server.offer(fd, getpid() + 1);
@@ -518,12 +518,12 @@ TEST_CASE("transport: a p2p offer is refused to a process it was not made for, a
   const uint64_t forUs = server.offer(fd, getpid());
   close(fd);
   {
-    TakenDescriptor taken =
+    transport::TakenDescriptor taken =
         takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking our handle");
     CHECK(taken.fd() >= 0);
     taken.confirm();
   }
-  TransportPair::waitUntil([&] { return server.state(forUs) == DescriptorServer::State::Confirmed; },
+  TransportPair::waitUntil([&] { return server.state(forUs) == transport::DescriptorServer::State::Confirmed; },
                            "the confirmation");
   CHECK_THROWS_WITH(takeDescriptor(server.name(), getpid(), forUs, deadlineAfter(5), &abort, "taking it twice"),
                     Catch::Contains("refused FIFO handle"));
@@ -535,10 +535,10 @@ TEST_CASE("transport: a p2p offer is refused to a process it was not made for, a
   const uint64_t unconfirmed = server.offer(other, getpid());
   close(other);
   {
-    TakenDescriptor dropped =
+    transport::TakenDescriptor dropped =
         takeDescriptor(server.name(), getpid(), unconfirmed, deadlineAfter(5), &abort, "dropping it");
   }
-  TransportPair::waitUntil([&] { return server.state(unconfirmed) == DescriptorServer::State::Refused; },
+  TransportPair::waitUntil([&] { return server.state(unconfirmed) == transport::DescriptorServer::State::Refused; },
                            "the refusal");
   CHECK(server.refusal(unconfirmed).find("hung up") != std::string::npos);
 }
@@ -547,9 +547,9 @@ TEST_CASE("transport: a receiver's step returns at once while its sender has not
   for (const char* name : {"local", "shm", "net"}) {
     SECTION(name) {
       tutti_test::TestTransportContext context(1, 2, kShape);
-      auto transports = makeTransports(context);
+      auto transports = transport::makeTransports(context);
       kern::Bell bells[2];
-      ConnectionOffer offer{};
+      transport::ConnectionOffer offer{};
       auto pending = byName(transports, name).offer(requestTo(0, "test connection", bells), &offer);
       // Setup polls every connection in one loop: a step that waited for its peer would hold up
       // the others, among them the one the peer waits for.
@@ -562,9 +562,9 @@ TEST_CASE("transport: a receiver's step returns at once while its sender has not
 
 TEST_CASE("transport: a local offer whose receiver is gone cannot be attached", "[transport][faults]") {
   tutti_test::TestTransportContext receiver(1, 2, kShape), sender(0, 2, kShape);
-  auto receiving = makeTransports(receiver), sending = makeTransports(sender);
+  auto receiving = transport::makeTransports(receiver), sending = transport::makeTransports(sender);
   kern::Bell bells[2];
-  ConnectionOffer offer{};
+  transport::ConnectionOffer offer{};
   byName(receiving, "local").offer(requestTo(0, "connection from rank 0 to rank 1", bells), &offer).reset();
   try {
     byName(sending, "local").attach(requestTo(1, "connection from rank 0 to rank 1", bells), offer, deadlineAfter(1));
@@ -577,4 +577,4 @@ TEST_CASE("transport: a local offer whose receiver is gone cannot be attached", 
 }
 
 }  // namespace
-}  // namespace tutti
+}  // namespace tutti::transport

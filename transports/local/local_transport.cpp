@@ -35,7 +35,7 @@
 #include "transports/p2p/p2p_copy_proxy.h"
 #include "transports/token_table.h"
 
-namespace tutti {
+namespace tutti::transport::local {
 namespace {
 
 // One FIFO, from its receiver's offer until both ends are gone.
@@ -77,7 +77,7 @@ class LocalConnection final : public Connection {
   // Copy mode, the sender: its FIFO is the staging one (its own, released with it); the copy thread
   // fills the receiver's, which `fifo` keeps alive.
   LocalConnection(std::shared_ptr<LocalFifo> fifo, void* staging, std::shared_ptr<kern::DeviceMemory> stagingMemory,
-                  kern::Bell* peerBells, std::shared_ptr<CopyProxy> proxy, std::shared_ptr<CopyLink> link)
+                  kern::Bell* peerBells, std::shared_ptr<p2p::CopyProxy> proxy, std::shared_ptr<p2p::CopyLink> link)
       : Connection(static_cast<kern::FifoHeader*>(staging), WakeTarget::peerWorkers(peerBells), "local"),
         fifo_(std::move(fifo)),
         ownedToken_(0),
@@ -98,8 +98,8 @@ class LocalConnection final : public Connection {
   std::shared_ptr<LocalFifo> fifo_;
   uint64_t ownedToken_;
   std::shared_ptr<kern::DeviceMemory> stagingMemory_;
-  std::shared_ptr<CopyProxy> proxy_;
-  std::shared_ptr<CopyLink> link_;
+  std::shared_ptr<p2p::CopyProxy> proxy_;
+  std::shared_ptr<p2p::CopyLink> link_;
 };
 
 class LocalTransport final : public Transport {
@@ -226,8 +226,8 @@ class LocalTransport final : public Transport {
     writeFifoHeader(*memory, staging, shape);
     kern::FifoHeader header{};
     memory->copyOut(&header, staging, sizeof header);
-    auto link = makeCopyLink(memory, staging, fifo->base, request.peer, what, header);
-    std::shared_ptr<CopyProxy> proxy = copies_.get();
+    auto link = p2p::makeCopyLink(memory, staging, fifo->base, request.peer, what, header);
+    std::shared_ptr<p2p::CopyProxy> proxy = copies_.get();
     auto connection = std::make_unique<LocalConnection>(fifo, staging, memory, request.peerBells, proxy, link);
     proxy->add(link);
     TUTTI_TRACE(log::P2p, "%s: copy mode: staging FIFO of %zu bytes; the copy thread fills the receiver's",
@@ -236,10 +236,10 @@ class LocalTransport final : public Transport {
   }
 
   TransportContext& context_;
-  P2pChoice choice_;
+  p2p::P2pChoice choice_;
   mutable std::mutex loggedMutex_;
   mutable std::set<std::pair<int, int>> logged_;
-  CopyProxyOwner copies_;  // destroyed first: the last messages reach their receivers first
+  p2p::CopyProxyOwner copies_;  // destroyed first: the last messages reach their receivers first
 };
 
 }  // namespace
@@ -248,4 +248,4 @@ std::unique_ptr<Transport> makeLocalTransport(TransportContext& context) {
   return std::make_unique<LocalTransport>(context);
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::local

@@ -7,8 +7,8 @@
 
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::local {
 
 std::unique_ptr<Transport> makeLocalTransport(TransportContext& context);
 
-}  // namespace tutti
+}  // namespace tutti::transport::local

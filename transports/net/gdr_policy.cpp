@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "base/tunables.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 topo::PathType parseGdrLevel(const std::string& text) {
   std::string upper;
@@ -41,4 +41,4 @@ GdrChoice chooseGdr(bool send, const NetProperties& nic, bool executorMemoryIsDe
   return {allowed, pathText + (allowed ? ", within" : ", beyond") + " NCCL_NET_GDR_LEVEL=" + topo::pathTypeName(level)};
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -9,7 +9,7 @@
 #include "topology/graph.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 // NCCL_NET_GDR_LEVEL's value: LOC, PIX, PXB, PHB or SYS (any case), or NCCL's numbers (0 LOC,
 // 1 PIX, 2 PXB, 3 PHB, 4 and above SYS). Throws InvalidUsage naming the value otherwise.
@@ -27,4 +27,4 @@ struct GdrChoice {
 GdrChoice chooseGdr(bool send, const NetProperties& nic, bool executorMemoryIsDevice, bool exportsDmaBuf,
                     std::optional<topo::PathType> path);
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

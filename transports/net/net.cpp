@@ -13,7 +13,7 @@
 #include "transports/net/plugin/plugin_loader.h"
 #include "transports/net/socket/socket_backend.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 struct Registry {
@@ -89,4 +89,4 @@ std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const s
   throw Error(ErrorCode::System, "no usable network backend (" + reasons + ")");
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -23,7 +23,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 // What a device can do, as NCCL's ncclNetProperties_t describes it.
 struct NetProperties {
@@ -201,4 +201,4 @@ std::vector<std::string> netBackendNames();
 // exist when the requested one is unknown, or System when none works.
 std::unique_ptr<NetBackend> openNetBackend(const std::string& requested, const std::string& required);
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

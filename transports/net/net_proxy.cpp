@@ -18,7 +18,7 @@
 #include "base/pages.h"
 #include "transports/net/gdr_policy.h"
 
-namespace tutti {
+namespace tutti::transport::net {
 namespace {
 // How long a failed connection waits for the failing peer's notice (see the fault handling).
 constexpr std::chrono::milliseconds kNoticeWait{1000};
@@ -558,4 +558,4 @@ void NetProxy::drain(double seconds) {
   }
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::net

@@ -62,7 +62,7 @@
 #include "transports/net/net.h"
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::net {
 
 class NetProxy final : public TransportProxy {
  public:
@@ -179,4 +179,4 @@ class NetProxy final : public TransportProxy {
   std::thread thread_;
 };
 
-}  // namespace tutti
+}  // namespace tutti::transport::net

@@ -23,7 +23,7 @@
 #include "transports/net/net.h"
 #include "transports/net/net_proxy.h"
 
-namespace tutti {
+namespace tutti::transport::net {
 namespace {
 
 static_assert(sizeof(net::NetHandle) <= kConnectionOfferBytes);
@@ -164,4 +164,4 @@ std::unique_ptr<Transport> makeNetTransport(TransportContext& context) {
   return std::make_unique<NetTransport>(context);
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::net

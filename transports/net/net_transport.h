@@ -7,8 +7,8 @@
 
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::net {
 
 std::unique_ptr<Transport> makeNetTransport(TransportContext& context);
 
-}  // namespace tutti
+}  // namespace tutti::transport::net

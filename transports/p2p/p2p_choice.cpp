@@ -5,7 +5,7 @@
 
 #include "base/log.h"
 
-namespace tutti {
+namespace tutti::transport::p2p {
 
 topo::P2pDecision P2pChoice::decide(const PeerPair& pair) const {
   const topo::P2pSettings settings = topo::p2pSettingsFromEnvironment();
@@ -46,4 +46,4 @@ bool P2pChoice::readMode(const PeerPair& pair) const {
   return decision.allowed && decision.read;
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::p2p

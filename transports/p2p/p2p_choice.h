@@ -13,7 +13,7 @@
 #include "topology/p2p_level.h"
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::p2p {
 
 class P2pChoice {
  public:
@@ -39,4 +39,4 @@ class P2pChoice {
   mutable std::set<std::pair<int, int>> explained_;
 };
 
-}  // namespace tutti
+}  // namespace tutti::transport::p2p

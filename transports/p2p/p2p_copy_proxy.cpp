@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/log.h"
 
-namespace tutti {
+namespace tutti::transport::p2p {
 namespace {
 
 char* bytesOf(kern::FifoHeader* header) { return reinterpret_cast<char*>(header); }
@@ -198,4 +198,4 @@ void CopyProxyOwner::stop() {
   if (std::shared_ptr<CopyProxy> proxy = running()) proxy->stop();
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::p2p

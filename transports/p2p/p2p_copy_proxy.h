@@ -25,7 +25,7 @@
 #include "transports/fifo_memory.h"
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::p2p {
 
 // One connection the proxy moves: the sender's staging FIFO and its import of the receiver's.
 struct CopyLink {
@@ -98,4 +98,4 @@ class CopyProxyOwner {
   std::shared_ptr<CopyProxy> proxy_;
 };
 
-}  // namespace tutti
+}  // namespace tutti::transport::p2p

@@ -13,7 +13,7 @@
 #include "transports/p2p/p2p_choice.h"
 #include "transports/p2p/p2p_copy_proxy.h"
 
-namespace tutti {
+namespace tutti::transport::p2p {
 namespace {
 
 constexpr uint64_t kP2pOfferMagic = 0x7475747469703270ull;  // "tuttip2p"
@@ -383,4 +383,4 @@ std::unique_ptr<Transport> makeP2pTransport(TransportContext& context) {
   return std::make_unique<P2pTransport>(context);
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::p2p

@@ -22,8 +22,8 @@
 
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::p2p {
 
 std::unique_ptr<Transport> makeP2pTransport(TransportContext& context);
 
-}  // namespace tutti
+}  // namespace tutti::transport::p2p

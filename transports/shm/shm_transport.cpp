@@ -27,7 +27,7 @@
 #include "transports/fifo_setup.h"
 #include "transports/segment.h"
 
-namespace tutti {
+namespace tutti::transport::shm {
 namespace {
 
 static_assert(sizeof(SegmentDescriptor) <= kConnectionOfferBytes);
@@ -209,4 +209,4 @@ std::unique_ptr<Transport> makeShmTransport(TransportContext& context) {
   return std::make_unique<ShmTransport>(context);
 }
 
-}  // namespace tutti
+}  // namespace tutti::transport::shm

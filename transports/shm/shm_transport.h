@@ -6,8 +6,8 @@
 
 #include "transports/transport.h"
 
-namespace tutti {
+namespace tutti::transport::shm {
 
 std::unique_ptr<Transport> makeShmTransport(TransportContext& context);
 
-}  // namespace tutti
+}  // namespace tutti::transport::shm

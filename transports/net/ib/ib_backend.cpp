@@ -13,7 +13,7 @@
 #include "transports/net/ib/ib_hca_filter.h"
 #include "transports/net/ib/ib_verbs.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 using ib::IbDevice;
@@ -160,4 +160,4 @@ std::unique_ptr<NetBackend> makeIbBackend() {
   return std::make_unique<IbBackend>(std::move(verbs), std::move(devices), interfaces.front().address);
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

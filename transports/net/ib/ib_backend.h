@@ -6,10 +6,10 @@
 
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 // Throws when IB is off (NCCL_IB_DISABLE), libibverbs is absent, or no active port passes
 // NCCL_IB_HCA; the message says which.
 std::unique_ptr<NetBackend> makeIbBackend();
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "base/tunables.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 namespace {
 
 constexpr char kByeByte = 'B';              // the sender closes after its last message
@@ -629,4 +629,4 @@ std::unique_ptr<NetListenComm> makeIbListenComm(std::shared_ptr<IbDevice> device
   return std::make_unique<IbListenComm>(std::move(device), std::move(listener), nonce);
 }
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

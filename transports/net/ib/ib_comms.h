@@ -29,7 +29,7 @@
 #include "transports/net/ib/ib_queue_pair.h"
 #include "transports/net/net.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 constexpr int kSlots = 8;
 constexpr int kMaxQps = 128;                                // NCCL_IB_QPS_PER_CONNECTION's upper bound
@@ -63,4 +63,4 @@ std::unique_ptr<NetSendComm> makeIbSendComm(std::shared_ptr<IbDevice> device, So
                                             uint64_t nonce, SteadyTime deadline, const std::atomic<bool>* abortFlag);
 std::unique_ptr<NetListenComm> makeIbListenComm(std::shared_ptr<IbDevice> device, Socket listener, uint64_t nonce);
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

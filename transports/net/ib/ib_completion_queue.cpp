@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 namespace {
 constexpr unsigned kAckBatch = 64;  // ibv_ack_cq_events takes a lock: acknowledge in batches
 }  // namespace
@@ -83,4 +83,4 @@ bool IbCompletionQueue::armForSleep() {
   return true;
 }
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

@@ -14,7 +14,7 @@
 
 #include "transports/net/ib/ib_device.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 class IbCompletionQueue {
  public:
@@ -44,4 +44,4 @@ class IbCompletionQueue {
   unsigned unacked_ = 0;     // events taken but not yet acknowledged
 };
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

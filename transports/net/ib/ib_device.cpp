@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "base/tunables.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 std::string gidText(const ibv_gid& gid) {
   char text[48];
@@ -308,4 +308,4 @@ void IbDevice::release(ibv_mr* mr) {
     }
 }
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

@@ -14,7 +14,7 @@
 
 #include "transports/net/ib/ib_verbs.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 class IbDevice {
  public:
@@ -117,4 +117,4 @@ class IbDevice {
 
 std::string gidText(const ibv_gid& gid);
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

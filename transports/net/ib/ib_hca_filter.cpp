@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 HcaFilter::HcaFilter(const std::string& spec) {
   size_t at = 0;
@@ -41,4 +41,4 @@ bool HcaFilter::accepts(const std::string& device, int port) const {
   return listed != exclude_;
 }
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

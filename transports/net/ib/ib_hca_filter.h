@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 // "mlx5_0:1,mlx5_1" (a device, optionally one port), a leading ^ excludes the listed ones instead,
 // a leading = (after any ^) compares names exactly rather than by prefix. Empty: everything.
@@ -23,4 +23,4 @@ class HcaFilter {
   bool exact_ = false;
 };
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

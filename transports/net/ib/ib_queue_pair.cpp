@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/tunables.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 IbQueuePair::IbQueuePair(std::shared_ptr<IbDevice> device, std::string peer, int depth)
     : device_(std::move(device)), peer_(std::move(peer)) {
@@ -141,4 +141,4 @@ void IbQueuePair::postRecv(ibv_recv_wr* wr, const char* operation) {
                                        ": ibv_post_recv: " + strerror(rc));
 }
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

@@ -12,7 +12,7 @@
 #include "transports/net/ib/ib_completion_queue.h"
 #include "transports/net/ib/ib_device.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 // What each side sends the other before the QPs move to RTR. Fixed layout, both sides little-endian.
 struct QpInfo {
@@ -62,4 +62,4 @@ class IbQueuePair {
   std::optional<Error> error_;  // an error completion polled after successes, thrown by the next poll
 };
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "base/tunables.h"
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 IbVerbs::~IbVerbs() {
   if (library) dlclose(library);
@@ -82,4 +82,4 @@ std::shared_ptr<IbVerbs> loadIbVerbs() {
   return v;
 }
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

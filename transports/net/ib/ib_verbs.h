@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-namespace tutti::net::ib {
+namespace tutti::transport::net::ib {
 
 struct IbVerbs {
   void* library = nullptr;  // dlopen handle, closed by the destructor
@@ -73,4 +73,4 @@ struct IbVerbs {
 // longer reads. Throws System naming the library and dlerror() when it is absent or lacks a symbol.
 std::shared_ptr<IbVerbs> loadIbVerbs();
 
-}  // namespace tutti::net::ib
+}  // namespace tutti::transport::net::ib

@@ -14,7 +14,7 @@
 
 #include "nccl.h"
 
-namespace tutti::net::abi {
+namespace tutti::transport::net::abi {
 
 constexpr int kHandleMaxBytes = 128;                      // NCCL_NET_HANDLE_MAXSIZE
 constexpr int kPtrHost = 0x1;                             // NCCL_PTR_HOST
@@ -339,4 +339,4 @@ struct NetV12 {
   ncclResult_t (*setNetAttr)(void* context, NetAttrV11* netAttr);
 };
 
-}  // namespace tutti::net::abi
+}  // namespace tutti::transport::net::abi

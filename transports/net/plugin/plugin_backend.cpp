@@ -22,7 +22,7 @@
 #include "base/log.h"
 #include "transports/net/plugin/net_plugin_abi.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 static_assert(kNetHandleBytes >= size_t(abi::kHandleMaxBytes));
@@ -467,4 +467,4 @@ std::unique_ptr<NetBackend> makePluginBackend(std::shared_ptr<PluginNet> plugin,
   return std::make_unique<PluginBackend>(std::move(session));
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

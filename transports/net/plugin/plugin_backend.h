@@ -9,11 +9,11 @@
 #include "transports/net/net.h"
 #include "transports/net/plugin/plugin_net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 // Initialises the plugin (once per process before v11, per backend from v11) and checks that it
 // has a device that takes host memory (tutti's proxy moves host FIFOs). Throws System naming the
 // plugin and `library` when it does not initialise or has no such device.
 std::unique_ptr<NetBackend> makePluginBackend(std::shared_ptr<PluginNet> plugin, const std::string& library);
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -10,7 +10,7 @@
 #include "base/text.h"
 #include "base/tunables.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 constexpr const char* kDefaultLibrary = "libnccl-net.so";
@@ -100,4 +100,4 @@ std::vector<NetPlugin> configuredNetPlugins() {
   return openNetPlugins(netPluginEntries(param.isSet() ? std::optional<std::string>(param.get()) : std::nullopt));
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

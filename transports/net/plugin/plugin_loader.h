@@ -12,7 +12,7 @@
 
 #include "transports/net/plugin/plugin_net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 // The entries NCCL_NET_PLUGIN's value names, in order (nullopt: unset).
 std::vector<std::string> netPluginEntries(const std::optional<std::string>& value);
@@ -32,4 +32,4 @@ std::vector<NetPlugin> openNetPlugins(const std::vector<std::string>& entries);
 // The plugins NCCL_NET_PLUGIN names now.
 std::vector<NetPlugin> configuredNetPlugins();
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

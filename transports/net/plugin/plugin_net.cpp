@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "transports/net/plugin/net_plugin_abi.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 // What a plugin logs goes to tutti's log, at its level and subsystems (NCCL's subsystem bits
@@ -267,4 +267,4 @@ const char* pluginResultName(ncclResult_t result) {
   }
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -9,7 +9,7 @@
 #include "nccl.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 class PluginNet {
  public:
@@ -57,4 +57,4 @@ std::unique_ptr<PluginNet> findPluginNet(void* library);
 // "ncclSystemError" and so on, for messages.
 const char* pluginResultName(ncclResult_t result);
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

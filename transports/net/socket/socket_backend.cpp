@@ -33,7 +33,7 @@
 #include "base/socket.h"
 #include "base/tunables.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 constexpr uint64_t kHandleMagic = 0x7475747469534b31ull;  // "tuttiSK1"
@@ -689,4 +689,4 @@ std::unique_ptr<NetBackend> makeSocketBackend() {
   return std::make_unique<SocketBackend>(std::move(interfaces));
 }
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

@@ -7,7 +7,7 @@
 #include "base/socket_address.h"
 #include "transports/net/net.h"
 
-namespace tutti::net {
+namespace tutti::transport::net {
 
 // What a connector presents on each of its sockets before anything else; a listener drops any
 // connection whose hello does not match its handle.
@@ -34,4 +34,4 @@ int socketsPerConnection();
 // Throws when no interface is usable (with NCCL_SOCKET_IFNAME's error listing those that exist).
 std::unique_ptr<NetBackend> makeSocketBackend();
 
-}  // namespace tutti::net
+}  // namespace tutti::transport::net

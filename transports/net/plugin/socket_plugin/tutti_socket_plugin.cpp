@@ -67,7 +67,7 @@
 #endif
 #endif
 
-namespace tutti::net {
+namespace tutti::transport::net {
 namespace {
 
 constexpr size_t kMaxMessageBytes = abi::kMaxNetBytesBeforeV9;
@@ -374,9 +374,9 @@ ncclResult_t pluginCloseListen(void* listenComm) {
 [[maybe_unused]] ncclResult_t pluginNoNetAttributes(void*, abi::NetAttrV11*) { return ncclSuccess; }
 
 }  // namespace
-}  // namespace tutti::net
+}  // namespace tutti::transport::net
 
-using namespace tutti::net;
+using namespace tutti::transport::net;
 
 #if TUTTI_SOCKET_PLUGIN_VERSION == 10
 
