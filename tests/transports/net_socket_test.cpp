@@ -184,6 +184,43 @@ TEST_CASE("net/socket: a closed peer is a Remote error on both sides", "[net][so
   CHECK(std::string(error->what()).find("closed") != std::string::npos);
 }
 
+TEST_CASE("net/socket: a message that arrived before its peer closed is delivered, then the close is an error",
+          "[net][socket]") {
+  // The sender's last message and its end of stream are read in the same pass (a plugin peer
+  // closes without a goodbye): the message is the receiver's, and only the receive posted after
+  // it fails.
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  const char* nthreads = GENERATE("1", "2");
+  ScopedEnv threads("NCCL_SOCKET_NTHREADS", nthreads);
+  auto backend = openNetBackend("Socket", "");
+  Pair pair = connectPair(*backend);
+  const std::vector<char> out = pattern(3000, 7);
+  NetRequest* s = pair.send->isend(out.data(), out.size(), 0, {});
+  REQUIRE(s != nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pair.send->test(s, nullptr)) REQUIRE(std::chrono::steady_clock::now() < deadline);
+  pair.send.reset();  // gone, no goodbye: its bytes and its end of stream are both on the way
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+  std::vector<char> in(4096, 0), next(4096, 0);
+  NetRequest* first = pair.recv->irecv(in.data(), in.size(), 0, {});
+  NetRequest* second = pair.recv->irecv(next.data(), next.size(), 0, {});
+  REQUIRE(first != nullptr);
+  REQUIRE(second != nullptr);
+  size_t bytes = 0;
+  bool arrived = false;
+  while (!arrived) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    arrived = pair.recv->test(first, &bytes);
+  }
+  CHECK(bytes == out.size());
+  CHECK(std::equal(out.begin(), out.end(), in.begin()));
+  std::optional<Error> error = tutti_test::firstErrorWithin([&] { pair.recv->test(second, nullptr); });
+  REQUIRE(error);
+  CHECK(error->code() == ErrorCode::Remote);
+  CHECK(std::string(error->what()).find("closed") != std::string::npos);
+}
+
 TEST_CASE("net/socket: garbage, a wrong secret and a truncated hello do not stop the real peer",
           "[net][socket][hostile]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -190,18 +191,35 @@ class SocketStreams {
     }
   }
 
-  // Throws the error a helper hit, if any; then, unthreaded, moves what can move now.
+  // progress(), returning its error instead of throwing it: a request that completed before the
+  // error (the peer's last message, read in the same pass as its end of stream) is still its
+  // caller's, and the error goes to the next request that waits.
+  std::exception_ptr progressKeepingFailure() {
+    try {
+      progress();
+    } catch (const Error&) {
+      return std::current_exception();
+    }
+    return nullptr;
+  }
+
+  // Unthreaded, moves what can move now; then throws the first error the streams hit (here or in
+  // a helper), which stays: every later call throws it too.
   void progress() {
     if (threaded()) {
       done_.drain();
-      std::lock_guard<std::mutex> lock(errorMutex_);
-      if (failed_) throw Error(errorCode_, errorText_);
-      return;
+    } else if (!hasFailed()) {
+      try {
+        for (bool moved = true; moved;) {
+          moved = false;
+          for (int i = 0; i < count(); i++) moved = move(i) || moved;
+        }
+      } catch (const Error& e) {
+        recordFailure(e);
+      }
     }
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (int i = 0; i < count(); i++) moved = move(i) || moved;
-    }
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (failed_) throw Error(errorCode_, errorText_);
   }
 
  private:
@@ -368,14 +386,22 @@ class SocketStreams {
         if (fds[0].revents) wake_[size_t(h)]->drain();
       }
     } catch (const Error& e) {
-      std::lock_guard<std::mutex> lock(errorMutex_);
-      if (!failed_) {
-        failed_ = true;
-        errorCode_ = e.code();
-        errorText_ = e.message();
-      }
+      recordFailure(e);
       done_.signal();
     }
+  }
+
+  void recordFailure(const Error& e) {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (failed_) return;
+    failed_ = true;
+    errorCode_ = e.code();
+    errorText_ = e.message();
+  }
+
+  bool hasFailed() {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    return failed_;
   }
 
   std::vector<Socket> sockets_;
@@ -428,13 +454,15 @@ class SocketSendComm : public NetSendComm {
     requests_.push_back(std::move(request));
     Piece header{reinterpret_cast<char*>(&r->header), sizeof r->header, 0, r};
     streams_.queuePayload(r, &header);
-    streams_.progress();
+    (void)streams_.progressKeepingFailure();  // an error goes to test(), after what completed before it
     return r;
   }
 
   bool test(NetRequest* request, size_t* bytes) override {
-    streams_.progress();
-    return completeRequest(requests_, request, bytes);
+    std::exception_ptr failure = streams_.progressKeepingFailure();
+    if (completeRequest(requests_, request, bytes)) return true;
+    if (failure) std::rethrow_exception(failure);
+    return false;
   }
 
   std::vector<int> pollDescriptors() const override { return streams_.descriptors(); }
@@ -474,14 +502,16 @@ class SocketRecvComm : public NetRecvComm {
       requests_.push_back(std::move(request));
       queueNextHeader();
     }
-    streams_.progress();
+    (void)streams_.progressKeepingFailure();  // an error goes to test(), after what completed before it
     return r;
   }
 
   bool test(NetRequest* request, size_t* bytes) override {
-    streams_.progress();
+    std::exception_ptr failure = streams_.progressKeepingFailure();
     std::lock_guard<std::mutex> lock(requestsMutex_);
-    return completeRequest(requests_, request, bytes);
+    if (completeRequest(requests_, request, bytes)) return true;
+    if (failure) std::rethrow_exception(failure);
+    return false;
   }
 
   std::vector<int> pollDescriptors() const override { return streams_.descriptors(); }
