@@ -30,9 +30,13 @@ uint32_t connectionTag(const ConnKey& key) {
 // connect that completes only after the peer's accept and that accept both move, and a single
 // thread can drive several communicators of one job (ncclCommInitAll, one group).
 class ConnectionSetup {
+  static constexpr double kOffersShareOfTimeout = 0.75;
+
  public:
   ConnectionSetup(ncclComm* comm, const std::vector<ConnKey>& wanted)
-      : comm_(comm), deadline_(deadlineAfter(comm->settings.timeoutSeconds)) {
+      : comm_(comm),
+        deadline_(deadlineAfter(comm->settings.timeoutSeconds)),
+        offersDeadline_(deadlineAfter(comm->settings.timeoutSeconds * kOffersShareOfTimeout)) {
     std::vector<ConnKey> keys;
     for (const ConnKey& k : wanted)
       if (!comm->links.connections.count(k)) keys.push_back(k);
@@ -83,18 +87,20 @@ class ConnectionSetup {
     return moved;
   }
 
-  // Every sending connection whose offer has arrived has attached (its connect was called at least
-  // once). One whose offer has not arrived holds nothing back: that peer has not reached the
-  // call (or has stopped), and the others' connections must still be made, so that a timeout
-  // names the rank that is missing rather than the ones that waited on it.
+  // Every sending connection has attached (its connect was called at least once). As with NCCL,
+  // whose ranks exchange every connection's details before any connects, no accept runs before
+  // this rank's connects: two ranks of a plugin whose accept blocks until its peer connects
+  // (google/nccl-fastsocket) cannot then each sit in its accept, waiting for the other's connect.
+  // Every offer is sent as its rank enters the setup, so this waits only for peers to arrive; a
+  // peer that does not within the offers' deadline fails the setup, naming it (checkWaits).
   bool sendsAttached() {
+    bool all = true;
     for (Link& l : links_)
       if (l.key.send && !l.send && !l.made) {
-        bool arrived = false;
-        guarded(l, [&] { arrived = attachIfOffered(l); });
-        if (arrived) return false;  // attached now: its connect is polled in the next pass first
+        guarded(l, [&] { (void)attachIfOffered(l); });
+        all = false;  // even if attached now: its connect is polled in the next pass first
       }
-    return true;
+    return all;
   }
 
   bool done() const {
@@ -109,7 +115,15 @@ class ConnectionSetup {
       if (!cause.empty()) throw Error(recordedCode(), cause);
       throw Error(ErrorCode::Aborted, comm_->where() + ": setting up connections: aborted");
     }
-    if (SteadyClock::now() < deadline_) return;
+    const SteadyTime now = SteadyClock::now();
+    // A peer whose offer is missing holds back this rank's accepts, so the ranks that connect to
+    // this one wait on it too: it fails first, before their own deadline, and its failure notice
+    // names that peer to them.
+    if (now >= offersDeadline_)
+      for (const Link& l : links_)
+        if (l.key.send && !l.send && !l.made)
+          throw Error(ErrorCode::Timeout, setupFailed(l.key, Error(ErrorCode::Timeout, missing(l))));
+    if (now < deadline_) return;
     for (const Link& l : links_)
       if (!l.made) throw Error(ErrorCode::Timeout, setupFailed(l.key, Error(ErrorCode::Timeout, missing(l))));
   }
@@ -162,7 +176,9 @@ class ConnectionSetup {
     const std::string peer = comm_->describePeer(l.key.peer);
     const std::string within = " within TUTTI_TIMEOUT (" + std::to_string(int(comm_->settings.timeoutSeconds)) + " s)";
     if (l.key.send && !l.send)
-      return peer + " sent no offer for it" + within + ": did " + peer + " make the same call?";
+      return peer + " sent no offer for it within " +
+             std::to_string(int(comm_->settings.timeoutSeconds * kOffersShareOfTimeout)) +
+             " s (three quarters of TUTTI_TIMEOUT): did " + peer + " make the same call?";
     if (l.key.send) return "the connect did not complete" + within + "; " + peer + " offered it, so it made the call";
     return peer + " did not attach or connect" + within +
            (offerFrom_.count(l.key.peer) ? "; its offers for this call arrived, so it made the call"
@@ -219,8 +235,9 @@ class ConnectionSetup {
 
   ncclComm* comm_;
   SteadyTime deadline_;
-  std::vector<Link> links_;  // by key
-  std::set<int> offerFrom_;  // peers whose offers for this setup arrived: they made the call
+  SteadyTime offersDeadline_;  // for the peers' offers: earlier, so that the rank missing one fails first
+  std::vector<Link> links_;    // by key
+  std::set<int> offerFrom_;    // peers whose offers for this setup arrived: they made the call
 };
 
 // The communicator as its transports see it.
@@ -341,7 +358,8 @@ void ensureConnections(const std::vector<std::pair<ncclComm*, std::vector<ConnKe
   // Every connect is called once before the first accept, as NCCL orders them: a plugin whose
   // accept blocks until a peer connects (google/nccl-fastsocket) then finds its peer's connection
   // waiting, since every rank started its connects first; one whose connect completes only after
-  // the peer's accept (aws-ofi-nccl) has both polled, interleaved, from then on.
+  // the peer's accept (aws-ofi-nccl) has both polled, interleaved, from then on. A rank whose
+  // peer never offers fails at the offers' deadline, before the ranks that wait on its accepts.
   for (;;) {
     bool moved = false;
     for (ConnectionSetup& s : setups) moved = s.step(true) || moved;
