@@ -1,6 +1,7 @@
-// Reading a user's ncclConfig_t safely, whatever NCCL header version (2.14 to 2.30) it was compiled with.
+// Reading a user's ncclConfig_t safely, whatever NCCL header version (2.14 to 2.31) it was compiled with.
 #include "runtime/api/config.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdio>
@@ -34,6 +35,23 @@ constexpr unsigned int kSince2_27 = NCCL_VERSION(2, 27, 0);  // commName .. nvls
 constexpr unsigned int kSince2_28 = NCCL_VERSION(2, 28, 0);  // nChannelsPerNetPeer, nvlinkCentricSched
 constexpr unsigned int kSince2_29 = NCCL_VERSION(2, 29, 0);  // graphUsageMode, numRmaCtx
 constexpr unsigned int kSince2_30 = NCCL_VERSION(2, 30, 0);  // maxP2pPeers, graphStreamOrdering
+constexpr unsigned int kSince2_31 = NCCL_VERSION(2, 31, 0);  // launchOrderImplicit .. nvlsHostMode
+
+// What headers after 2.30 append to the struct, in their order: 2.31's launchOrderImplicit,
+// numRmaSig, rmaEagerInit and hostCftMode, then nvlsHostMode. This library's nccl.h declares
+// 2.30's struct, so these are read from the caller's bytes past it, as far as its size reaches.
+struct FieldsAfter2_30 {
+  int launchOrderImplicit;
+  int numRmaSig;
+  int rmaEagerInit;
+  int hostCftMode;
+  int nvlsHostMode;
+};
+constexpr size_t kEndOf2_30 = offsetof(ncclConfig_t, graphStreamOrdering) + sizeof(int);
+static_assert(kEndOf2_30 == sizeof(ncclConfig_t), "2.30's struct has no tail padding for a newer field to fill");
+// The values 2.31's enums allow (ncclHostCftMode_t, ncclNvlsHostMode_t).
+constexpr int kHostCftEnable = 1, kHostCftFallback = 3;
+constexpr int kNvlsHostModeAllComponents = (1 << 0) | (1 << 1), kNvlsHostModeDisableAll = INT_MAX;
 
 [[noreturn]] void throwInvalid(const char* operation, const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + what);
@@ -56,6 +74,9 @@ class UserConfig {
       throwInvalid(operation, "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (size " +
                                   std::to_string(size_) + ")");
     std::memcpy(&copy_, config, size_ < sizeof copy_ ? size_ : sizeof copy_);
+    if (size_ > kEndOf2_30)
+      std::memcpy(&after_, reinterpret_cast<const char*>(config) + kEndOf2_30,
+                  std::min(size_ - kEndOf2_30, sizeof after_));
     if (copy_.magic != kConfigMagic)
       throwInvalid(operation, "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (magic " +
                                   hex(copy_.magic) + ", expected " + hex(kConfigMagic) + ")");
@@ -74,6 +95,15 @@ class UserConfig {
   std::optional<int> integer(int ncclConfig_t::*member, unsigned int since) const {
     if (!declared(member, since) || copy_.*member == NCCL_CONFIG_UNDEF_INT) return std::nullopt;
     return copy_.*member;
+  }
+
+  // A field of a header after 2.30 (FieldsAfter2_30), as integer() reads those of 2.30's struct.
+  std::optional<int> later(int FieldsAfter2_30::*member) const {
+    const size_t offset = kEndOf2_30 + static_cast<size_t>(reinterpret_cast<const char*>(&(after_.*member)) -
+                                                           reinterpret_cast<const char*>(&after_));
+    if (copy_.version < kSince2_31 || offset + sizeof(int) > size_ || after_.*member == NCCL_CONFIG_UNDEF_INT)
+      return std::nullopt;
+    return after_.*member;
   }
 
   // A string field, empty when absent, unset or NULL.
@@ -98,6 +128,7 @@ class UserConfig {
   const char* operation_;
   size_t size_ = 0;
   ncclConfig_t copy_{};
+  FieldsAfter2_30 after_{};
 };
 
 bool readFlag(const char* operation, const char* field, std::optional<int> value, bool fallback) {
@@ -159,6 +190,18 @@ CommConfig readConfig(const ncclConfig_t* config, const char* operation) {
   result.maxP2pPeers = readAtLeast(operation, "maxP2pPeers", user.integer(&ncclConfig_t::maxP2pPeers, kSince2_30), 1);
   result.graphStreamOrdering =
       readFlag(operation, "graphStreamOrdering", user.integer(&ncclConfig_t::graphStreamOrdering, kSince2_30), false);
+  result.launchOrderImplicit =
+      readFlag(operation, "launchOrderImplicit", user.later(&FieldsAfter2_30::launchOrderImplicit), false);
+  result.numRmaSig = readAtLeast(operation, "numRmaSig", user.later(&FieldsAfter2_30::numRmaSig), 0);
+  result.rmaEagerInit = readFlag(operation, "rmaEagerInit", user.later(&FieldsAfter2_30::rmaEagerInit), false);
+  result.hostCftMode = readAtLeast(operation, "hostCftMode", user.later(&FieldsAfter2_30::hostCftMode), kHostCftEnable,
+                                   kHostCftFallback);
+  result.nvlsHostMode = user.later(&FieldsAfter2_30::nvlsHostMode);
+  if (result.nvlsHostMode && *result.nvlsHostMode != kNvlsHostModeDisableAll &&
+      (*result.nvlsHostMode < 0 || *result.nvlsHostMode > kNvlsHostModeAllComponents))
+    throwInvalid(operation, "ncclConfig_t.nvlsHostMode is " + std::to_string(*result.nvlsHostMode) +
+                                "; it must be a combination of the ncclNvlsHostMode_t flags (0 to " +
+                                std::to_string(kNvlsHostModeAllComponents) + ") or ncclNvlsHostModeDisable");
   return result;
 }
 
@@ -175,7 +218,10 @@ std::string describeConfig(const CommConfig& config) {
          " nvlinkCentricSched=" + std::to_string(config.nvlinkCentricSched) +
          " graphUsageMode=" + number(config.graphUsageMode) + " numRmaCtx=" + number(config.numRmaCtx) +
          " maxP2pPeers=" + number(config.maxP2pPeers) +
-         " graphStreamOrdering=" + std::to_string(config.graphStreamOrdering);
+         " graphStreamOrdering=" + std::to_string(config.graphStreamOrdering) +
+         " launchOrderImplicit=" + std::to_string(config.launchOrderImplicit) +
+         " numRmaSig=" + number(config.numRmaSig) + " rmaEagerInit=" + std::to_string(config.rmaEagerInit) +
+         " hostCftMode=" + number(config.hostCftMode) + " nvlsHostMode=" + number(config.nvlsHostMode);
 }
 
 }  // namespace tutti

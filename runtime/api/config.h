@@ -1,5 +1,5 @@
 // CommConfig, a communicator's configuration, and readConfig, which reads a user's ncclConfig_t
-// (from any NCCL header from 2.14 to 2.30) into one, with defaults for everything the user left unset.
+// (from any NCCL header from 2.14 to 2.31) into one, with defaults for everything the user left unset.
 #pragma once
 
 #include <optional>
@@ -30,6 +30,11 @@ struct CommConfig {
   std::optional<int> numRmaCtx;             // contexts of one-sided operations (0: none; unset: one)
   std::optional<int> maxP2pPeers;           // most peers a rank exchanges point-to-point with
   bool graphStreamOrdering = false;         // captured operations keep the order of their streams
+  bool launchOrderImplicit = false;         // (2.31) a device launch-ordering flag: checked and kept
+  std::optional<int> numRmaSig;             // (2.31) signal slots per peer for one-sided calls (unset: one)
+  bool rmaEagerInit = false;                // (2.31) one-sided resources made at init, not at first use
+  std::optional<int> hostCftMode;           // (2.31) ncclHostCftMode_t 1-3, a device feature: checked and kept
+  std::optional<int> nvlsHostMode;          // ncclNvlsHostMode_t: NVLS parts turned off (no NVLS here): kept
   unsigned int headerVersion = 0;           // NCCL_VERSION of the caller's nccl.h; 0: no config given
 
   bool operator==(const CommConfig&) const = default;

@@ -1,6 +1,7 @@
-// Tests of readConfig: defaults, every field, older (2.14 to 2.29) and newer ncclConfig_t layouts, bad values.
+// Tests of readConfig: defaults, every field, older (2.14 to 2.29) and newer (2.31) ncclConfig_t layouts, bad values.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -279,14 +280,95 @@ TEST_CASE("config: a current version with a short size is read only up to that s
 TEST_CASE("config: a newer, larger struct is accepted and its known fields read") {
   struct NewerConfig {
     ncclConfig_t known;
+    int knownAfter2_30[5];  // 2.31's four fields and nvlsHostMode, unset
     int fieldFromTheFuture;
-  } newer{NCCL_CONFIG_INITIALIZER, 12345};
+  } newer{NCCL_CONFIG_INITIALIZER,
+          {NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
+           NCCL_CONFIG_UNDEF_INT},
+          12345};
   newer.known.size = sizeof newer;
-  newer.known.version = NCCL_VERSION(2, 31, 2);
+  newer.known.version = NCCL_VERSION(2, 33, 0);
   newer.known.maxCTAs = 8;
   tutti::CommConfig config = tutti::readConfig(&newer.known, "test");
   CHECK(config.maxCTAs == 8);
-  CHECK(config.headerVersion == NCCL_VERSION(2, 31, 2));
+  CHECK(config.headerVersion == NCCL_VERSION(2, 33, 0));
+}
+
+// NCCL 2.31's struct: 2.30's, then four ints (2.31.2's header); a later header adds nvlsHostMode.
+struct ConfigV2_31 {
+  ncclConfig_t upTo2_30;
+  int launchOrderImplicit, numRmaSig, rmaEagerInit, hostCftMode;
+};
+struct ConfigV2_31WithNvls {
+  ConfigV2_31 upTo2_31;
+  int nvlsHostMode;
+};
+static_assert(sizeof(ConfigV2_31) == 112 && offsetof(ConfigV2_31, launchOrderImplicit) == 96);
+static_assert(offsetof(ConfigV2_31WithNvls, nvlsHostMode) == 112);
+
+TEST_CASE("config: a 2.31 struct: its four new fields read, nothing past its size") {
+  ConfigV2_31 layout{NCCL_CONFIG_INITIALIZER, 1, 4, 1, 2};
+  layout.upTo2_30.size = sizeof layout;
+  layout.upTo2_30.version = NCCL_VERSION(2, 31, 2);
+  OldConfig<ConfigV2_31> old(layout, sizeof layout);  // garbage where nvlsHostMode would be
+  tutti::CommConfig config = tutti::readConfig(old.get(), "test");
+  CHECK(config.launchOrderImplicit);
+  CHECK(config.numRmaSig == 4);
+  CHECK(config.rmaEagerInit);
+  CHECK(config.hostCftMode == 2);
+  CHECK_FALSE(config.nvlsHostMode.has_value());
+
+  // The same bytes from a header that says 2.30: its struct ends before them.
+  layout.upTo2_30.version = NCCL_VERSION(2, 30, 7);
+  OldConfig<ConfigV2_31> older(layout, sizeof layout);
+  tutti::CommConfig asOlder = tutti::readConfig(older.get(), "test");
+  CHECK_FALSE(asOlder.numRmaSig.has_value());
+  CHECK_FALSE(asOlder.launchOrderImplicit);
+
+  // Left unset by the initializer: the defaults.
+  ConfigV2_31 unset{NCCL_CONFIG_INITIALIZER, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
+                    NCCL_CONFIG_UNDEF_INT};
+  unset.upTo2_30.size = sizeof unset;
+  unset.upTo2_30.version = NCCL_VERSION(2, 31, 2);
+  tutti::CommConfig defaults = tutti::readConfig(&unset.upTo2_30, "test");
+  CHECK_FALSE(defaults.numRmaSig.has_value());
+  CHECK_FALSE(defaults.hostCftMode.has_value());
+  CHECK_FALSE(defaults.rmaEagerInit);
+
+  // nvlsHostMode where the size reaches it.
+  ConfigV2_31WithNvls withNvls{layout, 3};
+  withNvls.upTo2_31.upTo2_30.size = sizeof withNvls;
+  withNvls.upTo2_31.upTo2_30.version = NCCL_VERSION(2, 31, 2);
+  CHECK(tutti::readConfig(&withNvls.upTo2_31.upTo2_30, "test").nvlsHostMode == 3);
+  withNvls.nvlsHostMode = INT_MAX;  // every NVLS part off
+  CHECK(tutti::readConfig(&withNvls.upTo2_31.upTo2_30, "test").nvlsHostMode == INT_MAX);
+}
+
+TEST_CASE("config: out-of-range values of 2.31's fields are refused, naming the field") {
+  struct BadValue {
+    const char* field;
+    void (*set)(ConfigV2_31WithNvls&);
+  };
+  const BadValue cases[] = {
+      {"launchOrderImplicit", [](ConfigV2_31WithNvls& c) { c.upTo2_31.launchOrderImplicit = 2; }},
+      {"numRmaSig", [](ConfigV2_31WithNvls& c) { c.upTo2_31.numRmaSig = -1; }},
+      {"rmaEagerInit", [](ConfigV2_31WithNvls& c) { c.upTo2_31.rmaEagerInit = -3; }},
+      {"hostCftMode", [](ConfigV2_31WithNvls& c) { c.upTo2_31.hostCftMode = 4; }},
+      {"hostCftMode", [](ConfigV2_31WithNvls& c) { c.upTo2_31.hostCftMode = 0; }},
+      {"nvlsHostMode", [](ConfigV2_31WithNvls& c) { c.nvlsHostMode = 4; }},
+      {"nvlsHostMode", [](ConfigV2_31WithNvls& c) { c.nvlsHostMode = -2; }},
+  };
+  for (const BadValue& bad : cases) {
+    ConfigV2_31WithNvls user{{NCCL_CONFIG_INITIALIZER, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
+                              NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT},
+                             NCCL_CONFIG_UNDEF_INT};
+    user.upTo2_31.upTo2_30.size = sizeof user;
+    user.upTo2_31.upTo2_30.version = NCCL_VERSION(2, 31, 2);
+    bad.set(user);
+    INFO(bad.field);
+    std::string message = messageOf(&user.upTo2_31.upTo2_30);
+    CHECK(message.find(std::string("ncclConfig_t.") + bad.field) != std::string::npos);
+  }
 }
 
 TEST_CASE("config: out-of-range values are refused, naming the field") {
