@@ -46,10 +46,12 @@ netns_remove_all() {
 }
 
 # netns_cleanup: the multi-host scripts' exit trap: kills the ranks in `pids`, removes the
-# namespaces (netns_remove_all) and the log folder `logdir`.
+# namespaces (netns_remove_all) and the log folder `logdir`; a script that keeps no pids or log
+# folder (set -u) may leave them unset.
 netns_cleanup() {
   local p
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in ${pids[@]+"${pids[@]}"}; do kill -9 "$p" 2>/dev/null; done
   netns_remove_all
-  rm -rf "$logdir"
+  [ -n "${logdir:-}" ] && rm -rf "$logdir"
+  return 0
 }
