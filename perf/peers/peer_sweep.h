@@ -84,8 +84,9 @@ inline std::vector<size_t> sweepSizes(const SweepOptions& options, size_t granul
 // nccl-tests' bus bandwidth factors, so the figures line up with tutti's sweep tool.
 inline double busBandwidthFactor(const std::string& collective, int ranks) {
   if (collective == "all_reduce") return 2.0 * (ranks - 1) / ranks;
-  if (collective == "all_gather") return double(ranks - 1) / ranks;
-  return 1.0;
+  if (collective == "all_gather" || collective == "reduce_scatter" || collective == "alltoall")
+    return double(ranks - 1) / ranks;
+  return 1.0;  // broadcast, reduce
 }
 
 inline double median(std::vector<double> values) {
@@ -94,7 +95,8 @@ inline double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
-// `bytes` is nccl-tests' size: the buffer reduced (all-reduce) or the whole gathered output (all-gather).
+// `bytes` is nccl-tests' size: the buffer reduced or broadcast (all-reduce, reduce, broadcast) or
+// every rank's block together (all-gather's output, reduce-scatter's input, all-to-all's buffer).
 inline void printResult(const char* peer, const SweepOptions& options, int ranks, size_t bytes, double medianSeconds) {
   double algbw = double(bytes) / medianSeconds / 1e9;
   std::printf(
