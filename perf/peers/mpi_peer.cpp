@@ -22,7 +22,8 @@ struct SizeBuffers {
   std::vector<float> send, recv;
 };
 
-constexpr const char* kCollectives[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"};
+constexpr const char* kCollectives[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                        "broadcast",  "reduce",     "alltoall"};
 
 // Collectives whose size is every rank's block together, so sizes are a multiple of ranks floats.
 bool sizedByBlocks(const std::string& collective) {
@@ -72,9 +73,9 @@ bool resultIsCorrect(const std::string& c, const SizeBuffers& buffers, int rank,
   const size_t block = c == "all_gather" || c == "alltoall" ? buffers.recv.size() / size_t(ranks) : 0;
   if (c == "reduce" && rank != 0) return true;  // only the root receives
   for (size_t i = 0; i < buffers.recv.size(); i++) {
-    float expected = sum;                                      // all-reduce, reduce-scatter, reduce
-    if (c == "all_gather") expected = float(i / block + 1);    // block j comes from rank j
-    if (c == "broadcast") expected = 1.0f;                     // the root's r + 1
+    float expected = sum;                                                      // all-reduce, reduce-scatter, reduce
+    if (c == "all_gather") expected = float(i / block + 1);                    // block j comes from rank j
+    if (c == "broadcast") expected = 1.0f;                                     // the root's r + 1
     if (c == "alltoall") expected = float(int(i / block) * ranks + rank + 1);  // rank j's block for this rank
     if (buffers.recv[i] != expected) return false;
   }
