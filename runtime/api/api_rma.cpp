@@ -168,6 +168,7 @@ TUTTI_API ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDe
       checkSignalSlot(op, comm, desc.sigIdx, desc.ctx, what);
     }
     checkStream(op, comm, stream);
+    if (nDesc == 0) return;  // nothing to wait for
     checkSignalsMade(op, comm);
     RmaOp wait;
     wait.kind = RmaOp::Kind::Wait;

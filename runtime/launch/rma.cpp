@@ -144,16 +144,24 @@ void runWait(const RmaOp& op) {
   const double timeout = comm->settings.timeoutSeconds;
   queueJob(op, recordQueued(op), [comm, expected = std::move(expected), timeout] {
     using Clock = std::chrono::steady_clock;
-    const Clock::time_point start = Clock::now();
+    // TUTTI_TIMEOUT bounds a wait without progress, as it bounds the executors' waits: a signal
+    // that comes starts the clock again.
+    Clock::time_point start = Clock::now();
+    uint64_t seen = 0;
     auto sleep = std::chrono::microseconds(1);
     for (int round = 0;; round++) {
       const Expected* missing = nullptr;
-      for (const Expected& e : expected)
-        if (__atomic_load_n(e.counter, __ATOMIC_ACQUIRE) < e.total) {
-          missing = &e;
-          break;
-        }
+      uint64_t sum = 0;
+      for (const Expected& e : expected) {
+        const uint64_t now = __atomic_load_n(e.counter, __ATOMIC_ACQUIRE);
+        sum += now;
+        if (now < e.total && missing == nullptr) missing = &e;
+      }
       if (missing == nullptr) return;
+      if (sum != seen) {
+        seen = sum;
+        start = Clock::now();
+      }
       const bool aborted = comm->error.abortFlag.load(std::memory_order_acquire);
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (aborted || waited > timeout) {
@@ -168,8 +176,8 @@ void runWait(const RmaOp& op) {
                                  " of " + std::to_string(missing->total) + " since the communicator's first window)";
         if (aborted)
           throw Error(ErrorCode::Aborted, "ncclWaitSignal: " + comm->where() + ": aborted while waiting for " + what);
-        throw Error(ErrorCode::Timeout,
-                    "ncclWaitSignal: " + comm->where() + ": waited " + seconds + " s (TUTTI_TIMEOUT) for " + what);
+        throw Error(ErrorCode::Timeout, "ncclWaitSignal: " + comm->where() + ": waited " + seconds +
+                                            " s without a new signal (TUTTI_TIMEOUT) for " + what);
       }
       if (round < 200) {
         std::this_thread::yield();
