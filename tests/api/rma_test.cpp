@@ -1,8 +1,9 @@
 // One-sided communication between the ranks of one host: ncclPutSignal, ncclSignal and
 // ncclWaitSignal over windows registered collectively, as torchcomms uses them (register, put,
 // signal, wait, read, deregister), with ranks as threads and as processes, on the host executor
-// and the emulated device. The data each rank reads is checked byte for byte against what the
-// origin's formula gives for that offset, computed here independently of the buffers sent.
+// and the emulated device (the cases tagged [device-path] run again there: tests/CMakeLists.txt).
+// The data each rank reads is checked byte for byte against what the origin's formula gives for
+// that offset, computed here independently of the buffers sent.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -186,7 +187,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
-TEST_CASE("one-sided: rings and all-to-alls of puts, ranks as threads (host)", "[rma]") {
+TEST_CASE("one-sided: rings and all-to-alls of puts, ranks as threads", "[rma][device-path]") {
   const std::string failures = tutti_test::runThreads(3, everyPattern);
   INFO(failures);
   CHECK(failures.empty());
@@ -221,7 +222,7 @@ TEST_CASE("one-sided: puts and waits in stream order on host streams", "[rma]") 
 
 // The expected total grows with every wait: a second wait for one more signal returns only once
 // that signal has come, not at once because the counter already passed one.
-TEST_CASE("one-sided: opCnt counts cumulatively across waits", "[rma]") {
+TEST_CASE("one-sided: opCnt counts cumulatively across waits", "[rma][device-path]") {
   const std::string failures = tutti_test::runThreads(2, [](int rank, int nranks, ncclComm_t comm) {
     const size_t block = 256;
     Buffer window(4 * block), local(4 * block);
@@ -451,15 +452,3 @@ TEST_CASE("one-sided: the flight recorder records puts, signals and waits", "[rm
   INFO(failures);
   CHECK(failures.empty());
 }
-
-#ifdef TUTTI_HAVE_CUDA
-// The emulated device: puts are the backend's stream-ordered copies (cuMemcpyAsync), signals and
-// waits its host functions (cuLaunchHostFunc), on the driver's streams.
-TEST_CASE("one-sided: rings and all-to-alls of puts, ranks as threads (emulated device)", "[rma][emulated]") {
-  tutti_test::ScopedEnv device("TUTTI_DEVICE", "emulated");
-  tutti_test::ScopedEnv shared("TUTTI_ALLOW_SHARED_GPU", "1");
-  const std::string failures = tutti_test::runThreads(3, everyPattern);
-  INFO(failures);
-  CHECK(failures.empty());
-}
-#endif
