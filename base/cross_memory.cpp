@@ -1,4 +1,4 @@
-// Cross-memory reads between processes of a host (base/cross_memory.h).
+// Cross-memory reads and writes between processes of a host (base/cross_memory.h).
 #include "base/cross_memory.h"
 
 #include <sys/prctl.h>
@@ -20,6 +20,26 @@ int read(pid_t pid, const void* remote, void* local, size_t bytes) {
       to, bytes
     }, r{const_cast<char*>(from), bytes};
     const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    to += n;
+    from += n;
+    bytes -= size_t(n);
+  }
+  return 0;
+}
+
+int write(pid_t pid, void* remote, const void* local, size_t bytes) {
+  const char* from = static_cast<const char*>(local);
+  char* to = static_cast<char*>(remote);
+  while (bytes > 0) {
+    struct iovec l {
+      const_cast<char*>(from), bytes
+    }, r{to, bytes};
+    const ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;

@@ -161,6 +161,21 @@ class Executor {
   // Waits until everything queued on the stream has run (host streams; device backends leave
   // this to the user's CUDA calls).
   virtual void synchronize(cudaStream_t stream) = 0;
+  // Stream-ordered work that runs no plan (one-sided operations, runtime/launch/rma.h): a copy
+  // between two ranges the executor reaches, and a job on a host thread, each after everything
+  // queued on `stream` before it and before anything queued after it. A null stream on a host
+  // backend means before returning, and then a job's Error reaches the caller; queued, a job
+  // records its own errors (a CUDA host function cannot report one). The cuda backend copies with
+  // the copy engine (cuMemcpyAsync) and runs jobs as host functions (cuLaunchHostFunc). Default:
+  // cannot (throws Error (InvalidUsage) naming the backend).
+  virtual void enqueueCopy(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
+    throw Error(ErrorCode::InvalidUsage,
+                std::string("the ") + name() + " backend does not queue copies without a plan (one-sided operations)");
+  }
+  virtual void enqueueHostJob(cudaStream_t stream, std::function<void()> job) {
+    throw Error(ErrorCode::InvalidUsage,
+                std::string("the ") + name() + " backend does not queue host jobs (one-sided operations)");
+  }
   // Why the backend stopped a launch, if it did (device backends: read from the fault record the
   // kernel writes; None while nothing failed). The host executor throws its faults instead: None.
   virtual ExecFault fault() const = 0;

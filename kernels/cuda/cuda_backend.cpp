@@ -445,6 +445,35 @@ void CudaBackend::synchronize(cudaStream_t stream) {
         "synchronising a stream");
 }
 
+void CudaBackend::enqueueCopy(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  ContextScope scope(*d_, ctx_);
+  check(*d_,
+        d_->cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
+                          reinterpret_cast<CUstream>(stream)),
+        "cuMemcpyAsync", "a one-sided put");
+}
+
+namespace {
+// A host function's argument: the job, freed once run. A job records its own errors; nothing may
+// leave a host function.
+void runHostJob(void* arg) {
+  std::unique_ptr<std::function<void()>> job(static_cast<std::function<void()>*>(arg));
+  try {
+    (*job)();
+  } catch (...) {
+  }
+}
+}  // namespace
+
+void CudaBackend::enqueueHostJob(cudaStream_t stream, std::function<void()> job) {
+  ContextScope scope(*d_, ctx_);
+  auto held = std::make_unique<std::function<void()>>(std::move(job));
+  check(*d_, d_->cuLaunchHostFunc(reinterpret_cast<CUstream>(stream), runHostJob, held.get()), "cuLaunchHostFunc",
+        "a one-sided operation");
+  held.release();  // runHostJob frees it
+}
+
 ExecFault CudaBackend::fault() const {
   uint32_t kind = __atomic_load_n(&control_->fault.fault, __ATOMIC_ACQUIRE);
   if (kind == 0) return ExecFault{};

@@ -67,6 +67,8 @@ class CudaBackend final : public ExecutorBackend {
   std::string bufferProblem(const void* buffer, size_t bytes) const override;
   void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override;
   void synchronize(cudaStream_t stream) override;
+  void enqueueCopy(cudaStream_t stream, void* dst, const void* src, size_t bytes) override;
+  void enqueueHostJob(cudaStream_t stream, std::function<void()> job) override;
   ExecFault fault() const override;
   void abort() override { __atomic_store_n(&control_->abortWord, 1u, __ATOMIC_SEQ_CST); }
 

@@ -219,8 +219,16 @@ CUresult eventElapsedTime(float* ms, CUevent start, CUevent end) {
   return CUDA_SUCCESS;
 }
 
+// A host function in stream order (cuLaunchHostFunc), as the driver runs one: after the work
+// queued before it, on the stream's own thread.
+CUresult launchHostFunc(CUstream stream, CUhostFn fn, void* userData) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return onStream(stream, [fn, userData] { fn(userData); });
+}
+
 const Entry kEntries[] = {
     TUTTI_EMULATED_ENTRY(cuStreamCreate, streamCreate),
+    TUTTI_EMULATED_ENTRY(cuLaunchHostFunc, launchHostFunc),
     TUTTI_EMULATED_ENTRY(cuStreamDestroy, streamDestroy),
     TUTTI_EMULATED_ENTRY(cuStreamSynchronize, streamSynchronize),
     TUTTI_EMULATED_ENTRY(cuStreamQuery, streamQuery),

@@ -91,6 +91,19 @@ void HostMemoryBackend::synchronize(cudaStream_t stream) {
   if (HostStream* hs = HostStream::fromHandle(stream)) hs->synchronize();
 }
 
+void HostMemoryBackend::enqueueCopy(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  enqueueHostJob(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+}
+
+void HostMemoryBackend::enqueueHostJob(cudaStream_t stream, std::function<void()> job) {
+  if (stream == nullptr) {
+    job();
+    return;
+  }
+  HostStream::fromHandle(stream)->enqueue(std::move(job));
+}
+
 namespace {
 
 class HostBackend final : public HostMemoryBackend {

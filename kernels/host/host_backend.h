@@ -40,6 +40,8 @@ class HostMemoryBackend : public ExecutorBackend {
   std::string streamProblem(cudaStream_t stream) const override;
   void submit(std::span<Launch* const> launches, cudaStream_t stream, std::function<void()> done) override;
   void synchronize(cudaStream_t stream) override;
+  void enqueueCopy(cudaStream_t stream, void* dst, const void* src, size_t bytes) override;
+  void enqueueHostJob(cudaStream_t stream, std::function<void()> job) override;
 
  protected:
   // Runs the launches to completion on the calling thread (and the backend's workers); throws the

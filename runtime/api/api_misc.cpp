@@ -44,6 +44,7 @@ void* registerBuffer(ncclComm* comm, void* buff, size_t size) {
 void deregisterBuffer(ncclComm* comm, void* handle, const std::string& where) {
   bool gone = false;
   comm->links.registrations.remove(handle, where, &gone);
+  if (gone) comm->links.windows.remove(handle);
   if (gone && comm->links.peerBuffers) comm->links.peerBuffers->withdraw(handle);
 }
 
@@ -130,26 +131,44 @@ TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size
       throw Error(ErrorCode::InvalidArgument, where + ": winFlags " + std::to_string(winFlags) +
                                                   " is neither NCCL_WIN_DEFAULT (0) nor NCCL_WIN_COLL_SYMMETRIC (1)");
     checkBuffer("ncclCommWindowRegister", comm, buff, size, 1, "buff");
+    // Each rank's flags, and its part of the window (where, how large) for one-sided operations;
+    // the first registration also makes and maps the signal counters (runtime/comm/windows.h).
     struct Entry {
-      uint64_t size;
       int64_t flags;
+      Windows::Offer part;
     };
     std::vector<Entry> all(size_t(comm->identity.nranks));
-    all[size_t(comm->identity.rank)] = Entry{size, winFlags};
+    Entry& mine = all[size_t(comm->identity.rank)];
+    mine.flags = winFlags;
+    mine.part.address = reinterpret_cast<uintptr_t>(buff);
+    mine.part.bytes = size;
+    const bool first = !comm->links.windows.ready();
+    if (first) mine.part.signals = comm->links.windows.makeSignals(comm);
     comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
+    WindowParts parts;
+    std::vector<Windows::Offer> offers;
+    for (const Entry& e : all) {
+      parts.address.push_back(e.part.address);
+      parts.bytes.push_back(e.part.bytes);
+      offers.push_back(e.part);
+    }
+    if (first) comm->links.windows.mapSignals(comm, offers);
     for (int r = 0; r < comm->identity.nranks; r++) {
       const Entry& e = all[size_t(r)];
+      const uint64_t eSize = e.part.bytes;
       if (e.flags != winFlags)
         throw Error(ErrorCode::InvalidUsage, where + " registers with winFlags " + std::to_string(winFlags) +
                                                  " where " + comm->describePeer(r) + " passed " +
                                                  std::to_string(e.flags) + " (every rank must pass the same)");
-      if (winFlags == NCCL_WIN_COLL_SYMMETRIC && e.size != size)
+      if (winFlags == NCCL_WIN_COLL_SYMMETRIC && eSize != size)
         throw Error(ErrorCode::InvalidUsage, where + " registers a symmetric window of " + std::to_string(size) +
                                                  " bytes where " + comm->describePeer(r) + " registers " +
-                                                 std::to_string(e.size) +
+                                                 std::to_string(eSize) +
                                                  " (NCCL_WIN_COLL_SYMMETRIC windows are the same size on every rank)");
     }
-    *win = reinterpret_cast<ncclWindow_t>(registerBuffer(comm, buff, size));
+    void* handle = registerBuffer(comm, buff, size);
+    comm->links.windows.add(handle, std::move(parts));
+    *win = reinterpret_cast<ncclWindow_t>(handle);
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommWindowRegister)

@@ -1,12 +1,14 @@
-// Entry points of one-sided communication (NCCL 2.29): ncclWinGetUserPtr works; put, signal and
-// wait check their arguments as the working calls will, then are refused by name until tutti
-// carries them.
+// Entry points of one-sided communication (NCCL 2.29): ncclWinGetUserPtr, and put, signal and
+// wait between the ranks of one host, checked here and carried by runtime/launch/rma.h. Targets on
+// other hosts are refused by name.
 #include <cstdint>
 #include <string>
 
+#include "kernels/backend.h"
 #include "kernels/host_reduce.h"
 #include "runtime/api/api.h"
 #include "runtime/comm/comm.h"
+#include "runtime/launch/rma.h"
 
 using namespace tutti;
 
@@ -35,9 +37,30 @@ void checkFlags(const char* operation, const ncclComm* comm, unsigned int flags)
                 std::string(operation) + ": " + comm->where() + ": flags " + std::to_string(flags) + " must be 0");
 }
 
-[[noreturn]] void notYet(const char* operation, const ncclComm* comm) {
-  throw Error(ErrorCode::InvalidUsage, std::string(operation) + " is not supported by tutti yet (" + comm->where() +
-                                           "; one-sided communication is not implemented)");
+// Signal counters are made at the first window registration (runtime/comm/windows.h).
+void checkSignalsMade(const char* operation, const ncclComm* comm) {
+  if (!comm->links.windows.ready())
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
+                                             ": no window has been registered on this communicator yet "
+                                             "(ncclCommWindowRegister makes its signals)");
+}
+
+// Whether tutti carries one-sided operations between this rank and `peer`: ranks of one host
+// (threads of one process, or processes on a backend whose memory is the host's).
+void checkReachable(const char* operation, const ncclComm* comm, int peer, const std::string& what) {
+  const RankInfo& me = comm->identity.peers[size_t(comm->identity.rank)];
+  const RankInfo& other = comm->identity.peers[size_t(peer)];
+  if (other.hostHash != me.hostHash)
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() + ": " + what +
+                                             comm->describePeer(peer) +
+                                             " is on another host: one-sided operations between hosts are not "
+                                             "supported by tutti yet");
+  if (other.processToken != me.processToken &&
+      comm->executor.backend->memory().memorySpace() != kern::MemorySpace::Host)
+    throw Error(ErrorCode::InvalidUsage,
+                std::string(operation) + ": " + comm->where() + ": " + what + comm->describePeer(peer) +
+                    " is another process: one-sided operations between processes on the " +
+                    comm->executor.backend->name() + " backend (device memory) are not supported by tutti yet");
 }
 
 }  // namespace
@@ -71,8 +94,35 @@ TUTTI_API ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclD
     checkFlags(op, comm, flags);
     checkBuffer(op, comm, localbuff, count, kern::dtypeSize(datatype), "localbuff");
     checkStream(op, comm, stream);
-    (void)peerWinOffset;  // checked against the peer's window size once puts are carried
-    notYet(op, comm);
+    std::shared_ptr<const WindowParts> window = comm->links.windows.find(peerWin);
+    if (window == nullptr)
+      throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + comm->where() +
+                                                  ": peerWin is a registration, not a window (ncclCommRegister's "
+                                                  "handle; one-sided operations need ncclCommWindowRegister's)");
+    // The peer's own part: windows may differ in size from rank to rank.
+    const uint64_t windowBytes = window->bytes[size_t(peer)];
+    const size_t eltSize = kern::dtypeSize(datatype);
+    const bool overflows = count > SIZE_MAX / eltSize;
+    const uint64_t bytes = uint64_t(count) * eltSize;
+    if (overflows || peerWinOffset > windowBytes || bytes > windowBytes - peerWinOffset)
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string(op) + ": " + comm->where() + ": a put of " + std::to_string(count) + " elements (" +
+                      (overflows ? std::string("too many bytes") : std::to_string(bytes) + " bytes") + ") at offset " +
+                      std::to_string(peerWinOffset) + " does not fit the window of " + comm->describePeer(peer) +
+                      ", which is " + std::to_string(windowBytes) + " bytes");
+    checkReachable(op, comm, peer, "peer ");
+    RmaOp put;
+    put.kind = RmaOp::Kind::Put;
+    put.comm = comm;
+    put.stream = stream;
+    put.local = localbuff;
+    put.count = count;
+    put.type = datatype;
+    put.window = std::move(window);
+    put.offset = peerWinOffset;
+    put.peer = peer;
+    put.ctx = ctx;
+    enqueueRma(std::move(put));
   });
 }
 TUTTI_NCCL_ALIAS(ncclPutSignal)
@@ -86,7 +136,15 @@ TUTTI_API ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int f
     checkSignalSlot(op, comm, sigIdx, ctx, "");
     checkFlags(op, comm, flags);
     checkStream(op, comm, stream);
-    notYet(op, comm);
+    checkSignalsMade(op, comm);
+    checkReachable(op, comm, peer, "peer ");
+    RmaOp signal;
+    signal.kind = RmaOp::Kind::Signal;
+    signal.comm = comm;
+    signal.stream = stream;
+    signal.peer = peer;
+    signal.ctx = ctx;
+    enqueueRma(std::move(signal));
   });
 }
 TUTTI_NCCL_ALIAS(ncclSignal)
@@ -110,7 +168,17 @@ TUTTI_API ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDe
       checkSignalSlot(op, comm, desc.sigIdx, desc.ctx, what);
     }
     checkStream(op, comm, stream);
-    notYet(op, comm);
+    if (nDesc == 0) return;  // nothing to wait for
+    checkSignalsMade(op, comm);
+    RmaOp wait;
+    wait.kind = RmaOp::Kind::Wait;
+    wait.comm = comm;
+    wait.stream = stream;
+    for (int i = 0; i < nDesc; i++) {
+      checkReachable(op, comm, signalDescs[i].peer, "signalDescs[" + std::to_string(i) + "]: peer ");
+      wait.waits.push_back(signalDescs[i]);
+    }
+    enqueueRma(std::move(wait));
   });
 }
 TUTTI_NCCL_ALIAS(ncclWaitSignal)

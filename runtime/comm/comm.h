@@ -21,6 +21,7 @@
 #include "runtime/comm/conn_key.h"
 #include "runtime/comm/control_block.h"
 #include "runtime/comm/registrations.h"
+#include "runtime/comm/windows.h"
 #include "runtime/launch/comm_wait_hooks.h"
 
 // What the communicator holds only by pointer is declared here, so that a file that reads its
@@ -168,6 +169,9 @@ struct CommLinks {
   transport::TransportProxy* proxy() const;
   // User buffers registered with ncclCommRegister (runtime/comm/registrations.h).
   Registrations registrations;
+  // Those registered as windows, by rank, and the signal counters of one-sided operations
+  // (runtime/comm/windows.h).
+  Windows windows;
   // Those mapped by the host's rank processes (runtime/comm/peer_buffers.h): made at init, before the
   // last barrier; `answering` is the same, for the bootstrap's thread that answers peers' questions.
   std::unique_ptr<PeerBuffers> peerBuffers;

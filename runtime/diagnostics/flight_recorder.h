@@ -29,6 +29,13 @@ enum class FlightState : uint8_t { Empty, Queued, Running, Done, Failed };
 // "queued", "running", "done", "failed" ("empty" for Empty).
 const char* flightStateName(FlightState state);
 
+// One-sided operations in FlightCall::coll, past plan::Coll's values (their peer in root; count:
+// elements for a put, descriptors for a wait, whose root is its first descriptor's peer).
+constexpr uint8_t kFlightPutSignal = 0x80;
+constexpr uint8_t kFlightSignal = 0x81;
+constexpr uint8_t kFlightWaitSignal = 0x82;
+inline bool isFlightOneSided(uint8_t coll) { return coll >= kFlightPutSignal && coll <= kFlightWaitSignal; }
+
 // What the launching thread knows of an operation when it is queued.
 struct FlightCall {
   uint64_t seq = 0;        // the operation's number on its communicator (kern::OpWork::seq)

@@ -84,7 +84,32 @@ const char* waitForName(kern::WaitFor what) {
 
 bool isP2p(uint8_t coll) { return plan::Coll(coll) == plan::Coll::Send || plan::Coll(coll) == plan::Coll::Recv; }
 
+// A one-sided operation (runtime/launch/rma.h): no collective number, signature or algorithm.
+std::string oneSidedJson(const FlightEntry& e) {
+  const char* op = e.coll == kFlightPutSignal ? "PutSignal" : e.coll == kFlightSignal ? "Signal" : "WaitSignal";
+  std::string s = "{\"seq\": " + std::to_string(e.seq) + ", \"collective\": null, \"op\": " + quoted(op);
+  std::string call = std::string("nccl") + op;
+  if (e.coll == kFlightPutSignal) {
+    const size_t bytes = e.count * kern::dtypeSize(ncclDataType_t(e.dtype));
+    call += " of " + std::to_string(bytes) + " bytes to rank " + std::to_string(e.root);
+    s += ", \"call\": " + quoted(call) + ", \"count\": " + std::to_string(e.count) +
+         ", \"type\": " + quoted(kern::dtypeName(ncclDataType_t(e.dtype))) + ", \"bytes\": " + std::to_string(bytes);
+  } else if (e.coll == kFlightSignal) {
+    s += ", \"call\": " + quoted(call + " to rank " + std::to_string(e.root));
+  } else {
+    s += ", \"call\": " +
+         quoted(call + " for " + std::to_string(e.count) + " peers, the first rank " + std::to_string(e.root)) +
+         ", \"descriptors\": " + std::to_string(e.count);
+  }
+  s += ", \"peer\": " + std::to_string(e.root);
+  s += ", \"stream\": " + quoted(hex(e.stream)) + ", \"state\": " + quoted(flightStateName(e.state));
+  s += ", \"queued_ns\": " + std::to_string(e.queuedNs) + ", \"started_ns\": " + std::to_string(e.startedNs) +
+       ", \"ended_ns\": " + std::to_string(e.endedNs) + "}";
+  return s;
+}
+
 std::string entryJson(const FlightEntry& e) {
+  if (isFlightOneSided(e.coll)) return oneSidedJson(e);
   const plan::Coll coll = plan::Coll(e.coll);
   const size_t eltSize = kern::dtypeSize(ncclDataType_t(e.dtype));
   std::string s = "{\"seq\": " + std::to_string(e.seq);

@@ -9,6 +9,7 @@
 #include "runtime/api/api.h"
 #include "runtime/launch/comm_launch.h"
 #include "runtime/launch/launch.h"
+#include "runtime/launch/rma.h"
 
 namespace tutti {
 
@@ -53,14 +54,23 @@ void groupEnd() {
   if (--tGroup.depth > 0) return;
   int error = ncclSuccess;
   std::vector<Task> tasks = takeTasks(&error);
-  if (error != ncclSuccess)
+  if (error != ncclSuccess) {
+    const size_t dropped = tasks.size() + rmaGroupSize();
+    endRmaGroup(true);
     throw Error(ErrorCode::InvalidUsage,
                 "ncclGroupEnd: a call inside the group failed (see the earlier error); the group's " +
-                    std::to_string(tasks.size()) + " other operations were dropped");
-  if (tasks.size() == 1)
-    launchSingle(tasks.front(), false);
-  else if (!tasks.empty())
-    launchGroup(std::move(tasks));
+                    std::to_string(dropped) + " other operations were dropped");
+  }
+  try {
+    if (tasks.size() == 1)
+      launchSingle(tasks.front(), false);
+    else if (!tasks.empty())
+      launchGroup(std::move(tasks));
+  } catch (...) {
+    endRmaGroup(true);
+    throw;
+  }
+  endRmaGroup(false);
 }
 
 double groupSimulateEnd() {
@@ -73,6 +83,7 @@ double groupSimulateEnd() {
                 "(the inner group was ended, nothing was simulated)");
   }
   tGroup.depth = 0;
+  endRmaGroup(true);  // one-sided operations have no cost model: not simulated, and dropped
   int error = ncclSuccess;
   std::vector<Task> tasks = takeTasks(&error);
   if (error != ncclSuccess)
