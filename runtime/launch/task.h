@@ -21,6 +21,7 @@ struct Task {
   int root;  // root, or the peer of Send/Recv
   ncclComm* comm;
   cudaStream_t stream;
+  bool partOfAllToAllv = false;  // a Send or Recv that is one block of an ncclAllToAllv (its signature says so)
 };
 
 // The collectives that reduce (and so take a reduction operation).
