@@ -7,8 +7,10 @@
 // into one local copy. Peers are taken in the order rank + s (sends) and rank - s (receives) for
 // s = 0..n-1: the block from a to b is then the s = (b - a) mod n pair at both ends, the same order
 // on every connection whatever else the group holds. Each block is marked (Task::partOfAllToAllv)
-// so that a pair whose counts disagree fails at its first message naming ncclAllToAllv, as the
-// executors check every send and receive.
+// and numbered by the call, so that a pair whose counts disagree fails at its first message naming
+// ncclAllToAllv, as the executors check every send and receive, and a block never lands in another
+// call (a block of 0 elements sends no message: its peer's block of the next call would otherwise
+// fill a receive that waits for it).
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -131,6 +133,8 @@ TUTTI_API ncclResult_t pncclAllToAllv(const void* sendbuff, const size_t sendcou
                "stream %p",
                kOperation, (unsigned long long)comm->executor.opSeq, sendbuff, recvbuff, sent, received, int(datatype),
                static_cast<void*>(comm), nranks, static_cast<void*>(stream));
+    // Every rank numbers its calls alike, so a block that arrives for another call is caught, not taken.
+    const uint32_t seq = comm->executor.allToAllvSeq++;
     const char* in = static_cast<const char*>(sendbuff);
     char* out = static_cast<char*>(recvbuff);
     OwnGroup group;
@@ -155,6 +159,7 @@ TUTTI_API ncclResult_t pncclAllToAllv(const void* sendbuff, const size_t sendcou
                 comm,
                 stream};
       send.partOfAllToAllv = recv.partOfAllToAllv = true;
+      send.allToAllvSeq = recv.allToAllvSeq = seq;
       enqueueTask(send);
       enqueueTask(recv);
     }

@@ -226,8 +226,8 @@ void requireMismatchCaught(const char* device) {
         // Each of the pair receives a block of the wrong size: rank 1 40 bytes for 48, rank 0 28 for 20. A rank
         // told of the other's failure first reports that one: either way its error names both calls.
         auto names = [&](const char* a, const char* b) {
-          return message.find(std::string("ncclAllToAllv with a block of ") + a) != std::string::npos &&
-                 message.find(std::string("ncclAllToAllv with a block of ") + b) != std::string::npos;
+          return message.find(std::string("ncclAllToAllv #0 with a block of ") + a) != std::string::npos &&
+                 message.find(std::string("ncclAllToAllv #0 with a block of ") + b) != std::string::npos;
         };
         check(result != ncclSuccess, who + "the mismatched call succeeded");
         check(names("40 bytes", "48 bytes") || names("28 bytes", "20 bytes"),
@@ -247,6 +247,40 @@ void requireMismatchCaught(const char* device) {
 }
 
 }  // namespace
+
+// A block of 0 elements sends no message, so a receive that expects more from that peer waits: the
+// peer's block of its next ncclAllToAllv must not fill it (silently wrong) but fail it, naming both calls.
+TEST_CASE("alltoallv: a block of 0 against a nonzero one is caught at the next call's message, not taken from it",
+          "[alltoallv][mismatch]") {
+  ScopedEnv timeout("TUTTI_TIMEOUT", "60");
+  ScopedEnv backend("TUTTI_DEVICE", "host");
+  const std::string failures = tutti_test::runThreads(2, [&](int rank, int n, ncclComm_t comm) {
+    std::vector<size_t> counts(size_t(n), 4), displs = {0, 8};
+    std::vector<int32_t> in(16, rank), out(16, -1);
+    std::vector<size_t> first = counts;
+    if (rank == 0) first[1] = 0;  // rank 1 expects 4 elements
+    const auto start = std::chrono::steady_clock::now();
+    ncclResult_t result = ncclAllToAllv(in.data(), first.data(), displs.data(), out.data(), counts.data(),
+                                        displs.data(), ncclInt32, comm, nullptr);
+    const bool firstFailed = result != ncclSuccess;
+    if (result == ncclSuccess)
+      result = ncclAllToAllv(in.data(), counts.data(), displs.data(), out.data(), counts.data(), displs.data(),
+                             ncclInt32, comm, nullptr);
+    const std::string message = ncclGetLastError(comm);
+    const std::string who =
+        "rank " + std::to_string(rank) + " (" + std::to_string(tutti_test::secondsSince(start)) + " s): ";
+    check(result != ncclSuccess, who + "both calls succeeded; rank 1's first took rank 0's second block");
+    if (rank == 1)
+      check(firstFailed && message.find("ncclAllToAllv #1 with a block of 16 bytes") != std::string::npos &&
+                message.find("ncclAllToAllv #0 with a block of 16 bytes") != std::string::npos,
+            who + "the first call did not fail naming both calls: " + message);
+    check(tutti_test::secondsSince(start) < 30, who + "failed only after the timeout: " + message);
+    throw tutti_test::RankFailure("expected: " + message);
+  });
+  INFO(failures);
+  CHECK(failures.find("rank 0/2: expected: ") != std::string::npos);
+  CHECK(failures.find("rank 1/2: expected: ") != std::string::npos);
+}
 
 TEST_CASE("alltoallv: a pair whose counts disagree fails both ranks at the first message, naming ncclAllToAllv",
           "[alltoallv][mismatch]") {
