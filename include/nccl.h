@@ -439,6 +439,18 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream);
 
+/* All-to-all with a count per pair (not in NVIDIA's NCCL; NCCLX, RCCL and MSCCL++'s NCCL shim
+ * export it with this signature): sendcounts[j] elements from sendbuff + sdispls[j] go to rank j,
+ * recvcounts[i] elements from rank i land at recvbuff + rdispls[i]. Counts and displacements are
+ * in elements, in host arrays of one entry per rank. Out of place only; receive blocks must not
+ * overlap; recvcounts[i] on rank j must equal sendcounts[j] on rank i. */
+ncclResult_t ncclAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                           const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                            const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                            cudaStream_t stream);
+
 /* Rank i's count elements land at recvbuff + i*count on `root` (in place: sendbuff ==
  * recvbuff + root*count). */
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,

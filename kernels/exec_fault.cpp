@@ -40,6 +40,9 @@ const char* redKindName(uint32_t kind) {
 
 std::string describeCall(uint64_t signature, uint64_t count) {
   const plan::Coll coll = plan::Coll(signatureColl(signature));
+  if ((coll == plan::Coll::Send || coll == plan::Coll::Recv) && signatureRoot(signature) == kPartOfAllToAllv)
+    return "ncclAllToAllv #" + std::to_string(signatureSeq(signature)) + " with a block of " + std::to_string(count) +
+           " bytes between the two";
   if (coll == plan::Coll::Send || coll == plan::Coll::Recv)
     return "a send or receive of " + std::to_string(count) + " bytes";
   std::string s = std::string(plan::collTitle(coll)) + "(count " + std::to_string(count) + ", " +

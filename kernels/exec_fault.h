@@ -22,7 +22,8 @@ std::string describeFault(const ExecFault& fault, int rank, const std::function<
 WaitRecord waitRecordOf(const ExecFault& fault);
 
 // A call as its signature (kern::callSignature) and count tell it: "AllReduce(count 4096,
-// float32, sum) as collective #17", "a send or receive of 64 bytes".
+// float32, sum) as collective #17", "a send or receive of 64 bytes", "ncclAllToAllv #3 with a block
+// of 64 bytes between the two".
 std::string describeCall(uint64_t signature, uint64_t count);
 // "<peer> called <theirs> where rank <rank> called <ours> (...)": the words of every call mismatch
 // (an executor's fault, the mailboxes' check).

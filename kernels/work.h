@@ -57,6 +57,10 @@ TUTTI_FLAT_HD uint32_t signatureColl(uint64_t s) { return uint32_t(s >> 24) & 0x
 TUTTI_FLAT_HD uint32_t signatureDtype(uint64_t s) { return uint32_t(s >> 28) & 0xfu; }
 TUTTI_FLAT_HD uint32_t signatureRedKind(uint64_t s) { return uint32_t(s >> 32) & 0xffu; }
 TUTTI_FLAT_HD uint32_t signatureRoot(uint64_t s) { return uint32_t(s >> 40) & 0x7fffffu; }
+// The root field of a send's or receive's signature (which has no root): 0 for ncclSend and
+// ncclRecv, kPartOfAllToAllv for a block of ncclAllToAllv, so that a mismatch names that call; a
+// block's signature also carries its call's number among the communicator's ncclAllToAllv calls.
+constexpr uint32_t kPartOfAllToAllv = 1;
 
 // One end of one connection: the FIFO the lane reads (receive) or fills (send).
 struct ConnEnd {

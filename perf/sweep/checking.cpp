@@ -43,7 +43,7 @@ WrongElements compareOutputs(const CheckedOperation& op, const char* output, siz
   const DataTypeInfo& type = op.type;
   WrongElements wrong;
   for (size_t i = 0; i < checked; i++) {
-    double want = op.collective.expected(i, op.groupRank, op.groupRanks, op.root, op.counts.param, input, reduced);
+    double want = op.collective.expected(i, op.groupRank, op.groupRanks, op.root, op.counts, input, reduced);
     unsigned char rounded[8];
     writeElement(type.type, rounded, 0, want);
     want = readElement(type.type, rounded, 0);

@@ -1,9 +1,11 @@
-// The ten collectives of the perf sweep: counts and bandwidth factors as nccl-tests defines them, calls, references.
+// The eleven collectives of the perf sweep: counts and bandwidth factors as nccl-tests defines them, calls, references.
 #include "perf/sweep/collectives.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "perf/sweep/alltoallv_pattern.h"
 #include "perf/sweep/error.h"
 
 namespace tutti::perf {
@@ -28,6 +30,23 @@ BufferCounts alltoallCounts(size_t count, size_t elementSize, int nranks) {
   return {block * size_t(nranks), block * size_t(nranks), block, 0, 0};
 }
 
+// alltoallv: the count column is the per-peer count nccl-tests derives (0 for a matrix, which gives the sizes), the
+// buffers hold the most any rank sends or receives.
+BufferCounts allToAllvCounts(size_t count, size_t elementSize, int nranks) {
+  const AllToAllvPattern& pattern = allToAllvPattern();
+  BufferCounts c;
+  c.param = pattern.generated() ? blockOf(count, elementSize, nranks) : 0;
+  c.elementSize = elementSize;
+  c.nranks = nranks;
+  const size_t total = c.param * size_t(nranks) * elementSize;
+  // The generated pattern gives every rank the same totals; a matrix needs every rank.
+  for (int r = 0; r < (pattern.generated() ? 1 : nranks); r++) {
+    c.send = std::max(c.send, pattern.sentElements(r, nranks, total, elementSize));
+    c.recv = std::max(c.recv, pattern.receivedElements(r, nranks, total, elementSize));
+  }
+  return c;
+}
+
 // algbw = bytes moved per rank-visible message / time; busbw = algbw * the factor that makes it
 // comparable to link bandwidth (nccl-tests' definitions).
 void setBandwidth(double bytes, double seconds, double factor, double* algBw, double* busBw) {
@@ -43,6 +62,11 @@ void perRankBlocksBw(size_t count, size_t typeSize, double s, int n, double* a,
 }
 void oneMessageBw(size_t count, size_t typeSize, double s, int, double* a, double* b) {  // broadcast, reduce, sendrecv
   setBandwidth(double(count * typeSize), s, 1.0, a, b);
+}
+// alltoallv: the bytes the busiest rank sends or receives, as nccl-tests' alltoallv reports them.
+void allToAllvBw(size_t count, size_t typeSize, double s, int n, double* a, double* b) {
+  const BufferCounts c = allToAllvCounts(count * size_t(n), typeSize, n);
+  setBandwidth(double(std::max(c.send, c.recv) * typeSize), s, double(n - 1) / n, a, b);
 }
 void hypercubeBw(size_t count, size_t typeSize, double s, int n, double* a, double* b) {
   setBandwidth(double(count * typeSize) * (n - 1), s, 1.0, a, b);
@@ -114,6 +138,11 @@ constexpr const char* kSendRecvInPlace =
     "an in-place sendrecv sends from and receives into one buffer in one group, which NCCL calls invalid usage "
     "(the receive may overwrite what is still to be sent): not run; the in-place columns read 0 and N/A";
 
+// nccl-tests does not check an in-place alltoallv, and ncclAllToAllv refuses one.
+constexpr const char* kAllToAllvInPlace =
+    "alltoallv runs out of place only (ncclAllToAllv refuses sendbuff == recvbuff): not run; the in-place columns "
+    "read 0 and N/A";
+
 // Each rank sends to the next and receives from the previous, as one group.
 ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
                          cudaStream_t st) {
@@ -124,6 +153,57 @@ ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncc
   ncclResult_t recv = ncclRecv(r, n, t, (rank - 1 + nranks) % nranks, c, st);
   ncclResult_t end = ncclGroupEnd();  // always closes the group, even after a failed call
   return send != ncclSuccess ? send : recv != ncclSuccess ? recv : end;
+}
+
+// alltoallv: rank's blocks are packed in its send buffer in destination order and land in its receive buffer in
+// source order, as in nccl-tests; count is the per-peer count, from which the generated pattern's total follows.
+struct AllToAllvBlocks {
+  std::vector<size_t> sendCounts, sendDispls, recvCounts, recvDispls;
+};
+void blocksOf(size_t count, ncclDataType_t t, ncclComm_t c, AllToAllvBlocks& b) {
+  const AllToAllvPattern& pattern = allToAllvPattern();
+  const int rank = commRank(c), nranks = commSize(c);
+  const size_t size = elementSize(t), total = count * size_t(nranks) * size;
+  b.sendCounts.assign(size_t(nranks), 0);
+  b.sendDispls.assign(size_t(nranks), 0);
+  b.recvCounts.assign(size_t(nranks), 0);
+  b.recvDispls.assign(size_t(nranks), 0);
+  size_t sent = 0, received = 0;
+  for (int p = 0; p < nranks; p++) {
+    b.sendCounts[size_t(p)] = pattern.peerBytes(rank, p, nranks, total) / size;
+    b.recvCounts[size_t(p)] = pattern.peerBytes(p, rank, nranks, total) / size;
+    b.sendDispls[size_t(p)] = sent;
+    b.recvDispls[size_t(p)] = received;
+    sent += b.sendCounts[size_t(p)];
+    received += b.recvCounts[size_t(p)];
+  }
+}
+
+// By default one group of ncclSend/ncclRecv per peer, as nccl-tests' alltoallv_perf measures.
+ncclResult_t runAllToAllvGroup(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                               cudaStream_t st) {
+  thread_local AllToAllvBlocks b;  // reused: nothing is allocated between timed iterations
+  blocksOf(n, t, c, b);
+  const size_t size = elementSize(t);
+  ncclResult_t result = ncclGroupStart();
+  if (result != ncclSuccess) return result;
+  for (size_t p = 0; p < b.sendCounts.size() && result == ncclSuccess; p++) {
+    if (b.sendCounts[p] > 0)
+      result = ncclSend(static_cast<const char*>(s) + b.sendDispls[p] * size, b.sendCounts[p], t, int(p), c, st);
+    if (b.recvCounts[p] > 0 && result == ncclSuccess)
+      result = ncclRecv(static_cast<char*>(r) + b.recvDispls[p] * size, b.recvCounts[p], t, int(p), c, st);
+  }
+  ncclResult_t end = ncclGroupEnd();  // always closes the group, even after a failed call
+  return result != ncclSuccess ? result : end;
+}
+
+// With --ncclalltoallv 1: the same blocks through one ncclAllToAllv.
+ncclResult_t runAllToAllvCall(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                              cudaStream_t st) {
+  thread_local AllToAllvBlocks b;
+  blocksOf(n, t, c, b);
+  return ncclAllToAllv(s, b.sendCounts.data(), b.sendDispls.data(), r, b.recvCounts.data(), b.recvDispls.data(), t, c,
+                       st);
 }
 
 // An all-gather by pairwise exchanges across the hypercube's dimensions, doubling the block each round.
@@ -148,29 +228,54 @@ ncclResult_t runHypercube(const void* s, void* r, size_t n, ncclDataType_t t, nc
 }
 
 size_t allOutput(const BufferCounts& c, int, int) { return c.recv; }
+size_t allToAllvOutput(const BufferCounts& c, int rank, int) {
+  return allToAllvPattern().receivedElements(rank, c.nranks, c.param * size_t(c.nranks) * c.elementSize, c.elementSize);
+}
 size_t rootOutput(const BufferCounts& c, int rank, int root) { return rank == root ? c.recv : 0; }
 
-double expectReduced(size_t i, int, int, int, size_t, const InputValue&, const ReducedValue& reduced) {
+double expectReduced(size_t i, int, int, int, const BufferCounts&, const InputValue&, const ReducedValue& reduced) {
   return reduced(i);
 }
-double expectGathered(size_t i, int, int, int, size_t param, const InputValue& input, const ReducedValue&) {
-  return input(int(i / param), i % param);
+double expectGathered(size_t i, int, int, int, const BufferCounts& counts, const InputValue& input,
+                      const ReducedValue&) {
+  return input(int(i / counts.param), i % counts.param);
 }
-double expectScatteredReduction(size_t i, int rank, int, int, size_t param, const InputValue&,
+double expectScatteredReduction(size_t i, int rank, int, int, const BufferCounts& counts, const InputValue&,
                                 const ReducedValue& reduced) {
-  return reduced(size_t(rank) * param + i);
+  return reduced(size_t(rank) * counts.param + i);
 }
-double expectRootCopy(size_t i, int, int, int root, size_t, const InputValue& input, const ReducedValue&) {
+double expectRootCopy(size_t i, int, int, int root, const BufferCounts&, const InputValue& input, const ReducedValue&) {
   return input(root, i);
 }
-double expectAlltoAll(size_t i, int rank, int, int, size_t param, const InputValue& input, const ReducedValue&) {
-  return input(int(i / param), size_t(rank) * param + i % param);
+double expectAlltoAll(size_t i, int rank, int, int, const BufferCounts& counts, const InputValue& input,
+                      const ReducedValue&) {
+  return input(int(i / counts.param), size_t(rank) * counts.param + i % counts.param);
 }
-double expectFromPrevious(size_t i, int rank, int nranks, int, size_t, const InputValue& input, const ReducedValue&) {
+double expectFromPrevious(size_t i, int rank, int nranks, int, const BufferCounts&, const InputValue& input,
+                          const ReducedValue&) {
   return input((rank - 1 + nranks) % nranks, i);
 }
-double expectScattered(size_t i, int rank, int, int root, size_t param, const InputValue& input, const ReducedValue&) {
-  return input(root, size_t(rank) * param + i);
+double expectScattered(size_t i, int rank, int, int root, const BufferCounts& counts, const InputValue& input,
+                       const ReducedValue&) {
+  return input(root, size_t(rank) * counts.param + i);
+}
+
+// Element i of rank's output: from the source whose block holds it, at its place in that source's send buffer.
+double expectAllToAllv(size_t i, int rank, int nranks, int, const BufferCounts& counts, const InputValue& input,
+                       const ReducedValue&) {
+  const AllToAllvPattern& pattern = allToAllvPattern();
+  const size_t total = counts.param * size_t(nranks) * counts.elementSize;
+  for (int src = 0; src < nranks; src++) {
+    const size_t block = pattern.peerBytes(src, rank, nranks, total) / counts.elementSize;
+    if (i >= block) {
+      i -= block;
+      continue;
+    }
+    size_t before = 0;  // what src sends lower ranks, ahead of this block
+    for (int d = 0; d < rank; d++) before += pattern.peerBytes(src, d, nranks, total) / counts.elementSize;
+    return input(src, before + i);
+  }
+  return 0;
 }
 
 std::optional<std::string> anyRanks(int) { return std::nullopt; }
@@ -200,13 +305,28 @@ const std::vector<Collective>& collectives() {
        expectScattered, anyRanks},
       {"hypercube", "p2p", false, false, nullptr, gatherCounts, hypercubeBw, runHypercube, allOutput, expectGathered,
        powerOfTwoRanks},
+      {"alltoallv", "p2p", false, false, kAllToAllvInPlace, allToAllvCounts, allToAllvBw, runAllToAllvGroup,
+       allToAllvOutput, expectAllToAllv, anyRanks},
   };
   return table;
 }
 
+const Collective& allToAllvCall() {
+  static const Collective call = {"alltoallv",       "ncclAllToAllv", false,       false,
+                                  kAllToAllvInPlace, allToAllvCounts, allToAllvBw, runAllToAllvCall,
+                                  allToAllvOutput,   expectAllToAllv, anyRanks};
+  return call;
+}
+
 }  // namespace
 
-const Collective& findCollective(const std::string& name) {
+const Collective& findCollective(const std::string& name, bool callAllToAllv) {
+  if (callAllToAllv) {
+    if (name != "alltoallv")
+      throw Error(ErrorCode::InvalidArgument,
+                  "--ncclalltoallv 1 applies to alltoallv_perf only, not " + name + "_perf");
+    return allToAllvCall();
+  }
   for (const Collective& c : collectives())
     if (name == c.name) return c;
   throw Error(ErrorCode::InvalidArgument, "unknown collective '" + name + "'");

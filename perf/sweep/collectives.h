@@ -17,6 +17,9 @@ struct BufferCounts {
   size_t param = 0;              // the count passed to the call (the "count" column)
   size_t sendInPlaceOffset = 0;  // in place: the send buffer is recv + this * rank elements
   size_t recvInPlaceOffset = 0;  // in place: the receive buffer is recv + this * rank elements
+  // What a count per pair derives from (alltoallv): the element size and the ranks; 0 for the others.
+  size_t elementSize = 0;
+  int nranks = 0;
 };
 
 // input(rank, index): element index of rank's send buffer. reduced(index): the reduction over ranks
@@ -40,13 +43,14 @@ struct Collective {
   // Elements of recv this rank must hold afterwards (0: nothing to check, e.g. a non-root of reduce).
   size_t (*checkedCount)(const BufferCounts& counts, int rank, int root);
   // Expected value of recv element index of rank.
-  double (*expected)(size_t index, int rank, int nranks, int root, size_t param, const InputValue& input,
+  double (*expected)(size_t index, int rank, int nranks, int root, const BufferCounts& counts, const InputValue& input,
                      const ReducedValue& reduced);
   // Why this collective cannot run on nranks ranks, if it cannot.
   std::optional<std::string> (*unsupported)(int nranks);
 };
 
-// The collective of a binary name ("all_reduce", "hypercube", ...); throws perf::Error if unknown.
-const Collective& findCollective(const std::string& name);
+// The collective of a binary name ("all_reduce", "hypercube", ...); throws perf::Error if unknown. callAllToAllv
+// (--ncclalltoallv 1): alltoallv through one ncclAllToAllv call instead of a group of ncclSend/ncclRecv.
+const Collective& findCollective(const std::string& name, bool callAllToAllv = false);
 
 }  // namespace tutti::perf

@@ -97,6 +97,7 @@ const std::vector<Flag>& flags() {
        }},
       {0, "local", intoInt(&Options::localRanks)},
       {0, "id-file", intoString(&Options::idFile)},
+      {0, "ncclalltoallv", intoInt(&Options::callAllToAllv)},
   };
   return table;
 }
@@ -119,6 +120,7 @@ void validate(Options& o) {
   require(o.average >= 0 && o.average <= 3, "-a", o.average, "must be 0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
   require(o.unalign >= 0, "-u", o.unalign, "must not be negative");
   require(o.localRanks >= 0, "--local", o.localRanks, "must not be negative");
+  require(o.callAllToAllv == 0 || o.callAllToAllv == 1, "--ncclalltoallv", o.callAllToAllv, "must be 0 or 1");
   selectDataTypes(o.datatype);  // an unknown -d or -o is refused here, before any rank starts
   selectRedOps(o.op);
   if (o.minBytes > o.maxBytes)
@@ -275,6 +277,10 @@ std::string usageText(const std::string& program) {
          "  [--json FILE] [--csv FILE] reports with an environment fingerprint\n"
          "  [--compare BASELINE.json] [--compare-threshold FRACTION (default 0.10)] mark slower sizes\n"
          "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
+         "  [--ncclalltoallv <0/1>] alltoallv_perf: one ncclAllToAllv instead of a group of ncclSend/ncclRecv per "
+         "peer\n"
+         "  alltoallv_perf's pattern: NCCL_TESTS_ALLTOALLV_SPREAD=<0.0-1.0> (default 1.0, distance-weighted), or\n"
+         "  NCCL_TESTS_ALLTOALLV_MATRIX_FILE=<bytes matrix> with NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=<factor> (-b = -e)\n"
          "  [-h,--help]\n"
          "  Launchers, innermost first: --local N; torchrun-style "
          "(RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT);\n"

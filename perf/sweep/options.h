@@ -47,6 +47,7 @@ struct Options {
   std::string compareFile;            // --compare BASELINE.json
   double compareThreshold = 0.10;     // --compare-threshold: slower by more than this fraction is marked
   std::string idFile;                 // --id-file: where a launched world exchanges the unique id
+  int callAllToAllv = 0;              // --ncclalltoallv 1: alltoallv_perf calls ncclAllToAllv, not a send/recv group
   std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 

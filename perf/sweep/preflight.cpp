@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "perf/sweep/alltoallv_pattern.h"
 #include "perf/sweep/error.h"
 
 namespace tutti::perf {
@@ -20,6 +21,17 @@ namespace tutti::perf {
 // split (colours: every world rank's) they are judged for each group, which runs the collective on its own.
 void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks,
                           const std::optional<GroupSplit>& split, const std::vector<int>& colours) {
+  if (std::string(coll.name) == "alltoallv") {
+    int largest = nranks;  // the ranks of the largest group that runs it
+    if (split) {
+      std::map<int, int> sizes;
+      for (int colour : colours) sizes[colour]++;
+      largest = 0;
+      for (auto [colour, ranks] : sizes) largest = std::max(largest, ranks);
+    }
+    if (auto why = allToAllvProblem(largest, options.minBytes, options.maxBytes))
+      throw Error(ErrorCode::InvalidUsage, *why);
+  }
   if (!split) {
     if (auto why = coll.unsupported(nranks)) throw Error(ErrorCode::InvalidUsage, *why);
     if (options.root >= nranks)

@@ -143,6 +143,7 @@ struct ExecutorResources {
   std::shared_ptr<LaunchCache> launchCache;
   uint64_t opSeq = 0;                     // operations started so far
   uint32_t collSeq = 0;                   // collectives started so far (the call signatures' number)
+  uint32_t allToAllvSeq = 0;              // ncclAllToAllv calls so far (their blocks' signatures' number)
   uint64_t mailboxSeq = 0;                // mailbox operations run so far
   std::atomic<int> pendingStreamJobs{0};  // launches queued on host streams, not yet finished
   std::atomic<int> activeLaunches{0};     // launches running on a caller's thread right now

@@ -115,7 +115,10 @@ std::string entryJson(const FlightEntry& e) {
   std::string s = "{\"seq\": " + std::to_string(e.seq);
   // The collectives' own numbering, which every rank shares (point-to-point calls have none).
   s += ", \"collective\": " + (isP2p(e.coll) ? std::string("null") : std::to_string(kern::signatureSeq(e.signature)));
-  s += ", \"op\": " + quoted(plan::collTitle(coll));
+  // A block of ncclAllToAllv is a send and a receive; the entry names the call the user made.
+  const bool allToAllv = isP2p(e.coll) && kern::signatureRoot(e.signature) == kern::kPartOfAllToAllv;
+  s += ", \"op\": " + quoted(allToAllv ? "AllToAllv" : plan::collTitle(coll));
+  if (allToAllv) s += std::string(", \"part\": ") + (coll == plan::Coll::Send ? "\"send\"" : "\"receive\"");
   // The words a call mismatch's error uses for it (send and receive count bytes there).
   s += ", \"call\": " + quoted(kern::describeCall(e.signature, isP2p(e.coll) ? e.count * eltSize : e.count));
   s += ", \"signature\": " + quoted(hex(e.signature));

@@ -189,7 +189,9 @@ uint8_t directBuffers(ncclComm* comm, const Task& t) {
 
 uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind) {
   if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv)
-    return kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
+    return t.partOfAllToAllv
+               ? kern::callSignature(t.allToAllvSeq, uint32_t(plan::Coll::Send), 0, 0, kern::kPartOfAllToAllv)
+               : kern::callSignature(0, uint32_t(plan::Coll::Send), 0, 0, 0);
   const uint32_t red = reduces(t.coll) ? uint32_t(redKind) : 0;
   const uint32_t root = plan::rootedColl(t.coll) ? uint32_t(t.root) : 0;
   const uint64_t signature =

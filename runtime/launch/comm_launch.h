@@ -113,6 +113,8 @@ void throwRecordedCause(ncclComm* comm);
 // what the peers' calls must agree on. Send and receive are not numbered (each pair is between two
 // ranks) and agree on bytes only; a collective ignores the reduction and root where it has none,
 // as NCCL does.
+// The blocks of ncclAllToAllv are sends and receives marked as such (kern::kPartOfAllToAllv) and numbered by
+// the call, so that a block never meets one of another ncclAllToAllv.
 uint64_t nextCallSignature(ncclComm* comm, const Task& t, kern::RedKind redKind);
 
 // Which of the call's buffers its peers may read in place (kern::DirectBuffers): those wholly in

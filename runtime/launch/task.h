@@ -21,6 +21,8 @@ struct Task {
   int root;  // root, or the peer of Send/Recv
   ncclComm* comm;
   cudaStream_t stream;
+  bool partOfAllToAllv = false;  // a Send or Recv that is one block of an ncclAllToAllv (its signature says so)
+  uint32_t allToAllvSeq = 0;     // that call's number on the communicator (ncclComm::executor.allToAllvSeq)
 };
 
 // The collectives that reduce (and so take a reduction operation).

@@ -1,12 +1,14 @@
 #!/bin/sh
 # Checks the dynamic symbols of tutti's libraries against NVIDIA's libnccl.so.2 of the release
 # tutti's nccl.h declares (nccl_exports_<version>.txt): the drop-in exports exactly those names
-# with the same binding (pnccl* strong, nccl* weak aliases of them) and SONAME; libtutti.so
+# with the same binding (pnccl* strong, nccl* weak aliases of them) and SONAME, plus exactly the
+# names other NCCL-compatible libraries share beyond NVIDIA's (the extensions list); libtutti.so
 # exports the same plus exactly the tutti* functions of tutti.h. Given an older NVIDIA library,
 # also checks that the list keeps every name it exports: NCCL never removes one.
-# Usage: check_exports.sh <expected list> <our libnccl.so.2> <our libtutti.so> <tutti.h> [NVIDIA's library]
+# Usage: check_exports.sh <expected list> <extensions list> <our libnccl.so.2> <our libtutti.so> <tutti.h>
+#        [NVIDIA's library]
 set -eu
-expected=$1 ours=$2 tutti=$3 tutti_header=$4 older=${5:-}
+expected=$1 extensions=$2 ours=$3 tutti=$4 tutti_header=$5 older=${6:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
@@ -35,6 +37,11 @@ check_aliases() {
 grep -v '^#' "$expected" | sort -k2 > "$work/nvidia"
 nvidia=$expected
 if [ ! -s "$work/nvidia" ]; then echo "no symbols read from $expected"; exit 1; fi
+grep -v '^#' "$extensions" | sort -k2 > "$work/shared"
+if [ ! -s "$work/shared" ]; then echo "no symbols read from $extensions"; exit 1; fi
+if grep -Fxf "$work/nvidia" "$work/shared"; then echo "$extensions repeats names of $expected (above)"; exit 1; fi
+# What the libraries' NCCL part must be: NVIDIA's names and the shared extensions, by name.
+sort -k2 "$work/nvidia" "$work/shared" > "$work/expected"
 if [ -n "$older" ]; then
   symbols "$older" > "$work/older"
   if [ ! -s "$work/older" ]; then echo "no symbols read from $older"; exit 1; fi
@@ -49,8 +56,8 @@ if [ -n "$older" ]; then
 fi
 
 symbols "$ours" > "$work/ours"
-if ! diff "$work/nvidia" "$work/ours" > "$work/ours.diff"; then
-  echo "$ours: exports differ from $nvidia (< NVIDIA only, > tutti only):"
+if ! diff "$work/expected" "$work/ours" > "$work/ours.diff"; then
+  echo "$ours: exports differ from $nvidia and $extensions (< expected only, > tutti only):"
   cat "$work/ours.diff"
   failed=1
 fi
@@ -62,8 +69,8 @@ fi
 
 symbols "$tutti" > "$work/tutti"
 grep -v ' tutti' "$work/tutti" > "$work/tutti_nccl" || true
-if ! diff "$work/nvidia" "$work/tutti_nccl" > "$work/tutti.diff"; then
-  echo "$tutti: NCCL exports differ from $nvidia (< NVIDIA only, > tutti only):"
+if ! diff "$work/expected" "$work/tutti_nccl" > "$work/tutti.diff"; then
+  echo "$tutti: NCCL exports differ from $nvidia and $extensions (< expected only, > tutti only):"
   cat "$work/tutti.diff"
   failed=1
 fi
@@ -78,4 +85,4 @@ if ! diff "$work/declared" "$work/extensions" > "$work/extensions.diff"; then
 fi
 
 if [ "$failed" -ne 0 ]; then exit 1; fi
-echo "exports match the $(wc -l < "$work/nvidia") symbols of $(basename "$expected"); libtutti.so adds $(wc -l < "$work/extensions") tutti* functions"
+echo "exports match the $(wc -l < "$work/nvidia") symbols of $(basename "$expected") and the $(wc -l < "$work/shared") of $(basename "$extensions"); libtutti.so adds $(wc -l < "$work/extensions") tutti* functions"

@@ -18,6 +18,9 @@
 //        multihost_rank <rank> <nranks> setup-fails   init and a first all-reduce, one of which must
 //            fail (run.sh misconfigures a rank): prints "rank R/N: failed after S s: <error>" and exits
 //            0 when a call failed within 10 s, 1 otherwise.
+//        multihost_rank <rank> <nranks> alltoallv   ncclAllToAllv over skewed count matrices with zeros,
+//            out-of-order and overlapping send blocks and receive blocks with gaps, in several types,
+//            on the null stream and on a host stream inside a group (tests/common/alltoallv_support.h).
 //        multihost_rank <rank> <nranks> registered   all-gather, broadcast and all-reduce on
 //            ncclMemAlloc buffers registered with the communicator, each against the float64
 //            reference and bitwise against the same call on unregistered ones; prints how many
@@ -32,6 +35,7 @@
 
 #include "nccl.h"
 #include "runtime/comm/comm.h"
+#include "tests/common/alltoallv_support.h"
 #include "tests/common/collective_cases_support.h"
 #include "tests/common/mem_alloc_buffers_support.h"
 #include "tests/common/ranks_support.h"
@@ -237,6 +241,14 @@ int main(int argc, char** argv) {
       tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
       std::printf("rank %d/%d: %zu registered cases passed, %llu messages read in place (%s)\n", rank, nranks, ncases,
                   static_cast<unsigned long long>(reads), on.c_str());
+      return 0;
+    }
+    if (mode == "alltoallv") {
+      tutti_test::exchangeAllToAllv(rank, nranks, comm, tutti_test::AllToAllvIssue::NullStream);
+      tutti_test::exchangeAllToAllv(rank, nranks, comm, tutti_test::AllToAllvIssue::StreamInGroup);
+      const std::string on = ranOn(comm);
+      tutti_test::checkNccl(ncclCommDestroy(comm), "ncclCommDestroy");
+      std::printf("rank %d/%d: alltoallv passed (%s)\n", rank, nranks, on.c_str());
       return 0;
     }
     if (mode == "lastsend") {

@@ -3,9 +3,10 @@
 # only interface (tnet0) is a veth into a bridge in a "switch" namespace. Every address used lives
 # on those veths; nothing else is contacted. Everything made here is removed on exit.
 #
-# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|emulated|plugin|ib|ib-linkdown|setup-refused|setup-refused-ib> [net plugin or verbs library]
+# Usage: run.sh <multihost_rank binary> <ipv4|ipv6|kill|linkdown|shrink|algorithms|alltoallv|emulated|plugin|ib|ib-linkdown|setup-refused|setup-refused-ib> [net plugin or verbs library]
 #   ipv4      2 hosts x 2 ranks, every collective/type/op; then 3 hosts x 2 ranks (sum only)
 #   algorithms  2 hosts x 2 ranks, then 3 hosts x 1 rank: every algorithm on every collective it serves
+#   alltoallv  ncclAllToAllv (multihost_rank's alltoallv mode): 2 hosts x 2 ranks, then 3 hosts x 2 ranks
 #   ipv6      2 hosts x 2 ranks over IPv6 (sum only)
 #   kill      2 hosts x 2 ranks in an all-reduce loop; one rank is SIGKILLed: every survivor must
 #             report ncclRemoteError naming the killed rank, found by the connection's end or a
@@ -157,6 +158,10 @@ case "$variant" in
     make_host 0 && make_host 1 && make_host 2 || exit 1
     run_job 2 2 4 algorithms || exit 1
     run_job 3 1 4 algorithms || exit 1 ;;
+  alltoallv)
+    make_host 0 && make_host 1 && make_host 2 || exit 1
+    run_job 2 2 4 alltoallv || exit 1
+    run_job 3 2 4 alltoallv || exit 1 ;;
   ipv6)
     make_host 0 && make_host 1 || exit 1
     sleep 1  # IPv6 addresses settle

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "perf/sweep/alltoallv_pattern.h"
 #include "perf/sweep/baseline.h"
 #include "perf/sweep/build_info.h"
 #include "perf/sweep/collectives.h"
@@ -419,6 +420,58 @@ TEST_CASE("perf counts and bus bandwidth factors are nccl-tests'") {
   CHECK(findCollective("hypercube").unsupported(3).has_value());
   CHECK_FALSE(findCollective("hypercube").unsupported(4).has_value());
   CHECK_THROWS_AS(findCollective("allreduce"), tutti::perf::Error);
+}
+
+TEST_CASE("perf alltoallv: nccl-tests' distance-weighted pattern, its sizes and bandwidth, and the byte matrix") {
+  AllToAllvPattern p;  // spread 1: the bytes grow with the distance (j - i) mod n, 16-byte blocks
+  CHECK(p.peerBytes(0, 0, 4, 1200) == 0);
+  CHECK(p.peerBytes(0, 1, 4, 1200) == 192);  // 1200 * 1 / 6 = 200
+  CHECK(p.peerBytes(0, 2, 4, 1200) == 400);
+  CHECK(p.peerBytes(0, 3, 4, 1200) == 592);  // 600
+  CHECK(p.peerBytes(3, 0, 4, 1200) == 192);  // distance 1
+  CHECK(p.peerBytes(0, 0, 1, 1200) == 1200);
+  p.spread = 0;  // uniform, itself included
+  CHECK(p.peerBytes(0, 0, 4, 1200) == 288);
+  CHECK(p.peerBytes(2, 1, 4, 1200) == 288);
+  p.spread = 0.5;
+  CHECK(p.peerBytes(0, 1, 4, 1200) == 240);  // 150 + 100
+  // The sweep's own pattern (no NCCL_TESTS_ALLTOALLV_* set here): 1000 floats on 4 ranks is 248 per peer, 3968
+  // bytes in all, of which each rank sends and receives 656 + 1312 + 1984 bytes.
+  REQUIRE(allToAllvPattern().generated());
+  BufferCounts c = findCollective("alltoallv").counts(1000, 4, 4);
+  CHECK(c.param == 248);
+  CHECK(c.send == 988);
+  CHECK(c.recv == 988);
+  double alg = 0, bus = 0;
+  findCollective("alltoallv").bandwidth(248, 4, 1.0, 4, &alg, &bus);
+  CHECK(alg == Approx(3952e-9));
+  CHECK(bus == Approx(3952e-9 * 0.75));
+  CHECK(std::string(findCollective("alltoallv", true).algorithm) == "ncclAllToAllv");
+  CHECK(findCollective("alltoallv", true).run != findCollective("alltoallv").run);
+  CHECK_THROWS_AS(findCollective("all_reduce", true), tutti::perf::Error);
+
+  AllToAllvPattern m;
+  m.matrixFile = "m.txt";
+  m.matrixScale = 2;
+  REQUIRE(parseAllToAllvMatrix("0 50 9\n\n16 0 0\n1e3 2 3\n", m) == "");
+  CHECK(m.dimension == 3);
+  CHECK(m.bytes == std::vector<size_t>{0, 96, 16, 32, 0, 0, 2000, 0, 0});
+  CHECK(m.peerBytes(2, 0, 3, 0) == 2000);
+  CHECK(m.sentElements(2, 3, 0, 4) == 500);
+  CHECK(m.receivedElements(0, 3, 0, 1) == 2032);
+  for (auto [text, words] :
+       std::vector<std::pair<std::string, std::string>>{{"1 2\n3 4\n5 6\n", "must be square"},
+                                                        {"1 2\n3\n", "row 2 has 1 values"},
+                                                        {"1 x\n3 4\n", "'x' at row 1, column 2 is not a number"},
+                                                        {"1 2\n-3 4\n", "-3 at row 2, column 1 is negative"},
+                                                        {"\n \n", "no values"}}) {
+    AllToAllvPattern bad;
+    bad.matrixFile = "m.txt";
+    const std::string problem = parseAllToAllvMatrix(text, bad);
+    INFO(text << " -> " << problem);
+    CHECK(problem.find("m.txt") != std::string::npos);
+    CHECK(problem.find(words) != std::string::npos);
+  }
 }
 
 TEST_CASE("perf launchers: local, Slurm, torchrun and OpenMPI environments") {
