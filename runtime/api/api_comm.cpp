@@ -412,6 +412,8 @@ TUTTI_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqu
       comm->lifecycle.growIdIssued.store(false);
       throw;
     }
+    std::lock_guard<std::mutex> lock(comm->lifecycle.growMutex);
+    comm->lifecycle.growId = *uniqueId;
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommGetUniqueId)
@@ -430,8 +432,9 @@ struct GrowEntry {
 bool sameId(const ncclUniqueId& a, const ncclUniqueId& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // The existing ranks agree on nRanks and the id (from the rank, or ranks, that pass it; NCCL's
-// header has the others pass NULL, its documentation the id: either is taken), then join the
-// grown communicator keeping their ranks. Throws naming the rank at fault.
+// header has the others pass NULL, its documentation the id: either is taken; a rank that made
+// the id and passes NULL brings the id it made), then join the grown communicator keeping their
+// ranks. Throws naming the rank at fault.
 void growExisting(ncclComm* comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                   ncclConfig_t* config) {
   const std::string where = "ncclCommGrow: " + comm->where();
@@ -462,7 +465,13 @@ void growExisting(ncclComm* comm, int nRanks, const ncclUniqueId* uniqueId, int 
   GrowEntry& mine = all[size_t(me)];
   mine.nRanks = nRanks;
   mine.hasId = uniqueId != nullptr ? 1 : 0;
-  if (uniqueId != nullptr) mine.id = *uniqueId;
+  if (uniqueId != nullptr) {
+    mine.id = *uniqueId;
+  } else if (comm->lifecycle.growIdIssued.load()) {
+    std::lock_guard<std::mutex> lock(comm->lifecycle.growMutex);
+    mine.id = comm->lifecycle.growId;
+    mine.hasId = 1;
+  }
   std::snprintf(mine.problem, sizeof mine.problem, "%s", problem.c_str());
   if (n > 1) {
     try {
@@ -495,8 +504,8 @@ void growExisting(ncclComm* comm, int nRanks, const ncclUniqueId* uniqueId, int 
   if (idFrom < 0)
     throw Error(ErrorCode::InvalidArgument,
                 where +
-                    ": no existing rank passed an id; the rank that called ncclCommGetUniqueId passes it to "
-                    "ncclCommGrow (and gives it to the new ranks)");
+                    ": no existing rank passed an id or made one; one existing rank calls "
+                    "ncclCommGetUniqueId, passes the id to ncclCommGrow and gives it to the new ranks");
   const ncclUniqueId id = all[size_t(idFrom)].id;
   {
     // Its root serves one rendezvous, whatever comes of it.

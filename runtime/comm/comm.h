@@ -260,8 +260,10 @@ struct CommLifecycle {
   // ncclCommGetUniqueId made an id for ncclCommGrow, which has not consumed it: NCCL allows one
   // such id at a time.
   std::atomic<bool> growIdIssued{false};
-  // The ids that ncclCommGrow took from this communicator: each serves one grow.
+  // The ids that ncclCommGrow took from this communicator: each serves one grow. growId: the one
+  // ncclCommGetUniqueId made last (unconsumed while growIdIssued).
   std::mutex growMutex;
+  ncclUniqueId growId{};
   std::vector<ncclUniqueId> consumedGrowIds;
   // ncclCommSuspend ran and ncclCommResume has not: every call that uses the communicator is
   // refused (runtime/comm/comm_suspend.h). memoryReleased: the suspend released its memory.

@@ -57,8 +57,9 @@ void suspendComm(ncclComm* comm, int flags) {
   const std::string where = "ncclCommSuspend: " + comm->where();
   if (groupDepth() > 0)
     throw Error(ErrorCode::InvalidUsage,
-                where + ": called between ncclGroupStart and ncclGroupEnd, which tutti does not support yet; "
-                        "suspend outside a group");
+                where +
+                    ": called between ncclGroupStart and ncclGroupEnd, which tutti does not support yet; "
+                    "suspend outside a group");
   const int queued = comm->executor.pendingStreamJobs.load(), running = comm->executor.activeLaunches.load();
   if (queued > 0 || running > 0)
     throw Error(ErrorCode::InvalidUsage, where + ": " + std::to_string(queued + running) +
@@ -78,16 +79,16 @@ void suspendComm(ncclComm* comm, int flags) {
 
 void resumeComm(ncclComm* comm) {
   if (!comm->lifecycle.suspended.load())
-    throw Error(ErrorCode::InvalidUsage, "ncclCommResume: " + comm->where() +
-                                             ": the communicator is not suspended (ncclCommSuspend first)");
+    throw Error(ErrorCode::InvalidUsage,
+                "ncclCommResume: " + comm->where() + ": the communicator is not suspended (ncclCommSuspend first)");
   // Every rank has released its FIFOs before any makes them again.
   meet(comm, "ncclCommResume", "to resume");
   if (comm->lifecycle.memoryReleased.load()) {
     try {
       ensureConnections(comm, ringConnections(comm));
     } catch (const Error& e) {
-      Error failure(e.code(), "ncclCommResume: " + comm->where() + ": making the ring connections again: " +
-                                  e.message());
+      Error failure(e.code(),
+                    "ncclCommResume: " + comm->where() + ": making the ring connections again: " + e.message());
       comm->fail(failure);
       throw failure;
     }

@@ -47,9 +47,9 @@ ncclUniqueId awaitGrowId(GrowMeeting& meeting, const std::string& who) {
   return meeting.growId;
 }
 
-// How the existing ranks other than 0 pass the id: NULL as NCCL's header says, or the id as its
-// documentation has it.
-enum class OthersPass { Null, Id };
+// How the existing ranks pass the id: rank 0 (which made it) passes it and the others NULL, as
+// NCCL's header says, or all pass it, or all pass NULL (rank 0 then brings the id it made).
+enum class OthersPass { Null, Id, AllNull };
 
 // Slot i of nNew: existing ranks (i < nOld) make the parent of nOld ranks and grow it, new ranks
 // wait for the id and join; then body(grown, parent) (parent null on new ranks), and both go.
@@ -67,7 +67,7 @@ void growSlot(int i, int nOld, int nNew, OthersPass others, GrowMeeting& meeting
     } else if (others == OthersPass::Id) {
       id = awaitGrowId(meeting, who);
     }
-    const bool passId = i == 0 || others == OthersPass::Id;
+    const bool passId = (i == 0 && others != OthersPass::AllNull) || others == OthersPass::Id;
     TUTTI_NCCL_CHECK(ncclCommGrow(parent, nNew, passId ? &id : nullptr, -1, &grown, nullptr));
   } else {
     const ncclUniqueId id = awaitGrowId(meeting, who);
@@ -164,9 +164,8 @@ std::string growAsProcesses(int nOld, int nNew, OthersPass others) {
       close(fds[0]);
       std::string failure;
       try {
-        growSlot(i, nOld, nNew, others, *meeting.operator->(), [&](int slot, ncclComm_t grown, ncclComm_t parent) {
-          checkGrown(slot, grown, parent, nOld, nNew);
-        });
+        growSlot(i, nOld, nNew, others, *meeting.operator->(),
+                 [&](int slot, ncclComm_t grown, ncclComm_t parent) { checkGrown(slot, grown, parent, nOld, nNew); });
       } catch (const std::exception& e) {
         failure = "process of slot " + std::to_string(i) + ": " + e.what() + "\n";
       }
@@ -205,14 +204,16 @@ std::string growAsProcesses(int nOld, int nNew, OthersPass others) {
 
 }  // namespace
 
-TEST_CASE("ncclCommGrow as threads: 2 ranks grow to 3 and to 4, the grown ones reduce and exchange, the parent "
-          "carries on",
-          "[grow]") {
+TEST_CASE(
+    "ncclCommGrow as threads: 2 ranks grow to 3 and to 4, the grown ones reduce and exchange, the parent "
+    "carries on",
+    "[grow][device-path]") {
   CHECK(growAsThreads(2, 3, OthersPass::Null) == "");
   CHECK(growAsThreads(2, 4, OthersPass::Id) == "");
+  CHECK(growAsThreads(2, 3, OthersPass::AllNull) == "");
 }
 
-TEST_CASE("ncclCommGrow as processes: 2 ranks grow to 3 and to 4", "[grow]") {
+TEST_CASE("ncclCommGrow as processes: 2 ranks grow to 3 and to 4", "[grow][device-path]") {
   CHECK(growAsProcesses(2, 3, OthersPass::Id) == "");
   CHECK(growAsProcesses(2, 4, OthersPass::Null) == "");
 }
@@ -226,6 +227,10 @@ TEST_CASE("ncclCommGrow refuses bad arguments by name, on every existing rank, a
     const std::string who = "rank " + std::to_string(i);
     ncclComm_t parent = nullptr, grown = nullptr;
     TUTTI_NCCL_CHECK(ncclCommInitRank(&parent, 2, parentId, i));
+    // No existing rank passes an id, and none has made one.
+    ncclResult_t r = ncclCommGrow(parent, 3, nullptr, -1, &grown, nullptr);
+    check(r == ncclInvalidArgument && lastError().find("no existing rank passed an id") != std::string::npos,
+          who + ": " + lastError());
     ncclUniqueId id{};
     if (i == 0) {
       TUTTI_NCCL_CHECK(ncclCommGetUniqueId(parent, &id));
@@ -236,7 +241,7 @@ TEST_CASE("ncclCommGrow refuses bad arguments by name, on every existing rank, a
     }
     // nRanks not above the parent's size: refused on both ranks (rank 1 passes the bad value),
     // naming the rank.
-    ncclResult_t r = ncclCommGrow(parent, i == 1 ? 2 : 3, &id, -1, &grown, nullptr);
+    r = ncclCommGrow(parent, i == 1 ? 2 : 3, &id, -1, &grown, nullptr);
     check(r == ncclInvalidArgument, who + ": a grow to 2 ranks returned " + std::to_string(int(r)));
     check(lastError().find("nRanks 2 does not exceed") != std::string::npos &&
               lastError().find("rank 1 of the existing ranks") != std::string::npos,
@@ -245,10 +250,6 @@ TEST_CASE("ncclCommGrow refuses bad arguments by name, on every existing rank, a
     // An existing rank that passes a rank of its own.
     r = ncclCommGrow(parent, 3, &id, 1, &grown, nullptr);
     check(r == ncclInvalidArgument && lastError().find("pass -1") != std::string::npos, who + ": " + lastError());
-    // No existing rank passes the id.
-    r = ncclCommGrow(parent, 3, nullptr, -1, &grown, nullptr);
-    check(r == ncclInvalidArgument && lastError().find("no existing rank passed an id") != std::string::npos,
-          who + ": " + lastError());
     // The existing ranks disagree on nRanks: both hear of it.
     r = ncclCommGrow(parent, 3 + i, &id, -1, &grown, nullptr);
     check(r == ncclInvalidArgument && lastError().find("every rank passes the same nRanks") != std::string::npos,
@@ -286,7 +287,8 @@ TEST_CASE("ncclCommGrow: an id serves one grow, a second grow with it is refused
       if (parent != nullptr) {
         ncclUniqueId used = meeting.growId;
         const ncclResult_t r = ncclCommGrow(parent, 3, slot == 0 ? &used : nullptr, -1, &again, nullptr);
-        check(r == ncclInvalidArgument, who + ": a second grow with the consumed id returned " + std::to_string(int(r)));
+        check(r == ncclInvalidArgument,
+              who + ": a second grow with the consumed id returned " + std::to_string(int(r)));
         check(lastError().find("consumed by an earlier ncclCommGrow") != std::string::npos, who + ": " + lastError());
         check(again == nullptr, who + ": newcomm set by the refused grow");
         // The consumed id lets the communicator make another.
@@ -301,8 +303,8 @@ TEST_CASE("ncclCommGrow: an id serves one grow, a second grow with it is refused
         const ncclResult_t r = ncclCommGrow(nullptr, 3, &used, 2, &again, nullptr);
         check(r != ncclSuccess && r != ncclInProgress, who + ": a new rank's grow with a consumed id succeeded");
         check(lastError().find("ncclCommGrow") != std::string::npos, who + ": " + lastError());
-        check(tutti_test::secondsSince(start) < 60, who + ": the refused grow took " +
-                                                        std::to_string(tutti_test::secondsSince(start)) + " s");
+        check(tutti_test::secondsSince(start) < 60,
+              who + ": the refused grow took " + std::to_string(tutti_test::secondsSince(start)) + " s");
         check(again == nullptr, who + ": newcomm set by the failed grow");
       }
       checkedAllReduces(grown, who + " in the grown communicator after the refusals", 5);
@@ -312,9 +314,10 @@ TEST_CASE("ncclCommGrow: an id serves one grow, a second grow with it is refused
   CHECK(secondIdReady.load() == 1);
 }
 
-TEST_CASE("ncclCommGrow: a failure on the existing ranks reaches them all, and the new rank's wait ends with "
-          "the missing ranks named",
-          "[grow]") {
+TEST_CASE(
+    "ncclCommGrow: a failure on the existing ranks reaches them all, and the new rank's wait ends with "
+    "the missing ranks named",
+    "[grow]") {
   ScopedEnv bootstrapTimeout("TUTTI_BOOTSTRAP_TIMEOUT", "4");
   GrowMeeting meeting;
   TUTTI_NCCL_CHECK(ncclGetUniqueId(&meeting.parentId));

@@ -41,7 +41,8 @@ size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // of 16-byte lines (two of header, then 8 data bytes each).
 uint64_t expectedFifoBytes(const ncclComm* comm) {
   const int me = comm->identity.rank, prev = (me + comm->identity.nranks - 1) % comm->identity.nranks;
-  const uint64_t llData = std::min(comm->identity.peers[size_t(me)].llBytes, comm->identity.peers[size_t(prev)].llBytes);
+  const uint64_t llData =
+      std::min(comm->identity.peers[size_t(me)].llBytes, comm->identity.peers[size_t(prev)].llBytes);
   const uint64_t llSlot = llData == 0 ? 0 : 16 * (2 + (llData + 7) / 8);
   const uint64_t header = roundUp(sizeof(tutti::kern::FifoHeader), tutti::kern::kFifoSlotAlign);
   const uint64_t fifo = header + uint64_t(comm->settings.nsteps) * (comm->settings.slotBytes + llSlot);
@@ -100,15 +101,16 @@ void checkEveryCollective(ncclComm_t comm, const std::string& who, size_t seed) 
   TUTTI_NCCL_CHECK(ncclRecv(recv.data(), count, ncclFloat64, prev, comm, nullptr));
   TUTTI_NCCL_CHECK(ncclGroupEnd());
   for (size_t k = 0; k < count; k += 997)
-    check(recv[k] == prev * 1e6 + double(k), who + ": send/recv element " + std::to_string(k) + " is " +
-                                                 std::to_string(recv[k]));
+    check(recv[k] == prev * 1e6 + double(k),
+          who + ": send/recv element " + std::to_string(k) + " is " + std::to_string(recv[k]));
 }
 
 }  // namespace
 
-TEST_CASE("ncclCommMemStats: the FIFOs and control block a communicator's configuration implies, a suspend "
-          "releases the FIFOs and scratch, a resume makes them again, and every collective works after it",
-          "[suspend]") {
+TEST_CASE(
+    "ncclCommMemStats: the FIFOs and control block a communicator's configuration implies, a suspend "
+    "releases the FIFOs and scratch, a resume makes them again, and every collective works after it",
+    "[suspend][device-path]") {
   ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");
   std::string failures = runThreads(2, [](int rank, int, ncclComm_t comm) {
     const std::string who = "rank " + std::to_string(rank);
@@ -118,9 +120,9 @@ TEST_CASE("ncclCommMemStats: the FIFOs and control block a communicator's config
     check(stat(comm, ncclStatGpuMemSuspend) == fifo, who + ": ncclStatGpuMemSuspend " +
                                                          std::to_string(stat(comm, ncclStatGpuMemSuspend)) +
                                                          " after init, expected the FIFOs' " + std::to_string(fifo));
-    check(stat(comm, ncclStatGpuMemPersist) == persistent,
-          who + ": ncclStatGpuMemPersist " + std::to_string(stat(comm, ncclStatGpuMemPersist)) + ", expected " +
-              std::to_string(persistent));
+    check(stat(comm, ncclStatGpuMemPersist) == persistent, who + ": ncclStatGpuMemPersist " +
+                                                               std::to_string(stat(comm, ncclStatGpuMemPersist)) +
+                                                               ", expected " + std::to_string(persistent));
     check(stat(comm, ncclStatGpuMemTotal) == fifo + persistent, who + ": total is not the sum");
 
     checkEveryCollective(comm, who + " before the suspend", 1);
@@ -150,9 +152,8 @@ TEST_CASE("ncclCommMemStats: the FIFOs and control block a communicator's config
 
     TUTTI_NCCL_CHECK(ncclCommResume(comm));
     check(stat(comm, ncclStatGpuMemSuspended) == 0, who + ": still suspended after the resume");
-    check(stat(comm, ncclStatGpuMemSuspend) == fifo,
-          who + ": " + std::to_string(stat(comm, ncclStatGpuMemSuspend)) + " bytes after the resume, expected " +
-              std::to_string(fifo));
+    check(stat(comm, ncclStatGpuMemSuspend) == fifo, who + ": " + std::to_string(stat(comm, ncclStatGpuMemSuspend)) +
+                                                         " bytes after the resume, expected " + std::to_string(fifo));
     check(ncclCommResume(comm) == ncclInvalidUsage && lastError().find("not suspended") != std::string::npos,
           who + ": a resume of a running communicator: " + lastError());
     checkEveryCollective(comm, who + " after the resume", 2);
@@ -171,9 +172,10 @@ TEST_CASE("ncclCommMemStats: the FIFOs and control block a communicator's config
   CHECK(failures.empty());
 }
 
-TEST_CASE("ncclCommSuspend is refused while an operation is outstanding or inside a group, and the "
-          "communicator carries on",
-          "[suspend]") {
+TEST_CASE(
+    "ncclCommSuspend is refused while an operation is outstanding or inside a group, and the "
+    "communicator carries on",
+    "[suspend]") {
   std::atomic<int> queued{0}, refused{0};
   std::string failures = runThreads(2, [&](int rank, int, ncclComm_t comm) {
     const std::string who = "rank " + std::to_string(rank);
@@ -206,6 +208,28 @@ TEST_CASE("ncclCommSuspend is refused while an operation is outstanding or insid
     check(stat(comm, ncclStatGpuMemSuspended) == 0, who + ": suspended after the refusals");
     TUTTI_NCCL_CHECK(ncclAllReduce(&in, &out, 1, ncclFloat64, ncclSum, comm, nullptr));
     check(out == 3, who + ": all-reduce after the refusals gave " + std::to_string(out));
+  });
+  INFO(failures);
+  CHECK(failures.empty());
+}
+
+TEST_CASE(
+    "ncclCommSuspend and ncclCommResume between rank processes: the shared-memory FIFOs each rank maps go "
+    "and come back, and every collective works after the resume",
+    "[suspend][device-path]") {
+  std::string failures = tutti_test::runProcesses(2, [](int rank, int, ncclComm_t comm) {
+    const std::string who = "rank " + std::to_string(rank);
+    checkEveryCollective(comm, who + " before the suspend", 4);
+    const uint64_t held = stat(comm, ncclStatGpuMemSuspend), persistent = stat(comm, ncclStatGpuMemPersist);
+    check(held > 0, who + ": no FIFO bytes counted before the suspend");
+    TUTTI_NCCL_CHECK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+    check(stat(comm, ncclStatGpuMemSuspended) == 1, who + ": not suspended");
+    check(stat(comm, ncclStatGpuMemSuspend) == 0,
+          who + ": " + std::to_string(stat(comm, ncclStatGpuMemSuspend)) + " bytes held while suspended");
+    check(stat(comm, ncclStatGpuMemTotal) == persistent, who + ": total while suspended");
+    TUTTI_NCCL_CHECK(ncclCommResume(comm));
+    check(stat(comm, ncclStatGpuMemSuspend) > 0, who + ": no FIFO bytes after the resume");
+    checkEveryCollective(comm, who + " after the resume", 5);
   });
   INFO(failures);
   CHECK(failures.empty());
