@@ -139,7 +139,7 @@ static void checkCommunicator(ncclComm_t comm) {
 
   expect("ncclCommMemStats(ncclStatGpuMemSuspended)", ncclCommMemStats(comm, ncclStatGpuMemSuspended, &value),
          ncclSuccess, "");
-  if (value != 0) fail("ncclCommMemStats(ncclStatGpuMemSuspended)", "not 0 for a communicator never suspended");
+  if (value != 0) fail("ncclCommMemStats(ncclStatGpuMemSuspended)", "not 0 after the resume");
   expect("ncclCommMemStats(ncclStatGpuMemTotal)", ncclCommMemStats(comm, ncclStatGpuMemTotal, &value), ncclSuccess, "");
   if (value == 0) fail("ncclCommMemStats(ncclStatGpuMemTotal)", "0 bytes for a communicator with a control block");
   expect("ncclCommMemStats of an unknown statistic", ncclCommMemStats(comm, (ncclCommMemStat_t)7, &value),
