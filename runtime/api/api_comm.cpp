@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -391,11 +392,11 @@ TUTTI_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
 }
 TUTTI_NCCL_ALIAS(ncclCommUserRank)
 
-// ---- Growing a communicator (NCCL 2.30): the id works; the grow itself is refused. ----
+// ---- Growing a communicator (NCCL 2.30) ----
 
 // The id that ncclCommGrow's new ranks join with: a fresh root, as ncclGetUniqueId makes one
 // (NCCL_COMM_ID is not used: a grow meets apart from the communicator's own root). NCCL allows one
-// unconsumed id per communicator; since ncclCommGrow is refused, a second id is refused too.
+// unconsumed id per communicator: the grow that takes it allows the next.
 TUTTI_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
   return guard("ncclCommGetUniqueId", [&] {
     checkUsableComm("ncclCommGetUniqueId", comm);
@@ -411,38 +412,141 @@ TUTTI_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqu
       comm->lifecycle.growIdIssued.store(false);
       throw;
     }
+    std::lock_guard<std::mutex> lock(comm->lifecycle.growMutex);
+    comm->lifecycle.growId = *uniqueId;
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommGetUniqueId)
 
-// Arguments are checked as NCCL documents them (existing ranks: comm and rank -1; new ranks: no
-// comm, the id and their rank), so a caller learns of a wrong call before the refusal.
+namespace {
+
+// What each existing rank brings to a grow, gathered over the parent's bootstrap so that every
+// existing rank decides alike: a problem of one rank's arguments fails the grow on all of them.
+struct GrowEntry {
+  int32_t nRanks;
+  int32_t hasId;
+  ncclUniqueId id;
+  char problem[200];  // "" when its arguments are sound
+};
+
+bool sameId(const ncclUniqueId& a, const ncclUniqueId& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The existing ranks agree on nRanks and the id (from the rank, or ranks, that pass it; NCCL's
+// header has the others pass NULL, its documentation the id: either is taken; a rank that made
+// the id and passes NULL brings the id it made), then join the grown communicator keeping their
+// ranks. Throws naming the rank at fault.
+void growExisting(ncclComm* comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                  ncclConfig_t* config) {
+  const std::string where = "ncclCommGrow: " + comm->where();
+  const int n = comm->identity.nranks, me = comm->identity.rank;
+  std::string problem;
+  CommConfig c = comm->identity.config;
+  if (rank != -1) {
+    problem = "rank is " + std::to_string(rank) + "; ranks of the existing communicator pass -1";
+  } else if (nRanks <= n) {
+    problem =
+        "nRanks " + std::to_string(nRanks) + " does not exceed the communicator's " + std::to_string(n) + " ranks";
+  } else if (uniqueId != nullptr) {
+    std::lock_guard<std::mutex> lock(comm->lifecycle.growMutex);
+    for (const ncclUniqueId& used : comm->lifecycle.consumedGrowIds)
+      if (sameId(used, *uniqueId))
+        problem =
+            "its id was consumed by an earlier ncclCommGrow of this communicator (an id serves one grow; make "
+            "another with ncclCommGetUniqueId)";
+  }
+  if (problem.empty() && config != nullptr) {
+    try {
+      c = readConfig(config, "ncclCommGrow");
+    } catch (const Error& e) {
+      problem = e.message();
+    }
+  }
+  std::vector<GrowEntry> all(static_cast<size_t>(n));
+  GrowEntry& mine = all[size_t(me)];
+  mine.nRanks = nRanks;
+  mine.hasId = uniqueId != nullptr ? 1 : 0;
+  if (uniqueId != nullptr) {
+    mine.id = *uniqueId;
+  } else if (comm->lifecycle.growIdIssued.load()) {
+    std::lock_guard<std::mutex> lock(comm->lifecycle.growMutex);
+    mine.id = comm->lifecycle.growId;
+    mine.hasId = 1;
+  }
+  std::snprintf(mine.problem, sizeof mine.problem, "%s", problem.c_str());
+  if (n > 1) {
+    try {
+      comm->identity.bootstrap->allGather(all.data(), sizeof(GrowEntry));
+    } catch (const Error& e) {
+      throw Error(e.code(), where + ": exchanging nRanks and the id with the other existing ranks: " + e.message() +
+                                " (every rank of the communicator must call ncclCommGrow)");
+    }
+  }
+  // The first rank in order with a problem, or a disagreement, is reported by every rank alike.
+  int idFrom = -1;
+  for (int r = 0; r < n; r++) {
+    const GrowEntry& e = all[size_t(r)];
+    const std::string who = r == me ? "this rank" : comm->describePeer(r);
+    if (e.problem[0] != '\0')
+      throw Error(ErrorCode::InvalidArgument,
+                  where + ": " + who + " (rank " + std::to_string(r) +
+                      " of the existing ranks): " + std::string(e.problem, strnlen(e.problem, sizeof e.problem)));
+    if (e.nRanks != all[0].nRanks)
+      throw Error(ErrorCode::InvalidArgument,
+                  where + ": existing rank 0 grows to nRanks " + std::to_string(all[0].nRanks) + ", existing rank " +
+                      std::to_string(r) + " to " + std::to_string(e.nRanks) + "; every rank passes the same nRanks");
+    if (e.hasId == 0) continue;
+    if (idFrom >= 0 && !sameId(e.id, all[size_t(idFrom)].id))
+      throw Error(ErrorCode::InvalidArgument, where + ": existing ranks " + std::to_string(idFrom) + " and " +
+                                                  std::to_string(r) +
+                                                  " pass different ids; one id from ncclCommGetUniqueId serves a grow");
+    if (idFrom < 0) idFrom = r;
+  }
+  if (idFrom < 0)
+    throw Error(ErrorCode::InvalidArgument,
+                where +
+                    ": no existing rank passed an id or made one; one existing rank calls "
+                    "ncclCommGetUniqueId, passes the id to ncclCommGrow and gives it to the new ranks");
+  const ncclUniqueId id = all[size_t(idFrom)].id;
+  {
+    // Its root serves one rendezvous, whatever comes of it.
+    std::lock_guard<std::mutex> lock(comm->lifecycle.growMutex);
+    comm->lifecycle.consumedGrowIds.push_back(id);
+  }
+  comm->lifecycle.growIdIssued.store(false);
+  createComm("ncclCommGrow", newcomm, &id, 1, nRanks, me, comm->identity.device, c);
+}
+
+}  // namespace
+
+// Existing ranks pass the communicator and rank -1 and keep their ranks; new ranks pass no
+// communicator, the id and their rank (from the old size up). The parent is left as it was.
 TUTTI_API ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                                      ncclComm_t* newcomm, ncclConfig_t* config) {
-  return guard("ncclCommGrow", [&] {
-    const char* op = "ncclCommGrow";
-    if (newcomm == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: newcomm is NULL");
-    *newcomm = nullptr;
-    std::string where = "rank " + std::to_string(rank) + " of " + std::to_string(nRanks) + " (a new rank)";
-    if (comm != nullptr) {
-      checkUsableComm(op, comm);
-      where = comm->where();
-      if (rank != -1)
-        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: " + where + ": rank is " + std::to_string(rank) +
-                                                    "; ranks of the existing communicator pass -1");
-      if (nRanks <= comm->identity.nranks)
-        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: " + where + ": nRanks " + std::to_string(nRanks) +
-                                                    " does not exceed the communicator's " +
-                                                    std::to_string(comm->identity.nranks) + " ranks");
-    } else {
-      if (uniqueId == nullptr)
-        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: " + where + ": a new rank (comm NULL) needs uniqueId");
-      if (nRanks < 1 || rank < 0 || rank >= nRanks)
-        throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: rank " + std::to_string(rank) +
-                                                    " is out of range for nRanks " + std::to_string(nRanks));
-    }
-    readConfig(config, op);
-    throw Error(ErrorCode::InvalidUsage, "ncclCommGrow is not supported by tutti yet (" + where + ")");
-  });
+  return initResult(
+      guard("ncclCommGrow",
+            [&] {
+              if (newcomm == nullptr) throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: newcomm is NULL");
+              *newcomm = nullptr;
+              if (comm != nullptr) {
+                checkUsableComm("ncclCommGrow", comm);
+                growExisting(comm, nRanks, uniqueId, rank, newcomm, config);
+                return;
+              }
+              const std::string where =
+                  "ncclCommGrow: rank " + std::to_string(rank) + " of " + std::to_string(nRanks) + " (a new rank)";
+              if (uniqueId == nullptr)
+                throw Error(ErrorCode::InvalidArgument,
+                            where + ": a new rank (comm NULL) needs the id from ncclCommGetUniqueId");
+              if (nRanks < 1 || rank < 0 || rank >= nRanks)
+                throw Error(ErrorCode::InvalidArgument, "ncclCommGrow: rank " + std::to_string(rank) +
+                                                            " is out of range for nRanks " + std::to_string(nRanks));
+              CommConfig c = readConfig(config, "ncclCommGrow");
+              try {
+                createComm("ncclCommGrow", newcomm, uniqueId, 1, nRanks, rank, kCurrentDevice, c);
+              } catch (const Error& e) {
+                throw Error(e.code(), where + ": " + e.message() + " (an id from ncclCommGetUniqueId serves one grow)");
+              }
+            }),
+      newcomm);
 }
 TUTTI_NCCL_ALIAS(ncclCommGrow)

@@ -1,64 +1,65 @@
-// Entry points over a communicator's memory (NCCL 2.30): suspend and resume (refused until tutti
-// can release and restore FIFOs, scratch and staging), and the memory statistics it can give.
+// Entry points over a communicator's memory (NCCL 2.30): suspend and resume, which release and
+// make again what the communicator makes on demand, and its memory statistics
+// (runtime/comm/comm_suspend.h says what each covers).
 #include <cstdint>
 #include <string>
 
 #include "runtime/api/api.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/comm_suspend.h"
 
 using namespace tutti;
 
-namespace {
-
-[[noreturn]] void notYet(const char* operation, const ncclComm* comm) {
-  throw Error(ErrorCode::InvalidUsage, std::string(operation) + " is not supported by tutti yet (" + comm->where() +
-                                           "; the communicator cannot release and restore its memory)");
-}
-
-}  // namespace
-
+// Collective: every rank suspends. flags 0 stops the communicator's use without releasing memory.
 TUTTI_API ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   return guard("ncclCommSuspend", [&] {
     checkUsableComm("ncclCommSuspend", comm);
     if ((flags & ~NCCL_SUSPEND_MEM) != 0)
       throw Error(ErrorCode::InvalidArgument, "ncclCommSuspend: " + comm->where() + ": flags " + std::to_string(flags) +
                                                   " has bits other than NCCL_SUSPEND_MEM (1)");
-    notYet("ncclCommSuspend", comm);
+    suspendComm(comm, flags);
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommSuspend)
 
+// Collective, as the suspend. A failed communicator is refused as any other call refuses it.
 TUTTI_API ncclResult_t pncclCommResume(ncclComm_t comm) {
   return guard("ncclCommResume", [&] {
     checkComm("ncclCommResume", comm);
-    notYet("ncclCommResume", comm);
+    if (!comm->lifecycle.suspended.load())
+      throw Error(ErrorCode::InvalidUsage,
+                  "ncclCommResume: " + comm->where() + ": the communicator is not suspended (ncclCommSuspend first)");
+    comm->noticeExecutorFault();
+    // A failed or revoked communicator is refused with its cause (the check says "suspended" only
+    // of a healthy one).
+    if (comm->error.asyncError.load() != ncclSuccess || comm->error.revoked.load())
+      checkUsableComm("ncclCommResume", comm);
+    resumeComm(comm);
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommResume)
 
-// Suspension is a figure tutti knows exactly (never, since ncclCommSuspend is refused). The byte
-// counts need every allocation a communicator holds (FIFOs, scratch, staging, the backend's own)
-// counted by the backend, which tutti does not do yet: rather than a partial sum passed off as
-// the whole, they are refused by name.
+// NCCL's kinds: what a suspend releases (Suspend), what stays (Persist), their sum (Total), and
+// whether the memory is released now (Suspended: 0 or 1). Off a GPU the bytes are the host
+// memory the communicator holds, counted where it is allocated.
 TUTTI_API ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   return guard("ncclCommMemStats", [&] {
     checkComm("ncclCommMemStats", comm);
     const std::string where = "ncclCommMemStats: " + comm->where();
     if (value == nullptr) throw Error(ErrorCode::InvalidArgument, where + ": value is NULL");
-    const char* name = nullptr;
+    if (comm->error.asyncError.load() == ncclInProgress)
+      throw Error(ErrorCode::InvalidUsage,
+                  where + ": the nonblocking init has not finished (poll ncclCommGetAsyncError until ncclSuccess)");
+    const CommMemoryFigures figures = memoryFigures(comm);
     switch (stat) {
-      case ncclStatGpuMemSuspended: *value = 0; return;
-      case ncclStatGpuMemSuspend: name = "ncclStatGpuMemSuspend"; break;
-      case ncclStatGpuMemPersist: name = "ncclStatGpuMemPersist"; break;
-      case ncclStatGpuMemTotal: name = "ncclStatGpuMemTotal"; break;
+      case ncclStatGpuMemSuspend: *value = figures.suspendable; return;
+      case ncclStatGpuMemSuspended: *value = figures.suspended ? 1 : 0; return;
+      case ncclStatGpuMemPersist: *value = figures.persistent; return;
+      case ncclStatGpuMemTotal: *value = figures.suspendable + figures.persistent; return;
       default:
         throw Error(ErrorCode::InvalidArgument,
                     where + ": unknown statistic " + std::to_string(int(stat)) + " (ncclCommMemStat_t is 0 to 3)");
     }
-    throw Error(ErrorCode::InvalidUsage,
-                where + ": " + name +
-                    " is not supported by tutti yet (the communicator's allocations are not counted; "
-                    "ncclStatGpuMemSuspended is)");
   });
 }
 TUTTI_NCCL_ALIAS(ncclCommMemStats)

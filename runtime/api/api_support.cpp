@@ -62,6 +62,10 @@ void checkUsableComm(const char* operation, ncclComm* comm) {
                 std::string(operation) + ": " + comm->where() +
                     ": the communicator was revoked (ncclCommRevoke); only ncclCommSplit, ncclCommShrink, "
                     "ncclCommDestroy and ncclCommAbort may use it now");
+  if (comm->lifecycle.suspended.load() && err == ncclSuccess)
+    throw Error(ErrorCode::InvalidUsage, std::string(operation) + ": " + comm->where() +
+                                             ": the communicator is suspended (ncclCommSuspend); call "
+                                             "ncclCommResume on every rank before using it again");
   if (err != ncclSuccess) {
     // A peer's failure keeps its code, as NCCL returns the async error: a rank that enters its
     // next call just after a failure notice arrived sees the same ncclRemoteError as one that

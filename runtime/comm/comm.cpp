@@ -7,6 +7,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "kernels/backend.h"
+#include "runtime/comm/counted_memory.h"
 #include "runtime/comm/peer_buffers.h"
 #include "runtime/comm/select.h"
 #include "runtime/comm/topo_init.h"
@@ -72,6 +73,7 @@ ncclComm::~ncclComm() {
   links.connections.clear();
   executor.abortable.store(nullptr);
   links.fifoMemory.reset();  // the backend goes here, unless a FIFO a peer still holds keeps it
+  links.fifoCounter.reset();
   executor.backend.reset();
   control.peerSegments.clear();
   control.ownSegment.reset();

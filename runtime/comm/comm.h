@@ -46,6 +46,7 @@ class FlightRecorder;
 class CommSelector;
 struct CommTopology;
 class ScratchPool;
+class CountedMemory;
 struct RankWait;
 }  // namespace tutti
 
@@ -161,6 +162,9 @@ struct CommLinks {
   // executor backend's own memory (comm_init.cpp, the backend's memory()), before it makes the
   // first connections.
   std::shared_ptr<kern::DeviceMemory> fifoMemory;
+  // The same memory once init has wrapped it to count what this communicator holds there
+  // (runtime/comm/counted_memory.h); null before.
+  std::shared_ptr<CountedMemory> fifoCounter;
   // The communicator as its transports see it, and its transports in the registry's order
   // (transports/registry.h), made at init.
   std::unique_ptr<transport::TransportContext> transportContext;
@@ -257,6 +261,15 @@ struct CommLifecycle {
   // ncclCommGetUniqueId made an id for ncclCommGrow, which has not consumed it: NCCL allows one
   // such id at a time.
   std::atomic<bool> growIdIssued{false};
+  // The ids that ncclCommGrow took from this communicator: each serves one grow. growId: the one
+  // ncclCommGetUniqueId made last (unconsumed while growIdIssued).
+  std::mutex growMutex;
+  ncclUniqueId growId{};
+  std::vector<ncclUniqueId> consumedGrowIds;
+  // ncclCommSuspend ran and ncclCommResume has not: every call that uses the communicator is
+  // refused (runtime/comm/comm_suspend.h). memoryReleased: the suspend released its memory.
+  std::atomic<bool> suspended{false};
+  std::atomic<bool> memoryReleased{false};
 };
 
 }  // namespace tutti

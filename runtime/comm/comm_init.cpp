@@ -21,6 +21,7 @@
 #include "runtime/comm/comm_settings.h"
 #include "runtime/comm/connection_setup.h"
 #include "runtime/comm/control_block.h"
+#include "runtime/comm/counted_memory.h"
 #include "runtime/comm/gpu_sharing.h"
 #include "runtime/comm/init_model.h"
 #include "runtime/comm/peer_buffers.h"
@@ -128,6 +129,9 @@ void makeExecutorBackend(ncclComm* comm) {
   kern::DeviceMemory& memory = comm->executor.backend->memory();
   if (memory.memorySpace() != kern::MemorySpace::Host)
     comm->links.fifoMemory = std::shared_ptr<kern::DeviceMemory>(comm->executor.backend, &memory);
+  // Counted for ncclCommMemStats, before the first FIFO is made.
+  comm->links.fifoCounter = std::make_shared<CountedMemory>(comm->links.fifoMemory);
+  comm->links.fifoMemory = comm->links.fifoCounter;
   comm->executor.abortable.store(comm->executor.backend.get());
   if (comm->error.abortFlag.load()) comm->executor.backend->abort();  // failed while it was being made
 }
@@ -248,15 +252,7 @@ void joinAndConnect(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank,
   }
   phases.done("selector");
 
-  // Ring connections on every channel, to the neighbours of the channel's ring.
-  std::vector<ConnKey> ring;
-  if (nranks > 1)
-    for (int c = 0; c < comm->settings.nchannels; c++) {
-      plan::RingOrder order(nranks, ringOrderOf(comm->planning.topology.get(), c));
-      ring.push_back(ConnKey{order.step(rank, 1), c, plan::ConnKind::Ring, 0, true});
-      ring.push_back(ConnKey{order.step(rank, -1), c, plan::ConnKind::Ring, 0, false});
-    }
-  ensureConnections(comm, ring);
+  ensureConnections(comm, ringConnections(comm));
   phases.done("connect");
   // A receiver's side of a local connection is ready before its sender has attached: without
   // this barrier a rank could finish init, destroy its communicator and take the FIFO with it
@@ -280,6 +276,18 @@ void joinAndConnect(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank,
 }
 
 }  // namespace
+
+std::vector<ConnKey> ringConnections(const ncclComm* comm) {
+  const int rank = comm->identity.rank, nranks = comm->identity.nranks;
+  std::vector<ConnKey> ring;
+  if (nranks > 1)
+    for (int c = 0; c < comm->settings.nchannels; c++) {
+      plan::RingOrder order(nranks, ringOrderOf(comm->planning.topology.get(), c));
+      ring.push_back(ConnKey{order.step(rank, 1), c, plan::ConnKind::Ring, 0, true});
+      ring.push_back(ConnKey{order.step(rank, -1), c, plan::ConnKind::Ring, 0, false});
+    }
+  return ring;
+}
 
 void initCommunicator(ncclComm* comm, const ncclUniqueId* ids, int nIds, int rank, int nranks, int device) {
   try {

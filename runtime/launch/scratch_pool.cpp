@@ -67,6 +67,19 @@ void ScratchPool::give(Memory memory, size_t bytes) {
   free_.emplace_back(bytes, std::move(memory));
 }
 
+size_t ScratchPool::releaseIdle() {
+  std::vector<std::pair<size_t, Memory>> freed;
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    freed.swap(free_);
+    for (auto& [size, memory] : freed) bytes += size;
+    blocks_ -= freed.size();
+    totalBytes_ -= bytes;
+  }
+  return bytes;  // the blocks are freed here, outside the lock
+}
+
 size_t ScratchPool::blocks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return blocks_;

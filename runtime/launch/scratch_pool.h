@@ -41,6 +41,9 @@ class ScratchPool : public std::enable_shared_from_this<ScratchPool> {
   // launches ever ran at once). Must be owned by a shared_ptr. Throws tutti::Error on ENOMEM.
   Lease take(size_t bytes);
 
+  // Frees the blocks no launch holds (ncclCommSuspend); taken ones stay. Returns the bytes freed.
+  size_t releaseIdle();
+
   size_t blocks() const;      // blocks held now (taken or not)
   size_t totalBytes() const;  // their size
 

@@ -126,17 +126,22 @@ static void checkCommunicator(ncclComm_t comm) {
   expect("ncclCommGetUniqueId while one is unconsumed", ncclCommGetUniqueId(comm, &id), ncclInvalidUsage,
          "ncclCommGetUniqueId");
   expect("ncclCommGrow with a rank", ncclCommGrow(comm, 2, &id, 0, &grown, NULL), ncclInvalidArgument, "ncclCommGrow");
-  expectRefused("ncclCommGrow", ncclCommGrow(comm, 2, &id, -1, &grown, NULL));
+  expect("ncclCommGrow to no more ranks", ncclCommGrow(comm, 1, &id, -1, &grown, NULL), ncclInvalidArgument,
+         "does not exceed");
   if (grown != NULL) fail("ncclCommGrow", "set newcomm although refused");
   expect("ncclCommSuspend with unknown flags", ncclCommSuspend(comm, 6), ncclInvalidArgument, "ncclCommSuspend");
-  expectRefused("ncclCommSuspend", ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
-  expectRefused("ncclCommResume", ncclCommResume(comm));
+  expect("ncclCommResume of a running communicator", ncclCommResume(comm), ncclInvalidUsage, "not suspended");
+  expect("ncclCommSuspend", ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess, "");
+  expect("ncclCommMemStats(ncclStatGpuMemSuspended) while suspended",
+         ncclCommMemStats(comm, ncclStatGpuMemSuspended, &value), ncclSuccess, "");
+  if (value != 1) fail("ncclCommMemStats(ncclStatGpuMemSuspended)", "not 1 while suspended");
+  expect("ncclCommResume", ncclCommResume(comm), ncclSuccess, "");
 
   expect("ncclCommMemStats(ncclStatGpuMemSuspended)", ncclCommMemStats(comm, ncclStatGpuMemSuspended, &value),
          ncclSuccess, "");
-  if (value != 0) fail("ncclCommMemStats(ncclStatGpuMemSuspended)", "not 0 for a communicator never suspended");
-  expect("ncclCommMemStats(ncclStatGpuMemTotal)", ncclCommMemStats(comm, ncclStatGpuMemTotal, &value), ncclInvalidUsage,
-         "ncclStatGpuMemTotal");
+  if (value != 0) fail("ncclCommMemStats(ncclStatGpuMemSuspended)", "not 0 after the resume");
+  expect("ncclCommMemStats(ncclStatGpuMemTotal)", ncclCommMemStats(comm, ncclStatGpuMemTotal, &value), ncclSuccess, "");
+  if (value == 0) fail("ncclCommMemStats(ncclStatGpuMemTotal)", "0 bytes for a communicator with a control block");
   expect("ncclCommMemStats of an unknown statistic", ncclCommMemStats(comm, (ncclCommMemStat_t)7, &value),
          ncclInvalidArgument, "ncclCommMemStats");
 
