@@ -11,45 +11,39 @@
 
 namespace tutti::cma {
 
-int read(pid_t pid, const void* remote, void* local, size_t bytes) {
-  char* to = static_cast<char*>(local);
-  const char* from = static_cast<const char*>(remote);
+namespace {
+
+using CrossMemoryCall = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long, unsigned long);
+
+// Moves `bytes` between this process's `local` and `remote` in `pid` by `call` (process_vm_readv
+// or process_vm_writev, whose arguments are alike); 0, or the errno.
+int transfer(CrossMemoryCall call, pid_t pid, char* local, char* remote, size_t bytes) {
   while (bytes > 0) {
     // One call moves at most about 2 GiB (MAX_RW_COUNT); a short count means part is unmapped.
-    struct iovec l {
-      to, bytes
-    }, r{const_cast<char*>(from), bytes};
-    const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    const iovec l{local, bytes}, r{remote, bytes};
+    const ssize_t n = call(pid, &l, 1, &r, 1, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
     if (n == 0) return EFAULT;
-    to += n;
-    from += n;
+    local += n;
+    remote += n;
     bytes -= size_t(n);
   }
   return 0;
 }
 
+}  // namespace
+
+int read(pid_t pid, const void* remote, void* local, size_t bytes) {
+  return transfer(process_vm_readv, pid, static_cast<char*>(local), const_cast<char*>(static_cast<const char*>(remote)),
+                  bytes);
+}
+
 int write(pid_t pid, void* remote, const void* local, size_t bytes) {
-  const char* from = static_cast<const char*>(local);
-  char* to = static_cast<char*>(remote);
-  while (bytes > 0) {
-    struct iovec l {
-      const_cast<char*>(from), bytes
-    }, r{to, bytes};
-    const ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EFAULT;
-    to += n;
-    from += n;
-    bytes -= size_t(n);
-  }
-  return 0;
+  return transfer(process_vm_writev, pid, const_cast<char*>(static_cast<const char*>(local)),
+                  static_cast<char*>(remote), bytes);
 }
 
 std::string errnoName(int error) {

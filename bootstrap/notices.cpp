@@ -48,6 +48,13 @@ void FailureNotices::stop() {
 void FailureNotices::setNoticeHandler(Handler handler) {
   std::lock_guard<std::mutex> lock(handlerMutex_);
   noticeHandler_ = std::move(handler);
+  // A notice that came before anyone listened (a peer that failed while this rank was still
+  // joining) is the cause of what follows: the new handler hears it first.
+  if (noticeHandler_ && unheardFrom_ >= 0) {
+    const int sender = unheardFrom_;
+    unheardFrom_ = -1;
+    noticeHandler_(sender, unheardText_);
+  }
 }
 
 void FailureNotices::setPeerLostHandler(Handler handler) {
@@ -59,7 +66,12 @@ void FailureNotices::deliver(int sender, const std::string& text) {
   std::lock_guard<std::mutex> lock(handlerMutex_);
   TUTTI_INFO(log::Bootstrap, "%s: %s reports a failure: %s", context_.c_str(), carrier_.describePeer(sender).c_str(),
              text.c_str());
-  if (noticeHandler_) noticeHandler_(sender, text);
+  if (noticeHandler_) {
+    noticeHandler_(sender, text);
+  } else if (unheardFrom_ < 0) {
+    unheardFrom_ = sender;
+    unheardText_ = text;
+  }
 }
 
 void FailureNotices::reportPeerLost(int peer, const std::string& reason) {

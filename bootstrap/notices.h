@@ -44,7 +44,8 @@ class FailureNotices {
   // notice is what stops the other ranks quickly.
   void stop();
 
-  // Setting an empty handler waits for a running call to finish.
+  // Setting an empty handler waits for a running call to finish. A notice that came while no
+  // handler was set goes to the next one set (the first such notice only).
   void setNoticeHandler(Handler handler);
   void setPeerLostHandler(Handler handler);
 
@@ -64,6 +65,9 @@ class FailureNotices {
   std::mutex handlerMutex_;
   Handler noticeHandler_;
   Handler peerLostHandler_;  // under handlerMutex_
+  // The first notice that came while no handler was set, for the next handler (under handlerMutex_).
+  int unheardFrom_ = -1;
+  std::string unheardText_;
   std::mutex mutex_;
   std::condition_variable doneChanged_;
   bool done_ = false;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "base/host_identity.h"
 #include "base/log.h"
@@ -48,6 +49,22 @@ void ncclComm::failFromNotice(int sender, const std::string& text) {
 }
 
 tutti::Error ncclComm::failInit(const Error& cause) {
+  // A peer whose init failed tells every rank why (a failure notice) before it says goodbye, but
+  // the notice may come over another connection than the one this rank's exchange was reading,
+  // and be a moment behind its close: a closed connection is then a consequence, and the notice,
+  // once it comes, is the cause and leads.
+  if (cause.code() == ErrorCode::Remote) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(error.mutex);
+        const int state = error.asyncError.load();
+        if (!error.noticeDuringInit.empty() || (state != ncclSuccess && state != ncclInProgress)) break;
+      }
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   // A nonblocking init has reported ncclInProgress until now; its failure is recorded here.
   int inProgress = ncclInProgress;
   if (error.asyncError.compare_exchange_strong(inProgress, ncclSuccess)) {

@@ -24,24 +24,12 @@
 #include "tests/common/env_support.h"
 #include "tests/common/hosts_support.h"
 #include "tests/common/ranks_support.h"
+#include "tests/common/reference_support.h"
 #include "tutti/tutti.h"
 
 namespace {
 
 using tutti_test::check;
-
-size_t eltSize(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    default: return 8;
-  }
-}
 
 // Byte k of what `origin` puts in its put number `n`: the expectation the target checks.
 uint8_t pattern(int origin, int n, size_t k) { return uint8_t((origin * 131 + n * 29 + k * 7 + 3) & 0xff); }
@@ -94,7 +82,7 @@ void checkUntouched(const uint8_t* window, size_t begin, size_t end, const std::
 // signal, reads what landed, and deregisters. Outside a group or inside one.
 void ringOfPuts(int rank, int nranks, ncclComm_t comm, ncclDataType_t type, size_t count, size_t offset, bool grouped,
                 cudaStream_t stream = nullptr) {
-  const size_t bytes = count * eltSize(type);
+  const size_t bytes = count * tutti_test::elementBytes(type);
   // Windows differ in size from rank to rank; each is large enough for the put it receives.
   const size_t windowBytes = offset + bytes + 64 * size_t(rank + 1);
   Buffer window(windowBytes), local(bytes);
@@ -126,7 +114,7 @@ void ringOfPuts(int rank, int nranks, ncclComm_t comm, ncclDataType_t type, size
 // An all-to-all of puts in one group: every rank puts a block into every other rank's window at
 // the block of its own rank, and waits for one signal from each.
 void allToAllOfPuts(int rank, int nranks, ncclComm_t comm, ncclDataType_t type, size_t count) {
-  const size_t bytes = count * eltSize(type);
+  const size_t bytes = count * tutti_test::elementBytes(type);
   const size_t windowBytes = bytes * size_t(nranks);
   Buffer window(windowBytes), local(bytes * size_t(nranks));
   std::memset(window.data, kUntouched, windowBytes);

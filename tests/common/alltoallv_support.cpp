@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/common/ranks_support.h"
+#include "tests/common/reference_support.h"
 #include "tutti/tutti.h"
 
 namespace tutti_test {
@@ -27,19 +28,6 @@ const char* patternName(Pattern p) {
     case Pattern::Uniform: return "uniform";
   }
   return "?";
-}
-
-size_t typeBytes(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32: return 4;
-    default: return 8;
-  }
 }
 
 // counts[i][j]: the elements rank i sends rank j. Every rank builds the same matrix from the seed.
@@ -169,7 +157,7 @@ void exchangeAllToAllv(int rank, int n, ncclComm_t comm, AllToAllvIssue issue) {
       seed++;
       const Matrix m = countMatrix(pattern, n, seed);
       const Layout l = layoutOf(m, rank, seed);
-      const size_t elt = typeBytes(type);
+      const size_t elt = tutti_test::elementBytes(type);
       const std::vector<unsigned char> in = sendBuffer(l, rank, elt, seed);
       std::vector<unsigned char> out(l.recvElems * elt, kSentinel);
       const std::string what = std::string(patternName(pattern)) + ", type " + std::to_string(int(type)) + ", rank " +
