@@ -208,7 +208,7 @@ class SocketStreams {
   void progress() {
     if (threaded()) {
       done_.drain();
-    } else if (!hasFailed()) {
+    } else if (!failed_.load(std::memory_order_acquire)) {
       try {
         for (bool moved = true; moved;) {
           moved = false;
@@ -218,8 +218,9 @@ class SocketStreams {
         recordFailure(e);
       }
     }
+    if (!failed_.load(std::memory_order_acquire)) return;  // no lock on the path every test() takes
     std::lock_guard<std::mutex> lock(errorMutex_);
-    if (failed_) throw Error(errorCode_, errorText_);
+    throw Error(errorCode_, errorText_);
   }
 
  private:
@@ -393,15 +394,10 @@ class SocketStreams {
 
   void recordFailure(const Error& e) {
     std::lock_guard<std::mutex> lock(errorMutex_);
-    if (failed_) return;
-    failed_ = true;
+    if (failed_.load(std::memory_order_relaxed)) return;
     errorCode_ = e.code();
     errorText_ = e.message();
-  }
-
-  bool hasFailed() {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    return failed_;
+    failed_.store(true, std::memory_order_release);  // after the text: a reader that sees it finds both
   }
 
   std::vector<Socket> sockets_;
@@ -412,8 +408,8 @@ class SocketStreams {
 
   std::vector<std::unique_ptr<EventFd>> wake_;  // one per helper: work was queued for it
   EventFd done_;                                // a request finished, or a helper failed
-  std::mutex errorMutex_;
-  bool failed_ = false;
+  std::mutex errorMutex_;                       // errorCode_ and errorText_, written once
+  std::atomic<bool> failed_{false};
   ErrorCode errorCode_ = ErrorCode::Internal;
   std::string errorText_;
   std::atomic<bool> stop_{false};

@@ -371,6 +371,15 @@ ncclResult_t pluginCloseListen(void* listenComm) {
 [[maybe_unused]] ncclResult_t pluginNoVirtualDeviceV12(int*, abi::VirtualDevicePropsV12*) { return ncclInvalidUsage; }
 // v11 on: the process's state stays (see PluginState); there are no attributes to tune.
 [[maybe_unused]] ncclResult_t pluginFinalize(void*) { return ncclSuccess; }
+// isend and irecv from v10 on: a profiler handle this plugin does not use.
+[[maybe_unused]] ncclResult_t pluginIsendWithProfiler(void* comm, void* data, size_t bytes, int tag, void* mhandle,
+                                                      void*, void** request) {
+  return pluginIsend(comm, data, bytes, tag, mhandle, request);
+}
+[[maybe_unused]] ncclResult_t pluginIrecvWithProfiler(void* comm, int n, void** data, size_t* sizes, int* tags,
+                                                      void** mhandles, void**, void** request) {
+  return pluginIrecv(comm, n, data, sizes, tags, mhandles, request);
+}
 [[maybe_unused]] ncclResult_t pluginNoNetAttributes(void*, abi::NetAttrV11*) { return ncclSuccess; }
 
 }  // namespace
@@ -404,12 +413,8 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV10 ncclNetPlugi
     pluginRegMr,
     pluginRegMrDmaBuf,
     pluginDeregMr,
-    [](void* comm, void* data, size_t bytes, int tag, void* mhandle, void*, void** request) {
-      return pluginIsend(comm, data, bytes, tag, mhandle, request);
-    },
-    [](void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**, void** request) {
-      return pluginIrecv(comm, n, data, sizes, tags, mhandles, request);
-    },
+    pluginIsendWithProfiler,
+    pluginIrecvWithProfiler,
     pluginIflush,
     pluginTest,
     pluginCloseSend,
@@ -483,12 +488,8 @@ extern "C" __attribute__((visibility("default"))) const abi::NetV12 ncclNetPlugi
     pluginRegMr,
     pluginRegMrDmaBuf,
     pluginDeregMr,
-    [](void* comm, void* data, size_t bytes, int tag, void* mhandle, void*, void** request) {
-      return pluginIsend(comm, data, bytes, tag, mhandle, request);
-    },
-    [](void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**, void** request) {
-      return pluginIrecv(comm, n, data, sizes, tags, mhandles, request);
-    },
+    pluginIsendWithProfiler,
+    pluginIrecvWithProfiler,
     pluginIflush,
     pluginTest,
     pluginCloseSend,
