@@ -190,6 +190,16 @@ const Bool kCma{"TUTTI_CMA", false,
                 "1: between rank processes of a host, a receiver reads a peer's registered buffer in place with "
                 "process_vm_readv (zero-copy, host executor) where a probe at connection setup allows it; 0: copy "
                 "(the default: the one kernel copy measured slower than the two copies through shared memory)"};
+const Bool kReadInPlace{
+    "TUTTI_READ_IN_PLACE", true,
+    "1: a receiver reads a peer's user buffer in place, registered or not, where it reaches any address of "
+    "the peer (all-gather, broadcast, the second half of all-reduce: one copy instead of two): between rank "
+    "threads of one process on the host and emulated backends, and between rank processes where TUTTI_CMA "
+    "allows; 0: only registered buffers are read in place"};
+const Size kReadInPlaceMin{"TUTTI_READ_IN_PLACE_MIN", 256 << 10,
+                           "the smallest message of an unregistered buffer that is read in place "
+                           "(TUTTI_READ_IN_PLACE); smaller ones are copied through the FIFO, which lets the "
+                           "sender finish without waiting for the receiver's read"};
 const Bool kMapRegistered{"TUTTI_MAP_REGISTERED", true,
                           "1: between rank processes of a host on a device backend (cuda; emulated with device "
                           "memory), a registered buffer's allocation is exported and mapped by the peers, which read "

@@ -72,6 +72,8 @@ extern const params::Int kSpin;                     // TUTTI_SPIN
 extern const params::Int kYield;                    // TUTTI_YIELD
 extern const params::Bool kCalibrate;               // TUTTI_CALIBRATE
 extern const params::Bool kCma;                     // TUTTI_CMA
+extern const params::Bool kReadInPlace;             // TUTTI_READ_IN_PLACE
+extern const params::Size kReadInPlaceMin;          // TUTTI_READ_IN_PLACE_MIN
 extern const params::Bool kMapRegistered;           // TUTTI_MAP_REGISTERED
 extern const params::String kFlightRecorder;        // TUTTI_FLIGHT_RECORDER
 extern const params::Int kFlightRecorderEntries;    // TUTTI_FLIGHT_RECORDER_ENTRIES

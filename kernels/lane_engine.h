@@ -110,6 +110,7 @@ TUTTI_ENGINE_HD void prepareLane(const LaneRef& l) {
   s.tile = 0;
   s.step = 0;
   s.tileChunk = 0;
+  s.sentDirect = 0;
   startTile(l);
 }
 
@@ -279,12 +280,21 @@ TUTTI_ENGINE_HD uint64_t mappedAddress(const MappedBufferTable* table, int32_t p
 }
 
 // Whether the run's lone step sends its span by address (a direct message; see the top).
-TUTTI_ENGINE_HD bool sendsDirect(const LaneRef& l, const Run& run, const Step& step) {
+TUTTI_ENGINE_HD bool sendsDirect(const LaneRef& l, const Run& run, const Step& step, uint64_t bytes) {
   if (!(step.flags & plan::kDirect) || !run.send || run.sll || run.parts != 1 || l.sends[step.sendConn].direct == 0)
     return false;
   const BufRef& sent = step.op == Op::Send ? step.src : step.dst;
-  const uint8_t needs = sent.buf == Buf::In ? kDirectIn : sent.buf == Buf::Out ? kDirectOut : 0;
-  if (needs == 0 || (l.op->direct & needs) == 0 || !plan::directSendable(step.op)) return false;
+  const uint8_t registered = sent.buf == Buf::In ? kDirectIn : sent.buf == Buf::Out ? kDirectOut : 0;
+  // A buffer readable only by address goes so where the receiver reaches any address of this
+  // rank (not through mappings of registered buffers), and only for messages worth the wait for
+  // the receiver's read.
+  const uint8_t byAddress = registered == kDirectIn    ? kDirectInByAddress
+                            : registered == kDirectOut ? kDirectOutByAddress
+                                                       : 0;
+  const bool readable = (l.op->direct & registered) != 0 ||
+                        ((l.op->direct & byAddress) != 0 && l.sends[step.sendConn].direct != kDirectMapped &&
+                         bytes >= l.op->directMinBytes);
+  if (registered == 0 || !readable || !plan::directSendable(step.op)) return false;
   // A Send that applies PreMulSum's scalar sends other bytes than its span holds.
   return !(step.op == Op::Send && (step.flags & plan::kPre) && l.op->redop.kind == RedKind::PreMulSum);
 }
@@ -376,7 +386,7 @@ TUTTI_ENGINE_HD bool partGeometry(const LaneRef& l, Run& run, uint32_t j, Part& 
   part.dst = dst.ptr;
   part.rptr = run.recv ? (run.raddr != nullptr && run.parts == 1 ? run.raddr : run.rslot + run.roff) : nullptr;
   part.sptr = run.send ? run.sslot + run.soff : nullptr;
-  if (sendsDirect(l, run, step)) {
+  if (sendsDirect(l, run, step, bytes)) {
     // The span goes by address: a Send's source, else the destination it is written to; to a
     // peer process that maps it, its address there (or, not mapped there, it is copied).
     const uint64_t span = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(step.op == Op::Send ? src.ptr : dst.ptr));
@@ -514,6 +524,7 @@ TUTTI_ENGINE_HD void finishRun(const LaneRef& l, const Run& run, const Sync& syn
       sync.storeLL(&header[0], llHalf(uint32_t(run.sent), flag));
     } else {
       run.sf->addrs[slot] = run.saddr;
+      if (run.saddr != 0) l.state->sentDirect = 1;
       run.sf->sigs[slot] = l.op->signature;
       run.sf->sigCounts[slot] = count;
       run.sf->sizes[slot] = run.sent;
@@ -549,7 +560,7 @@ TUTTI_ENGINE_HD void blockedOn(const LaneRef& l, ExecFault& f, const Sync& sync)
 
 // A send end of the worker's lanes that may still hold a direct message its receiver has not read
 // (its FIFO not drained), or null: a worker that sent direct messages finishes only at null (see
-// the top). Only operations with buffers peers may read (OpWork::direct) are looked at.
+// the top). Only lanes that sent a message by address (LaneState::sentDirect) are looked at.
 template <class Sync>
 TUTTI_ENGINE_HD const ConnEnd* firstUndrained(LaunchWork& w, const OpWork* ops, const WorkerWork& ww,
                                               const Sync& sync) {
@@ -557,7 +568,7 @@ TUTTI_ENGINE_HD const ConnEnd* firstUndrained(LaunchWork& w, const OpWork* ops, 
     const QueueWork& qw = w.queues()[q];
     for (uint32_t i = qw.firstLane; i < qw.firstLane + qw.nlanes; i++) {
       const LaneWork& lw = w.lanes()[i];
-      if (ops[lw.op].direct == 0) continue;
+      if (w.laneStates()[i].sentDirect == 0) continue;
       const uint32_t nsends = lw.plan->lane(lw.lane).nsendPeers;
       for (uint32_t c = 0; c < nsends; c++) {
         const ConnEnd& e = w.conns()[lw.sends + c];

@@ -31,17 +31,22 @@ struct OpWork {
   int32_t nranks;
   uint8_t dtype;  // kern::Dtype
   uint8_t eltSize;
-  uint8_t coll;        // plan::Coll
-  uint8_t direct;      // DirectBuffers: which buffers this rank's peers may read in place
-  uint64_t signature;  // callSignature: what the peers' calls must agree on; 0: not checked
+  uint8_t coll;             // plan::Coll
+  uint8_t direct;           // DirectBuffers: which buffers this rank's peers may read in place
+  uint32_t directMinBytes;  // the smallest message sent by address from a buffer readable only by address
+  uint64_t signature;       // callSignature: what the peers' calls must agree on; 0: not checked
   // Where this rank's registered buffers are mapped in peer processes (kDirectMapped), in the
   // executor's memory; null: nowhere.
   const MappedBufferTable* mapped;
 };
 
 // OpWork::direct: the buffers whose spans a kDirect step may send as their address (plan.h,
-// "Direct sends"): registered on this rank (ncclCommRegister) for the whole range the call uses.
-enum DirectBuffers : uint8_t { kDirectIn = 1, kDirectOut = 2 };
+// "Direct sends"). kDirectIn, kDirectOut: registered on this rank (ncclCommRegister) for the whole
+// range the call uses, so readable over every kind of direct connection, mapped ones included.
+// kDirectInByAddress, kDirectOutByAddress: not registered, but readable where the receiver reaches
+// any address of the sender (kDirectShared, kDirectAcrossProcesses), for messages of at least
+// OpWork::directMinBytes.
+enum DirectBuffers : uint8_t { kDirectIn = 1, kDirectOut = 2, kDirectInByAddress = 4, kDirectOutByAddress = 8 };
 
 // What every rank's call of one operation must agree on, sent with each message and compared by
 // the receiver (with signatureCount): the collective's number on the communicator (24 bits;
@@ -136,6 +141,8 @@ struct LaneState {
   uint64_t tileChunk;   // Split: elements per chunk in the current tile
   uint32_t step;        // the next step of the tile
   uint32_t tileChunks;  // chunks per tile (Split: the plan lane's, 0 meaning nranks; else 1)
+  uint32_t sentDirect;  // nonzero once the lane sent a message by address (its receiver must read it)
+  uint32_t pad;
 };
 struct QueueState {
   uint32_t current;  // the queue's lane running now (nlanes: done)
@@ -171,11 +178,11 @@ struct LaunchWork {
 #undef TUTTI_WORK_ARRAY
 };
 
-static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 88, "OpWork layout");
+static_assert(std::is_trivially_copyable_v<OpWork> && sizeof(OpWork) == 96, "OpWork layout");
 static_assert(sizeof(MappedBuffer) == 32 && offsetof(MappedBufferTable, entries) == 16, "MappedBufferTable layout");
 static_assert(std::is_trivially_copyable_v<ConnEnd> && sizeof(ConnEnd) == 32, "ConnEnd layout");
 static_assert(std::is_trivially_copyable_v<LaneWork> && sizeof(LaneWork) == 64, "LaneWork layout");
-static_assert(std::is_trivially_copyable_v<LaneState> && sizeof(LaneState) == 32, "LaneState layout");
+static_assert(std::is_trivially_copyable_v<LaneState> && sizeof(LaneState) == 40, "LaneState layout");
 static_assert(std::is_trivially_copyable_v<LaunchWork> && sizeof(LaunchWork) == 80, "LaunchWork layout");
 static_assert(std::is_trivially_copyable_v<RedOp> && sizeof(RedOp) == 24, "RedOp layout");
 

@@ -118,6 +118,10 @@ struct CommSettings {
   // Executors move the network FIFOs themselves while they wait in launches of at most this many
   // workers (see fitWaitsToHost).
   int drivingWorkers = 1 << 30;
+  // Unregistered user buffers read in place by peers that reach any address of this rank, from
+  // messages of this size (TUTTI_READ_IN_PLACE, _MIN; this rank's own, as a receiver takes either).
+  bool readInPlace = true;
+  uint32_t readInPlaceMinBytes = 0;
 };
 
 // What the executor runs operations with, and the operations in flight.

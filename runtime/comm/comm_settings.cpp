@@ -70,6 +70,9 @@ void adoptSettings(ncclComm* comm) {
     throw Error(ErrorCode::InvalidUsage, "TUTTI_TIMEOUT must be a positive number of seconds");
   comm->settings.spin = int(std::max<int64_t>(1, tunables::kSpin.get()));
   comm->settings.yields = int(std::max<int64_t>(0, tunables::kYield.get()));
+  comm->settings.readInPlace = tunables::kReadInPlace.get();
+  comm->settings.readInPlaceMinBytes =
+      uint32_t(std::clamp<int64_t>(tunables::kReadInPlaceMin.get(), 0, std::numeric_limits<uint32_t>::max()));
 }
 
 void fitChannelsToDevice(ncclComm* comm) {

@@ -78,13 +78,19 @@ std::shared_ptr<const CompiledPlan> planFor(ncclComm* comm, const Task& t, const
 
 // The trace's words for OpWork::direct (the steps marked * in a plan's description may then go
 // by address).
-const char* directNote(uint8_t direct) {
-  switch (direct) {
-    case kern::kDirectIn: return "; zero-copy: peers read the input in place";
-    case kern::kDirectOut: return "; zero-copy: peers read the output in place";
-    case kern::kDirectIn | kern::kDirectOut: return "; zero-copy: peers read the input and output in place";
-  }
-  return "";
+std::string directNote(uint8_t direct) {
+  auto buffers = [](bool in, bool out) {
+    return in && out ? std::string("input and output") : in ? std::string("input") : std::string("output");
+  };
+  std::string note;
+  const bool in = direct & kern::kDirectIn, out = direct & kern::kDirectOut;
+  if (in || out) note = "; zero-copy: peers read the " + buffers(in, out) + " in place";
+  const bool inByAddress = (direct & kern::kDirectInByAddress) && !in;
+  const bool outByAddress = (direct & kern::kDirectOutByAddress) && !out;
+  if (inByAddress || outByAddress)
+    note += "; zero-copy where peers reach this rank's memory: the " + buffers(inByAddress, outByAddress) +
+            " (unregistered)";
+  return note;
 }
 
 // Groups one worker's lanes into queues: lanes that share a connection (directly or through
@@ -174,16 +180,22 @@ bool viaMailbox(const ncclComm* comm, const Task& t, const Selection& selection)
 }
 
 uint8_t directBuffers(ncclComm* comm, const Task& t) {
+  const BufferUse use = bufferUse(t.coll, t.count, comm->identity.nranks, t.root == comm->identity.rank);
+  const bool readsIn = use.readsIn && use.inCount > 0 && t.in != nullptr;
+  const bool writesOut = use.writesOut && use.outCount > 0 && t.out != nullptr;
+  const kern::ExecutorBackend& backend = *comm->executor.backend;
+  uint8_t direct = 0;
+  // Any buffer, where a peer reaches every address of this rank (the connection decides: lane_engine.h).
+  if (comm->settings.readInPlace && (backend.readsPeerBuffers() || backend.readsOtherProcesses())) {
+    if (readsIn) direct |= kern::kDirectInByAddress;
+    if (writesOut) direct |= kern::kDirectOutByAddress;
+  }
   const Registrations& registered = comm->links.registrations;
   const bool mapped = comm->links.peerBuffers && comm->links.peerBuffers->table() != nullptr;
-  if (registered.empty() || !(comm->executor.backend->readsPeerBuffers() || mapped)) return 0;
-  const BufferUse use = bufferUse(t.coll, t.count, comm->identity.nranks, t.root == comm->identity.rank);
+  if (registered.empty() || !(backend.readsPeerBuffers() || mapped)) return direct;
   const size_t eltSize = kern::dtypeSize(t.type);
-  uint8_t direct = 0;
-  if (use.readsIn && use.inCount > 0 && t.in != nullptr && registered.covers(t.in, use.inCount * eltSize))
-    direct |= kern::kDirectIn;
-  if (use.writesOut && use.outCount > 0 && t.out != nullptr && registered.covers(t.out, use.outCount * eltSize))
-    direct |= kern::kDirectOut;
+  if (readsIn && registered.covers(t.in, use.inCount * eltSize)) direct |= kern::kDirectIn;
+  if (writesOut && registered.covers(t.out, use.outCount * eltSize)) direct |= kern::kDirectOut;
   return direct;
 }
 
@@ -237,8 +249,11 @@ kern::OpWork CommLaunch::opFor(const Task& t, uint64_t seq) {
   if (reduces(t.coll)) op.redop = resolveRedOp(comm, t.type, t.op, &op.scalar);
   op.signature = nextCallSignature(comm, t, op.redop.kind);
   op.direct = directBuffers(comm, t);
+  op.directMinBytes = comm->settings.readInPlaceMinBytes;
   // Where the host's peer processes map this rank's registered buffers (runtime/comm/peer_buffers.h).
-  op.mapped = op.direct != 0 && comm->links.peerBuffers ? comm->links.peerBuffers->table() : nullptr;
+  op.mapped = (op.direct & (kern::kDirectIn | kern::kDirectOut)) != 0 && comm->links.peerBuffers
+                  ? comm->links.peerBuffers->table()
+                  : nullptr;
   return op;
 }
 
@@ -297,7 +312,7 @@ void CommLaunch::bind() {
     TUTTI_TRACE(log::Coll, "%s: %s #%llu count %zu type %s op %d root %d: %d channel(s), %s%s", comm->where().c_str(),
                 plan::collTitle(t.coll), (unsigned long long)(comm->executor.opSeq - 1), t.count,
                 kern::dtypeName(t.type), int(t.op), t.root, nch, plan::describe(first->plan).c_str(),
-                directNote(op.direct));
+                directNote(op.direct).c_str());
     // Every rank cuts the operation alike: the chunk follows from the count all of them pass, and
     // from the plan's widest joined run (the same on every rank), which must fit one such chunk,
     // as both cost models cut it.
@@ -419,7 +434,7 @@ void CommLaunch::rebind(const Task& t) {
               comm->where().c_str(), plan::collTitle(t.coll), (unsigned long long)op.seq, t.count,
               kern::dtypeName(t.type), int(t.op), t.root, std::clamp(selection->nchannels, 1, comm->settings.nchannels),
               mailbox ? "oneshot through the mailboxes" : plan::describe(plans.front()->plan).c_str(),
-              directNote(op.direct));
+              directNote(op.direct).c_str());
 }
 
 void CommLaunch::beforeRun() {

@@ -18,6 +18,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -65,6 +67,7 @@ void requireSameAsCopies(
     int nranks, const char* algorithm, bool onStream, bool small,
     bool (*registers)(int rank) = [](int) { return true; }) {
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
+  tutti_test::ScopedEnv registeredOnly("TUTTI_READ_IN_PLACE", "0");  // unregistered buffers copied
   const std::vector<Case> cases = zeroCopyCases(nranks, small);
   std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
     for (const Case& c : cases) {
@@ -115,6 +118,7 @@ TEST_CASE("zero-copy: ranks need not agree on what they registered", "[register]
 TEST_CASE("zero-copy: a buffer deregistered between calls is copied from the next call on",
           "[register][zero-copy][device-path]") {
   tutti_test::CapturedLog log("TRACE", "COLL");
+  tutti_test::ScopedEnv registeredOnly("TUTTI_READ_IN_PLACE", "0");
   const int nranks = 3;
   const size_t count = 40001;
   std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
@@ -167,6 +171,96 @@ TEST_CASE(
   INFO(failures);
   REQUIRE(failures.empty());
   CHECK(!log.linesWith("zero-copy: peers read the input and output in place").empty());
+}
+
+namespace {
+
+// Every case's output by rank, from runs of `nranks` ranks (threads, or processes: each writes its
+// own entry, and processes hand theirs back through shared memory by comparing there instead).
+using Outputs = std::vector<std::vector<std::vector<char>>>;
+
+// Runs the cases as rank threads on unregistered buffers, malloc'd per call and poisoned as soon as
+// the call returns (a peer still reading one afterwards shows as a wrong result), each against the
+// float64 reference; returns each rank's outputs, and adds the messages read in place to *reads.
+Outputs runUnregistered(int nranks, const std::vector<Case>& cases, bool onStream, uint64_t* reads) {
+  Outputs outputs(size_t(nranks), std::vector<std::vector<char>>(cases.size()));
+  std::atomic<uint64_t> inPlace{0};
+  std::string failures = tutti_test::runThreads(nranks, [&](int rank, int n, ncclComm_t comm) {
+    uint64_t before = 0, after = 0;
+    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &before));
+    for (size_t i = 0; i < cases.size(); i++) {
+      MemAllocBuffers plain(comm, false, true, false, onStream);  // malloc'd, not registered
+      tutti_test::runCase(cases[i], rank, n, comm, &plain, &outputs[size_t(rank)][i]);
+    }
+    TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(comm, &after));
+    inPlace += after - before;
+  });
+  INFO(nranks << " ranks" << (onStream ? ", host stream" : ", null stream"));
+  INFO(failures);
+  REQUIRE(failures.empty());
+  *reads += inPlace.load();
+  return outputs;
+}
+
+// The cases on unregistered buffers read in place (TUTTI_READ_IN_PLACE=1, every message size) and
+// copied (TUTTI_READ_IN_PLACE=0) must give the same bytes; returns the messages read in place by
+// the first and by the second.
+std::pair<uint64_t, uint64_t> compareUnregistered(int nranks, const char* algorithm, bool onStream, bool small) {
+  tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
+  const std::vector<Case> cases = zeroCopyCases(nranks, small);
+  uint64_t readsInPlace = 0, readsCopied = 0;
+  Outputs direct, copied;
+  {
+    tutti_test::ScopedEnv on("TUTTI_READ_IN_PLACE", "1");
+    tutti_test::ScopedEnv every("TUTTI_READ_IN_PLACE_MIN", "0");
+    direct = runUnregistered(nranks, cases, onStream, &readsInPlace);
+  }
+  {
+    tutti_test::ScopedEnv off("TUTTI_READ_IN_PLACE", "0");
+    copied = runUnregistered(nranks, cases, onStream, &readsCopied);
+  }
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < cases.size(); i++) {
+      INFO(tutti_test::describe(cases[i], r, nranks) << ", NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)"));
+      REQUIRE(direct[size_t(r)][i] == copied[size_t(r)][i]);
+    }
+  return {readsInPlace, readsCopied};
+}
+
+}  // namespace
+
+TEST_CASE("zero-copy: unregistered buffers of rank threads are read in place and give the copied path's bytes",
+          "[zero-copy][unregistered][device-path]") {
+  tutti_test::CapturedLog log("TRACE", "COLL");
+  for (const auto& [nranks, algorithm, onStream] :
+       {std::tuple{2, "", false}, std::tuple{3, "ring", true}, std::tuple{4, "", true}, std::tuple{5, "tree", false},
+        std::tuple{4, "binomial", false}, std::tuple{4, "pat", true}}) {
+    const auto [inPlace, copied] = compareUnregistered(nranks, algorithm, onStream, nranks > 2);
+    INFO(nranks << " ranks, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)"));
+    CHECK(inPlace > 0);
+    CHECK(copied == 0);
+  }
+  CHECK(!log.linesWith("zero-copy where peers reach this rank's memory: the input and output (unregistered)").empty());
+}
+
+TEST_CASE("zero-copy: TUTTI_READ_IN_PLACE_MIN copies the smaller messages of unregistered buffers",
+          "[zero-copy][unregistered]") {
+  // 65537 floats to 3 ranks: no message reaches 1 MiB, so none is read in place; from 64 KiB, some are.
+  const std::vector<Case> cases = {{Coll::AllGather, ncclFloat32, ncclSum, 65537, false, 0},
+                                   {Coll::Broadcast, ncclFloat32, ncclSum, 65537, false, 2},
+                                   {Coll::AllReduce, ncclFloat32, ncclSum, 65537, true, 0}};
+  tutti_test::ScopedEnv on("TUTTI_READ_IN_PLACE", "1");
+  uint64_t large = 0, medium = 0;
+  {
+    tutti_test::ScopedEnv min("TUTTI_READ_IN_PLACE_MIN", "1M");
+    runUnregistered(3, cases, false, &large);
+  }
+  {
+    tutti_test::ScopedEnv min("TUTTI_READ_IN_PLACE_MIN", "16K");
+    runUnregistered(3, cases, false, &medium);
+  }
+  CHECK(large == 0);
+  CHECK(medium > 0);
 }
 
 TEST_CASE(
@@ -242,6 +336,7 @@ void checkRegisteredAgainstCopied(const std::vector<Case>& cases, int rank, int 
 
 void requireSameAsCopiesAcrossProcesses(int nranks, const char* algorithm, bool small, bool reads) {
   tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
+  tutti_test::ScopedEnv registeredOnly("TUTTI_READ_IN_PLACE", "0");
   const std::vector<Case> cases = zeroCopyCases(nranks, small);
   std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) {
     checkRegisteredAgainstCopied(
@@ -284,6 +379,48 @@ TEST_CASE("zero-copy across processes: TUTTI_CMA=0 copies registered buffers, an
   requireSameAsCopiesAcrossProcesses(2, "", true, false);
   CHECK(!log.linesWith("zero-copy across processes off, copying: TUTTI_CMA=0").empty());
   CHECK(log.linesWith("are read in place (process_vm_readv)").empty());
+}
+
+TEST_CASE("zero-copy across processes: unregistered buffers read with process_vm_readv give the copied path's bytes",
+          "[zero-copy][unregistered][processes][cma]") {
+  tutti_test::ScopedEnv cma("TUTTI_CMA", "1");
+  for (const auto& [nranks, algorithm] : {std::pair{2, ""}, std::pair{3, "ring"}, std::pair{4, "tree"}}) {
+    tutti_test::ScopedEnv algo("NCCL_ALGO", *algorithm ? algorithm : nullptr);
+    tutti_test::ScopedEnv on("TUTTI_READ_IN_PLACE", "1");
+    tutti_test::ScopedEnv every("TUTTI_READ_IN_PLACE_MIN", "0");
+    const std::vector<Case> cases = zeroCopyCases(nranks, nranks > 2);
+    std::string failures = tutti_test::runProcesses(nranks, [&](int rank, int n, ncclComm_t comm) {
+      // This communicator reads in place; a child split off after TUTTI_READ_IN_PLACE=0 copies.
+      auto run = [&](ncclComm_t c, std::vector<std::vector<char>>* outputs) {
+        uint64_t before = 0, after = 0;
+        TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(c, &before));
+        for (const Case& one : cases) {
+          MemAllocBuffers plain(c, false, true);  // malloc'd, not registered, poisoned after each call
+          outputs->emplace_back();
+          tutti_test::runCase(one, rank, n, c, &plain, &outputs->back());
+        }
+        TUTTI_NCCL_CHECK(tuttiCommZeroCopyReads(c, &after));
+        return after - before;
+      };
+      std::vector<std::vector<char>> direct, copied;
+      const uint64_t inPlace = run(comm, &direct);
+      setenv("TUTTI_READ_IN_PLACE", "0", 1);
+      ncclComm_t copying = nullptr;
+      TUTTI_NCCL_CHECK(ncclCommSplit(comm, 0, rank, &copying, nullptr));
+      const uint64_t readsCopying = run(copying, &copied);
+      TUTTI_NCCL_CHECK(ncclCommDestroy(copying));
+      const std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(getpid()) + ")";
+      tutti_test::check(inPlace > 0, who + " read no message of its peers' unregistered buffers in place");
+      tutti_test::check(readsCopying == 0, who + " read " + std::to_string(readsCopying) +
+                                               " messages in place with TUTTI_READ_IN_PLACE=0");
+      for (size_t i = 0; i < cases.size(); i++)
+        tutti_test::check(direct[i] == copied[i], tutti_test::describe(cases[i], rank, n) +
+                                                      ": read in place, the result differs from the copied one");
+    });
+    INFO(nranks << " rank processes, NCCL_ALGO=" << (*algorithm ? algorithm : "(selector)"));
+    INFO(failures);
+    REQUIRE(failures.empty());
+  }
 }
 
 TEST_CASE(
