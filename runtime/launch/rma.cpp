@@ -37,6 +37,9 @@ uint64_t recordQueued(const RmaOp& op) {
   call.count = op.kind == RmaOp::Kind::Wait ? uint64_t(op.waits.size()) : op.count;
   call.dtype = uint8_t(op.type);
   call.root = op.kind == RmaOp::Kind::Wait ? (op.waits.empty() ? -1 : op.waits.front().peer) : op.peer;
+  call.signature = op.kind != RmaOp::Kind::Wait ? oneSidedSlot(op.ctx, op.sigIdx)
+                   : op.waits.empty()           ? 0
+                                                : oneSidedSlot(op.waits.front().ctx, op.waits.front().sigIdx);
   call.algorithm = "";
   call.stream = op.stream;
   recorder->queued(call, FlightRecorder::now());

@@ -660,28 +660,42 @@ TEST_CASE("one-sided: the flight recorder records puts, signals and waits", "[rm
   char dir[] = "/tmp/tutti-rma-flight-XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   const std::string path = dir;
-  const std::string failures = tutti_test::runThreads(2, [&](int rank, int nranks, ncclComm_t comm) {
+  const std::string failures = tutti_test::runThreads(2, [&](int rank, int nranks, ncclComm_t parent) {
+    ncclComm_t comm = withSlots(parent, rank, 2, 3);
     ringOfPuts(rank, nranks, comm, ncclFloat32, 10, 0, false);
-    Buffer window(64);
+    Buffer window(64), local(64);
     ncclWindow_t win = nullptr;
     TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm, window.data, window.bytes, &win, NCCL_WIN_DEFAULT));
-    TUTTI_NCCL_CHECK(ncclSignal(1 - rank, 0, 0, 0, comm, nullptr));
-    ncclWaitSignalDesc_t desc{};
-    desc.opCnt = 1;
-    desc.peer = 1 - rank;
-    TUTTI_NCCL_CHECK(ncclWaitSignal(1, &desc, comm, nullptr));
+    // Each call on a slot of its own, which its record names.
+    TUTTI_NCCL_CHECK(ncclPutSignal(local.data, 3, ncclInt8, 1 - rank, win, 0, 2, 1, 0, comm, nullptr));
+    TUTTI_NCCL_CHECK(ncclSignal(1 - rank, 1, 0, 0, comm, nullptr));
+    ncclWaitSignalDesc_t descs[2] = {};
+    descs[0].opCnt = descs[1].opCnt = 1;
+    descs[0].peer = descs[1].peer = 1 - rank;
+    descs[0].ctx = 1;
+    descs[0].sigIdx = 2;
+    descs[1].sigIdx = 1;
+    TUTTI_NCCL_CHECK(ncclWaitSignal(2, descs, comm, nullptr));
     const std::string file = path + "/rank" + std::to_string(rank) + ".json";
     TUTTI_NCCL_CHECK(tuttiCommDump(comm, file.c_str()));
     std::ifstream in(file);
     std::stringstream text;
     text << in.rdbuf();
     const std::string json = text.str();
+    const std::string peer = std::to_string(1 - rank);
     check(contains(json, "\"op\": \"PutSignal\"") && contains(json, "\"op\": \"Signal\"") &&
-              contains(json, "\"op\": \"WaitSignal\"") && contains(json, "ncclPutSignal of 40 bytes to rank") &&
+              contains(json, "\"op\": \"WaitSignal\"") &&
+              contains(json, "ncclPutSignal of 40 bytes to rank " + peer + " (ctx 0, sigIdx 0)") &&
+              contains(json, "ncclPutSignal of 3 bytes to rank " + peer + " (ctx 1, sigIdx 2)") &&
+              contains(json, "ncclSignal to rank " + peer + " (ctx 0, sigIdx 1)") &&
+              contains(json, "ncclWaitSignal for 2 peers, the first rank " + peer + " (ctx 1, sigIdx 2)") &&
+              contains(json, "\"peer\": " + peer + ", \"ctx\": 1, \"sig_idx\": 2") &&
               !contains(json, "\"state\": \"queued\"") && !contains(json, "\"state\": \"failed\""),
           "rank " + std::to_string(rank) + "'s record: " + json);
     std::remove(file.c_str());
+    TUTTI_NCCL_CHECK(ncclAllReduce(local.data, local.data, 1, ncclFloat32, ncclSum, comm, nullptr));
     TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm, win));
+    TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
   });
   rmdir(dir);
   INFO(failures);
