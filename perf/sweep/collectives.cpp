@@ -143,6 +143,11 @@ constexpr const char* kAllToAllvInPlace =
     "alltoallv runs out of place only (ncclAllToAllv refuses sendbuff == recvbuff): not run; the in-place columns "
     "read 0 and N/A";
 
+// rma_perf: put+signal has no in-place form (the put's bytes go to another rank's window).
+constexpr const char* kRmaInPlace =
+    "a put goes from the local buffer into another rank's window, which has no in-place form: not run; the in-place "
+    "columns read 0 and N/A";
+
 // Each rank sends to the next and receives from the previous, as one group.
 ncclResult_t runSendRecv(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
                          cudaStream_t st) {
@@ -227,6 +232,38 @@ ncclResult_t runHypercube(const void* s, void* r, size_t n, ncclDataType_t t, nc
   return ncclSuccess;
 }
 
+// rma_perf: one put of count elements into the next rank's window and a signal with it; a count of 0 is a signal
+// alone (ncclSignal).
+ncclResult_t putToNext(const void* s, size_t n, ncclDataType_t t, ncclWindow_t w, size_t offset, ncclComm_t c,
+                       cudaStream_t st) {
+  const int next = (commRank(c) + 1) % commSize(c);
+  return n == 0 ? ncclSignal(next, 0, 0, 0, c, st) : ncclPutSignal(s, n, t, next, w, offset, 0, 0, 0, c, st);
+}
+ncclResult_t waitForPrevious(ncclComm_t c, cudaStream_t st) {
+  ncclWaitSignalDesc_t desc{};
+  desc.opCnt = 1;
+  desc.peer = (commRank(c) - 1 + commSize(c)) % commSize(c);
+  return ncclWaitSignal(1, &desc, c, st);
+}
+// The ring of puts, sendrecv_perf's pattern one-sided: each rank puts into the next rank's window and waits for the
+// previous rank's signal. In a group (-g, -m) tutti runs the puts before the waits.
+ncclResult_t runPutRing(const void* s, size_t n, ncclDataType_t t, ncclWindow_t w, size_t offset, ncclComm_t c,
+                        cudaStream_t st) {
+  ncclResult_t put = putToNext(s, n, t, w, offset, c, st);
+  return put != ncclSuccess ? put : waitForPrevious(c, st);
+}
+// A round trip around the ring: rank 0 puts into rank 1's window, which puts into rank 2's once rank 0's signal has
+// come, and so on back to rank 0 (with two ranks, a ping-pong). Stream order keeps each put behind its wait.
+ncclResult_t runPutRoundTrip(const void* s, size_t n, ncclDataType_t t, ncclWindow_t w, size_t offset, ncclComm_t c,
+                             cudaStream_t st) {
+  if (commRank(c) == 0) {
+    ncclResult_t put = putToNext(s, n, t, w, offset, c, st);
+    return put != ncclSuccess ? put : waitForPrevious(c, st);
+  }
+  ncclResult_t wait = waitForPrevious(c, st);
+  return wait != ncclSuccess ? wait : putToNext(s, n, t, w, offset, c, st);
+}
+
 size_t allOutput(const BufferCounts& c, int, int) { return c.recv; }
 size_t allToAllvOutput(const BufferCounts& c, int rank, int) {
   return allToAllvPattern().receivedElements(rank, c.nranks, c.param * size_t(c.nranks) * c.elementSize, c.elementSize);
@@ -287,40 +324,55 @@ std::optional<std::string> powerOfTwoRanks(int nranks) {
 const std::vector<Collective>& collectives() {
   static const std::vector<Collective> table = {
       {"all_reduce", "ring", true, false, nullptr, sameCounts, allReduceBw, runAllReduce, allOutput, expectReduced,
-       anyRanks},
+       anyRanks, nullptr},
       {"all_gather", "ring", false, false, nullptr, gatherCounts, perRankBlocksBw, runAllGather, allOutput,
-       expectGathered, anyRanks},
+       expectGathered, anyRanks, nullptr},
       {"reduce_scatter", "ring", true, false, nullptr, scatterCounts, perRankBlocksBw, runReduceScatter, allOutput,
-       expectScatteredReduction, anyRanks},
+       expectScatteredReduction, anyRanks, nullptr},
       {"broadcast", "ring", false, true, nullptr, sameCounts, oneMessageBw, runBroadcast, allOutput, expectRootCopy,
-       anyRanks},
-      {"reduce", "ring", true, true, nullptr, sameCounts, oneMessageBw, runReduce, rootOutput, expectReduced, anyRanks},
+       anyRanks, nullptr},
+      {"reduce", "ring", true, true, nullptr, sameCounts, oneMessageBw, runReduce, rootOutput, expectReduced, anyRanks,
+       nullptr},
       {"alltoall", "direct", false, false, nullptr, alltoallCounts, perRankBlocksBw, runAlltoAll, allOutput,
-       expectAlltoAll, anyRanks},
+       expectAlltoAll, anyRanks, nullptr},
       {"sendrecv", "p2p", true, false, kSendRecvInPlace, sameCounts, oneMessageBw, runSendRecv, allOutput,
-       expectFromPrevious, anyRanks},
+       expectFromPrevious, anyRanks, nullptr},
       {"gather", "direct", false, true, nullptr, gatherCounts, perRankBlocksBw, runGather, rootOutput, expectGathered,
-       anyRanks},
+       anyRanks, nullptr},
       {"scatter", "direct", false, true, nullptr, scatterCounts, perRankBlocksBw, runScatter, allOutput,
-       expectScattered, anyRanks},
+       expectScattered, anyRanks, nullptr},
       {"hypercube", "p2p", false, false, nullptr, gatherCounts, hypercubeBw, runHypercube, allOutput, expectGathered,
-       powerOfTwoRanks},
+       powerOfTwoRanks, nullptr},
       {"alltoallv", "p2p", false, false, kAllToAllvInPlace, allToAllvCounts, allToAllvBw, runAllToAllvGroup,
-       allToAllvOutput, expectAllToAllv, anyRanks},
+       allToAllvOutput, expectAllToAllv, anyRanks, nullptr},
+      {"rma", "put+signal ring", false, false, kRmaInPlace, sameCounts, oneMessageBw, nullptr, allOutput,
+       expectFromPrevious, anyRanks, runPutRing},
   };
   return table;
+}
+
+const Collective& roundTripOfPuts() {
+  static const Collective roundTrip = {
+      "rma",     "put+signal round trip", false,    false,          kRmaInPlace, sameCounts, oneMessageBw, nullptr,
+      allOutput, expectFromPrevious,      anyRanks, runPutRoundTrip};
+  return roundTrip;
 }
 
 const Collective& allToAllvCall() {
   static const Collective call = {"alltoallv",       "ncclAllToAllv", false,       false,
                                   kAllToAllvInPlace, allToAllvCounts, allToAllvBw, runAllToAllvCall,
-                                  allToAllvOutput,   expectAllToAllv, anyRanks};
+                                  allToAllvOutput,   expectAllToAllv, anyRanks,    nullptr};
   return call;
 }
 
 }  // namespace
 
-const Collective& findCollective(const std::string& name, bool callAllToAllv) {
+const Collective& findCollective(const std::string& name, bool callAllToAllv, bool rmaRoundTrip) {
+  if (rmaRoundTrip) {
+    if (name != "rma")
+      throw Error(ErrorCode::InvalidArgument, "--rma_roundtrip 1 applies to rma_perf only, not " + name + "_perf");
+    return roundTripOfPuts();
+  }
   if (callAllToAllv) {
     if (name != "alltoallv")
       throw Error(ErrorCode::InvalidArgument,

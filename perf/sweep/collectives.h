@@ -47,10 +47,16 @@ struct Collective {
                      const ReducedValue& reduced);
   // Why this collective cannot run on nranks ranks, if it cannot.
   std::optional<std::string> (*unsupported)(int nranks);
+  // One-sided operations (rma_perf) instead of run: every rank's receive buffer is registered as a window
+  // (ncclCommWindowRegister) once, and one operation puts count elements of send into the peers' windows at
+  // windowOffset bytes. Null for the collectives.
+  ncclResult_t (*runWindowed)(const void* send, size_t count, ncclDataType_t type, ncclWindow_t window,
+                              size_t windowOffset, ncclComm_t comm, cudaStream_t stream);
 };
 
 // The collective of a binary name ("all_reduce", "hypercube", ...); throws perf::Error if unknown. callAllToAllv
 // (--ncclalltoallv 1): alltoallv through one ncclAllToAllv call instead of a group of ncclSend/ncclRecv.
-const Collective& findCollective(const std::string& name, bool callAllToAllv = false);
+// rmaRoundTrip (--rma_roundtrip 1): rma_perf times a put+signal's round trip instead of a ring of puts.
+const Collective& findCollective(const std::string& name, bool callAllToAllv = false, bool rmaRoundTrip = false);
 
 }  // namespace tutti::perf

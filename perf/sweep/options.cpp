@@ -98,6 +98,7 @@ const std::vector<Flag>& flags() {
       {0, "local", intoInt(&Options::localRanks)},
       {0, "id-file", intoString(&Options::idFile)},
       {0, "ncclalltoallv", intoInt(&Options::callAllToAllv)},
+      {0, "rma_roundtrip", intoInt(&Options::rmaRoundTrip)},
   };
   return table;
 }
@@ -121,6 +122,7 @@ void validate(Options& o) {
   require(o.unalign >= 0, "-u", o.unalign, "must not be negative");
   require(o.localRanks >= 0, "--local", o.localRanks, "must not be negative");
   require(o.callAllToAllv == 0 || o.callAllToAllv == 1, "--ncclalltoallv", o.callAllToAllv, "must be 0 or 1");
+  require(o.rmaRoundTrip == 0 || o.rmaRoundTrip == 1, "--rma_roundtrip", o.rmaRoundTrip, "must be 0 or 1");
   selectDataTypes(o.datatype);  // an unknown -d or -o is refused here, before any rank starts
   selectRedOps(o.op);
   if (o.minBytes > o.maxBytes)
@@ -279,6 +281,9 @@ std::string usageText(const std::string& program) {
          "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
          "  [--ncclalltoallv <0/1>] alltoallv_perf: one ncclAllToAllv instead of a group of ncclSend/ncclRecv per "
          "peer\n"
+         "  [--rma_roundtrip <0/1>] rma_perf: time a put+signal's round trip around the ranks (2 ranks: a ping-pong; "
+         "-b 0:\n"
+         "      a signal alone) instead of a ring of puts\n"
          "  alltoallv_perf's pattern: NCCL_TESTS_ALLTOALLV_SPREAD=<0.0-1.0> (default 1.0, distance-weighted), or\n"
          "  NCCL_TESTS_ALLTOALLV_MATRIX_FILE=<bytes matrix> with NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=<factor> (-b = -e)\n"
          "  [-h,--help]\n"

@@ -48,6 +48,7 @@ struct Options {
   double compareThreshold = 0.10;     // --compare-threshold: slower by more than this fraction is marked
   std::string idFile;                 // --id-file: where a launched world exchanges the unique id
   int callAllToAllv = 0;              // --ncclalltoallv 1: alltoallv_perf calls ncclAllToAllv, not a send/recv group
+  int rmaRoundTrip = 0;               // --rma_roundtrip 1: rma_perf times a put+signal round trip, not a ring of puts
   std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 

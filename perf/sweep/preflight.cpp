@@ -21,6 +21,14 @@ namespace tutti::perf {
 // split (colours: every world rank's) they are judged for each group, which runs the collective on its own.
 void checkOptionsForWorld(const Options& options, const Collective& coll, int nranks,
                           const std::optional<GroupSplit>& split, const std::vector<int>& colours) {
+  // A round trip waits before it puts, but a group (-g's ranks of one thread, -m's operations) runs its puts before
+  // its waits: the put would leave before the signal it answers came.
+  if (options.rmaRoundTrip && (options.gpus > 1 || options.aggIters > 1))
+    throw Error(
+        ErrorCode::InvalidArgument,
+        std::string("--rma_roundtrip 1 issues each rank's wait before its put, which a group reorders: ") +
+            (options.gpus > 1 ? "-g " + std::to_string(options.gpus) : "-m " + std::to_string(options.aggIters)) +
+            " would group them; run with -g 1 -m 1 (-t or --local for more ranks in a process)");
   if (std::string(coll.name) == "alltoallv") {
     int largest = nranks;  // the ranks of the largest group that runs it
     if (split) {

@@ -135,6 +135,13 @@ void ThreadRunner::launch(const DataTypeInfo& type, int root, bool inPlace, cons
     char* send = r.send + size_t(opt_.unalign) * type.size;
     const void* sendPointer = inPlace ? recv + counts.sendInPlaceOffset * size_t(r.groupRank) * type.size : send;
     void* recvPointer = inPlace ? recv + counts.recvInPlaceOffset * size_t(r.groupRank) * type.size : recv;
+    if (coll_.runWindowed) {
+      // Every window is a receive buffer: the put lands where the peer's receive would.
+      const size_t offset = size_t(static_cast<char*>(recvPointer) - r.recv);
+      check(coll_.runWindowed(sendPointer, counts.param, type.type, r.window, offset, r.comm, r.memory->stream()),
+            r.rank, std::string("one-sided ") + coll_.name);
+      return;
+    }
     check(coll_.run(sendPointer, recvPointer, counts.param, type.type, r.op, root, r.comm, r.memory->stream()), r.rank,
           std::string("nccl ") + coll_.name);
   });
@@ -205,6 +212,8 @@ std::vector<int64_t> ThreadRunner::checkPlacement(const DataTypeInfo& type, cons
     writeInputs(checked, r.memory->hostInput(send, sendBytes));
     r.memory->upload(send, sendBytes);
   }
+  // A put lands whenever its origin issues it: every rank clears its window before any puts into it.
+  if (coll_.runWindowed) barrier();
   launch(type, root, inPlace, counts);
   synchronize();
   std::vector<int64_t> wrongPerRank;

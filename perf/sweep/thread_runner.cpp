@@ -35,6 +35,7 @@ ThreadRunner::~ThreadRunner() {
   for (Rank& r : ranks_) {
     ctx_.watchdog.detach(r.localIndex);
     for (void* handle : r.registrations) ncclCommDeregister(r.comm, handle);
+    if (r.window) ncclCommWindowDeregister(r.comm, r.window);
     if (r.comm && r.comm != r.world) (failed_ ? ncclCommAbort(r.comm) : ncclCommDestroy(r.comm));
     if (r.world) (failed_ ? ncclCommAbort(r.world) : ncclCommDestroy(r.world));
   }
@@ -75,6 +76,7 @@ void ThreadRunner::runAll() {
         r.registrations.push_back(handle);
       }
   }
+  if (coll_.runWindowed) registerWindows(bytes);
   if (printing()) std::printf("%s", tableHeader(opt_.reportCpuTime, opt_.reportTimestamps, opt_.perIterTiming).c_str());
   std::vector<RedOpInfo> ops = coll_.usesOp ? selectRedOps(opt_.op) : std::vector<RedOpInfo>{{ncclSum, "none"}};
   int groupRanks = ranks_.front().groupRanks;  // the same in every group (checkOptionsForWorld) when every root runs
@@ -107,6 +109,17 @@ void ThreadRunner::makeMemory() {
   size_t exchangeBytes = 2 * (std::max<size_t>(largest, 64) + 256);
   for (Rank& r : ranks_)
     r.memory = backend_ == "cuda" ? makeCudaMemory(*r.gpu, exchangeBytes) : makeHostMemory(opt_.streamNull, r.rank);
+}
+
+// rma_perf puts into the peers' receive buffers: each is registered as a window, collectively (so with -g each rank on
+// a thread of its own), once for the whole sweep.
+void ThreadRunner::registerWindows(size_t bytes) {
+  busy("ncclCommWindowRegister (the receive buffers as windows)");
+  concurrently([bytes](Rank& r) {
+    check(ncclCommWindowRegister(r.comm, r.recv, bytes, &r.window, NCCL_WIN_COLL_SYMMETRIC), r.rank,
+          "ncclCommWindowRegister");
+  });
+  idle();
 }
 
 void ThreadRunner::busy(const std::string& what, int limitSeconds) {

@@ -32,6 +32,7 @@ struct Rank {
   char* send = nullptr;  // maxBytes and room for -u, in memory
   char* recv = nullptr;
   std::vector<void*> registrations;  // -R
+  ncclWindow_t window = nullptr;     // rma_perf: recv as a window
   ncclRedOp_t op = ncclSum;          // the current test's op: mulsum is a PreMulSum of this comm
   bool customOp = false;
 };
@@ -57,6 +58,7 @@ class ThreadRunner {
   void bindGpus();
   void initRank(Rank& r);
   void makeMemory();
+  void registerWindows(size_t bytes);
   void splitWorld(Rank& r);
   void describeRanks();
   std::vector<NodeDescription> describeNodes(int nodes);

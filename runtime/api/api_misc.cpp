@@ -143,7 +143,7 @@ TUTTI_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size
     mine.part.address = reinterpret_cast<uintptr_t>(buff);
     mine.part.bytes = size;
     const bool first = !comm->links.windows.ready();
-    if (first) mine.part.signals = comm->links.windows.makeSignals(comm);
+    if (first) comm->links.windows.makeSignals(comm, &mine.part);
     comm->identity.bootstrap->allGather(all.data(), sizeof(Entry));
     WindowParts parts;
     std::vector<Windows::Offer> offers;

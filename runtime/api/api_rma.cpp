@@ -14,21 +14,28 @@ using namespace tutti;
 
 namespace {
 
-// Signal indices and contexts a communicator allows: one of each, unless its config asks for
-// more contexts (numRmaCtx, since 2.29).
-void checkSignalSlot(const char* operation, const ncclComm* comm, int sigIdx, int ctx, const std::string& what) {
-  const int contexts = comm->identity.config.numRmaCtx.value_or(1);
-  if (sigIdx != 0)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + "sigIdx " +
-                                                std::to_string(sigIdx) +
-                                                " is beyond the communicator's signals (only 0)");
+// Signal indices and contexts a communicator allows (runtime/comm/windows.h): one of each, unless
+// its config asks for more (numRmaCtx since 2.29, numRmaSig in 2.31-style configs) or turns them
+// off (0). The message names the peer whose signal it is, and the limit.
+void checkSignalSlot(const char* operation, const ncclComm* comm, int peer, int sigIdx, int ctx,
+                     const std::string& what) {
+  const int contexts = Windows::contextsAllowed(comm->identity.config);
+  const int signals = Windows::signalsAllowed(comm->identity.config);
+  const std::string head = std::string(operation) + ": " + comm->where() + ": " + what;
+  const std::string whose = " with peer " + comm->describePeer(peer);
   if (contexts == 0)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() +
-                                                ": one-sided operations are off (ncclConfig_t.numRmaCtx is 0)");
+    throw Error(ErrorCode::InvalidArgument, head + "one-sided operations are off (ncclConfig_t.numRmaCtx is 0)");
+  if (signals == 0)
+    throw Error(ErrorCode::InvalidArgument, head + "one-sided signals are off (ncclConfig_t.numRmaSig is 0)");
   if (ctx < 0 || ctx >= contexts)
-    throw Error(ErrorCode::InvalidArgument, std::string(operation) + ": " + comm->where() + ": " + what + "ctx " +
-                                                std::to_string(ctx) + " is beyond the communicator's contexts (0.." +
-                                                std::to_string(contexts - 1) + ", ncclConfig_t.numRmaCtx)");
+    throw Error(ErrorCode::InvalidArgument,
+                head + "ctx " + std::to_string(ctx) + whose + " is beyond the communicator's contexts (0.." +
+                    std::to_string(contexts - 1) + ", ncclConfig_t.numRmaCtx " + std::to_string(contexts) + ")");
+  if (sigIdx < 0 || sigIdx >= signals)
+    throw Error(ErrorCode::InvalidArgument, head + "sigIdx " + std::to_string(sigIdx) + whose +
+                                                " is beyond the communicator's signal indices (0.." +
+                                                std::to_string(signals - 1) + ", ncclConfig_t.numRmaSig " +
+                                                std::to_string(signals) + ")");
 }
 
 void checkFlags(const char* operation, const ncclComm* comm, unsigned int flags) {
@@ -90,7 +97,7 @@ TUTTI_API ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclD
     // A window is registered collectively, so this rank holds its own handle of it: one that is not
     // this communicator's registration is another communicator's window, or none.
     comm->links.registrations.range(peerWin, std::string(op) + ": " + comm->where() + ": peerWin");
-    checkSignalSlot(op, comm, sigIdx, ctx, "");
+    checkSignalSlot(op, comm, peer, sigIdx, ctx, "");
     checkFlags(op, comm, flags);
     checkBuffer(op, comm, localbuff, count, kern::dtypeSize(datatype), "localbuff");
     checkStream(op, comm, stream);
@@ -122,6 +129,7 @@ TUTTI_API ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclD
     put.offset = peerWinOffset;
     put.peer = peer;
     put.ctx = ctx;
+    put.sigIdx = sigIdx;
     enqueueRma(std::move(put));
   });
 }
@@ -133,7 +141,7 @@ TUTTI_API ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int f
     const char* op = "ncclSignal";
     checkUsableComm(op, comm);
     checkRank(op, comm, peer, "peer");
-    checkSignalSlot(op, comm, sigIdx, ctx, "");
+    checkSignalSlot(op, comm, peer, sigIdx, ctx, "");
     checkFlags(op, comm, flags);
     checkStream(op, comm, stream);
     checkSignalsMade(op, comm);
@@ -144,6 +152,7 @@ TUTTI_API ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int f
     signal.stream = stream;
     signal.peer = peer;
     signal.ctx = ctx;
+    signal.sigIdx = sigIdx;
     enqueueRma(std::move(signal));
   });
 }
@@ -165,7 +174,7 @@ TUTTI_API ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDe
       if (desc.opCnt < 0)
         throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + comm->where() + ": " + what + "opCnt " +
                                                     std::to_string(desc.opCnt) + " is negative");
-      checkSignalSlot(op, comm, desc.sigIdx, desc.ctx, what);
+      checkSignalSlot(op, comm, desc.peer, desc.sigIdx, desc.ctx, what);
     }
     checkStream(op, comm, stream);
     if (nDesc == 0) return;  // nothing to wait for

@@ -30,11 +30,16 @@ enum class FlightState : uint8_t { Empty, Queued, Running, Done, Failed };
 const char* flightStateName(FlightState state);
 
 // One-sided operations in FlightCall::coll, past plan::Coll's values (their peer in root; count:
-// elements for a put, descriptors for a wait, whose root is its first descriptor's peer).
+// elements for a put, descriptors for a wait, whose root is its first descriptor's peer). They have
+// no call signature: theirs holds the signal's slot, oneSidedSlot(ctx, sigIdx) (a wait's first
+// descriptor's).
 constexpr uint8_t kFlightPutSignal = 0x80;
 constexpr uint8_t kFlightSignal = 0x81;
 constexpr uint8_t kFlightWaitSignal = 0x82;
 inline bool isFlightOneSided(uint8_t coll) { return coll >= kFlightPutSignal && coll <= kFlightWaitSignal; }
+inline uint64_t oneSidedSlot(int ctx, int sigIdx) { return uint64_t(uint32_t(ctx)) << 32 | uint32_t(sigIdx); }
+inline int oneSidedCtx(uint64_t slot) { return int(int32_t(uint32_t(slot >> 32))); }
+inline int oneSidedSigIdx(uint64_t slot) { return int(int32_t(uint32_t(slot))); }
 
 // What the launching thread knows of an operation when it is queued.
 struct FlightCall {

@@ -84,24 +84,28 @@ const char* waitForName(kern::WaitFor what) {
 
 bool isP2p(uint8_t coll) { return plan::Coll(coll) == plan::Coll::Send || plan::Coll(coll) == plan::Coll::Recv; }
 
-// A one-sided operation (runtime/launch/rma.h): no collective number, signature or algorithm.
+// A one-sided operation (runtime/launch/rma.h): no collective number, signature or algorithm; the
+// signal's context and index instead (a wait's first descriptor's).
 std::string oneSidedJson(const FlightEntry& e) {
   const char* op = e.coll == kFlightPutSignal ? "PutSignal" : e.coll == kFlightSignal ? "Signal" : "WaitSignal";
   std::string s = "{\"seq\": " + std::to_string(e.seq) + ", \"collective\": null, \"op\": " + quoted(op);
   std::string call = std::string("nccl") + op;
+  const int ctx = oneSidedCtx(e.signature), sigIdx = oneSidedSigIdx(e.signature);
+  const std::string slot = " (ctx " + std::to_string(ctx) + ", sigIdx " + std::to_string(sigIdx) + ")";
   if (e.coll == kFlightPutSignal) {
     const size_t bytes = e.count * kern::dtypeSize(ncclDataType_t(e.dtype));
-    call += " of " + std::to_string(bytes) + " bytes to rank " + std::to_string(e.root);
+    call += " of " + std::to_string(bytes) + " bytes to rank " + std::to_string(e.root) + slot;
     s += ", \"call\": " + quoted(call) + ", \"count\": " + std::to_string(e.count) +
          ", \"type\": " + quoted(kern::dtypeName(ncclDataType_t(e.dtype))) + ", \"bytes\": " + std::to_string(bytes);
   } else if (e.coll == kFlightSignal) {
-    s += ", \"call\": " + quoted(call + " to rank " + std::to_string(e.root));
+    s += ", \"call\": " + quoted(call + " to rank " + std::to_string(e.root) + slot);
   } else {
     s += ", \"call\": " +
-         quoted(call + " for " + std::to_string(e.count) + " peers, the first rank " + std::to_string(e.root)) +
+         quoted(call + " for " + std::to_string(e.count) + " peers, the first rank " + std::to_string(e.root) + slot) +
          ", \"descriptors\": " + std::to_string(e.count);
   }
-  s += ", \"peer\": " + std::to_string(e.root);
+  s += ", \"peer\": " + std::to_string(e.root) + ", \"ctx\": " + std::to_string(ctx) +
+       ", \"sig_idx\": " + std::to_string(sigIdx);
   s += ", \"stream\": " + quoted(hex(e.stream)) + ", \"state\": " + quoted(flightStateName(e.state));
   s += ", \"queued_ns\": " + std::to_string(e.queuedNs) + ", \"started_ns\": " + std::to_string(e.startedNs) +
        ", \"ended_ns\": " + std::to_string(e.endedNs) + "}";

@@ -37,6 +37,9 @@ uint64_t recordQueued(const RmaOp& op) {
   call.count = op.kind == RmaOp::Kind::Wait ? uint64_t(op.waits.size()) : op.count;
   call.dtype = uint8_t(op.type);
   call.root = op.kind == RmaOp::Kind::Wait ? (op.waits.empty() ? -1 : op.waits.front().peer) : op.peer;
+  call.signature = op.kind != RmaOp::Kind::Wait ? oneSidedSlot(op.ctx, op.sigIdx)
+                   : op.waits.empty()           ? 0
+                                                : oneSidedSlot(op.waits.front().ctx, op.waits.front().sigIdx);
   call.algorithm = "";
   call.stream = op.stream;
   recorder->queued(call, FlightRecorder::now());
@@ -94,7 +97,7 @@ void runPut(const RmaOp& op) {
   const int me = comm->identity.rank;
   const size_t bytes = op.count * kern::dtypeSize(op.type);
   void* dst = reinterpret_cast<void*>(uintptr_t(op.window->address[size_t(op.peer)] + op.offset));
-  uint64_t* counter = comm->links.windows.counter(op.peer, me, op.ctx);
+  uint64_t* counter = comm->links.windows.counter(op.peer, me, op.ctx, op.sigIdx);
   const uint64_t seq = recordQueued(op);
   const RankInfo& target = comm->identity.peers[size_t(op.peer)];
   if (target.processToken == comm->identity.peers[size_t(me)].processToken) {
@@ -119,13 +122,14 @@ void runPut(const RmaOp& op) {
 }
 
 void runSignal(const RmaOp& op) {
-  uint64_t* counter = op.comm->links.windows.counter(op.peer, op.comm->identity.rank, op.ctx);
+  uint64_t* counter = op.comm->links.windows.counter(op.peer, op.comm->identity.rank, op.ctx, op.sigIdx);
   queueJob(op, recordQueued(op), [counter] { raise(counter); });
 }
 
 struct Expected {
   int peer;
   int ctx;
+  int sigIdx;
   const uint64_t* counter;
   uint64_t total;  // what the counter reaches once this wait's signals have come
   uint64_t count;  // this wait's opCnt
@@ -137,9 +141,10 @@ void runWait(const RmaOp& op) {
   for (const ncclWaitSignalDesc_t& d : op.waits) {
     const uint64_t count = uint64_t(d.opCnt);
     // The total grows now, in call order, whenever the wait itself runs.
-    const uint64_t total = comm->links.windows.expect(d.peer, d.ctx, count);
-    expected.push_back(
-        Expected{d.peer, d.ctx, comm->links.windows.counter(comm->identity.rank, d.peer, d.ctx), total, count});
+    const uint64_t total = comm->links.windows.expect(d.peer, d.ctx, d.sigIdx, count);
+    expected.push_back(Expected{d.peer, d.ctx, d.sigIdx,
+                                comm->links.windows.counter(comm->identity.rank, d.peer, d.ctx, d.sigIdx), total,
+                                count});
   }
   const double timeout = comm->settings.timeoutSeconds;
   queueJob(op, recordQueued(op), [comm, expected = std::move(expected), timeout] {
@@ -171,9 +176,10 @@ void runWait(const RmaOp& op) {
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%.1f", waited);
         const std::string what = "signals from " + comm->describePeer(missing->peer) + " (ctx " +
-                                 std::to_string(missing->ctx) + "): " + std::to_string(arrived) + " of the " +
-                                 std::to_string(missing->count) + " this wait expects arrived (" + std::to_string(now) +
-                                 " of " + std::to_string(missing->total) + " since the communicator's first window)";
+                                 std::to_string(missing->ctx) + ", sigIdx " + std::to_string(missing->sigIdx) +
+                                 "): " + std::to_string(arrived) + " of the " + std::to_string(missing->count) +
+                                 " this wait expects arrived (" + std::to_string(now) + " of " +
+                                 std::to_string(missing->total) + " since the communicator's first window)";
         if (aborted)
           throw Error(ErrorCode::Aborted, "ncclWaitSignal: " + comm->where() + ": aborted while waiting for " + what);
         throw Error(ErrorCode::Timeout, "ncclWaitSignal: " + comm->where() + ": waited " + seconds +

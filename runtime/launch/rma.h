@@ -10,9 +10,9 @@
 //     and the target's application takes no part. Other cases are refused by name (not supported
 //     yet): targets on other hosts, and device memory between processes.
 //   - A signal is one atomic add, with release ordering, on the counter the origin owns in the
-//     target's signal segment, queued after the put's copy on the same stream: whoever reads the
-//     counter with acquire ordering sees the data, and every earlier put and signal of that origin
-//     on that stream.
+//     target's signal segment for the call's (ctx, sigIdx), queued after the put's copy on the same
+//     stream: whoever reads the counter with acquire ordering sees the data, and every earlier put
+//     and signal of that origin on that stream, whatever their ctx and sigIdx.
 //   - A wait is a host job that polls its counters (briefly spinning, then sleeping a little
 //     longer each round, up to a fraction of a millisecond) until each has reached the total it
 //     expects, which was fixed when the wait was queued (counts are cumulative, as NCCL's are). It
@@ -49,6 +49,7 @@ struct RmaOp {
   // Put and Signal: the target; Wait: its descriptors.
   int peer = -1;
   int ctx = 0;
+  int sigIdx = 0;
   std::vector<ncclWaitSignalDesc_t> waits;
 };
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -169,11 +170,257 @@ bool crossMemoryWritesAllowed() {
   return false;
 }
 
+// NCCL 2.31's config: 2.30's struct, then launchOrderImplicit, numRmaSig, rmaEagerInit and
+// hostCftMode (2.31.2's header).
+struct ConfigV2_31 {
+  ncclConfig_t upTo2_30;
+  int launchOrderImplicit, numRmaSig, rmaEagerInit, hostCftMode;
+};
+
+ConfigV2_31 slotsConfig(int contexts, int signals) {
+  ConfigV2_31 config{NCCL_CONFIG_INITIALIZER, NCCL_CONFIG_UNDEF_INT, signals, NCCL_CONFIG_UNDEF_INT,
+                     NCCL_CONFIG_UNDEF_INT};
+  config.upTo2_30.size = sizeof config;
+  config.upTo2_30.version = NCCL_VERSION(2, 31, 2);
+  config.upTo2_30.numRmaCtx = contexts;
+  return config;
+}
+
+// The same ranks in a communicator whose config allows `contexts` contexts and `signals` signal
+// indices (split with a 2.31-style config).
+ncclComm_t withSlots(ncclComm_t comm, int rank, int contexts, int signals) {
+  ConfigV2_31 config = slotsConfig(contexts, signals);
+  ncclComm_t child = nullptr;
+  TUTTI_NCCL_CHECK(ncclCommSplit(comm, 0, rank, &child, &config.upTo2_30));
+  return child;
+}
+
 std::string lastError(ncclComm_t comm) { return ncclGetLastError(comm); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// Signals count apart by (peer, ctx, sigIdx): a wait on one slot is not met by signals on another
+// slot of the same peer. Rank 0 raises its signals with pauses between them, and rank 1 waits for
+// the last one first: where slots shared a counter (or an expected total), that wait would end at
+// an earlier signal of another slot, before the last block landed.
+void slotsApart(int rank, int nranks, ncclComm_t parent) {
+  ncclComm_t comm = withSlots(parent, rank, 2, 3);
+  const size_t block = 512;
+  Buffer window(4 * block), local(4 * block);
+  std::memset(window.data, kUntouched, window.bytes);
+  for (int n = 0; n < 4; n++) fillPattern(local.data + block * size_t(n), block, rank, n);
+  ncclWindow_t win = nullptr;
+  TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm, window.data, window.bytes, &win, NCCL_WIN_DEFAULT));
+  auto waitFor = [&](int peer, int ctx, int sigIdx, int opCnt) {
+    ncclWaitSignalDesc_t desc{};
+    desc.opCnt = opCnt;
+    desc.peer = peer;
+    desc.ctx = ctx;
+    desc.sigIdx = sigIdx;
+    TUTTI_NCCL_CHECK(ncclWaitSignal(1, &desc, comm, nullptr));
+  };
+  auto put = [&](int n, int ctx, int sigIdx) {
+    TUTTI_NCCL_CHECK(ncclPutSignal(local.data + block * size_t(n), block, ncclUint8, 1, win, block * size_t(n), sigIdx,
+                                   ctx, 0, comm, nullptr));
+  };
+  auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+  if (rank == 0) {
+    put(0, 0, 0);
+    pause();
+    put(1, 0, 0);
+    pause();
+    TUTTI_NCCL_CHECK(ncclSignal(1, 0, 1, 0, comm, nullptr));  // (ctx 1, sigIdx 0)
+    waitFor(1, 1, 2, 1);                                      // rank 1 has read blocks 0 and 1
+    pause();
+    put(2, 0, 1);
+    pause();
+    put(3, 0, 2);
+  } else {
+    // The signal on ctx 1 came after both puts on ctx 0: both blocks are there.
+    waitFor(0, 1, 0, 1);
+    checkLanded(window.data, 0, block, 0, 0, "after (ctx 1, sigIdx 0)");
+    checkLanded(window.data, block, block, 0, 1, "after (ctx 1, sigIdx 0)");
+    waitFor(0, 0, 0, 2);  // met already
+    checkUntouched(window.data, 2 * block, 4 * block, "after (ctx 0, sigIdx 0)");
+    TUTTI_NCCL_CHECK(ncclSignal(0, 2, 1, 0, comm, nullptr));
+    // The signal on sigIdx 2 came last: blocks 2 and 3 are there; then sigIdx 1's wait is met.
+    waitFor(0, 0, 2, 1);
+    checkLanded(window.data, 2 * block, block, 0, 2, "after (ctx 0, sigIdx 2)");
+    checkLanded(window.data, 3 * block, block, 0, 3, "after (ctx 0, sigIdx 2)");
+    waitFor(0, 0, 1, 1);
+  }
+  Buffer one(sizeof(float));
+  TUTTI_NCCL_CHECK(ncclAllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, comm, nullptr));
+  TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm, win));
+  TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+}
+
+// Every rank puts into every other rank's window on every (ctx, sigIdx) of 2 x 3, a number of puts
+// that differs by slot, origin and target, each into a block of its own; each rank then waits with
+// one descriptor per (peer, ctx, sigIdx) for exactly that number, twice (the second round's opCnt
+// counts on from the first's), and checks every block.
+void everySlot(int rank, int nranks, ncclComm_t parent) {
+  constexpr int kContexts = 2, kSignals = 3, kMostPuts = 3, kRounds = 2;
+  ncclComm_t comm = withSlots(parent, rank, kContexts, kSignals);
+  const size_t block = 200;
+  auto puts = [](int origin, int target, int ctx, int sigIdx, int round) {
+    return 1 + (origin + 2 * target + 3 * ctx + sigIdx + round) % kMostPuts;
+  };
+  // The block of (origin, ctx, sigIdx, put n) in a target's window, and the put's number for the
+  // pattern (distinct per origin).
+  auto blockOf = [&](int origin, int ctx, int sigIdx, int n) {
+    return ((size_t(origin) * kContexts + size_t(ctx)) * kSignals + size_t(sigIdx)) * kMostPuts + size_t(n);
+  };
+  auto number = [](int ctx, int sigIdx, int n, int round) {
+    return ((round * kContexts + ctx) * kSignals + sigIdx) * kMostPuts + n;
+  };
+  const size_t blocks = size_t(nranks) * kContexts * kSignals * kMostPuts;
+  Buffer window(blocks * block);
+  ncclWindow_t win = nullptr;
+  TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm, window.data, window.bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+  std::vector<std::unique_ptr<Buffer>> sources;
+  for (int round = 0; round < kRounds; round++) {
+    std::memset(window.data, kUntouched, window.bytes);
+    Buffer one(sizeof(float));
+    TUTTI_NCCL_CHECK(ncclAllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, comm, nullptr));  // all cleared
+    std::vector<ncclWaitSignalDesc_t> descs;
+    TUTTI_NCCL_CHECK(ncclGroupStart());
+    for (int peer = 0; peer < nranks; peer++) {
+      if (peer == rank) continue;
+      for (int ctx = 0; ctx < kContexts; ctx++)
+        for (int sigIdx = 0; sigIdx < kSignals; sigIdx++) {
+          for (int n = 0; n < puts(rank, peer, ctx, sigIdx, round); n++) {
+            sources.push_back(std::make_unique<Buffer>(block));
+            fillPattern(sources.back()->data, block, rank, number(ctx, sigIdx, n, round));
+            TUTTI_NCCL_CHECK(ncclPutSignal(sources.back()->data, block, ncclUint8, peer, win,
+                                           blockOf(rank, ctx, sigIdx, n) * block, sigIdx, ctx, 0, comm, nullptr));
+          }
+          ncclWaitSignalDesc_t d{};
+          d.opCnt = puts(peer, rank, ctx, sigIdx, round);
+          d.peer = peer;
+          d.ctx = ctx;
+          d.sigIdx = sigIdx;
+          descs.push_back(d);
+        }
+    }
+    TUTTI_NCCL_CHECK(ncclWaitSignal(int(descs.size()), descs.data(), comm, nullptr));
+    TUTTI_NCCL_CHECK(ncclGroupEnd());
+    for (int origin = 0; origin < nranks; origin++)
+      for (int ctx = 0; ctx < kContexts; ctx++)
+        for (int sigIdx = 0; sigIdx < kSignals; sigIdx++)
+          for (int n = 0; n < kMostPuts; n++) {
+            const size_t at = blockOf(origin, ctx, sigIdx, n) * block;
+            const std::string what = "rank " + std::to_string(rank) + ", round " + std::to_string(round) + ", ctx " +
+                                     std::to_string(ctx) + ", sigIdx " + std::to_string(sigIdx) + ", put " +
+                                     std::to_string(n);
+            if (origin != rank && n < puts(origin, rank, ctx, sigIdx, round))
+              checkLanded(window.data, at, block, origin, number(ctx, sigIdx, n, round), what);
+            else
+              checkUntouched(window.data, at, at + block, what);
+          }
+    // Every rank has read its window before the next round clears it.
+    TUTTI_NCCL_CHECK(ncclAllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, comm, nullptr));
+    sources.clear();
+  }
+  TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm, win));
+  TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+}
+
 }  // namespace
+
+TEST_CASE("one-sided: signal indices and contexts count apart, ranks as threads", "[rma][device-path]") {
+  std::string failures = tutti_test::runThreads(2, slotsApart);
+  failures += tutti_test::runThreads(3, everySlot);
+  INFO(failures);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("one-sided: signal indices and contexts count apart, ranks as processes (host)", "[rma]") {
+  if (!crossMemoryWritesAllowed()) return;
+  std::string failures = tutti_test::runProcesses(2, slotsApart);
+  failures += tutti_test::runProcesses(3, everySlot);
+  INFO(failures);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("one-sided: a sigIdx or ctx past the config's is refused naming the peer and the limit", "[rma]") {
+  const std::string failures = tutti_test::runThreads(2, [](int rank, int nranks, ncclComm_t parent) {
+    ncclComm_t comm = withSlots(parent, rank, 2, 3);
+    Buffer window(64), local(64);
+    ncclWindow_t win = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm, window.data, window.bytes, &win, NCCL_WIN_DEFAULT));
+    const int peer = 1 - rank;
+    const std::string peerName = "peer rank " + std::to_string(peer);
+    auto refused = [&](ncclResult_t result, const std::vector<std::string>& parts, const std::string& what) {
+      const std::string m = lastError(comm);
+      bool all = result == ncclInvalidArgument;
+      for (const std::string& part : parts) all = all && contains(m, part);
+      check(all, what + ": result " + std::to_string(int(result)) + ", message: " + m);
+    };
+    refused(ncclPutSignal(local.data, 4, ncclInt8, peer, win, 0, 3, 0, 0, comm, nullptr),
+            {"ncclPutSignal", "sigIdx 3", peerName, "0..2", "numRmaSig 3"}, "a put on sigIdx 3");
+    refused(ncclPutSignal(local.data, 4, ncclInt8, peer, win, 0, 0, 2, 0, comm, nullptr),
+            {"ncclPutSignal", "ctx 2", peerName, "0..1", "numRmaCtx 2"}, "a put on ctx 2");
+    refused(ncclSignal(peer, -1, 0, 0, comm, nullptr), {"ncclSignal", "sigIdx -1", peerName}, "a signal on sigIdx -1");
+    refused(ncclSignal(peer, 0, -1, 0, comm, nullptr), {"ncclSignal", "ctx -1", peerName}, "a signal on ctx -1");
+    ncclWaitSignalDesc_t descs[2] = {};
+    descs[0].opCnt = descs[1].opCnt = 1;
+    descs[0].peer = descs[1].peer = peer;
+    descs[1].sigIdx = 3;
+    refused(ncclWaitSignal(2, descs, comm, nullptr), {"ncclWaitSignal", "signalDescs[1]", "sigIdx 3", peerName, "0..2"},
+            "a wait on sigIdx 3");
+    descs[1].sigIdx = 2;
+    descs[1].ctx = 5;
+    refused(ncclWaitSignal(2, descs, comm, nullptr), {"ncclWaitSignal", "signalDescs[1]", "ctx 5", peerName, "0..1"},
+            "a wait on ctx 5");
+    // Still usable: the last slot of each dimension carries a put.
+    std::memset(window.data, kUntouched, window.bytes);
+    TUTTI_NCCL_CHECK(ncclAllReduce(local.data, local.data, 1, ncclFloat32, ncclSum, comm, nullptr));
+    fillPattern(local.data, 16, rank, 5);
+    TUTTI_NCCL_CHECK(ncclPutSignal(local.data, 16, ncclUint8, peer, win, 8, 2, 1, 0, comm, nullptr));
+    descs[0].ctx = 1;
+    descs[0].sigIdx = 2;
+    TUTTI_NCCL_CHECK(ncclWaitSignal(1, descs, comm, nullptr));
+    checkLanded(window.data, 8, 16, peer, 5, "rank " + std::to_string(rank) + " after the refusals");
+    TUTTI_NCCL_CHECK(ncclAllReduce(local.data, local.data, 1, ncclFloat32, ncclSum, comm, nullptr));
+    TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm, win));
+    TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
+  });
+  INFO(failures);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("one-sided: numRmaSig 0 turns signals off, and configs that disagree are refused at the first window",
+          "[rma]") {
+  const std::string failures = tutti_test::runThreads(2, [](int rank, int nranks, ncclComm_t parent) {
+    // Signals off: a put is refused naming numRmaSig.
+    ncclComm_t off = withSlots(parent, rank, 1, 0);
+    Buffer window(64), local(64);
+    ncclWindow_t win = nullptr;
+    TUTTI_NCCL_CHECK(ncclCommWindowRegister(off, window.data, window.bytes, &win, NCCL_WIN_DEFAULT));
+    check(ncclPutSignal(local.data, 4, ncclInt8, 1 - rank, win, 0, 0, 0, 0, off, nullptr) == ncclInvalidArgument &&
+              contains(lastError(off), "numRmaSig is 0"),
+          "a put with signals off: " + lastError(off));
+    TUTTI_NCCL_CHECK(ncclCommWindowDeregister(off, win));
+    TUTTI_NCCL_CHECK(ncclCommDestroy(off));
+    // Rank 0 asks for 4 signal indices, rank 1 for 2: the counters' layouts would disagree.
+    ncclComm_t mixed = withSlots(parent, rank, 1, rank == 0 ? 4 : 2);
+    const ncclResult_t result = ncclCommWindowRegister(mixed, window.data, window.bytes, &win, NCCL_WIN_DEFAULT);
+    const std::string m = lastError(mixed);
+    check(result == ncclInvalidUsage && contains(m, "ncclCommWindowRegister") && contains(m, "numRmaSig") &&
+              contains(m, "rank " + std::to_string(1 - rank)),
+          "rank " + std::to_string(rank) + ": a window over configs that disagree: " + m);
+    TUTTI_NCCL_CHECK(ncclCommDestroy(mixed));
+    // Counters by the billion are refused, on every rank.
+    ncclComm_t huge = withSlots(parent, rank, 1, 1 << 30);
+    check(ncclCommWindowRegister(huge, window.data, window.bytes, &win, NCCL_WIN_DEFAULT) == ncclInvalidArgument &&
+              contains(lastError(huge), "signal indices (numRmaSig)"),
+          "a window with 2^30 signal indices: " + lastError(huge));
+    TUTTI_NCCL_CHECK(ncclCommDestroy(huge));
+  });
+  INFO(failures);
+  CHECK(failures.empty());
+}
 
 TEST_CASE("one-sided: rings and all-to-alls of puts, ranks as threads", "[rma][device-path]") {
   const std::string failures = tutti_test::runThreads(3, everyPattern);
@@ -413,28 +660,42 @@ TEST_CASE("one-sided: the flight recorder records puts, signals and waits", "[rm
   char dir[] = "/tmp/tutti-rma-flight-XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   const std::string path = dir;
-  const std::string failures = tutti_test::runThreads(2, [&](int rank, int nranks, ncclComm_t comm) {
+  const std::string failures = tutti_test::runThreads(2, [&](int rank, int nranks, ncclComm_t parent) {
+    ncclComm_t comm = withSlots(parent, rank, 2, 3);
     ringOfPuts(rank, nranks, comm, ncclFloat32, 10, 0, false);
-    Buffer window(64);
+    Buffer window(64), local(64);
     ncclWindow_t win = nullptr;
     TUTTI_NCCL_CHECK(ncclCommWindowRegister(comm, window.data, window.bytes, &win, NCCL_WIN_DEFAULT));
-    TUTTI_NCCL_CHECK(ncclSignal(1 - rank, 0, 0, 0, comm, nullptr));
-    ncclWaitSignalDesc_t desc{};
-    desc.opCnt = 1;
-    desc.peer = 1 - rank;
-    TUTTI_NCCL_CHECK(ncclWaitSignal(1, &desc, comm, nullptr));
+    // Each call on a slot of its own, which its record names.
+    TUTTI_NCCL_CHECK(ncclPutSignal(local.data, 3, ncclInt8, 1 - rank, win, 0, 2, 1, 0, comm, nullptr));
+    TUTTI_NCCL_CHECK(ncclSignal(1 - rank, 1, 0, 0, comm, nullptr));
+    ncclWaitSignalDesc_t descs[2] = {};
+    descs[0].opCnt = descs[1].opCnt = 1;
+    descs[0].peer = descs[1].peer = 1 - rank;
+    descs[0].ctx = 1;
+    descs[0].sigIdx = 2;
+    descs[1].sigIdx = 1;
+    TUTTI_NCCL_CHECK(ncclWaitSignal(2, descs, comm, nullptr));
     const std::string file = path + "/rank" + std::to_string(rank) + ".json";
     TUTTI_NCCL_CHECK(tuttiCommDump(comm, file.c_str()));
     std::ifstream in(file);
     std::stringstream text;
     text << in.rdbuf();
     const std::string json = text.str();
+    const std::string peer = std::to_string(1 - rank);
     check(contains(json, "\"op\": \"PutSignal\"") && contains(json, "\"op\": \"Signal\"") &&
-              contains(json, "\"op\": \"WaitSignal\"") && contains(json, "ncclPutSignal of 40 bytes to rank") &&
+              contains(json, "\"op\": \"WaitSignal\"") &&
+              contains(json, "ncclPutSignal of 40 bytes to rank " + peer + " (ctx 0, sigIdx 0)") &&
+              contains(json, "ncclPutSignal of 3 bytes to rank " + peer + " (ctx 1, sigIdx 2)") &&
+              contains(json, "ncclSignal to rank " + peer + " (ctx 0, sigIdx 1)") &&
+              contains(json, "ncclWaitSignal for 2 peers, the first rank " + peer + " (ctx 1, sigIdx 2)") &&
+              contains(json, "\"peer\": " + peer + ", \"ctx\": 1, \"sig_idx\": 2") &&
               !contains(json, "\"state\": \"queued\"") && !contains(json, "\"state\": \"failed\""),
           "rank " + std::to_string(rank) + "'s record: " + json);
     std::remove(file.c_str());
+    TUTTI_NCCL_CHECK(ncclAllReduce(local.data, local.data, 1, ncclFloat32, ncclSum, comm, nullptr));
     TUTTI_NCCL_CHECK(ncclCommWindowDeregister(comm, win));
+    TUTTI_NCCL_CHECK(ncclCommDestroy(comm));
   });
   rmdir(dir);
   INFO(failures);

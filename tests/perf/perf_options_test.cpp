@@ -748,3 +748,16 @@ TEST_CASE(
   CHECK(csv.find(",launcher,split,group_ranks\n") != std::string::npos);
   CHECK(csv.find(",NCCL_TESTS_SPLIT='MOD 2',4\n") != std::string::npos);
 }
+
+// rma_perf: a ring of puts, or with --rma_roundtrip 1 a round trip; both one-sided (runWindowed), neither in place.
+TEST_CASE("perf rma: --rma_roundtrip picks the round trip, for rma_perf only") {
+  CHECK(parse({"--rma_roundtrip", "1"}).rmaRoundTrip == 1);
+  CHECK_THROWS_WITH(parse({"--rma_roundtrip", "2"}), Catch::Contains("--rma_roundtrip"));
+  CHECK(findCollective("rma").runWindowed != nullptr);
+  CHECK(findCollective("rma", false, true).runWindowed != nullptr);
+  CHECK(findCollective("rma", false, true).runWindowed != findCollective("rma").runWindowed);
+  CHECK(findCollective("rma").run == nullptr);
+  CHECK(findCollective("rma").noInPlace != nullptr);
+  CHECK(findCollective("sendrecv").runWindowed == nullptr);
+  CHECK_THROWS_AS(findCollective("sendrecv", false, true), tutti::perf::Error);
+}

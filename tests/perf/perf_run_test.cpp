@@ -97,7 +97,7 @@ std::vector<std::vector<std::string>> tableRows(const std::string& output) {
 TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output and no wrong values") {
   const char* binaries[] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf",
                             "reduce_perf",     "alltoall_perf",   "sendrecv_perf",       "gather_perf",
-                            "scatter_perf",    "hypercube_perf",  "alltoallv_perf"};
+                            "scatter_perf",    "hypercube_perf",  "alltoallv_perf",      "rma_perf"};
   for (const char* binary : binaries) {
     INFO(binary);
     Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", binary, "--local 2 -b 8 -e 64K -f 8 -c 1 -n 2 -w 1");
@@ -147,8 +147,10 @@ TEST_CASE("perf binaries: a 2-rank local sweep with -c 1 has nccl-tests' output 
       CHECK(type == "float");
       CHECK(w1 == "0");
       // An in-place sendrecv is invalid usage (one buffer sent from and received into in one
-      // group), and alltoallv runs out of place only: not run, their columns N/A, and the header says why.
-      if (std::string(binary) == "sendrecv_perf" || std::string(binary) == "alltoallv_perf") {
+      // group), alltoallv runs out of place only, and a put goes into another rank's window: not run,
+      // their columns N/A, and the header says why.
+      if (std::string(binary) == "sendrecv_perf" || std::string(binary) == "alltoallv_perf" ||
+          std::string(binary) == "rma_perf") {
         CHECK(w2 == "N/A");
         CHECK(std::stod(t2) == 0.0);
       } else {
@@ -185,6 +187,65 @@ TEST_CASE("perf binaries: -t 2 -g 2 drives 4 ranks from 2 threads, each thread's
   INFO(run.output);
   CHECK(run.exitCode == 0);
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
+// rma_perf's -c 1 reads every rank's window after the puts of the previous rank: rank i's inputs land in rank
+// i + 1's window, as sendrecv_perf's receives do.
+TEST_CASE("perf binaries: rma_perf checks its puts as a ring and as a round trip, from threads and grouped") {
+  struct Case {
+    const char* arguments;
+    size_t rows;
+  };
+  const Case cases[] = {
+      {"--local 3 -b 0 -e 1M -f 16 -c 1 -n 3 -w 1", 7},  // 0 B (a signal alone), 1 B (too), 16 B .. 1 MiB
+      {"--local 2 -b 0 -e 64K -f 16 -c 1 -n 3 -w 1 --rma_roundtrip 1", 6},
+      {"--local 3 -b 8 -e 64K -f 8 -c 1 -n 3 -w 1 --rma_roundtrip 1 -d all", 5 * 12},
+      {"-t 2 -g 2 -b 8 -e 64K -f 8 -c 2 -n 2 -w 1 -m 2", 5},      // each thread's two ranks in one group
+      {"--local 2 -b 8 -e 4K -f 8 -c 1 -n 2 -w 1 -u 3 -y 1", 4},  // unaligned, NULL streams
+  };
+  for (const Case& c : cases) {
+    INFO(c.arguments);
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo TUTTI_TIMEOUT=60", "rma_perf", c.arguments);
+    INFO(run.output);
+    REQUIRE(run.exitCode == 0);
+    CHECK(run.output.find("# Collective test starting: rma_perf") != std::string::npos);
+    CHECK(run.output.find("# tutti: a put goes from the local buffer into another rank's window") != std::string::npos);
+    std::vector<std::vector<std::string>> rows = tableRows(run.output);
+    CHECK(rows.size() == c.rows);
+    for (const std::vector<std::string>& f : rows) {
+      CHECK(f[8] == "0");
+      CHECK(f[12] == "N/A");
+    }
+    CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
+}
+
+// The check is live: a byte changed in what rank 1 read after the puts is counted as wrong.
+TEST_CASE("perf binaries: rma_perf counts a corrupted window byte as wrong") {
+  for (const char* mode : {"0", "1"}) {
+    INFO(mode);
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo TUTTI_PERF_CORRUPT=1:5", "rma_perf",
+                      std::string("--local 2 -b 64 -e 64 -c 1 -n 1 -w 1 --rma_roundtrip ") + mode);
+    INFO(run.output);
+    CHECK(run.output.find("rma_perf: rank 1: rma 64 B float none root -1 out-of-place: 1 wrong elements") !=
+          std::string::npos);
+    CHECK(run.output.find("# Out of bounds values : 1 FAILED") != std::string::npos);
+  }
+}
+
+TEST_CASE("perf binaries: rma_perf's round trip refuses -g and -m, whose groups would put before the wait") {
+  for (const char* arguments : {"--local 4 -g 2 --rma_roundtrip 1", "--local 2 -m 2 --rma_roundtrip 1"}) {
+    INFO(arguments);
+    Run run = runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "rma_perf", std::string(arguments) + " -b 8 -e 8");
+    INFO(run.output);
+    CHECK(run.exitCode == 2);
+    CHECK(run.output.find("--rma_roundtrip 1 issues each rank's wait before its put") != std::string::npos);
+  }
+  Run other =
+      runTool("TUTTI_DEVICE=host NCCL_SOCKET_IFNAME=lo", "sendrecv_perf", "--local 2 -b 8 -e 8 --rma_roundtrip 1");
+  INFO(other.output);
+  CHECK(other.exitCode != 0);
+  CHECK(other.output.find("--rma_roundtrip 1 applies to rma_perf only, not sendrecv_perf") != std::string::npos);
 }
 
 TEST_CASE("perf binaries: -G needs the cuda device backend: refused before the sweep with exit code 2") {
@@ -408,6 +469,17 @@ TEST_CASE("perf binaries: mpirun -np 2 forms one world through MPI, with no NCCL
     CHECK(f[12] == "0");
   }
   CHECK(run.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+  // One-sided puts between the two processes (cross-memory writes), as a ring and as a round trip.
+  for (const char* mode : {"0", "1"}) {
+    Run rma = runShell(mpirun + toolPath("rma_perf") + " -b 0 -e 1M -f 8 -c 1 -n 5 --rma_roundtrip " + mode + " 2>&1");
+    INFO(rma.output);
+    REQUIRE(rma.exitCode == 0);
+    CHECK(rma.output.find("2 ranks in 2 processes on 1 nodes") != std::string::npos);
+    std::vector<std::vector<std::string>> rmaRows = tableRows(rma.output);
+    CHECK(rmaRows.size() == 8);  // 0 B, 1 B, then 8 B to 256 KiB by factors of 8
+    for (const std::vector<std::string>& f : rmaRows) CHECK(f[8] == "0");
+    CHECK(rma.output.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
 }
 
 TEST_CASE("perf-plot: two JSON reports make one valid PNG") {
