@@ -98,6 +98,8 @@ const std::vector<Flag>& flags() {
       {0, "local", intoInt(&Options::localRanks)},
       {0, "id-file", intoString(&Options::idFile)},
       {0, "ncclalltoallv", intoInt(&Options::callAllToAllv)},
+      {0, "tuttialltoallvdevice", intoInt(&Options::callAllToAllvDevice)},
+      {0, "tuttialltoallvdynamic", intoInt(&Options::callAllToAllvDynamic)},
   };
   return table;
 }
@@ -121,6 +123,13 @@ void validate(Options& o) {
   require(o.unalign >= 0, "-u", o.unalign, "must not be negative");
   require(o.localRanks >= 0, "--local", o.localRanks, "must not be negative");
   require(o.callAllToAllv == 0 || o.callAllToAllv == 1, "--ncclalltoallv", o.callAllToAllv, "must be 0 or 1");
+  require(o.callAllToAllvDevice == 0 || o.callAllToAllvDevice == 1, "--tuttialltoallvdevice", o.callAllToAllvDevice,
+          "must be 0 or 1");
+  require(o.callAllToAllvDynamic == 0 || o.callAllToAllvDynamic == 1, "--tuttialltoallvdynamic", o.callAllToAllvDynamic,
+          "must be 0 or 1");
+  if (o.callAllToAllv + o.callAllToAllvDevice + o.callAllToAllvDynamic > 1)
+    throw Error(ErrorCode::InvalidArgument,
+                "--ncclalltoallv, --tuttialltoallvdevice and --tuttialltoallvdynamic exclude each other: give one");
   selectDataTypes(o.datatype);  // an unknown -d or -o is refused here, before any rank starts
   selectRedOps(o.op);
   if (o.minBytes > o.maxBytes)
@@ -279,6 +288,8 @@ std::string usageText(const std::string& program) {
          "  [--id-file PATH] exchange the unique id through a file (launched worlds without MASTER_ADDR)\n"
          "  [--ncclalltoallv <0/1>] alltoallv_perf: one ncclAllToAllv instead of a group of ncclSend/ncclRecv per "
          "peer\n"
+         "  [--tuttialltoallvdevice <0/1>] [--tuttialltoallvdynamic <0/1>] alltoallv_perf: tutti's calls whose counts "
+         "live in device memory\n"
          "  alltoallv_perf's pattern: NCCL_TESTS_ALLTOALLV_SPREAD=<0.0-1.0> (default 1.0, distance-weighted), or\n"
          "  NCCL_TESTS_ALLTOALLV_MATRIX_FILE=<bytes matrix> with NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=<factor> (-b = -e)\n"
          "  [-h,--help]\n"

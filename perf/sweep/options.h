@@ -48,6 +48,8 @@ struct Options {
   double compareThreshold = 0.10;     // --compare-threshold: slower by more than this fraction is marked
   std::string idFile;                 // --id-file: where a launched world exchanges the unique id
   int callAllToAllv = 0;              // --ncclalltoallv 1: alltoallv_perf calls ncclAllToAllv, not a send/recv group
+  int callAllToAllvDevice = 0;        // --tuttialltoallvdevice 1: tuttiAllToAllvDevice (counts in device memory)
+  int callAllToAllvDynamic = 0;       // --tuttialltoallvdynamic 1: tuttiAllToAllvDynamic (receive counts found)
   std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 

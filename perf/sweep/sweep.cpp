@@ -57,7 +57,10 @@ int runSweep(const char* collective, int argc, char** argv) {
   std::optional<MpiSession> mpi;
   World world;
   try {
-    const Collective& coll = findCollective(collective, options.callAllToAllv != 0);
+    const Collective& coll = findCollective(collective, options.callAllToAllv          ? AllToAllvCall::NcclAllToAllv
+                                                        : options.callAllToAllvDevice  ? AllToAllvCall::TuttiDevice
+                                                        : options.callAllToAllvDynamic ? AllToAllvCall::TuttiDynamic
+                                                                                       : AllToAllvCall::Group);
     auto env = processEnvironment();
     world = detectWorld(options, env);
     if (world.launcher == "mpi") {

@@ -113,6 +113,11 @@ TEST_CASE("perf options parse every nccl-tests flag, short, glued and long") {
 
 TEST_CASE("perf options reject bad input naming the flag") {
   CHECK_THROWS_WITH(parse({"-q", "1"}), Catch::Contains("-q"));
+  CHECK(parse({"--tuttialltoallvdevice", "1"}).callAllToAllvDevice == 1);
+  CHECK(parse({"--tuttialltoallvdynamic", "1"}).callAllToAllvDynamic == 1);
+  CHECK_THROWS_WITH(parse({"--tuttialltoallvdevice", "2"}), Catch::Contains("--tuttialltoallvdevice"));
+  CHECK_THROWS_WITH(parse({"--ncclalltoallv", "1", "--tuttialltoallvdynamic", "1"}),
+                    Catch::Contains("exclude each other"));
   CHECK_THROWS_WITH(parse({"-b"}), Catch::Contains("needs a value"));
   CHECK_THROWS_WITH(parse({"-n", "x"}), Catch::Contains("-n"));
   CHECK_THROWS_WITH(parse({"-b", "2M", "-e", "1M"}), Catch::Contains("minbytes"));
@@ -446,9 +451,15 @@ TEST_CASE("perf alltoallv: nccl-tests' distance-weighted pattern, its sizes and 
   findCollective("alltoallv").bandwidth(248, 4, 1.0, 4, &alg, &bus);
   CHECK(alg == Approx(3952e-9));
   CHECK(bus == Approx(3952e-9 * 0.75));
-  CHECK(std::string(findCollective("alltoallv", true).algorithm) == "ncclAllToAllv");
-  CHECK(findCollective("alltoallv", true).run != findCollective("alltoallv").run);
-  CHECK_THROWS_AS(findCollective("all_reduce", true), tutti::perf::Error);
+  using tutti::perf::AllToAllvCall;
+  CHECK(std::string(findCollective("alltoallv", AllToAllvCall::NcclAllToAllv).algorithm) == "ncclAllToAllv");
+  CHECK(std::string(findCollective("alltoallv", AllToAllvCall::TuttiDevice).algorithm) == "tuttiAllToAllvDevice");
+  CHECK(std::string(findCollective("alltoallv", AllToAllvCall::TuttiDynamic).algorithm) == "tuttiAllToAllvDynamic");
+  CHECK(findCollective("alltoallv", AllToAllvCall::NcclAllToAllv).run != findCollective("alltoallv").run);
+  CHECK(findCollective("alltoallv", AllToAllvCall::TuttiDevice).run !=
+        findCollective("alltoallv", AllToAllvCall::TuttiDynamic).run);
+  CHECK_THROWS_AS(findCollective("all_reduce", AllToAllvCall::NcclAllToAllv), tutti::perf::Error);
+  CHECK_THROWS_AS(findCollective("all_reduce", AllToAllvCall::TuttiDevice), tutti::perf::Error);
 
   AllToAllvPattern m;
   m.matrixFile = "m.txt";
