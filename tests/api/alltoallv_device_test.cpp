@@ -303,7 +303,8 @@ void requireFailureNamed(int n, int faulty, const std::string& words,
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     const std::string message = ncclGetLastError(comm);  // the communicator's error, as ncclCommGetAsyncError left it
     const std::string who = "rank " + std::to_string(rank) + ": ";
-    check(issued == ncclSuccess, who + "the call was refused at once: " + message);
+    // Another rank may hear of the failure before it calls, and then be refused at once for it.
+    check(issued == ncclSuccess || rank != faulty, who + "the call was refused at once: " + message);
     check(async != ncclSuccess, who + "the communicator did not fail");
     check(rank != faulty || async == ncclInvalidUsage,
           who + "a bad count failed the communicator with " + std::to_string(int(async)) + ", not ncclInvalidUsage");
