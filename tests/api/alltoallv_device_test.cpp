@@ -371,6 +371,23 @@ TEST_CASE("alltoallv device counts: a block larger than the receiver's maxRecvCo
                       });
 }
 
+// Counts that disagree within a pair are read by different ranks; the receiver's executor finds
+// the block's size wrong at its first message, named as an all-to-all-v block.
+TEST_CASE("alltoallv device counts: a pair whose counts disagree fails at the first message",
+          "[alltoallv][device-counts][refusal]") {
+  const Matrix m = countMatrix(Pattern::Zeros, 3, 13);
+  std::vector<std::unique_ptr<Call<double>>> calls(3);
+  requireFailureNamed(3, -1, "ncclAllToAllv", [&](int rank, int, ncclComm_t comm, cudaStream_t s) {
+    calls[size_t(rank)] = std::make_unique<Call<double>>(m, rank, Form::Device);
+    Call<double>& call = *calls[size_t(rank)];
+    const std::vector<size_t> row = m[size_t(rank)], col = column(m, rank);
+    std::copy(row.begin(), row.end(), call.sendCounts.data);
+    std::copy(col.begin(), col.end(), call.recvCounts.data);
+    if (rank == 2) call.recvCounts.data[0] += 2;  // rank 0 sends m[0][2] (not 0); rank 2 expects 2 more
+    return call.issue(ncclFloat64, comm, s);
+  });
+}
+
 TEST_CASE("alltoallv device counts: what the host can check is refused at the call, and the communicator stays usable",
           "[alltoallv][device-counts][refusal]") {
   ScopedEnv backend("TUTTI_DEVICE", "host");
