@@ -104,6 +104,11 @@ struct BackendTraits {
   // Its executor reads a PreMulSum scalar that lives in device memory itself, in stream order;
   // otherwise the caller reads it at enqueue.
   bool readsDeviceScalars = true;
+  // Its executor reads a launch's arena (LaunchWork) where the launch keeps it, in host memory,
+  // when the run starts: a host job queued before the launch on its stream may still change the
+  // arena's counts and buffers (the device-count all-to-alls, runtime/launch/alltoallv_device.h).
+  // A device backend copies the arena to the device at submit.
+  bool readsArenaAtRun = false;
 };
 
 // The executor: runs a group's launches on a stream and answers for them. Defaults: none where the
@@ -202,6 +207,7 @@ class ExecutorBackend : public Executor, public DeviceMemory {
   bool runsMailboxes() const { return traits_.mailboxes; }
   bool readsOtherProcesses() const { return traits_.readsOtherProcesses; }
   bool readsDeviceScalars() const { return traits_.readsDeviceScalars; }
+  bool readsArenaAtRun() const { return traits_.readsArenaAtRun; }
   size_t llBytes() const { return traits_.llBytes; }
 
  private:

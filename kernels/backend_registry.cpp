@@ -109,13 +109,15 @@ struct Backends {
     list.push_back(device("cuda", cudaDevices, cudaCurrentDevice, {.llBytes = kDeviceLLBytes, .maxChannels = 16}));
     list.push_back(device("emulated", noDevices, emulatedCurrentDevice, {.llBytes = kDeviceLLBytes, .maxChannels = 2}));
     // The host executor: worker threads that sleep on bells, read peer processes' buffers by
-    // cross-memory reads (host_executor.cpp), run the mailboxes, and take scalars at enqueue.
+    // cross-memory reads (host_executor.cpp), run the mailboxes, take scalars at enqueue, and read
+    // a launch's arena where the launch keeps it.
     const BackendTraits host{.llBytes = 0,
                              .mailboxes = true,
                              .maxChannels = 2,
                              .bells = true,
                              .readsOtherProcesses = true,
-                             .readsDeviceScalars = false};
+                             .readsDeviceScalars = false,
+                             .readsArenaAtRun = true};
     list.push_back(BackendRegistration{
         "host", [](const BackendOptions& o, const std::string&) { return host::makeHostBackend(o); },
         [](size_t bytes) { return allocateHostMemory("host", bytes); }, noDevices, noDevices, host});

@@ -1,4 +1,5 @@
-/* tutti's C extensions to the NCCL API: host streams, version, device-backend and topology queries, waits. */
+/* tutti's C extensions to the NCCL API: host streams, version, device-backend and topology queries, waits,
+   all-to-all-v with device counts. */
 #ifndef TUTTI_TUTTI_H_
 #define TUTTI_TUTTI_H_
 
@@ -84,6 +85,31 @@ ncclResult_t tuttiCommZeroCopyReads(ncclComm_t comm, uint64_t* messages);
  * TUTTI_FLIGHT_RECORDER names. tools/tutti-trace reads the ranks' files together. Safe from any
  * thread while comm runs, and on a failed comm. */
 ncclResult_t tuttiCommDump(ncclComm_t comm, const char* path);
+
+/*
+ * All-to-all-v with counts in device memory (host memory on the host backend), for a router whose
+ * counts are written by an earlier operation on the same stream: the counts are read when the
+ * operation runs, in stream order, and the call returns once it is queued. Counts in elements,
+ * one per rank; each rank's blocks lie back to back (displacements are the counts' exclusive prefix
+ * sums). Capacities and maxima come from the host: the exchange is planned from them, and a count
+ * past them fails the operation (an asynchronous error, ncclCommGetAsyncError) naming the pair.
+ * Outside a group only; out of place; the host backend only for now (docs/not-yet.md).
+ */
+
+/* Both count arrays in device memory (NCCLX's deviceAllToAllv): rank r sends sendcounts[p]
+ * elements to rank p from sendbuff, and receives recvcounts[p] from p into recvbuff; sendCapacity
+ * and recvCapacity are the buffers' sizes in elements. */
+ncclResult_t tuttiAllToAllvDevice(const void* sendbuff, const size_t* sendcounts, size_t sendCapacity, void* recvbuff,
+                                  const size_t* recvcounts, size_t recvCapacity, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream);
+
+/* Send counts in device memory, receive counts found by the exchange (NCCLX's alltoallvDynamic):
+ * the counts travel first, then the blocks, which land back to back in recvbuff (recvCapacity
+ * elements) in rank order; the count from each rank is written to recvcounts[p] (device memory),
+ * in stream order. A block larger than maxRecvCount fails the operation. */
+ncclResult_t tuttiAllToAllvDynamic(const void* sendbuff, const size_t* sendcounts, size_t sendCapacity, void* recvbuff,
+                                   size_t recvCapacity, size_t maxRecvCount, size_t* recvcounts,
+                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "perf/sweep/alltoallv_pattern.h"
 #include "perf/sweep/error.h"
+#include "tutti/tutti.h"
 
 namespace tutti::perf {
 namespace {
@@ -211,6 +213,75 @@ ncclResult_t runAllToAllvCall(const void* s, void* r, size_t n, ncclDataType_t t
                        st);
 }
 
+// The counts of tutti's device-count calls, in memory from ncclMemAlloc (the host's in host mode, where the sweep
+// writes them; on a device backend tutti refuses these calls, unwritten). Written only when the blocks change: a
+// queued iteration may still be reading them.
+struct DeviceCounts {
+  size_t* send = nullptr;
+  size_t* recv = nullptr;
+  size_t nranks = 0, count = 0, sendTotal = 0, recvTotal = 0, recvMost = 0;
+  ncclDataType_t type = ncclInt8;
+  ~DeviceCounts() {
+    if (send) ncclMemFree(send);
+    if (recv) ncclMemFree(recv);
+  }
+  ncclResult_t update(size_t n, ncclDataType_t t, ncclComm_t c) {
+    const size_t ranks = size_t(commSize(c));
+    if (send != nullptr && ranks == nranks && n == count && t == type) return ncclSuccess;
+    if (send == nullptr || ranks != nranks) {
+      if (send) ncclMemFree(send);
+      if (recv) ncclMemFree(recv);
+      send = recv = nullptr;
+      void *s = nullptr, *r = nullptr;
+      ncclResult_t result = ncclMemAlloc(&s, ranks * sizeof(size_t));
+      if (result == ncclSuccess) result = ncclMemAlloc(&r, ranks * sizeof(size_t));
+      send = static_cast<size_t*>(s);
+      recv = static_cast<size_t*>(r);
+      if (result != ncclSuccess) return result;
+    }
+    thread_local AllToAllvBlocks b;
+    blocksOf(n, t, c, b);
+    nranks = ranks;
+    count = n;
+    type = t;
+    sendTotal = recvTotal = recvMost = 0;
+    for (size_t p = 0; p < ranks; p++) {
+      sendTotal += b.sendCounts[p];
+      recvTotal += b.recvCounts[p];
+      recvMost = std::max(recvMost, b.recvCounts[p]);
+    }
+    const char* backend = "";
+    if (tuttiCommDeviceBackend(c, &backend) == ncclSuccess && std::strcmp(backend, "host") == 0) {
+      std::memcpy(send, b.sendCounts.data(), ranks * sizeof(size_t));
+      std::memcpy(recv, b.recvCounts.data(), ranks * sizeof(size_t));
+    }
+    return ncclSuccess;
+  }
+};
+
+// One per communicator: a thread may run several ranks (-g), and each rank's counts are read after its call returns.
+DeviceCounts& deviceCountsOf(ncclComm_t c) {
+  thread_local std::map<ncclComm_t, DeviceCounts> counts;
+  return counts[c];
+}
+
+// With --tuttialltoallvdevice 1: the same blocks through tuttiAllToAllvDevice, both count arrays in device memory.
+ncclResult_t runAllToAllvDevice(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                                cudaStream_t st) {
+  DeviceCounts& d = deviceCountsOf(c);
+  if (ncclResult_t result = d.update(n, t, c); result != ncclSuccess) return result;
+  return tuttiAllToAllvDevice(s, d.send, d.sendTotal, r, d.recv, d.recvTotal, t, c, st);
+}
+
+// With --tuttialltoallvdynamic 1: through tuttiAllToAllvDynamic, the receive counts found (into d.recv) with the
+// largest block as the maximum.
+ncclResult_t runAllToAllvDynamic(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
+                                 cudaStream_t st) {
+  DeviceCounts& d = deviceCountsOf(c);
+  if (ncclResult_t result = d.update(n, t, c); result != ncclSuccess) return result;
+  return tuttiAllToAllvDynamic(s, d.send, d.sendTotal, r, d.recvTotal, d.recvMost, d.recv, t, c, st);
+}
+
 // An all-gather by pairwise exchanges across the hypercube's dimensions, doubling the block each round.
 ncclResult_t runHypercube(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int, ncclComm_t c,
                           cudaStream_t st) {
@@ -358,26 +429,35 @@ const Collective& roundTripOfPuts() {
   return roundTrip;
 }
 
-const Collective& allToAllvCall() {
-  static const Collective call = {"alltoallv",       "ncclAllToAllv", false,       false,
+const Collective& allToAllvCall(AllToAllvCall call) {
+  static const Collective nccl = {"alltoallv",       "ncclAllToAllv", false,       false,
                                   kAllToAllvInPlace, allToAllvCounts, allToAllvBw, runAllToAllvCall,
                                   allToAllvOutput,   expectAllToAllv, anyRanks,    nullptr};
-  return call;
+  static const Collective device = {"alltoallv",       "tuttiAllToAllvDevice", false,       false,
+                                    kAllToAllvInPlace, allToAllvCounts,        allToAllvBw, runAllToAllvDevice,
+                                    allToAllvOutput,   expectAllToAllv,        anyRanks,    nullptr};
+  static const Collective dynamic = {"alltoallv",       "tuttiAllToAllvDynamic", false,       false,
+                                     kAllToAllvInPlace, allToAllvCounts,         allToAllvBw, runAllToAllvDynamic,
+                                     allToAllvOutput,   expectAllToAllv,         anyRanks,    nullptr};
+  return call == AllToAllvCall::TuttiDevice ? device : call == AllToAllvCall::TuttiDynamic ? dynamic : nccl;
 }
 
 }  // namespace
 
-const Collective& findCollective(const std::string& name, bool callAllToAllv, bool rmaRoundTrip) {
+const Collective& findCollective(const std::string& name, AllToAllvCall call, bool rmaRoundTrip) {
   if (rmaRoundTrip) {
     if (name != "rma")
       throw Error(ErrorCode::InvalidArgument, "--rma_roundtrip 1 applies to rma_perf only, not " + name + "_perf");
     return roundTripOfPuts();
   }
-  if (callAllToAllv) {
+  if (call != AllToAllvCall::Group) {
+    const char* flag = call == AllToAllvCall::NcclAllToAllv ? "--ncclalltoallv"
+                       : call == AllToAllvCall::TuttiDevice ? "--tuttialltoallvdevice"
+                                                            : "--tuttialltoallvdynamic";
     if (name != "alltoallv")
       throw Error(ErrorCode::InvalidArgument,
-                  "--ncclalltoallv 1 applies to alltoallv_perf only, not " + name + "_perf");
-    return allToAllvCall();
+                  std::string(flag) + " 1 applies to alltoallv_perf only, not " + name + "_perf");
+    return allToAllvCall(call);
   }
   for (const Collective& c : collectives())
     if (name == c.name) return c;

@@ -54,9 +54,15 @@ struct Collective {
                               size_t windowOffset, ncclComm_t comm, cudaStream_t stream);
 };
 
-// The collective of a binary name ("all_reduce", "hypercube", ...); throws perf::Error if unknown. callAllToAllv
-// (--ncclalltoallv 1): alltoallv through one ncclAllToAllv call instead of a group of ncclSend/ncclRecv.
-// rmaRoundTrip (--rma_roundtrip 1): rma_perf times a put+signal's round trip instead of a ring of puts.
-const Collective& findCollective(const std::string& name, bool callAllToAllv = false, bool rmaRoundTrip = false);
+// How alltoallv_perf issues its exchange: a group of ncclSend/ncclRecv (nccl-tests' way), one ncclAllToAllv
+// (--ncclalltoallv 1), or one of tutti's calls whose counts live in device memory (--tuttialltoallvdevice 1,
+// --tuttialltoallvdynamic 1).
+enum class AllToAllvCall { Group, NcclAllToAllv, TuttiDevice, TuttiDynamic };
+
+// The collective of a binary name ("all_reduce", "hypercube", ...); throws perf::Error if unknown, or if `call`
+// is not Group for another collective than alltoallv. rmaRoundTrip (--rma_roundtrip 1): rma_perf times a
+// put+signal's round trip instead of a ring of puts.
+const Collective& findCollective(const std::string& name, AllToAllvCall call = AllToAllvCall::Group,
+                                 bool rmaRoundTrip = false);
 
 }  // namespace tutti::perf

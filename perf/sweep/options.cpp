@@ -99,6 +99,8 @@ const std::vector<Flag>& flags() {
       {0, "id-file", intoString(&Options::idFile)},
       {0, "ncclalltoallv", intoInt(&Options::callAllToAllv)},
       {0, "rma_roundtrip", intoInt(&Options::rmaRoundTrip)},
+      {0, "tuttialltoallvdevice", intoInt(&Options::callAllToAllvDevice)},
+      {0, "tuttialltoallvdynamic", intoInt(&Options::callAllToAllvDynamic)},
   };
   return table;
 }
@@ -123,6 +125,13 @@ void validate(Options& o) {
   require(o.localRanks >= 0, "--local", o.localRanks, "must not be negative");
   require(o.callAllToAllv == 0 || o.callAllToAllv == 1, "--ncclalltoallv", o.callAllToAllv, "must be 0 or 1");
   require(o.rmaRoundTrip == 0 || o.rmaRoundTrip == 1, "--rma_roundtrip", o.rmaRoundTrip, "must be 0 or 1");
+  require(o.callAllToAllvDevice == 0 || o.callAllToAllvDevice == 1, "--tuttialltoallvdevice", o.callAllToAllvDevice,
+          "must be 0 or 1");
+  require(o.callAllToAllvDynamic == 0 || o.callAllToAllvDynamic == 1, "--tuttialltoallvdynamic", o.callAllToAllvDynamic,
+          "must be 0 or 1");
+  if (o.callAllToAllv + o.callAllToAllvDevice + o.callAllToAllvDynamic > 1)
+    throw Error(ErrorCode::InvalidArgument,
+                "--ncclalltoallv, --tuttialltoallvdevice and --tuttialltoallvdynamic exclude each other: give one");
   selectDataTypes(o.datatype);  // an unknown -d or -o is refused here, before any rank starts
   selectRedOps(o.op);
   if (o.minBytes > o.maxBytes)
@@ -284,6 +293,8 @@ std::string usageText(const std::string& program) {
          "  [--rma_roundtrip <0/1>] rma_perf: time a put+signal's round trip around the ranks (2 ranks: a ping-pong; "
          "-b 0:\n"
          "      a signal alone) instead of a ring of puts\n"
+         "  [--tuttialltoallvdevice <0/1>] [--tuttialltoallvdynamic <0/1>] alltoallv_perf: tutti's calls whose counts "
+         "live in device memory\n"
          "  alltoallv_perf's pattern: NCCL_TESTS_ALLTOALLV_SPREAD=<0.0-1.0> (default 1.0, distance-weighted), or\n"
          "  NCCL_TESTS_ALLTOALLV_MATRIX_FILE=<bytes matrix> with NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=<factor> (-b = -e)\n"
          "  [-h,--help]\n"

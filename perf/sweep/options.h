@@ -49,6 +49,8 @@ struct Options {
   std::string idFile;                 // --id-file: where a launched world exchanges the unique id
   int callAllToAllv = 0;              // --ncclalltoallv 1: alltoallv_perf calls ncclAllToAllv, not a send/recv group
   int rmaRoundTrip = 0;               // --rma_roundtrip 1: rma_perf times a put+signal round trip, not a ring of puts
+  int callAllToAllvDevice = 0;        // --tuttialltoallvdevice 1: tuttiAllToAllvDevice (counts in device memory)
+  int callAllToAllvDynamic = 0;       // --tuttialltoallvdynamic 1: tuttiAllToAllvDynamic (receive counts found)
   std::vector<std::string> warnings;  // nccl-tests' stderr lines for values it disables (-I, -K)
 };
 

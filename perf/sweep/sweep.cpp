@@ -57,7 +57,12 @@ int runSweep(const char* collective, int argc, char** argv) {
   std::optional<MpiSession> mpi;
   World world;
   try {
-    const Collective& coll = findCollective(collective, options.callAllToAllv != 0, options.rmaRoundTrip != 0);
+    const Collective& coll = findCollective(collective,
+                                            options.callAllToAllv          ? AllToAllvCall::NcclAllToAllv
+                                            : options.callAllToAllvDevice  ? AllToAllvCall::TuttiDevice
+                                            : options.callAllToAllvDynamic ? AllToAllvCall::TuttiDynamic
+                                                                           : AllToAllvCall::Group,
+                                            options.rmaRoundTrip != 0);
     auto env = processEnvironment();
     world = detectWorld(options, env);
     if (world.launcher == "mpi") {

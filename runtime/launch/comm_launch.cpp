@@ -38,9 +38,7 @@ Selection defaultSelection(ncclComm* comm, const Task& t) {
   Selection s;
   s.algorithm = comm->planning.algorithms.find(ring ? "ring" : "direct");
   if (!s.algorithm) throw Error(ErrorCode::Internal, comm->where() + ": no algorithm for " + plan::collTitle(t.coll));
-  size_t bytes = t.count * kern::dtypeSize(t.type);
-  s.nchannels = int(
-      std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(comm->settings.nchannels)));
+  s.nchannels = channelsForBytes(t.count * kern::dtypeSize(t.type), comm->settings.nchannels);
   return s;
 }
 
@@ -158,6 +156,11 @@ void pairSelfSends(ncclComm* comm, std::vector<Task>& tasks) {
 }
 
 }  // namespace
+
+int channelsForBytes(size_t bytes, int nchannels) {
+  return int(
+      std::clamp<size_t>((bytes + kMinBytesPerChannel - 1) / kMinBytesPerChannel, 1, size_t(std::max(1, nchannels))));
+}
 
 Selection chooseAlgorithm(ncclComm* comm, const Task& t) {
   if (!comm->planning.forcedAlgorithm.empty()) {

@@ -88,6 +88,10 @@ class CommLaunch final : public kern::Launch {
   std::vector<void*> inputCopies_;  // backend memory: in-place all-to-all inputs
 };
 
+// The channels, of at most `nchannels`, that an operation of `bytes` takes where nothing else
+// decides: one per 256 KiB.
+int channelsForBytes(size_t bytes, int nchannels);
+
 // The algorithm and channel count for a task: a test's forced algorithm, else the selector's
 // choice (within NCCL_ALGO and TUTTI_DETERMINISTIC). Point-to-point calls are always direct.
 Selection chooseAlgorithm(ncclComm* comm, const Task& t);

@@ -89,6 +89,31 @@ void launchGroup(std::vector<Task> tasks) {
   }
 }
 
+std::shared_ptr<CommLaunch> bindLaunch(std::vector<Task> tasks, int nchannels) {
+  ncclComm* comm = tasks.front().comm;
+  ncclComm* const one[] = {comm};
+  Active active(one);
+  auto L = std::make_shared<CommLaunch>(comm, tasks.front().stream);
+  Selection selection = chooseAlgorithm(comm, tasks.front());
+  selection.nchannels = nchannels;
+  L->selection = selection;
+  L->tasks = std::move(tasks);
+  L->bind();
+  connectAll({L.get()});
+  return L;
+}
+
+void submitLaunch(std::shared_ptr<CommLaunch> L) {
+  ncclComm* comm = L->comm;
+  ncclComm* const one[] = {comm};
+  Active active(one);
+  comm->executor.pendingStreamJobs++;
+  kern::Launch* launch[] = {L.get()};
+  const cudaStream_t stream = L->stream;
+  // `done` owns the launch until the backend no longer needs it.
+  comm->executor.backend->submit(launch, stream, [L] { L->comm->executor.pendingStreamJobs--; });
+}
+
 void launchSingle(const Task& t, bool checked) {
   ncclComm* comm = t.comm;
   if (t.coll == plan::Coll::Send || t.coll == plan::Coll::Recv ||

@@ -113,6 +113,11 @@ TEST_CASE("perf options parse every nccl-tests flag, short, glued and long") {
 
 TEST_CASE("perf options reject bad input naming the flag") {
   CHECK_THROWS_WITH(parse({"-q", "1"}), Catch::Contains("-q"));
+  CHECK(parse({"--tuttialltoallvdevice", "1"}).callAllToAllvDevice == 1);
+  CHECK(parse({"--tuttialltoallvdynamic", "1"}).callAllToAllvDynamic == 1);
+  CHECK_THROWS_WITH(parse({"--tuttialltoallvdevice", "2"}), Catch::Contains("--tuttialltoallvdevice"));
+  CHECK_THROWS_WITH(parse({"--ncclalltoallv", "1", "--tuttialltoallvdynamic", "1"}),
+                    Catch::Contains("exclude each other"));
   CHECK_THROWS_WITH(parse({"-b"}), Catch::Contains("needs a value"));
   CHECK_THROWS_WITH(parse({"-n", "x"}), Catch::Contains("-n"));
   CHECK_THROWS_WITH(parse({"-b", "2M", "-e", "1M"}), Catch::Contains("minbytes"));
@@ -446,9 +451,15 @@ TEST_CASE("perf alltoallv: nccl-tests' distance-weighted pattern, its sizes and 
   findCollective("alltoallv").bandwidth(248, 4, 1.0, 4, &alg, &bus);
   CHECK(alg == Approx(3952e-9));
   CHECK(bus == Approx(3952e-9 * 0.75));
-  CHECK(std::string(findCollective("alltoallv", true).algorithm) == "ncclAllToAllv");
-  CHECK(findCollective("alltoallv", true).run != findCollective("alltoallv").run);
-  CHECK_THROWS_AS(findCollective("all_reduce", true), tutti::perf::Error);
+  using tutti::perf::AllToAllvCall;
+  CHECK(std::string(findCollective("alltoallv", AllToAllvCall::NcclAllToAllv).algorithm) == "ncclAllToAllv");
+  CHECK(std::string(findCollective("alltoallv", AllToAllvCall::TuttiDevice).algorithm) == "tuttiAllToAllvDevice");
+  CHECK(std::string(findCollective("alltoallv", AllToAllvCall::TuttiDynamic).algorithm) == "tuttiAllToAllvDynamic");
+  CHECK(findCollective("alltoallv", AllToAllvCall::NcclAllToAllv).run != findCollective("alltoallv").run);
+  CHECK(findCollective("alltoallv", AllToAllvCall::TuttiDevice).run !=
+        findCollective("alltoallv", AllToAllvCall::TuttiDynamic).run);
+  CHECK_THROWS_AS(findCollective("all_reduce", AllToAllvCall::NcclAllToAllv), tutti::perf::Error);
+  CHECK_THROWS_AS(findCollective("all_reduce", AllToAllvCall::TuttiDevice), tutti::perf::Error);
 
   AllToAllvPattern m;
   m.matrixFile = "m.txt";
@@ -754,10 +765,11 @@ TEST_CASE("perf rma: --rma_roundtrip picks the round trip, for rma_perf only") {
   CHECK(parse({"--rma_roundtrip", "1"}).rmaRoundTrip == 1);
   CHECK_THROWS_WITH(parse({"--rma_roundtrip", "2"}), Catch::Contains("--rma_roundtrip"));
   CHECK(findCollective("rma").runWindowed != nullptr);
-  CHECK(findCollective("rma", false, true).runWindowed != nullptr);
-  CHECK(findCollective("rma", false, true).runWindowed != findCollective("rma").runWindowed);
+  CHECK(findCollective("rma", tutti::perf::AllToAllvCall::Group, true).runWindowed != nullptr);
+  CHECK(findCollective("rma", tutti::perf::AllToAllvCall::Group, true).runWindowed !=
+        findCollective("rma").runWindowed);
   CHECK(findCollective("rma").run == nullptr);
   CHECK(findCollective("rma").noInPlace != nullptr);
   CHECK(findCollective("sendrecv").runWindowed == nullptr);
-  CHECK_THROWS_AS(findCollective("sendrecv", false, true), tutti::perf::Error);
+  CHECK_THROWS_AS(findCollective("sendrecv", tutti::perf::AllToAllvCall::Group, true), tutti::perf::Error);
 }

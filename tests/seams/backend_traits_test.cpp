@@ -27,6 +27,7 @@ void checkSameTraits(const BackendTraits& a, const BackendTraits& b) {
   CHECK(a.bells == b.bells);
   CHECK(a.readsOtherProcesses == b.readsOtherProcesses);
   CHECK(a.readsDeviceScalars == b.readsDeviceScalars);
+  CHECK(a.readsArenaAtRun == b.readsArenaAtRun);
 }
 
 // What the traits promise of the made backend, and its memory's round trips.
@@ -49,11 +50,12 @@ void checkBackendKeepsItsTraits(const std::string& name) {
   CHECK(backend->sleepsOnBells() == t.bells);
   CHECK(backend->readsOtherProcesses() == t.readsOtherProcesses);
   CHECK(backend->readsDeviceScalars() == t.readsDeviceScalars);
+  CHECK(backend->readsArenaAtRun() == t.readsArenaAtRun);
 
   // What the traits promise: a cross-memory read and the mailboxes' host thread read user buffers
   // at host addresses; LL is the device executor's (fifo.h), whose waits poll rather than sleep on
   // bells, and its messages fit a slot of LL lines.
-  if (t.readsOtherProcesses || t.mailboxes) CHECK(backend->memorySpace() == MemorySpace::Host);
+  if (t.readsOtherProcesses || t.mailboxes || t.readsArenaAtRun) CHECK(backend->memorySpace() == MemorySpace::Host);
   if (t.llBytes > 0) {
     CHECK_FALSE(t.bells);
     CHECK(t.llBytes <= tutti::kern::kDeviceLLBytes);
