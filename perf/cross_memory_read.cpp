@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   if (write(toChild[1], &done, 1) != 1) failed = true;
   waitpid(child, nullptr, 0);
   if (failed) return std::perror("cross_memory_read: process_vm_readv"), 1;
-  std::printf("bytes %zu chunk %zu%s: process_vm_readv %.1f us (%.2f GB/s), memcpy %.1f us (%.2f GB/s)\n", bytes,
-              chunk, huge ? " huge" : "", readUs, double(bytes) / readUs / 1e3, copyUs, double(bytes) / copyUs / 1e3);
+  std::printf("bytes %zu chunk %zu%s: process_vm_readv %.1f us (%.2f GB/s), memcpy %.1f us (%.2f GB/s)\n", bytes, chunk,
+              huge ? " huge" : "", readUs, double(bytes) / readUs / 1e3, copyUs, double(bytes) / copyUs / 1e3);
   return 0;
 }
