@@ -18,8 +18,19 @@ using namespace tutti;
 
 namespace {
 
+// A count array of one entry per rank: not NULL, and reachable. purpose: what it holds.
+void checkCountArray(const DeviceCountAllToAllv& c, const size_t* counts, const char* name, const char* purpose) {
+  const size_t nranks = size_t(c.comm->identity.nranks);
+  if (counts == nullptr)
+    throw Error(ErrorCode::InvalidArgument, std::string(c.operation) + ": " + c.comm->where() + ": " + name +
+                                                " is NULL (" + purpose + "one entry per rank, " +
+                                                std::to_string(nranks) + ")");
+  checkBuffer(c.operation, c.comm, counts, nranks, sizeof(size_t), name);
+}
+
 // What both forms check before anything is queued.
-void checkCommon(const DeviceCountAllToAllv& c, size_t recvElems) {
+void checkCommon(const DeviceCountAllToAllv& c) {
+  const size_t recvElems = c.recvCapacity;
   const char* op = c.operation;
   ncclComm* comm = c.comm;
   checkUsableComm(op, comm);
@@ -34,12 +45,7 @@ void checkCommon(const DeviceCountAllToAllv& c, size_t recvElems) {
     throw Error(ErrorCode::InvalidUsage, std::string(op) + ": " + comm->where() +
                                              ": not supported by tutti yet on the " + comm->executor.backend->name() +
                                              " backend (its executor takes a launch's counts when it is queued)");
-  const size_t nranks = size_t(comm->identity.nranks);
-  if (c.sendcounts == nullptr)
-    throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + comm->where() +
-                                                ": sendcounts is NULL (it needs one entry per rank, " +
-                                                std::to_string(nranks) + ")");
-  checkBuffer(op, comm, c.sendcounts, nranks, sizeof(size_t), "sendcounts");
+  checkCountArray(c, c.sendcounts, "sendcounts", "it needs ");
   if (c.sendbuff != nullptr && c.sendbuff == c.recvbuff)
     throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + comm->where() +
                                                 ": sendbuff and recvbuff are the same buffer; it runs out of place "
@@ -63,6 +69,23 @@ void logCall(const DeviceCountAllToAllv& c) {
              static_cast<void*>(c.stream));
 }
 
+// The call's arguments both forms share.
+DeviceCountAllToAllv callOf(const char* operation, const void* sendbuff, const size_t* sendcounts, size_t sendCapacity,
+                            void* recvbuff, size_t recvCapacity, ncclDataType_t type, ncclComm_t comm,
+                            cudaStream_t stream) {
+  DeviceCountAllToAllv c;
+  c.operation = operation;
+  c.comm = comm;
+  c.stream = stream;
+  c.type = type;
+  c.sendbuff = sendbuff;
+  c.recvbuff = recvbuff;
+  c.sendcounts = sendcounts;
+  c.sendCapacity = sendCapacity;
+  c.recvCapacity = recvCapacity;
+  return c;
+}
+
 }  // namespace
 
 TUTTI_API ncclResult_t tuttiAllToAllvDevice(const void* sendbuff, const size_t* sendcounts, size_t sendCapacity,
@@ -70,25 +93,12 @@ TUTTI_API ncclResult_t tuttiAllToAllvDevice(const void* sendbuff, const size_t* 
                                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   constexpr const char* kOperation = "tuttiAllToAllvDevice";
   return guard(kOperation, [&] {
-    DeviceCountAllToAllv c;
-    c.operation = kOperation;
-    c.comm = comm;
-    c.stream = stream;
-    c.type = datatype;
-    c.sendbuff = sendbuff;
-    c.recvbuff = recvbuff;
-    c.sendcounts = sendcounts;
-    c.sendCapacity = sendCapacity;
-    c.recvcounts = recvcounts;
-    c.recvCapacity = recvCapacity;
     checkComm(kOperation, comm);
-    checkCommon(c, recvCapacity);
-    const size_t nranks = size_t(comm->identity.nranks);
-    if (recvcounts == nullptr)
-      throw Error(ErrorCode::InvalidArgument, std::string(kOperation) + ": " + comm->where() +
-                                                  ": recvcounts is NULL (it needs one entry per rank, " +
-                                                  std::to_string(nranks) + ")");
-    checkBuffer(kOperation, comm, recvcounts, nranks, sizeof(size_t), "recvcounts");
+    DeviceCountAllToAllv c =
+        callOf(kOperation, sendbuff, sendcounts, sendCapacity, recvbuff, recvCapacity, datatype, comm, stream);
+    c.recvcounts = recvcounts;
+    checkCommon(c);
+    checkCountArray(c, recvcounts, "recvcounts", "it needs ");
     logCall(c);
     enqueueDeviceCountAllToAllv(c);
   });
@@ -101,26 +111,12 @@ TUTTI_API ncclResult_t tuttiAllToAllvDynamic(const void* sendbuff, const size_t*
   constexpr const char* kOperation = "tuttiAllToAllvDynamic";
   return guard(kOperation, [&] {
     checkComm(kOperation, comm);
-    const size_t nranks = size_t(comm->identity.nranks);
-    DeviceCountAllToAllv c;
-    c.operation = kOperation;
-    c.comm = comm;
-    c.stream = stream;
-    c.type = datatype;
-    c.sendbuff = sendbuff;
-    c.recvbuff = recvbuff;
-    c.sendcounts = sendcounts;
-    c.sendCapacity = sendCapacity;
+    DeviceCountAllToAllv c =
+        callOf(kOperation, sendbuff, sendcounts, sendCapacity, recvbuff, recvCapacity, datatype, comm, stream);
     c.foundCounts = recvcounts;
     c.maxRecvCount = maxRecvCount;
-    c.recvCapacity = recvCapacity;
-    checkCommon(c, recvCapacity);
-    if (recvcounts == nullptr)
-      throw Error(ErrorCode::InvalidArgument, std::string(kOperation) + ": " + comm->where() +
-                                                  ": recvcounts is NULL (the found counts are written there, one "
-                                                  "entry per rank, " +
-                                                  std::to_string(nranks) + ")");
-    checkBuffer(kOperation, comm, recvcounts, nranks, sizeof(size_t), "recvcounts");
+    checkCommon(c);
+    checkCountArray(c, recvcounts, "recvcounts", "the found counts are written there, ");
     logCall(c);
     enqueueDeviceCountAllToAllv(c);
   });

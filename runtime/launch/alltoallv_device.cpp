@@ -16,6 +16,7 @@
 #include "kernels/host_reduce.h"
 #include "runtime/comm/comm.h"
 #include "runtime/launch/comm_launch.h"
+#include "runtime/launch/host_job.h"
 #include "runtime/launch/launch.h"
 
 namespace tutti {
@@ -131,41 +132,6 @@ void bindBlocks(Exchange& x, size_t sendBound, size_t recvBound, uint32_t seq) {
   setBlocks(x, zeros.data(), zeros.data(), zeros.data(), zeros.data());
 }
 
-// Queues `job` on the call's stream. An error it raises fails the communicator, and reaches the
-// caller where the job runs before the call returns (a NULL stream of a host backend).
-void queueJob(ncclComm* comm, cudaStream_t stream, std::function<void()> job) {
-  const bool queued = stream != nullptr;
-  struct Running {
-    ncclComm* comm;
-    bool queued;
-    ~Running() {
-      if (queued)
-        comm->executor.pendingStreamJobs--;
-      else
-        comm->executor.activeLaunches--;
-    }
-  };
-  auto run = [comm, queued, job = std::move(job)] {
-    Running running{comm, queued};
-    try {
-      job();
-    } catch (const Error& e) {
-      comm->fail(e);
-      throw;
-    }
-  };
-  if (queued)
-    comm->executor.pendingStreamJobs++;
-  else
-    comm->executor.activeLaunches++;
-  try {
-    comm->executor.backend->enqueueHostJob(stream, std::move(run));
-  } catch (...) {
-    if (queued) comm->executor.pendingStreamJobs--;
-    throw;
-  }
-}
-
 std::vector<size_t> readCounts(const Exchange& x, const size_t* counts) {
   std::vector<size_t> host(size_t(x.blocks->comm->identity.nranks));
   x.blocks->comm->executor.backend->memory().copyOut(host.data(), counts, host.size() * sizeof(size_t));
@@ -211,7 +177,7 @@ void enqueueDeviceCountAllToAllv(const DeviceCountAllToAllv& call) {
   if (!found) {
     // Both counts given: one job reads and sets them, then the blocks run.
     bindBlocks(*x, call.sendCapacity, call.recvCapacity, comm->executor.allToAllvSeq++);
-    queueJob(comm, call.stream, [x] {
+    queueCommJob(comm, call.stream, [x] {
       const std::vector<size_t> sends = readCounts(*x, x->call.sendcounts);
       const std::vector<size_t> recvs = readCounts(*x, x->call.recvcounts);
       const std::vector<size_t> sdispls = packedDispls(*x, sends, x->call.sendCapacity, "sendCapacity", true);
@@ -236,13 +202,13 @@ void enqueueDeviceCountAllToAllv(const DeviceCountAllToAllv& call) {
   size_t* incoming = outgoing + n;
   std::shared_ptr<CommLaunch> counts =
       bindLaunch(blockTasks(call, outgoing, 1, 1, incoming, 1, 1, ncclUint64, countsSeq), 1);
-  queueJob(comm, call.stream, [x, outgoing] {
+  queueCommJob(comm, call.stream, [x, outgoing] {
     const std::vector<size_t> sends = readCounts(*x, x->call.sendcounts);
     packedDispls(*x, sends, x->call.sendCapacity, "sendCapacity", true);
     x->blocks->comm->executor.backend->memory().copyIn(outgoing, sends.data(), sends.size() * sizeof(size_t));
   });
   submitLaunch(std::move(counts));
-  queueJob(comm, call.stream, [x, outgoing, incoming] {
+  queueCommJob(comm, call.stream, [x, outgoing, incoming] {
     const int me = x->blocks->comm->identity.rank;
     const size_t nr = size_t(x->blocks->comm->identity.nranks);
     std::vector<size_t> sends(nr), recvs(nr);

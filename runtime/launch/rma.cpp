@@ -16,6 +16,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/diagnostics/flight_recorder.h"
 #include "runtime/launch/group.h"
+#include "runtime/launch/host_job.h"
 
 namespace tutti {
 
@@ -46,48 +47,9 @@ uint64_t recordQueued(const RmaOp& op) {
   return seq;
 }
 
-// Queues `job` on the operation's stream, after what is queued there: the communicator is kept
-// alive for it (pendingStreamJobs, which destroy and abort wait for), the flight recorder follows
-// it, and an error it raises fails the communicator (and reaches the caller, on a NULL stream of a
-// host backend, where the job runs before this returns).
+// Queues `job` on the operation's stream, the flight recorder following operation `seq`.
 void queueJob(const RmaOp& op, uint64_t seq, std::function<void()> job) {
-  ncclComm* comm = op.comm;
-  const bool queued = op.stream != nullptr;
-  struct Running {
-    ncclComm* comm;
-    bool queued;
-    ~Running() {
-      if (queued)
-        comm->executor.pendingStreamJobs--;
-      else
-        comm->executor.activeLaunches--;
-    }
-  };
-  auto run = [comm, queued, seq, job = std::move(job)] {
-    Running running{comm, queued};
-    FlightRecorder* recorder = comm->executor.flight.get();
-    if (recorder) recorder->running(seq, FlightRecorder::now());
-    try {
-      job();
-    } catch (const Error& e) {
-      if (recorder) recorder->failed(seq, FlightRecorder::now());
-      comm->fail(e);
-      throw;
-    }
-    if (recorder) recorder->done(seq, FlightRecorder::now());
-  };
-  if (queued)
-    comm->executor.pendingStreamJobs++;
-  else
-    comm->executor.activeLaunches++;
-  try {
-    comm->executor.backend->enqueueHostJob(op.stream, std::move(run));
-  } catch (...) {
-    // A queued job that was refused (a driver error) never runs, so its count ends here; a job
-    // that ran now and threw ended its count itself.
-    if (queued) comm->executor.pendingStreamJobs--;
-    throw;
-  }
+  queueCommJob(op.comm, op.stream, std::move(job), seq);
 }
 
 void raise(uint64_t* counter) { __atomic_fetch_add(counter, uint64_t(1), __ATOMIC_RELEASE); }
