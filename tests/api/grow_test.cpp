@@ -149,57 +149,18 @@ std::string growAsThreads(int nOld, int nNew, OthersPass others) {
   });
 }
 
-// One process per slot; a failure comes back through a pipe, and a process that does not end
-// within the deadline is killed and named.
+// One process per slot; a process that does not end within the deadline is killed and named.
 std::string growAsProcesses(int nOld, int nNew, OthersPass others) {
   SharedWithChildren<GrowMeeting> meeting;
   if (ncclGetUniqueId(&meeting->parentId) != ncclSuccess) return "ncclGetUniqueId: " + lastError();
-  std::vector<pid_t> pids;
-  std::vector<int> pipes;
-  for (int i = 0; i < nNew; i++) {
-    int fds[2];
-    if (pipe(fds) != 0) return "pipe failed";
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      std::string failure;
-      try {
+  return tutti_test::runOnProcesses(
+      nNew,
+      [&](int i) {
         growSlot(i, nOld, nNew, others, *meeting.operator->(),
                  [&](int slot, ncclComm_t grown, ncclComm_t parent) { checkGrown(slot, grown, parent, nOld, nNew); });
-      } catch (const std::exception& e) {
-        failure = "process of slot " + std::to_string(i) + ": " + e.what() + "\n";
-      }
-      if (!failure.empty()) (void)!write(fds[1], failure.data(), failure.size());
-      close(fds[1]);
-      _exit(failure.empty() ? 0 : 1);
-    }
-    close(fds[1]);
-    pids.push_back(pid);
-    pipes.push_back(fds[0]);
-  }
-  std::string all;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  for (size_t i = 0; i < pids.size(); i++) {
-    int status = 0;
-    while (waitpid(pids[i], &status, WNOHANG) != pids[i]) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) kill(p, SIGKILL);
-        waitpid(pids[i], &status, 0);
-        all += "process of slot " + std::to_string(i) + " did not finish within 180 s (killed)\n";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    char buf[4096];
-    ssize_t n;
-    std::string text;
-    while ((n = read(pipes[i], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-    close(pipes[i]);
-    if (WIFSIGNALED(status)) all += "process of slot " + std::to_string(i) + " died of a signal\n";
-    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-      all += text.empty() ? "process of slot " + std::to_string(i) + " failed\n" : text;
-  }
-  return all;
+        return std::string();
+      },
+      180);
 }
 
 }  // namespace

@@ -89,23 +89,21 @@ std::string runThreads(int nranks, const RankBody& body) {
   return runRankThreads(0, nranks, nranks, id, body);
 }
 
-std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, int threadsPerProcess,
-                         const std::function<void(int process)>& inChild) {
-  if (threadsPerProcess < 1 || nranks % threadsPerProcess != 0)
-    return "runProcesses: nranks must be a multiple of threadsPerProcess";
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
+std::string runOnProcesses(int n, const std::function<std::string(int i)>& fn, int timeoutSeconds) {
   std::vector<pid_t> pids;
   std::vector<int> pipes;
-  const int nprocs = nranks / threadsPerProcess;
-  for (int r = 0; r < nprocs; r++) {
+  for (int i = 0; i < n; i++) {
     int fds[2];
     if (pipe(fds) != 0) return "pipe failed";
     pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      if (inChild) inChild(r);
-      std::string failure = runRankThreads(r * threadsPerProcess, threadsPerProcess, nranks, id, body);
+      std::string failure;
+      try {
+        failure = fn(i);
+      } catch (const std::exception& e) {
+        failure = "process " + std::to_string(i) + ": " + e.what() + "\n";
+      }
       if (!failure.empty()) (void)!write(fds[1], failure.data(), failure.size());
       close(fds[1]);
       _exit(failure.empty() ? 0 : 1);
@@ -116,7 +114,7 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, i
   }
   std::string all;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
-  for (int r = 0; r < nprocs; r++) {
+  for (int r = 0; r < n; r++) {
     int status = 0;
     for (;;) {
       pid_t done = waitpid(pids[size_t(r)], &status, WNOHANG);
@@ -132,8 +130,8 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, i
     }
     std::string text;
     char buf[4096];
-    ssize_t n;
-    while ((n = read(pipes[size_t(r)], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+    ssize_t got;
+    while ((got = read(pipes[size_t(r)], buf, sizeof buf)) > 0) text.append(buf, size_t(got));
     close(pipes[size_t(r)]);
     if (WIFSIGNALED(status))
       all += "process " + std::to_string(r) + " died of signal " + std::to_string(WTERMSIG(status)) + "\n";
@@ -141,6 +139,21 @@ std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, i
       all += text.empty() ? "process " + std::to_string(r) + " failed\n" : text;
   }
   return all;
+}
+
+std::string runProcesses(int nranks, const RankBody& body, int timeoutSeconds, int threadsPerProcess,
+                         const std::function<void(int process)>& inChild) {
+  if (threadsPerProcess < 1 || nranks % threadsPerProcess != 0)
+    return "runProcesses: nranks must be a multiple of threadsPerProcess";
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr);
+  return runOnProcesses(
+      nranks / threadsPerProcess,
+      [&](int r) {
+        if (inChild) inChild(r);
+        return runRankThreads(r * threadsPerProcess, threadsPerProcess, nranks, id, body);
+      },
+      timeoutSeconds);
 }
 
 }  // namespace tutti_test

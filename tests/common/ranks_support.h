@@ -37,6 +37,11 @@ double secondsSince(std::chrono::steady_clock::time_point t);
 // Runs fn(i) for i < n on n threads (without making communicators). Returns the failures.
 std::string runOnThreads(int n, const std::function<void(int i)>& fn);
 
+// Runs fn(i) for i < n in n forked processes (without making communicators); fn returns its
+// failures as text, or throws. A child that fails, crashes or does not finish within
+// timeoutSeconds counts as a failure (and is killed). Returns the failures.
+std::string runOnProcesses(int n, const std::function<std::string(int i)>& fn, int timeoutSeconds = 240);
+
 // Runs body on nranks threads that share one unique id. Returns the failures (empty: all ok).
 std::string runThreads(int nranks, const RankBody& body);
 // Runs body in forked processes, threadsPerProcess ranks (threads) in each: nranks must be a
